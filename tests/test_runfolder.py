@@ -1,0 +1,41 @@
+"""The run-folder contract: atomic status, append-only JSON lines, half lines skipped."""
+
+import json
+
+from workbench import runfolder
+
+
+def test_status_is_merged_and_stamped(tmp_path):
+    runfolder.update_status(tmp_path, state="starting", pid=123)
+    status = runfolder.update_status(tmp_path, state="training", step=2)
+    assert status["pid"] == 123 and status["state"] == "training" and status["step"] == 2
+    assert runfolder.read_status(tmp_path) == status
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "temp file left behind"
+
+
+def test_half_written_last_line_is_not_data(tmp_path):
+    path = tmp_path / runfolder.METRICS_FILE
+    runfolder.append_jsonl(path, [{"step": 1, "reward": 0.5}])
+    with open(path, "a") as handle:
+        handle.write('{"step": 2, "rew')  # the writer is mid-line
+    records, offset = runfolder.read_jsonl_from(path)
+    assert records == [{"step": 1, "reward": 0.5}]
+    with open(path, "a") as handle:
+        handle.write('ard": 0.7}\n')
+    more, _ = runfolder.read_jsonl_from(path, offset)
+    assert more == [{"step": 2, "reward": 0.7}]
+
+
+def test_reading_a_missing_file_is_empty(tmp_path):
+    assert runfolder.read_jsonl_from(tmp_path / "nope.jsonl", 7) == ([], 7)
+    assert runfolder.read_status(tmp_path) == {}
+
+
+def test_run_ids_are_safe_and_runs_listed_newest_first(tmp_path):
+    run_id = runfolder.new_run_id("my demo/run!")
+    assert "/" not in run_id and run_id.endswith("my-demo-run")
+    for name in ("20260101-000000-a", "20260102-000000-b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / runfolder.CONFIG_FILE).write_text(json.dumps({}))
+    (tmp_path / "not-a-run").mkdir()
+    assert [p.name for p in runfolder.list_run_dirs(tmp_path)] == ["20260102-000000-b", "20260101-000000-a"]
