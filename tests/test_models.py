@@ -1,0 +1,55 @@
+"""Model names: the bundled model converts once, tiny really is a tiny Llama, bad names are refused cheaply."""
+
+import time
+
+import pytest
+
+from workbench import models
+
+
+def test_bundled_model_loads_fast_once_converted():
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = models.bundled_model_dir()  # converts on first use
+    start = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert time.perf_counter() - start < 2.0
+    assert AutoConfig.from_pretrained(path).model_type == "llama"
+    assert sum(p.numel() for p in model.parameters()) > 100_000_000
+
+
+def test_tiny_model_is_a_real_small_llama_with_a_chat_template():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = models.tiny_model_dir()
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert model.config.hidden_size == 16 and model.config.num_hidden_layers == 2
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert "hi" in text and text != "hi"
+    ids = tokenizer("hello world", return_tensors="pt").input_ids
+    assert model(ids).logits.shape[-1] == len(tokenizer)
+
+
+@pytest.mark.parametrize(
+    "name, match",
+    [
+        ("/no/such/folder", "does not exist"),
+        ("./missing-model", "does not exist"),
+        ("not a model!", "neither a folder nor a hub id"),
+    ],
+    ids=["absolute-path", "relative-path", "garbage"],
+)
+def test_bad_model_names_are_refused_without_loading(name, match):
+    with pytest.raises(models.ModelError, match=match):
+        models.check_model(name)
+
+
+def test_folder_without_config_is_refused(tmp_path):
+    with pytest.raises(models.ModelError, match="no config.json"):
+        models.check_model(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["", "smollm2-135m-instruct", "tiny", "Qwen/Qwen2-0.5B-Instruct"], ids=["empty", "bundled", "tiny", "hub-id"])
+def test_good_model_names_pass_the_cheap_check(name):
+    models.check_model(name)
