@@ -1,0 +1,1 @@
+"""The Gradio dashboard: one module per tab, assembled by `workbench.ui.app.build_app`."""
