@@ -1,0 +1,239 @@
+"""Reward functions: each on plain and conversational completions, the registry, user files, score()."""
+
+import math
+
+import pytest
+
+from workbench import rewards
+from workbench.rewards import RewardError, RewardFileError, RewardFunctionError
+
+
+def as_chat(text):
+    return [{"role": "assistant", "content": text}]
+
+
+@pytest.fixture(params=["plain", "conversational"])
+def shape(request):
+    """Turns texts into completions of one shape, as TRL passes them."""
+    if request.param == "plain":
+        return lambda texts: list(texts)
+    return lambda texts: [as_chat(t) for t in texts]
+
+
+CASES = [
+    # (reward name, completions, columns, expected scores)
+    ("format_answer_tag", ["<answer>42</answer>", "42", "<answer> </answer>", "x <ANSWER>a\nb</ANSWER>"], {},
+     [1.0, 0.0, 0.0, 1.0]),
+    ("exact_answer", ["<answer> Paris. </answer>", "paris", "<answer>Lyon</answer>", "The answer is Paris"],
+     {"answer": ["Paris"] * 4}, [1.0, 1.0, 0.0, 0.0]),
+    ("numeric_answer", ["<answer>1,200</answer>", "so 3.0", "about 7", "no number"],
+     {"answer": ["1200", "3", "8", "5"]}, [1.0, 1.0, 0.0, 0.0]),
+    ("brevity", ["", "x" * 50, "x" * 200, "x" * 900], {}, [1.0, 0.75, 0.0, 0.0]),
+    ("length_target", ["x" * 100, "x" * 50, "x" * 150, "x" * 300], {}, [1.0, 0.5, 0.5, 0.0]),
+    ("keyword_presence", ["A cat and a dog.", "Cats only", "DOG", "nothing"],
+     {"keywords": [["cat", "dog"], ["cat"], "cat, dog", ["fish"]]}, [1.0, 0.0, 0.5, 0.0]),
+    ("repetition_penalty", ["one two three four", "a b c a b c", "hi", "go go go go go"], {},
+     [0.0, -0.25, 0.0, -2 / 3]),
+]
+
+
+@pytest.mark.parametrize("name,texts,columns,expected", CASES, ids=[c[0] for c in CASES])
+def test_each_reward_scores_plain_and_conversational(shape, name, texts, columns, expected):
+    func = rewards.get_reward(name)
+    got = func(prompts=["q"] * len(texts), completions=shape(texts), completion_ids=None, **columns)
+    assert got == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("name", list(rewards.REWARDS), ids=list(rewards.REWARDS))
+def test_registry_key_is_the_metric_name(name):
+    # TRL logs rewards/<__name__>/mean, so the registry key must be that name
+    assert rewards.REWARDS[name].__name__ == name
+    assert rewards.describe_rewards()[name]
+
+
+def test_factories_keep_settings_and_names():
+    short = rewards.brevity(max_chars=10)
+    assert short.__name__ == "brevity"
+    assert short(completions=["12345"]) == [0.5]
+    assert rewards.format_tag("think").__name__ == "format_think_tag"
+    assert rewards.numeric_answer(tolerance=0.5)(completions=["3.4"], answer=["3"]) == [1.0]
+    assert rewards.keyword_presence(["sun"])(completions=["The Sun", "moon"]) == [1.0, 0.0]
+
+
+def test_length_target_column_overrides_the_target():
+    func = rewards.get_reward("length_target")
+    assert func(completions=["x" * 10, "x" * 10], target_chars=[10, 20]) == [1.0, 0.5]
+
+
+def test_keyword_reward_without_keywords_is_none():
+    # None means "not applicable": TRL leaves it out of the weighted sum
+    assert rewards.get_reward("keyword_presence")(completions=["a"], keywords=[[]]) == [None]
+
+
+def test_reward_needing_a_missing_column_says_which():
+    with pytest.raises(RewardError, match=r"needs an? `answer` column"):
+        rewards.get_reward("exact_answer")(completions=["1"])
+
+
+@pytest.mark.parametrize(
+    "factory,kwargs",
+    [(rewards.brevity, {"max_chars": 0}), (rewards.length_target, {"target_chars": -1}),
+     (rewards.numeric_answer, {"tolerance": -1}), (rewards.repetition_penalty, {"max_penalty": 1})],
+    ids=["brevity", "length_target", "numeric_answer", "repetition_penalty"],
+)
+def test_factories_refuse_bad_settings(factory, kwargs):
+    with pytest.raises(RewardError, match=factory.__name__):
+        factory(**kwargs)
+
+
+def test_unknown_reward_lists_valid_names():
+    with pytest.raises(RewardError) as info:
+        rewards.get_reward("bervity")
+    message = str(info.value)
+    assert "'bervity'" in message and all(name in message for name in rewards.REWARDS)
+
+
+# ---------------------------------------------------------------- user reward files
+
+GOOD_FILE = '''
+import re
+
+def helper(text):  # not a reward: no `completions` parameter
+    return len(text)
+
+def says_yes(prompts, completions, **kwargs):
+    return [1.0 if "yes" in c.lower() else 0.0 for c in completions]
+
+def _private(prompts, completions, **kwargs):
+    return [0.0 for _ in completions]
+'''
+
+
+@pytest.fixture
+def reward_file(tmp_path):
+    path = tmp_path / "my_rewards.py"
+    path.write_text(GOOD_FILE)
+    return path
+
+
+def test_load_reward_file_returns_public_reward_functions(reward_file):
+    loaded = rewards.load_reward_file(reward_file)
+    assert list(loaded) == ["says_yes"]
+    assert loaded["says_yes"](prompts=["q"], completions=["Yes!", "no"]) == [1.0, 0.0]
+
+
+BAD_FILES = {
+    "missing": (None, r"no file at .*nope\.py"),
+    "syntax": ("def f(:\n", r"syntax error on line 1"),
+    "import": ("import not_a_real_package_xyz\n", r"ModuleNotFoundError.*not_a_real_package_xyz"),
+    "raises": ("x = 1\nraise RuntimeError('boom')\n", r"RuntimeError: boom \(line 2\)"),
+    "no_rewards": ("def helper(x):\n    return x\n", r"defines no reward function"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES), ids=list(BAD_FILES))
+def test_bad_reward_file_names_the_file_and_cause(tmp_path, case):
+    source, pattern = BAD_FILES[case]
+    path = tmp_path / "nope.py"
+    if source is not None:
+        path.write_text(source)
+    with pytest.raises(RewardFileError, match=pattern) as info:
+        rewards.load_reward_file(path)
+    assert str(path) in str(info.value)
+    assert info.value.__cause__ is None  # the person sees one line, not a chained traceback
+
+
+def test_reward_file_that_is_not_python_is_refused(tmp_path):
+    path = tmp_path / "rewards.txt"
+    path.write_text("x")
+    with pytest.raises(RewardFileError, match=r"not a \.py file"):
+        rewards.load_reward_file(path)
+
+
+# ---------------------------------------------------------------- checking outputs
+
+
+@pytest.mark.parametrize(
+    "values,pattern",
+    [([1.0], r"returned 1 rewards for 2"), ("ab", r"returned str"), ([1.0, "high"], r"'high' at position 1"),
+     ([1.0, math.inf], r"must be finite"), (None, r"returned NoneType")],
+    ids=["count", "string", "not_a_number", "infinite", "none"],
+)
+def test_check_reward_output_names_the_function(values, pattern):
+    with pytest.raises(RewardFunctionError, match=r"^reward function 'mine' .*" + pattern) as info:
+        rewards.check_reward_output("mine", values, 2)
+    assert info.value.function_name == "mine"
+
+
+def test_check_reward_output_converts_numbers_and_keeps_none():
+    assert rewards.check_reward_output("mine", [1, None, float("nan"), True], 4) == [1.0, None, None, 1.0]
+
+
+def test_guard_reward_names_a_function_that_raises():
+    def fragile(prompts, completions, **kwargs):
+        raise KeyError("answer")
+
+    guarded = rewards.guard_reward(fragile)
+    assert guarded.__name__ == "fragile"
+    with pytest.raises(RewardFunctionError, match=r"'fragile' raised KeyError"):
+        guarded(prompts=["q"], completions=["a"])
+
+
+def test_guard_reward_names_a_function_returning_the_wrong_count():
+    def short(prompts, completions, **kwargs):
+        return [1.0]
+
+    with pytest.raises(RewardFunctionError, match=r"'short' returned 1 rewards for 3"):
+        rewards.guard_reward(short)(prompts=["q"] * 3, completions=["a", "b", "c"])
+
+
+def test_resolve_rewards_prefers_the_file_and_refuses_nothing(reward_file):
+    funcs = rewards.resolve_rewards(["says_yes", "brevity"], reward_file)
+    assert [f.__name__ for f in funcs] == ["says_yes", "brevity"]
+    with pytest.raises(RewardError, match="at least one reward"):
+        rewards.resolve_rewards([])
+
+
+# ---------------------------------------------------------------- score()
+
+
+def test_score_gives_each_function_and_the_weighted_total():
+    results = rewards.score(
+        ["exact_answer", "format_answer_tag"],
+        "What is 2 + 2?",
+        ["<answer>4</answer>", "5", as_chat("<answer>5</answer>")],
+        weights=[1.0, 0.5],
+        answer="4",
+    )
+    assert [r["rewards"] for r in results] == [
+        {"exact_answer": 1.0, "format_answer_tag": 1.0},
+        {"exact_answer": 0.0, "format_answer_tag": 0.0},
+        {"exact_answer": 0.0, "format_answer_tag": 1.0},
+    ]
+    assert [r["reward"] for r in results] == [1.5, 0.0, 0.5]
+    assert results[0]["prompt"] == "What is 2 + 2?"
+
+
+def test_score_total_skips_none_like_trl(reward_file):
+    results = rewards.score(["keyword_presence", "brevity"], ["q", "q"], ["", ""], keywords=[[], []])
+    assert results[0]["rewards"] == {"keyword_presence": None, "brevity": 1.0} and results[0]["reward"] == 1.0
+    only_none = rewards.score(["keyword_presence"], "q", ["a"], keywords=[[]])
+    assert only_none[0]["reward"] is None
+
+
+def test_score_uses_a_reward_file(reward_file):
+    results = rewards.score(["says_yes"], "q", ["yes", "no"], reward_file=reward_file)
+    assert [r["reward"] for r in results] == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs,pattern",
+    [({"weights": [1.0, 2.0]}, r"reward_weights: 2 weights for 1 rewards"),
+     ({"prompts": ["a", "b", "c"]}, r"prompts: 3 prompts for 2 completions"),
+     ({"reward_names": ["nope"]}, r"unknown reward 'nope'")],
+    ids=["weights", "prompts", "unknown"],
+)
+def test_score_refuses_mismatched_input(kwargs, pattern):
+    args = {"reward_names": ["brevity"], "prompts": "q", "completions": ["a", "b"], **kwargs}
+    with pytest.raises(RewardError, match=pattern):
+        rewards.score(**args)
