@@ -1,0 +1,94 @@
+"""Built-in tasks: dataset shape, rewards that rank sample completions the way the task intends."""
+
+import pytest
+
+from workbench import rewards, tasks
+from workbench.tasks import TASKS, TaskError
+
+
+@pytest.fixture(scope="module")
+def datasets_by_task():
+    return {name: tasks.load_task_dataset(name) for name in TASKS}
+
+
+@pytest.mark.parametrize("name", list(TASKS), ids=list(TASKS))
+def test_task_dataset_has_conversational_prompts_and_reward_columns(datasets_by_task, name):
+    task, dataset = TASKS[name], datasets_by_task[name]
+    assert "prompt" in dataset.column_names
+    first = dataset[0]["prompt"]
+    assert first[0]["role"] == "user" and first[0]["content"].strip()
+    prompts = [row[0]["content"] for row in dataset["prompt"]]
+    assert len(set(prompts)) == len(prompts), "duplicate prompts"
+    assert len(task.reward_names) == len(task.reward_weights)
+    for reward_name in task.reward_names:
+        rewards.get_reward(reward_name)  # every reward the task names exists
+    assert len(task.probe_prompts) >= 3
+    assert task.to_dict()["reward_names"] == list(task.reward_names)
+
+
+def test_demo_reproduces_the_measured_design(datasets_by_task):
+    task = TASKS["demo"]
+    assert task.reward_names == ("brevity",) and len(datasets_by_task["demo"]) >= 64
+    assert task.settings["max_completion_length"] == 48 and task.settings["num_generations"] == 8
+
+
+def _score_task(name, completions, **columns):
+    task = TASKS[name]
+    return [r["reward"] for r in rewards.score(task.reward_names, "q", completions, task.reward_weights, **columns)]
+
+
+def test_demo_prefers_a_short_answer():
+    short, verbose = _score_task(
+        "demo",
+        ["Paris.", "The capital of France is Paris, a city famous for the Eiffel Tower, museums such as the "
+                   "Louvre, and its long history as a centre of art, fashion and culture in Europe."],
+    )
+    assert short > 0.9 and verbose < 0.5
+
+
+def test_arithmetic_rewards_truth_over_format(datasets_by_task):
+    row = datasets_by_task["arithmetic"][0]
+    question = row["prompt"][0]["content"]
+    a, op, b = question.split("?")[0].split()[-3:]
+    expected = int(a) + int(b) if op == "+" else int(a) * int(b)
+    assert row["answer"] == str(expected)
+    right_tagged, wrong_tagged, right_bare, rambling = _score_task(
+        "arithmetic",
+        [f"<answer>{expected}</answer>", f"<answer>{expected + 1}</answer>", str(expected), f"It is {expected}."],
+        answer=row["answer"],
+    )
+    assert right_tagged > right_bare > wrong_tagged > rambling
+
+
+def test_arithmetic_has_sums_and_products(datasets_by_task):
+    questions = [p[0]["content"] for p in datasets_by_task["arithmetic"]["prompt"]]
+    assert any(" + " in q for q in questions) and any(" * " in q for q in questions)
+
+
+def test_keywords_reward_counts_the_given_words(datasets_by_task):
+    row = datasets_by_task["keywords"][0]
+    words = row["keywords"]
+    assert 2 <= len(words) <= 3 and all(f'"{w}"' in row["prompt"][0]["content"] for w in words)
+    sentence = f"A short line on the topic, using {' and '.join(words)} in it, a good length for this."
+    all_words, no_words = _score_task("keywords", [sentence, "Nothing relevant here."], keywords=[words, words])
+    assert all_words > no_words
+
+
+@pytest.mark.parametrize("name", list(TASKS), ids=list(TASKS))
+def test_task_data_is_reproducible_and_sized(name):
+    first = tasks.load_task_dataset(name, size=10, seed=1)
+    again = tasks.load_task_dataset(name, size=10, seed=1)
+    other = tasks.load_task_dataset(name, size=10, seed=2)
+    assert len(first) == 10 and first.to_list() == again.to_list() and first.to_list() != other.to_list()
+
+
+@pytest.mark.parametrize(
+    "name,size,pattern",
+    [("nope", None, r"unknown task 'nope'; choose from demo, arithmetic, keywords"),
+     ("demo", 10_000, r"the demo task has \d+ questions"),
+     ("arithmetic", 0, r"at least 1")],
+    ids=["unknown", "demo_too_big", "zero"],
+)
+def test_task_errors_say_what_to_use(name, size, pattern):
+    with pytest.raises(TaskError, match=pattern):
+        tasks.load_task_dataset(name, size=size)
