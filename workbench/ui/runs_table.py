@@ -1,0 +1,146 @@
+"""The Runs tab's pure parts: one summary row per run folder, config diffs, safe deletion.
+
+Everything is read from the run folders each time (no cache in the process),
+so two browser tabs, a reload or a restarted app see the same runs. The final
+reward comes from the last lines of `metrics.jsonl`, read from its end, so a
+long run costs no more to list than a short one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from workbench import runfolder
+from workbench.ui.live import format_duration, is_live
+
+COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
+# Bytes read from the end of metrics.jsonl to find the last logged reward.
+TAIL_BYTES = 16_384
+
+
+class RunDeleteError(ValueError):
+    """A run that cannot be deleted (unknown, still running, outside the runs folder)."""
+
+
+def last_metric(run_dir: str | Path, name: str, tail_bytes: int = TAIL_BYTES) -> float | None:
+    """The last logged value of metric `name`, read from the end of metrics.jsonl."""
+    path = Path(run_dir) / runfolder.METRICS_FILE
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            handle.seek(max(0, size - tail_bytes))
+            chunk = handle.read()
+    except FileNotFoundError:
+        return None
+    # Lines are complete only up to the last newline; the first may be cut by the seek.
+    lines = chunk[: chunk.rfind(b"\n") + 1].splitlines()
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        value = record.get(name) if isinstance(record, dict) else None
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def format_started(timestamp: float | None) -> str:
+    if not timestamp:
+        return "—"
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+def summarise_run(run_dir: str | Path, status: dict, now: float | None = None) -> dict:
+    """One table row for a run: state, model, task, steps, final reward, started, duration."""
+    run_dir = Path(run_dir)
+    config = runfolder.read_json(run_dir / runfolder.CONFIG_FILE, default={}) or {}
+    now = time.time() if now is None else now
+    started = status.get("started_at")
+    end = now if is_live(status) else status.get("updated_at")
+    duration = (end - started) if started and end else None
+    step = status.get("step")
+    total = status.get("total_steps")
+    steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
+    reward = last_metric(run_dir, "reward")
+    task = config.get("task") or ""
+    if config.get("dataset_path"):
+        task = f"{Path(config['dataset_path']).name} (file)"
+    return {
+        "run": run_dir.name,
+        "state": status.get("state") or "unknown",
+        "model": config.get("model") or "",
+        "task": task,
+        "steps": steps,
+        "final reward": "—" if reward is None else f"{reward:.3f}",
+        "started": format_started(started),
+        "duration": format_duration(duration) if duration is not None else "—",
+    }
+
+
+def runs_rows(summaries: Iterable[dict]) -> list[list[Any]]:
+    """Summaries as table rows in COLUMNS order."""
+    return [[summary[column] for column in COLUMNS] for summary in summaries]
+
+
+def read_config(runs_dir: str | Path, run_id: str) -> dict:
+    return runfolder.read_json(Path(runs_dir) / run_id / runfolder.CONFIG_FILE, default={}) or {}
+
+
+def config_diff(configs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of the config fields whose values differ between runs.
+
+    `configs` maps run id to its config dict; a field one run lacks shows as
+    "—". With a single run there is nothing to compare and no rows.
+    """
+    headers = ["setting", *configs]
+    if len(configs) < 2:
+        return headers, []
+    fields: list[str] = []
+    for config in configs.values():
+        fields += [name for name in config if name not in fields]
+    rows = []
+    for name in fields:
+        values = [_show(config.get(name, _MISSING)) for config in configs.values()]
+        if len(set(values)) > 1:
+            rows.append([name, *values])
+    return headers, rows
+
+
+_MISSING = object()
+
+
+def _show(value: Any) -> str:
+    if value is _MISSING:
+        return "—"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value) if value else "(empty)"
+    if value == "" or value is None:
+        return "(empty)"
+    return str(value)
+
+
+def resolve_run_dir(runs_dir: str | Path, run_id: str) -> Path:
+    """The folder of `run_id` inside `runs_dir`; refuses names that would point elsewhere."""
+    base = Path(runs_dir).resolve()
+    if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+        raise RunDeleteError(f"run: {run_id!r} is not a run name; pick a run from the table")
+    run_dir = (base / run_id).resolve()
+    if run_dir.parent != base or not (run_dir / runfolder.CONFIG_FILE).is_file():
+        raise RunDeleteError(f"run: no run named {run_id!r} in {base}; refresh the table and pick again")
+    return run_dir
+
+
+def delete_run(runs_dir: str | Path, run_id: str, status: dict) -> Path:
+    """Delete a finished, failed or stopped run's folder; a live run must be stopped first."""
+    run_dir = resolve_run_dir(runs_dir, run_id)
+    if is_live(status):
+        raise RunDeleteError(f"run {run_id}: it is still {status.get('state')}; stop it in the Train tab, "
+                             f"then delete it")
+    shutil.rmtree(run_dir)
+    return run_dir
