@@ -1,0 +1,236 @@
+"""The Compare tab's parts: probe prompts answered by the base model and a checkpoint, side by side.
+
+A comparison is a `ProbeJob`: the prompts and two sides (the run's base model,
+and one of its checkpoints or its final adapter). Each side is answered by a
+`python -m workbench sample` process (workbench.sampling), one side after the
+other so a CPU shared with a training run is not split three ways. Answers
+land in `runs/<run_id>/probes/<side>-<key>.jsonl`, where the key hashes the
+model, adapter, prompts and length: the same question asked again is read
+back at once instead of sampled again, also after a reload.
+
+The job (with its process handle) lives in the browser session's `gr.State`;
+`advance_job` is called on each timer tick and starts the next side when one
+finishes. `cancel_job` kills the running process group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from workbench import runfolder, sampling
+
+PROBES_DIR = "probes"
+BASE_LABEL = "base model"
+FINAL_LABEL = "final adapter"
+MAX_PROMPTS = 12
+
+
+class ProbeError(ValueError):
+    """Bad Compare input; the message names the field and how to fix it."""
+
+
+@dataclass
+class Side:
+    """One column of the comparison: who answers, and where the answers go."""
+
+    title: str
+    adapter: str | None
+    out_path: str
+
+
+@dataclass
+class ProbeJob:
+    """A comparison under way in one browser session."""
+
+    model: str
+    prompts: list[str]
+    sides: list[Side]
+    max_new_tokens: int
+    running: int | None = None  # index of the side being sampled now
+    process: subprocess.Popen | None = field(default=None, repr=False)
+    cancelled: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.cancelled or (self.running is None and all(side_complete(s) for s in self.sides)) \
+            or self.error is not None
+
+    @property
+    def error(self) -> str | None:
+        for side in self.sides:
+            progress = sampling.read_sampling(side.out_path)
+            if progress["error"]:
+                return f"{side.title}: {progress['error']}"
+        if self.running is not None and self.process is not None:
+            progress = sampling.read_sampling(self.sides[self.running].out_path, self.process)
+            if progress["error"]:
+                return f"{self.sides[self.running].title}: {progress['error']}"
+        return None
+
+
+def checkpoint_step(path: Path) -> int | None:
+    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+    return int(match.group(1)) if match else None
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
+    """(label, adapter folder) for each saved checkpoint of a run, by step, then the final adapter."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for path in run_dir.iterdir():
+        step = checkpoint_step(path)
+        if step is not None and (path / "adapter_config.json").is_file():
+            found.append((step, f"step {step} ({path.name})", str(path)))
+    choices = [(label, folder) for _, label, folder in sorted(found)]
+    final = run_dir / runfolder.ADAPTER_DIR
+    if (final / "adapter_config.json").is_file():
+        choices.append((FINAL_LABEL, str(final)))
+    return choices
+
+
+def default_prompts(config: dict) -> list[str]:
+    """The probe prompts of the run's task ([] for a run on a user's file or an unknown task)."""
+    from workbench.tasks import TASKS
+
+    task = TASKS.get(config.get("task") or "")
+    if task is None or config.get("dataset_path"):
+        return []
+    return list(task.probe_prompts)
+
+
+def parse_prompts(text: str) -> list[str]:
+    """Prompts typed one per line; blank lines are ignored."""
+    prompts = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not prompts:
+        raise ProbeError("Probe prompts: the box is empty; type one prompt per line "
+                         "(or pick a run whose task has probe prompts)")
+    if len(prompts) > MAX_PROMPTS:
+        raise ProbeError(f"Probe prompts: {len(prompts)} lines is more than {MAX_PROMPTS}; keep the "
+                         f"{MAX_PROMPTS} that matter most (each is answered once per side)")
+    return prompts
+
+
+def answers_path(run_dir: str | Path, title: str, model: str, adapter: str | None,
+                 prompts: list[str], max_new_tokens: int) -> Path:
+    """Where one side's answers are kept: named by side, keyed by everything that changes them."""
+    key_source = json.dumps([model, adapter and Path(adapter).name, prompts, max_new_tokens])
+    key = hashlib.sha1(key_source.encode("utf-8")).hexdigest()[:10]
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()
+    return Path(run_dir) / PROBES_DIR / f"{slug}-{key}.jsonl"
+
+
+def side_complete(side: Side) -> bool:
+    progress = sampling.read_sampling(side.out_path)
+    return progress["done"] and not progress["error"]
+
+
+def plan_job(run_dir: str | Path, config: dict, checkpoint: tuple[str, str] | None, prompts: list[str],
+             max_new_tokens: int) -> ProbeJob:
+    """The comparison for one run: its base model, and the chosen checkpoint when there is one."""
+    model = config.get("model")
+    if not model:
+        raise ProbeError("Run: its config.json names no model; pick another run")
+    chosen = [(BASE_LABEL, None)] + ([checkpoint] if checkpoint else [])
+    sides = [Side(title, adapter, str(answers_path(run_dir, title, model, adapter, prompts, max_new_tokens)))
+             for title, adapter in chosen]
+    return ProbeJob(model=model, prompts=prompts, sides=sides, max_new_tokens=max_new_tokens)
+
+
+def advance_job(job: ProbeJob, start: Callable[..., subprocess.Popen] = sampling.start_sampling) -> ProbeJob:
+    """Start the next side that still needs answers once the running one has finished."""
+    if job.cancelled:
+        return job
+    if job.running is not None:
+        progress = sampling.read_sampling(job.sides[job.running].out_path, job.process)
+        if not progress["done"]:
+            return job
+        job = replace(job, running=None, process=None)
+        if progress["error"]:
+            return job
+    for index, side in enumerate(job.sides):
+        if not side_complete(side):
+            process = start(job.model, job.prompts, side.out_path, adapter_dir=side.adapter,
+                            max_new_tokens=job.max_new_tokens)
+            return replace(job, running=index, process=process)
+    return job
+
+
+def cancel_job(job: ProbeJob) -> ProbeJob:
+    """Kill the running sampling process (its whole group) and mark the job cancelled."""
+    if job.process is not None:
+        sampling.cancel_sampling(job.process)
+    return replace(job, running=None, process=None, cancelled=True)
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def progress_text(job: ProbeJob | None) -> str:
+    """One line: which side is answering and how far it got, or how the job ended."""
+    if job is None:
+        return ""
+    parts = []
+    for index, side in enumerate(job.sides):
+        progress = sampling.read_sampling(side.out_path)
+        count = len(progress["answers"])
+        total = progress["total"] or len(job.prompts)
+        if progress["done"] and not progress["error"]:
+            parts.append(f"{side.title}: done")
+        elif index == job.running:
+            what = "loading the model" if progress["total"] is None else f"{count} / {total} answered"
+            parts.append(f"{side.title}: {what}")
+        else:
+            parts.append(f"{side.title}: {'cancelled' if job.cancelled else 'waiting'}")
+    line = " · ".join(parts)
+    error = job.error
+    if error:
+        return f"Sampling failed. {error}"
+    if job.cancelled:
+        return f"Cancelled. {line}"
+    return line
+
+
+COMPARE_CSS = """
+table.wb-compare { width: 100%; border-collapse: collapse; table-layout: fixed; font-size: 0.9rem; }
+table.wb-compare th { text-align: left; padding: 6px 8px; background: #eef2ff; color: #312e81; border-bottom: 1px solid #c7d2fe; }
+table.wb-compare td { padding: 8px; border-bottom: 1px solid #e2e8f0; vertical-align: top; white-space: pre-wrap;
+  overflow-wrap: anywhere; }
+table.wb-compare td.wb-compare-prompt { color: #334155; font-weight: 600; }
+table.wb-compare td .wb-pending { color: #94a3b8; font-style: italic; }
+table.wb-compare td .wb-seconds { display: block; color: #94a3b8; font-size: 0.75rem; margin-top: 4px; }
+"""
+
+
+def compare_html(job: ProbeJob | None) -> str:
+    """A table: one row per prompt, one column per side, answers filled in as they come."""
+    if job is None:
+        return ('<p class="wb-empty">Pick a run and a checkpoint, check the probe prompts, and press '
+                '<b>Answer side by side</b>.</p>')
+    answers = []
+    for side in job.sides:
+        by_index = {a["index"]: a for a in sampling.read_sampling(side.out_path)["answers"]}
+        answers.append(by_index)
+    prompt_width = "28%" if len(job.sides) > 1 else "40%"
+    head = "".join(f"<th>{html.escape(side.title)}</th>" for side in job.sides)
+    rows = []
+    for index, prompt in enumerate(job.prompts):
+        cells = [f'<td class="wb-compare-prompt">{html.escape(prompt)}</td>']
+        for by_index in answers:
+            answer = by_index.get(index)
+            if answer is None:
+                cells.append('<td><span class="wb-pending">…</span></td>')
+            else:
+                text = html.escape(answer["answer"]) or '<span class="wb-pending">(empty answer)</span>'
+                cells.append(f'<td>{text}<span class="wb-seconds">{answer["seconds"]:.1f} s</span></td>')
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return (f'<table class="wb-compare"><colgroup><col style="width:{prompt_width}"></colgroup>'
+            f"<thead><tr><th>prompt</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
