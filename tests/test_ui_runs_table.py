@@ -1,4 +1,4 @@
-"""The Runs tab's pure parts: summary rows from run folders, config diffs, safe deletion."""
+"""The Runs tab's pure parts: summary rows from run entries and metric tails, config diffs."""
 
 import json
 
@@ -28,10 +28,15 @@ FINISHED = {"state": "finished", "step": 10, "total_steps": 10, "started_at": 1_
             "updated_at": 1_700_000_125.0}
 
 
+def entry(run_dir, status, **config):
+    """What `launcher.list_runs()` gives for a run: its status plus config fields."""
+    return {**status, "run_id": run_dir.name, "run_dir": str(run_dir), **config}
+
+
 def test_summary_row_of_a_finished_run(make_run):
     metrics = [{"step": s, "reward": s / 10} for s in range(1, 11)] + [{"step": 10, "train_runtime": 120.0}]
     run_dir = make_run("20261122-010203-demo", status=FINISHED, metrics=metrics)
-    row = runs_table.summarise_run(run_dir, FINISHED)
+    row = runs_table.summarise_run(entry(run_dir, FINISHED, model="tiny", task="demo"))
     assert row["run"] == "20261122-010203-demo" and row["state"] == "finished"
     assert (row["model"], row["task"], row["steps"]) == ("tiny", "demo", "10 / 10")
     assert row["final reward"] == "1.000" and row["duration"] == "2 min 05 s"
@@ -39,7 +44,8 @@ def test_summary_row_of_a_finished_run(make_run):
 
 
 def test_summary_of_a_run_that_has_not_started(make_run):
-    row = runs_table.summarise_run(make_run("r", config={"model": "tiny", "dataset_path": "/d/mine.jsonl"}), {})
+    run_dir = make_run("r")
+    row = runs_table.summarise_run(entry(run_dir, {}, model="tiny", dataset_path="/d/mine.jsonl"))
     assert (row["state"], row["steps"], row["final reward"], row["started"], row["duration"]) == \
         ("unknown", "—", "—", "—", "—")
     assert row["task"] == "mine.jsonl (file)"
@@ -47,7 +53,7 @@ def test_summary_of_a_run_that_has_not_started(make_run):
 
 def test_live_duration_runs_to_now(make_run):
     status = {"state": "training", "step": 2, "total_steps": 9, "started_at": 100.0, "updated_at": 110.0}
-    row = runs_table.summarise_run(make_run("r", status=status), status, now=190.0)
+    row = runs_table.summarise_run(entry(make_run("r", status=status), status), now=190.0)
     assert row["duration"] == "1 min 30 s" and row["steps"] == "2 / 9"
 
 
@@ -72,26 +78,3 @@ def test_last_metric_reads_only_the_tail(make_run):
 def test_config_diff_lists_only_differences(configs, expected_rows):
     headers, rows = runs_table.config_diff(configs)
     assert headers == ["setting", *configs] and rows == expected_rows
-
-
-def test_delete_removes_an_ended_run(make_run):
-    run_dir = make_run("r", status=FINISHED)
-    runs_table.delete_run(run_dir.parent, "r", FINISHED)
-    assert not run_dir.exists()
-
-
-@pytest.mark.parametrize(
-    "run_id, status, message",
-    [
-        ("r", {"state": "training"}, "still training; stop it"),
-        ("../r", {}, "not a run name"),
-        ("..", {}, "not a run name"),
-        ("nope", {}, "no run named 'nope'"),
-    ],
-    ids=["live", "path-escape", "parent", "unknown"],
-)
-def test_delete_refuses(make_run, run_id, status, message):
-    run_dir = make_run("r", status=status)
-    with pytest.raises(runs_table.RunDeleteError, match=message):
-        runs_table.delete_run(run_dir.parent, run_id, status)
-    assert run_dir.exists()

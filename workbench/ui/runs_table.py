@@ -1,15 +1,15 @@
-"""The Runs tab's pure parts: one summary row per run folder, config diffs, safe deletion.
+"""The Runs tab's pure parts: one summary row per run, and the diff of run configs.
 
-Everything is read from the run folders each time (no cache in the process),
-so two browser tabs, a reload or a restarted app see the same runs. The final
-reward comes from the last lines of `metrics.jsonl`, read from its end, so a
-long run costs no more to list than a short one.
+Rows are built from `workbench.launcher.list_runs()` entries (each run's
+status plus its model and task), read from the run folders every time, so two
+browser tabs, a reload or a restarted app see the same runs. The final reward
+comes from the last lines of `metrics.jsonl`, read from its end, so a long run
+costs no more to list than a short one.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from datetime import datetime
 from pathlib import Path
@@ -21,10 +21,6 @@ from workbench.ui.live import format_duration, is_live
 COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
 # Bytes read from the end of metrics.jsonl to find the last logged reward.
 TAIL_BYTES = 16_384
-
-
-class RunDeleteError(ValueError):
-    """A run that cannot be deleted (unknown, still running, outside the runs folder)."""
 
 
 def last_metric(run_dir: str | Path, name: str, tail_bytes: int = TAIL_BYTES) -> float | None:
@@ -56,25 +52,23 @@ def format_started(timestamp: float | None) -> str:
     return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 
-def summarise_run(run_dir: str | Path, status: dict, now: float | None = None) -> dict:
-    """One table row for a run: state, model, task, steps, final reward, started, duration."""
-    run_dir = Path(run_dir)
-    config = runfolder.read_json(run_dir / runfolder.CONFIG_FILE, default={}) or {}
+def summarise_run(entry: dict, now: float | None = None) -> dict:
+    """One table row from a `list_runs()` entry: state, model, task, steps, final reward, started, duration."""
     now = time.time() if now is None else now
-    started = status.get("started_at")
-    end = now if is_live(status) else status.get("updated_at")
+    started = entry.get("started_at")
+    end = now if is_live(entry) else entry.get("updated_at")
     duration = (end - started) if started and end else None
-    step = status.get("step")
-    total = status.get("total_steps")
+    step = entry.get("step")
+    total = entry.get("total_steps")
     steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
-    reward = last_metric(run_dir, "reward")
-    task = config.get("task") or ""
-    if config.get("dataset_path"):
-        task = f"{Path(config['dataset_path']).name} (file)"
+    reward = last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
+    task = entry.get("task") or ""
+    if entry.get("dataset_path"):
+        task = f"{Path(entry['dataset_path']).name} (file)"
     return {
-        "run": run_dir.name,
-        "state": status.get("state") or "unknown",
-        "model": config.get("model") or "",
+        "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
+        "state": entry.get("state") or "unknown",
+        "model": entry.get("model") or "",
         "task": task,
         "steps": steps,
         "final reward": "—" if reward is None else f"{reward:.3f}",
@@ -123,24 +117,3 @@ def _show(value: Any) -> str:
     if value == "" or value is None:
         return "(empty)"
     return str(value)
-
-
-def resolve_run_dir(runs_dir: str | Path, run_id: str) -> Path:
-    """The folder of `run_id` inside `runs_dir`; refuses names that would point elsewhere."""
-    base = Path(runs_dir).resolve()
-    if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
-        raise RunDeleteError(f"run: {run_id!r} is not a run name; pick a run from the table")
-    run_dir = (base / run_id).resolve()
-    if run_dir.parent != base or not (run_dir / runfolder.CONFIG_FILE).is_file():
-        raise RunDeleteError(f"run: no run named {run_id!r} in {base}; refresh the table and pick again")
-    return run_dir
-
-
-def delete_run(runs_dir: str | Path, run_id: str, status: dict) -> Path:
-    """Delete a finished, failed or stopped run's folder; a live run must be stopped first."""
-    run_dir = resolve_run_dir(runs_dir, run_id)
-    if is_live(status):
-        raise RunDeleteError(f"run {run_id}: it is still {status.get('state')}; stop it in the Train tab, "
-                             f"then delete it")
-    shutil.rmtree(run_dir)
-    return run_dir
