@@ -309,6 +309,7 @@ def plan(per_device_train_batch_size=8, gradient_accumulation_steps=1, num_gener
 
     `vllm_gpus` counts GPUs serving a vLLM server beside the training processes
     (TRL never sees them; suggestions may move one between the two).
+    num_train_epochs defaults to 1 here; TrainingArguments' own default is 3.
     Raises InputError for values no configuration could have.
     """
     v = normalise_inputs(

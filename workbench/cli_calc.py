@@ -89,15 +89,23 @@ def collect_inputs(args) -> dict:
     return inputs
 
 
+def _count(number, noun: str) -> str:
+    return f"{number:g} {noun}{'' if number == 1 else 's'}"
+
+
 def format_plan(p, title: str = "TRL 1.16", show_steps: bool = True) -> str:
     """A short readable report of one plan."""
     lines = [f"{title}: {'VALID' if p.valid else 'INVALID'}"]
     lines += [f"  error: {e}" for e in p.errors]
-    if p.generation_batch_size is not None:
-        lines.append(f"  generation_batch_size {p.generation_batch_size} = {p.prompts_per_generation or '?'} prompts x "
-                     f"{p.inputs['num_generations']} completions, steps_per_generation {p.steps_per_generation}")
-    lines.append(f"  per optimizer step: {p.completions_per_step} completions ({p.prompts_per_step:g} prompts), "
-                 f"up to {p.max_generated_tokens_per_step:,} completion tokens")
+    g = p.inputs["num_generations"]
+    if p.valid:
+        lines.append(f"  generation_batch_size {p.generation_batch_size} = {_count(p.prompts_per_generation, 'prompt')} "
+                     f"x {g} completions, steps_per_generation {p.steps_per_generation}")
+    elif p.generation_batch_size is not None:
+        lines.append(f"  generation_batch_size {p.generation_batch_size} = {p.generation_batch_size / g:g} groups "
+                     f"of {g} completions")
+    lines.append(f"  per optimizer step: {_count(p.completions_per_step, 'completion')} "
+                 f"({_count(p.prompts_per_step, 'prompt')}), up to {p.max_generated_tokens_per_step:,} completion tokens")
     if p.valid and show_steps:
         per_epoch = "?" if p.steps_per_epoch is None else p.steps_per_epoch
         total = "? (give --dataset-size)" if p.total_steps is None else p.total_steps
@@ -107,7 +115,7 @@ def format_plan(p, title: str = "TRL 1.16", show_steps: bool = True) -> str:
         lines.append("  fixes (smallest change first):")
         for s in p.suggestions[:TOP_SUGGESTIONS]:
             lines.append(f"    - {s.description}  (generation_batch_size {s.plan.generation_batch_size}, "
-                         f"{s.plan.prompts_per_generation} prompts per generation)")
+                         f"{_count(s.plan.prompts_per_generation, 'prompt')} per generation)")
     return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ MAX_SUGGESTIONS = 8
 SEARCH_SPAN = 64
 
 
-def _change_size(v: dict, changes: dict) -> float:
+def change_size(v: dict, changes: dict) -> float:
     """Sum over changed fields of |log(new/old)|; setting or clearing a field counts 1."""
     size = 0.0
     for name, new in changes.items():
@@ -112,7 +112,7 @@ def suggest_fixes(v: dict, limit: int = MAX_SUGGESTIONS) -> list[Suggestion]:
         if key in seen:
             continue
         seen.add(key)
-        ranked.append((_change_size(v, changes), order, changes))
+        ranked.append((change_size(v, changes), order, changes))
     ranked.sort(key=lambda item: (item[0], item[1]))
     return [
         Suggestion(changes=changes, description=_describe(v, changes), plan=build_plan({**v, **changes}))
