@@ -170,3 +170,24 @@ def test_failure_panel_shows_hint_error_and_log_tail():
     assert "End of train.log" in text and "Traceback ..." in text
     assert live.failure_html({"state": "training"}, "log") == ""
     assert "without saying why" in live.failure_html({"state": "failed"}, "")
+
+
+def test_start_watching_reads_the_config(run_dir):
+    watch = live.start_watching(run_dir.parent, "r1", newest_known="r0")
+    assert watch.config == {"model": "tiny"} and watch.newest_known == "r1" and watch.metrics_offset == 0
+    assert live.start_watching(run_dir.parent, None, "r0") == live.RunWatch(newest_known="r0")
+
+
+@pytest.mark.parametrize(
+    "run_ids, watch, expected",
+    [
+        ([], live.RunWatch(), (None, None)),
+        (["b", "a"], live.RunWatch(run_id="a", status={"state": "finished"}, newest_known="a"), ("b", "b")),
+        (["b", "a"], live.RunWatch(run_id="a", status={"state": "training"}, newest_known="a"), (None, "b")),
+        (["b", "a"], live.RunWatch(run_id="a", status={"state": "finished"}, newest_known="b"), (None, "b")),
+        (["a"], live.RunWatch(), ("a", "a")),
+    ],
+    ids=["no-runs", "new-run-while-idle", "new-run-while-watching-live", "already-seen", "first-run"],
+)
+def test_new_run_to_follow(run_ids, watch, expected):
+    assert live.new_run_to_follow(run_ids, watch) == expected

@@ -42,6 +42,9 @@ class RunWatch:
     completion_steps: list[int] = field(default_factory=list)
     newest_completions: list[dict] = field(default_factory=list)
     status: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    # The newest run id this session has seen, to notice runs started elsewhere.
+    newest_known: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,31 @@ def choose_run(runs: list[tuple[str, dict]], remembered: str | None) -> str | No
     if live:
         return live[0]
     return ids[0] if ids else None
+
+
+def start_watching(runs_dir: str | Path, run_id: str | None, newest_known: str | None = None) -> RunWatch:
+    """A fresh watch of `run_id` (nothing read yet but its config)."""
+    config = {}
+    if run_id:
+        config = runfolder.read_json(Path(runs_dir) / run_id / runfolder.CONFIG_FILE, default={}) or {}
+    newest = max(filter(None, (run_id, newest_known)), default=None)
+    return RunWatch(run_id=run_id, config=config, newest_known=newest)
+
+
+def new_run_to_follow(run_ids: list[str], watch: RunWatch) -> tuple[str | None, str | None]:
+    """(run to switch to or None, newest run id now known) after listing the runs, newest first.
+
+    A run started since this session last looked (in another tab, from the
+    CLI) is followed only while the run shown is not live, so a person
+    watching one training run is never pulled away from it; either way the
+    newcomer counts as seen, so it does not pull the page later either.
+    """
+    newest = run_ids[0] if run_ids else None
+    if newest is None or (watch.newest_known is not None and newest <= watch.newest_known):
+        return None, watch.newest_known
+    if watch.run_id and is_live(watch.status):
+        return None, newest
+    return newest, newest
 
 
 def merge_metrics(old: list[dict], new: list[dict]) -> list[dict]:
