@@ -1,0 +1,140 @@
+"""Health alarms: each fires on the pattern it names, stays quiet on a healthy run, and explains itself."""
+
+import pytest
+
+from workbench import health
+
+
+def make_metrics(steps=8, beta=0.04, **series):
+    """Healthy metric records (TRL names); `series` replaces a metric by a per-step function or a value.
+
+    `beta=0` leaves `kl` out, as TRL does; a value of None removes the metric.
+    """
+    records = []
+    for step in range(1, steps + 1):
+        record = {
+            "step": step, "loss": 0.02 + 0.01 * (-1) ** step, "reward": 0.3 + 0.05 * step, "reward_std": 0.2,
+            "frac_reward_zero_std": 0.125, "completions/mean_length": 30.0 - step,
+            "completions/clipped_ratio": 0.1, "grad_norm": 0.8,
+        }
+        if beta:
+            record["kl"] = 0.002 * step
+        for name, value in series.items():
+            value = value(step) if callable(value) else value
+            if value is None:
+                record.pop(name, None)
+            else:
+                record[name] = value
+        records.append(record)
+    return records
+
+
+def kinds(alarms):
+    return [alarm.kind for alarm in alarms]
+
+
+CONFIG_SEED_002 = {"beta": 0.0, "num_iterations": 1, "loss_type": "grpo", "num_generations": 8,
+                   "max_completion_length": 48}
+
+
+def test_healthy_run_raises_nothing():
+    assert health.check_health(make_metrics(20)) == []
+
+
+@pytest.mark.parametrize("records", [[], make_metrics(1), make_metrics(2)], ids=["empty", "one-step", "two-steps"])
+def test_too_few_steps_raise_nothing(records):
+    assert health.check_health(records) == []
+
+
+@pytest.mark.parametrize(
+    "zero_std, level",
+    [(1.0, "error"), (lambda s: 1.0 if s % 2 else 0.75, "warning")],
+    ids=["every-group", "most-groups"],
+)
+def test_no_learning_signal(zero_std, level):
+    alarms = health.check_health(make_metrics(6, frac_reward_zero_std=zero_std), {"num_generations": 8})
+    alarm = alarms[0]
+    assert (alarm.kind, alarm.level, alarm.step) == ("no_signal", level, 6)
+    assert "all 8 completions the same reward" in alarm.message
+    assert "every advantage 0" in alarm.message and "temperature" in alarm.message
+
+
+def test_no_signal_looks_only_at_recent_steps():
+    recovered = make_metrics(8, frac_reward_zero_std=lambda s: 1.0 if s <= 5 else 0.0)
+    assert "no_signal" not in kinds(health.check_health(recovered))
+
+
+def test_loss_near_zero_explained_by_seed_002():
+    records = make_metrics(5, beta=0, loss=lambda s: 1e-9 * (-1) ** s)
+    alarm = health.check_health(records, CONFIG_SEED_002)[0]
+    assert (alarm.kind, alarm.level) == ("loss_zero", "info")
+    assert "-mean(advantage)" in alarm.message and "advantages sum to zero" in alarm.message
+
+
+def test_loss_near_zero_without_config_infers_beta_zero_from_missing_kl():
+    alarm = health.check_health(make_metrics(5, beta=0, loss=0.0))[0]
+    assert alarm.kind == "loss_zero" and 'loss_type "grpo"' in alarm.message
+
+
+def test_loss_near_zero_blamed_on_equal_rewards_when_that_is_the_cause():
+    records = make_metrics(5, beta=0, loss=0.0, frac_reward_zero_std=1.0)
+    alarms = health.check_health(records, CONFIG_SEED_002)
+    assert kinds(alarms) == ["no_signal", "loss_zero"]
+    assert "equal rewards" in alarms[1].message
+
+
+def test_kl_spike_names_the_step_and_the_jump():
+    records = make_metrics(15, kl=lambda s: 0.4 if s == 12 else 0.02)
+    alarm = health.check_health(records)[0]
+    assert (alarm.kind, alarm.step) == ("kl_spike", 12)
+    assert "0.4 from a median of 0.02" in alarm.message and "20x" in alarm.message
+
+
+@pytest.mark.parametrize(
+    "kl",
+    [lambda s: 1e-4 if s < 5 else 1e-3, lambda s: 0.01 * s, lambda s: float("nan") if s == 4 else 0.02],
+    ids=["tiny-values", "steady-growth", "nan-point"],
+)
+def test_kl_without_a_spike_is_quiet(kl):
+    assert "kl_spike" not in kinds(health.check_health(make_metrics(12, kl=kl)))
+
+
+def test_kl_spike_from_zero_baseline():
+    alarm = health.check_health(make_metrics(6, kl=lambda s: 0.3 if s == 6 else 0.0))[0]
+    assert alarm.kind == "kl_spike" and "up from zero" in alarm.message
+
+
+def test_completions_all_at_max_length():
+    alarm = health.check_health(make_metrics(6, **{"completions/clipped_ratio": 1.0}), CONFIG_SEED_002)[0]
+    assert alarm.kind == "clipped" and "100% of the completions" in alarm.message
+    assert "max_completion_length (48 tokens)" in alarm.message
+
+
+def test_length_collapse_needs_a_fall_not_just_short_answers():
+    collapsed = make_metrics(9, **{"completions/mean_length": lambda s: 30.0 if s <= 3 else 1.2})
+    alarm = next(a for a in health.check_health(collapsed) if a.kind == "length_collapse")
+    assert "1.2 tokens" in alarm.message and "from 30.0" in alarm.message
+    always_short = make_metrics(9, **{"completions/mean_length": 1.5})
+    assert "length_collapse" not in kinds(health.check_health(always_short))
+
+
+def test_alarms_are_sorted_by_level_and_plain_data():
+    records = make_metrics(6, beta=0, loss=0.0, frac_reward_zero_std=1.0, **{"completions/clipped_ratio": 1.0})
+    alarms = health.check_health(records)
+    assert [a.level for a in alarms] == sorted((a.level for a in alarms), key=health.LEVELS.index)
+    assert set(alarms[0].to_dict()) == {"level", "title", "message", "step", "kind"}
+
+
+def test_config_object_is_read_by_attribute():
+    class Config:
+        beta, num_iterations, loss_type = 0.0, 1, "grpo"
+
+    alarm = health.check_health(make_metrics(4, loss=0.0), Config())[0]
+    assert "That is expected here" in alarm.message
+
+
+def test_records_out_of_order_and_with_junk_values():
+    records = make_metrics(6, frac_reward_zero_std=1.0)[::-1]
+    records[0]["frac_reward_zero_std"] = "n/a"  # step 6 unreadable: the window is steps 3-5
+    alarm = health.check_health(records)[0]
+    assert alarm.kind == "no_signal" and alarm.step == 5
