@@ -134,45 +134,7 @@ def test_compare_loss_types_has_one_row_per_type(batch):
     assert all(row["rule"] for row in rows)
 
 
-# --- against TRL itself -------------------------------------------------------
-
-
-def make_probe_trainer_class():
-    """A GRPOTrainer that, at each micro-batch, computes TRL's loss under every loss type and ours."""
-    from trl import GRPOTrainer
-
-    class LossProbeTrainer(GRPOTrainer):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.probes = []
-
-        def _compute_loss(self, model, inputs):
-            logps = losses.completion_logps(
-                model, inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
-                inputs["completion_mask"], self.temperature,
-            )
-            trained_type = self.loss_type
-            probe = {"trained_type": trained_type, "ours": {}, "trl": {}}
-            for loss_type in losses.LOSS_TYPES:
-                probe["ours"][loss_type] = losses.compute_loss(
-                    logps, inputs["advantages"], inputs["completion_mask"], loss_type=loss_type, beta=self.beta,
-                    ref_per_token_logps=inputs.get("ref_per_token_logps"),
-                    max_completion_length=self.max_completion_length,
-                    num_items_in_batch=inputs["num_items_in_batch"],
-                    gradient_accumulation_steps=self.current_gradient_accumulation_steps,
-                    steps_per_generation=self.args.steps_per_generation,
-                ).as_floats()
-                if loss_type != trained_type:
-                    self.loss_type = loss_type
-                    with torch.no_grad():
-                        probe["trl"][loss_type] = super()._compute_loss(model, inputs).item()
-                    self.loss_type = trained_type
-            loss = super()._compute_loss(model, inputs)
-            probe["trl"][trained_type] = loss.item()
-            self.probes.append(probe)
-            return loss
-
-    return LossProbeTrainer
+# --- against TRL itself, through workbench.loss_probe ---------------------------
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +146,9 @@ def probe_run_factory(tmp_path_factory):
     from workbench.rewards import get_reward
     from workbench.tasks import load_task_dataset
 
-    trainer_class = make_probe_trainer_class()
+    from workbench.loss_probe import loss_probe_trainer_class
+
+    trainer_class = loss_probe_trainer_class()
 
     def run(loss_type: str, gradient_accumulation_steps: int):
         model_dir = str(tiny_model_dir())
@@ -236,12 +200,12 @@ def test_matches_trl_loss_for_every_type_and_the_logged_loss(probe_run_factory, 
     assert len(probes) == 2 * gradient_accumulation_steps
     for probe in probes:
         for each_type in losses.LOSS_TYPES:
-            assert probe["ours"][each_type]["loss"] == pytest.approx(probe["trl"][each_type], abs=1e-5), each_type
+            assert probe.ours[each_type]["loss"] == pytest.approx(probe.trl[each_type], abs=1e-5), each_type
     # The logged loss of an optimizer step is the sum of its micro-batch values.
     assert len(logged) == 2
     for step, entry in enumerate(logged):
         window = probes[step * gradient_accumulation_steps : (step + 1) * gradient_accumulation_steps]
-        assert entry["loss"] == pytest.approx(sum(p["ours"][loss_type]["loss"] for p in window), abs=1e-5)
-        kl_means = [p["ours"][loss_type]["kl_mean"] for p in window]
+        assert entry["loss"] == pytest.approx(sum(p.ours[loss_type]["loss"] for p in window), abs=1e-5)
+        kl_means = [p.ours[loss_type]["kl_mean"] for p in window]
         assert entry["kl"] == pytest.approx(sum(kl_means) / len(kl_means), abs=1e-7)
     assert logged[1]["kl"] > 0  # the second step really compares two different policies
