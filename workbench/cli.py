@@ -18,6 +18,7 @@ import sys
 COMMAND_MODULES = (
     "workbench.cli_calc",
     "workbench.cli_train",
+    "workbench.cli_sample",
 )
 
 
