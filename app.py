@@ -1,4 +1,8 @@
-"""Start the GRPO Workbench dashboard: `python app.py` serves http://127.0.0.1:7860."""
+"""Start the GRPO Workbench dashboard: `python app.py` serves http://127.0.0.1:7860.
+
+Binds 127.0.0.1 unless told otherwise (--host or WORKBENCH_HOST): the app
+starts processes and reads files, so it is not for the open network.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,12 @@ def main() -> None:
     parser.add_argument("--runs-dir", default=None, help="folder of run folders (default: ./runs)")
     args = parser.parse_args()
 
-    from workbench.ui.app import build_app
+    # No usage reporting or update check: the machines this runs on are often offline.
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from workbench.ui.app import build_app, launch_options
 
-    build_app(args.runs_dir).launch(server_name=args.host, server_port=args.port)
+    app = build_app(args.runs_dir)
+    app.launch(server_name=args.host, server_port=args.port, show_error=True, **launch_options())
 
 
 if __name__ == "__main__":

@@ -2,7 +2,11 @@
 
 Each tab module exposes `build(ctx: UIContext) -> None` and is built inside
 its own `gr.Tab`, in the order of TABS. Heavy libraries stay out of this
-process's start: no torch, transformers or trl is imported here.
+process's start: no torch, transformers or trl is imported here (a test
+checks `sys.modules` after `build_app()`).
+
+Gradio 6 takes the theme and the CSS at `launch()`, not in `gr.Blocks(...)`:
+`build_app(...).launch(**launch_options())` applies both.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from workbench.runfolder import runs_root
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+THEME_CSS = ASSETS / "theme.css"
 
 # (tab label, module) in the order the tabs appear.
 TABS = (
@@ -26,8 +31,14 @@ TABS = (
     ("Runs", "workbench.ui.runs_tab"),
 )
 
+SUBTITLE = (
+    "LoRA GRPO fine-tuning on TRL's GRPOTrainer: check the batch plan, set up a run, "
+    "watch reward, KL and loss live, and read each group of completions."
+)
+
 
 def _tab_modules():
+    """Yield (label, module) for each tab whose module exists (tabs land one by one)."""
     for label, module_name in TABS:
         try:
             yield label, importlib.import_module(module_name)
@@ -36,12 +47,49 @@ def _tab_modules():
                 raise
 
 
+def make_theme() -> gr.themes.Base:
+    """A light theme with system fonts: nothing is fetched from the internet."""
+    system_sans = ["Inter", "ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Helvetica", "Arial", "sans-serif"]
+    system_mono = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
+    return gr.themes.Soft(
+        primary_hue=gr.themes.colors.indigo,
+        secondary_hue=gr.themes.colors.slate,
+        neutral_hue=gr.themes.colors.slate,
+        radius_size=gr.themes.sizes.radius_md,
+        text_size=gr.themes.sizes.text_md,
+        font=system_sans,
+        font_mono=system_mono,
+    ).set(
+        body_background_fill="#f6f7fb",
+        block_background_fill="#ffffff",
+        block_border_width="1px",
+        block_shadow="none",
+        button_primary_background_fill="*primary_600",
+        button_primary_background_fill_hover="*primary_700",
+        button_primary_text_color="#ffffff",
+        # Field labels as plain bold text rather than coloured chips: calmer with many fields.
+        block_title_background_fill="transparent",
+        block_title_text_color="*neutral_700",
+        block_title_text_weight="600",
+        block_title_padding="0",
+        block_label_background_fill="transparent",
+    )
+
+
+def launch_options() -> dict:
+    """Keyword arguments for `launch()` that style the app (gradio 6 takes them there)."""
+    return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8")}
+
+
 def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
+    """Build the app; nothing starts until `.launch(**launch_options())`."""
     ctx = UIContext(runs_dir=runs_root(runs_dir))
-    with gr.Blocks(title="GRPO Workbench") as app:
-        gr.Markdown("# GRPO Workbench", elem_id="wb-title")
-        with gr.Tabs():
+    with gr.Blocks(title="GRPO Workbench", analytics_enabled=False) as app:
+        ctx.blocks = app
+        with gr.Row(elem_id="wb-header"):
+            gr.Markdown(f"# GRPO Workbench\n{SUBTITLE}", elem_id="wb-title")
+        with gr.Tabs(elem_id="wb-tabs"):
             for label, module in _tab_modules():
-                with gr.Tab(label, id=label.lower()):
+                with gr.Tab(label, id=label.lower(), elem_id=f"wb-tab-{label.lower()}"):
                     module.build(ctx)
     return app

@@ -17,6 +17,8 @@ from typing import Any, Callable
 @dataclass
 class UIContext:
     runs_dir: Path
+    # The gr.Blocks being built, for `ctx.blocks.load(...)`; set by build_app.
+    blocks: Any = None
     # Components by name, registered by the tab that made them.
     components: dict[str, Any] = field(default_factory=dict)
     # The Setup tab's inputs, in order, and how to turn their values into a RunConfig.

@@ -1,0 +1,83 @@
+"""Small component builders shared by the tabs.
+
+`PlanPanel` is the calculator's output side (badge, suggestion buttons,
+warnings, numbers, heatmap): the Calculator tab and the Setup tab each build
+one and feed it their own inputs. `render_plan_panel` is the pure half: a
+PlanView in, the values for the panel's outputs out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from workbench.ui.plan_view import (
+    SUGGESTION_SLOTS, PlanView, badge_html, heatmap_figure, numbers_html, suggestion_label, suggestion_slots,
+    warnings_html,
+)
+
+
+def whole_number(label: str, value, minimum: int | None = 1, info: str | None = None, **kwargs) -> gr.Number:
+    """A number field that only takes whole numbers (gradio rounds and checks the minimum)."""
+    return gr.Number(value=value, label=label, precision=0, minimum=minimum, step=1, info=info, **kwargs)
+
+
+@dataclass
+class PlanPanel:
+    """The components that show a plan; `outputs` is their order in `render_plan_panel`'s result."""
+
+    badge: gr.HTML
+    buttons: list[gr.Button]
+    suggestions: gr.State  # the changes behind each visible button
+    warnings: gr.HTML
+    numbers: gr.HTML
+    heatmap: gr.Plot | None
+
+    @property
+    def outputs(self) -> list:
+        extra = [self.heatmap] if self.heatmap is not None else []
+        return [self.badge, *self.buttons, self.suggestions, self.warnings, self.numbers, *extra]
+
+
+def build_badge_and_suggestions() -> tuple[gr.HTML, list[gr.Button], gr.State]:
+    """The verdict badge and the fixed row of suggestion buttons (hidden until a plan is invalid)."""
+    badge = gr.HTML(elem_classes=["wb-badge-holder"])
+    buttons = []
+    with gr.Column(elem_classes=["wb-suggestions"]):
+        for index in range(SUGGESTION_SLOTS):
+            buttons.append(gr.Button(visible=False, size="sm", variant="secondary",
+                                     elem_classes=["wb-suggestion"], elem_id=f"wb-suggestion-{index}"))
+    return badge, buttons, gr.State([])
+
+
+def build_verdict() -> tuple[gr.HTML, list[gr.Button], gr.State, gr.HTML]:
+    """Badge, suggestion buttons (with their state) and warnings, stacked in the current column."""
+    badge, buttons, suggestions = build_badge_and_suggestions()
+    warnings = gr.HTML(elem_classes=["wb-warnings-holder"])
+    return badge, buttons, suggestions, warnings
+
+
+def build_plan_panel(with_heatmap: bool = True, numbers_title: str = "The numbers") -> PlanPanel:
+    """A compact panel: verdict on the left, numbers (and the heatmap below them) on the right."""
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1):
+            badge, buttons, suggestions, warnings = build_verdict()
+        with gr.Column(scale=1):
+            gr.Markdown(f"#### {numbers_title}", elem_classes=["wb-section"])
+            numbers = gr.HTML()
+    heatmap = gr.Plot(show_label=False, container=False) if with_heatmap else None
+    return PlanPanel(badge, buttons, suggestions, warnings, numbers, heatmap)
+
+
+def render_plan_panel(view: PlanView, with_heatmap: bool = True, allowed_fields=None) -> list:
+    """Values for PlanPanel.outputs from a PlanView (pure apart from building gradio updates)."""
+    slots = suggestion_slots(view, allowed_fields=allowed_fields)
+    button_updates = [
+        gr.Button(value=suggestion_label(s), visible=True) if s else gr.Button(visible=False) for s in slots
+    ]
+    changes = [s["changes"] if s else None for s in slots]
+    values = [badge_html(view), *button_updates, changes, warnings_html(view), numbers_html(view)]
+    if with_heatmap:
+        values.append(heatmap_figure(view))
+    return values
