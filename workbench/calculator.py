@@ -156,6 +156,20 @@ def normalise_inputs(**inputs) -> dict:
 # ---------------------------------------------------------------- TRL's rules
 
 
+def divisors(number: int, limit: int = 10**9) -> list[int] | None:
+    """Sorted divisors of `number`; None when it is above `limit` (too slow to list per keystroke)."""
+    if number > limit:
+        return None
+    small, large = [], []
+    for d in range(1, math.isqrt(number) + 1):
+        if number % d == 0:
+            small.append(d)
+            if d != number // d:
+                large.append(number // d)
+    return small + large[::-1]
+
+
+
 def trl_errors(v: dict) -> tuple[list[str], int | None, int | None]:
     """GRPOConfig.__post_init__'s batch checks on normalised inputs `v`, in TRL's order.
 

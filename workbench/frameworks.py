@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from workbench.calculator import InputError, Plan, normalise_inputs, plan
+from workbench.calculator import InputError, Plan, divisors, normalise_inputs, plan
 
 FRAMEWORKS = ("trl", "open-r1", "ms-swift")
 FRAMEWORK_TITLES = {"trl": "TRL 1.16 (exact)", "open-r1": "Open-R1 (TRL + vLLM server)", "ms-swift": "ms-swift"}
@@ -63,8 +63,8 @@ def _trl_steps_formula(p: Plan) -> str:
             f"x {v['num_iterations']} x {p.steps_per_generation} / {v['gradient_accumulation_steps']})))")
 
 
-def read_as_trl(inputs: dict) -> FrameworkReading:
-    p = plan(**inputs)
+def read_as_trl(inputs: dict, trl_plan: Plan | None = None) -> FrameworkReading:
+    p = trl_plan or plan(**inputs)
     v = p.inputs
     return FrameworkReading(
         framework="trl", title=FRAMEWORK_TITLES["trl"], valid=p.valid, message=p.errors[0] if p.errors else "valid",
@@ -100,15 +100,17 @@ def ms_swift_max_steps(dataset_size: int, num_generations: int, per_device_train
     return math.ceil(round(steps, 6))  # round first: 0.99 is not exact in binary
 
 
-def read_as_ms_swift(inputs: dict, train_data_ratio: float) -> FrameworkReading:
-    p = plan(**inputs)
+def read_as_ms_swift(inputs: dict, train_data_ratio: float, trl_plan: Plan | None = None) -> FrameworkReading:
+    # ms-swift checks the same generation batch as TRL, so TRL's plan (and its fixes) serve for both.
+    p = trl_plan or plan(**inputs)
     v = p.inputs
     bs, dp, G, GA = v["per_device_train_batch_size"], v["num_processes"], v["num_generations"], v["gradient_accumulation_steps"]
     message = "valid"
     gbs = p.generation_batch_size
     if not p.valid:
         if gbs is not None and G and gbs % G:
-            valid_values = [d for d in range(2, gbs + 1) if gbs % d == 0]
+            listed = divisors(gbs)
+            valid_values = "[...]" if listed is None else [d for d in listed if d >= 2]
             message = (f"generation_batch_size ({gbs}) must be divisible by num_generations ({G}). "
                        f"Valid values: {valid_values}")
         else:
@@ -142,9 +144,10 @@ def compare_frameworks(train_data_ratio: float = 1.0, frameworks=FRAMEWORKS, **i
     if unknown:
         raise InputError("framework", f"unknown framework {unknown[0]!r}; choose from {', '.join(FRAMEWORKS)}.")
     normalised = normalise_inputs(**inputs)
+    trl_plan = plan(**normalised) if {"trl", "ms-swift"} & set(frameworks) else None
     readers = {
-        "trl": lambda: read_as_trl(normalised),
+        "trl": lambda: read_as_trl(normalised, trl_plan),
         "open-r1": lambda: read_as_open_r1(normalised),
-        "ms-swift": lambda: read_as_ms_swift(normalised, ratio),
+        "ms-swift": lambda: read_as_ms_swift(normalised, ratio, trl_plan),
     }
     return [readers[name]() for name in frameworks]

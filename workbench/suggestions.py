@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import math
 
-from workbench.calculator import Suggestion, build_plan, trl_errors
+from workbench.calculator import MAX_VALUE, Suggestion, build_plan, divisors, trl_errors
 
 MAX_SUGGESTIONS = 8
 # How far each search looks: a multiple of the current value, at least this many.
 SEARCH_SPAN = 64
+# At most this many values tried each way per lever, so absurd inputs still answer in milliseconds.
+MAX_PROBES = 400
+# GPU splits tried on each side of the current one.
+MAX_GPU_MOVES = 8
 
 
 def change_size(v: dict, changes: dict) -> float:
@@ -51,6 +55,8 @@ def _describe(v: dict, changes: dict) -> str:
 def _nearest_valid(v: dict, name: str, lowest: int, highest: int) -> list[int]:
     """The closest valid values of `name` below and above its current value."""
     current = v[name]
+    highest = min(highest, MAX_VALUE, current + MAX_PROBES)
+    lowest = max(lowest, current - MAX_PROBES)
     found = []
     for candidates in (range(current - 1, lowest - 1, -1), range(current + 1, highest + 1)):
         for value in candidates:
@@ -58,6 +64,17 @@ def _nearest_valid(v: dict, name: str, lowest: int, highest: int) -> list[int]:
                 found.append(value)
                 break
     return found
+
+
+def _nearest_valid_generations(v: dict, gbs: int | None) -> list[int]:
+    """The divisors of the generation batch closest to num_generations that TRL accepts (seed 000's first fix)."""
+    options = divisors(gbs) if gbs else None
+    if options is None:
+        return _nearest_valid(v, "num_generations", 2, max(v["num_generations"] * 4, SEARCH_SPAN))
+    current = v["num_generations"]
+    below = [g for g in reversed(options) if 2 <= g < current and not trl_errors({**v, "num_generations": g})[0]]
+    above = [g for g in options if g > current and not trl_errors({**v, "num_generations": g})[0]]
+    return below[:1] + above[:1]
 
 
 def _candidate_changes(v: dict) -> list[dict]:
@@ -68,17 +85,27 @@ def _candidate_changes(v: dict) -> list[dict]:
     changes = []
     for base in bases:
         w = {**v, **base}
-        if not trl_errors(w)[0]:
+        errors, gbs, _ = trl_errors(w)
+        if not errors:
             changes.append(base)
             continue
-        levers = [("num_generations", 2), ("per_device_train_batch_size", 1)]
-        if w["generation_batch_size"] is not None:
-            levers.append(("generation_batch_size", 1))
-        elif w["steps_per_generation"] is not None:
-            levers.append(("steps_per_generation", 1))
-        else:
-            levers.append(("gradient_accumulation_steps", 1))
-        if w["do_eval"]:
+        # Only search levers that enter a failing rule: the eval rule reads the eval batch, the
+        # processes and the eval group size; the others read the training batch.
+        eval_failing = any(e.startswith("The global eval batch size") for e in errors)
+        train_failing = len(errors) > int(eval_failing)
+        levers = []
+        if train_failing or (eval_failing and not w["num_generations_eval"]):
+            for value in _nearest_valid_generations(w, gbs):
+                changes.append({**base, "num_generations": value})
+        if train_failing:
+            levers.append(("per_device_train_batch_size", 1))
+            if w["generation_batch_size"] is not None:
+                levers.append(("generation_batch_size", 1))
+            elif w["steps_per_generation"] is not None:
+                levers.append(("steps_per_generation", 1))
+            else:
+                levers.append(("gradient_accumulation_steps", 1))
+        if eval_failing:
             levers.append(("per_device_eval_batch_size", 1))
             levers.append(("num_generations_eval" if w["num_generations_eval"] else "num_generations", 2))
         if w["vllm_gpus"] == 0:
@@ -90,7 +117,8 @@ def _candidate_changes(v: dict) -> list[dict]:
                 changes.append({**base, name: value})
         if w["vllm_gpus"] > 0:
             total = w["num_processes"] + w["vllm_gpus"]
-            for served in range(0, total):
+            nearby = range(max(0, w["vllm_gpus"] - MAX_GPU_MOVES), min(total - 1, w["vllm_gpus"] + MAX_GPU_MOVES) + 1)
+            for served in nearby:
                 moved = {"num_processes": total - served, "vllm_gpus": served}
                 if served == w["vllm_gpus"]:
                     continue
@@ -99,7 +127,8 @@ def _candidate_changes(v: dict) -> list[dict]:
                     continue
                 # Seed 001's second fix: move a GPU and raise the batch to match.
                 moved_w = {**w, **moved}
-                for value in _nearest_valid(moved_w, "per_device_train_batch_size", 1, SEARCH_SPAN)[-1:]:
+                for value in _nearest_valid(moved_w, "per_device_train_batch_size", 1,
+                                            max(SEARCH_SPAN, 4 * moved_w["per_device_train_batch_size"]))[-1:]:
                     changes.append({**base, **moved, "per_device_train_batch_size": value})
     return changes
 
