@@ -159,3 +159,42 @@ def test_grid_matches_plan():
 def test_grid_bad_input():
     with pytest.raises(InputError, match="num_processes"):
         grid(num_processes=0)
+
+
+@pytest.mark.parametrize(
+    "number, expected",
+    [(1, [1]), (12, [1, 2, 3, 4, 6, 12]), (49, [1, 7, 49]), (97, [1, 97]), (10**10, None)],
+    ids=["one", "twelve", "square", "prime", "too-large"],
+)
+def test_divisors(number, expected):
+    from workbench.calculator import divisors
+
+    assert divisors(number) == expected
+
+
+def test_absurd_but_allowed_values_still_answer():
+    # Near the input cap: bounded searches keep this in milliseconds (a hang here would freeze the UI).
+    import time
+
+    start = time.perf_counter()
+    result = plan(per_device_train_batch_size=999_999, num_generations=999_983, num_processes=8, do_eval=True,
+                  per_device_eval_batch_size=999_999)
+    assert time.perf_counter() - start < 2.0
+    assert not result.valid
+    assert all(s.plan.valid for s in result.suggestions)
+
+
+def test_gpu_move_suggestion_keeps_total_gpus():
+    result = plan(per_device_train_batch_size=2, num_processes=3, num_generations=8, vllm_gpus=1)
+    moves = [s for s in result.suggestions if "vllm_gpus" in s.changes]
+    assert moves
+    for move in moves:
+        assert move.plan.inputs["num_processes"] + move.plan.inputs["vllm_gpus"] == 4
+        assert move.description.startswith("move ")
+
+
+def test_unknown_input_is_named():
+    from workbench.calculator import normalise_inputs
+
+    with pytest.raises(InputError, match="per_device_batch_size: is not a calculator input"):
+        normalise_inputs(per_device_batch_size=8)
