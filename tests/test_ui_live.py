@@ -134,7 +134,7 @@ def test_nearest_step(steps, wanted, expected):
         ({"state": "training", "step": 4, "total_steps": 10, "started_at": 100.0},
          [{"step": s, "step_time": 3.0} for s in range(1, 5)], 180.0, (80.0, 18.0)),
         ({"state": "finished", "step": 10, "total_steps": 10, "started_at": 100.0, "updated_at": 150.0}, [], 999.0,
-         (50.0, 0.0)),
+         (50.0, None)),
         ({"state": "loading_model", "step": 0, "total_steps": 10, "started_at": 100.0}, [], 105.0, (5.0, None)),
         ({}, [], 5.0, (None, None)),
     ],
@@ -191,3 +191,14 @@ def test_start_watching_reads_the_config(run_dir):
 )
 def test_new_run_to_follow(run_ids, watch, expected):
     assert live.new_run_to_follow(run_ids, watch) == expected
+
+
+def test_alarms_are_shown_in_plain_words():
+    from workbench.health import Alarm
+
+    alarm = Alarm("warning", "No learning signal", "Most groups <all equal>.", 4, "no_signal")
+    text = live.alarms_html([alarm], has_metrics=True)
+    assert "wb-alarm-warning" in text and "No learning signal" in text and "(step 4)" in text
+    assert "&lt;all equal&gt;" in text
+    assert "No alarms" in live.alarms_html([], has_metrics=True)
+    assert "first logged step" in live.alarms_html([], has_metrics=False)

@@ -247,14 +247,12 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
     end = now if is_live(status) else (status.get("updated_at") or now)
     elapsed = max(0.0, end - started) if started else None
     remaining = None
-    if total and is_live(status) and step < total:
+    if total and is_live(status) and step < total:  # an ended run has no time left to show
         per_step = seconds_per_step(metrics)
         if per_step is None and elapsed and step > 0:
             per_step = elapsed / step
         if per_step is not None:
             remaining = per_step * (total - step)
-    elif total and step >= total:
-        remaining = 0.0
     return Progress(state, step, total, elapsed, remaining)
 
 
@@ -359,3 +357,37 @@ def failure_html(status: dict, log_tail: str) -> str:
                      f"<pre>{html.escape(log_tail)}</pre></details>")
     parts.append("</div>")
     return "".join(parts)
+
+
+# ------------------------------------------------------------------ health alarms
+
+
+ALARMS_CSS = """
+.wb-alarms { display: flex; flex-direction: column; gap: 8px; font-size: 0.88rem; }
+.wb-alarm { border-radius: 8px; padding: 8px 10px; border-left: 4px solid; background: #f8fafc; color: #1e293b; }
+.wb-alarm b { display: block; margin-bottom: 2px; }
+.wb-alarm small { color: #64748b; }
+.wb-alarm-error { border-color: #dc2626; background: #fef2f2; }
+.wb-alarm-warning { border-color: #d97706; background: #fffbeb; }
+.wb-alarm-info { border-color: #2563eb; background: #eff6ff; }
+.wb-alarms-ok { color: #047857; background: #ecfdf5; border-radius: 8px; padding: 8px 10px; }
+.wb-alarms-wait { color: #94a3b8; font-style: italic; }
+"""
+
+
+def alarms_html(alarms: list, has_metrics: bool) -> str:
+    """Health alarms as coloured notes (title, plain-words message, step); a calm line when all is well.
+
+    `alarms` are workbench.health.Alarm objects (level, title, message, step).
+    """
+    if not has_metrics:
+        return '<div class="wb-alarms"><span class="wb-alarms-wait">Health checks start with the first logged step.</span></div>'
+    if not alarms:
+        return ('<div class="wb-alarms"><div class="wb-alarms-ok">No alarms: the run has a learning signal '
+                'and nothing unusual in KL, loss or lengths.</div></div>')
+    notes = []
+    for alarm in alarms:
+        step = f" <small>(step {alarm.step})</small>" if alarm.step is not None else ""
+        notes.append(f'<div class="wb-alarm wb-alarm-{html.escape(alarm.level)}">'
+                     f"<b>{html.escape(alarm.title)}{step}</b>{html.escape(alarm.message)}</div>")
+    return f'<div class="wb-alarms">{"".join(notes)}</div>'

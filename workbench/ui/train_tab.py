@@ -1,0 +1,273 @@
+"""The Train tab: launch, stop and resume a run, and watch it live.
+
+Layout, top to bottom: the run picker with Launch / Stop / Resume; a progress
+bar (step, total, elapsed, remaining); a failed run's hint, error and the end
+of train.log; the main curves (reward, reward std, KL, loss) beside the health
+alarms and the smoothing control; the completions of a step, group by group,
+with a slider over steps; then the other curves.
+
+Liveness: a `gr.Timer` ticks every second in the browser (so a tab that was in
+the background catches up on its next tick). Each tick reads only the bytes
+the run wrote since the last one (`live.poll_run`) and returns `gr.skip()`
+when nothing changed. What the page knows lives in this browser session's
+`gr.State` (a `live.RunWatch`); the run it shows is also kept in the
+browser's localStorage (`gr.BrowserState`) so a reload re-attaches to it.
+Nothing about runs is kept in the process: two tabs see the same run folders.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+
+import gradio as gr
+
+from workbench import figures, launcher, runfolder
+from workbench.groups import groups_for_step
+from workbench.health import check_health
+from workbench.ui import live
+from workbench.ui.completions_view import render_empty_html, render_groups_html
+from workbench.ui.context import UIContext
+
+TICK_SECONDS = 1.0
+DEFAULT_SMOOTHING = 0.5
+MAIN_FIGURES = ("reward", "reward_std", "kl", "loss")
+MORE_FIGURES = ("completion_length", "clip_ratio", "entropy", "grad_norm", "learning_rate", "step_time")
+# Seconds Stop waits for the trainer to save and stop before killing its process group.
+STOP_TIMEOUT_S = 60.0
+
+NOTICE_CSS = """
+.wb-notice { border-radius: 8px; padding: 8px 12px; font-size: 0.9rem; white-space: pre-wrap; }
+.wb-notice-error { background: #fef2f2; color: #7f1d1d; border: 1px solid #fca5a5; }
+.wb-notice-info { background: #eff6ff; color: #1e3a8a; border: 1px solid #bfdbfe; }
+"""
+
+
+def notice_html(message: str, kind: str = "error") -> str:
+    return f'<div class="wb-notice wb-notice-{kind}">{html.escape(message)}</div>' if message else ""
+
+
+def build(ctx: UIContext) -> None:
+    remembered = gr.BrowserState(None, storage_key="wb-train-run")
+    watch_state = gr.State(live.RunWatch())
+    # None follows the newest step; a step number keeps the slider where the person put it.
+    pinned_state = gr.State(None)
+
+    with gr.Row(equal_height=True):
+        run_picker = gr.Dropdown(label="Run shown", choices=[], value=None, scale=4, allow_custom_value=False,
+                                 info="The run this page follows; Launch starts a new one from the Setup tab's settings.")
+        launch_button = gr.Button("Launch", variant="primary", scale=1, min_width=110)
+        stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=90, interactive=False)
+        resume_button = gr.Button("Resume", scale=1, min_width=90, interactive=False)
+    notice = gr.HTML("", css_template=NOTICE_CSS, js_on_load=None)
+    progress = gr.HTML(live.progress_html(None, None), css_template=live.PROGRESS_CSS, js_on_load=None,
+                       elem_id="wb-train-progress")
+    failure = gr.HTML("", css_template=live.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure")
+
+    plots: dict[str, gr.Plot] = {}
+    with gr.Row():
+        with gr.Column(scale=3):
+            for pair in (MAIN_FIGURES[:2], MAIN_FIGURES[2:]):
+                with gr.Row():
+                    for name in pair:
+                        plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
+        with gr.Column(scale=1, min_width=260):
+            smoothing = gr.Slider(0.0, 0.95, value=DEFAULT_SMOOTHING, step=0.05, label="Smoothing",
+                                  info="Exponential moving average of the curves; the raw points stay faint.")
+            gr.Markdown("### Health", elem_classes=["wb-section"])
+            alarms = gr.HTML(live.alarms_html([], False), css_template=live.ALARMS_CSS, js_on_load=None,
+                             elem_id="wb-train-alarms")
+
+    gr.Markdown("### Completions, group by group\nEach prompt's G completions side by side: every reward "
+                "function's score, the total, and the advantage `(r - mean) / std` they produce.",
+                elem_classes=["wb-section"])
+    step_slider = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False,
+                            info="Newest step while a run goes; move it to read an earlier step.")
+    # Without gradio's prose styles: the cards bring their own (its table borders would box every score).
+    # The app theme's plan badge shares the class name `wb-badge`; keep the card badges small pills.
+    completions = gr.HTML(render_empty_html(), js_on_load=None, apply_default_css=False,
+                          css_template=".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }",
+                          elem_id="wb-train-completions")
+
+    gr.Markdown("### More metrics", elem_classes=["wb-section"])
+    for triple in (MORE_FIGURES[:3], MORE_FIGURES[3:]):
+        with gr.Row():
+            for name in triple:
+                plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
+
+    timer = gr.Timer(TICK_SECONDS)
+    plot_list = [plots[name] for name in (*MAIN_FIGURES, *MORE_FIGURES)]
+    view_outputs = [watch_state, pinned_state, run_picker, stop_button, resume_button, progress, failure,
+                    alarms, step_slider, completions, *plot_list]
+
+    runs_dir = ctx.runs_dir
+
+    # ------------------------------------------------------------ rendering
+
+    def render(watch: live.RunWatch, pinned: int | None, smooth: float, changes: live.Changes,
+               full: bool = False) -> dict:
+        """Outputs for what changed (everything when `full`)."""
+        out: dict = {watch_state: watch}
+        live_run = live.is_live(watch.status)
+        if full or changes.status or live_run:
+            # A live run's clock moves every second even when no file changed.
+            out[progress] = live.progress_html(watch.run_id, live.measure_progress(watch.status, watch.metrics)
+                                               if watch.run_id else None)
+        if full or changes.status:
+            log_tail = runfolder.read_log_tail(runs_dir / watch.run_id, 3000) if watch.run_id and \
+                watch.status.get("state") == "failed" else ""
+            out[failure] = live.failure_html(watch.status, log_tail)
+            out[stop_button] = gr.Button(interactive=live_run)
+            out[resume_button] = gr.Button(interactive=bool(watch.run_id) and not live_run
+                                           and watch.status.get("state") != "finished"
+                                           and runfolder.last_checkpoint(runs_dir / watch.run_id) is not None)
+        if full or changes.metrics:
+            out.update(render_figures(watch, smooth))
+            out[alarms] = live.alarms_html(check_health(watch.metrics, watch.config), bool(watch.metrics))
+        if full or changes.completions:
+            out.update(render_completions(watch, pinned))
+        return out
+
+    def render_figures(watch: live.RunWatch, smooth: float) -> dict:
+        built = figures.build_figures(watch.metrics, smooth)
+        return {plots[name]: built[name] for name in plots}
+
+    def render_completions(watch: live.RunWatch, pinned: int | None) -> dict:
+        steps = watch.completion_steps
+        if not steps:
+            return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
+                    completions: render_empty_html()}
+        step = live.nearest_step(steps, pinned)
+        records = watch.newest_completions if step == steps[-1] else \
+            live.completions_of_step(runs_dir, watch.run_id, step)
+        groups = groups_for_step(records, step, watch.config.get("scale_rewards"))
+        title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
+        # A slider needs two ends; with one step so far it spans step-1..step.
+        low = steps[0] if len(steps) > 1 else steps[0] - 1
+        return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
+                completions: render_groups_html(groups, title)}
+
+    def picker_update(run_id: str | None) -> gr.Dropdown:
+        choices = [path.name for path in runfolder.list_run_dirs(runs_dir)]
+        return gr.Dropdown(choices=choices, value=run_id if run_id in choices else None)
+
+    def attach(run_id: str | None, newest_known: str | None, smooth: float) -> dict:
+        """Start following `run_id`: read all it wrote so far and draw everything."""
+        watch = live.start_watching(runs_dir, run_id, newest_known)
+        watch, changes = live.poll_run(watch, runs_dir, launcher.status_of_dir)
+        out = render(watch, None, smooth, changes, full=True)
+        out[pinned_state] = None
+        out[run_picker] = picker_update(run_id)
+        return out
+
+    # ------------------------------------------------------------ events
+
+    def on_load(remembered_run: str | None, smooth: float):
+        entries = launcher.list_runs(runs_dir)
+        run_id = live.choose_run([(e["run_id"], e) for e in entries], remembered_run)
+        out = attach(run_id, entries[0]["run_id"] if entries else None, smooth)
+        out[remembered] = run_id
+        return out
+
+    def on_tick(watch: live.RunWatch, pinned: int | None, smooth: float):
+        run_ids = [path.name for path in runfolder.list_run_dirs(runs_dir)]
+        if watch.run_id and watch.run_id not in run_ids:  # deleted from the Runs tab or another tab
+            entries = launcher.list_runs(runs_dir)
+            out = attach(live.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known, smooth)
+            out[notice] = notice_html(f"Run {watch.run_id} was deleted.", "info")
+            return out
+        before = watch.newest_known
+        switch_to, newest_known = live.new_run_to_follow(run_ids, watch)
+        if switch_to:
+            out = attach(switch_to, newest_known, smooth)
+            out[remembered] = switch_to
+            return out
+        if newest_known != watch.newest_known:
+            watch = replace(watch, newest_known=newest_known)
+        new_watch, changes = live.poll_run(watch, runs_dir, launcher.status_of_dir)
+        if not changes.anything and not live.is_live(new_watch.status):
+            return {watch_state: new_watch} if newest_known != before else gr.skip()
+        out = render(new_watch, pinned, smooth, changes)
+        if changes.status:
+            out[run_picker] = picker_update(new_watch.run_id)
+        return out
+
+    def on_pick(run_id: str | None, watch: live.RunWatch, smooth: float):
+        if not run_id or run_id == watch.run_id:
+            return gr.skip()
+        out = attach(run_id, watch.newest_known, smooth)
+        out[remembered] = run_id
+        out[notice] = ""
+        return out
+
+    def on_smoothing(watch: live.RunWatch, smooth: float):
+        return render_figures(watch, smooth) if watch.run_id else gr.skip()
+
+    def on_step(watch: live.RunWatch, wanted: float):
+        if not watch.completion_steps:
+            return gr.skip()
+        step = live.nearest_step(watch.completion_steps, wanted)
+        pinned = None if step == watch.completion_steps[-1] else step
+        out = render_completions(watch, pinned)
+        out[pinned_state] = pinned
+        return out
+
+    def on_launch(watch: live.RunWatch, smooth: float, *setup_values):
+        if ctx.config_from_values is None:
+            return {notice: notice_html("Set up the run in the Setup tab first.")}
+        try:
+            config = ctx.config_from_values(*setup_values)
+            run_id = launcher.start(config, runs_dir)
+        except ValueError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
+            return {notice: notice_html(f"Not launched:\n{exc}")}
+        out = attach(run_id, run_id, smooth)
+        out[remembered] = run_id
+        out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
+                                  f"and the first step is done.", "info")
+        return out
+
+    def on_stop(watch: live.RunWatch):
+        if not watch.run_id:
+            return
+        yield {stop_button: gr.Button(interactive=False),
+               notice: notice_html("Stopping: the trainer finishes its current step and saves the adapter…",
+                                   "info")}
+        try:
+            final = launcher.stop(watch.run_id, runs_dir, timeout=STOP_TIMEOUT_S)
+        except launcher.LauncherError as exc:
+            yield {notice: notice_html(str(exc))}
+            return
+        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}.",
+                                   "info")}
+
+    def on_resume(watch: live.RunWatch):
+        if not watch.run_id:
+            return gr.skip()
+        try:
+            launcher.resume(watch.run_id, runs_dir)
+        except ValueError as exc:  # LauncherError / ConfigError say what to do
+            return {notice: notice_html(f"Not resumed: {exc}")}
+        return {resume_button: gr.Button(interactive=False),
+                notice: notice_html(f"Resuming {watch.run_id} from its last checkpoint.", "info")}
+
+    load_outputs = [*view_outputs, remembered]
+    ctx.blocks.load(on_load, inputs=[remembered, smoothing], outputs=load_outputs, show_progress="hidden")
+    timer.tick(on_tick, inputs=[watch_state, pinned_state, smoothing], outputs=[*load_outputs, notice],
+               show_progress="hidden", concurrency_limit=None, trigger_mode="once")
+    run_picker.input(on_pick, inputs=[run_picker, watch_state, smoothing], outputs=[*load_outputs, notice],
+                     show_progress="hidden")
+    run_picker.focus(lambda watch: picker_update(watch.run_id), inputs=[watch_state], outputs=[run_picker],
+                     show_progress="hidden")
+    smoothing.change(on_smoothing, inputs=[watch_state, smoothing], outputs=plot_list, show_progress="hidden")
+    step_slider.release(on_step, inputs=[watch_state, step_slider], outputs=[pinned_state, step_slider, completions],
+                        show_progress="hidden")
+    launch_button.click(on_launch, inputs=[watch_state, smoothing, *ctx.config_inputs],
+                        outputs=[*load_outputs, notice], show_progress="minimal")
+    stop_button.click(on_stop, inputs=[watch_state], outputs=[stop_button, notice], show_progress="hidden")
+    resume_button.click(on_resume, inputs=[watch_state], outputs=[resume_button, notice], show_progress="hidden")
+
+    plan_valid = ctx.components.get("plan_valid")
+    if plan_valid is not None:
+        plan_valid.change(lambda valid: gr.Button(interactive=bool(valid)), inputs=[plan_valid],
+                          outputs=[launch_button], show_progress="hidden")
+    ctx.register(train_run_picker=run_picker, train_launch=launch_button)
