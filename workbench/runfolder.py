@@ -9,6 +9,8 @@ files of `runs/<run_id>/`:
 - `completions.jsonl`  one JSON object per completion, appended and flushed per line
 - `train.log`          the process's own output
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
+- `stop.request`       written by whoever wants the run to stop; the trainer
+                       checks for it at the end of every optimizer step
 
 Readers keep no state in globals: they read the folder again, or read only the
 bytes after an offset they hold. A half-written last line is never returned as
@@ -34,6 +36,8 @@ METRICS_FILE = "metrics.jsonl"
 COMPLETIONS_FILE = "completions.jsonl"
 LOG_FILE = "train.log"
 ADAPTER_DIR = "adapter"
+STOP_FILE = "stop.request"
+REWARD_SOURCE_FILE = "reward_file.py"
 
 # Life of a run, in order; the last three are final.
 STATES = ("starting", "loading_model", "training", "saving", "finished", "failed", "stopped")
@@ -156,3 +160,32 @@ def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
         return []
     dirs = [p for p in base.iterdir() if (p / CONFIG_FILE).is_file()]
     return sorted(dirs, key=lambda p: p.name, reverse=True)
+
+
+def request_stop(run_dir: str | os.PathLike) -> None:
+    """Ask the run's trainer to stop after its current step (and save its adapter)."""
+    (Path(run_dir) / STOP_FILE).write_text(f"{time.time()}\n", encoding="utf-8")
+
+
+def stop_requested(run_dir: str | os.PathLike) -> bool:
+    return (Path(run_dir) / STOP_FILE).exists()
+
+
+def clear_stop_request(run_dir: str | os.PathLike) -> None:
+    (Path(run_dir) / STOP_FILE).unlink(missing_ok=True)
+
+
+def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """The run's complete `checkpoint-<step>` folders, oldest first."""
+    found = []
+    for path in Path(run_dir).glob("checkpoint-*"):
+        step = path.name.removeprefix("checkpoint-")
+        # a checkpoint is complete once the Trainer has written its state file last
+        if step.isdigit() and (path / "trainer_state.json").is_file():
+            found.append((int(step), path))
+    return [path for _, path in sorted(found)]
+
+
+def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    dirs = checkpoint_dirs(run_dir)
+    return dirs[-1] if dirs else None
