@@ -53,7 +53,7 @@ def _describe(v: dict, changes: dict) -> str:
 
 
 def _nearest_valid(v: dict, name: str, lowest: int, highest: int) -> list[int]:
-    """The closest valid values of `name` below and above its current value."""
+    """The closest valid values of `name` below and above its current value (0, 1 or 2 values)."""
     current = v[name]
     highest = min(highest, MAX_VALUE, current + MAX_PROBES)
     lowest = max(lowest, current - MAX_PROBES)
@@ -127,8 +127,10 @@ def _candidate_changes(v: dict) -> list[dict]:
                     continue
                 # Seed 001's second fix: move a GPU and raise the batch to match.
                 moved_w = {**w, **moved}
-                for value in _nearest_valid(moved_w, "per_device_train_batch_size", 1,
-                                            max(SEARCH_SPAN, 4 * moved_w["per_device_train_batch_size"]))[-1:]:
+                # Raise only: a larger global batch is what the split lacks.
+                bs = moved_w["per_device_train_batch_size"]
+                for value in _nearest_valid(moved_w, "per_device_train_batch_size", bs,
+                                            max(SEARCH_SPAN, 4 * bs)):
                     changes.append({**base, **moved, "per_device_train_batch_size": value})
     return changes
 
