@@ -169,7 +169,6 @@ def divisors(number: int, limit: int = 10**9) -> list[int] | None:
     return small + large[::-1]
 
 
-
 def trl_errors(v: dict) -> tuple[list[str], int | None, int | None]:
     """GRPOConfig.__post_init__'s batch checks on normalised inputs `v`, in TRL's order.
 
@@ -210,11 +209,6 @@ def trl_errors(v: dict) -> tuple[list[str], int | None, int | None]:
     if errors and errors[0].startswith("'generation_batch_size' and"):
         spg = None
     return errors, gbs, spg
-
-
-def is_valid(**inputs) -> bool:
-    """Fast validity check for search loops (inputs already sane)."""
-    return not trl_errors({**PLAN_DEFAULTS, **inputs})[0]
 
 
 # ---------------------------------------------------------------- steps
@@ -324,6 +318,8 @@ def plan(per_device_train_batch_size=8, gradient_accumulation_steps=1, num_gener
     `vllm_gpus` counts GPUs serving a vLLM server beside the training processes
     (TRL never sees them; suggestions may move one between the two).
     num_train_epochs defaults to 1 here; TrainingArguments' own default is 3.
+    do_eval=True stands for evaluating during training (TRL checks the eval
+    batch only when do_eval and eval_strategy != "no").
     Raises InputError for values no configuration could have.
     """
     v = normalise_inputs(
