@@ -75,22 +75,13 @@ class ProbeJob:
         return None
 
 
-def checkpoint_step(path: Path) -> int | None:
-    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
-    return int(match.group(1)) if match else None
-
-
 def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
-    """(label, adapter folder) for each saved checkpoint of a run, by step, then the final adapter."""
+    """(label, adapter folder) for each complete checkpoint of a run, by step, then the final adapter."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
-    found = []
-    for path in run_dir.iterdir():
-        step = checkpoint_step(path)
-        if step is not None and (path / "adapter_config.json").is_file():
-            found.append((step, f"step {step} ({path.name})", str(path)))
-    choices = [(label, folder) for _, label, folder in sorted(found)]
+    choices = [(f"step {path.name.removeprefix('checkpoint-')} ({path.name})", str(path))
+               for path in runfolder.checkpoint_dirs(run_dir) if (path / "adapter_config.json").is_file()]
     final = run_dir / runfolder.ADAPTER_DIR
     if (final / "adapter_config.json").is_file():
         choices.append((FINAL_LABEL, str(final)))

@@ -1,0 +1,129 @@
+"""The Compare tab: the same probe prompts answered by the base model and by a checkpoint, side by side.
+
+Pick a run (the current one or any past one) and one of its checkpoints; the
+probe prompts come from the run's task and can be edited. "Answer side by
+side" starts `python -m workbench sample` processes (see workbench/ui/probes.py)
+so this page never waits on a model: a timer shows the answers as they come,
+and Cancel kills the sampling process. The UI process itself never imports
+torch. The job lives in this browser session's `gr.State`; closing the
+session cancels it.
+"""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+
+from workbench import runfolder
+from workbench.ui import probes, runs_table
+from workbench.ui.context import UIContext
+
+TICK_SECONDS = 1.0
+DEFAULT_MAX_NEW_TOKENS = 48
+
+NOTE_CSS = """
+.wb-probe-progress { font-size: 0.9rem; color: #334155; padding: 4px 2px; }
+.wb-probe-progress.wb-probe-error { color: #7f1d1d; background: #fef2f2; border: 1px solid #fca5a5; border-radius: 8px;
+  padding: 8px 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
+"""
+
+
+def progress_html(text: str) -> str:
+    if not text:
+        return ""
+    failed = text.startswith(("Sampling failed", "Probe prompts", "Run:", "Not started"))
+    kind = " wb-probe-error" if failed else ""
+    return f'<div class="wb-probe-progress{kind}">{html.escape(text)}</div>'
+
+
+def cancel_on_close(job: probes.ProbeJob | None) -> None:
+    """A closed browser session leaves no sampling process behind."""
+    if job is not None and job.process is not None:
+        probes.cancel_job(job)
+
+
+def build(ctx: UIContext) -> None:
+    runs_dir = ctx.runs_dir
+    job_state = gr.State(None, delete_callback=cancel_on_close)
+
+    gr.Markdown("### Base model vs trained\nThe same prompts answered by the run's base model and by one of "
+                "its checkpoints. Sampling runs in its own process, greedy (the same answer every time), so it "
+                "can go on while training does; answers are kept in the run folder.", elem_classes=["wb-section"])
+    with gr.Row():
+        run_picker = gr.Dropdown(label="Run", choices=[], value=None, scale=3,
+                                 info="The current run or any past one.")
+        checkpoint = gr.Dropdown(label="Checkpoint", choices=[], value=None, scale=2,
+                                 info="Saved every save_steps steps; the final adapter when the run ended.")
+        max_new_tokens = gr.Slider(8, 256, value=DEFAULT_MAX_NEW_TOKENS, step=8, label="Longest answer (tokens)",
+                                   scale=2)
+    prompts_box = gr.Textbox(label="Probe prompts, one per line", lines=4, max_lines=12,
+                             info="Filled from the run's task; edit or type your own.")
+    with gr.Row():
+        answer_button = gr.Button("Answer side by side", variant="primary", scale=0, min_width=240)
+        cancel_button = gr.Button("Cancel", variant="stop", scale=0, min_width=110, interactive=False)
+        progress = gr.HTML("", css_template=NOTE_CSS, js_on_load=None, elem_id="wb-compare-progress")
+    # Without gradio's prose styles, whose dark table borders would box every answer.
+    table = gr.HTML(probes.compare_html(None), css_template=probes.COMPARE_CSS, js_on_load=None,
+                    apply_default_css=False, elem_id="wb-compare-table")
+    timer = gr.Timer(TICK_SECONDS, active=False)
+
+    def checkpoint_choices(run_id: str | None, current: str | None = None) -> gr.Dropdown:
+        labels = [label for label, _ in probes.list_checkpoints(runs_dir / run_id)] if run_id else []
+        value = current if current in labels else (labels[-1] if labels else None)
+        return gr.Dropdown(choices=labels, value=value)
+
+    def pick_run(run_id: str | None) -> dict:
+        config = runs_table.read_config(runs_dir, run_id) if run_id else {}
+        return {checkpoint: checkpoint_choices(run_id), prompts_box: "\n".join(probes.default_prompts(config))}
+
+    def on_load():
+        ids = [path.name for path in runfolder.list_run_dirs(runs_dir)]
+        run_id = ids[0] if ids else None
+        return {run_picker: gr.Dropdown(choices=ids, value=run_id), **pick_run(run_id)}
+
+    def job_outputs(job: probes.ProbeJob | None) -> dict:
+        running = job is not None and not job.finished
+        return {job_state: job, timer: gr.Timer(active=running), cancel_button: gr.Button(interactive=running),
+                answer_button: gr.Button(interactive=not running),
+                progress: progress_html(probes.progress_text(job)), table: probes.compare_html(job)}
+
+    def on_answer(run_id, checkpoint_label, prompts_text, tokens, job):
+        if job is not None and job.process is not None:
+            probes.cancel_job(job)
+        try:
+            if not run_id:
+                raise probes.ProbeError("Run: pick a run first; its base model answers on the left")
+            prompts = probes.parse_prompts(prompts_text)
+            config = runs_table.read_config(runs_dir, run_id)
+            chosen = dict(probes.list_checkpoints(runs_dir / run_id))
+            side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label in chosen else None
+            new_job = probes.advance_job(probes.plan_job(runs_dir / run_id, config, side, prompts, int(tokens)))
+        except ValueError as exc:  # ProbeError and sampling's own checks name the field and the fix
+            text = str(exc)
+            return {**job_outputs(None), progress: progress_html(text if text.startswith(("Run:", "Probe"))
+                                                                 else f"Not started: {text}")}
+        return job_outputs(new_job)
+
+    def on_tick(job):
+        if job is None:
+            return {timer: gr.Timer(active=False)}
+        return job_outputs(probes.advance_job(job))
+
+    def on_cancel(job):
+        return job_outputs(probes.cancel_job(job)) if job is not None else gr.skip()
+
+    outputs = [job_state, timer, cancel_button, answer_button, progress, table]
+    ctx.blocks.load(on_load, outputs=[run_picker, checkpoint, prompts_box], show_progress="hidden")
+    run_picker.input(pick_run, inputs=[run_picker], outputs=[checkpoint, prompts_box], show_progress="hidden")
+    run_picker.focus(lambda current: gr.Dropdown(choices=[p.name for p in runfolder.list_run_dirs(runs_dir)],
+                                                 value=current),
+                     inputs=[run_picker], outputs=[run_picker], show_progress="hidden")
+    # Checkpoints appear while a run trains: list them again whenever the list is opened.
+    checkpoint.focus(checkpoint_choices, inputs=[run_picker, checkpoint], outputs=[checkpoint],
+                     show_progress="hidden")
+    answer_button.click(on_answer, inputs=[run_picker, checkpoint, prompts_box, max_new_tokens, job_state],
+                        outputs=outputs, show_progress="hidden")
+    timer.tick(on_tick, inputs=[job_state], outputs=outputs, show_progress="hidden", concurrency_limit=None,
+               trigger_mode="once")
+    cancel_button.click(on_cancel, inputs=[job_state], outputs=outputs, show_progress="hidden")

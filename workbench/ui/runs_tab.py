@@ -1,0 +1,200 @@
+"""The Runs tab: every run in the runs folder, compared, inspected, deleted.
+
+- A table of all runs (state, model, task, steps, final reward, started,
+  duration), re-read from the run folders every few seconds and redrawn only
+  when a row changed.
+- Compare: tick several runs to overlay one metric's curves on one figure and
+  list the settings in which their configs differ.
+- One run: read its completions group by group at any step, or delete it
+  (after a confirmation; a live run must be stopped first).
+
+Nothing is cached in the process: two browser tabs see the same runs.
+"""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+
+from workbench import figures, launcher, runfolder
+from workbench.groups import available_steps, groups_for_step
+from workbench.ui import runs_table
+from workbench.ui.completions_view import render_empty_html, render_groups_html
+from workbench.ui.context import UIContext
+
+REFRESH_SECONDS = 3.0
+# (label, metric name under TRL's key) offered for overlays.
+OVERLAY_METRICS = (
+    ("reward", "reward"),
+    ("reward std", "reward_std"),
+    ("KL", "kl"),
+    ("loss", "loss"),
+    ("mean completion length", "completions/mean_length"),
+    ("groups with no signal", "frac_reward_zero_std"),
+    ("entropy", "entropy"),
+    ("grad norm", "grad_norm"),
+    ("learning rate", "learning_rate"),
+    ("step time", "step_time"),
+)
+
+NOTE_CSS = """
+.wb-runs-note { font-size: 0.9rem; border-radius: 8px; padding: 8px 12px; }
+.wb-runs-note-info { background: #eff6ff; color: #1e3a8a; border: 1px solid #bfdbfe; }
+.wb-runs-note-error { background: #fef2f2; color: #7f1d1d; border: 1px solid #fca5a5; }
+.wb-runs-note-warn { background: #fffbeb; color: #78350f; border: 1px solid #fcd34d; }
+"""
+
+
+def note_html(message: str, kind: str = "info") -> str:
+    return f'<div class="wb-runs-note wb-runs-note-{kind}">{html.escape(message)}</div>' if message else ""
+
+
+def read_rows(runs_dir) -> list[list]:
+    return runs_table.runs_rows(runs_table.summarise_run(entry) for entry in launcher.list_runs(runs_dir))
+
+
+def build(ctx: UIContext) -> None:
+    runs_dir = ctx.runs_dir
+    rows_state = gr.State([])
+
+    gr.Markdown("### All runs\nRead from the run folders; updates by itself while runs go.",
+                elem_classes=["wb-section"])
+    table = gr.Dataframe(headers=list(runs_table.COLUMNS), value=[], datatype="str", interactive=False,
+                         wrap=True, max_height=320, elem_id="wb-runs-table",
+                         column_widths=["24%", "8%", "14%", "10%", "8%", "9%", "14%", "13%"])
+
+    gr.Markdown("### Compare runs", elem_classes=["wb-section"])
+    with gr.Row():
+        chosen = gr.CheckboxGroup(label="Runs to compare", choices=[], scale=3,
+                                  info="Tick two or more to overlay their curves and see how their settings differ.")
+        with gr.Column(scale=1, min_width=220):
+            metric = gr.Dropdown(label="Metric", choices=list(OVERLAY_METRICS), value="reward")
+            smoothing = gr.Slider(0.0, 0.95, value=0.0, step=0.05, label="Smoothing")
+    with gr.Row():
+        overlay = gr.Plot(show_label=False, elem_id="wb-runs-overlay", scale=3)
+        with gr.Column(scale=2):
+            diff_note = gr.Markdown("Tick two or more runs to see the settings that differ.",
+                                    elem_classes=["wb-note"])
+            diff_table = gr.Dataframe(headers=["setting"], value=[], datatype="str", interactive=False, wrap=True,
+                                      max_height=300, label="Settings that differ", elem_id="wb-runs-diff")
+
+    gr.Markdown("### One run", elem_classes=["wb-section"])
+    with gr.Row(equal_height=True):
+        one_run = gr.Dropdown(label="Run", choices=[], value=None, scale=4,
+                              info="Read its completions group by group, or delete it.")
+        delete_button = gr.Button("Delete run…", variant="stop", scale=1, min_width=130)
+    with gr.Row(visible=False, elem_id="wb-runs-confirm") as confirm_row:
+        confirm_text = gr.Markdown("")
+        confirm_button = gr.Button("Yes, delete it", variant="stop", min_width=140, scale=0)
+        cancel_button = gr.Button("Cancel", min_width=100, scale=0)
+    runs_note = gr.HTML("", css_template=NOTE_CSS, js_on_load=None)
+    step_slider = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False,
+                            info="Pick a step to read its groups of completions.")
+    completions = gr.HTML(render_empty_html("Pick a run to read its completions."), js_on_load=None,
+                          apply_default_css=False,
+                          css_template=".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }",
+                          elem_id="wb-runs-completions")
+    timer = gr.Timer(REFRESH_SECONDS)
+
+    # ------------------------------------------------------------ helpers
+
+    def overlay_figure(run_ids: list[str], metric_name: str, smooth: float):
+        records = {run_id: runfolder.read_jsonl(runs_dir / run_id / runfolder.METRICS_FILE) for run_id in run_ids}
+        return figures.overlay_runs(records, metric_name, smooth)
+
+    def diff_outputs(run_ids: list[str]) -> dict:
+        headers, rows = runs_table.config_diff({r: runs_table.read_config(runs_dir, r) for r in run_ids})
+        if len(run_ids) < 2:
+            note = "Tick two or more runs to see the settings that differ."
+        elif not rows:
+            note = "These runs have the same settings."
+        else:
+            note = f"{len(rows)} setting{'s' if len(rows) != 1 else ''} differ."
+        return {diff_note: note, diff_table: gr.Dataframe(headers=headers, value=rows)}
+
+    def completions_view(run_id: str | None, wanted: float | None) -> dict:
+        if not run_id:
+            return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
+                    completions: render_empty_html("Pick a run to read its completions.")}
+        records = runfolder.read_jsonl(runs_dir / run_id / runfolder.COMPLETIONS_FILE)
+        steps = available_steps(records)
+        if not steps:
+            return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
+                    completions: render_empty_html("This run has no completions yet.")}
+        step = min(steps, key=lambda s: (abs(s - wanted), s)) if wanted is not None else steps[-1]
+        config = runs_table.read_config(runs_dir, run_id)
+        groups = groups_for_step(records, step, config.get("scale_rewards"))
+        low = steps[0] if len(steps) > 1 else steps[0] - 1
+        return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
+                completions: render_groups_html(groups, f"{run_id} · step {step} of {steps[-1]}")}
+
+    def refresh(rows: list, selected: list[str], run_id: str | None, metric_name: str, smooth: float,
+                force: bool = False):
+        new_rows = read_rows(runs_dir)
+        if new_rows == rows and not force:
+            return gr.skip()
+        ids = [row[0] for row in new_rows]
+        kept = [r for r in selected if r in ids]
+        out = {rows_state: new_rows, table: new_rows,
+               chosen: gr.CheckboxGroup(choices=ids, value=kept),
+               one_run: gr.Dropdown(choices=ids, value=run_id if run_id in ids else None)}
+        if kept:
+            out[overlay] = overlay_figure(kept, metric_name, smooth)
+        if kept != selected or force:
+            out.update(diff_outputs(kept))
+            out[overlay] = overlay_figure(kept, metric_name, smooth)
+        if run_id and run_id not in ids:
+            out.update(completions_view(None, None))
+        return out
+
+    # ------------------------------------------------------------ events
+
+    refresh_inputs = [rows_state, chosen, one_run, metric, smoothing]
+    refresh_outputs = [rows_state, table, chosen, one_run, overlay, diff_note, diff_table, step_slider, completions]
+    ctx.blocks.load(lambda *values: refresh(*values, force=True), inputs=refresh_inputs, outputs=refresh_outputs,
+                    show_progress="hidden")
+    timer.tick(refresh, inputs=refresh_inputs, outputs=refresh_outputs, show_progress="hidden",
+               concurrency_limit=None, trigger_mode="once")
+
+    def on_choose(selected: list[str], metric_name: str, smooth: float):
+        return {overlay: overlay_figure(selected, metric_name, smooth), **diff_outputs(selected)}
+
+    chosen.input(on_choose, inputs=[chosen, metric, smoothing], outputs=[overlay, diff_note, diff_table],
+                 show_progress="hidden")
+    for control in (metric, smoothing):
+        control.input(lambda selected, metric_name, smooth: overlay_figure(selected, metric_name, smooth),
+                      inputs=[chosen, metric, smoothing], outputs=[overlay], show_progress="hidden")
+
+    one_run.input(lambda run_id: {**completions_view(run_id, None), confirm_row: gr.Row(visible=False),
+                                  runs_note: ""},
+                  inputs=[one_run], outputs=[step_slider, completions, confirm_row, runs_note],
+                  show_progress="hidden")
+    step_slider.release(completions_view, inputs=[one_run, step_slider], outputs=[step_slider, completions],
+                        show_progress="hidden")
+
+    def ask_to_delete(run_id: str | None):
+        if not run_id:
+            return {runs_note: note_html("Pick the run to delete first.", "warn"), confirm_row: gr.Row(visible=False)}
+        return {confirm_row: gr.Row(visible=True), runs_note: "",
+                confirm_text: f"Delete **{run_id}** and every file in its folder (checkpoints, adapter, logs)? "
+                              f"This cannot be undone."}
+
+    def delete(run_id: str | None, rows: list, selected: list[str], metric_name: str, smooth: float):
+        hide = {confirm_row: gr.Row(visible=False)}
+        if not run_id:
+            return hide
+        try:
+            launcher.delete_run(run_id, runs_dir)
+        except launcher.LauncherError as exc:
+            return {**hide, runs_note: note_html(str(exc), "error")}
+        out = refresh(rows, selected, None, metric_name, smooth, force=True)
+        out.update(completions_view(None, None))
+        out[one_run] = gr.Dropdown(choices=[row[0] for row in out[rows_state]], value=None)
+        return {**out, **hide, runs_note: note_html(f"Deleted {run_id}.")}
+
+    delete_button.click(ask_to_delete, inputs=[one_run], outputs=[confirm_row, confirm_text, runs_note],
+                        show_progress="hidden")
+    cancel_button.click(lambda: gr.Row(visible=False), outputs=[confirm_row], show_progress="hidden")
+    confirm_button.click(delete, inputs=[one_run, rows_state, chosen, metric, smoothing],
+                         outputs=[*refresh_outputs, confirm_row, runs_note], show_progress="hidden")
