@@ -10,12 +10,17 @@ import argparse
 import os
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="GRPO Workbench dashboard")
-    parser.add_argument("--host", default=os.environ.get("WORKBENCH_HOST", "127.0.0.1"))
+    parser.add_argument("--host", default=os.environ.get("WORKBENCH_HOST", "127.0.0.1"),
+                        help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("WORKBENCH_PORT", "7860")))
     parser.add_argument("--runs-dir", default=None, help="folder of run folders (default: ./runs)")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
 
     # No usage reporting or update check: the machines this runs on are often offline.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")

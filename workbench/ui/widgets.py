@@ -8,9 +8,11 @@ PlanView in, the values for the panel's outputs out.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
 from workbench.ui.plan_view import (
     SUGGESTION_SLOTS, PlanView, badge_html, heatmap_figure, numbers_html, suggestion_label, suggestion_slots,
@@ -70,14 +72,22 @@ def build_plan_panel(with_heatmap: bool = True, numbers_title: str = "The number
     return PlanPanel(badge, buttons, suggestions, warnings, numbers, heatmap)
 
 
+def plot_payload(spec: dict) -> PlotData:
+    """A plotly figure given as a plain dict, in the form gr.Plot sends to the browser.
+
+    The same JSON gradio would make from a `go.Figure`, without building one.
+    """
+    return PlotData(type="plotly", plot=json.dumps(spec))
+
+
 def render_plan_panel(view: PlanView, with_heatmap: bool = True, allowed_fields=None) -> list:
     """Values for PlanPanel.outputs from a PlanView (pure apart from building gradio updates)."""
     slots = suggestion_slots(view, allowed_fields=allowed_fields)
-    button_updates = [
-        gr.Button(value=suggestion_label(s), visible=True) if s else gr.Button(visible=False) for s in slots
-    ]
+    # gr.update (a dict) rather than gr.Button(...): building a component per answer costs milliseconds.
+    button_updates = [gr.update(value=suggestion_label(s), visible=True) if s else gr.update(visible=False)
+                      for s in slots]
     changes = [s["changes"] if s else None for s in slots]
     values = [badge_html(view), *button_updates, changes, warnings_html(view), numbers_html(view)]
     if with_heatmap:
-        values.append(heatmap_figure(view))
+        values.append(plot_payload(heatmap_figure(view)))
     return values
