@@ -1,0 +1,90 @@
+"""`python -m workbench train | runs | stop | resume`: exit codes, one-line errors, a real short run."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench import runfolder
+from workbench.cli_train import format_runs_table
+from workbench.config import RunConfig
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def workbench(*args, cwd=None, timeout=300):
+    # run from a scratch folder (runs/ lands there), importing the checkout's package
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env=env)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["train", "--set", "colour=blue"], "colour: is not a RunConfig field"),
+        (["train", "--set", "max_steps=many"], "max_steps: must be a whole number"),
+        (["train", "--set", "beta"], "is not field=value"),
+        (["train", "--set", "num_generations=3"], "divisible by num_generations (3)"),
+        (["train", "--task", "poetry"], "task: unknown task 'poetry'"),
+        (["train", "--model", "/no/such/folder"], "model: the folder /no/such/folder does not exist"),
+        (["train", "--config", "/no/such/config.json"], "config: no file at"),
+        (["train", "--set", "reward_names=bogus", "--background"], "unknown reward 'bogus'"),
+        (["train", "--max-steps", "x"], "invalid int value"),
+        (["stop", "no-such-run"], "no run called 'no-such-run'"),
+        (["resume", "no-such-run"], "no run called 'no-such-run'"),
+    ],
+    ids=["unknown-field", "bad-number", "no-equals", "batch-plan", "unknown-task", "missing-model", "missing-config",
+         "unknown-reward-background", "argparse-type", "stop-unknown", "resume-unknown"],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args, words):
+    result = workbench(*args, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert words in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("runs/*")), "nothing may start on bad input"
+
+
+def test_runs_with_no_runs(tmp_path):
+    result = workbench("runs", "--runs-dir", str(tmp_path))
+    assert result.returncode == 0 and "No runs yet" in result.stdout
+
+
+def test_runs_table_lists_state_and_steps():
+    table = format_runs_table([
+        {"run_id": "20260101-000000-demo", "state": "training", "step": 3, "total_steps": 30,
+         "model": "/cache/smollm2-135m-instruct", "task": "demo", "started_at": time.time()},
+        {"run_id": "20260101-000001-smoke", "state": "finished", "step": 1, "smoke_test": True, "model": "tiny"},
+    ])
+    lines = table.splitlines()
+    assert lines[0].split() == ["RUN", "STATE", "STEP", "MODEL", "TASK", "STARTED"]
+    assert "3/30" in lines[1] and "smollm2-135m-instruct" in lines[1]
+    assert "finished (smoke test)" in lines[2]
+
+
+def test_resume_without_checkpoint_exits_2(tmp_path):
+    run_dir = tmp_path / "20260101-000000-demo"
+    RunConfig(model="tiny").save(run_dir / runfolder.CONFIG_FILE)
+    runfolder.update_status(run_dir, state="failed", pid=0)
+    result = workbench("resume", run_dir.name, "--runs-dir", str(tmp_path))
+    assert result.returncode == 2 and "no checkpoint" in result.stderr
+
+
+@pytest.mark.slow
+def test_train_in_the_foreground_then_list_it(tmp_path):
+    run_dir = tmp_path / "runs" / "cli-run"
+    result = workbench("train", "--model", "tiny", "--max-steps", "1", "--run-dir", str(run_dir),
+                       "--set", "max_completion_length=8", "--set", "per_device_train_batch_size=4",
+                       "--set", "num_generations=4", "--set", "device=cpu", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Run finished at step 1" in result.stdout
+    status = runfolder.read_status(run_dir)
+    assert status["state"] == "finished" and status["step"] == 1
+    saved = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
+    assert saved.model == "tiny" and saved.max_steps == 1 and saved.num_generations == 4
+    listing = workbench("runs", "--runs-dir", str(tmp_path / "runs"))
+    assert listing.returncode == 0 and "cli-run" in listing.stdout and "finished" in listing.stdout

@@ -1,0 +1,172 @@
+"""Background runs: the command, start / stop / resume, dead processes, two CPU processes.
+
+Every run here is a real `python -m workbench train` process training the tiny
+model (4 completions of at most 8 tokens a step) so a step takes seconds.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from workbench import launcher, runfolder
+from workbench.config import ConfigError, RunConfig
+
+TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
+
+
+@pytest.fixture
+def runs_dir(tmp_path):
+    return tmp_path / "runs"
+
+
+def wait_for(predicate, timeout=180.0, poll=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def steps_of(run_dir, name):
+    return [record["step"] for record in runfolder.read_jsonl(run_dir / name)]
+
+
+# ---------------------------------------------------------------- commands
+
+
+def test_one_process_runs_python_m_workbench(tmp_path):
+    command = launcher.build_command(RunConfig(**TINY), tmp_path)
+    assert command == [sys.executable, "-m", "workbench", "train", "--run-dir", str(tmp_path),
+                       "--config", str(tmp_path / "config.json")]
+
+
+def test_several_processes_go_through_accelerate_launch(tmp_path):
+    command = launcher.build_command(RunConfig(**TINY, num_processes=2), tmp_path, resume=True)
+    assert "launch" in command[:3] and command[command.index("--num_processes") + 1] == "2"
+    assert command[-8:] == ["-m", "workbench", "train", "--run-dir", str(tmp_path),
+                            "--config", str(tmp_path / "config.json"), "--resume"]
+
+
+def test_start_refuses_a_bad_config_before_anything_runs(runs_dir):
+    with pytest.raises(ConfigError, match="num_generations"):
+        launcher.start(RunConfig(**{**TINY, "num_generations": 3}), runs_dir)
+    assert launcher.list_runs(runs_dir) == []
+
+
+def test_unknown_run_is_named(runs_dir):
+    with pytest.raises(launcher.LauncherError, match="no run called 'nope'"):
+        launcher.status("nope", runs_dir)
+
+
+# ---------------------------------------------------------------- dead processes
+
+
+def fake_run(runs_dir, pid, state="training"):
+    run_dir = runs_dir / "20260101-000000-fake"
+    RunConfig(**TINY).save(run_dir / runfolder.CONFIG_FILE)
+    runfolder.update_status(run_dir, state=state, pid=pid, pgid=pid, step=3, started_at=time.time())
+    (run_dir / runfolder.LOG_FILE).write_text("last words of the process\n")
+    return run_dir
+
+
+def test_a_gone_process_is_reported_failed(runs_dir):
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    status = launcher.status(fake_run(runs_dir, process.pid).name, runs_dir)
+    assert status["state"] == "failed" and status["error"]["type"] == "ProcessDied"
+    assert "last words" in status["error"]["traceback_tail"]
+
+
+def test_a_zombie_is_reported_failed(runs_dir):
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        wait_for(lambda: __import__("psutil").Process(process.pid).status() == "zombie", timeout=30)
+        assert launcher.status(fake_run(runs_dir, process.pid).name, runs_dir)["state"] == "failed"
+    finally:
+        process.wait()
+
+
+def test_a_final_state_is_left_alone(runs_dir):
+    status = launcher.status(fake_run(runs_dir, 999999, state="finished").name, runs_dir)
+    assert status["state"] == "finished" and "error" not in status
+
+
+# ---------------------------------------------------------------- real background runs
+
+
+@pytest.mark.slow
+def test_stop_then_resume_continues_the_step_numbers(runs_dir):
+    run_id = launcher.start(RunConfig(**TINY, max_steps=3, save_steps=100), runs_dir)
+    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    wait_for(lambda: launcher.status(run_id, runs_dir).get("step", 0) >= 1)
+    stopped = launcher.stop(run_id, runs_dir, timeout=120)
+    assert stopped["state"] == "stopped", stopped.get("error")
+    stop_step = stopped["step"]
+    assert 1 <= stop_step < 3
+    assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
+    assert runfolder.last_checkpoint(run_dir).name == f"checkpoint-{stop_step}"
+    assert not runfolder.stop_requested(run_dir)
+
+    assert launcher.resume(run_id, runs_dir) == run_id
+    final = launcher.wait(run_id, runs_dir, timeout=240)
+    assert final["state"] == "finished", final.get("error")
+    assert final["step"] == 3 and final["resumed_from"] == stop_step
+    assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2, 3]
+    assert sorted(set(steps_of(run_dir, runfolder.COMPLETIONS_FILE))) == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_stop_before_training_ends_the_process_group(runs_dir):
+    run_id = launcher.start(RunConfig(**TINY, max_steps=4), runs_dir)
+    pid = launcher.status(run_id, runs_dir)["pid"]
+    stopped = launcher.stop(run_id, runs_dir, timeout=5)
+    assert stopped["state"] == "stopped"
+    wait_for(lambda: not launcher._alive(pid), timeout=10)
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_is_reported_failed_within_10_s(runs_dir):
+    run_id = launcher.start(RunConfig(**TINY, max_steps=50), runs_dir)
+    wait_for(lambda: launcher.status(run_id, runs_dir)["state"] == "training")
+    os.killpg(launcher.status(run_id, runs_dir)["pgid"], signal.SIGKILL)
+    killed_at = time.monotonic()
+    status = wait_for(lambda: (s := launcher.status(run_id, runs_dir))["state"] == "failed" and s, timeout=10)
+    assert time.monotonic() - killed_at < 10
+    assert status["error"]["type"] == "ProcessDied"
+    assert launcher.list_runs(runs_dir)[0]["state"] == "failed"
+
+
+@pytest.mark.slow
+def test_smoke_test_runs_one_real_step_in_its_own_folder(runs_dir):
+    run_id = launcher.smoke_test(RunConfig(**TINY, max_steps=30, run_name="check"), runs_dir)
+    assert run_id.endswith("smoke-check")
+    status = launcher.wait(run_id, runs_dir, timeout=180)
+    assert status["state"] == "finished", status.get("error")
+    assert status["step"] == 1 and status["smoke_test"] is True
+    assert RunConfig.load(launcher.run_dir_of(run_id, runs_dir) / runfolder.CONFIG_FILE).max_steps == 1
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_through_accelerate(runs_dir):
+    cfg = RunConfig(**TINY, max_steps=2, save_steps=100, num_processes=2)
+    run_id = launcher.start(cfg, runs_dir)
+    status = launcher.wait(run_id, runs_dir, timeout=300)
+    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
+    assert status["num_processes"] == 2
+    assert "accelerate" in " ".join(status["command"])
+    assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2]
+    completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)
+    # two processes x batch 4 = 8 completions a step, two groups of 4, each one prompt
+    assert len(completions) == 2 * 8
+    for step in (1, 2):
+        for group in (0, 1):
+            members = [c for c in completions if c["step"] == step and c["group"] == group]
+            assert len(members) == 4 and len({m["prompt"] for m in members}) == 1
+    assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
