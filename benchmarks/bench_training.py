@@ -1,0 +1,204 @@
+"""Training benchmarks: does the demo learn, what does the workbench cost, how much memory.
+
+    python benchmarks/bench_training.py                 # all three parts
+    python benchmarks/bench_training.py --learning      # demo task, bundled model: reward first 3 vs last 3 steps
+    python benchmarks/bench_training.py --overhead      # median step time: workbench run vs bare TRL script
+    python benchmarks/bench_training.py --memory        # peak RSS of the training process tree
+
+--learning and --memory share one run when both are chosen. Targets (issue 3):
+reward +0.3 within 5 minutes of launch, overhead within 5%, peak memory < 3 GB.
+Timings depend on what else the machine is doing; run it on a quiet machine
+for figures to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from workbench import launcher, runfolder  # noqa: E402  (after the path fix above)
+from workbench.config import RunConfig  # noqa: E402
+
+GB = 2**30
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory of a process and all its children, in bytes."""
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        processes = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def run_and_watch(config: RunConfig, runs_dir: Path, time_limit: float) -> dict:
+    """Start a background run, sample its memory, stop it at `time_limit` seconds after launch."""
+    launched = time.monotonic()
+    run_id = launcher.start(config, runs_dir)
+    peak = 0
+    state = {}
+    while True:
+        state = launcher.status(run_id, runs_dir)
+        if state.get("pgid"):
+            peak = max(peak, tree_rss(int(state["pgid"])))
+        if state["state"] in runfolder.FINAL_STATES:
+            break
+        if time.monotonic() - launched > time_limit:
+            state = launcher.stop(run_id, runs_dir, timeout=120)
+            break
+        time.sleep(0.25)
+    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    return {
+        "run_dir": run_dir,
+        "elapsed": time.monotonic() - launched,
+        "state": state["state"],
+        "error": state.get("error"),
+        "peak_rss": peak,
+        "metrics": runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE),
+        "summary": runfolder.read_status(run_dir).get("summary") or {},
+    }
+
+
+def report_learning(result: dict) -> None:
+    rewards = [m["reward"] for m in result["metrics"] if m.get("reward") is not None]
+    print(f"learning: {len(rewards)} steps logged, state {result['state']}, {result['elapsed']:.0f} s since launch")
+    if len(rewards) < 6:
+        print(f"learning: too few steps to compare ({result['error'] or 'stopped early'})")
+        return
+    first, last = statistics.mean(rewards[:3]), statistics.mean(rewards[-3:])
+    verdict = "meets" if last - first >= 0.3 and result["elapsed"] <= 300 else "misses"
+    print(f"learning: mean reward first 3 steps {first:.3f}, last 3 steps {last:.3f}, "
+          f"gain {last - first:+.3f} in {result['elapsed']:.0f} s ({verdict} the +0.3 within 5 min target)")
+
+
+def report_memory(result: dict) -> None:
+    peak = result["peak_rss"] / GB
+    print(f"memory: peak RSS of the training process tree {peak:.2f} GB "
+          f"({'meets' if peak < 3 else 'misses'} the < 3 GB target)")
+
+
+# ---------------------------------------------------------------- overhead
+
+
+BARE_SCRIPT = r'''
+import json, sys
+from peft import LoraConfig
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from trl import GRPOConfig, GRPOTrainer
+from workbench.models import resolve_model
+from workbench.rewards import REWARDS
+from workbench.tasks import TASKS, load_task_dataset
+
+settings, out = json.loads(sys.argv[1]), sys.argv[2]
+path = resolve_model(settings["model"])
+model = AutoModelForCausalLM.from_pretrained(path)
+tokenizer = AutoTokenizer.from_pretrained(path)
+task = TASKS[settings["task"]]
+
+trainer = GRPOTrainer(
+    model=model, processing_class=tokenizer,
+    reward_funcs=[REWARDS[name] for name in task.reward_names],
+    train_dataset=load_task_dataset(settings["task"], seed=settings["seed"]),
+    peft_config=LoraConfig(r=settings["lora_r"], lora_alpha=settings["lora_alpha"], lora_dropout=0.0,
+                           target_modules="all-linear", task_type="CAUSAL_LM"),
+    args=GRPOConfig(
+        output_dir=out + "/bare", report_to="none", disable_tqdm=True, save_strategy="no",
+        logging_steps=1, max_steps=settings["max_steps"], learning_rate=settings["learning_rate"],
+        per_device_train_batch_size=settings["per_device_train_batch_size"],
+        num_generations=settings["num_generations"], max_completion_length=settings["max_completion_length"],
+        beta=settings["beta"], seed=settings["seed"], bf16=False, gradient_checkpointing=False, use_cpu=True,
+        reward_weights=list(task.reward_weights), ddp_find_unused_parameters=False,
+    ),
+)
+runtime = trainer.train().metrics["train_runtime"]
+step_times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
+json.dump({"step_time": step_times, "train_runtime": runtime, "steps": trainer.state.global_step},
+          open(out + "/bare.json", "w"))
+'''
+
+
+def run_bare_trl(config: RunConfig, workdir: Path) -> dict:
+    workdir.mkdir(parents=True, exist_ok=True)
+    settings = {k: getattr(config, k) for k in ("model", "task", "seed", "lora_r", "lora_alpha", "max_steps",
+                                                "learning_rate", "per_device_train_batch_size", "num_generations",
+                                                "max_completion_length", "beta")}
+    subprocess.run([sys.executable, "-c", BARE_SCRIPT, json.dumps(settings), str(workdir)], check=True,
+                   cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
+                   stdout=subprocess.DEVNULL)
+    return json.loads((workdir / "bare.json").read_text())
+
+
+def report_overhead(config: RunConfig, runs_dir: Path, rounds: int) -> None:
+    """Alternate workbench and bare runs so a change in machine load hits both alike."""
+    wb_steps, bare_steps, wb_walls, bare_walls = [], [], [], []
+    for index in range(rounds):
+        order = ("workbench", "bare") if index % 2 == 0 else ("bare", "workbench")
+        for kind in order:
+            # the first step of a run pays one-off costs (allocations, caches), so it is left out
+            if kind == "workbench":
+                result = run_and_watch(config, runs_dir, time_limit=3600)
+                wb_steps += [m["step_time"] for m in result["metrics"]][1:]
+                runtime = result["summary"].get("train_runtime")
+                if runtime:
+                    wb_walls.append(runtime / max(1, len(result["metrics"])))
+            else:
+                bare = run_bare_trl(config, runs_dir / f"bare-{index}")
+                bare_steps += bare["step_time"][1:]
+                bare_walls.append(bare["train_runtime"] / max(1, bare["steps"]))
+    wb_step, bare_step = statistics.median(wb_steps), statistics.median(bare_steps)
+    ratio = wb_step / bare_step
+    print(f"overhead: median step_time over {len(wb_steps)} steps each: workbench {wb_step:.2f} s, "
+          f"bare TRL {bare_step:.2f} s, ratio {ratio:.3f} ({'meets' if ratio <= 1.05 else 'misses'} the within 5% target)")
+    print(f"overhead: train_runtime / steps (callbacks and file writes included): workbench {statistics.mean(wb_walls):.2f} s, "
+          f"bare TRL {statistics.mean(bare_walls):.2f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--learning", action="store_true")
+    parser.add_argument("--overhead", action="store_true")
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--max-steps", type=int, default=30, help="steps of the learning run (default 30)")
+    parser.add_argument("--time-limit", type=float, default=300, help="stop the learning run after this many seconds")
+    parser.add_argument("--overhead-steps", type=int, default=6, help="steps of each overhead run (default 6)")
+    parser.add_argument("--overhead-rounds", type=int, default=2, help="alternating pairs of overhead runs (default 2)")
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    args = parser.parse_args(argv)
+    if not (args.learning or args.overhead or args.memory):
+        args.learning = args.overhead = args.memory = True
+
+    with tempfile.TemporaryDirectory(prefix="bench-training-") as tmp:
+        runs_dir = Path(tmp)
+        demo = RunConfig(model=args.model, task="demo", device="cpu", save_steps=1000)
+        if args.learning or args.memory:
+            steps = args.max_steps if args.learning else 5
+            result = run_and_watch(demo.with_changes(max_steps=steps), runs_dir, args.time_limit)
+            if args.learning:
+                report_learning(result)
+            if args.memory:
+                report_memory(result)
+        if args.overhead:
+            report_overhead(demo.with_changes(max_steps=args.overhead_steps), runs_dir, args.overhead_rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
