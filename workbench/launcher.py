@@ -230,13 +230,33 @@ def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> 
     return start(one_step, runs_dir, smoke=True)
 
 
-def _kill_group(pgid: int | None, sig: int) -> None:
-    if not pgid:
-        return
+def _process_tree(pid: int | None) -> list:
+    """The process and all its descendants (torchrun puts each worker in its own session,
+    so the launcher's process group alone does not reach them)."""
+    if not pid:
+        return []
+    import psutil
+
     try:
-        os.killpg(int(pgid), sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
+        parent = psutil.Process(int(pid))
+        return [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal_all(processes: list, pgid: int | None, sig: int) -> None:
+    import psutil
+
+    if pgid:
+        try:
+            os.killpg(int(pgid), sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is already gone
+    for process in processes:
+        try:
+            process.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
 
 
 def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float = 30.0) -> dict:
@@ -254,12 +274,13 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
             if current["state"] in runfolder.FINAL_STATES:
                 return current
             time.sleep(0.25)
-    # not training yet (nothing to save) or not answering: end the whole group
-    _kill_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and _alive(pgid):
-        time.sleep(0.1)
-    _kill_group(pgid, signal.SIGKILL)
+    # not training yet (nothing to save) or not answering: end every process of the run
+    import psutil
+
+    processes = _process_tree(pgid)
+    _signal_all(processes, pgid, signal.SIGTERM)
+    psutil.wait_procs(processes, timeout=5.0)
+    _signal_all([p for p in processes if p.is_running()], pgid, signal.SIGKILL)
     runfolder.clear_stop_request(run_dir)
     final = runfolder.read_status(run_dir)
     if final.get("state") not in runfolder.FINAL_STATES:
@@ -282,7 +303,8 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
         )
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     check_config(config)
-    runfolder.update_status(run_dir, state="starting", error=None, resumed_at=time.time(),
+    runfolder.update_status(run_dir, state="starting", error=None, finished_at=None, summary=None, note=None,
+                            resumed_at=time.time(),
                             command=build_command(config, run_dir, resume=True))
     pid = _spawn(config, run_dir, resume=True)
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
