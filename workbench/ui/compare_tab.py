@@ -114,6 +114,9 @@ def build(ctx: UIContext) -> None:
         return job_outputs(probes.cancel_job(job)) if job is not None else gr.skip()
 
     outputs = [job_state, timer, cancel_button, answer_button, progress, table]
+    # Answer, tick and Cancel take turns (one queue, one at a time): a tick that read the job just
+    # before a Cancel must not write the still-running job back over the cancelled one.
+    job_queue = dict(concurrency_id="compare-job", concurrency_limit=1)
     ctx.blocks.load(on_load, outputs=[run_picker, checkpoint, prompts_box], show_progress="hidden")
     run_picker.input(pick_run, inputs=[run_picker], outputs=[checkpoint, prompts_box], show_progress="hidden")
     run_picker.focus(lambda current: gr.Dropdown(choices=[p.name for p in runfolder.list_run_dirs(runs_dir)],
@@ -123,7 +126,6 @@ def build(ctx: UIContext) -> None:
     checkpoint.focus(checkpoint_choices, inputs=[run_picker, checkpoint], outputs=[checkpoint],
                      show_progress="hidden")
     answer_button.click(on_answer, inputs=[run_picker, checkpoint, prompts_box, max_new_tokens, job_state],
-                        outputs=outputs, show_progress="hidden")
-    timer.tick(on_tick, inputs=[job_state], outputs=outputs, show_progress="hidden", concurrency_limit=None,
-               trigger_mode="once")
-    cancel_button.click(on_cancel, inputs=[job_state], outputs=outputs, show_progress="hidden")
+                        outputs=outputs, show_progress="hidden", **job_queue)
+    timer.tick(on_tick, inputs=[job_state], outputs=outputs, show_progress="hidden", trigger_mode="once", **job_queue)
+    cancel_button.click(on_cancel, inputs=[job_state], outputs=outputs, show_progress="hidden", **job_queue)

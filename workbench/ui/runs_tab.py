@@ -110,7 +110,7 @@ def build(ctx: UIContext) -> None:
         elif not rows:
             note = "These runs have the same settings."
         else:
-            note = f"{len(rows)} setting{'s' if len(rows) != 1 else ''} differ."
+            note = "1 setting differs." if len(rows) == 1 else f"{len(rows)} settings differ."
         return {diff_note: note, diff_table: gr.Dataframe(headers=headers, value=rows)}
 
     def completions_view(run_id: str | None, wanted: float | None) -> dict:

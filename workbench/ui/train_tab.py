@@ -43,8 +43,10 @@ NOTICE_CSS = """
 """
 
 
-def notice_html(message: str, kind: str = "error") -> str:
-    return f'<div class="wb-notice wb-notice-{kind}">{html.escape(message)}</div>' if message else ""
+def notice_html(message: str, kind: str = "error") -> gr.HTML:
+    """A note above the progress bar; hidden when empty so it leaves no gap."""
+    text = f'<div class="wb-notice wb-notice-{kind}">{html.escape(message)}</div>' if message else ""
+    return gr.HTML(text, visible=bool(message))
 
 
 def build(ctx: UIContext) -> None:
@@ -53,16 +55,20 @@ def build(ctx: UIContext) -> None:
     # None follows the newest step; a step number keeps the slider where the person put it.
     pinned_state = gr.State(None)
 
+    # The Setup tab's verdict: Launch stays disabled while the batch plan is invalid.
+    plan_valid = ctx.components.get("plan_valid")
     with gr.Row(equal_height=True):
         run_picker = gr.Dropdown(label="Run shown", choices=[], value=None, scale=4, allow_custom_value=False,
                                  info="The run this page follows; Launch starts a new one from the Setup tab's settings.")
-        launch_button = gr.Button("Launch", variant="primary", scale=1, min_width=110)
+        launch_button = gr.Button("Launch", variant="primary", scale=1, min_width=110,
+                                  interactive=plan_valid is None or bool(plan_valid.value))
         stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=90, interactive=False)
         resume_button = gr.Button("Resume", scale=1, min_width=90, interactive=False)
-    notice = gr.HTML("", css_template=NOTICE_CSS, js_on_load=None)
+    notice = gr.HTML("", css_template=NOTICE_CSS, js_on_load=None, visible=False)
     progress = gr.HTML(live.progress_html(None, None), css_template=live.PROGRESS_CSS, js_on_load=None,
                        elem_id="wb-train-progress")
-    failure = gr.HTML("", css_template=live.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure")
+    failure = gr.HTML("", css_template=live.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure",
+                      visible=False)
 
     plots: dict[str, gr.Plot] = {}
     with gr.Row():
@@ -116,7 +122,8 @@ def build(ctx: UIContext) -> None:
         if full or changes.status:
             log_tail = runfolder.read_log_tail(runs_dir / watch.run_id, 3000) if watch.run_id and \
                 watch.status.get("state") == "failed" else ""
-            out[failure] = live.failure_html(watch.status, log_tail)
+            panel = live.failure_html(watch.status, log_tail)
+            out[failure] = gr.HTML(panel, visible=bool(panel))
             out[stop_button] = gr.Button(interactive=live_run)
             out[resume_button] = gr.Button(interactive=bool(watch.run_id) and not live_run
                                            and watch.status.get("state") != "finished"
@@ -190,6 +197,8 @@ def build(ctx: UIContext) -> None:
         out = render(new_watch, pinned, smooth, changes)
         if changes.status:
             out[run_picker] = picker_update(new_watch.run_id)
+        if changes.metrics and not watch.metrics:  # the "first points appear once..." note has come true
+            out[notice] = notice_html("")
         return out
 
     def on_pick(run_id: str | None, watch: live.RunWatch, smooth: float):
@@ -197,7 +206,7 @@ def build(ctx: UIContext) -> None:
             return gr.skip()
         out = attach(run_id, watch.newest_known, smooth)
         out[remembered] = run_id
-        out[notice] = ""
+        out[notice] = notice_html("")
         return out
 
     def on_smoothing(watch: live.RunWatch, smooth: float):
@@ -266,7 +275,6 @@ def build(ctx: UIContext) -> None:
     stop_button.click(on_stop, inputs=[watch_state], outputs=[stop_button, notice], show_progress="hidden")
     resume_button.click(on_resume, inputs=[watch_state], outputs=[resume_button, notice], show_progress="hidden")
 
-    plan_valid = ctx.components.get("plan_valid")
     if plan_valid is not None:
         plan_valid.change(lambda valid: gr.Button(interactive=bool(valid)), inputs=[plan_valid],
                           outputs=[launch_button], show_progress="hidden")
