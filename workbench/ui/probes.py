@@ -220,7 +220,7 @@ def compare_html(job: ProbeJob | None) -> str:
             if answer is None:
                 cells.append('<td><span class="wb-pending">…</span></td>')
             else:
-                text = html.escape(answer["answer"]) or '<span class="wb-pending">(empty answer)</span>'
+                text = html.escape(answer["answer"]) or '<span class="wb-pending">(no visible text)</span>'
                 cells.append(f'<td>{text}<span class="wb-seconds">{answer["seconds"]:.1f} s</span></td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     return (f'<table class="wb-compare"><colgroup><col style="width:{prompt_width}"></colgroup>'
