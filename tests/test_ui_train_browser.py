@@ -148,6 +148,15 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, page, stop_r
     page.evaluate("window.scrollTo(0, 0)")
     ui.screenshot("train.png")
 
+    # An earlier step stays on screen while newer ones arrive.
+    step_box = train.get_by_label("number input for Step", exact=True)
+    step_box.fill("1")
+    step_box.press("Tab")
+    ui.expect_text(completions, r"Step 1 of \d+")
+    newest = logged_steps(server.runs_dir / run_ids[0])
+    wait_for_points(page, newest + 1)
+    ui.expect_text(completions, r"Step 1 of \d+")
+
     stop = train.get_by_role("button", name="Stop", exact=True)
     stop.click()
     ui.expect_text(progress, r"stopped", timeout=90_000)
