@@ -163,6 +163,16 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, page, stop_r
     expect(stop).to_be_disabled()
     assert (server.runs_dir / run_ids[0] / runfolder.ADAPTER_DIR / "adapter_config.json").is_file()
 
+    # Resume continues from the checkpoint the stop saved, with the same step numbers, then stops again.
+    stopped_at = logged_steps(server.runs_dir / run_ids[0])
+    resume = train.get_by_role("button", name="Resume", exact=True)
+    expect(resume).to_be_enabled()
+    resume.click()
+    ui.expect_text(progress, r"training", timeout=FIRST_POINTS_TIMEOUT_MS)
+    wait_for_points(page, stopped_at + 1)
+    stop.click()
+    ui.expect_text(progress, r"stopped", timeout=90_000)
+
     ui.open_tab("Runs")
     ui.expect_text(page.locator("#wb-runs-table"), rf"{run_ids[0]}.*stopped.*tiny.*demo")
 
