@@ -26,5 +26,10 @@ run: setup
 test: setup browser
 	$(PY) -m pytest
 
+# Jupyter on the teaching notebooks, in the project's venv; runs they start land
+# in ./runs, where the app's Runs tab shows them too.
+notebooks: setup
+	cd notebooks && PYTHONPATH=$(CURDIR) WORKBENCH_RUNS_DIR=$(CURDIR)/runs ../$(VENV)/bin/jupyter notebook $(if $(filter 0,$(shell id -u)),--allow-root)
+
 clean:
 	rm -rf $(VENV) .pytest_cache
