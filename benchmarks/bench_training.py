@@ -55,16 +55,20 @@ def run_and_watch(config: RunConfig, runs_dir: Path, time_limit: float) -> dict:
     run_id = launcher.start(config, runs_dir)
     peak = 0
     state = {}
-    while True:
-        state = launcher.status(run_id, runs_dir)
-        if state.get("pgid"):
-            peak = max(peak, tree_rss(int(state["pgid"])))
-        if state["state"] in runfolder.FINAL_STATES:
-            break
-        if time.monotonic() - launched > time_limit:
-            state = launcher.stop(run_id, runs_dir, timeout=120)
-            break
-        time.sleep(0.25)
+    try:
+        while True:
+            state = launcher.status(run_id, runs_dir)
+            if state.get("pgid"):
+                peak = max(peak, tree_rss(int(state["pgid"])))
+            if state["state"] in runfolder.FINAL_STATES:
+                break
+            if time.monotonic() - launched > time_limit:
+                state = launcher.stop(run_id, runs_dir, timeout=120)
+                break
+            time.sleep(0.25)
+    except BaseException:  # interrupted: the detached run must not outlive the benchmark
+        launcher.stop(run_id, runs_dir, timeout=0)
+        raise
     run_dir = launcher.run_dir_of(run_id, runs_dir)
     return {
         "run_dir": run_dir,
