@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -87,6 +88,8 @@ def report_learning(result: dict) -> None:
     if len(rewards) < 6:
         print(f"learning: too few steps to compare ({result['error'] or 'stopped early'})")
         return
+    step_times = [m["step_time"] for m in result["metrics"]]
+    print(f"learning: median step_time {statistics.median(step_times):.1f} s")
     first, last = statistics.mean(rewards[:3]), statistics.mean(rewards[-3:])
     verdict = "meets" if last - first >= 0.3 and result["elapsed"] <= 300 else "misses"
     print(f"learning: mean reward first 3 steps {first:.3f}, last 3 steps {last:.3f}, "
@@ -145,7 +148,7 @@ def run_bare_trl(config: RunConfig, workdir: Path) -> dict:
                                                 "learning_rate", "per_device_train_batch_size", "num_generations",
                                                 "max_completion_length", "beta")}
     subprocess.run([sys.executable, "-c", BARE_SCRIPT, json.dumps(settings), str(workdir)], check=True,
-                   cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
+                   cwd=ROOT, env={**launcher.ALLOCATOR_ENV, **os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
                    stdout=subprocess.DEVNULL)
     return json.loads((workdir / "bare.json").read_text())
 

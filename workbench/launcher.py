@@ -29,6 +29,10 @@ from workbench import runfolder
 from workbench.config import RunConfig, check_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# glibc raises its mmap threshold as large blocks are freed, after which freed
+# activation buffers stay on its heap; a fixed threshold hands them back between
+# steps (demo on CPU: peak RSS 3.24 -> 2.54 GB). Other C libraries ignore these.
+ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
 
 
@@ -192,6 +196,7 @@ def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
     env = training_env(config.gpu_ids, "cpu" if runs_on_cpu(config) else config.device)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"  # train.log should show output as it happens
+    env.update(ALLOCATOR_ENV | {k: env[k] for k in ALLOCATOR_ENV if k in env})  # the caller's choice wins
     with open(run_dir / runfolder.LOG_FILE, "ab") as log:
         log.write(f"$ {' '.join(command)}\n".encode())
         log.flush()
