@@ -10,7 +10,8 @@ import pytest
 from workbench import figures
 
 # The dashboard's pure modules: the UI process and notebooks import them without torch or gradio.
-PURE_MODULES = ("workbench.figures", "workbench.groups", "workbench.health", "workbench.ui.completions_view")
+PURE_MODULES = ("workbench.figures", "workbench.groups", "workbench.health", "workbench.memory",
+                "workbench.ui.completions_view")
 
 
 def make_metrics(steps=5, reward_funcs=("brevity",), beta=0.04, **overrides):

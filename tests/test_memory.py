@@ -1,0 +1,245 @@
+"""Memory estimate: shapes from config.json, each term's arithmetic, bad input, and real measurements."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench import memory
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def llama_config(**overrides):
+    """A transformers config.json dict shaped like SmolLM2-135M-Instruct."""
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
+        "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+        "head_dim": 64, "vocab_size": 49152, "tie_word_embeddings": True, "max_position_embeddings": 8192,
+    }
+    config.update(overrides)
+    return config
+
+
+@pytest.fixture
+def smollm2():
+    return memory.model_shape(llama_config())
+
+
+def estimate(shape, **settings):
+    defaults = dict(per_device_train_batch_size=8, num_generations=8, max_prompt_length=40,
+                    max_completion_length=48, beta=0.04)
+    return memory.estimate_memory(shape, **{**defaults, **settings})
+
+
+def term(result, name):
+    return next(t for t in result.terms if t.name == name)
+
+
+# ---------------------------------------------------------------- shape
+
+def test_shape_and_parameter_count_of_smollm2(smollm2):
+    assert smollm2.kv_size == 192 and smollm2.attention_size == 576
+    # 28.3M tied embeddings + 30 x 3.54M per layer + the final norm: SmolLM2's 134.5M
+    assert smollm2.parameter_count() == 134_515_008
+
+
+def test_from_model_dir_reads_config_json_only(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(llama_config(tie_word_embeddings=False)))
+    shape = memory.from_model_dir(tmp_path)
+    assert shape.parameter_count() == 134_515_008 + 49152 * 576
+
+
+@pytest.mark.parametrize(
+    "config, field",
+    [({"hidden_size": 8, "num_attention_heads": 2}, "num_hidden_layers"), ({"n_layer": 2, "n_head": 2, "vocab_size": 10}, "hidden_size")],
+    ids=["no-layers", "no-hidden"],
+)
+def test_incomplete_config_names_the_missing_field(config, field):
+    with pytest.raises(memory.MemoryInputError, match=rf"^{field}: missing"):
+        memory.model_shape(config)
+
+
+def test_missing_or_broken_model_folder(tmp_path):
+    with pytest.raises(memory.MemoryInputError, match="no config.json"):
+        memory.from_model_dir(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(memory.MemoryInputError, match="not valid JSON"):
+        memory.from_model_dir(tmp_path)
+
+
+def test_gpt2_style_names_are_understood():
+    shape = memory.model_shape({"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100})
+    assert (shape.hidden_size, shape.intermediate_size, shape.head_dim) == (64, 256, 16)
+
+
+# ---------------------------------------------------------------- terms
+
+def test_lora_term_counts_adapter_and_adam_state(smollm2):
+    result = estimate(smollm2, lora_r=16)
+    params = 30 * 16 * sum(i + o for i, o in smollm2.linear_shapes().values())
+    assert params == 4_884_480
+    assert term(result, "lora").bytes == params * 16
+    only_qv = estimate(smollm2, lora_target_modules="q_proj, v_proj")
+    assert term(only_qv, "lora").bytes == 30 * 16 * (576 + 576 + 576 + 192) * 16
+
+
+def test_weights_follow_dtype(smollm2):
+    assert term(estimate(smollm2, dtype_bytes=2), "weights").bytes == 134_515_008 * 2
+
+
+def test_activations_grow_with_batch_and_length(smollm2):
+    base = term(estimate(smollm2, per_device_train_batch_size=4), "activations").bytes
+    assert term(estimate(smollm2, per_device_train_batch_size=8), "activations").bytes == 2 * base
+    # Doubling prompt + completion doubles the tokens; the attention mask row adds a little more.
+    longer = term(estimate(smollm2, per_device_train_batch_size=4, max_prompt_length=80,
+                           max_completion_length=96), "activations").bytes
+    assert 2.0 < longer / base < 2.05
+
+
+def test_beta_zero_has_no_reference_pass(smollm2):
+    assert not any(t.name == "reference forward" for t in estimate(smollm2, beta=0.0).terms)
+    assert term(estimate(smollm2, beta=0.04), "reference forward").phase == "scoring"
+    # Reference log-probs reuse the base weights: there is one weights term either way.
+    assert [t.name for t in estimate(smollm2, beta=0.04).terms].count("weights") == 1
+    assert any(t.name == "reference forward" for t in estimate(smollm2, beta=0.0, num_iterations=2).terms)
+
+
+def test_logits_are_tiled_not_full(smollm2):
+    result = estimate(smollm2, per_device_train_batch_size=64, max_completion_length=512)
+    tiles = term(result, "logits tiles").bytes
+    assert tiles == memory.TOKEN_TILE * memory.VOCAB_TILE * 4 * memory.LOGIT_TILE_COPIES_BACKWARD
+    assert tiles < 64 * 552 * 49152 * 4  # far below the full logits
+
+
+def test_total_is_always_alive_plus_the_largest_phase(smollm2):
+    result = estimate(smollm2)
+    always = sum(t.bytes for t in result.terms if t.phase == "always")
+    largest = max(result.phase_bytes(p) for p in ("generation", "scoring", "training"))
+    assert result.total_bytes == always + largest and result.peak_phase == "training"
+
+
+def test_generation_batch_covers_steps_per_generation(smollm2):
+    one = term(estimate(smollm2, gradient_accumulation_steps=1), "kv cache").bytes
+    four = term(estimate(smollm2, gradient_accumulation_steps=4), "kv cache").bytes
+    assert four == 4 * one == 4 * 2 * 30 * 192 * 88 * 8 * 4
+
+
+def test_gradient_checkpointing_saves_activations(smollm2):
+    plain = term(estimate(smollm2), "activations").bytes
+    checkpointed = term(estimate(smollm2, gradient_checkpointing=True), "activations").bytes
+    assert checkpointed < plain / 5
+
+
+def test_vllm_server_and_colocate(smollm2):
+    server = estimate(smollm2, device="cuda", dtype_bytes=2, use_vllm=True, vllm_mode="server")
+    assert term(server, "generation").bytes == 0
+    colocate = estimate(smollm2, device="cuda", dtype_bytes=2, use_vllm=True, device_total_bytes=80 * memory.GIB,
+                        vllm_gpu_memory_utilization=0.3)
+    assert term(colocate, "vllm").bytes == int(0.3 * 80 * memory.GIB) and term(colocate, "vllm").phase == "always"
+    assert any("device_total_bytes" in n for n in estimate(smollm2, device="cuda", use_vllm=True).notes)
+
+
+def test_fit_warning_names_the_fixes(smollm2):
+    result = estimate(smollm2)
+    assert result.check_fits(None) is None and result.check_fits(100 * memory.GIB) is None
+    warning = result.check_fits(memory.GIB)
+    assert "GiB free" in warning and "gradient_checkpointing" in warning
+
+
+def test_breakdown_and_dict_are_plain_data(smollm2):
+    result = estimate(smollm2)
+    json.dumps(result.to_dict())
+    assert {row["term"] for row in result.breakdown()} >= {"runtime", "weights", "lora", "activations"}
+
+
+@pytest.mark.parametrize(
+    "settings, field",
+    [({"per_device_train_batch_size": 0}, "per_device_train_batch_size"),
+     ({"max_completion_length": 2.5}, "max_completion_length"),
+     ({"lora_r": True}, "lora_r"),
+     ({"lora_target_modules": "c_attn"}, "lora_target_modules"),
+     ({"dtype_bytes": 3}, "dtype_bytes"),
+     ({"device": "tpu"}, "device")],
+    ids=["zero-batch", "fractional-length", "bool-rank", "unknown-module", "odd-dtype", "unknown-device"],
+)
+def test_bad_settings_name_the_field(smollm2, settings, field):
+    with pytest.raises(memory.MemoryInputError, match=rf"^{field}: "):
+        estimate(smollm2, **settings)
+
+
+def test_estimate_for_run_config_uses_its_fields(smollm2):
+    from workbench.config import RunConfig
+
+    config = RunConfig()
+    result = memory.estimate_for_config(config, smollm2, max_prompt_length=40)
+    direct = estimate(smollm2, per_device_train_batch_size=config.per_device_train_batch_size,
+                      max_completion_length=config.max_completion_length, lora_r=config.lora_r)
+    assert result.total_bytes == direct.total_bytes
+
+
+# ---------------------------------------------------------------- against the real thing
+
+@pytest.mark.slow
+def test_shape_counts_match_the_real_model_and_peft():
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from workbench.models import tiny_model_dir
+
+    folder = tiny_model_dir()
+    shape = memory.from_model_dir(folder)
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    assert shape.parameter_count() == model.num_parameters()
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    lora = term(memory.estimate_memory(shape, lora_r=4), "lora").bytes / memory.LORA_BYTES_PER_PARAM
+    assert lora == trainable
+
+
+@pytest.mark.slow
+def test_activation_formula_matches_saved_tensors():
+    """Count what autograd really keeps for backward (the tiny Llama with LoRA) against the formula."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from workbench.models import tiny_model_dir
+
+    folder = tiny_model_dir()
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    model = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages = {}
+
+    def keep(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    batch, seq = 4, 64
+    ids = torch.randint(0, 1000, (batch, seq))
+    mask = torch.ones_like(ids)
+    mask[0, :10] = 0  # left padding, as every GRPO batch of prompts of different lengths has
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        model(input_ids=ids, attention_mask=mask).logits.sum()
+    shape = memory.from_model_dir(folder)
+    result = memory.estimate_memory(shape, lora_r=4, per_device_train_batch_size=batch, max_prompt_length=seq // 2,
+                                    max_completion_length=seq // 2)
+    # The count also holds the embedding output and the final norm's input and output (3 hidden per token).
+    saved = sum(storages.values()) - 3 * batch * seq * shape.hidden_size * 4
+    assert term(result, "activations").bytes == pytest.approx(saved, rel=0.15)
+
+
+@pytest.mark.slow
+def test_estimate_within_30_percent_of_a_real_cpu_run():
+    """One real short GRPO run of the bundled model (benchmarks/bench_memory.py) against the estimate."""
+    result = subprocess.run([sys.executable, "benchmarks/bench_memory.py", "--only", "g4-len32", "--json"],
+                            capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    row = json.loads(result.stdout.strip().splitlines()[-1])
+    assert abs(row["relative_error"]) <= 0.30, row
