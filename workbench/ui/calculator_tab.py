@@ -30,27 +30,26 @@ ADVANCED_FIELDS = ("steps_per_generation", "generation_batch_size", "do_eval", "
 FIELDS = MAIN_FIELDS + RUN_FIELDS + ADVANCED_FIELDS
 
 # The calculator opens on seed 000's failing case (1 process x batch 1, G = 8) with the demo's data size.
-START_VALUES = {**PLAN_DEFAULTS, "per_device_train_batch_size": 1, "num_generations": 8, "dataset_size": 64}
+START_VALUES = {**PLAN_DEFAULTS, "per_device_train_batch_size": 1, "num_generations": 8, "dataset_size": 64,
+                "steps_per_generation": 0, "generation_batch_size": 0, "num_generations_eval": 0}
 
-# Placeholders say what a blank optional field means; hover text says what the field is.
-PLACEHOLDERS = {
-    "dataset_size": "blank: unknown",
-    "steps_per_generation": "blank: = gradient_accumulation_steps",
-    "generation_batch_size": "blank: derived",
-    "num_generations_eval": "blank: = num_generations",
+# What 0 means in the optional fields (see plan_view.UNSET_WHEN_ZERO).
+INFO = {
+    "dataset_size": "0: unknown",
+    "steps_per_generation": "0: = gradient_accumulation_steps",
+    "generation_batch_size": "0: derived from the batch",
+    "num_generations_eval": "0: = num_generations",
 }
-LABELS = {}
 
 
 def _field(name: str):
     value = START_VALUES[name]
-    label = LABELS.get(name, name)
     if name == "do_eval":
         return gr.Checkbox(value=value, label=name, info="also check TRL's eval batch rule")
     if name == "num_train_epochs":
         return gr.Number(value=value, label=name)
     # No minimum: the calculator reports out-of-range values naming the field (see the module docstring).
-    return whole_number(label, value, minimum=None, placeholder=PLACEHOLDERS.get(name))
+    return whole_number(name, value, minimum=None, info=INFO.get(name))
 
 
 def update_calculator(*values) -> list:
@@ -87,7 +86,7 @@ def build(ctx) -> None:
                 "GRPO samples **G = num_generations** completions per prompt; each generation round of "
                 "`per_device_train_batch_size x num_processes x steps_per_generation` completions must hold whole "
                 "groups. Labels are GRPOConfig's field names; `vllm_gpus` counts GPUs given to a vLLM server "
-                "(they do not train), `max_steps` -1 trains by epochs.",
+                "(they do not train), `max_steps` -1 trains by epochs, 0 leaves an optional field unset.",
                 elem_classes=["wb-section"],
             )
             for row in (MAIN_FIELDS[:2], MAIN_FIELDS[2:], RUN_FIELDS[:3] + ("num_iterations",)):

@@ -33,6 +33,11 @@ NUMBER_ROWS = (
 )
 
 
+# Optional inputs a number field shows as 0 when unset: gradio's number field
+# displays an empty value as 0, so 0 is what "unset" looks like on the page.
+UNSET_WHEN_ZERO = ("steps_per_generation", "generation_batch_size", "num_generations_eval", "dataset_size")
+
+
 @dataclass
 class PlanView:
     """A plan (or the input problem that stopped it) and the inputs it was made from."""
@@ -55,6 +60,9 @@ def clean_value(value):
 def make_plan_view(inputs: dict) -> PlanView:
     """Run the calculator on form values; a bad value becomes `input_error`, never an exception."""
     cleaned = {name: clean_value(value) for name, value in inputs.items()}
+    for name in UNSET_WHEN_ZERO:
+        if cleaned.get(name) == 0:
+            cleaned[name] = None
     # Blank optional fields mean "unset"; blank required ones are reported by plan() itself.
     for name in ("max_steps",):
         if cleaned.get(name) is None and name in cleaned:
@@ -82,8 +90,8 @@ def badge_html(view: PlanView) -> str:
         return (
             '<div class="wb-badge wb-badge-valid" role="status">'
             '<span class="wb-badge-title">Valid: TRL 1.16 accepts these settings</span>'
-            f"{result.prompts_per_generation} prompts x G={result.inputs['num_generations']} completions "
-            f"per generation round{total}.</div>"
+            f"{result.prompts_per_generation} prompt{'s' if result.prompts_per_generation != 1 else ''} x "
+            f"G={result.inputs['num_generations']} completions per generation round{total}.</div>"
         )
     first, later = result.errors[0], result.errors[1:]
     more = ""
@@ -119,13 +127,14 @@ def numbers_html(view: PlanView) -> str:
     return f'<table class="wb-numbers">{"".join(rows)}</table>'
 
 
-def warnings_html(view: PlanView) -> str:
-    """Plain-words warnings of a valid plan, or a short line saying there are none."""
+def warnings_html(view: PlanView, extra: list[str] = ()) -> str:
+    """Plain-words warnings of a valid plan (plus `extra` notes), or a short line saying there are none."""
     if view.plan is None or not view.plan.valid:
         return ""
-    if not view.plan.warnings:
+    warnings = [*view.plan.warnings, *extra]
+    if not warnings:
         return '<p class="wb-note">No warnings for these settings.</p>'
-    items = "".join(f"<li>{escape(w)}</li>" for w in view.plan.warnings)
+    items = "".join(f"<li>{escape(w)}</li>" for w in warnings)
     return f'<div class="wb-warnings"><ul>{items}</ul></div>'
 
 
@@ -144,8 +153,16 @@ def suggestion_label(suggestion: dict) -> str:
 
 
 def apply_changes(values: dict, changes: dict) -> dict:
-    """The form values after applying one suggestion's changes (unknown fields are ignored)."""
-    return {name: (changes[name] if name in changes else value) for name, value in values.items()}
+    """The form values after applying one suggestion's changes (unknown fields are ignored).
+
+    Unsetting an optional field writes 0, which is how the page shows "unset".
+    """
+    def new_value(name, value):
+        if name not in changes:
+            return value
+        return 0 if changes[name] is None and name in UNSET_WHEN_ZERO else changes[name]
+
+    return {name: new_value(name, value) for name, value in values.items()}
 
 
 def _axis(current, low: int) -> list[int]:

@@ -1,0 +1,318 @@
+"""The Setup tab: model, hardware, task, rewards and every GRPO/LoRA setting, checked live.
+
+Each setting is a RunConfig field under TRL's name with FIELD_HELP as its info
+text. Every change re-runs `update_plan` (the function the benchmark times):
+the batch calculator fed by the chosen hardware (badge, one-click fixes,
+warnings, numbers), a rough memory estimate against the device's free memory,
+and every problem `validate_config` finds. "Preview command" shows the exact
+argument list the launch runs; "Smoke test" starts one real step in the
+background and a timer reports its outcome, so the page never blocks.
+
+For the Train tab this tab registers `ctx.config_inputs` (its inputs, the
+hardware state last), `ctx.config_from_values(*values) -> RunConfig` and
+`ctx.components["plan_valid"]`, a hidden checkbox that is True only when the
+batch plan is valid and nothing else stops a launch.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+import psutil
+
+from workbench import launcher
+from workbench.config import FIELD_HELP, LOSS_TYPES, LR_SCHEDULERS, SCALE_REWARDS, VLLM_MODES, ConfigError, RunConfig
+from workbench.config import field_type, validate_config
+from workbench.hardware import busy_gpu_ids, list_gpus
+from workbench.models import BUNDLED_MODEL, TINY_MODEL
+from workbench.rewards import REWARDS, RewardError, describe_rewards, score
+from workbench.tasks import TASKS
+from workbench.ui.plan_view import apply_changes, warnings_html
+from workbench.ui.setup_view import (
+    BATCH_FIELDS, CPU_PROCESS_CHOICES, LORA_FIELDS, OPTIMISER_FIELDS, PLAN_FIELDS_SETTABLE, RUN_FIELDS,
+    SETTING_FIELDS, VLLM_FIELDS, command_text, config_from_form, error_view, gpu_choices, hardware_html,
+    memory_html, parse_columns, parse_completions, preview_run_dir, problems_html, scores_html, setting_notes,
+    setup_plan_view, smoke_result_html, task_dataset_size,
+)
+from workbench.ui.widgets import render_plan_panel, build_verdict
+
+CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
+           "vllm_mode": VLLM_MODES}
+REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
+# The form's entries in the order of ctx.config_inputs (the hardware state follows them).
+FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
+             *SETTING_FIELDS)
+# Settings a task may preset (e.g. the demo's learning rate and batch).
+TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings if k in SETTING_FIELDS}))
+EXAMPLE_COMPLETIONS = ("Paris.\n"
+                       "The capital of France is Paris, which is also its largest city and its cultural centre.")
+# How many tokens the memory estimate allows for a prompt after the chat template.
+PROMPT_TOKENS_ASSUMED = 64
+
+
+def _hardware_state(runs_dir) -> dict:
+    """GPUs as NVML sees them now and those held by running runs (plain data for a gr.State)."""
+    return {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(busy_gpu_ids(runs_dir))}
+
+
+def _gpus(hardware: dict):
+    from workbench.hardware import GpuInfo
+
+    return [GpuInfo(**g) for g in (hardware or {}).get("gpus", [])]
+
+
+def _free_bytes(cfg: RunConfig, hardware: dict) -> tuple[int | None, str]:
+    """Free memory of the device the run will use (the smallest chosen GPU), and "cpu" or "cuda"."""
+    gpus = _gpus(hardware)
+    if not gpus or cfg.device == "cpu":
+        return psutil.virtual_memory().available, "cpu"
+    chosen = [g for g in gpus if not cfg.gpu_ids or g.index in cfg.gpu_ids]
+    return (min(g.free_mb for g in chosen) * 2**20 if chosen else None), "cuda"
+
+
+def config_from_values(*values) -> RunConfig:
+    """The RunConfig of the Setup tab's values (ctx.config_inputs order); raises ConfigError naming the field."""
+    *form_values, hardware = values
+    return config_from_form(dict(zip(FORM_KEYS, form_values)), gpus_present=bool(_gpus(hardware)))
+
+
+def update_plan(*values) -> list:
+    """Every live output of the tab: plan panel, notes, memory, problems, and plan_valid."""
+    try:
+        cfg = config_from_values(*values)
+    except ConfigError as exc:
+        view = error_view(exc)
+        return [*render_plan_panel(view, with_heatmap=False), problems_html(exc.problems), "", False]
+    view = setup_plan_view(cfg, task_dataset_size(cfg.task) if not cfg.dataset_path else None)
+    problems = validate_config(cfg)
+    free, device = _free_bytes(cfg, values[-1])
+    ready = view.plan is not None and view.plan.valid and not problems
+    panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
+    panel[-2] = warnings_html(view, extra=setting_notes(cfg))  # the plan's warnings and the settings' notes
+    return [*panel, problems_html(problems), memory_html(cfg, free, device, PROMPT_TOKENS_ASSUMED), ready]
+
+
+def benchmark_values() -> list:
+    """The tab's default values, as update_plan receives them on page load (for the benchmark)."""
+    defaults = RunConfig().to_dict()
+    task = TASKS[defaults["task"]]
+    form = {key: defaults.get(key) for key in FORM_KEYS}
+    form.update({f"use_{n}": n in task.reward_names for n in REWARDS})
+    form.update({f"weight_{n}": dict(zip(task.reward_names, task.reward_weights)).get(n, 1.0) for n in REWARDS})
+    form.update(cpu_processes=1, gpu_ids=[], **task.settings)
+    return [form[key] for key in FORM_KEYS] + [{"gpus": [], "busy": []}]
+
+
+def _setting(name: str, value):
+    kind = field_type(name)
+    info = FIELD_HELP.get(name)
+    if name == "steps_per_generation":
+        info, value = f"{info} 0 leaves it unset.", value or 0
+    if name in CHOICES:
+        return gr.Dropdown(choices=list(CHOICES[name]), value=value, label=name, info=info)
+    if kind is bool:
+        return gr.Checkbox(value=value, label=name, info=info)
+    if kind is int or kind == (int | None):
+        # Whole numbers; no gradio minimum, so validate_config names the field and the rule instead.
+        return gr.Number(value=value, label=name, info=info, precision=0)
+    if kind is float:
+        return gr.Number(value=value, label=name, info=info)
+    return gr.Textbox(value=value, label=name, info=info)
+
+
+def _rows(form: dict, names, defaults: dict, per_row: int = 3) -> None:
+    for start in range(0, len(names), per_row):
+        with gr.Row():
+            for name in names[start:start + per_row]:
+                form[name] = _setting(name, defaults[name])
+
+
+def apply_task(task_name: str) -> list:
+    """On choosing a task: its description, its rewards and weights, and the settings it presets."""
+    task = TASKS.get(task_name)
+    if task is None:
+        return [gr.update()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS))
+    weights = dict(zip(task.reward_names, task.reward_weights))
+    reward_updates = []
+    for name in REWARDS:
+        reward_updates += [gr.update(value=name in weights), gr.update(value=weights.get(name, 1.0))]
+    settings = [gr.update(value=task.settings[k]) if k in task.settings else gr.update() for k in TASK_SETTING_KEYS]
+    return [f"**{task.title}.** {task.description}", *reward_updates, *settings]
+
+
+def try_rewards(prompt: str, completions_text: str, columns_text: str, *values) -> str:
+    """Score typed completions with the chosen reward functions and weights, as the trainer would."""
+    try:
+        cfg = config_from_values(*values)
+    except ConfigError as exc:
+        return f'<p class="wb-warn-line">{exc}</p>'
+    completions = parse_completions(completions_text)
+    if not completions:
+        return '<p class="wb-warn-line">completions: type at least one, one per line.</p>'
+    if not cfg.reward_names:
+        return '<p class="wb-warn-line">reward functions: tick at least one above.</p>'
+    try:
+        columns = parse_columns(columns_text)
+        results = score(cfg.reward_names, prompt or "", completions, weights=cfg.reward_weights,
+                        reward_file=cfg.reward_file or None, **columns)
+    except (RewardError, ValueError) as exc:
+        return f'<p class="wb-warn-line">{exc}</p>'
+    return scores_html(results, cfg.reward_names)
+
+
+def example_from_task(task_name: str) -> tuple[str, str]:
+    """A prompt of the task and the columns its rewards read, to try the rewards on."""
+    task = TASKS.get(task_name)
+    if task is None:
+        return "", ""
+    row = task.build_rows(1, 0)[0]
+    prompt = row["prompt"]
+    text = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
+    columns = "\n".join(f"{k} = {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                        for k, v in row.items() if k != "prompt")
+    return text, columns
+
+
+def build(ctx) -> None:
+    defaults = {**RunConfig().to_dict(), **TASKS[RunConfig().task].settings}
+    hardware_now = _hardware_state(ctx.runs_dir)
+    gpus_present = bool(hardware_now["gpus"])
+    form: dict = {}
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=560):
+            gr.Markdown("### Model and hardware", elem_classes=["wb-section"])
+            with gr.Row():
+                form["model"] = gr.Dropdown(
+                    choices=[BUNDLED_MODEL, TINY_MODEL], value=defaults["model"], allow_custom_value=True,
+                    label="model", info=FIELD_HELP["model"], scale=3)
+                form["cpu_processes"] = gr.Radio(
+                    choices=list(CPU_PROCESS_CHOICES), value=1, label="CPU processes", visible=not gpus_present,
+                    info="2 runs DDP over the CPU cores through accelerate", scale=2)
+            hardware = gr.State(hardware_now)
+            hardware_box = gr.HTML(hardware_html(_gpus(hardware_now), set(hardware_now["busy"])))
+            form["gpu_ids"] = gr.CheckboxGroup(
+                choices=gpu_choices(_gpus(hardware_now), set(hardware_now["busy"])), value=[],
+                label="training GPUs", info=FIELD_HELP["gpu_ids"], visible=gpus_present)
+
+            gr.Markdown("### Task and rewards", elem_classes=["wb-section"])
+            with gr.Row():
+                form["task"] = gr.Dropdown(choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
+                                           value=defaults["task"], label="task", info=FIELD_HELP["task"])
+                form["dataset_path"] = gr.Textbox(value="", label="dataset_path", info=FIELD_HELP["dataset_path"],
+                                                  placeholder="optional: data/my_prompts.jsonl")
+            task_text = gr.Markdown(apply_task(defaults["task"])[0], elem_classes=["wb-note"])
+            task = TASKS[defaults["task"]]
+            weights = dict(zip(task.reward_names, task.reward_weights))
+            names = list(REWARDS)
+            with gr.Group(elem_classes=["wb-rewards"]):
+                for start in range(0, len(names), 2):
+                    with gr.Row():
+                        for name in names[start:start + 2]:
+                            form[f"use_{name}"] = gr.Checkbox(value=name in weights, label=name, scale=3,
+                                                              container=False, min_width=150)
+                            form[f"weight_{name}"] = gr.Number(value=weights.get(name, 1.0), show_label=False,
+                                                               label=f"weight of {name}", scale=1, min_width=70,
+                                                               container=False)
+            with gr.Accordion("What each reward function computes", open=False):
+                gr.Markdown("\n".join(f"- `{n}`: {d}" for n, d in describe_rewards().items()),
+                            elem_classes=["wb-note"])
+            form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
+                                             placeholder="optional: my_rewards.py")
+            with gr.Accordion("Try the rewards on your own completions", open=False):
+                with gr.Row():
+                    try_prompt = gr.Textbox(label="prompt", value="What is the capital of France?", scale=2)
+                    try_columns = gr.Textbox(label="columns the rewards read", lines=2, scale=1,
+                                             placeholder="answer = 42")
+                try_completions = gr.Textbox(label="completions, one per line (or separated by a --- line)",
+                                             lines=3, value=EXAMPLE_COMPLETIONS)
+                with gr.Row():
+                    score_button = gr.Button("Score them", variant="primary", size="sm")
+                    example_button = gr.Button("Take a prompt from the task", size="sm")
+                scores_box = gr.HTML()
+
+            gr.Markdown("### Batch and length", elem_classes=["wb-section"])
+            _rows(form, BATCH_FIELDS, defaults)
+            with gr.Accordion("Optimiser, loss and sampling", open=False):
+                _rows(form, OPTIMISER_FIELDS, defaults)
+            with gr.Accordion("LoRA", open=False):
+                _rows(form, LORA_FIELDS, defaults, per_row=2)
+            with gr.Accordion("Run, logging and vLLM", open=False):
+                _rows(form, RUN_FIELDS + VLLM_FIELDS, defaults)
+
+        with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
+            gr.Markdown("### Batch plan", elem_classes=["wb-section"])
+            badge, buttons, suggestions, warnings = build_verdict()
+            with gr.Accordion("The numbers", open=False):
+                numbers = gr.HTML()
+            gr.Markdown("### Memory", elem_classes=["wb-section"])
+            memory = gr.HTML()
+            gr.Markdown("### Before launch", elem_classes=["wb-section"])
+            problems = gr.HTML()
+            plan_valid = gr.Checkbox(value=False, visible=False, label="plan_valid")
+            with gr.Row():
+                preview_button = gr.Button("Preview command", size="sm")
+                smoke_button = gr.Button("Smoke test (1 step)", size="sm", variant="primary")
+            command = gr.Textbox(label="command the launch runs", lines=3, visible=False, buttons=["copy"],
+                                 elem_classes=["wb-command"])
+            smoke_result = gr.HTML()
+            smoke_run = gr.State(None)
+            smoke_timer = gr.Timer(1.0, active=False)
+
+    inputs = [form[key] for key in FORM_KEYS] + [hardware]
+    outputs = [badge, *buttons, suggestions, warnings, numbers, problems, memory, plan_valid]
+    gr.on(None, fn=update_plan, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="always_last")
+
+    settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
+    for index, button in enumerate(buttons):
+        button.click(lambda slots, *values, i=index: _apply(i, slots, values),
+                     inputs=[suggestions, *settable], outputs=settable, show_progress="hidden")
+
+    form["task"].change(apply_task, inputs=form["task"],
+                        outputs=[task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
+                        show_progress="hidden")
+    score_button.click(try_rewards, inputs=[try_prompt, try_completions, try_columns, *inputs], outputs=scores_box)
+    example_button.click(example_from_task, inputs=form["task"], outputs=[try_prompt, try_columns])
+
+    def refresh_hardware():
+        state = _hardware_state(ctx.runs_dir)
+        gpus, busy = _gpus(state), set(state["busy"])
+        return state, hardware_html(gpus, busy), gr.update(choices=gpu_choices(gpus, busy))
+
+    ctx.blocks.load(refresh_hardware, outputs=[hardware, hardware_box, form["gpu_ids"]], show_progress="hidden")
+
+    def preview(*values):
+        try:
+            cfg = config_from_values(*values)
+        except ConfigError as exc:
+            return gr.update(value=f"Cannot build the command: {exc}", visible=True)
+        run_dir = preview_run_dir(cfg, ctx.runs_dir)
+        return gr.update(value=command_text(launcher.build_command(cfg, run_dir), cfg), visible=True)
+
+    preview_button.click(preview, inputs=inputs, outputs=command, show_progress="hidden")
+
+    def start_smoke(*values):
+        try:
+            run_id = launcher.smoke_test(config_from_values(*values), ctx.runs_dir)
+        except ConfigError as exc:
+            return None, problems_html(exc.problems), gr.Timer(active=False)
+        return run_id, smoke_result_html({"state": "starting", "run_id": run_id}), gr.Timer(active=True)
+
+    def poll_smoke(run_id):
+        if not run_id:
+            return gr.skip(), gr.Timer(active=False)
+        status = launcher.status(run_id, ctx.runs_dir)
+        final = status.get("state") in ("finished", "failed", "stopped")
+        return smoke_result_html(status), gr.Timer(active=not final)
+
+    smoke_button.click(start_smoke, inputs=inputs, outputs=[smoke_run, smoke_result, smoke_timer])
+    smoke_timer.tick(poll_smoke, inputs=smoke_run, outputs=[smoke_result, smoke_timer], show_progress="hidden")
+
+    ctx.config_inputs = inputs
+    ctx.config_from_values = config_from_values
+    ctx.register(plan_valid=plan_valid, setup_form=form, setup_hardware=hardware)
+
+
+def _apply(index: int, slots: list, values) -> list:
+    """The settable plan fields after suggestion `index` (unchanged if that button has none)."""
+    current = dict(zip(PLAN_FIELDS_SETTABLE, values))
+    changes = slots[index] if index < len(slots) and slots[index] else {}
+    return list(apply_changes(current, changes).values())

@@ -1,0 +1,287 @@
+"""Pure functions behind the Setup tab: form values to a RunConfig, and what to show about it.
+
+The Setup tab's fields hold RunConfig values under TRL's names, plus a few
+form-only entries (one checkbox and weight per reward function, CPU
+processes, training GPUs). `config_from_form` turns them into a RunConfig or
+a ConfigError naming the field; the rest render hardware, problems, the
+launch command, reward scores and a smoke test's outcome as HTML. No gradio
+here: tests/test_ui_logic.py checks these directly.
+"""
+
+from __future__ import annotations
+
+import shlex
+from functools import lru_cache
+from html import escape
+from pathlib import Path
+
+from workbench import runfolder
+from workbench.calculator import InputError
+from workbench.config import ConfigError, ConfigProblem, RunConfig, plan_for
+from workbench.hardware import GpuInfo, visible_devices
+from workbench.rewards import REWARDS
+from workbench.ui.plan_view import PlanView
+
+# RunConfig fields the Setup tab shows as settings, grouped as on the page.
+BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
+                "steps_per_generation", "max_completion_length", "max_steps", "num_train_epochs", "num_iterations")
+OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta", "epsilon", "loss_type",
+                    "scale_rewards", "temperature", "top_p")
+LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
+RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "seed", "bf16", "gradient_checkpointing")
+VLLM_FIELDS = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization")
+SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS
+# Plan inputs a suggestion button may change on this tab (processes follow the hardware picker).
+PLAN_FIELDS_SETTABLE = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
+                        "steps_per_generation")
+CPU_PROCESS_CHOICES = (1, 2)
+
+
+# ---------------------------------------------------------------- hardware
+
+
+def gpu_label(gpu: GpuInfo) -> str:
+    return (f"GPU {gpu.index}: {gpu.name} - {gpu.free_mb / 1024:.1f} of {gpu.total_mb / 1024:.1f} GiB free, "
+            f"{gpu.utilization}% busy")
+
+
+def gpu_choices(gpus: list[GpuInfo], busy: set[int]) -> list[tuple[str, int]]:
+    """(label, index) for GPUs a new run may take: those held by a running run are left out."""
+    return [(gpu_label(gpu), gpu.index) for gpu in gpus if gpu.index not in busy]
+
+
+def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
+    """One line without GPUs; otherwise a table with each GPU's memory, load and whether a run holds it."""
+    if not gpus:
+        return ('<p class="wb-note"><b>No GPU found</b> (NVIDIA\'s management library sees none): runs train on '
+                "the CPU, with 1 or 2 processes.</p>")
+    rows = "".join(
+        f"<tr><td>{gpu.index}</td><td>{escape(gpu.name)}</td><td class='wb-num'>{gpu.free_mb:,} / {gpu.total_mb:,} MB"
+        f"</td><td class='wb-num'>{gpu.utilization}%</td>"
+        + ("<td class='wb-bad'>busy: another run of this workbench</td>" if gpu.index in busy
+           else "<td class='wb-ok'>free</td>") + "</tr>"
+        for gpu in gpus
+    )
+    return ('<table class="wb-table"><tr><th>GPU</th><th>name</th><th>free / total</th><th>load</th><th>state</th>'
+            f"</tr>{rows}</table>")
+
+
+# ---------------------------------------------------------------- form -> RunConfig
+
+
+def reward_choice(form: dict) -> tuple[list[str], list[float]]:
+    """The ticked reward functions and their weights, in registry order."""
+    names, weights = [], []
+    for name in REWARDS:
+        if form.get(f"use_{name}"):
+            names.append(name)
+            weight = form.get(f"weight_{name}")
+            weights.append(1.0 if weight is None else weight)
+    return names, weights
+
+
+def hardware_choice(form: dict, gpus_present: bool) -> dict:
+    """device, gpu_ids and num_processes from the hardware picker."""
+    if not gpus_present:
+        processes = form.get("cpu_processes") or 1
+        return {"device": "cpu", "gpu_ids": [], "num_processes": int(processes)}
+    gpu_ids = sorted(int(i) for i in (form.get("gpu_ids") or []))
+    return {"device": "auto", "gpu_ids": gpu_ids, "num_processes": max(1, len(gpu_ids))}
+
+
+def config_from_form(form: dict, gpus_present: bool) -> RunConfig:
+    """A RunConfig from the Setup tab's values; ConfigError naming the field when one cannot be read."""
+    names, weights = reward_choice(form)
+    values = {name: form[name] for name in SETTING_FIELDS if name in form}
+    if values.get("steps_per_generation") == 0:  # how the page shows "unset" (plan_view.UNSET_WHEN_ZERO)
+        values["steps_per_generation"] = None
+    # A blank optional field is unset; a blank text field is its default.
+    values = {name: value for name, value in values.items() if not (value is None and name != "steps_per_generation")}
+    values.update(
+        model=(form.get("model") or "").strip() or RunConfig().model,
+        task=form.get("task") or RunConfig().task,
+        dataset_path=(form.get("dataset_path") or "").strip(),
+        reward_file=(form.get("reward_file") or "").strip(),
+        reward_names=names,
+        reward_weights=weights,
+        **hardware_choice(form, gpus_present),
+    )
+    blank_required = [name for name in SETTING_FIELDS
+                      if name in form and form[name] is None and name != "steps_per_generation"]
+    if blank_required:
+        name = blank_required[0]
+        raise ConfigError([ConfigProblem(name, "is empty", f"enter a value (default {RunConfig().to_dict()[name]!r})")])
+    return RunConfig.from_dict(values)
+
+
+def setup_plan_view(cfg: RunConfig, dataset_size: int | None) -> PlanView:
+    """The calculator's verdict on a config, as the Calculator tab shows it."""
+    try:
+        result = plan_for(cfg, dataset_size=dataset_size)
+    except InputError as exc:
+        return PlanView(inputs={}, input_error=exc)
+    suggestions = [{"label": s.description, "changes": dict(s.changes)} for s in result.suggestions]
+    return PlanView(inputs=result.inputs, plan=result, suggestions=suggestions)
+
+
+def error_view(exc: ConfigError) -> PlanView:
+    """A PlanView that shows a form value that cannot be read (the badge names the field)."""
+    first = exc.problems[0]
+    return PlanView(inputs={}, input_error=InputError(first.field, f"{first.rule}; {first.fix}".rstrip("; ")))
+
+
+# ---------------------------------------------------------------- what to show
+
+
+def problems_html(problems: list[ConfigProblem]) -> str:
+    """Everything that would stop a launch, as a list naming field, rule and fix."""
+    if not problems:
+        return '<p class="wb-ok-line">Ready to launch: every check passes.</p>'
+    items = "".join(
+        f"<li><b>{escape(p.field)}</b>: {escape(p.rule)}" + (f" - <i>{escape(p.fix)}</i>" if p.fix else "") + "</li>"
+        for p in problems
+    )
+    return f'<div class="wb-problems"><b>Not ready to launch:</b><ul>{items}</ul></div>'
+
+
+def setting_notes(cfg: RunConfig) -> list[str]:
+    """Plain words about settings whose effect is easy to miss (seed 002 and the CPU defaults)."""
+    notes = []
+    if cfg.beta == 0:
+        notes.append("beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
+                     + ("With one iteration the grpo loss is ~0 by construction (advantages sum to zero per group)."
+                        if cfg.loss_type == "grpo" and cfg.num_iterations == 1 else ""))
+    if cfg.device == "cpu" and cfg.bf16:
+        notes.append("bf16 on a CPU is slower than float32 here; leave it off unless memory is short.")
+    if cfg.learning_rate < 1e-5:
+        notes.append(f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 to 1e-3.")
+    return [n.strip() for n in notes]
+
+
+def command_text(command: list[str], cfg: RunConfig) -> str:
+    """The launch command as one shell line, with the GPU visibility it runs under."""
+    prefix = ""
+    if cfg.device == "cpu":
+        prefix = "CUDA_VISIBLE_DEVICES= "
+    elif cfg.gpu_ids:
+        prefix = f"CUDA_VISIBLE_DEVICES={visible_devices(cfg.gpu_ids)} "
+    return prefix + shlex.join(command)
+
+
+def preview_run_dir(cfg: RunConfig, runs_dir: Path) -> Path:
+    """Where a run started now would write (the folder is not created)."""
+    label = cfg.run_name or f"{cfg.task}-{Path(cfg.model).name}"
+    return Path(runs_dir) / runfolder.new_run_id(label)
+
+
+def parse_completions(text: str) -> list[str]:
+    """Completions typed one per line (a line with only --- separates multi-line ones)."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    if "\n---" in text:
+        return [part.strip() for part in text.split("\n---") if part.strip()]
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def parse_columns(text: str) -> dict:
+    """Dataset columns for the rewards, typed as `name = value` lines (e.g. `answer = 42`)."""
+    columns = {}
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"columns, line {number}: {line.strip()!r} is not `name = value`; write e.g. answer = 42")
+        columns[name.strip()] = value.strip()
+    return columns
+
+
+def scores_html(results: list[dict], names: list[str]) -> str:
+    """A table: each completion, each reward function's score, and the weighted total."""
+    def cell(value):
+        return "–" if value is None else f"{value:.3f}"
+
+    head = "".join(f"<th>{escape(n)}</th>" for n in names)
+    rows = "".join(
+        f"<tr><td>{escape(str(r['completion']))}</td>"
+        + "".join(f"<td class='wb-num'>{cell(r['rewards'][n])}</td>" for n in names)
+        + f"<td class='wb-num'><b>{cell(r['reward'])}</b></td></tr>"
+        for r in results
+    )
+    return f'<table class="wb-table"><tr><th>completion</th>{head}<th>total</th></tr>{rows}</table>'
+
+
+def smoke_result_html(status: dict) -> str:
+    """A smoke test's state while it runs, and its outcome (or its error and log tail) when it ends."""
+    state = status.get("state", "starting")
+    run = escape(str(status.get("run_id", "")))
+    if state == "finished":
+        return (f'<div class="wb-badge wb-badge-valid"><span class="wb-badge-title">Smoke test passed</span>'
+                f"One real optimizer step ran with these settings (run {run}).</div>")
+    if state in ("failed", "stopped"):
+        error = status.get("error") or {}
+        parts = [f'<span class="wb-badge-title">Smoke test {escape(state)}</span>']
+        if error.get("hint"):
+            parts.append(f"<div>{escape(str(error['hint']))}</div>")
+        if error.get("message"):
+            parts.append(f"<code>{escape(str(error.get('type', '')))}: {escape(str(error['message']))}</code>")
+        tail = error.get("traceback_tail") or status.get("log_tail") or ""
+        if tail:
+            parts.append(f"<details><summary>end of train.log</summary><pre>{escape(str(tail)[-2000:])}</pre></details>")
+        return f'<div class="wb-badge wb-badge-invalid">{"".join(parts)}</div>'
+    step = status.get("step")
+    return (f'<p class="wb-note">Smoke test {escape(state.replace("_", " "))}'
+            + (f", step {step}" if step else "") + f" ... (run {run})</p>")
+
+
+# ---------------------------------------------------------------- task data and memory
+
+
+@lru_cache(maxsize=None)  # built-in tasks never change while the app runs
+def task_dataset_size(task_name: str) -> int | None:
+    """Prompts a built-in task trains on (its default size, or all rows it has); None if unknown."""
+    from workbench.tasks import TASKS
+
+    task = TASKS.get(task_name)
+    if task is None:
+        return None
+    if task.default_size is not None:
+        return task.default_size
+    return len(task.build_rows(None, 0))
+
+
+def local_model_folder(model: str) -> Path | None:
+    """The model's folder when it is already on disk (the bundled and tiny models once converted)."""
+    from workbench.models import BUNDLED_MODEL, TINY_MODEL, cache_dir
+
+    name = (model or BUNDLED_MODEL).strip()
+    folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(
+        name, Path(name).expanduser())
+    return folder if (folder / "config.json").is_file() else None
+
+
+def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_length: int = 64) -> str:
+    """The rough memory estimate for one training process, with a warning past the device's free memory."""
+    from workbench.memory import MemoryInputError, estimate_for_config
+
+    folder = local_model_folder(cfg.model)
+    if folder is None:
+        return ('<p class="wb-note">Memory estimate: the model\'s config.json is not on disk yet (the bundled model '
+                "is converted on its first run or smoke test; hub models once downloaded).</p>")
+    try:
+        estimate = estimate_for_config(cfg, folder, max_prompt_length=max_prompt_length, device=device)
+    except (MemoryInputError, ValueError) as exc:
+        return f'<p class="wb-note">Memory estimate unavailable: {escape(str(exc))}</p>'
+    rows = "".join(
+        f"<tr><td>{escape(t.name)}</td><td>{escape(t.phase)}</td><td class='wb-num'>{t.bytes / 2**20:,.0f} MB</td></tr>"
+        for t in estimate.terms if t.bytes >= 2**20
+    )
+    warning = estimate.check_fits(free_bytes)
+    head = (f"<p><b>About {estimate.total_gib:.2f} GiB</b> per training process at its peak ({escape(estimate.peak_phase)}"
+            f" phase), prompts up to {max_prompt_length} tokens"
+            + (f"; {free_bytes / 2**30:.1f} GiB free" if free_bytes else "") + ".</p>")
+    warn = f'<p class="wb-warn-line">{escape(warning)}</p>' if warning else ""
+    table = (f'<details><summary>breakdown</summary><table class="wb-table"><tr><th>term</th><th>phase</th>'
+             f"<th>memory</th></tr>{rows}</table></details>")
+    return f'<div class="wb-memory">{head}{warn}{table}</div>'
