@@ -251,7 +251,8 @@ def build(ctx) -> None:
             with gr.Row():
                 preview_button = gr.Button("Preview command", size="sm")
                 smoke_button = gr.Button("Smoke test (1 step)", size="sm", variant="primary")
-            command = gr.Textbox(label="command the launch runs", lines=3, visible=False, buttons=["copy"],
+            command = gr.Textbox(label="command the launch runs", lines=3, buttons=["copy"], interactive=False,
+                                 placeholder="Preview command shows the exact argument list here.",
                                  elem_classes=["wb-command"])
             smoke_result = gr.HTML()
             smoke_run = gr.State(None)
@@ -283,9 +284,9 @@ def build(ctx) -> None:
         try:
             cfg = config_from_values(*values)
         except ConfigError as exc:
-            return gr.update(value=f"Cannot build the command: {exc}", visible=True)
+            return f"Cannot build the command: {exc}"
         run_dir = preview_run_dir(cfg, ctx.runs_dir)
-        return gr.update(value=command_text(launcher.build_command(cfg, run_dir), cfg), visible=True)
+        return command_text(launcher.build_command(cfg, run_dir), cfg)
 
     preview_button.click(preview, inputs=inputs, outputs=command, show_progress="hidden")
 

@@ -1,0 +1,47 @@
+"""The Setup tab in a real headless Chromium: CPU hardware line, live plan, one-click fix, command preview.
+
+Saves assets/setup.png for the README.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture
+def setup(ui):
+    ui.open("Setup")
+    tab = ui.panel("Setup")
+    ui.expect_text(tab.locator(".wb-badge").first, r"Valid|Invalid", timeout=90_000)
+    return tab
+
+
+def test_cpu_machine_says_so_in_one_line(ui, setup):
+    ui.expect_text(setup, r"No GPU found")
+    assert setup.get_by_text("CPU processes").count() == 1
+
+
+def test_invalid_batch_is_fixed_by_a_suggestion(ui, setup):
+    ui.set_number("num_generations", 3, setup)
+    badge = setup.locator(".wb-badge").first
+    ui.expect_text(badge, r"generation_batch_size \(8\) must be divisible by num_generations \(3\)\.")
+    ui.expect_text(setup, r"Not ready to launch")
+    suggestion = setup.get_by_role("button", name="Apply: num_generations 3 -> 2")
+    suggestion.wait_for()
+    suggestion.click()
+    ui.expect_text(badge, "Valid: TRL 1.16 accepts these settings")
+    ui.expect_text(setup, "Ready to launch")
+
+
+def test_preview_shows_the_exact_command(ui, setup):
+    setup.get_by_role("button", name="Preview command").click()
+    command = setup.locator(".wb-command textarea")
+    expect(command).to_have_value(re.compile(r"-m workbench train --run-dir .* --config .*config\.json"),
+                                  timeout=30_000)
+    ui.settle()
+    ui.screenshot("setup.png")
