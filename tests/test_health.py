@@ -76,6 +76,13 @@ def test_loss_near_zero_without_config_infers_beta_zero_from_missing_kl():
     assert alarm.kind == "loss_zero" and 'loss_type "grpo"' in alarm.message
 
 
+def test_loss_near_zero_on_a_token_weighted_loss_names_that_loss_not_grpo():
+    config = {**CONFIG_SEED_002, "loss_type": "dapo"}
+    alarm = health.check_health(make_metrics(5, beta=0, loss=0.0), config)[0]
+    assert alarm.kind == "loss_zero" and 'loss_type "dapo"' in alarm.message
+    assert "grpo" not in alarm.message
+
+
 def test_loss_near_zero_blamed_on_equal_rewards_when_that_is_the_cause():
     records = make_metrics(5, beta=0, loss=0.0, frac_reward_zero_std=1.0)
     alarms = health.check_health(records, CONFIG_SEED_002)

@@ -35,6 +35,8 @@ FIGURE_HEIGHT = 300
 # Opacity of the raw points under a smoothed line, and of std / min-max bands.
 RAW_OPACITY = 0.3
 BAND_OPACITY = 0.15
+# Up to this many steps along the x axis, put a tick on every step.
+SHORT_STEP_SPAN = 10
 
 TEMPLATE = go.layout.Template(
     layout=dict(
@@ -50,7 +52,8 @@ TEMPLATE = go.layout.Template(
                     bgcolor="rgba(255,255,255,0)", font=dict(size=11)),
         xaxis=dict(title=dict(text="step", standoff=4), gridcolor=GRID, zeroline=False,
                    linecolor="#9ca3af", ticks="outside", tickcolor="#9ca3af"),
-        yaxis=dict(gridcolor=GRID, zerolinecolor="#d1d5db", linecolor="#9ca3af"),
+        # automargin: long tick labels (entropy 10.82, learning rate 5e-06) widen the margin, not get cut.
+        yaxis=dict(gridcolor=GRID, zerolinecolor="#d1d5db", linecolor="#9ca3af", automargin=True),
         hovermode="x unified",
     )
 )
@@ -191,6 +194,10 @@ def add_line(fig: go.Figure, steps, values, name: str, colour: str, smoothing: f
         drawn = smooth(values, weight)
     else:
         drawn = list(values)
+    steps = list(steps)
+    if steps and max(steps) - min(steps) <= SHORT_STEP_SPAN:
+        # Plotly's automatic ticks fall on 1.5, 2.5 ... for a few steps; steps are whole numbers.
+        fig.update_xaxes(dtick=1)
     mode = "lines+markers" if len(steps) <= 60 else "lines"
     fig.add_trace(go.Scatter(x=steps, y=drawn, name=name, mode=mode, line=line, marker=dict(size=5),
                              yaxis=yaxis, showlegend=show_legend))

@@ -149,6 +149,10 @@ def check_loss_near_zero(metrics, config=None) -> list[Alarm]:
         why = ("That is expected here: with beta = 0 and num_iterations = 1 the policy ratio is exactly 1, so "
                "the `grpo` loss is -mean(advantage), and advantages sum to zero in each group. The gradient is "
                "not zero: each completion's log-probability is still pushed by its own advantage.")
+    elif loss_type not in (None, "grpo"):
+        why = (f"With loss_type \"{loss_type}\" each token is weighted alike, so the loss is ~0 when the "
+               f"completions of a group have similar lengths (and beta is small): their advantages, which sum "
+               f"to zero, then cancel token for token.")
     else:
         why = ("With beta = 0 and num_iterations = 1 this is expected for loss_type \"grpo\" (the loss is "
                "-mean(advantage), which is ~0 by construction); the token-weighted types (dapo, bnpo, "
