@@ -153,9 +153,12 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, page, stop_r
     step_box.fill("1")
     step_box.press("Tab")
     ui.expect_text(completions, r"Step 1 of \d+")
+    # The keyboard moves the slider too, and the step it lands on stays pinned.
+    train.get_by_label("range slider for Step", exact=True).press("ArrowRight")
+    ui.expect_text(completions, r"Step 2 of \d+")
     newest = logged_steps(server.runs_dir / run_ids[0])
     wait_for_points(page, newest + 1)
-    ui.expect_text(completions, r"Step 1 of \d+")
+    ui.expect_text(completions, r"Step 2 of \d+")
 
     stop = train.get_by_role("button", name="Stop", exact=True)
     stop.click()

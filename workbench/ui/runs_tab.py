@@ -170,8 +170,9 @@ def build(ctx: UIContext) -> None:
                                   runs_note: ""},
                   inputs=[one_run], outputs=[step_slider, completions, confirm_row, runs_note],
                   show_progress="hidden")
-    step_slider.release(completions_view, inputs=[one_run, step_slider], outputs=[step_slider, completions],
-                        show_progress="hidden")
+    # `input` also fires for arrow keys and a typed number, which `release` misses.
+    step_slider.input(completions_view, inputs=[one_run, step_slider], outputs=[step_slider, completions],
+                      show_progress="hidden", trigger_mode="always_last")
 
     def ask_to_delete(run_id: str | None):
         if not run_id:

@@ -268,8 +268,10 @@ def build(ctx: UIContext) -> None:
     run_picker.focus(lambda watch: picker_update(watch.run_id), inputs=[watch_state], outputs=[run_picker],
                      show_progress="hidden")
     smoothing.change(on_smoothing, inputs=[watch_state, smoothing], outputs=plot_list, show_progress="hidden")
-    step_slider.release(on_step, inputs=[watch_state, step_slider], outputs=[pinned_state, step_slider, completions],
-                        show_progress="hidden")
+    # `input`, not `release`: it fires on every way of moving the slider (drag, arrow keys, typing a number),
+    # and at once, so the pin reaches the server before a timer tick can redraw the slider at the newest step.
+    step_slider.input(on_step, inputs=[watch_state, step_slider], outputs=[pinned_state, step_slider, completions],
+                      show_progress="hidden", trigger_mode="always_last")
     launch_button.click(on_launch, inputs=[watch_state, smoothing, *ctx.config_inputs],
                         outputs=[*load_outputs, notice], show_progress="minimal")
     stop_button.click(on_stop, inputs=[watch_state], outputs=[stop_button, notice], show_progress="hidden")
