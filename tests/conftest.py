@@ -196,6 +196,11 @@ class UI:
         root = scope or self.page
         return root.get_by_label(label, exact=True).locator("visible=true").first
 
+    def choose(self, label: str, option: str, scope=None) -> None:
+        """Pick `option` in the dropdown labelled `label`, by clicking like a person does."""
+        (scope or self.page).get_by_label(label, exact=True).click()
+        self.page.get_by_role("option", name=option, exact=True).click()
+
     def set_number(self, label: str, value, scope=None) -> None:
         """Type `value` into a number field like a person does and leave the field."""
         field = self.number(label, scope)

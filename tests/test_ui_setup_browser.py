@@ -1,4 +1,5 @@
-"""The Setup tab in a real headless Chromium: CPU hardware line, live plan, one-click fix, command preview.
+"""The Setup tab in a real headless Chromium: CPU hardware line, live plan, one-click fix, command preview,
+and a smoke test that really trains one step.
 
 Saves assets/setup.png for the README.
 """
@@ -7,8 +8,13 @@ from __future__ import annotations
 
 import re
 
+import json
+
 import pytest
+from conftest import UI
 from playwright.sync_api import expect
+
+from workbench import runfolder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -45,3 +51,21 @@ def test_preview_shows_the_exact_command(ui, setup):
                                   timeout=30_000)
     ui.settle()
     ui.screenshot("setup.png")
+
+
+def test_smoke_test_runs_one_real_step_and_says_it_passed(page, app_factory, tmp_path):
+    # A server of its own, so the smoke run's folder does not show up in other tests' runs.
+    ui = UI(page, app_factory(tmp_path / "runs"))
+    ui.open("Setup")
+    setup = ui.panel("Setup")
+    ui.choose("model", "tiny", setup)
+    setup.get_by_role("radio", name="1", exact=True).check()  # one CPU process
+    ui.set_number("max_completion_length", 8, setup)
+    setup.get_by_role("button", name="Smoke test (1 step)").click()
+    ui.expect_text(setup, r"Smoke test passed", timeout=120_000)
+
+    smoke_dirs = runfolder.list_run_dirs(ui.server.runs_dir)
+    assert len(smoke_dirs) == 1 and "-smoke-" in smoke_dirs[0].name
+    status = json.loads((smoke_dirs[0] / runfolder.STATUS_FILE).read_text())
+    assert (status["state"], status["step"], status["smoke_test"]) == ("finished", 1, True)
+    assert json.loads((smoke_dirs[0] / runfolder.CONFIG_FILE).read_text())["model"] == "tiny"

@@ -102,16 +102,11 @@ def trained_run(tmp_path_factory):
     return runs_dir / run_id
 
 
-def choose_in_dropdown(page, scope, label: str, option: str) -> None:
-    scope.get_by_label(label, exact=True).click()
-    page.get_by_role("option", name=option, exact=True).click()
-
-
 def test_full_path_setup_launch_watch_stop_and_find_the_run(server, page, stop_runs):
     ui = UI(page, server)
     ui.open("Setup")
     setup = ui.panel("Setup")
-    choose_in_dropdown(page, setup, "model", "tiny")
+    ui.choose("model", "tiny", setup)
     setup.get_by_role("radio", name="1", exact=True).check()  # one CPU process
     for field, value in (("per_device_train_batch_size", 4), ("num_generations", 3),
                          ("max_completion_length", 8), ("max_steps", LONG_RUN_STEPS)):
