@@ -249,8 +249,6 @@ def test_compare_answers_base_and_checkpoint_side_by_side_then_cancel(app_factor
     expect(table.locator("thead th")).to_have_text(["prompt", "base model", "final adapter"])
     expect(table.locator("tbody tr")).to_have_count(len(probe_prompts))
     expect(table.locator(".wb-pending", has_text="…")).to_have_count(0)
-    ui.settle()
-    ui.screenshot("compare.png")
 
     # A longer job on new prompts (nothing cached), cancelled while the base model is still at it.
     prompts.fill("\n".join(f"Tell me story number {i} about the sea." for i in range(12)))
@@ -300,3 +298,35 @@ def test_runs_tab_overlays_runs_and_deletes_after_confirmation(app_factory, trai
     ui.expect_text(runs, f"Deleted {copy.name}")
     expect(table).not_to_contain_text(copy.name)
     assert not copy.exists() and (runs_dir / trained_run.name).exists()
+
+
+@pytest.fixture(scope="module")
+def bundled_run(tmp_path_factory):
+    """One real GRPO step of the bundled SmolLM2-135M-Instruct, so Compare has real text to show."""
+    runs_dir = tmp_path_factory.mktemp("bundled") / "runs"
+    config = RunConfig(task="demo", device="cpu", per_device_train_batch_size=2, num_generations=2,
+                       max_completion_length=16, max_steps=1, save_steps=1, logging_steps=1, run_name="demo-smollm2")
+    run_id = launcher.start(config, runs_dir)
+    final = launcher.wait(run_id, runs_dir, timeout=300)
+    assert final["state"] == "finished", runfolder.read_log_tail(runs_dir / run_id)
+    return runs_dir / run_id
+
+
+def test_compare_on_the_bundled_model_shows_real_answers(app_factory, bundled_run, page):
+    ui = UI(page, app_factory(bundled_run.parent))
+    ui.open("Compare")
+    compare = ui.panel("Compare")
+    expect(compare.get_by_label("Run", exact=True)).to_have_value(bundled_run.name)
+    prompts = compare.get_by_label("Probe prompts, one per line")
+    expect(prompts).to_have_value(re.compile(r"capital of France"))
+    ui.set_number("number input for Longest answer (tokens)", 24, compare)
+    compare.get_by_role("button", name="Answer side by side").click()
+    ui.expect_text(page.locator("#wb-compare-progress"), "base model: done · final adapter: done",
+                   timeout=SAMPLING_TIMEOUT_MS)
+    table = page.locator("#wb-compare-table table")
+    france = table.locator("tbody tr", has_text="capital of France")
+    # Greedy answers of the real model: the base one knows the capital, and neither column is blank.
+    expect(france.locator("td").nth(1)).to_contain_text("Paris")
+    expect(table.get_by_text("(no visible text)")).to_have_count(0)
+    ui.settle()
+    ui.screenshot("compare.png")
