@@ -218,6 +218,18 @@ def test_overlay_smoothing_applies_per_run():
     assert list(line.y) == pytest.approx(figures.smooth([0.3, 0.4, 0.5, 0.6], 0.5))
 
 
+
+def test_a_short_run_gets_a_tick_on_every_step_and_a_long_one_plotly_ticks():
+    assert figures.reward_figure(make_metrics(3)).layout.xaxis.dtick == 1
+    assert figures.reward_figure(make_metrics(40)).layout.xaxis.dtick is None
+
+
+@pytest.mark.parametrize("order", [("short", "long"), ("long", "short")])
+def test_overlay_of_a_short_and_a_long_run_keeps_plotly_ticks(order):
+    runs = {"short": make_metrics(3), "long": make_metrics(400)}
+    fig = figures.overlay_runs({name: runs[name] for name in order}, "reward")
+    assert fig.layout.xaxis.dtick is None
+
 # ---------------------------------------------------------------- purity
 
 @pytest.mark.slow

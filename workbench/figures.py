@@ -195,13 +195,23 @@ def add_line(fig: go.Figure, steps, values, name: str, colour: str, smoothing: f
     else:
         drawn = list(values)
     steps = list(steps)
-    if steps and max(steps) - min(steps) <= SHORT_STEP_SPAN:
-        # Plotly's automatic ticks fall on 1.5, 2.5 ... for a few steps; steps are whole numbers.
-        fig.update_xaxes(dtick=1)
     mode = "lines+markers" if len(steps) <= 60 else "lines"
     fig.add_trace(go.Scatter(x=steps, y=drawn, name=name, mode=mode, line=line, marker=dict(size=5),
                              yaxis=yaxis, showlegend=show_legend))
+    _tick_every_step_when_few(fig)
     return drawn
+
+
+def _tick_every_step_when_few(fig: go.Figure) -> None:
+    """One tick per step when all the figure's lines span few steps; plotly's own ticks otherwise.
+
+    Plotly's automatic ticks fall on 1.5, 2.5 ... for a few steps, and steps are
+    whole numbers. The span is over every trace, so a short run overlaid on a
+    long one does not put a tick on each of the long run's steps.
+    """
+    steps = [x for trace in fig.data for x in (trace.x or ()) if x is not None]
+    short = bool(steps) and max(steps) - min(steps) <= SHORT_STEP_SPAN
+    fig.update_xaxes(dtick=1 if short else None)
 
 
 def add_band(fig: go.Figure, steps, lower, upper, colour: str, name: str, yaxis: str = "y") -> None:
