@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import re
 
-import json
-
 import pytest
 from conftest import UI
 from playwright.sync_api import expect
@@ -66,6 +64,6 @@ def test_smoke_test_runs_one_real_step_and_says_it_passed(page, app_factory, tmp
 
     smoke_dirs = runfolder.list_run_dirs(ui.server.runs_dir)
     assert len(smoke_dirs) == 1 and "-smoke-" in smoke_dirs[0].name
-    status = json.loads((smoke_dirs[0] / runfolder.STATUS_FILE).read_text())
+    status = runfolder.read_status(smoke_dirs[0])
     assert (status["state"], status["step"], status["smoke_test"]) == ("finished", 1, True)
-    assert json.loads((smoke_dirs[0] / runfolder.CONFIG_FILE).read_text())["model"] == "tiny"
+    assert runfolder.read_json(smoke_dirs[0] / runfolder.CONFIG_FILE)["model"] == "tiny"

@@ -95,9 +95,14 @@ def stop_runs(server):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     """A finished 2-step tiny run with checkpoints and its final adapter, in a runs folder of its own."""
-    runs_dir = tmp_path_factory.mktemp("trained") / "runs"
-    run_id = launcher.start(tiny_config(max_steps=2, save_steps=1, run_name="trained"), runs_dir)
-    final = launcher.wait(run_id, runs_dir, timeout=FIRST_POINTS_TIMEOUT_MS / 1000)
+    config = tiny_config(max_steps=2, save_steps=1, run_name="trained")
+    return run_to_the_end(config, tmp_path_factory.mktemp("trained") / "runs", FIRST_POINTS_TIMEOUT_MS / 1000)
+
+
+def run_to_the_end(config: RunConfig, runs_dir, timeout_s: float):
+    """Launch `config` in `runs_dir`, wait for it to finish, and return its run folder."""
+    run_id = launcher.start(config, runs_dir)
+    final = launcher.wait(run_id, runs_dir, timeout=timeout_s)
     assert final["state"] == "finished", runfolder.read_log_tail(runs_dir / run_id)
     return runs_dir / run_id
 
@@ -303,13 +308,9 @@ def test_runs_tab_overlays_runs_and_deletes_after_confirmation(app_factory, trai
 @pytest.fixture(scope="module")
 def bundled_run(tmp_path_factory):
     """One real GRPO step of the bundled SmolLM2-135M-Instruct, so Compare has real text to show."""
-    runs_dir = tmp_path_factory.mktemp("bundled") / "runs"
     config = RunConfig(task="demo", device="cpu", per_device_train_batch_size=2, num_generations=2,
                        max_completion_length=16, max_steps=1, save_steps=1, logging_steps=1, run_name="demo-smollm2")
-    run_id = launcher.start(config, runs_dir)
-    final = launcher.wait(run_id, runs_dir, timeout=300)
-    assert final["state"] == "finished", runfolder.read_log_tail(runs_dir / run_id)
-    return runs_dir / run_id
+    return run_to_the_end(config, tmp_path_factory.mktemp("bundled") / "runs", 300)
 
 
 def test_compare_on_the_bundled_model_shows_real_answers(app_factory, bundled_run, page):
