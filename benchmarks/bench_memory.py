@@ -56,9 +56,9 @@ def run_child(setting: dict) -> dict:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from workbench.models import bundled_model_dir
-    from workbench.rewards import get_reward
-    from workbench.tasks import load_task_dataset
+    from workbench.spec.models import bundled_model_dir
+    from workbench.spec.rewards import get_reward
+    from workbench.spec.tasks import load_task_dataset
 
     imports_rss = _rss_bytes()
     torch.manual_seed(0)
@@ -111,8 +111,8 @@ def measure(name: str, timeout: float = 900) -> dict:
 
 def compare(name: str) -> dict:
     """Measure one setting and set the estimate beside it."""
-    from workbench.memory import estimate_memory, from_model_dir
-    from workbench.models import bundled_model_dir
+    from workbench.spec.memory import estimate_memory, from_model_dir
+    from workbench.spec.models import bundled_model_dir
 
     measured = measure(name)
     setting = measured["setting"]

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench import launcher, runfolder  # noqa: E402  (after the path fix above)
-from workbench.config import RunConfig  # noqa: E402
+from workbench.jobs import launcher, runfolder  # noqa: E402  (after the path fix above)
+from workbench.spec.config import RunConfig  # noqa: E402
 
 GB = 2**30
 
@@ -110,9 +110,9 @@ import json, sys
 from peft import LoraConfig
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
-from workbench.models import resolve_model
-from workbench.rewards import REWARDS
-from workbench.tasks import TASKS, load_task_dataset
+from workbench.spec.models import resolve_model
+from workbench.spec.rewards import REWARDS
+from workbench.spec.tasks import TASKS, load_task_dataset
 
 settings, out = json.loads(sys.argv[1]), sys.argv[2]
 path = resolve_model(settings["model"])

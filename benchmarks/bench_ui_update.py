@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 # A mix of what people type: valid, invalid (suggestions searched), bad input, wide heatmap axes.
 CASES = {
     "valid": {"per_device_train_batch_size": 8},
-    "invalid seed 001": {"num_processes": 3},
+    "invalid 3 x 1, G 8": {"num_processes": 3},
     "invalid, eval rule": {"per_device_train_batch_size": 3, "num_generations": 2, "do_eval": True,
                            "per_device_eval_batch_size": 3},
     "bad input": {"num_generations": 0},

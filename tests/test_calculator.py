@@ -1,4 +1,4 @@
-"""Unit tests for workbench.calculator: plan numbers, warnings, suggestions, grid, bad input."""
+"""Unit tests for workbench.calc: plan numbers, warnings, suggestions, grid, bad input."""
 
 import json
 import subprocess
@@ -6,14 +6,14 @@ import sys
 
 import pytest
 
-from workbench.calculator import InputError, Plan, grid, plan
-from workbench.suggestions import change_size
+from workbench.calc import InputError, Plan, grid, plan
+from workbench.calc.suggestions import change_size
 
 
 def test_calculator_imports_no_heavy_library():
     # A fresh interpreter: other tests in this process may already have imported torch.
     code = (
-        "import sys, workbench.calculator, workbench.frameworks, workbench.explain, workbench.suggestions\n"
+        "import sys, workbench.calc, workbench.calc.frameworks, workbench.calc.explain, workbench.calc.suggestions\n"
         "heavy = [m for m in ('torch', 'transformers', 'trl', 'gradio') if m in sys.modules]\n"
         "print(heavy)"
     )
@@ -30,7 +30,7 @@ def test_calculator_imports_no_heavy_library():
         (dict(per_device_train_batch_size=2, num_processes=3, steps_per_generation=2, num_generations=6), 12, 2, 2),
         (dict(per_device_train_batch_size=2, num_processes=2, generation_batch_size=16, num_generations=8), 16, 4, 2),
     ],
-    ids=["defaults", "seed000-8x1", "ga-sets-spg", "spg-set", "gbs-set"],
+    ids=["defaults", "batch1-G8", "ga-sets-spg", "spg-set", "gbs-set"],
 )
 def test_valid_plan_numbers(inputs, gbs, spg, prompts):
     result = plan(**inputs)
@@ -153,7 +153,7 @@ def test_grid_matches_plan():
             expected = plan(per_device_train_batch_size=b, num_generations=g, num_processes=3, with_suggestions=False)
             assert table["valid"][gi][bi] == expected.valid
             assert table["errors"][gi][bi] == (expected.errors[0] if expected.errors else "")
-    assert table["valid"][table["num_generations"].index(3)][0]  # 3 x 1 with G=3: seed 001's fix
+    assert table["valid"][table["num_generations"].index(3)][0]  # 3 x 1 with G=3: the 3-GPU fix
 
 
 def test_grid_bad_input():
@@ -167,7 +167,7 @@ def test_grid_bad_input():
     ids=["one", "twelve", "square", "prime", "too-large"],
 )
 def test_divisors(number, expected):
-    from workbench.calculator import divisors
+    from workbench.calc import divisors
 
     assert divisors(number) == expected
 
@@ -194,7 +194,7 @@ def test_gpu_move_suggestion_keeps_total_gpus():
 
 
 def test_unknown_input_is_named():
-    from workbench.calculator import normalise_inputs
+    from workbench.calc import normalise_inputs
 
     with pytest.raises(InputError, match="per_device_batch_size: is not a calculator input"):
         normalise_inputs(per_device_batch_size=8)

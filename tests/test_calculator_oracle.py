@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from workbench.calculator import plan
+from workbench.calc import plan
 
 trl = pytest.importorskip("trl")
 

@@ -10,16 +10,9 @@ import warnings
 
 import pytest
 
-from workbench.calculator import NO_LENGTH_ERROR, plan
+from workbench.calc import NO_LENGTH_ERROR, plan
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def tiny_model():
-    from workbench.models import tiny_model_dir
-
-    return str(tiny_model_dir())
 
 
 def reward_length(completions, **kwargs):

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench import runfolder
-from workbench.cli_train import format_runs_table
-from workbench.config import RunConfig
-
+from workbench.cli.train import format_runs_table
+from workbench.jobs import runfolder
+from workbench.spec.config import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

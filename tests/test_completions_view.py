@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from workbench import groups
+from workbench.insight import groups
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'

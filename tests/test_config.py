@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from workbench.config import (
+from workbench.spec.config import (
     FIELD_HELP,
     ConfigError,
     RunConfig,
@@ -68,7 +68,7 @@ def test_default_config_passes_quickly(cfg):
 
 def test_checking_a_config_imports_no_torch():
     # a fresh interpreter: other tests in this session may have imported torch already
-    code = ("import sys; from workbench.config import RunConfig, check_config; "
+    code = ("import sys; from workbench.spec.config import RunConfig, check_config; "
             "check_config(RunConfig()); print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

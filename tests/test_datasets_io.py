@@ -5,7 +5,11 @@ import json
 
 import pytest
 
-from workbench.datasets_io import DatasetError, check_dataset_path, load_user_dataset
+from workbench.spec.datasets_io import (
+    DatasetError,
+    check_dataset_path,
+    load_user_dataset,
+)
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}]
 ROWS = [

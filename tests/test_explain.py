@@ -1,9 +1,9 @@
-"""Tests for workbench.explain: every known message form, fixes that are valid plans, no exceptions."""
+"""Tests for workbench.calc.explain: every known message form, fixes that are valid plans, no exceptions."""
 
 import pytest
 
-from workbench.calculator import explain as explain_from_calculator
-from workbench.explain import explain
+from workbench.calc import explain as explain_from_calculator
+from workbench.calc.explain import explain
 
 OLD_TRL = ("ValueError: The global train batch size (3 x 1) must be evenly divisible by the number of generations "
            "per prompt (8). Given the current train batch size, the valid values for the number of generations "
@@ -11,10 +11,10 @@ OLD_TRL = ("ValueError: The global train batch size (3 x 1) must be evenly divis
 
 KNOWN = [
     pytest.param(OLD_TRL, "global_train_batch_not_divisible", "older TRL",
-                 {"num_processes": 3, "per_device_train_batch_size": 1, "num_generations": 8}, id="old-trl-seed001"),
+                 {"num_processes": 3, "per_device_train_batch_size": 1, "num_generations": 8}, id="old-trl-3x1-G8"),
     pytest.param("The global train batch size (1 x 1) must be evenly divisible by the number of generations per "
                  "prompt (8)", "global_train_batch_not_divisible", "older TRL",
-                 {"num_processes": 1, "per_device_train_batch_size": 1, "num_generations": 8}, id="old-trl-seed000"),
+                 {"num_processes": 1, "per_device_train_batch_size": 1, "num_generations": 8}, id="old-trl-1x1-G8"),
     pytest.param("generation_batch_size (4) must be divisible by num_generations (8).",
                  "generation_batch_not_divisible", "TRL 1.16", {"generation_batch_size": 4, "num_generations": 8},
                  id="trl-groups"),

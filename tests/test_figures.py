@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from workbench import figures
+from workbench.insight import figures
 
 # The dashboard's pure modules: the UI process and notebooks import them without torch or gradio.
-PURE_MODULES = ("workbench.figures", "workbench.groups", "workbench.health", "workbench.memory",
+PURE_MODULES = ("workbench.insight.figures", "workbench.insight.groups", "workbench.insight.health", "workbench.spec.memory",
                 "workbench.ui.completions_view")
 
 
@@ -78,7 +78,7 @@ def test_frame_without_step_uses_position_and_empty_is_empty():
 
 
 def test_frame_reads_records_written_as_json_lines(tmp_path):
-    from workbench.runfolder import append_jsonl, read_jsonl
+    from workbench.jobs.runfolder import append_jsonl, read_jsonl
 
     path = tmp_path / "metrics.jsonl"
     append_jsonl(path, make_metrics(4))

@@ -1,11 +1,10 @@
-"""Tests for workbench.frameworks: TRL exact, Open-R1's vLLM split, ms-swift's step formula."""
+"""Tests for workbench.calc.frameworks: TRL exact, Open-R1's vLLM split, ms-swift's step formula."""
 
 import pytest
 
-from workbench.calculator import InputError
-from workbench.calculator import compare_frameworks as compare_from_calculator
-from workbench.calculator import plan
-from workbench.frameworks import FRAMEWORKS, compare_frameworks, ms_swift_max_steps
+from workbench.calc import InputError, plan
+from workbench.calc import compare_frameworks as compare_from_calculator
+from workbench.calc.frameworks import FRAMEWORKS, compare_frameworks, ms_swift_max_steps
 
 SEED_004 = dict(dataset_size=8000, num_generations=8, per_device_train_batch_size=8, num_processes=6,
                 gradient_accumulation_steps=2, num_iterations=2)
@@ -26,7 +25,7 @@ def test_seed_004_ms_swift_gives_1320():
 @pytest.mark.parametrize(
     "args, expected",
     [((8000, 8, 8, 6, 0.99, 2, 2), 1320), ((8000, 8, 8, 6, 1.0, 2, 1), 667), ((100, 4, 2, 1, 1.0, 1, 1), 200)],
-    ids=["seed004", "ratio-1-rounds-up", "single-process"],
+    ids=["ms-swift-8000-rows", "ratio-1-rounds-up", "single-process"],
 )
 def test_ms_swift_formula(args, expected):
     assert ms_swift_max_steps(*args) == expected

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from workbench import groups
+from workbench.insight import groups
 
 
 def trl_advantages(totals, group_size, scale_rewards="group"):

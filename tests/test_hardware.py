@@ -1,8 +1,10 @@
-"""GPU listing without torch, and the environment a training process gets."""
+"""GPU listing without torch, where a run trains, and the environment a training process gets."""
 
 import pytest
 
-from workbench.hardware import GpuInfo, busy_gpu_ids, list_gpus, training_env, visible_devices
+from workbench.jobs.launcher import busy_gpu_ids
+from workbench.jobs.processes import PROJECT_ROOT, training_env
+from workbench.spec.hardware import GpuInfo, list_gpus, runs_on_cpu, visible_devices
 
 
 def test_list_gpus_returns_gpu_infos_or_nothing():
@@ -25,6 +27,19 @@ def test_visible_devices(ids, expected):
 def test_training_env(gpu_ids, device, expected):
     env = training_env(gpu_ids, device, base={"CUDA_VISIBLE_DEVICES": "untouched", "PATH": "/bin"})
     assert env["CUDA_VISIBLE_DEVICES"] == expected and env["PATH"] == "/bin"
+    assert env["PYTHONPATH"].split(":")[0] == str(PROJECT_ROOT)
+    assert (PROJECT_ROOT / "workbench" / "__main__.py").is_file()
+
+
+@pytest.mark.parametrize(
+    "device, gpus_present, visible, expected",
+    [("cpu", True, None, True), ("cuda", False, None, False), ("auto", True, None, False),
+     ("auto", False, None, True), ("auto", True, "", True), ("auto", True, "0", False)],
+    ids=["cpu", "cuda", "auto-gpu", "auto-none", "auto-hidden", "auto-visible"],
+)
+def test_runs_on_cpu(device, gpus_present, visible, expected):
+    env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    assert runs_on_cpu(device, gpus_present=gpus_present, env=env) is expected
 
 
 def test_busy_gpu_ids_of_an_empty_runs_folder(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench import health
+from workbench.insight import health
 
 
 def make_metrics(steps=8, beta=0.04, **series):

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from workbench import launcher, runfolder
-from workbench.config import ConfigError, RunConfig
+from workbench.jobs import launcher, runfolder
+from workbench.spec.config import ConfigError, RunConfig
 
 TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench import losses
+from workbench.teach import losses
 
 LENGTHS = (3, 7, 2, 8)  # completion lengths of one group of four: deliberately unequal
 MAX_LEN = 8
@@ -134,7 +134,7 @@ def test_compare_loss_types_has_one_row_per_type(batch):
     assert all(row["rule"] for row in rows)
 
 
-# --- against TRL itself, through workbench.loss_probe ---------------------------
+# --- against TRL itself, through workbench.teach.loss_probe ---------------------------
 
 
 @pytest.fixture(scope="module")
@@ -142,11 +142,10 @@ def probe_run_factory(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from workbench.models import tiny_model_dir
-    from workbench.rewards import get_reward
-    from workbench.tasks import load_task_dataset
-
-    from workbench.loss_probe import loss_probe_trainer_class
+    from workbench.spec.models import tiny_model_dir
+    from workbench.spec.rewards import get_reward
+    from workbench.spec.tasks import load_task_dataset
+    from workbench.teach.loss_probe import loss_probe_trainer_class
 
     trainer_class = loss_probe_trainer_class()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench import memory
+from workbench.spec import memory
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -171,7 +171,7 @@ def test_bad_settings_name_the_field(smollm2, settings, field):
 
 
 def test_estimate_for_run_config_uses_its_fields(smollm2):
-    from workbench.config import RunConfig
+    from workbench.spec.config import RunConfig
 
     config = RunConfig()
     result = memory.estimate_for_config(config, smollm2, max_prompt_length=40)
@@ -188,7 +188,7 @@ def test_shape_counts_match_the_real_model_and_peft():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from workbench.models import tiny_model_dir
+    from workbench.spec.models import tiny_model_dir
 
     folder = tiny_model_dir()
     shape = memory.from_model_dir(folder)
@@ -207,7 +207,7 @@ def test_activation_formula_matches_saved_tensors():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from workbench.models import tiny_model_dir
+    from workbench.spec.models import tiny_model_dir
 
     folder = tiny_model_dir()
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)

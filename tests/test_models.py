@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from workbench import models
+from workbench.spec import models
 
 
 def test_bundled_model_loads_fast_once_converted():

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from workbench import rewards
-from workbench.rewards import RewardError, RewardFileError, RewardFunctionError
+from workbench.spec import rewards
+from workbench.spec.rewards import RewardError, RewardFileError, RewardFunctionError
 
 
 def as_chat(text):

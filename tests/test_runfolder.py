@@ -2,7 +2,7 @@
 
 import json
 
-from workbench import runfolder
+from workbench.jobs import runfolder
 
 
 def test_status_is_merged_and_stamped(tmp_path):

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench import cli, sampling
-from workbench.runfolder import read_jsonl
-from workbench.sampling import SamplingError
+from workbench import cli
+from workbench.jobs import sampling
+from workbench.jobs.runfolder import read_jsonl
+from workbench.jobs.sampling import SamplingError
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = ["What is the capital of France?", [{"role": "user", "content": "Say hi."}]]
@@ -64,13 +65,6 @@ def test_folder_without_adapter_is_refused(tmp_path):
         sampling.start_sampling("tiny", ["hi"], tmp_path / "out.jsonl", adapter_dir=tmp_path)
 
 
-@pytest.fixture(scope="module")
-def tiny_model():
-    from workbench.models import tiny_model_dir
-
-    return str(tiny_model_dir())
-
-
 def test_text_prompts_go_through_the_chat_template(tiny_model):
     from transformers import AutoTokenizer
 
@@ -80,24 +74,11 @@ def test_text_prompts_go_through_the_chat_template(tiny_model):
     assert "Say hi." in as_text and as_text.rstrip().endswith("assistant")
 
 
-@pytest.fixture(scope="module")
-def random_adapter(tiny_model, tmp_path_factory):
-    """A real PEFT LoRA adapter for the tiny model, with random (non-zero) weights so it changes outputs."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    base = AutoModelForCausalLM.from_pretrained(tiny_model)
-    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
-    path = tmp_path_factory.mktemp("adapter")
-    peft_model.save_pretrained(path)
-    return path
-
-
 @pytest.mark.slow
-def test_adapter_changes_the_answers(tiny_model, random_adapter):
+def test_adapter_changes_the_answers(tiny_model, tiny_adapter):
     base = sampling.sample_answers(tiny_model, PROMPTS, **FAST)
     again = sampling.sample_answers(tiny_model, PROMPTS, **FAST)
-    tuned = sampling.sample_answers(tiny_model, PROMPTS, adapter_dir=random_adapter, **FAST)
+    tuned = sampling.sample_answers(tiny_model, PROMPTS, adapter_dir=tiny_adapter, **FAST)
     assert [a["index"] for a in base] == [0, 1] and [a["prompt"] for a in base] == PROMPTS
     assert all(a["answer"] for a in base) and all(a["seconds"] > 0 for a in base)
     assert [a["answer"] for a in base] == [a["answer"] for a in again], "seeded sampling must repeat"
@@ -105,15 +86,15 @@ def test_adapter_changes_the_answers(tiny_model, random_adapter):
 
 
 @pytest.mark.slow
-def test_cli_writes_header_answers_and_done(tmp_path, random_adapter):
+def test_cli_writes_header_answers_and_done(tmp_path, tiny_adapter):
     prompts_file = tmp_path / "probes.json"
     prompts_file.write_text(json.dumps(PROMPTS))
     out = tmp_path / "answers.jsonl"
-    command = sampling.sample_command("tiny", prompts_file, out, random_adapter, max_new_tokens=6, temperature=1.0)
+    command = sampling.sample_command("tiny", prompts_file, out, tiny_adapter, max_new_tokens=6, temperature=1.0)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     records = read_jsonl(out)
-    assert records[0] == {"total": 2, "model": "tiny", "adapter": str(random_adapter)}
+    assert records[0] == {"total": 2, "model": "tiny", "adapter": str(tiny_adapter)}
     assert [r["index"] for r in records[1:-1]] == [0, 1] and all(r["answer"] for r in records[1:-1])
     assert records[-1] == {"done": True}
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from workbench import rewards, tasks
-from workbench.tasks import TASKS, TaskError
+from workbench.spec import rewards, tasks
+from workbench.spec.tasks import TASKS, TaskError
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_task_trains_one_real_grpo_step(tmp_path, name):
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from workbench.models import tiny_model_dir
+    from workbench.spec.models import tiny_model_dir
 
     class KeepLogs(TrainerCallback):
         def __init__(self):

@@ -12,10 +12,11 @@ from collections import defaultdict
 
 import pytest
 
-from workbench import runfolder
-from workbench.capture import StatusWriter, completion_records, failure_hint, prompt_text
-from workbench.config import RunConfig
-from workbench.rewards import RewardFunctionError
+from workbench.jobs import runfolder
+from workbench.spec.chat import prompt_text
+from workbench.spec.config import RunConfig
+from workbench.spec.rewards import RewardFunctionError
+from workbench.trainer.recorder import StatusWriter, completion_records, failure_hint
 
 TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
 
@@ -79,7 +80,7 @@ def test_status_heartbeat_keeps_updated_at_fresh(tmp_path):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    from workbench.training import run_training
+    from workbench.trainer.training import run_training
 
     run_dir = tmp_path_factory.mktemp("run")
     # two reward functions with unequal weights, so the weighted total is checked too
@@ -143,7 +144,7 @@ def test_checkpoints_and_adapter_load_with_peft(finished_run):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from workbench.models import tiny_model_dir
+    from workbench.spec.models import tiny_model_dir
 
     _, run_dir, _ = finished_run
     assert [p.name for p in runfolder.checkpoint_dirs(run_dir)] == ["checkpoint-2", "checkpoint-3"]
@@ -191,7 +192,7 @@ def reward_fails_on_second_call(tmp_path):
 
 @pytest.mark.slow
 def test_a_reward_that_raises_fails_the_run_naming_it(tmp_path, reward_fails_on_second_call):
-    from workbench.training import run_training
+    from workbench.trainer.training import run_training
 
     run_dir = tmp_path / "run"
     cfg = RunConfig(**TINY, max_steps=3, save_steps=10, reward_names=["flaky_reward"],

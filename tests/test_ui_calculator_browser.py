@@ -1,6 +1,6 @@
 """The Calculator tab in a real headless Chromium against the real app server.
 
-Sets seed 001's failing case (3 training processes x batch 1, G = 8), reads
+Sets the Open-R1 failing case (3 training processes x batch 1, G = 8), reads
 TRL's exact message in the badge, clicks a suggestion and sees the plan turn
 valid; bad input names the field; a pasted error is explained and loaded into
 the fields. Saves assets/calculator.png for the README.

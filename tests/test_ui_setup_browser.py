@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import UI
+from browser_fixtures import UI
 from playwright.sync_api import expect
 
-from workbench import runfolder
+from workbench.jobs import runfolder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

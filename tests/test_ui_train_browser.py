@@ -16,11 +16,11 @@ import shutil
 import time
 
 import pytest
-from conftest import UI
+from browser_fixtures import UI
 from playwright.sync_api import expect
 
-from workbench import launcher, runfolder
-from workbench.config import RunConfig
+from workbench.jobs import launcher, runfolder
+from workbench.spec.config import RunConfig
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from workbench.runfolder import runs_root
+from workbench.jobs.runfolder import runs_root
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"

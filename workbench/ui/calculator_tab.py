@@ -3,7 +3,7 @@
 Every input change calls `update_calculator` (the function the benchmark
 times): the valid/invalid badge with TRL's exact message, suggestion buttons,
 warnings, the numbers, a heatmap of valid (batch, G) pairs and the framework
-comparison. A pasted error message is explained by workbench.explain and can
+comparison. A pasted error message is explained by workbench.calc.explain and can
 be loaded into the fields. Labels are TRL's field names, so what a person
 reads here is what they type into GRPOConfig.
 
@@ -16,10 +16,19 @@ from __future__ import annotations
 
 import gradio as gr
 
-from workbench.calculator import PLAN_DEFAULTS
-from workbench.ui.framework_view import explain_html, frameworks_html
-from workbench.ui.plan_view import apply_changes, make_plan_view
-from workbench.ui.widgets import PlanPanel, build_verdict, render_plan_panel, whole_number
+from workbench.calc import PLAN_DEFAULTS
+from workbench.ui.calculator_view import (
+    apply_changes,
+    explain_html,
+    frameworks_html,
+    make_plan_view,
+)
+from workbench.ui.widgets import (
+    PlanPanel,
+    build_verdict,
+    render_plan_panel,
+    whole_number,
+)
 
 # The calculator's inputs in the order of the tab's components (and of update_calculator's arguments).
 MAIN_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "num_processes",
@@ -29,11 +38,11 @@ ADVANCED_FIELDS = ("steps_per_generation", "generation_batch_size", "do_eval", "
                    "num_generations_eval")
 FIELDS = MAIN_FIELDS + RUN_FIELDS + ADVANCED_FIELDS
 
-# The calculator opens on seed 000's failing case (1 process x batch 1, G = 8) with the demo's data size.
+# The calculator opens on the classic failing case (1 process x batch 1, G = 8) with the demo's data size.
 START_VALUES = {**PLAN_DEFAULTS, "per_device_train_batch_size": 1, "num_generations": 8, "dataset_size": 64,
                 "steps_per_generation": 0, "generation_batch_size": 0, "num_generations_eval": 0}
 
-# What 0 means in the optional fields (see plan_view.UNSET_WHEN_ZERO).
+# What 0 means in the optional fields (see calculator_view.UNSET_WHEN_ZERO).
 INFO = {
     "dataset_size": "0: unknown",
     "steps_per_generation": "0: = gradient_accumulation_steps",

@@ -2,7 +2,7 @@
 
 Pick a run (the current one or any past one) and one of its checkpoints; the
 probe prompts come from the run's task and can be edited. "Answer side by
-side" starts `python -m workbench sample` processes (see workbench/ui/probes.py)
+side" starts `python -m workbench sample` processes (see workbench/jobs/probes.py)
 so this page never waits on a model: a timer shows the answers as they come,
 and Cancel kills the sampling process. The UI process itself never imports
 torch. The job lives in this browser session's `gr.State`; closing the
@@ -11,31 +11,15 @@ session cancels it.
 
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 
-from workbench import runfolder
-from workbench.ui import probes, runs_table
+from workbench.errors import WorkbenchError
+from workbench.jobs import probes, runfolder
+from workbench.ui import compare_view
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
 DEFAULT_MAX_NEW_TOKENS = 48
-
-NOTE_CSS = """
-.wb-probe-progress { font-size: 0.9rem; color: #334155; padding: 4px 2px; }
-.wb-probe-progress.wb-probe-error { color: #7f1d1d; background: #fef2f2; border: 1px solid #fca5a5; border-radius: 8px;
-  padding: 8px 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
-"""
-
-
-def progress_html(text: str) -> str:
-    if not text:
-        return ""
-    failed = text.startswith(("Sampling failed", "Probe prompts", "Run:", "Not started"))
-    kind = " wb-probe-error" if failed else ""
-    return f'<div class="wb-probe-progress{kind}">{html.escape(text)}</div>'
-
 
 def cancel_on_close(job: probes.ProbeJob | None) -> None:
     """A closed browser session leaves no sampling process behind."""
@@ -62,9 +46,9 @@ def build(ctx: UIContext) -> None:
     with gr.Row():
         answer_button = gr.Button("Answer side by side", variant="primary", scale=0, min_width=240)
         cancel_button = gr.Button("Cancel", variant="stop", scale=0, min_width=110, interactive=False)
-        progress = gr.HTML("", css_template=NOTE_CSS, js_on_load=None, elem_id="wb-compare-progress")
+        progress = gr.HTML("", css_template=compare_view.NOTE_CSS, js_on_load=None, elem_id="wb-compare-progress")
     # Without gradio's prose styles, whose dark table borders would box every answer.
-    table = gr.HTML(probes.compare_html(None), css_template=probes.COMPARE_CSS, js_on_load=None,
+    table = gr.HTML(compare_view.compare_html(None), css_template=compare_view.COMPARE_CSS, js_on_load=None,
                     apply_default_css=False, elem_id="wb-compare-table")
     timer = gr.Timer(TICK_SECONDS, active=False)
 
@@ -74,7 +58,7 @@ def build(ctx: UIContext) -> None:
         return gr.Dropdown(choices=labels, value=value)
 
     def pick_run(run_id: str | None) -> dict:
-        config = runs_table.read_config(runs_dir, run_id) if run_id else {}
+        config = runfolder.read_config(runs_dir / run_id) if run_id else {}
         return {checkpoint: checkpoint_choices(run_id), prompts_box: "\n".join(probes.default_prompts(config))}
 
     def on_load():
@@ -86,7 +70,7 @@ def build(ctx: UIContext) -> None:
         running = job is not None and not job.finished
         return {job_state: job, timer: gr.Timer(active=running), cancel_button: gr.Button(interactive=running),
                 answer_button: gr.Button(interactive=not running),
-                progress: progress_html(probes.progress_text(job)), table: probes.compare_html(job)}
+                progress: compare_view.progress_html(compare_view.progress_text(job)), table: compare_view.compare_html(job)}
 
     def on_answer(run_id, checkpoint_label, prompts_text, tokens, job):
         if job is not None and job.process is not None:
@@ -95,13 +79,13 @@ def build(ctx: UIContext) -> None:
             if not run_id:
                 raise probes.ProbeError("Run: pick a run first; its base model answers on the left")
             prompts = probes.parse_prompts(prompts_text)
-            config = runs_table.read_config(runs_dir, run_id)
+            config = runfolder.read_config(runs_dir / run_id)
             chosen = dict(probes.list_checkpoints(runs_dir / run_id))
             side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label in chosen else None
             new_job = probes.advance_job(probes.plan_job(runs_dir / run_id, config, side, prompts, int(tokens)))
-        except ValueError as exc:  # ProbeError and sampling's own checks name the field and the fix
+        except WorkbenchError as exc:  # ProbeError and sampling's own checks name the field and the fix
             text = str(exc)
-            return {**job_outputs(None), progress: progress_html(text if text.startswith(("Run:", "Probe"))
+            return {**job_outputs(None), progress: compare_view.progress_html(text if text.startswith(("Run:", "Probe"))
                                                                  else f"Not started: {text}")}
         return job_outputs(new_job)
 

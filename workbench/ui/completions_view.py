@@ -1,6 +1,6 @@
 """HTML for the grouped-completions view: each prompt's G completions as cards.
 
-`render_groups_html(groups)` takes the `GroupView`s of `workbench.groups` and
+`render_groups_html(groups)` takes the `GroupView`s of `workbench.insight.groups` and
 returns one self-contained HTML fragment (its own `<style>`, every class
 prefixed `wb-`), ready for a `gr.HTML` component or a notebook's
 `IPython.display.HTML`. Each prompt is a section; its completions sit side by
@@ -18,7 +18,7 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable
 
-from workbench.groups import GroupView, format_number, format_signed
+from workbench.insight.groups import GroupView, format_number, format_signed
 
 # Cards are at least this wide, so a 1280 px page shows about five per row and
 # a narrow column still shows one whole card.

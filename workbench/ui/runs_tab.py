@@ -17,9 +17,10 @@ import html
 
 import gradio as gr
 
-from workbench import figures, launcher, runfolder
-from workbench.groups import available_steps, groups_for_step
-from workbench.ui import runs_table
+from workbench.insight import figures
+from workbench.insight.groups import available_steps, groups_for_step
+from workbench.jobs import launcher, runfolder
+from workbench.ui import runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 
@@ -51,7 +52,7 @@ def note_html(message: str, kind: str = "info") -> str:
 
 
 def read_rows(runs_dir) -> list[list]:
-    return runs_table.runs_rows(runs_table.summarise_run(entry) for entry in launcher.list_runs(runs_dir))
+    return runs_view.runs_rows(runs_view.summarise_run(entry) for entry in launcher.list_runs(runs_dir))
 
 
 def build(ctx: UIContext) -> None:
@@ -60,7 +61,7 @@ def build(ctx: UIContext) -> None:
 
     gr.Markdown("### All runs\nRead from the run folders; updates by itself while runs go.",
                 elem_classes=["wb-section"])
-    table = gr.Dataframe(headers=list(runs_table.COLUMNS), value=[], datatype="str", interactive=False,
+    table = gr.Dataframe(headers=list(runs_view.COLUMNS), value=[], datatype="str", interactive=False,
                          wrap=True, max_height=320, elem_id="wb-runs-table",
                          column_widths=["24%", "8%", "14%", "10%", "8%", "9%", "14%", "13%"])
 
@@ -104,7 +105,7 @@ def build(ctx: UIContext) -> None:
         return figures.overlay_runs(records, metric_name, smooth)
 
     def diff_outputs(run_ids: list[str]) -> dict:
-        headers, rows = runs_table.config_diff({r: runs_table.read_config(runs_dir, r) for r in run_ids})
+        headers, rows = runs_view.config_diff({r: runfolder.read_config(runs_dir / r) for r in run_ids})
         if len(run_ids) < 2:
             note = "Tick two or more runs to see the settings that differ."
         elif not rows:
@@ -123,7 +124,7 @@ def build(ctx: UIContext) -> None:
             return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
                     completions: render_empty_html("This run has no completions yet.")}
         step = min(steps, key=lambda s: (abs(s - wanted), s)) if wanted is not None else steps[-1]
-        config = runs_table.read_config(runs_dir, run_id)
+        config = runfolder.read_config(runs_dir / run_id)
         groups = groups_for_step(records, step, config.get("scale_rewards"))
         low = steps[0] if len(steps) > 1 else steps[0] - 1
         return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),

@@ -19,21 +19,51 @@ from __future__ import annotations
 import gradio as gr
 import psutil
 
-from workbench import launcher
-from workbench.config import FIELD_HELP, LOSS_TYPES, LR_SCHEDULERS, SCALE_REWARDS, VLLM_MODES, ConfigError, RunConfig
-from workbench.config import field_type, validate_config
-from workbench.hardware import busy_gpu_ids, list_gpus
-from workbench.models import BUNDLED_MODEL, TINY_MODEL
-from workbench.rewards import REWARDS, RewardError, describe_rewards, score
-from workbench.tasks import TASKS
-from workbench.ui.plan_view import apply_changes, warnings_html
-from workbench.ui.setup_view import (
-    BATCH_FIELDS, CPU_PROCESS_CHOICES, LORA_FIELDS, OPTIMISER_FIELDS, PLAN_FIELDS_SETTABLE, RUN_FIELDS,
-    SETTING_FIELDS, VLLM_FIELDS, command_text, config_from_form, error_view, gpu_choices, hardware_html,
-    memory_html, parse_columns, parse_completions, preview_run_dir, problems_html, scores_html, setting_notes,
-    setup_plan_view, smoke_result_html, task_dataset_size,
+from workbench.errors import WorkbenchError
+from workbench.jobs import launcher, runfolder
+from workbench.spec.chat import prompt_text
+from workbench.spec.config import (
+    FIELD_HELP,
+    LOSS_TYPES,
+    LR_SCHEDULERS,
+    SCALE_REWARDS,
+    VLLM_MODES,
+    ConfigError,
+    RunConfig,
+    field_type,
+    validate_config,
 )
-from workbench.ui.widgets import render_plan_panel, build_verdict
+from workbench.spec.hardware import list_gpus
+from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
+from workbench.spec.rewards import REWARDS, describe_rewards, score
+from workbench.spec.tasks import TASKS
+from workbench.ui.calculator_view import apply_changes, warnings_html
+from workbench.ui.setup_view import (
+    BATCH_FIELDS,
+    CPU_PROCESS_CHOICES,
+    LORA_FIELDS,
+    OPTIMISER_FIELDS,
+    PLAN_FIELDS_SETTABLE,
+    RUN_FIELDS,
+    SETTING_FIELDS,
+    VLLM_FIELDS,
+    command_text,
+    config_from_form,
+    error_view,
+    gpu_choices,
+    hardware_html,
+    memory_html,
+    parse_columns,
+    parse_completions,
+    preview_run_dir,
+    problems_html,
+    scores_html,
+    setting_notes,
+    setup_plan_view,
+    smoke_result_html,
+    task_dataset_size,
+)
+from workbench.ui.widgets import build_verdict, render_plan_panel
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
            "vllm_mode": VLLM_MODES}
@@ -51,11 +81,11 @@ PROMPT_TOKENS_ASSUMED = 64
 
 def _hardware_state(runs_dir) -> dict:
     """GPUs as NVML sees them now and those held by running runs (plain data for a gr.State)."""
-    return {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(busy_gpu_ids(runs_dir))}
+    return {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(launcher.busy_gpu_ids(runs_dir))}
 
 
 def _gpus(hardware: dict):
-    from workbench.hardware import GpuInfo
+    from workbench.spec.hardware import GpuInfo
 
     return [GpuInfo(**g) for g in (hardware or {}).get("gpus", [])]
 
@@ -93,12 +123,12 @@ def update_plan(*values) -> list:
 
 def benchmark_values() -> list:
     """The tab's default values, as update_plan receives them on page load (for the benchmark)."""
-    defaults = RunConfig().to_dict()
+    defaults = RunConfig.for_task(RunConfig().task).to_dict()
     task = TASKS[defaults["task"]]
     form = {key: defaults.get(key) for key in FORM_KEYS}
     form.update({f"use_{n}": n in task.reward_names for n in REWARDS})
     form.update({f"weight_{n}": dict(zip(task.reward_names, task.reward_weights)).get(n, 1.0) for n in REWARDS})
-    form.update(cpu_processes=1, gpu_ids=[], **task.settings)
+    form.update(cpu_processes=1, gpu_ids=[])
     return [form[key] for key in FORM_KEYS] + [{"gpus": [], "busy": []}]
 
 
@@ -135,7 +165,8 @@ def apply_task(task_name: str) -> list:
     reward_updates = []
     for name in REWARDS:
         reward_updates += [gr.update(value=name in weights), gr.update(value=weights.get(name, 1.0))]
-    settings = [gr.update(value=task.settings[k]) if k in task.settings else gr.update() for k in TASK_SETTING_KEYS]
+    preset = RunConfig.for_task(task_name)
+    settings = [gr.update(value=getattr(preset, k)) for k in TASK_SETTING_KEYS]
     return [f"**{task.title}.** {task.description}", *reward_updates, *settings]
 
 
@@ -154,7 +185,7 @@ def try_rewards(prompt: str, completions_text: str, columns_text: str, *values) 
         columns = parse_columns(columns_text)
         results = score(cfg.reward_names, prompt or "", completions, weights=cfg.reward_weights,
                         reward_file=cfg.reward_file or None, **columns)
-    except (RewardError, ValueError) as exc:
+    except WorkbenchError as exc:
         return f'<p class="wb-warn-line">{exc}</p>'
     return scores_html(results, cfg.reward_names)
 
@@ -166,7 +197,7 @@ def example_from_task(task_name: str) -> tuple[str, str]:
         return "", ""
     row = task.build_rows(1, 0)[0]
     prompt = row["prompt"]
-    text = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
+    text = prompt_text(prompt)
     columns = "\n".join(f"{k} = {', '.join(map(str, v)) if isinstance(v, list) else v}"
                         for k, v in row.items() if k != "prompt")
     return text, columns
@@ -301,7 +332,7 @@ def build(ctx) -> None:
         if not run_id:
             return gr.skip(), gr.Timer(active=False)
         status = launcher.status(run_id, ctx.runs_dir)
-        final = status.get("state") in ("finished", "failed", "stopped")
+        final = status.get("state") in runfolder.FINAL_STATES
         return smoke_result_html(status), gr.Timer(active=not final)
 
     smoke_button.click(start_smoke, inputs=inputs, outputs=[smoke_run, smoke_result, smoke_timer])

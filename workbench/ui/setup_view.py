@@ -15,12 +15,13 @@ from functools import lru_cache
 from html import escape
 from pathlib import Path
 
-from workbench import runfolder
-from workbench.calculator import InputError
-from workbench.config import ConfigError, ConfigProblem, RunConfig, plan_for
-from workbench.hardware import GpuInfo, visible_devices
-from workbench.rewards import REWARDS
-from workbench.ui.plan_view import PlanView
+from workbench.calc import InputError
+from workbench.errors import WorkbenchError
+from workbench.jobs import runfolder
+from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, plan_for
+from workbench.spec.hardware import GpuInfo, visible_devices
+from workbench.spec.rewards import REWARDS
+from workbench.ui.calculator_view import PlanView
 
 # RunConfig fields the Setup tab shows as settings, grouped as on the page.
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
@@ -93,7 +94,7 @@ def config_from_form(form: dict, gpus_present: bool) -> RunConfig:
     """A RunConfig from the Setup tab's values; ConfigError naming the field when one cannot be read."""
     names, weights = reward_choice(form)
     values = {name: form[name] for name in SETTING_FIELDS if name in form}
-    if values.get("steps_per_generation") == 0:  # how the page shows "unset" (plan_view.UNSET_WHEN_ZERO)
+    if values.get("steps_per_generation") == 0:  # how the page shows "unset" (calculator_view.UNSET_WHEN_ZERO)
         values["steps_per_generation"] = None
     # A blank optional field is unset; a blank text field is its default.
     values = {name: value for name, value in values.items() if not (value is None and name != "steps_per_generation")}
@@ -145,7 +146,7 @@ def problems_html(problems: list[ConfigProblem]) -> str:
 
 
 def setting_notes(cfg: RunConfig) -> list[str]:
-    """Plain words about settings whose effect is easy to miss (seed 002 and the CPU defaults)."""
+    """Plain words about settings whose effect is easy to miss (beta = 0, which drops the KL term, and the CPU defaults)."""
     notes = []
     if cfg.beta == 0:
         notes.append("beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
@@ -192,7 +193,7 @@ def parse_columns(text: str) -> dict:
             continue
         name, sep, value = line.partition("=")
         if not sep or not name.strip():
-            raise ValueError(f"columns, line {number}: {line.strip()!r} is not `name = value`; write e.g. answer = 42")
+            raise WorkbenchError(f"columns, line {number}: {line.strip()!r} is not `name = value`; write e.g. answer = 42")
         columns[name.strip()] = value.strip()
     return columns
 
@@ -241,7 +242,7 @@ def smoke_result_html(status: dict) -> str:
 @lru_cache(maxsize=None)  # built-in tasks never change while the app runs
 def task_dataset_size(task_name: str) -> int | None:
     """Prompts a built-in task trains on (its default size, or all rows it has); None if unknown."""
-    from workbench.tasks import TASKS
+    from workbench.spec.tasks import TASKS
 
     task = TASKS.get(task_name)
     if task is None:
@@ -253,7 +254,7 @@ def task_dataset_size(task_name: str) -> int | None:
 
 def local_model_folder(model: str) -> Path | None:
     """The model's folder when it is already on disk (the bundled and tiny models once converted)."""
-    from workbench.models import BUNDLED_MODEL, TINY_MODEL, cache_dir
+    from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL, cache_dir
 
     name = (model or BUNDLED_MODEL).strip()
     folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(
@@ -263,7 +264,7 @@ def local_model_folder(model: str) -> Path | None:
 
 def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_length: int = 64) -> str:
     """The rough memory estimate for one training process, with a warning past the device's free memory."""
-    from workbench.memory import MemoryInputError, estimate_for_config
+    from workbench.spec.memory import estimate_for_config
 
     folder = local_model_folder(cfg.model)
     if folder is None:
@@ -271,7 +272,7 @@ def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_
                 "is converted on its first run or smoke test; hub models once downloaded).</p>")
     try:
         estimate = estimate_for_config(cfg, folder, max_prompt_length=max_prompt_length, device=device)
-    except (MemoryInputError, ValueError) as exc:
+    except WorkbenchError as exc:
         return f'<p class="wb-note">Memory estimate unavailable: {escape(str(exc))}</p>'
     rows = "".join(
         f"<tr><td>{escape(t.name)}</td><td>{escape(t.phase)}</td><td class='wb-num'>{t.bytes / 2**20:,.0f} MB</td></tr>"

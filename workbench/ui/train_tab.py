@@ -8,9 +8,9 @@ with a slider over steps; then the other curves.
 
 Liveness: a `gr.Timer` ticks every second in the browser (so a tab that was in
 the background catches up on its next tick). Each tick reads only the bytes
-the run wrote since the last one (`live.poll_run`) and returns `gr.skip()`
+the run wrote since the last one (`train_view.poll_run`) and returns `gr.skip()`
 when nothing changed. What the page knows lives in this browser session's
-`gr.State` (a `live.RunWatch`); the run it shows is also kept in the
+`gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
 browser's localStorage (`gr.BrowserState`) so a reload re-attaches to it.
 Nothing about runs is kept in the process: two tabs see the same run folders.
 """
@@ -22,10 +22,12 @@ from dataclasses import replace
 
 import gradio as gr
 
-from workbench import figures, launcher, runfolder
-from workbench.groups import groups_for_step
-from workbench.health import check_health
-from workbench.ui import live
+from workbench.errors import WorkbenchError
+from workbench.insight import figures
+from workbench.insight.groups import groups_for_step
+from workbench.insight.health import check_health
+from workbench.jobs import launcher, runfolder
+from workbench.ui import train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 
@@ -51,7 +53,7 @@ def notice_html(message: str, kind: str = "error") -> gr.HTML:
 
 def build(ctx: UIContext) -> None:
     remembered = gr.BrowserState(None, storage_key="wb-train-run")
-    watch_state = gr.State(live.RunWatch())
+    watch_state = gr.State(train_view.RunWatch())
     # None follows the newest step; a step number keeps the slider where the person put it.
     pinned_state = gr.State(None)
 
@@ -65,9 +67,9 @@ def build(ctx: UIContext) -> None:
         stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=90, interactive=False)
         resume_button = gr.Button("Resume", scale=1, min_width=90, interactive=False)
     notice = gr.HTML("", css_template=NOTICE_CSS, js_on_load=None, visible=False)
-    progress = gr.HTML(live.progress_html(None, None), css_template=live.PROGRESS_CSS, js_on_load=None,
+    progress = gr.HTML(train_view.progress_html(None, None), css_template=train_view.PROGRESS_CSS, js_on_load=None,
                        elem_id="wb-train-progress")
-    failure = gr.HTML("", css_template=live.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure",
+    failure = gr.HTML("", css_template=train_view.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure",
                       visible=False)
 
     plots: dict[str, gr.Plot] = {}
@@ -81,7 +83,7 @@ def build(ctx: UIContext) -> None:
             smoothing = gr.Slider(0.0, 0.95, value=DEFAULT_SMOOTHING, step=0.05, label="Smoothing",
                                   info="Exponential moving average of the curves; the raw points stay faint.")
             gr.Markdown("### Health", elem_classes=["wb-section"])
-            alarms = gr.HTML(live.alarms_html([], False), css_template=live.ALARMS_CSS, js_on_load=None,
+            alarms = gr.HTML(train_view.alarms_html([], False), css_template=train_view.ALARMS_CSS, js_on_load=None,
                              elem_id="wb-train-alarms")
 
     gr.Markdown("### Completions, group by group\nEach prompt's G completions side by side: every reward "
@@ -110,19 +112,19 @@ def build(ctx: UIContext) -> None:
 
     # ------------------------------------------------------------ rendering
 
-    def render(watch: live.RunWatch, pinned: int | None, smooth: float, changes: live.Changes,
+    def render(watch: train_view.RunWatch, pinned: int | None, smooth: float, changes: train_view.Changes,
                full: bool = False) -> dict:
         """Outputs for what changed (everything when `full`)."""
         out: dict = {watch_state: watch}
-        live_run = live.is_live(watch.status)
+        live_run = train_view.is_live(watch.status)
         if full or changes.status or live_run:
             # A live run's clock moves every second even when no file changed.
-            out[progress] = live.progress_html(watch.run_id, live.measure_progress(watch.status, watch.metrics)
+            out[progress] = train_view.progress_html(watch.run_id, train_view.measure_progress(watch.status, watch.metrics)
                                                if watch.run_id else None)
         if full or changes.status:
             log_tail = runfolder.read_log_tail(runs_dir / watch.run_id, 3000) if watch.run_id and \
                 watch.status.get("state") == "failed" else ""
-            panel = live.failure_html(watch.status, log_tail)
+            panel = train_view.failure_html(watch.status, log_tail)
             out[failure] = gr.HTML(panel, visible=bool(panel))
             out[stop_button] = gr.Button(interactive=live_run)
             out[resume_button] = gr.Button(interactive=bool(watch.run_id) and not live_run
@@ -130,23 +132,23 @@ def build(ctx: UIContext) -> None:
                                            and runfolder.last_checkpoint(runs_dir / watch.run_id) is not None)
         if full or changes.metrics:
             out.update(render_figures(watch, smooth))
-            out[alarms] = live.alarms_html(check_health(watch.metrics, watch.config), bool(watch.metrics))
+            out[alarms] = train_view.alarms_html(check_health(watch.metrics, watch.config), bool(watch.metrics))
         if full or changes.completions:
             out.update(render_completions(watch, pinned))
         return out
 
-    def render_figures(watch: live.RunWatch, smooth: float) -> dict:
+    def render_figures(watch: train_view.RunWatch, smooth: float) -> dict:
         built = figures.build_figures(watch.metrics, smooth)
         return {plots[name]: built[name] for name in plots}
 
-    def render_completions(watch: live.RunWatch, pinned: int | None) -> dict:
+    def render_completions(watch: train_view.RunWatch, pinned: int | None) -> dict:
         steps = watch.completion_steps
         if not steps:
             return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
                     completions: render_empty_html()}
-        step = live.nearest_step(steps, pinned)
+        step = train_view.nearest_step(steps, pinned)
         records = watch.newest_completions if step == steps[-1] else \
-            live.completions_of_step(runs_dir, watch.run_id, step)
+            train_view.completions_of_step(runs_dir, watch.run_id, step)
         groups = groups_for_step(records, step, watch.config.get("scale_rewards"))
         title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
         # A slider needs two ends; with one step so far it spans step-1..step.
@@ -160,8 +162,8 @@ def build(ctx: UIContext) -> None:
 
     def attach(run_id: str | None, newest_known: str | None, smooth: float) -> dict:
         """Start following `run_id`: read all it wrote so far and draw everything."""
-        watch = live.start_watching(runs_dir, run_id, newest_known)
-        watch, changes = live.poll_run(watch, runs_dir, launcher.status_of_dir)
+        watch = train_view.start_watching(runs_dir, run_id, newest_known)
+        watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
         out = render(watch, None, smooth, changes, full=True)
         out[pinned_state] = None
         out[run_picker] = picker_update(run_id)
@@ -171,28 +173,28 @@ def build(ctx: UIContext) -> None:
 
     def on_load(remembered_run: str | None, smooth: float):
         entries = launcher.list_runs(runs_dir)
-        run_id = live.choose_run([(e["run_id"], e) for e in entries], remembered_run)
+        run_id = train_view.choose_run([(e["run_id"], e) for e in entries], remembered_run)
         out = attach(run_id, entries[0]["run_id"] if entries else None, smooth)
         out[remembered] = run_id
         return out
 
-    def on_tick(watch: live.RunWatch, pinned: int | None, smooth: float):
+    def on_tick(watch: train_view.RunWatch, pinned: int | None, smooth: float):
         run_ids = [path.name for path in runfolder.list_run_dirs(runs_dir)]
         if watch.run_id and watch.run_id not in run_ids:  # deleted from the Runs tab or another tab
             entries = launcher.list_runs(runs_dir)
-            out = attach(live.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known, smooth)
+            out = attach(train_view.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known, smooth)
             out[notice] = notice_html(f"Run {watch.run_id} was deleted.", "info")
             return out
         before = watch.newest_known
-        switch_to, newest_known = live.new_run_to_follow(run_ids, watch)
+        switch_to, newest_known = train_view.new_run_to_follow(run_ids, watch)
         if switch_to:
             out = attach(switch_to, newest_known, smooth)
             out[remembered] = switch_to
             return out
         if newest_known != watch.newest_known:
             watch = replace(watch, newest_known=newest_known)
-        new_watch, changes = live.poll_run(watch, runs_dir, launcher.status_of_dir)
-        if not changes.anything and not live.is_live(new_watch.status):
+        new_watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
+        if not changes.anything and not train_view.is_live(new_watch.status):
             return {watch_state: new_watch} if newest_known != before else gr.skip()
         out = render(new_watch, pinned, smooth, changes)
         if changes.status:
@@ -201,7 +203,7 @@ def build(ctx: UIContext) -> None:
             out[notice] = notice_html("")
         return out
 
-    def on_pick(run_id: str | None, watch: live.RunWatch, smooth: float):
+    def on_pick(run_id: str | None, watch: train_view.RunWatch, smooth: float):
         if not run_id or run_id == watch.run_id:
             return gr.skip()
         out = attach(run_id, watch.newest_known, smooth)
@@ -209,25 +211,25 @@ def build(ctx: UIContext) -> None:
         out[notice] = notice_html("")
         return out
 
-    def on_smoothing(watch: live.RunWatch, smooth: float):
+    def on_smoothing(watch: train_view.RunWatch, smooth: float):
         return render_figures(watch, smooth) if watch.run_id else gr.skip()
 
-    def on_step(watch: live.RunWatch, wanted: float):
+    def on_step(watch: train_view.RunWatch, wanted: float):
         if not watch.completion_steps:
             return gr.skip()
-        step = live.nearest_step(watch.completion_steps, wanted)
+        step = train_view.nearest_step(watch.completion_steps, wanted)
         pinned = None if step == watch.completion_steps[-1] else step
         out = render_completions(watch, pinned)
         out[pinned_state] = pinned
         return out
 
-    def on_launch(watch: live.RunWatch, smooth: float, *setup_values):
+    def on_launch(watch: train_view.RunWatch, smooth: float, *setup_values):
         if ctx.config_from_values is None:
             return {notice: notice_html("Set up the run in the Setup tab first.")}
         try:
             config = ctx.config_from_values(*setup_values)
             run_id = launcher.start(config, runs_dir)
-        except ValueError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
+        except WorkbenchError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
             return {notice: notice_html(f"Not launched:\n{exc}")}
         out = attach(run_id, run_id, smooth)
         out[remembered] = run_id
@@ -235,7 +237,7 @@ def build(ctx: UIContext) -> None:
                                   f"and the first step is done.", "info")
         return out
 
-    def on_stop(watch: live.RunWatch):
+    def on_stop(watch: train_view.RunWatch):
         if not watch.run_id:
             return
         yield {stop_button: gr.Button(interactive=False),
@@ -249,12 +251,12 @@ def build(ctx: UIContext) -> None:
         yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}.",
                                    "info")}
 
-    def on_resume(watch: live.RunWatch):
+    def on_resume(watch: train_view.RunWatch):
         if not watch.run_id:
             return gr.skip()
         try:
             launcher.resume(watch.run_id, runs_dir)
-        except ValueError as exc:  # LauncherError / ConfigError say what to do
+        except WorkbenchError as exc:  # LauncherError / ConfigError say what to do
             return {notice: notice_html(f"Not resumed: {exc}")}
         return {resume_button: gr.Button(interactive=False),
                 notice: notice_html(f"Resuming {watch.run_id} from its last checkpoint.", "info")}

@@ -14,8 +14,14 @@ from dataclasses import dataclass
 import gradio as gr
 from gradio.components.plot import PlotData
 
-from workbench.ui.plan_view import (
-    SUGGESTION_SLOTS, PlanView, badge_html, heatmap_figure, numbers_html, suggestion_label, suggestion_slots,
+from workbench.ui.calculator_view import (
+    SUGGESTION_SLOTS,
+    PlanView,
+    badge_html,
+    heatmap_figure,
+    numbers_html,
+    suggestion_label,
+    suggestion_slots,
     warnings_html,
 )
 

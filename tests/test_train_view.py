@@ -1,0 +1,204 @@
+"""The Train tab's pure steps: which run a page shows, polls that read only new bytes, progress, failure."""
+
+import json
+
+import pytest
+
+from workbench.jobs import runfolder
+from workbench.ui import train_view
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """An empty run folder `runs/r1` that has started training."""
+    path = tmp_path / "r1"
+    path.mkdir()
+    (path / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny"}))
+    runfolder.update_status(path, state="training", step=0, total_steps=10, started_at=1000.0, pid=1)
+    return path
+
+
+def completion(step, group=0, reward=0.5):
+    return {"step": step, "group": group, "prompt": "p", "completion": "c", "reward": reward}
+
+
+@pytest.mark.parametrize(
+    "runs, remembered, expected",
+    [
+        ([], None, None),
+        ([("b", {"state": "finished"}), ("a", {"state": "finished"})], None, "b"),
+        ([("b", {"state": "finished"}), ("a", {"state": "training"})], None, "a"),
+        ([("b", {"state": "finished"}), ("a", {"state": "finished"})], "a", "a"),
+        ([("b", {"state": "training"}), ("a", {"state": "finished"})], "a", "b"),
+        ([("b", {"state": "training"}), ("a", {"state": "training"})], "a", "a"),
+        ([("b", {"state": "finished"})], "deleted", "b"),
+    ],
+    ids=["no-runs", "newest", "live-beats-newer-finished", "remembered", "newer-live-beats-remembered-ended",
+         "remembered-still-live", "remembered-gone"],
+)
+def test_choose_run(runs, remembered, expected):
+    assert train_view.choose_run(runs, remembered) == expected
+
+
+@pytest.mark.parametrize(
+    "old, new, expected_steps",
+    [
+        ([], [{"step": 1}, {"step": 2}], [1, 2]),
+        ([{"step": 1}, {"step": 2}], [{"step": 3}], [1, 2, 3]),
+        ([{"step": 1}, {"step": 2}, {"step": 3}], [{"step": 2, "reward": 9}], [1, 2]),
+    ],
+    ids=["append", "continue", "resumed-earlier-replaces-later"],
+)
+def test_merge_metrics_keeps_one_record_per_step(old, new, expected_steps):
+    assert [r["step"] for r in train_view.merge_metrics(old, new)] == expected_steps
+
+
+def test_summary_record_on_last_step_is_merged():
+    merged = train_view.merge_metrics([{"step": 5, "reward": 0.4}], [{"step": 5, "train_runtime": 12.0}])
+    assert merged == [{"step": 5, "reward": 0.4, "train_runtime": 12.0}]
+
+
+def test_merge_completions_tracks_steps_and_newest_group():
+    steps, newest = train_view.merge_completions([], [], [completion(1), completion(1, 1), completion(2)])
+    assert steps == [1, 2] and newest == [completion(2)]
+    steps, newest = train_view.merge_completions(steps, newest, [completion(2, 1)])
+    assert steps == [1, 2] and len(newest) == 2
+    steps, newest = train_view.merge_completions(steps, newest, [completion(1, 0, 0.9)])  # resumed
+    assert steps == [1] and newest == [completion(1, 0, 0.9)]
+
+
+def test_poll_reads_only_new_bytes_and_reports_changes(run_dir):
+    watch = train_view.RunWatch(run_id="r1")
+    watch, changes = train_view.poll_run(watch, run_dir.parent)
+    assert changes.status and not changes.metrics and watch.status["state"] == "training"
+
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 1, "reward": 0.1}])
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(1), completion(1, 1)])
+    watch, changes = train_view.poll_run(watch, run_dir.parent)
+    assert changes.metrics and changes.completions
+    assert watch.metrics == [{"step": 1, "reward": 0.1}] and watch.completion_steps == [1]
+    assert watch.metrics_offset == (run_dir / runfolder.METRICS_FILE).stat().st_size
+
+    same, changes = train_view.poll_run(watch, run_dir.parent)
+    assert not changes.anything and same is watch
+
+    with open(run_dir / runfolder.METRICS_FILE, "a") as handle:
+        handle.write('{"step": 2, "rew')  # the trainer is mid-line
+    same, changes = train_view.poll_run(watch, run_dir.parent)
+    assert not changes.anything
+    with open(run_dir / runfolder.METRICS_FILE, "a") as handle:
+        handle.write('ard": 0.3}\n')
+    watch, changes = train_view.poll_run(watch, run_dir.parent)
+    assert changes.metrics and [r["reward"] for r in watch.metrics] == [0.1, 0.3]
+
+
+def test_heartbeat_alone_is_no_change(run_dir):
+    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent)
+    runfolder.update_status(run_dir)  # only updated_at moves
+    _, changes = train_view.poll_run(watch, run_dir.parent)
+    assert not changes.anything
+
+
+def test_poll_uses_the_given_status_reader(run_dir):
+    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent,
+                             read_status=lambda d: {**runfolder.read_status(d), "state": "failed"})
+    assert watch.status["state"] == "failed"
+
+
+def test_poll_without_a_run_does_nothing(tmp_path):
+    watch = train_view.RunWatch()
+    assert train_view.poll_run(watch, tmp_path) == (watch, train_view.Changes())
+
+
+def test_completions_of_an_earlier_step_come_from_the_file(run_dir):
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
+                           [completion(1), completion(1, 1), completion(2), completion(3), completion(2, 0, 0.9)])
+    assert len(train_view.completions_of_step(run_dir.parent, "r1", 1)) == 2
+    assert train_view.completions_of_step(run_dir.parent, "r1", 2) == [completion(2, 0, 0.9)]
+    assert train_view.completions_of_step(run_dir.parent, "r1", 7) == []
+
+
+@pytest.mark.parametrize(
+    "steps, wanted, expected",
+    [([], 3, None), ([2, 4, 6], None, 6), ([2, 4, 6], 4, 4), ([2, 4, 6], 5, 4), ([2, 4, 6], 99, 6)],
+    ids=["none", "newest", "exact", "tie-earlier", "beyond"],
+)
+def test_nearest_step(steps, wanted, expected):
+    assert train_view.nearest_step(steps, wanted) == expected
+
+
+@pytest.mark.parametrize(
+    "status, metrics, now, expected",
+    [
+        ({"state": "training", "step": 4, "total_steps": 10, "started_at": 100.0}, [], 180.0, (80.0, 120.0)),
+        ({"state": "training", "step": 4, "total_steps": 10, "started_at": 100.0},
+         [{"step": s, "step_time": 3.0} for s in range(1, 5)], 180.0, (80.0, 18.0)),
+        ({"state": "finished", "step": 10, "total_steps": 10, "started_at": 100.0, "updated_at": 150.0}, [], 999.0,
+         (50.0, None)),
+        ({"state": "loading_model", "step": 0, "total_steps": 10, "started_at": 100.0}, [], 105.0, (5.0, None)),
+        ({}, [], 5.0, (None, None)),
+    ],
+    ids=["rate-from-elapsed", "rate-from-step-time", "finished-stops-clock", "no-step-yet", "no-status"],
+)
+def test_measure_progress(status, metrics, now, expected):
+    progress = train_view.measure_progress(status, metrics, now)
+    assert (progress.elapsed_s, progress.remaining_s) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(None, "—"), (4.4, "4 s"), (65, "1 min 05 s"), (3725, "1 h 02 min")],
+    ids=["unknown", "seconds", "minutes", "hours"],
+)
+def test_format_duration(seconds, text):
+    assert train_view.format_duration(seconds) == text
+
+
+def test_progress_html_shows_numbers_and_escapes_the_name():
+    progress = train_view.Progress("training", 3, 12, 30.0, 90.0)
+    text = train_view.progress_html("<run>", progress)
+    assert "step 3 / 12" in text and "about 1 min 30 s left" in text and "width:25.0%" in text
+    assert "&lt;run&gt;" in text
+    assert "Launch" in train_view.progress_html(None, None)
+
+
+def test_failure_panel_shows_hint_error_and_log_tail():
+    status = {"state": "failed", "error": {"type": "ValueError", "message": "bad <thing>",
+                                           "hint": "Lower num_generations."}}
+    text = train_view.failure_html(status, "Traceback ...\nValueError: bad")
+    assert text.index("Lower num_generations.") < text.index("ValueError: bad &lt;thing&gt;")
+    assert "End of train.log" in text and "Traceback ..." in text
+    assert train_view.failure_html({"state": "training"}, "log") == ""
+    assert "without saying why" in train_view.failure_html({"state": "failed"}, "")
+
+
+def test_start_watching_reads_the_config(run_dir):
+    watch = train_view.start_watching(run_dir.parent, "r1", newest_known="r0")
+    assert watch.config == {"model": "tiny"} and watch.newest_known == "r1" and watch.metrics_offset == 0
+    assert train_view.start_watching(run_dir.parent, None, "r0") == train_view.RunWatch(newest_known="r0")
+
+
+@pytest.mark.parametrize(
+    "run_ids, watch, expected",
+    [
+        ([], train_view.RunWatch(), (None, None)),
+        (["b", "a"], train_view.RunWatch(run_id="a", status={"state": "finished"}, newest_known="a"), ("b", "b")),
+        (["b", "a"], train_view.RunWatch(run_id="a", status={"state": "training"}, newest_known="a"), (None, "b")),
+        (["b", "a"], train_view.RunWatch(run_id="a", status={"state": "finished"}, newest_known="b"), (None, "b")),
+        (["a"], train_view.RunWatch(), ("a", "a")),
+    ],
+    ids=["no-runs", "new-run-while-idle", "new-run-while-watching-live", "already-seen", "first-run"],
+)
+def test_new_run_to_follow(run_ids, watch, expected):
+    assert train_view.new_run_to_follow(run_ids, watch) == expected
+
+
+def test_alarms_are_shown_in_plain_words():
+    from workbench.insight.health import Alarm
+
+    alarm = Alarm("warning", "No learning signal", "Most groups <all equal>.", 4, "no_signal")
+    text = train_view.alarms_html([alarm], has_metrics=True)
+    assert "wb-alarm-warning" in text and "No learning signal" in text and "(step 4)" in text
+    assert "&lt;all equal&gt;" in text
+    assert "No alarms" in train_view.alarms_html([], has_metrics=True)
+    assert "first logged step" in train_view.alarms_html([], has_metrics=False)

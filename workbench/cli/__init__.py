@@ -1,0 +1,60 @@
+"""Command-line dispatcher: `python -m workbench <command> ...`.
+
+Each command lives in its own module exposing `add_parser(subparsers)` and
+`run(args) -> int`. Modules import heavy libraries inside `run`, never at the
+top, so `python -m workbench calc` answers in a fraction of a second.
+
+Exit status: 0 success (or a valid plan), 1 a result that is a "no" (an
+invalid plan, an unrecognised error text, a failed run), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Command modules, in the order `--help` lists them.
+COMMAND_MODULES = (
+    "workbench.cli.calc",
+    "workbench.cli.train",
+    "workbench.cli.sample",
+)
+
+
+class ArgumentError(Exception):
+    """Bad command-line input; the message names the field, the rule and a fix."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that reports bad input in one line, exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m workbench", description="GRPO Workbench command line")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # a command not built yet is simply not offered
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except ArgumentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

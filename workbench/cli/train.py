@@ -1,0 +1,163 @@
+"""`python -m workbench train | runs | stop | resume`: training runs from the command line.
+
+    python -m workbench train                      # the demo task on the bundled model, in the foreground
+    python -m workbench train --model tiny --max-steps 3 --set beta=0.0
+    python -m workbench train --config my.json --background   # prints the run id and folder
+    python -m workbench runs                       # a table of runs
+    python -m workbench stop RUN                   # graceful stop, kill after a timeout
+    python -m workbench resume RUN                 # continue from the last checkpoint
+
+Bad input exits with status 2 and a one-line message; a failed run exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from workbench.cli import ArgumentError
+
+
+def add_parser(subparsers) -> None:
+    train = subparsers.add_parser("train", help="train a LoRA adapter with GRPO (foreground or --background)")
+    train.add_argument("--config", help="a config.json (RunConfig fields); other options change it")
+    train.add_argument("--model", help="smollm2-135m-instruct (default), tiny, a model folder or a hub id")
+    train.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords")
+    train.add_argument("--max-steps", type=int, dest="max_steps", help="optimizer steps to train")
+    train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="any RunConfig field, e.g. --set beta=0.0 --set num_generations=4 (repeatable)")
+    train.add_argument("--run-dir", dest="run_dir", help="write the run here instead of a new folder under runs/")
+    train.add_argument("--runs-dir", dest="runs_dir", help="folder holding runs (default $WORKBENCH_RUNS_DIR or ./runs)")
+    train.add_argument("--background", action="store_true", help="start in the background; print the run id")
+    train.add_argument("--resume", action="store_true", help="continue --run-dir from its last checkpoint")
+    train.set_defaults(run=run_train)
+
+    runs = subparsers.add_parser("runs", help="list training runs")
+    runs.add_argument("--runs-dir", dest="runs_dir")
+    runs.set_defaults(run=run_runs)
+
+    stop = subparsers.add_parser("stop", help="stop a run (saves its adapter)")
+    stop.add_argument("run_id", metavar="RUN")
+    stop.add_argument("--runs-dir", dest="runs_dir")
+    stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait before killing it (default 60)")
+    stop.set_defaults(run=run_stop)
+
+    resume = subparsers.add_parser("resume", help="continue a run from its last checkpoint, in the background")
+    resume.add_argument("run_id", metavar="RUN")
+    resume.add_argument("--runs-dir", dest="runs_dir")
+    resume.set_defaults(run=run_resume)
+
+
+def run(args) -> int:
+    return args.run(args)
+
+
+def config_from_args(args):
+    """The RunConfig the options describe; ArgumentError (exit 2) for anything wrong."""
+    from workbench.spec.config import ConfigError, RunConfig, parse_assignment
+
+    try:
+        # A saved config is taken as it is; otherwise the task's own settings (as the Setup tab applies them).
+        config = RunConfig.load(args.config) if args.config else RunConfig.for_task(args.task or RunConfig().task)
+        changes = {name: getattr(args, name) for name in ("model", "task", "max_steps") if getattr(args, name) is not None}
+        for text in args.set:
+            name, value = parse_assignment(text)
+            changes[name] = value
+        return config.with_changes(**changes) if changes else config
+    except ConfigError as exc:
+        raise ArgumentError(str(exc).replace("\n", "; ")) from None
+
+
+def _checked(config) -> None:
+    from workbench.spec.config import ConfigError, check_config
+
+    try:
+        check_config(config)
+    except ConfigError as exc:
+        raise ArgumentError(str(exc).replace("\n", "; ")) from None
+
+
+def run_train(args) -> int:
+    from workbench.jobs import launcher, runfolder
+
+    config = config_from_args(args)
+    _checked(config)
+    if args.background:
+        run_id = launcher.start(config, args.runs_dir)
+        run_dir = launcher.run_dir_of(run_id, args.runs_dir)
+        print(f"{run_id}\t{run_dir}")
+        return 0
+    from workbench.trainer.training import run_training
+
+    if args.run_dir:
+        run_dir = Path(args.run_dir)
+    else:
+        run_dir = runfolder.runs_root(args.runs_dir) / runfolder.new_run_id(config.run_name or config.task)
+        print(f"Run folder: {run_dir}", flush=True)
+    if args.resume and runfolder.last_checkpoint(run_dir) is None:
+        raise ArgumentError(f"--resume: {run_dir} has no checkpoint-* folder; start a new run without --resume")
+    code = run_training(config, run_dir, resume=args.resume, show_progress=sys.stdout.isatty())
+    if os.environ.get("RANK", "0") != "0":  # one summary per run, from the main process
+        return code
+    final = runfolder.read_status(run_dir)
+    if final.get("state") == "failed":
+        error = final.get("error") or {}
+        print(f"Run failed: {error.get('type')}: {error.get('message')}\n{error.get('hint', '')}", file=sys.stderr)
+    else:
+        print(f"Run {final.get('state')} at step {final.get('step')}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
+    return code
+
+
+def format_runs_table(runs: list[dict]) -> str:
+    """Runs as an aligned text table (pure)."""
+    header = ("RUN", "STATE", "STEP", "MODEL", "TASK", "STARTED")
+    rows = [header]
+    for entry in runs:
+        total = entry.get("total_steps")
+        started = entry.get("started_at")
+        rows.append((
+            entry["run_id"],
+            entry.get("state", "?") + (" (smoke test)" if entry.get("smoke_test") else ""),
+            f"{entry.get('step', 0)}/{total}" if total else str(entry.get("step", 0)),
+            Path(str(entry.get("model") or "")).name,
+            entry.get("task") or "",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
+        ))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def run_runs(args) -> int:
+    from workbench.jobs import launcher
+
+    runs = launcher.list_runs(args.runs_dir)
+    if not runs:
+        print("No runs yet; start one with `python -m workbench train`.")
+        return 0
+    print(format_runs_table(runs))
+    return 0
+
+
+def run_stop(args) -> int:
+    from workbench.jobs import launcher
+
+    try:
+        final = launcher.stop(args.run_id, args.runs_dir, timeout=args.timeout)
+    except launcher.LauncherError as exc:
+        raise ArgumentError(str(exc)) from None
+    print(f"{final['run_id']}: {final['state']} at step {final.get('step', 0)}")
+    return 0
+
+
+def run_resume(args) -> int:
+    from workbench.jobs import launcher
+    from workbench.spec.config import ConfigError
+
+    try:
+        run_id = launcher.resume(args.run_id, args.runs_dir)
+    except (launcher.LauncherError, ConfigError) as exc:
+        raise ArgumentError(str(exc).replace("\n", "; ")) from None
+    print(f"{run_id}\t{launcher.run_dir_of(run_id, args.runs_dir)}")
+    return 0

@@ -1,0 +1,236 @@
+"""Health alarms for a GRPO run, in plain words, from its logged metrics.
+
+`check_health(metrics, config=None)` reads the records of `metrics.jsonl`
+(TRL's metric names) and, optionally, the run's config (a dict or a RunConfig:
+only `beta`, `num_iterations`, `loss_type`, `max_completion_length`,
+`num_generations` and `temperature` are read), and returns the alarms that
+apply now, most serious first:
+
+- no learning signal: most groups gave all G completions the same reward,
+  so their advantages are 0 and nothing is learned from them;
+- loss near zero, explained: with beta = 0 and num_iterations = 1 the `grpo`
+  loss is -mean(advantage), ~0 by construction (advantages sum to zero per group), not a sign that
+  training stopped;
+- a KL spike: the policy jumped away from the base model in one step;
+- completions all hitting max_completion_length;
+- completion length collapsing to almost nothing.
+
+Each alarm says what is happening, why it matters and what to change.
+Pure standard library: importable without torch or gradio.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping
+
+LEVELS = ("error", "warning", "info")  # most serious first
+
+# Alarms about "recent" behaviour look at this many last logged steps, so one
+# unlucky step (a hard prompt, a short answer) does not raise an alarm.
+RECENT_WINDOW = 3
+# frac_reward_zero_std averaged over the window. Above 0.75 at most a quarter
+# of the prompts teach anything, so the effective batch is a few completions.
+NO_SIGNAL_FRACTION = 0.75
+# |loss| below this on every recent step reads as "zero" to a person. GRPO's
+# policy term is of the order of the advantages times the ratio change (0.01
+# to 1 in practice); beta * KL with beta = 0.04 is ~1e-4.
+LOSS_NEAR_ZERO = 1e-3
+# A KL spike: this many times the median KL of the steps before it ...
+KL_SPIKE_FACTOR = 5.0
+# ... and above this absolute value, because tiny early KLs (1e-4 -> 1e-3)
+# multiply by 10 without meaning anything.
+KL_SPIKE_FLOOR = 0.05
+# How many earlier steps make the KL baseline (their median resists one outlier).
+KL_BASELINE_WINDOW = 10
+# Share of completions cut at max_completion_length, over the window. Above
+# 0.9 the rewards judge unfinished answers almost every time.
+CLIPPED_FRACTION = 0.9
+# Mean completion length (tokens) that counts as "almost nothing": an end of
+# sequence and perhaps one more token. A one-word answer ("Paris.") is 2-3.
+LENGTH_COLLAPSE_TOKENS = 2.0
+# ... and only when it fell to below this share of the run's first steps, so a
+# task whose answers are short from the start is not called a collapse.
+LENGTH_COLLAPSE_RATIO = 0.2
+
+
+@dataclass(frozen=True)
+class Alarm:
+    level: str    # "error", "warning" or "info"
+    title: str    # a few words, for a badge or a heading
+    message: str  # what happens, why it matters, what to change
+    step: int | None  # the step it refers to (the latest one for trends)
+    kind: str = ""    # a stable name: no_signal, loss_zero, kl_spike, clipped, length_collapse
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- reading inputs
+
+def _setting(config: Any, name: str, default: Any = None) -> Any:
+    """A field of the config, whether it is a dict, a RunConfig or missing."""
+    if config is None:
+        return default
+    if isinstance(config, Mapping):
+        return config.get(name, default)
+    return getattr(config, name, default)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def metric_series(metrics: Iterable[Mapping], name: str) -> list[tuple[int, float]]:
+    """(step, value) pairs of one metric, by step, skipping missing and NaN values."""
+    points = {}
+    for position, record in enumerate(metrics, start=1):
+        value = _number(record.get(name))
+        if value is not None:
+            step = _number(record.get("step"))
+            points[int(step) if step is not None else position] = value
+    return sorted(points.items())
+
+
+def _recent(series: list[tuple[int, float]]) -> list[tuple[int, float]] | None:
+    """The last RECENT_WINDOW points, or None while there are fewer."""
+    return series[-RECENT_WINDOW:] if len(series) >= RECENT_WINDOW else None
+
+
+def _percent(value: float) -> str:
+    return f"{value:.0%}"
+
+
+# ---------------------------------------------------------------- the checks
+
+def check_no_signal(metrics, config=None) -> list[Alarm]:
+    recent = _recent(metric_series(metrics, "frac_reward_zero_std"))
+    if recent is None:
+        return []
+    share = statistics.fmean(v for _, v in recent)
+    if share < NO_SIGNAL_FRACTION:
+        return []
+    g = _setting(config, "num_generations")
+    g_words = f"all {int(g)} completions" if g else "all completions"
+    level = "error" if all(v >= 0.999 for _, v in recent) else "warning"
+    return [Alarm(
+        level, "No learning signal",
+        f"Over the last {len(recent)} steps, {_percent(share)} of the prompts gave {g_words} the same reward. "
+        f"GRPO learns from differences inside a group: equal rewards make every advantage 0, so those prompts "
+        f"move nothing. Make the group disagree: raise temperature (more varied answers), raise "
+        f"num_generations, use a reward that gives partial credit instead of pass/fail, or use prompts that "
+        f"are neither always solved nor never solved.",
+        recent[-1][0], "no_signal",
+    )]
+
+
+def check_loss_near_zero(metrics, config=None) -> list[Alarm]:
+    recent = _recent(metric_series(metrics, "loss"))
+    if recent is None or any(abs(v) >= LOSS_NEAR_ZERO for _, v in recent):
+        return []
+    beta = _setting(config, "beta")
+    if beta is None and not metric_series(metrics, "kl"):
+        beta = 0.0  # TRL logs no `kl` when beta = 0
+    iterations = _setting(config, "num_iterations")
+    loss_type = _setting(config, "loss_type")
+    zero_share = _recent(metric_series(metrics, "frac_reward_zero_std"))
+    if zero_share and statistics.fmean(v for _, v in zero_share) >= NO_SIGNAL_FRACTION:
+        why = ("Here it is because the groups gave equal rewards, so every advantage is 0: see "
+               "'No learning signal'.")
+    elif beta == 0 and iterations in (1, None) and loss_type == "grpo":
+        why = ("That is expected here: with beta = 0 and num_iterations = 1 the policy ratio is exactly 1, so "
+               "the `grpo` loss is -mean(advantage), and advantages sum to zero in each group. The gradient is "
+               "not zero: each completion's log-probability is still pushed by its own advantage.")
+    elif loss_type not in (None, "grpo"):
+        why = (f"With loss_type \"{loss_type}\" each token is weighted alike, so the loss is ~0 when the "
+               f"completions of a group have similar lengths (and beta is small): their advantages, which sum "
+               f"to zero, then cancel token for token.")
+    else:
+        why = ("With beta = 0 and num_iterations = 1 this is expected for loss_type \"grpo\" (the loss is "
+               "-mean(advantage), which is ~0 by construction); the token-weighted types (dapo, bnpo, "
+               "dr_grpo) are ~0 only when the completions have similar lengths.")
+    return [Alarm(
+        "info", "Loss near zero is not a stall",
+        f"The loss has been within ±{LOSS_NEAR_ZERO:g} for the last {len(recent)} steps. In GRPO the loss "
+        f"value does not measure progress. {why} Watch the reward curve instead.",
+        recent[-1][0], "loss_zero",
+    )]
+
+
+def check_kl_spike(metrics, config=None) -> list[Alarm]:
+    series = metric_series(metrics, "kl")
+    latest = None
+    for i in range(1, len(series)):
+        step, value = series[i]
+        before = [v for _, v in series[max(0, i - KL_BASELINE_WINDOW):i]]
+        baseline = statistics.median(before)
+        if value > KL_SPIKE_FLOOR and value > KL_SPIKE_FACTOR * max(baseline, 1e-12):
+            latest = (step, value, baseline)
+    if latest is None:
+        return []
+    step, value, baseline = latest
+    ratio = value / baseline if baseline > 0 else math.inf
+    times = f"{ratio:.0f}x" if math.isfinite(ratio) else "up from zero"
+    return [Alarm(
+        "warning", "KL spike",
+        f"At step {step} the KL to the base model jumped to {value:.3g} from a median of {baseline:.3g} over "
+        f"the steps before ({times}). The policy moved far from the base model at once: often a learning rate "
+        f"too high for LoRA, or the model finding a shortcut the reward pays for. Read that step's completions; "
+        f"lower learning_rate or raise beta to hold the policy closer.",
+        step, "kl_spike",
+    )]
+
+
+def check_clipped(metrics, config=None) -> list[Alarm]:
+    recent = _recent(metric_series(metrics, "completions/clipped_ratio"))
+    if recent is None:
+        return []
+    share = statistics.fmean(v for _, v in recent)
+    if share < CLIPPED_FRACTION:
+        return []
+    limit = _setting(config, "max_completion_length")
+    limit_words = f"max_completion_length ({int(limit)} tokens)" if limit else "max_completion_length"
+    return [Alarm(
+        "warning", "Completions hit the length limit",
+        f"Over the last {len(recent)} steps, {_percent(share)} of the completions were cut at {limit_words}. "
+        f"The rewards then judge unfinished answers, and a reward that needs the end of the answer (a final "
+        f"number, a closing tag) cannot be earned. Raise max_completion_length, or reward shorter answers.",
+        recent[-1][0], "clipped",
+    )]
+
+
+def check_length_collapse(metrics, config=None) -> list[Alarm]:
+    series = metric_series(metrics, "completions/mean_length")
+    recent = _recent(series)
+    if recent is None or len(series) < 2 * RECENT_WINDOW:
+        return []
+    start = statistics.fmean(v for _, v in series[:RECENT_WINDOW])
+    now = statistics.fmean(v for _, v in recent)
+    if now > LENGTH_COLLAPSE_TOKENS or now > LENGTH_COLLAPSE_RATIO * start:
+        return []
+    return [Alarm(
+        "warning", "Completions collapsed to almost nothing",
+        f"Completions average {now:.1f} tokens over the last {len(recent)} steps, down from {start:.1f} at the "
+        f"start. The model has learned that (almost) empty answers score well: a brevity or length reward with "
+        f"nothing that pays for a correct answer. Add a correctness or format reward, weight brevity less, or "
+        f"give empty answers a low score.",
+        recent[-1][0], "length_collapse",
+    )]
+
+
+CHECKS = (check_no_signal, check_loss_near_zero, check_kl_spike, check_clipped, check_length_collapse)
+
+
+def check_health(metrics: Iterable[Mapping], config: Any = None) -> list[Alarm]:
+    """All alarms that apply to the run now, most serious first (then newest first)."""
+    metrics = list(metrics)
+    alarms = [alarm for check in CHECKS for alarm in check(metrics, config)]
+    return sorted(alarms, key=lambda a: (LEVELS.index(a.level), -(a.step or 0)))

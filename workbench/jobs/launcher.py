@@ -1,0 +1,274 @@
+"""Start, watch, stop and resume training runs as background processes.
+
+Used by the UI, the CLI and the notebooks. A run is a folder (see
+workbench/runfolder.py) plus a process started from an argument list, never a
+shell: `python -m workbench train --run-dir DIR --config DIR/config.json`, or
+`accelerate launch --num_processes N ... -m workbench train ...` for several
+processes (DDP, on GPUs or on CPU with gloo). The process runs in its own
+process group, detached from the caller, so closing the UI does not end it and
+stopping it can reach every process it started.
+
+Nothing here keeps state between calls: `status` and `list_runs` read the run
+folders, so they work after the caller restarts. A run whose process is gone
+while its status is not final (killed, out of memory) is reported as failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.jobs import processes, runfolder
+from workbench.spec.config import RunConfig, check_config
+from workbench.spec.hardware import list_gpus, runs_on_cpu
+
+# glibc raises its mmap threshold as large blocks are freed, after which freed
+# activation buffers stay on its heap; a fixed threshold hands them back between
+# steps (demo on CPU: peak RSS 3.24 -> 2.54 GB). Other C libraries ignore these.
+ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
+
+
+class LauncherError(WorkbenchError):
+    """A run that does not exist or cannot do what was asked; the message says what to do."""
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _accelerate_prefix() -> list[str]:
+    script = Path(sys.executable).parent / "accelerate"
+    return [str(script), "launch"] if script.is_file() else [sys.executable, "-m", "accelerate.commands.launch"]
+
+
+def build_command(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -> list[str]:
+    """The exact argument list that trains `config` into `run_dir` (the UI's "Preview command")."""
+    run_dir = Path(run_dir)
+    train = ["-m", "workbench", "train", "--run-dir", str(run_dir), "--config", str(run_dir / runfolder.CONFIG_FILE)]
+    if resume:
+        train.append("--resume")
+    if config.num_processes <= 1:
+        return [sys.executable, *train]
+    launch = [*_accelerate_prefix(), "--num_processes", str(config.num_processes), "--num_machines", "1",
+              "--mixed_precision", "bf16" if config.bf16 else "no", "--dynamo_backend", "no",
+              "--main_process_port", str(processes.free_port())]
+    # The torchrun path (--multi_gpu) serves CPU processes too: the trainer sets
+    # use_cpu and torch.distributed picks gloo. accelerate's own --cpu flag
+    # would start a single process unless MPI is installed.
+    launch.append("--multi_gpu")
+    return [*launch, *train]
+
+
+# ---------------------------------------------------------------- finding runs
+
+
+def run_dir_of(run_id: str | os.PathLike, runs_dir: str | os.PathLike | None = None) -> Path:
+    """The folder of a run, from its id (or a path to the folder itself)."""
+    path = Path(run_id)
+    if (path / runfolder.CONFIG_FILE).is_file():
+        return path.resolve()
+    candidate = runfolder.runs_root(runs_dir) / str(run_id)
+    if (candidate / runfolder.CONFIG_FILE).is_file():
+        return candidate
+    known = [p.name for p in runfolder.list_run_dirs(runs_dir)[:5]]
+    raise LauncherError(
+        f"run: no run called {str(run_id)!r} in {runfolder.runs_root(runs_dir)}; "
+        + (f"recent runs: {', '.join(known)}" if known else "start one with `python -m workbench train`")
+    )
+
+
+def _new_run_dir(config: RunConfig, runs_dir, prefix: str = "") -> Path:
+    root = runfolder.runs_root(runs_dir)
+    label = prefix + (config.run_name or f"{config.task}-{Path(config.model).name}")
+    base = runfolder.new_run_id(label)
+    run_id, n = base, 1
+    while (root / run_id).exists():  # two runs started within the same second
+        n += 1
+        run_id = f"{base}-{n}"
+    path = root / run_id
+    path.mkdir(parents=True)
+    return path
+
+
+# ---------------------------------------------------------------- process liveness
+
+
+def _alive(pid: int | None, not_after: float | None = None) -> bool:
+    """True while `pid` runs and is not a zombie (and, when given, started before `not_after`)."""
+    if not pid:
+        return False
+    import psutil
+
+    try:
+        process = psutil.Process(int(pid))
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        # a pid reused by a process born after the run's last heartbeat is not the run
+        return not_after is None or process.create_time() <= not_after + 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def status_of_dir(run_dir: str | os.PathLike) -> dict:
+    """A run's status as readers should see it: a dead process with a non-final state is `failed`."""
+    run_dir = Path(run_dir)
+    status = runfolder.read_status(run_dir)
+    status.setdefault("state", "starting")
+    status["run_id"] = run_dir.name
+    status["run_dir"] = str(run_dir)
+    if status["state"] in runfolder.FINAL_STATES:
+        return status
+    updated = float(status.get("updated_at") or 0)
+    if not _alive(status.get("pid"), updated or None) and not _alive(status.get("pgid"), updated or None):
+        status["state"] = "failed"
+        status["error"] = {
+            "type": "ProcessDied",
+            "message": f"the training process (pid {status.get('pid')}) ended without recording why",
+            "hint": "It was killed or ran out of memory. Read the end of train.log; if memory ran out, "
+                    "lower per_device_train_batch_size, num_generations or max_completion_length.",
+            "traceback_tail": runfolder.read_log_tail(run_dir, 2000),
+        }
+    elif updated and time.time() - updated > STALE_SECONDS:
+        status["stalled_seconds"] = round(time.time() - updated, 1)
+    return status
+
+
+def status(run_id: str, runs_dir: str | os.PathLike | None = None) -> dict:
+    return status_of_dir(run_dir_of(run_id, runs_dir))
+
+
+def is_running(run_id: str, runs_dir: str | os.PathLike | None = None) -> bool:
+    return status(run_id, runs_dir)["state"] not in runfolder.FINAL_STATES
+
+
+def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
+    """Every run, newest first: its status plus the config fields a table shows."""
+    runs = []
+    for run_dir in runfolder.list_run_dirs(runs_dir):
+        config = runfolder.read_config(run_dir)
+        entry = status_of_dir(run_dir)
+        entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes")})
+        runs.append(entry)
+    return runs
+
+
+def wait(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float = 600.0,
+         poll: float = 0.5) -> dict:
+    """Block until the run reaches a final state (or `timeout`), and return its status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = status(run_id, runs_dir)
+        if current["state"] in runfolder.FINAL_STATES or time.monotonic() > deadline:
+            return current
+        time.sleep(poll)
+
+
+def busy_gpu_ids(runs_dir: str | os.PathLike | None = None) -> set[int]:
+    """GPUs held by runs that are still going, read from their run folders."""
+    busy: set[int] = set()
+    for run_dir in runfolder.list_run_dirs(runs_dir):
+        state = status_of_dir(run_dir).get("state")
+        if state in runfolder.FINAL_STATES:
+            continue
+        config = runfolder.read_config(run_dir)
+        if config.get("device") == "cpu":
+            continue
+        ids = config.get("gpu_ids") or [g.index for g in list_gpus()]
+        busy.update(int(i) for i in ids)
+    return busy
+
+
+# ---------------------------------------------------------------- start / stop / resume
+
+
+def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
+    command = build_command(config, run_dir, resume=resume)
+    env = processes.training_env(config.gpu_ids, "cpu" if runs_on_cpu(config.device) else config.device)
+    env.update(ALLOCATOR_ENV | {k: env[k] for k in ALLOCATOR_ENV if k in env})  # the caller's choice wins
+    process = processes.spawn(command, run_dir / runfolder.LOG_FILE, env, cwd=run_dir, append=True, reap=True)
+    return process.pid
+
+
+def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False) -> str:
+    """Check `config`, make its run folder and start training in the background; returns the run id.
+
+    Raises ConfigError (nothing started) when the config cannot run.
+    """
+    check_config(config)
+    run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
+    config.save(run_dir / runfolder.CONFIG_FILE)
+    runfolder.update_status(run_dir, state="starting", step=0, started_at=time.time(), smoke_test=smoke,
+                            command=build_command(config, run_dir))
+    pid = _spawn(config, run_dir, resume=False)
+    runfolder.update_status(run_dir, pid=pid, pgid=pid)
+    return run_dir.name
+
+
+def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> str:
+    """Start one real optimizer step with the same settings, in its own run folder marked as a smoke test.
+
+    It catches what only a real step shows (memory, chat template, reward
+    errors) in seconds; `wait(run_id)` gives its outcome.
+    """
+    one_step = config.with_changes(max_steps=1, save_steps=max(config.save_steps, 1),
+                                   run_name=config.run_name or f"{config.task}")
+    return start(one_step, runs_dir, smoke=True)
+
+
+def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float = 30.0) -> dict:
+    """Stop a run: ask for a graceful stop (save, state `stopped`), kill its process group after `timeout`."""
+    run_dir = run_dir_of(run_id, runs_dir)
+    current = status_of_dir(run_dir)
+    if current["state"] in runfolder.FINAL_STATES:
+        return current
+    pgid = current.get("pgid") or current.get("pid")
+    if current["state"] == "training":
+        runfolder.request_stop(run_dir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = status_of_dir(run_dir)
+            if current["state"] in runfolder.FINAL_STATES:
+                return current
+            time.sleep(0.25)
+    # not training yet (nothing to save) or not answering: end every process of the run
+    processes.end_tree(pgid, grace=5.0)
+    runfolder.clear_stop_request(run_dir)
+    final = runfolder.read_status(run_dir)
+    if final.get("state") not in runfolder.FINAL_STATES:
+        runfolder.update_status(run_dir, state="stopped", finished_at=time.time(),
+                                note="killed: it did not stop on request")
+    return status_of_dir(run_dir)
+
+
+def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
+    """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there."""
+    run_dir = run_dir_of(run_id, runs_dir)
+    current = status_of_dir(run_dir)
+    if current["state"] not in runfolder.FINAL_STATES:
+        raise LauncherError(f"run {run_dir.name} is still {current['state']}; stop it before resuming")
+    checkpoint = runfolder.last_checkpoint(run_dir)
+    if checkpoint is None:
+        raise LauncherError(
+            f"run {run_dir.name} has no checkpoint to resume from (it saves every save_steps steps); "
+            f"start a new run instead"
+        )
+    config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
+    check_config(config)
+    runfolder.update_status(run_dir, state="starting", error=None, finished_at=None, summary=None, note=None,
+                            resumed_at=time.time(),
+                            command=build_command(config, run_dir, resume=True))
+    pid = _spawn(config, run_dir, resume=True)
+    runfolder.update_status(run_dir, pid=pid, pgid=pid)
+    return run_dir.name
+
+
+def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
+    """Remove a finished run's folder (refused while it runs)."""
+    run_dir = run_dir_of(run_id, runs_dir)
+    if status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES:
+        raise LauncherError(f"run {run_dir.name} is still running; stop it first")
+    shutil.rmtree(run_dir)

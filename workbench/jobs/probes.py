@@ -1,0 +1,163 @@
+"""The Compare tab's parts: probe prompts answered by the base model and a checkpoint, side by side.
+
+A comparison is a `ProbeJob`: the prompts and two sides (the run's base model,
+and one of its checkpoints or its final adapter). Each side is answered by a
+`python -m workbench sample` process (workbench.jobs.sampling), one side after the
+other so a CPU shared with a training run is not split three ways. Answers
+land in `runs/<run_id>/probes/<side>-<key>.jsonl`, where the key hashes the
+model, adapter, prompts and length: the same question asked again is read
+back at once instead of sampled again, also after a reload.
+
+The job (with its process handle) lives in the browser session's `gr.State`;
+`advance_job` is called on each timer tick and starts the next side when one
+finishes. `cancel_job` kills the running process group. workbench.ui.compare_view
+renders a job's progress and answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from workbench.errors import WorkbenchError
+from workbench.jobs import runfolder, sampling
+
+PROBES_DIR = "probes"
+BASE_LABEL = "base model"
+FINAL_LABEL = "final adapter"
+MAX_PROMPTS = 12
+
+
+class ProbeError(WorkbenchError):
+    """Bad Compare input; the message names the field and how to fix it."""
+
+
+@dataclass
+class Side:
+    """One column of the comparison: who answers, and where the answers go."""
+
+    title: str
+    adapter: str | None
+    out_path: str
+
+
+@dataclass
+class ProbeJob:
+    """A comparison under way in one browser session."""
+
+    model: str
+    prompts: list[str]
+    sides: list[Side]
+    max_new_tokens: int
+    running: int | None = None  # index of the side being sampled now
+    process: subprocess.Popen | None = field(default=None, repr=False)
+    cancelled: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.cancelled or (self.running is None and all(side_complete(s) for s in self.sides)) \
+            or self.error is not None
+
+    @property
+    def error(self) -> str | None:
+        for side in self.sides:
+            progress = sampling.read_sampling(side.out_path)
+            if progress["error"]:
+                return f"{side.title}: {progress['error']}"
+        if self.running is not None and self.process is not None:
+            progress = sampling.read_sampling(self.sides[self.running].out_path, self.process)
+            if progress["error"]:
+                return f"{self.sides[self.running].title}: {progress['error']}"
+        return None
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
+    """(label, adapter folder) for each complete checkpoint of a run, by step, then the final adapter."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    choices = [(f"step {path.name.removeprefix('checkpoint-')} ({path.name})", str(path))
+               for path in runfolder.checkpoint_dirs(run_dir) if (path / "adapter_config.json").is_file()]
+    final = run_dir / runfolder.ADAPTER_DIR
+    if (final / "adapter_config.json").is_file():
+        choices.append((FINAL_LABEL, str(final)))
+    return choices
+
+
+def default_prompts(config: dict) -> list[str]:
+    """The probe prompts of the run's task ([] for a run on a user's file or an unknown task)."""
+    from workbench.spec.tasks import TASKS
+
+    task = TASKS.get(config.get("task") or "")
+    if task is None or config.get("dataset_path"):
+        return []
+    return list(task.probe_prompts)
+
+
+def parse_prompts(text: str) -> list[str]:
+    """Prompts typed one per line; blank lines are ignored."""
+    prompts = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not prompts:
+        raise ProbeError("Probe prompts: the box is empty; type one prompt per line "
+                         "(or pick a run whose task has probe prompts)")
+    if len(prompts) > MAX_PROMPTS:
+        raise ProbeError(f"Probe prompts: {len(prompts)} lines is more than {MAX_PROMPTS}; keep the "
+                         f"{MAX_PROMPTS} that matter most (each is answered once per side)")
+    return prompts
+
+
+def answers_path(run_dir: str | Path, title: str, model: str, adapter: str | None,
+                 prompts: list[str], max_new_tokens: int) -> Path:
+    """Where one side's answers are kept: named by side, keyed by everything that changes them."""
+    key_source = json.dumps([model, adapter and Path(adapter).name, prompts, max_new_tokens])
+    key = hashlib.sha1(key_source.encode("utf-8")).hexdigest()[:10]
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()
+    return Path(run_dir) / PROBES_DIR / f"{slug}-{key}.jsonl"
+
+
+def side_complete(side: Side) -> bool:
+    progress = sampling.read_sampling(side.out_path)
+    return progress["done"] and not progress["error"]
+
+
+def plan_job(run_dir: str | Path, config: dict, checkpoint: tuple[str, str] | None, prompts: list[str],
+             max_new_tokens: int) -> ProbeJob:
+    """The comparison for one run: its base model, and the chosen checkpoint when there is one."""
+    model = config.get("model")
+    if not model:
+        raise ProbeError("Run: its config.json names no model; pick another run")
+    chosen = [(BASE_LABEL, None)] + ([checkpoint] if checkpoint else [])
+    sides = [Side(title, adapter, str(answers_path(run_dir, title, model, adapter, prompts, max_new_tokens)))
+             for title, adapter in chosen]
+    return ProbeJob(model=model, prompts=prompts, sides=sides, max_new_tokens=max_new_tokens)
+
+
+def advance_job(job: ProbeJob, start: Callable[..., subprocess.Popen] = sampling.start_sampling) -> ProbeJob:
+    """Start the next side that still needs answers once the running one has finished."""
+    if job.cancelled:
+        return job
+    if job.running is not None:
+        progress = sampling.read_sampling(job.sides[job.running].out_path, job.process)
+        if not progress["done"]:
+            return job
+        job = replace(job, running=None, process=None)
+        if progress["error"]:
+            return job
+    for index, side in enumerate(job.sides):
+        if not side_complete(side):
+            process = start(job.model, job.prompts, side.out_path, adapter_dir=side.adapter,
+                            max_new_tokens=job.max_new_tokens)
+            return replace(job, running=index, process=process)
+    return job
+
+
+def cancel_job(job: ProbeJob) -> ProbeJob:
+    """Kill the running sampling process (its whole group) and mark the job cancelled."""
+    if job.process is not None:
+        sampling.cancel_sampling(job.process)
+    return replace(job, running=None, process=None, cancelled=True)

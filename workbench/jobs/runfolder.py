@@ -1,0 +1,223 @@
+"""The run folder: the one contract between a training process and its readers.
+
+A training process writes, and the UI, the CLI and the notebooks read, the
+files of `runs/<run_id>/`:
+
+- `config.json`        the RunConfig that made the run
+- `status.json`        replaced atomically (temp file + `os.replace`), never half-written
+- `metrics.jsonl`      one JSON object per logging step, appended and flushed per line
+- `completions.jsonl`  one JSON object per completion, appended and flushed per line
+- `train.log`          the process's own output
+- `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
+- `stop.request`       written by whoever wants the run to stop; the trainer
+                       checks for it at the end of every optimizer step
+
+Readers keep no state in globals: they read the folder again, or read only the
+bytes after an offset they hold. A half-written last line is never returned as
+data; it is read again once its newline has landed.
+
+Pure standard library: importable without torch or gradio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+CONFIG_FILE = "config.json"
+STATUS_FILE = "status.json"
+METRICS_FILE = "metrics.jsonl"
+COMPLETIONS_FILE = "completions.jsonl"
+LOG_FILE = "train.log"
+ADAPTER_DIR = "adapter"
+STOP_FILE = "stop.request"
+REWARD_SOURCE_FILE = "reward_file.py"
+
+# Life of a run, in order; the last three are final.
+STATES = ("starting", "loading_model", "training", "saving", "finished", "failed", "stopped")
+FINAL_STATES = ("finished", "failed", "stopped")
+
+RUNS_DIR_ENV = "WORKBENCH_RUNS_DIR"
+
+
+def runs_root(root: str | os.PathLike | None = None) -> Path:
+    """Folder holding all runs: `root`, else $WORKBENCH_RUNS_DIR, else ./runs."""
+    return Path(root or os.environ.get(RUNS_DIR_ENV) or "runs").resolve()
+
+
+def new_run_id(label: str = "run", now: datetime | None = None) -> str:
+    """A sortable, filesystem-safe id such as `20261122-031502-demo`."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-") or "run"
+    return f"{stamp}-{safe}"
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write JSON so a reader sees the old file or the new one, never a mix."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: str | os.PathLike, default: Any = None) -> Any:
+    """Read a JSON file; `default` when it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+
+
+def read_config(run_dir: str | os.PathLike) -> dict:
+    """The run's config.json as a plain dict ({} when missing or unreadable)."""
+    return read_json(Path(run_dir) / CONFIG_FILE, default={}) or {}
+
+
+def read_status(run_dir: str | os.PathLike) -> dict:
+    """The run's status.json as a dict ({} when the run has not written one)."""
+    return read_json(Path(run_dir) / STATUS_FILE, default={}) or {}
+
+
+def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:
+    """Merge `fields` into status.json, stamp `updated_at`, replace atomically."""
+    status = read_status(run_dir)
+    status.update(fields)
+    status["updated_at"] = time.time()
+    write_json_atomic(Path(run_dir) / STATUS_FILE, status)
+    return status
+
+
+def append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
+    """Append records as JSON lines, one write and one flush per line."""
+    with open(path, "a", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, default=_json_default) + "\n")
+            handle.flush()
+
+
+def _json_default(value: Any) -> Any:
+    # numpy / torch scalars carry .item(); anything else becomes its text
+    item = getattr(value, "item", None)
+    return item() if callable(item) else str(value)
+
+
+def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int]:
+    """Records from byte `offset` up to the last complete line, and the next offset.
+
+    A half-written last line is left for the next call. A complete line that is
+    not valid JSON is skipped rather than stopping the reader.
+    """
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read()
+    except FileNotFoundError:
+        return [], offset
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    records = []
+    for line in chunk[: end + 1].splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records, offset + end + 1
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """All complete records of a JSON-lines file ([] when it does not exist)."""
+    return read_jsonl_from(path, 0)[0]
+
+
+def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[dict]:
+    """The complete records among the last `max_bytes` of a JSON-lines file, oldest first.
+
+    The first line of the window may be cut by the seek and is dropped unless
+    the window starts at the beginning of the file.
+    """
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - max_bytes)
+            handle.seek(start)
+            chunk = handle.read()
+    except FileNotFoundError:
+        return []
+    if start > 0:
+        chunk = chunk[chunk.find(b"\n") + 1:] if b"\n" in chunk else b""
+    records = []
+    for line in chunk[: chunk.rfind(b"\n") + 1].splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000) -> str:
+    """The last `max_bytes` of train.log, for showing why a run failed."""
+    path = Path(run_dir) / LOG_FILE
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, path.stat().st_size - max_bytes))
+            return handle.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
+    """Run folders (those with a config.json), newest first."""
+    base = runs_root(root)
+    if not base.is_dir():
+        return []
+    dirs = [p for p in base.iterdir() if (p / CONFIG_FILE).is_file()]
+    return sorted(dirs, key=lambda p: p.name, reverse=True)
+
+
+def request_stop(run_dir: str | os.PathLike) -> None:
+    """Ask the run's trainer to stop after its current step (and save its adapter)."""
+    (Path(run_dir) / STOP_FILE).write_text(f"{time.time()}\n", encoding="utf-8")
+
+
+def stop_requested(run_dir: str | os.PathLike) -> bool:
+    return (Path(run_dir) / STOP_FILE).exists()
+
+
+def clear_stop_request(run_dir: str | os.PathLike) -> None:
+    (Path(run_dir) / STOP_FILE).unlink(missing_ok=True)
+
+
+def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """The run's complete `checkpoint-<step>` folders, oldest first."""
+    found = []
+    for path in Path(run_dir).glob("checkpoint-*"):
+        step = path.name.removeprefix("checkpoint-")
+        # a checkpoint is complete once the Trainer has written its state file last
+        if step.isdigit() and (path / "trainer_state.json").is_file():
+            found.append((int(step), path))
+    return [path for _, path in sorted(found)]
+
+
+def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    dirs = checkpoint_dirs(run_dir)
+    return dirs[-1] if dirs else None

@@ -1,0 +1,504 @@
+"""One description of a training run: `RunConfig`, its help text, and its checks.
+
+The UI, the CLI, the notebooks and the training process all use `RunConfig`.
+GRPO settings carry TRL's own field names (`learning_rate`,
+`per_device_train_batch_size`, `num_generations`, `beta`, ...) so a value means
+exactly what TRL's documentation says; the defaults are the workbench's, chosen
+for LoRA on a small model (TRL's defaults suit full fine-tuning on GPUs):
+beta 0.04 so KL is plotted, learning_rate 1e-3 for LoRA, float32 and no
+gradient checkpointing on CPU.
+
+Each field's help text sits beside it (`setting(default, help)`); `FIELD_HELP`
+collects them for the UI's info lines.
+`check_config` refuses a config that cannot work - an invalid batch plan, a
+missing dataset, an unknown reward, a missing model folder or GPU - in well
+under a second, before any model loads. It imports no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import WorkbenchError
+
+LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
+SCALE_REWARDS = ("group", "batch", "none")
+DEVICES = ("auto", "cpu", "cuda")
+VLLM_MODES = ("colocate", "server")
+LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
+
+
+def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
+    """A RunConfig field with its help text (and allowed values) beside it, as TRL's configs do."""
+    metadata = {"help": help} if choices is None else {"help": help, "choices": choices}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class RunConfig:
+    """Everything that makes a run; GRPO fields under TRL's names, each with its help text."""
+
+    # what to train
+    run_name: str = setting("", "A label for the run, added to its folder name (letters, digits, - and _).")
+    model: str = setting(
+        "smollm2-135m-instruct",
+        "smollm2-135m-instruct (bundled, works offline), tiny (a 2-layer random model for tests), a "
+        "local model folder, or a hub id like Qwen/Qwen2-0.5B-Instruct.",
+    )
+    task: str = setting(
+        "demo",
+        "A built-in task: its prompts and reward functions. 'demo' learns to answer briefly within minutes on CPU.",
+    )
+    dataset_path: str = setting(
+        "",
+        "Your own JSONL, CSV or Parquet file (or datasets folder) with a 'prompt' column; replaces "
+        "the task's prompts. Other columns reach the reward functions.",
+    )
+    reward_names: list[str] = setting([], "Reward functions by name; empty uses the task's own.")
+    reward_weights: list[float] = setting(
+        [],
+        "One weight per reward function (the reward is their weighted sum); empty means the task's weights or all 1.",
+    )
+    reward_file: str = setting(
+        "",
+        "A Python file defining your own reward functions f(prompts, completions, **kwargs) -> "
+        "list[float]; its source is copied into the run folder.",
+    )
+    # LoRA
+    lora_r: int = setting(16, "LoRA rank: size of the trained low-rank update. 8-32 is typical.")
+    lora_alpha: int = setting(32, "LoRA scaling; the update is multiplied by lora_alpha / lora_r. Commonly 2 x lora_r.")
+    lora_dropout: float = setting(0.0, "Dropout on the LoRA input during training (0 to 0.1).")
+    lora_target_modules: str = setting(
+        "all-linear",
+        "Layers that get LoRA adapters: 'all-linear' or comma-separated names like q_proj,v_proj.",
+    )
+    # GRPO (TRL's GRPOConfig names)
+    learning_rate: float = setting(
+        1e-3,
+        "Optimizer step size. LoRA wants 1e-4 to 1e-3; TRL's default 1e-6 suits full fine-tuning.",
+    )
+    lr_scheduler_type: str = setting(
+        "linear",
+        "How the learning rate changes over the run: linear decay to 0, constant, cosine.",
+        choices=LR_SCHEDULERS,
+    )
+    warmup_steps: int = setting(0, "Steps over which the learning rate rises from 0 to learning_rate.")
+    per_device_train_batch_size: int = setting(
+        8,
+        "Completions (not prompts) per process per micro-step. With one process, batch 8 and 8 "
+        "generations train on one prompt per step.",
+    )
+    gradient_accumulation_steps: int = setting(1, "Micro-steps added up before each optimizer step.")
+    num_generations: int = setting(
+        8,
+        "G: completions sampled per prompt. Advantages compare the G completions of one prompt; the "
+        "generation batch must hold whole groups.",
+    )
+    steps_per_generation: int | None = setting(
+        None,
+        "Micro-steps that reuse one generation round; empty means gradient_accumulation_steps.",
+    )
+    max_completion_length: int = setting(
+        48,
+        "Longest completion in tokens; longer ones are cut (and counted in clipped_ratio).",
+    )
+    temperature: float = setting(1.0, "Sampling temperature; higher gives more varied completions within a group.")
+    top_p: float = setting(1.0, "Nucleus sampling: keep the smallest set of tokens whose probability adds up to top_p.")
+    beta: float = setting(
+        0.04,
+        "Weight of the KL penalty to the base model. 0 means no KL term, no reference pass and no "
+        "'kl' plot; 0.04 is the GRPO paper's value.",
+    )
+    epsilon: float = setting(0.2, "Clipping range of the policy ratio (PPO-style), 0.2 by default.")
+    loss_type: str = setting(
+        "dapo",
+        "How per-token losses are averaged: grpo (per sequence, as the paper), bnpo (tokens of the "
+        "micro-batch), dr_grpo (fixed length), dapo (tokens of the generation batch, TRL's default).",
+        choices=LOSS_TYPES,
+    )
+    scale_rewards: str = setting(
+        "group",
+        "Divide advantages by the reward std of the group, of the whole batch, or not at all (none).",
+        choices=SCALE_REWARDS,
+    )
+    num_iterations: int = setting(1, "Optimizer passes over each generation round (mu in the paper).")
+    max_steps: int = setting(30, "Optimizer steps to train; -1 runs num_train_epochs over the dataset.")
+    num_train_epochs: float = setting(1.0, "Passes over the dataset when max_steps is -1.")
+    logging_steps: int = setting(1, "Write metrics every this many optimizer steps.")
+    save_steps: int = setting(
+        10,
+        "Save a LoRA checkpoint every this many optimizer steps (resume starts from the last one).",
+    )
+    seed: int = setting(42, "Random seed for sampling and initialisation.")
+    bf16: bool = setting(
+        False,
+        "Train in bfloat16. Faster on recent GPUs; on CPU float32 is faster, so leave it off there.",
+    )
+    gradient_checkpointing: bool = setting(
+        False,
+        "Recompute activations to save memory; costs time, useless for small models on CPU.",
+    )
+    # hardware
+    device: str = setting("auto", 'auto (GPUs when present, else CPU), cpu, or cuda.', choices=DEVICES)
+    gpu_ids: list[int] = setting([], "Which GPUs to train on (CUDA_VISIBLE_DEVICES); empty means all visible.")
+    num_processes: int = setting(
+        1,
+        "Training processes (one per GPU; on CPU several processes share the cores). More than one "
+        "goes through accelerate launch.",
+    )
+    use_vllm: bool = setting(False, "Generate with vLLM (CUDA only): much faster sampling for larger models.")
+    vllm_mode: str = setting(
+        "colocate",
+        "colocate: vLLM inside each training process; server: a separate `trl vllm-serve` on its own GPUs.",
+        choices=VLLM_MODES,
+    )
+    vllm_gpu_memory_utilization: float = setting(0.3, "Share of GPU memory vLLM reserves in colocate mode.")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunConfig":
+        """A RunConfig from a dict (e.g. config.json); unknown keys are refused by name."""
+        unknown = sorted(set(data) - set(field_names()))
+        if unknown:
+            raise ConfigError([ConfigProblem(unknown[0], "is not a RunConfig field",
+                                             f"remove it; valid fields: {', '.join(field_names())}")])
+        return cls(**{name: _coerce(name, value) for name, value in data.items()})
+
+    def save(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "RunConfig":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError([ConfigProblem("config", f"no file at {path}", "give the path of a config.json")]) from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError([ConfigProblem("config", f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})",
+                                             "fix the file or write it again with RunConfig.save")]) from None
+        if not isinstance(data, dict):
+            raise ConfigError([ConfigProblem("config", f"{path} holds a {type(data).__name__}, not an object",
+                                             "write it with RunConfig.save")])
+        return cls.from_dict(data)
+
+    def with_changes(self, **changes: Any) -> "RunConfig":
+        return RunConfig.from_dict({**self.to_dict(), **changes})
+
+    @classmethod
+    def for_task(cls, task: str = "demo", **changes: Any) -> "RunConfig":
+        """The config a task is designed around: defaults, the task's preset settings, then `changes`.
+
+        The CLI, the Setup tab and the notebooks all start from this, so
+        `--task arithmetic` trains with the same settings everywhere.
+        """
+        from workbench.spec import tasks
+
+        try:
+            preset = tasks.get_task(task)
+        except tasks.TaskError as exc:
+            raise ConfigError([_problem_from("task", exc)]) from None
+        return cls.from_dict({**cls().to_dict(), **preset.settings, "task": task, **changes})
+
+
+# Each field's help text, for the UI's info lines and the CLI's --help.
+FIELD_HELP: dict[str, str] = {f.name: f.metadata["help"] for f in dataclasses.fields(RunConfig)}
+
+
+@dataclass
+class ConfigProblem:
+    """One thing wrong with a config: the field, the rule it breaks, and a fix."""
+
+    field: str
+    rule: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.rule}" + (f"; {self.fix}" if self.fix else "")
+
+
+def _problem_from(field_name: str, exc: Exception) -> ConfigProblem:
+    """A ConfigProblem from an error whose message already names the field and a fix."""
+    return ConfigProblem(field_name, str(exc).removeprefix(f"{field_name}: "), "")
+
+
+class ConfigError(WorkbenchError):
+    """A config that cannot run; `problems` lists each one, the message says them all."""
+
+    def __init__(self, problems: list[ConfigProblem], plan: Any = None):
+        self.problems = list(problems)
+        self.plan = plan
+        first = self.problems[0] if self.problems else ConfigProblem("", "", "")
+        super().__init__("\n".join(str(p) for p in self.problems), field=first.field, rule=first.rule, fix=first.fix)
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(RunConfig)]
+
+
+def field_type(name: str) -> Any:
+    return typing.get_type_hints(RunConfig)[name]
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """`value` as the type of field `name`; a ConfigError naming the field when it cannot be."""
+    kind = field_type(name)
+    try:
+        return _convert(kind, value)
+    except (TypeError, ValueError):
+        raise ConfigError([ConfigProblem(name, f"must be {_describe_type(kind)}, got {value!r}",
+                                         f"give {_describe_type(kind)} (default {_default(name)!r})")]) from None
+
+
+def _convert(kind: Any, value: Any) -> Any:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union or origin is getattr(__import__("types"), "UnionType", None):
+        inner = [a for a in args if a is not type(None)][0]
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
+            return None
+        return _convert(inner, value)
+    if origin is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(value)
+        return [_convert(args[0], v) for v in value]
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            return value.strip().lower() in ("true", "1", "yes", "on")
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise TypeError(value)
+    if kind is int:
+        if isinstance(value, bool):
+            raise TypeError(value)
+        number = float(value) if isinstance(value, str) else value
+        if not isinstance(number, (int, float)) or not float(number).is_integer():
+            raise ValueError(value)
+        return int(number)
+    if kind is float:
+        if isinstance(value, bool):
+            raise TypeError(value)
+        return float(value)
+    if kind is str:
+        if not isinstance(value, (str, int, float)):
+            raise TypeError(value)
+        return str(value)
+    return value
+
+
+def _describe_type(kind: Any) -> str:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is list:
+        return f"a list of {_describe_type(args[0])}s (comma-separated on the command line)"
+    if args and type(None) in args:
+        return f"{_describe_type([a for a in args if a is not type(None)][0])} or empty"
+    return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(kind, str(kind))
+
+
+def _default(name: str) -> Any:
+    return RunConfig().to_dict()[name]
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """`field=value` from the command line, typed by the field; ConfigError naming an unknown field."""
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ConfigError([ConfigProblem("--set", f"{text!r} is not field=value", "write e.g. --set beta=0.0")])
+    if name not in field_names():
+        raise ConfigError([ConfigProblem(name, "is not a RunConfig field",
+                                         f"use one of: {', '.join(field_names())}")])
+    return name, _coerce(name, raw.strip())
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    rules = [
+        ("learning_rate", cfg.learning_rate > 0 and math.isfinite(cfg.learning_rate), "must be > 0", "try 1e-4 to 1e-3 for LoRA"),
+        ("beta", cfg.beta >= 0 and math.isfinite(cfg.beta), "must be >= 0", "use 0.04, or 0 for no KL term"),
+        ("epsilon", cfg.epsilon > 0, "must be > 0", "use 0.2"),
+        ("temperature", cfg.temperature > 0, "must be > 0", "use 1.0 (0.7 for less varied completions)"),
+        ("top_p", 0 < cfg.top_p <= 1, "must be in (0, 1]", "use 1.0"),
+        ("lora_r", cfg.lora_r >= 1, "must be >= 1", "use 16"),
+        ("lora_alpha", cfg.lora_alpha > 0, "must be > 0", "use 2 x lora_r"),
+        ("lora_dropout", 0 <= cfg.lora_dropout < 1, "must be in [0, 1)", "use 0 or 0.05"),
+        ("max_steps", cfg.max_steps == -1 or cfg.max_steps >= 1, "must be -1 (use epochs) or >= 1", "use e.g. 30"),
+        ("num_train_epochs", cfg.num_train_epochs > 0, "must be > 0", "use 1"),
+        ("logging_steps", cfg.logging_steps >= 1, "must be >= 1", "use 1 to see every step"),
+        ("save_steps", cfg.save_steps >= 1, "must be >= 1", "use e.g. 10"),
+        ("warmup_steps", cfg.warmup_steps >= 0, "must be >= 0", "use 0"),
+        ("seed", cfg.seed >= 0, "must be >= 0", "use 42"),
+        ("max_completion_length", cfg.max_completion_length >= 1, "must be >= 1", "use 48 for the demo, 256+ for reasoning"),
+        ("num_processes", cfg.num_processes >= 1, "must be >= 1", "use 1, or one per GPU"),
+        ("vllm_gpu_memory_utilization", 0 < cfg.vllm_gpu_memory_utilization < 1, "must be in (0, 1)", "use 0.3"),
+    ]
+    problems = [ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok]
+    choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
+               ("vllm_mode", VLLM_MODES), ("lr_scheduler_type", LR_SCHEDULERS)]
+    for name, allowed in choices:
+        if getattr(cfg, name) not in allowed:
+            problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",
+                                          f"choose one of {', '.join(allowed)}"))
+    return problems
+
+
+def plan_for(cfg: RunConfig, dataset_size: int | None = None):
+    """The calculator's plan for this config (raises calculator.InputError on impossible values)."""
+    from workbench.calc import plan
+
+    return plan(
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        num_generations=cfg.num_generations,
+        num_processes=cfg.num_processes,
+        steps_per_generation=cfg.steps_per_generation,
+        num_iterations=cfg.num_iterations,
+        dataset_size=dataset_size,
+        num_train_epochs=cfg.num_train_epochs,
+        max_steps=cfg.max_steps,
+        max_completion_length=cfg.max_completion_length,
+    )
+
+
+def _plan_problems(cfg: RunConfig) -> tuple[list[ConfigProblem], Any]:
+    from workbench.calc import InputError
+
+    try:
+        result = plan_for(cfg)
+    except InputError as exc:
+        return [ConfigProblem(exc.field, exc.rule, "see the batch calculator")], None
+    if result.valid:
+        return [], result
+    fixes = "; ".join(s.description for s in result.suggestions[:4]) or "open the batch calculator"
+    return [ConfigProblem("num_generations", error.rstrip("."), f"valid nearby settings: {fixes}")
+            for error in result.errors], result
+
+
+def _data_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    from workbench.spec import datasets_io, rewards, tasks
+
+    problems = []
+    if cfg.task not in tasks.TASKS and not cfg.dataset_path:
+        problems.append(ConfigProblem("task", f"unknown task {cfg.task!r}",
+                                      f"choose one of {', '.join(tasks.TASKS)}, or give dataset_path"))
+    if cfg.dataset_path:
+        try:
+            datasets_io.check_dataset_path(cfg.dataset_path)
+        except ValueError as exc:
+            problems.append(_problem_from("dataset_path", exc))
+    extra = {}
+    if cfg.reward_file:
+        try:
+            extra = rewards.load_reward_file(cfg.reward_file)
+        except rewards.RewardError as exc:
+            problems.append(_problem_from("reward_file", exc))
+    names = reward_names_for(cfg)
+    for name in names:
+        try:
+            rewards.get_reward(name, extra)
+        except rewards.RewardError as exc:
+            problems.append(_problem_from("reward_names", exc))
+    if not names and (cfg.task in tasks.TASKS or cfg.dataset_path):
+        problems.append(ConfigProblem("reward_names", "no reward function is chosen",
+                                      f"name at least one of {', '.join(rewards.REWARDS)}"))
+    weights = reward_weights_for(cfg)
+    if len(weights) != len(names):
+        problems.append(ConfigProblem("reward_weights", f"{len(weights)} weights for {len(names)} rewards",
+                                      "give one weight per reward, or leave it empty"))
+    return problems
+
+
+def reward_names_for(cfg: RunConfig) -> list[str]:
+    """The reward functions a run uses: the config's, else the task's."""
+    if cfg.reward_names:
+        return list(cfg.reward_names)
+    from workbench.spec import tasks
+
+    task = tasks.TASKS.get(cfg.task)
+    return list(task.reward_names) if task else []
+
+
+def reward_weights_for(cfg: RunConfig) -> list[float]:
+    """One weight per reward: the config's, else the task's (when its rewards are used), else all 1."""
+    if cfg.reward_weights:
+        return [float(w) for w in cfg.reward_weights]
+    if not cfg.reward_names:
+        from workbench.spec import tasks
+
+        task = tasks.TASKS.get(cfg.task)
+        if task and getattr(task, "reward_weights", None):
+            return [float(w) for w in task.reward_weights]
+    return [1.0] * len(reward_names_for(cfg))
+
+
+def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    from workbench.spec.hardware import list_gpus
+
+    problems = []
+    needs_gpu = cfg.device == "cuda" or cfg.gpu_ids or cfg.use_vllm
+    gpus = list_gpus() if needs_gpu else []
+    if needs_gpu and not gpus:
+        if cfg.gpu_ids:
+            problems.append(ConfigProblem("gpu_ids", f"GPU {cfg.gpu_ids[0]} does not exist: this machine has no "
+                                          "visible CUDA GPU", "clear gpu_ids to train on the CPU"))
+        else:
+            which = "use_vllm" if cfg.use_vllm else "device"
+            problems.append(ConfigProblem(which, "needs a CUDA GPU, and this machine has none visible",
+                                          "set device=cpu (or auto) and use_vllm=false"))
+        return problems
+    known = {g.index for g in gpus}
+    for gpu in cfg.gpu_ids:
+        if gpu not in known:
+            problems.append(ConfigProblem("gpu_ids", f"GPU {gpu} does not exist (this machine has {sorted(known)})",
+                                          "pick from the GPUs listed"))
+    if len(set(cfg.gpu_ids)) != len(cfg.gpu_ids):
+        problems.append(ConfigProblem("gpu_ids", "lists a GPU twice", "list each GPU once"))
+    if gpus and cfg.device != "cpu" and not cfg.use_vllm:
+        available = len(cfg.gpu_ids) or len(gpus)
+        if cfg.num_processes > available:
+            problems.append(ConfigProblem("num_processes", f"{cfg.num_processes} processes for {available} GPU(s)",
+                                          f"use at most {available}, or choose more gpu_ids"))
+    return problems
+
+
+def validate_config(cfg: RunConfig) -> list[ConfigProblem]:
+    """Every problem with `cfg`, cheaply: nothing loads, nothing trains."""
+    from workbench.spec.models import ModelError, check_model
+
+    problems = _number_problems(cfg)
+    if not problems:  # the calculator refuses the same impossible numbers; say it once
+        problems += _plan_problems(cfg)[0]
+    try:
+        check_model(cfg.model)
+    except ModelError as exc:
+        problems.append(_problem_from("model", exc))
+    problems += _data_problems(cfg)
+    problems += _hardware_problems(cfg)
+    return problems
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Raise ConfigError (field, rule, fix for each problem) when `cfg` cannot run."""
+    problems = validate_config(cfg)
+    if problems:
+        plan = _plan_problems(cfg)[1] if not _number_problems(cfg) else None
+        raise ConfigError(problems, plan)

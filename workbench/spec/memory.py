@@ -1,0 +1,402 @@
+"""A rough memory estimate for a LoRA GRPO run, before anything loads.
+
+`estimate_memory(model, ...)` takes a model's shape (`from_model_dir(path)`
+reads only its config.json, or pass the config dict) and the run's GRPO and
+LoRA settings under TRL's names, and returns a `MemoryEstimate`: a list of
+named terms and a total.
+
+What is counted, and when it is alive:
+
+- always: the runtime itself (a CPU process's Python + torch + transformers +
+  TRL resident memory, measured; on a GPU the CUDA context), the model
+  weights, and the LoRA adapter with its gradients and AdamW's two moments;
+- generation phase: the KV cache of every completion of the generation batch
+  at full prompt + completion length and the sampling logits;
+  vLLM colocated instead reserves `vllm_gpu_memory_utilization` of the GPU;
+- scoring phase: with beta > 0 the reference log-probs. With LoRA the
+  reference model is the base model with adapters disabled: no second copy
+  of the weights, only a no-grad forward over each micro-batch;
+- training phase: the activations autograd keeps for the backward pass of a
+  micro-batch of completions at max length, and TRL's fused LM head, which
+  projects onto the vocabulary in tiles of up to 4096 tokens x 32768 words
+  instead of materialising the full logits.
+
+The phases follow each other, so the peak is the always-alive memory plus the
+largest phase. The constants were checked on CPU float32 runs of
+SmolLM2-135M-Instruct (benchmarks/bench_memory.py measures the real peak);
+GPU and bf16 figures follow the same arithmetic but were not measured here.
+
+Pure standard library (reads JSON): importable without torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from workbench.errors import WorkbenchError
+
+GIB = 2**30
+MIB = 2**20
+
+# Resident memory of a CPU Python process once torch, transformers, peft and
+# trl are imported, before the model loads: shared libraries (libtorch alone
+# is ~400 MB) and interpreter state. benchmarks/bench_memory.py measures it
+# ("runtime after imports": 464 MB = 443 MiB on this machine).
+RUNTIME_BASELINE_CPU_BYTES = 443 * MIB
+# A CUDA context with cuBLAS workspaces, per process (a typical figure; not
+# measured on this CPU-only machine).
+CUDA_CONTEXT_BYTES = 500 * MIB
+
+# Floats autograd keeps per token and per decoder layer for the backward pass,
+# read off torch's saved-tensor hooks on SmolLM2-135M and the tiny Llama with
+# LoRA (sdpa attention, a padding mask as GRPO batches always have):
+# - 6 x hidden: both RMSNorm inputs and outputs, q, and the attention output;
+# - 2 x heads x head_dim: k and v, repeated to every query head (grouped-query
+#   attention is expanded when a mask is given);
+# - 4 x intermediate: gate, silu(gate), up and their product;
+# - lora_r per wrapped linear layer (the output of lora_A);
+# - one attention-mask row of T floats, and a few per-head scalars.
+# SmolLM2, T = 80, r = 16: 10,955 by this count, 10,975 measured.
+HIDDEN_COPIES_SAVED = 6
+ATTENTION_COPIES_SAVED = 2
+INTERMEDIATE_COPIES_SAVED = 4
+# With gradient checkpointing only each layer's input stays, plus one layer's
+# full activations while it is recomputed.
+# TRL's fused LM head (trl.kernels.chunked_logprob): the vocabulary is scored
+# in tiles of at most TOKEN_TILE tokens x VOCAB_TILE words, float32. In the
+# backward of a tile, its CPU (torch) path holds about eight tile-sized
+# tensors at once: the tile, its scaled copy, z, log p, p, the gradient and
+# two temporaries of the target one-hot.
+TOKEN_TILE = 4096
+VOCAB_TILE = 32768
+LOGIT_TILE_COPIES_BACKWARD = 8
+# A no-grad forward (reference or old log-probs) holds the tile and about
+# four temporaries (scaled logits, z - max, exp, exp * z).
+LOGIT_TILE_COPIES_FORWARD = 5
+# A no-grad forward also holds a few activations of the current layer only.
+INFERENCE_FLOATS_PER_TOKEN = (4, 3)  # (hidden copies, intermediate copies)
+# Sampling keeps the logits of the last position, their processed copy and
+# the probabilities, per sequence, at every decoding step.
+SAMPLING_LOGIT_COPIES = 3
+# LoRA adapter memory per parameter: the float32 weight, its gradient and
+# AdamW's two moments (PEFT keeps adapters in float32 even on a bf16 model).
+LORA_BYTES_PER_PARAM = 4 + 4 + 8
+
+LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+# config.json keys, with the aliases other architectures use.
+_ALIASES = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads"),
+    "vocab_size": ("vocab_size",),
+}
+
+
+class MemoryInputError(WorkbenchError):
+    """An input the estimate cannot use; the message names the field, the rule and a fix."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the estimate needs to know about a decoder-only transformer."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool = True
+    num_parameters: int | None = None  # counted from the shape when not given
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def attention_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) features of each linear layer of one decoder layer (Llama naming)."""
+        h, a, kv, i = self.hidden_size, self.attention_size, self.kv_size, self.intermediate_size
+        return {"q_proj": (h, a), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (a, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    def parameter_count(self) -> int:
+        if self.num_parameters:
+            return int(self.num_parameters)
+        per_layer = sum(i * o for i, o in self.linear_shapes().values()) + 2 * self.hidden_size
+        embeddings = self.vocab_size * self.hidden_size
+        head = 0 if self.tie_word_embeddings else embeddings
+        return embeddings + self.num_hidden_layers * per_layer + self.hidden_size + head
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    name: str
+    bytes: int
+    phase: str        # "always", "generation", "scoring" or "training"
+    explanation: str
+
+    @property
+    def gib(self) -> float:
+        return self.bytes / GIB
+
+
+@dataclass
+class MemoryEstimate:
+    terms: list[MemoryTerm]
+    peak_phase: str
+    device: str
+    notes: list[str] = field(default_factory=list)
+
+    def phase_bytes(self, phase: str) -> int:
+        return sum(t.bytes for t in self.terms if t.phase == phase)
+
+    @property
+    def total_bytes(self) -> int:
+        """Always-alive memory plus the largest phase."""
+        return self.phase_bytes("always") + self.phase_bytes(self.peak_phase)
+
+    @property
+    def total_gib(self) -> float:
+        return self.total_bytes / GIB
+
+    def breakdown(self) -> list[dict[str, Any]]:
+        """One row per term (name, phase, GiB, what it is), for a table."""
+        return [{"term": t.name, "phase": t.phase, "GiB": round(t.gib, 3), "what": t.explanation}
+                for t in self.terms]
+
+    def check_fits(self, free_bytes: int | None) -> str | None:
+        """A warning when the estimate exceeds `free_bytes`, else None."""
+        if free_bytes is None or self.total_bytes <= free_bytes:
+            return None
+        return (f"The run needs about {self.total_gib:.1f} GiB at its peak ({self.peak_phase}) but the device has "
+                f"{free_bytes / GIB:.1f} GiB free. Lower per_device_train_batch_size or max_completion_length, "
+                f"turn on gradient_checkpointing, or pick a device with more free memory.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"terms": [asdict(t) for t in self.terms], "peak_phase": self.peak_phase, "device": self.device,
+                "total_bytes": self.total_bytes, "total_gib": round(self.total_gib, 3), "notes": list(self.notes)}
+
+
+# ---------------------------------------------------------------- model shape
+
+def _first(config: Mapping, field_name: str, source: str) -> int:
+    for key in _ALIASES[field_name]:
+        if config.get(key) is not None:
+            return int(config[key])
+    raise MemoryInputError(f"{field_name}: missing from {source}; the estimate needs a decoder-only model config "
+                           f"with {' or '.join(_ALIASES[field_name])} (a transformers config.json)")
+
+
+def model_shape(config: Mapping, source: str = "the model config") -> ModelShape:
+    """A ModelShape from a transformers config dict (the text config of a multimodal one)."""
+    if not isinstance(config, Mapping):
+        raise MemoryInputError(f"model: expected a config dict, a ModelShape or a model folder, got "
+                               f"{type(config).__name__}")
+    config = config.get("text_config") or config
+    hidden = _first(config, "hidden_size", source)
+    heads = _first(config, "num_attention_heads", source)
+    shape = ModelShape(
+        hidden_size=hidden,
+        intermediate_size=int(config.get("intermediate_size") or config.get("n_inner") or 4 * hidden),
+        num_hidden_layers=_first(config, "num_hidden_layers", source),
+        num_attention_heads=heads,
+        num_key_value_heads=int(config.get("num_key_value_heads") or heads),
+        head_dim=int(config.get("head_dim") or hidden // heads),
+        vocab_size=_first(config, "vocab_size", source),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", True)),
+        num_parameters=config.get("num_parameters"),
+    )
+    return shape
+
+
+def from_model_dir(path: str | Path) -> ModelShape:
+    """The shape of the model in `path`, from its config.json alone (no weights, no torch)."""
+    config_path = Path(path) / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MemoryInputError(f"model: no config.json in {path}; point at a transformers model folder") from None
+    except json.JSONDecodeError as exc:
+        raise MemoryInputError(f"model: {config_path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    return model_shape(config, source=str(config_path))
+
+
+def _as_shape(model: Any) -> ModelShape:
+    if isinstance(model, ModelShape):
+        return model
+    if isinstance(model, (str, Path)):
+        return from_model_dir(model)
+    return model_shape(model)
+
+
+def lora_target_names(lora_target_modules: Any) -> list[str]:
+    """The per-layer linear layers LoRA wraps: "all-linear", a comma list or a list of names."""
+    if isinstance(lora_target_modules, str):
+        if lora_target_modules.strip() == "all-linear":
+            return list(LINEAR_NAMES)
+        names = [n.strip() for n in lora_target_modules.split(",") if n.strip()]
+    else:
+        names = [str(n) for n in lora_target_modules or ()]
+    unknown = [n for n in names if n not in LINEAR_NAMES]
+    if unknown or not names:
+        raise MemoryInputError(f"lora_target_modules: {unknown or names!r} not understood; use \"all-linear\" or "
+                               f"names from {', '.join(LINEAR_NAMES)}")
+    return names
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1 or int(value) != value:
+        raise MemoryInputError(f"{name}: got {value!r}; it must be a whole number of at least 1")
+    return int(value)
+
+
+# ---------------------------------------------------------------- the estimate
+
+def estimate_memory(
+    model: Any,
+    *,
+    lora_r: int = 16,
+    lora_target_modules: Any = "all-linear",
+    per_device_train_batch_size: int = 8,
+    num_generations: int = 8,
+    gradient_accumulation_steps: int = 1,
+    steps_per_generation: int | None = None,
+    max_prompt_length: int = 64,
+    max_completion_length: int = 48,
+    beta: float = 0.04,
+    num_iterations: int = 1,
+    dtype_bytes: int = 4,
+    device: str = "cpu",
+    gradient_checkpointing: bool = False,
+    use_vllm: bool = False,
+    vllm_mode: str = "colocate",
+    vllm_gpu_memory_utilization: float = 0.3,
+    device_total_bytes: int | None = None,
+) -> MemoryEstimate:
+    """Peak memory of one training process of a LoRA GRPO run, term by term.
+
+    `model` is a ModelShape, a config.json dict or a model folder.
+    `max_prompt_length` is the longest prompt in tokens (after the chat template).
+    `dtype_bytes`: 4 for float32 (CPU), 2 for bf16/fp16.
+    `device`: "cpu" or "cuda". `device_total_bytes` is the GPU's memory, used for vLLM's share.
+    """
+    shape = _as_shape(model)
+    batch = _positive("per_device_train_batch_size", per_device_train_batch_size)
+    _positive("num_generations", num_generations)
+    spg = _positive("steps_per_generation", steps_per_generation or gradient_accumulation_steps)
+    prompt = _positive("max_prompt_length", max_prompt_length)
+    completion = _positive("max_completion_length", max_completion_length)
+    rank = _positive("lora_r", lora_r)
+    if dtype_bytes not in (1, 2, 4):
+        raise MemoryInputError(f"dtype_bytes: got {dtype_bytes!r}; use 4 (float32), 2 (bf16/fp16) or 1 (8-bit)")
+    if device not in ("cpu", "cuda"):
+        raise MemoryInputError(f"device: got {device!r}; use \"cpu\" or \"cuda\"")
+
+    layers = shape.num_hidden_layers
+    seq = prompt + completion                       # tokens per sequence at max length
+    train_tokens = batch * seq                      # (B, T) of one micro-batch
+    gen_sequences = batch * spg                     # this process's share of a generation round
+    targets = lora_target_names(lora_target_modules)
+    shapes = shape.linear_shapes()
+    lora_params = layers * sum(rank * (shapes[n][0] + shapes[n][1]) for n in targets)
+    vocab_tile = min(shape.vocab_size, VOCAB_TILE)
+    token_tile = min(train_tokens, TOKEN_TILE)
+    notes: list[str] = []
+    terms: list[MemoryTerm] = []
+
+    def add(name: str, size: float, phase: str, explanation: str) -> None:
+        terms.append(MemoryTerm(name, int(size), phase, explanation))
+
+    if device == "cpu":
+        add("runtime", RUNTIME_BASELINE_CPU_BYTES, "always",
+            "Python, torch, transformers, TRL and the trainer before the first step (measured)")
+    else:
+        add("runtime", CUDA_CONTEXT_BYTES, "always", "CUDA context and cuBLAS workspaces")
+    add("weights", shape.parameter_count() * dtype_bytes, "always",
+        f"{shape.parameter_count() / 1e6:.0f}M parameters x {dtype_bytes} bytes")
+    add("lora", lora_params * LORA_BYTES_PER_PARAM, "always",
+        f"{lora_params / 1e6:.2f}M LoRA parameters (r={rank}, {len(targets)} layers each): float32 weight, "
+        f"gradient and two AdamW moments")
+
+    # Generation: every completion of the round decodes at once.
+    if use_vllm and vllm_mode == "server":
+        add("generation", 0, "generation", "vLLM server on its own GPUs: no generation memory here")
+    elif use_vllm:
+        if device_total_bytes:
+            # Reserved when the trainer starts and held for the whole run.
+            add("vllm", vllm_gpu_memory_utilization * device_total_bytes, "always",
+                f"vLLM colocated reserves {vllm_gpu_memory_utilization:.0%} of the GPU for its weights and cache")
+        else:
+            notes.append("vLLM colocate reserves vllm_gpu_memory_utilization of the GPU: give device_total_bytes "
+                         "to count it.")
+    else:
+        kv = 2 * layers * shape.kv_size * seq * gen_sequences * dtype_bytes
+        add("kv cache", kv, "generation",
+            f"keys and values of {gen_sequences} sequences x {seq} tokens x {layers} layers")
+        add("sampling logits", gen_sequences * shape.vocab_size * 4 * SAMPLING_LOGIT_COPIES, "generation",
+            f"next-token logits of {gen_sequences} sequences over {shape.vocab_size} words")
+
+    # Scoring: no-grad forwards over micro-batches (reference model, old log-probs).
+    needs_old = num_iterations > 1 or gradient_accumulation_steps % (spg * num_iterations) != 0
+    if beta > 0 or needs_old:
+        h_copies, i_copies = INFERENCE_FLOATS_PER_TOKEN
+        layer_floats = train_tokens * (h_copies * shape.hidden_size + i_copies * shape.intermediate_size)
+        tiles = token_tile * vocab_tile * 4 * LOGIT_TILE_COPIES_FORWARD
+        why = "reference log-probs (base model with adapters disabled, no second copy of the weights)" \
+            if beta > 0 else "old log-probs for num_iterations > 1"
+        add("reference forward", layer_floats * dtype_bytes + tiles, "scoring",
+            f"{why}: one layer's activations and the vocabulary tiles of {batch} sequences")
+
+    # Training: what autograd keeps for backward, then the head's backward tiles on top.
+    per_layer_floats = (HIDDEN_COPIES_SAVED * shape.hidden_size + ATTENTION_COPIES_SAVED * shape.attention_size
+                        + INTERMEDIATE_COPIES_SAVED * shape.intermediate_size + rank * len(targets)
+                        + seq + shape.num_attention_heads + 2)
+    if gradient_checkpointing:
+        activations = train_tokens * (layers * shape.hidden_size + per_layer_floats) * dtype_bytes
+        how = "gradient checkpointing: each layer's input plus one layer recomputed"
+    else:
+        activations = train_tokens * layers * per_layer_floats * dtype_bytes
+        how = f"{per_layer_floats:,} floats per token per layer"
+    add("activations", activations, "training",
+        f"backward state of {batch} completions x {seq} tokens (prompt + completion) x {layers} layers: {how}")
+    add("logits tiles", token_tile * vocab_tile * 4 * LOGIT_TILE_COPIES_BACKWARD, "training",
+        f"fused LM head backward: {LOGIT_TILE_COPIES_BACKWARD} float32 tiles of {token_tile} tokens x {vocab_tile} "
+        f"words (never the full {train_tokens} x {shape.vocab_size} logits)")
+
+    phases = ("generation", "scoring", "training")
+    peak = max(phases, key=lambda p: sum(t.bytes for t in terms if t.phase == p))
+    if device == "cuda" and dtype_bytes == 4:
+        notes.append("float32 on a GPU: bf16 (dtype_bytes=2) halves weights and activations.")
+    return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)
+
+
+def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device: str = "cpu",
+                        device_total_bytes: int | None = None) -> MemoryEstimate:
+    """The estimate for a RunConfig (or its dict), reading its fields by TRL's names."""
+    def get(name: str, default: Any = None) -> Any:
+        return config.get(name, default) if isinstance(config, Mapping) else getattr(config, name, default)
+
+    return estimate_memory(
+        model,
+        lora_r=get("lora_r", 16), lora_target_modules=get("lora_target_modules", "all-linear"),
+        per_device_train_batch_size=get("per_device_train_batch_size", 8),
+        num_generations=get("num_generations", 8),
+        gradient_accumulation_steps=get("gradient_accumulation_steps", 1),
+        steps_per_generation=get("steps_per_generation"),
+        max_prompt_length=max_prompt_length, max_completion_length=get("max_completion_length", 48),
+        beta=get("beta", 0.04), num_iterations=get("num_iterations", 1),
+        dtype_bytes=2 if get("bf16", False) else 4, device=device,
+        gradient_checkpointing=bool(get("gradient_checkpointing", False)),
+        use_vllm=bool(get("use_vllm", False)), vllm_mode=get("vllm_mode", "colocate"),
+        vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
+        device_total_bytes=device_total_bytes,
+    )

@@ -1,0 +1,447 @@
+"""Reward functions for GRPO, with TRL's signature, looked up by name.
+
+Every reward here is called the way TRL's GRPOTrainer calls one:
+
+    f(prompts=..., completions=..., completion_ids=..., **columns) -> list[float | None]
+
+`completions` are plain strings, or, for a conversational dataset, lists of
+messages such as `[{"role": "assistant", "content": "..."}]`; every other
+dataset column (e.g. `answer`, `keywords`) arrives as a per-completion list.
+TRL names each function's metric `rewards/<__name__>/mean`, so factories give
+the functions they build a meaningful `__name__`.
+
+Also here: `load_reward_file` (a person's own reward functions from a Python
+file), `score` (try rewards on hand-written completions before training) and
+`check_reward_output` / `guard_reward` (a reward that raises or returns the
+wrong count fails with the function's name). Pure standard library.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import inspect
+import math
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from workbench.errors import WorkbenchError
+from workbench.spec.chat import completion_text
+
+RewardFunc = Callable[..., list]
+
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
+
+
+class RewardError(WorkbenchError):
+    """A reward cannot be found, loaded, or used; the message says how to fix it."""
+
+
+class RewardFunctionError(RewardError):
+    """A reward function raised or returned something TRL cannot use."""
+
+    def __init__(self, function_name: str, message: str):
+        super().__init__(f"reward function '{function_name}' {message}")
+        self.function_name = function_name
+
+
+class RewardFileError(RewardError):
+    """A reward file is missing, does not import, or defines no reward function."""
+
+
+# ---------------------------------------------------------------- text helpers
+
+
+def extract_answer(text: str) -> str:
+    """The content of the last `<answer>...</answer>` tag, else the whole text, stripped."""
+    tagged = ANSWER_TAG.findall(text)
+    return (tagged[-1] if tagged else text).strip()
+
+
+def normalise_answer(text: str) -> str:
+    """Lower case, single spaces, no surrounding quotes or final full stop."""
+    text = " ".join(str(text).split()).lower()
+    return text.strip().strip("\"'`").rstrip(".").strip()
+
+
+def parse_number(text: str) -> float | None:
+    """The last number written in `text` (commas as thousands separators), or None."""
+    found = NUMBER.findall(text)
+    if not found:
+        return None
+    try:
+        return float(found[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _texts(completions: Iterable[Any] | None) -> list[str]:
+    return [completion_text(c) for c in (completions or [])]
+
+
+def _column(name: str, function_name: str, values: Any, n: int) -> list:
+    """A dataset column as a per-completion list, with a clear error when it is missing."""
+    if values is None:
+        raise RewardError(
+            f"reward '{function_name}' needs a `{name}` column in the dataset (one value per prompt); "
+            f"add that column, or choose a reward that does not need it"
+        )
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        return [values] * n
+    if len(values) != n:
+        raise RewardError(f"reward '{function_name}': column `{name}` has {len(values)} values for {n} completions")
+    return list(values)
+
+
+def _named(func: Callable, name: str, doc: str | None = None) -> Callable:
+    func.__name__ = name
+    func.__qualname__ = name
+    if doc:
+        func.__doc__ = doc
+    return func
+
+
+# ---------------------------------------------------------------- reward factories
+
+
+def format_tag(tag: str = "answer") -> RewardFunc:
+    """1.0 when the completion holds a non-empty `<tag>...</tag>`, else 0.0."""
+    pattern = re.compile(rf"<{re.escape(tag)}>\s*\S.*?</{re.escape(tag)}>", re.DOTALL | re.IGNORECASE)
+
+    def reward(prompts=None, completions=None, completion_ids=None, **kwargs):
+        return [1.0 if pattern.search(t) else 0.0 for t in _texts(completions)]
+
+    return _named(reward, f"format_{tag}_tag", f"1.0 when the completion holds a non-empty <{tag}>...</{tag}>, else 0.0.")
+
+
+def exact_answer() -> RewardFunc:
+    """1.0 when the answer (inside <answer> tags if present) equals the `answer` column, ignoring case and spaces."""
+
+    def reward(prompts=None, completions=None, completion_ids=None, answer=None, **kwargs):
+        texts = _texts(completions)
+        answers = _column("answer", "exact_answer", answer, len(texts))
+        return [
+            1.0 if normalise_answer(extract_answer(t)) == normalise_answer(a) else 0.0 for t, a in zip(texts, answers)
+        ]
+
+    return _named(reward, "exact_answer", exact_answer.__doc__)
+
+
+def numeric_answer(tolerance: float = 1e-6) -> RewardFunc:
+    """1.0 when the last number of the answer is within `tolerance` of the `answer` column, else 0.0."""
+    if tolerance < 0:
+        raise RewardError(f"numeric_answer: tolerance must be >= 0, got {tolerance}; use e.g. 0.01")
+
+    def reward(prompts=None, completions=None, completion_ids=None, answer=None, **kwargs):
+        texts = _texts(completions)
+        answers = _column("answer", "numeric_answer", answer, len(texts))
+        scores = []
+        for text, expected in zip(texts, answers):
+            got, want = parse_number(extract_answer(text)), parse_number(str(expected))
+            if want is None:
+                raise RewardError(f"reward 'numeric_answer': the `answer` value {expected!r} holds no number")
+            scores.append(1.0 if got is not None and abs(got - want) <= tolerance else 0.0)
+        return scores
+
+    return _named(reward, "numeric_answer", numeric_answer.__doc__)
+
+
+def brevity(max_chars: int = 200) -> RewardFunc:
+    """1 - characters / max_chars, clipped to [0, 1]: shorter answers score higher."""
+    if max_chars <= 0:
+        raise RewardError(f"brevity: max_chars must be > 0, got {max_chars}; use e.g. 200")
+
+    def reward(prompts=None, completions=None, completion_ids=None, **kwargs):
+        return [min(1.0, max(0.0, 1.0 - len(t) / max_chars)) for t in _texts(completions)]
+
+    return _named(reward, "brevity", f"1 - characters / {max_chars}, clipped to [0, 1]: shorter answers score higher.")
+
+
+def length_target(target_chars: int = 100) -> RewardFunc:
+    """1 - |characters - target| / target, clipped at 0; a `target_chars` column overrides the target per prompt."""
+    if target_chars <= 0:
+        raise RewardError(f"length_target: target_chars must be > 0, got {target_chars}; use e.g. 100")
+
+    default_target = target_chars
+
+    def reward(prompts=None, completions=None, completion_ids=None, target_chars=None, **kwargs):
+        texts = _texts(completions)
+        if target_chars is None:
+            targets = [default_target] * len(texts)
+        else:
+            targets = [float(g) for g in _column("target_chars", "length_target", target_chars, len(texts))]
+            if any(g <= 0 for g in targets):
+                raise RewardError("reward 'length_target': every `target_chars` value must be > 0")
+        return [max(0.0, 1.0 - abs(len(t) - g) / g) for t, g in zip(texts, targets)]
+
+    return _named(
+        reward,
+        "length_target",
+        f"1 - |characters - {target_chars}| / {target_chars}, clipped at 0 (a `target_chars` column overrides it).",
+    )
+
+
+def keyword_presence(keywords: Iterable[str] | None = None) -> RewardFunc:
+    """Fraction of the keywords (fixed, else the `keywords` column) that appear as whole words, any case."""
+    fixed = _keyword_list(keywords) if keywords is not None else None
+
+    def reward(prompts=None, completions=None, completion_ids=None, keywords=None, **kwargs):
+        texts = _texts(completions)
+        if fixed is not None:
+            wanted = [fixed] * len(texts)
+        else:
+            wanted = _column("keywords", "keyword_presence", keywords, len(texts))
+        scores = []
+        for text, words in zip(texts, wanted):
+            words = _keyword_list(words)
+            if not words:
+                scores.append(None)  # nothing to look for: TRL leaves this reward out of the sum
+                continue
+            hits = sum(1 for w in words if re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text, re.IGNORECASE))
+            scores.append(hits / len(words))
+        return scores
+
+    return _named(reward, "keyword_presence", keyword_presence.__doc__)
+
+
+def _keyword_list(value: Any) -> list[str]:
+    # a list, or one comma-separated string (what a CSV cell can hold)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    return [str(w).strip() for w in value if str(w).strip()]
+
+
+def repetition_penalty(ngram_size: int = 3, max_penalty: float = -1.0) -> RewardFunc:
+    """Share of repeated word n-grams times max_penalty: 0 for no repetition, down to max_penalty."""
+    if ngram_size < 1 or max_penalty > 0:
+        raise RewardError(
+            f"repetition_penalty: needs ngram_size >= 1 and max_penalty <= 0, got {ngram_size}, {max_penalty}"
+        )
+
+    def reward(prompts=None, completions=None, completion_ids=None, **kwargs):
+        scores = []
+        for text in _texts(completions):
+            words = text.lower().split()
+            ngrams = [tuple(words[i : i + ngram_size]) for i in range(len(words) - ngram_size + 1)]
+            repeated = 1.0 - len(set(ngrams)) / len(ngrams) if ngrams else 0.0
+            scores.append(repeated * max_penalty + 0.0)  # + 0.0 turns -0.0 into 0.0
+        return scores
+
+    return _named(reward, "repetition_penalty", repetition_penalty.__doc__)
+
+
+# The registry: name -> reward function with default settings. The key equals
+# each function's __name__, so the UI, the config and TRL's metrics agree.
+REWARDS: dict[str, RewardFunc] = {
+    f.__name__: f
+    for f in (
+        format_tag("answer"),
+        exact_answer(),
+        numeric_answer(),
+        brevity(),
+        length_target(),
+        keyword_presence(),
+        repetition_penalty(),
+    )
+}
+
+
+def describe_rewards(rewards: dict[str, RewardFunc] | None = None) -> dict[str, str]:
+    """Name -> one line saying what the reward gives (the first line of its docstring)."""
+    return {name: ((inspect.getdoc(f) or "").splitlines() or [""])[0] for name, f in (rewards or REWARDS).items()}
+
+
+def get_reward(name: str, extra: dict[str, RewardFunc] | None = None) -> RewardFunc:
+    """The reward called `name`: from `extra` (a user's file) first, then the built-ins."""
+    available = {**REWARDS, **(extra or {})}
+    if name not in available:
+        raise RewardError(
+            f"reward_names: unknown reward {name!r}; choose from {', '.join(sorted(available))}, "
+            f"or define it in a reward file (reward_file)"
+        )
+    return available[name]
+
+
+# ---------------------------------------------------------------- user reward files
+
+
+def load_reward_file(path: str | Path) -> dict[str, RewardFunc]:
+    """Import a Python file and return its public reward functions by name.
+
+    A public reward function is a function defined in that file, whose name does
+    not start with "_", and that accepts `completions` as a keyword (by name or
+    through **kwargs) - so helper functions with other signatures are left out.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise RewardFileError(
+            f"reward_file: no file at '{path}'; give the path of a .py file defining functions "
+            f"f(prompts, completions, **kwargs) -> list[float]"
+        )
+    if path.suffix != ".py":
+        raise RewardFileError(f"reward_file: '{path}' is not a .py file; reward functions must live in a Python file")
+    module_name = f"workbench_user_rewards_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        sys.modules[module_name] = module  # so dataclasses/pickle inside the file can find it
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise RewardFileError(
+            f"reward_file '{path}' does not import: syntax error on line {exc.lineno}: {exc.msg}; fix that line"
+        ) from None
+    except BaseException as exc:  # any error while the user's code runs, reported without a traceback
+        sys.modules.pop(module_name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        line = _user_line(exc, path)
+        raise RewardFileError(
+            f"reward_file '{path}' does not import: {type(exc).__name__}: {exc}{line}; "
+            f"fix the file (or install the package it needs)"
+        ) from None
+    functions = {
+        name: func
+        for name, func in vars(module).items()
+        if inspect.isfunction(func)
+        and not name.startswith("_")
+        and func.__module__ == module_name
+        and _accepts_completions(func)
+    }
+    if not functions:
+        raise RewardFileError(
+            f"reward_file '{path}' defines no reward function; define e.g. "
+            f"`def my_reward(prompts, completions, **kwargs): return [1.0 for _ in completions]`"
+        )
+    return functions
+
+
+def _accepts_completions(func: Callable) -> bool:
+    params = inspect.signature(func).parameters.values()
+    return any(p.name == "completions" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _user_line(exc: BaseException, path: Path) -> str:
+    # the deepest frame inside the user's file, so the message points at their line
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    return f" (line {frames[-1].lineno})" if frames else ""
+
+
+def resolve_rewards(names: Iterable[str], reward_file: str | Path | None = None) -> list[RewardFunc]:
+    """Reward functions for `names`, each guarded so a failure names the function."""
+    extra = load_reward_file(reward_file) if reward_file else {}
+    names = list(names)
+    if not names:
+        raise RewardError(f"reward_names: choose at least one reward; built-in ones: {', '.join(REWARDS)}")
+    return [guard_reward(get_reward(name, extra), name) for name in names]
+
+
+# ---------------------------------------------------------------- checking outputs
+
+
+def check_reward_output(name: str, values: Any, n: int) -> list[float | None]:
+    """The output of reward `name` as floats (None kept), or a RewardFunctionError saying what is wrong."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
+        raise RewardFunctionError(
+            name, f"returned {type(values).__name__}; it must return a list with one float (or None) per completion"
+        )
+    if len(values) != n:
+        raise RewardFunctionError(
+            name, f"returned {len(values)} rewards for {n} completions; it must return exactly one per completion"
+        )
+    result: list[float | None] = []
+    for i, value in enumerate(values):
+        if value is None:
+            result.append(None)
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise RewardFunctionError(name, f"returned {value!r} at position {i}; each reward must be a number or None") from None
+        if math.isnan(number):
+            result.append(None)  # TRL turns None into NaN anyway
+        elif math.isinf(number):
+            raise RewardFunctionError(name, f"returned {number} at position {i}; rewards must be finite")
+        else:
+            result.append(number)
+    return result
+
+
+def guard_reward(func: RewardFunc, name: str | None = None) -> RewardFunc:
+    """Wrap `func` so an exception or a bad output raises RewardFunctionError naming it; keeps __name__."""
+    name = name or getattr(func, "__name__", type(func).__name__)
+
+    @functools.wraps(func)
+    def guarded(prompts=None, completions=None, completion_ids=None, **kwargs):
+        try:
+            values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+        except RewardFunctionError:
+            raise
+        except Exception as exc:
+            raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
+        return check_reward_output(name, values, len(completions or []))
+
+    guarded.__name__ = name
+    return guarded
+
+
+# ---------------------------------------------------------------- try the rewards
+
+
+def score(
+    reward_names: Iterable[str],
+    prompts: Any,
+    completions: list,
+    weights: Iterable[float] | None = None,
+    reward_file: str | Path | None = None,
+    **columns: Any,
+) -> list[dict]:
+    """Score completions with named rewards, as the trainer would, before training.
+
+    `prompts` is one prompt (text or messages) for all completions or a list with
+    one per completion; each column is a list with one value per completion or a
+    single value for all. Returns per completion `{"prompt", "completion",
+    "rewards": {name: float | None}, "reward": weighted total}` - the total is
+    TRL's: a weighted sum that skips None, and None when every reward is None.
+    """
+    names = list(reward_names)
+    functions = resolve_rewards(names, reward_file)
+    weights = [1.0] * len(names) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(names):
+        raise RewardError(
+            f"reward_weights: {len(weights)} weights for {len(names)} rewards ({', '.join(names)}); give one weight per reward"
+        )
+    completions = list(completions)
+    n = len(completions)
+    if _is_single_prompt(prompts):
+        prompts = [prompts] * n
+    prompts = list(prompts)
+    if len(prompts) != n:
+        raise RewardError(f"prompts: {len(prompts)} prompts for {n} completions; give one prompt, or one per completion")
+    kwargs = {key: _column(key, "score", value, n) for key, value in columns.items()}
+    per_function = {
+        name: func(prompts=prompts, completions=completions, completion_ids=None, **kwargs)
+        for name, func in zip(names, functions)
+    }
+    results = []
+    for i in range(n):
+        rewards = {name: per_function[name][i] for name in names}
+        scored = [(rewards[name], w) for name, w in zip(names, weights) if rewards[name] is not None]
+        total = sum(r * w for r, w in scored) if scored else None
+        results.append(
+            {"prompt": prompts[i], "completion": completions[i], "rewards": rewards, "reward": total}
+        )
+    return results
+
+
+def _is_single_prompt(prompts: Any) -> bool:
+    # a string, or one conversation (a list of message dicts)
+    return isinstance(prompts, str) or (
+        isinstance(prompts, (list, tuple)) and bool(prompts) and all(isinstance(p, dict) for p in prompts)
+    )

@@ -1,0 +1,244 @@
+"""Built-in GRPO tasks: a dataset, the rewards that score it, and probe prompts.
+
+- `demo`: short factual questions scored by brevity (1 - chars/200). The
+  bundled SmolLM2-135M-Instruct answers at length at first and learns to be
+  brief within about ten steps on a laptop CPU - learning you can watch.
+- `arithmetic`: generated `a + b` and `a * b` questions with an `answer`
+  column, scored by the exact answer and by the `<answer>` tag format.
+- `keywords`: write a sentence on a topic using given words (a `keywords`
+  column), scored by the share of words used and a length target.
+
+Datasets are built in code or read from the small files in `workbench/data/`
+(no downloads). Prompts are conversational (`[{"role": "user", ...}]`) so the
+model's chat template applies. A person's own dataset file is read by
+`workbench.spec.datasets_io.load_user_dataset`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from workbench.errors import WorkbenchError
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+class TaskError(WorkbenchError):
+    """An unknown task or a dataset size it cannot give; the message says what to use."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A built-in task.
+
+    `reward_names` and `reward_weights` are what a run of this task uses by
+    default (TRL's `reward_weights`, one per function). `probe_prompts` are
+    user messages answered by the base model and by checkpoints side by side.
+    `settings` are RunConfig fields (TRL names) the task is designed around.
+    `default_size` is the number of rows a run uses (None: all the task has).
+    """
+
+    name: str
+    title: str
+    description: str
+    reward_names: tuple[str, ...]
+    reward_weights: tuple[float, ...]
+    probe_prompts: tuple[str, ...]
+    build_rows: Callable[[int | None, int], list[dict]] = field(repr=False)
+    default_size: int | None
+    settings: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Everything but the row builder, for the UI and the run folder."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "reward_names": list(self.reward_names),
+            "reward_weights": list(self.reward_weights),
+            "probe_prompts": list(self.probe_prompts),
+            "default_size": self.default_size,
+            "settings": dict(self.settings),
+        }
+
+
+def user_message(text: str) -> list[dict]:
+    """A conversational prompt holding one user message."""
+    return [{"role": "user", "content": text}]
+
+
+# ---------------------------------------------------------------- demo: brevity
+
+
+def demo_questions() -> list[str]:
+    """The demo's short factual questions, one per line of data/demo_questions.txt."""
+    lines = (DATA_DIR / "demo_questions.txt").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip()]
+
+
+def build_demo_rows(size: int | None, seed: int) -> list[dict]:
+    questions = demo_questions()
+    size = len(questions) if size is None else size
+    if size > len(questions):
+        raise TaskError(f"dataset size: the demo task has {len(questions)} questions, asked for {size}; use at most {len(questions)}")
+    random.Random(seed).shuffle(questions)
+    return [{"prompt": user_message(q)} for q in questions[:size]]
+
+
+# ---------------------------------------------------------------- arithmetic
+
+
+ARITHMETIC_INSTRUCTION = "Give only the final number inside <answer></answer> tags."
+
+
+def arithmetic_question(a: int, op: str, b: int) -> dict:
+    """One row: the question (with the format instruction) and its `answer` as text."""
+    value = a + b if op == "+" else a * b
+    return {"prompt": user_message(f"What is {a} {op} {b}? {ARITHMETIC_INSTRUCTION}"), "answer": str(value)}
+
+
+def build_arithmetic_rows(size: int, seed: int) -> list[dict]:
+    # sums of two numbers up to 99 and products of a small by a two-digit number:
+    # hard enough that a small model is often wrong, easy enough that it is sometimes right
+    rng = random.Random(seed)
+    seen: set[tuple[int, str, int]] = set()
+    possible = 99 * 99 + 11 * 98
+    if size > possible:
+        raise TaskError(f"dataset size: the arithmetic task has {possible} distinct questions; use at most that")
+    rows = []
+    while len(rows) < size:
+        if rng.random() < 0.5:
+            question = (rng.randint(1, 99), "+", rng.randint(1, 99))
+        else:
+            question = (rng.randint(2, 12), "*", rng.randint(2, 99))
+        if question not in seen:
+            seen.add(question)
+            rows.append(arithmetic_question(*question))
+    return rows
+
+
+# ---------------------------------------------------------------- keywords
+
+
+def keyword_topics() -> dict[str, list[str]]:
+    """Topic -> words that fit it, from data/keyword_topics.json."""
+    return json.loads((DATA_DIR / "keyword_topics.json").read_text(encoding="utf-8"))
+
+
+def keyword_prompt(topic: str, words: list[str]) -> str:
+    listed = ", ".join(f'"{w}"' for w in words)
+    return f"Write one short sentence about {topic} that uses the words {listed}."
+
+
+def build_keyword_rows(size: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    topics = keyword_topics()
+    rows, seen = [], set()
+    attempts = 0
+    while len(rows) < size:
+        attempts += 1
+        if attempts > size * 50:
+            raise TaskError(f"dataset size: the keywords task cannot make {size} distinct prompts; use {len(rows)} or fewer")
+        topic = rng.choice(sorted(topics))
+        words = sorted(rng.sample(topics[topic], rng.choice((2, 3))))
+        key = (topic, tuple(words))
+        if key not in seen:
+            seen.add(key)
+            rows.append({"prompt": user_message(keyword_prompt(topic, words)), "keywords": words})
+    return rows
+
+
+# ---------------------------------------------------------------- the registry
+
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        Task(
+            name="demo",
+            title="Answer briefly (demo)",
+            description=(
+                "Short factual questions; the reward is 1 - characters/200, so shorter answers score higher. "
+                "The bundled SmolLM2-135M-Instruct starts verbose (mean reward near 0) and learns to answer in a "
+                "few words within about ten steps on a CPU."
+            ),
+            reward_names=("brevity",),
+            reward_weights=(1.0,),
+            probe_prompts=(
+                "What is the capital of France?",
+                "How many legs does a spider have?",
+                "Who wrote Romeo and Juliet?",
+                "What is the largest ocean on Earth?",
+            ),
+            build_rows=build_demo_rows,
+            default_size=None,  # every question in data/demo_questions.txt
+            # the measured CPU demo: LoRA r=16, lr 1e-3, batch 8, G=8, 48 tokens
+            settings={"learning_rate": 1e-3, "per_device_train_batch_size": 8, "num_generations": 8,
+                      "max_completion_length": 48},
+        ),
+        Task(
+            name="arithmetic",
+            title="Arithmetic with a tagged answer",
+            description=(
+                "Generated `a + b` and `a * b` questions with the answer in an `answer` column. Rewards: "
+                "exact_answer (1.0 when the number inside <answer> tags is right) and format_answer_tag "
+                "(1.0 when the tags are there, weight 0.5) - two signals, one about format, one about truth."
+            ),
+            reward_names=("exact_answer", "format_answer_tag"),
+            reward_weights=(1.0, 0.5),
+            probe_prompts=(
+                f"What is 23 + 19? {ARITHMETIC_INSTRUCTION}",
+                f"What is 7 * 8? {ARITHMETIC_INSTRUCTION}",
+                f"What is 56 + 77? {ARITHMETIC_INSTRUCTION}",
+                f"What is 12 * 34? {ARITHMETIC_INSTRUCTION}",
+            ),
+            build_rows=build_arithmetic_rows,
+            default_size=512,
+            settings={"max_completion_length": 64},
+        ),
+        Task(
+            name="keywords",
+            title="Use the given words",
+            description=(
+                "Write one sentence on a topic using two or three given words (a `keywords` column). Rewards: "
+                "keyword_presence (share of the words used) and length_target (about 100 characters, weight 0.5) "
+                "- following an instruction while keeping to a length."
+            ),
+            reward_names=("keyword_presence", "length_target"),
+            reward_weights=(1.0, 0.5),
+            probe_prompts=(
+                keyword_prompt("the ocean", ["salt", "wave"]),
+                keyword_prompt("winter", ["fire", "scarf", "snow"]),
+                keyword_prompt("a market", ["basket", "fresh"]),
+                keyword_prompt("music", ["drum", "guitar", "loud"]),
+            ),
+            build_rows=build_keyword_rows,
+            default_size=256,
+            settings={"max_completion_length": 64},
+        ),
+    )
+}
+
+
+def get_task(name: str) -> Task:
+    """The built-in task called `name`, or an error listing the valid ones."""
+    if name not in TASKS:
+        raise TaskError(
+            f"task: unknown task {name!r}; choose from {', '.join(TASKS)}, or give your own file as dataset_path"
+        )
+    return TASKS[name]
+
+
+def load_task_dataset(name: str, size: int | None = None, seed: int = 0):
+    """The task's training data as a `datasets.Dataset` (`prompt` plus the columns its rewards read)."""
+    from datasets import Dataset  # heavy import, only when data is actually built
+
+    task = get_task(name)
+    size = task.default_size if size is None else size
+    if size is not None and size < 1:
+        raise TaskError(f"dataset size: must be at least 1, got {size}")
+    return Dataset.from_list(task.build_rows(size, seed))

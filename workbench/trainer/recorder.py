@@ -1,0 +1,198 @@
+"""What the training process records in its run folder while TRL trains.
+
+- `StatusWriter`: the in-memory status of the run, written atomically to
+  status.json on every change and by a heartbeat thread at least every few
+  seconds, so a reader can tell a live run from a dead one.
+- `completion_records`: pure; one generation round of TRL's `_logs` -> one
+  record per completion with its group, rewards and advantage.
+- `failure_hint`: pure; a plain-language cause and fix for a failure.
+- `RunFolderCallback`: writes every metric TRL logs to metrics.jsonl, keeps
+  the step in status.json, and stops the run when a stop is requested.
+
+Only the main process (rank 0) writes; the other ranks take part in the
+collective calls and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.jobs import runfolder
+from workbench.spec.chat import completion_text, prompt_text
+
+HEARTBEAT_SECONDS = 2.0
+
+
+class StatusWriter:
+    """status.json as a dict held by the process; every `set` replaces the file atomically."""
+
+    def __init__(self, run_dir: str | os.PathLike, enabled: bool = True, **initial: Any):
+        self.run_dir = Path(run_dir)
+        self.enabled = enabled
+        self._lock = threading.Lock()
+        self._status = runfolder.read_status(run_dir) if enabled else {}
+        self._status.pop("error", None)  # a resumed run starts without its old failure
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if initial:
+            self.set(**initial)
+
+    @property
+    def status(self) -> dict:
+        with self._lock:
+            return dict(self._status)
+
+    def set(self, **fields: Any) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            self._status.update(fields)
+            self._status["updated_at"] = time.time()
+            runfolder.write_json_atomic(self.run_dir / runfolder.STATUS_FILE, self._status)
+
+    def start_heartbeat(self, every: float = HEARTBEAT_SECONDS) -> None:
+        if not self.enabled or self._thread is not None:
+            return
+
+        def beat() -> None:
+            while not self._stop.wait(every):
+                self.set()
+
+        # a daemon thread: it must never keep a finished or crashed process alive
+        self._thread = threading.Thread(target=beat, name="status-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop_heartbeat(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+
+# ---------------------------------------------------------------- completions
+
+
+def _number(value: Any) -> float | None:
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def completion_records(
+    logs: dict,
+    step: int,
+    num_generations: int,
+    reward_weights: list[float],
+    lengths: list[int],
+    truncated: list[bool],
+) -> list[dict]:
+    """One record per completion of a generation round, from TRL's `_logs`.
+
+    TRL lays a round out group by group: the gathered completions are viewed
+    as (-1, num_generations) to compute advantages, so completion i belongs to
+    group i // num_generations. `reward` is TRL's total: the weighted sum of
+    the functions' rewards, skipping those that returned None.
+    """
+    prompts = list(logs["prompt"])
+    completions = list(logs["completion"])
+    advantages = list(logs["advantages"])
+    per_function = {name: list(values) for name, values in logs["rewards"].items()}
+    names = list(per_function)
+    records = []
+    for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+        rewards = {name: _number(per_function[name][i]) for name in names}
+        scored = [(rewards[n], w) for n, w in zip(names, reward_weights) if rewards[n] is not None]
+        records.append({
+            "step": step,
+            "group": i // num_generations,
+            "prompt": prompt_text(prompt),
+            "completion": completion_text(completion),
+            "rewards": rewards,
+            "reward": sum(r * w for r, w in scored) if scored else None,
+            "advantage": float(advantages[i]),
+            "length": int(lengths[i]) if i < len(lengths) else None,
+            "truncated": bool(truncated[i]) if i < len(truncated) else None,
+        })
+    return records
+
+
+# ---------------------------------------------------------------- failures
+
+
+def failure_hint(exc: BaseException, text: str = "") -> str:
+    """A plain-language cause and fix for a failed run, from the error and its traceback text."""
+    from workbench.spec.rewards import RewardFunctionError
+
+    message = f"{type(exc).__name__}: {exc}\n{text}".lower()
+    if isinstance(exc, RewardFunctionError):
+        return (f"The reward function `{exc.function_name}` failed ({exc}). Try it on sample completions "
+                f"with 'Try rewards' (workbench.spec.rewards.score) and fix it before training again.")
+    if "divisible" in message:
+        return ("The batch settings break TRL's rule that every generation batch holds whole groups of "
+                "num_generations completions. Open the batch calculator and pick one of its valid settings.")
+    if "out of memory" in message or "can't allocate memory" in message or "cannot allocate memory" in message:
+        return ("Out of memory. Lower per_device_train_batch_size (raise gradient_accumulation_steps to keep "
+                "the batch), lower num_generations or max_completion_length, or turn on gradient_checkpointing.")
+    if "chat_template" in message or "chat template" in message:
+        return ("The model's tokenizer has no chat template, but the prompts are chat messages. Use an "
+                "instruct model, or give plain-text prompts in your dataset.")
+    if "nccl" in message or "gloo" in message or "process group" in message:
+        return ("The processes could not talk to each other. Check that every chosen GPU is free and "
+                "visible, or train with num_processes=1.")
+    if "hub" in message and ("reach" in message or "connect" in message or "offline" in message):
+        return "The model could not be downloaded: no model hub is reachable. Use a local model folder."
+    return "See the traceback below and the end of train.log for where it failed."
+
+
+def traceback_tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------- the callback
+
+
+def _trainer_callback_base():
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+def make_run_folder_callback(run_dir: Path, status: StatusWriter, is_main: bool,
+                             decide_stop: Callable[[bool], bool]):
+    """A TrainerCallback that writes metrics.jsonl and status.json and honours stop requests.
+
+    `decide_stop(local_wish)` turns this process's wish to stop into one answer
+    shared by every process (they must all leave the loop at the same step).
+    """
+
+    class RunFolderCallback(_trainer_callback_base()):
+        def __init__(self) -> None:
+            self.metrics_path = run_dir / runfolder.METRICS_FILE
+            self.stop_signalled = False
+            self.stopped = False
+            self.summary: dict = {}
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            status.set(state="training", step=state.global_step, total_steps=state.max_steps)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not is_main or not logs:
+                return
+            if "train_runtime" in logs:  # the Trainer's end-of-run summary, not a training step
+                self.summary = dict(logs)
+                return
+            runfolder.append_jsonl(self.metrics_path, [{"step": state.global_step, **logs}])
+
+        def on_step_end(self, args, state, control, **kwargs):
+            status.set(step=state.global_step)
+            wish = self.stop_signalled or (is_main and runfolder.stop_requested(run_dir))
+            if decide_stop(wish):
+                self.stopped = True
+                control.should_training_stop = True
+                control.should_save = True  # a checkpoint at this step, so resume continues from it
+
+    return RunFolderCallback()

@@ -1,0 +1,297 @@
+"""The training process: one RunConfig -> TRL's GRPOTrainer with a PEFT LoRA adapter.
+
+Run as `python -m workbench train --run-dir DIR --config DIR/config.json`
+(the launcher starts exactly that, or `accelerate launch ... -m workbench
+train ...` for several processes). Everything it does lands in the run folder
+(see workbench/runfolder.py): status.json with a heartbeat, metrics.jsonl with
+every metric TRL logs, completions.jsonl with each generation round's groups,
+LoRA checkpoints every `save_steps`, and the final adapter in `adapter/`.
+
+With several processes only the main one (rank 0) writes the run folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from workbench.jobs import runfolder
+from workbench.spec.config import (
+    RunConfig,
+    check_config,
+    reward_names_for,
+    reward_weights_for,
+)
+from workbench.spec.hardware import runs_on_cpu
+from workbench.trainer.recorder import (
+    StatusWriter,
+    completion_records,
+    failure_hint,
+    make_run_folder_callback,
+    traceback_tail,
+)
+
+# ---------------------------------------------------------------- pieces of a run
+
+
+def load_model_and_tokenizer(cfg: RunConfig):
+    """The base model (float32, or bfloat16 when cfg.bf16) and its tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.spec.models import (
+        ModelError,
+        hub_unreachable_message,
+        looks_like_path,
+        resolve_model,
+    )
+
+    path = resolve_model(cfg.model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if cfg.bf16 else torch.float32)
+    except OSError as exc:
+        if not Path(path).is_dir() and not looks_like_path(path):
+            raise ModelError(hub_unreachable_message(cfg.model)) from exc
+        raise
+    if tokenizer.pad_token is None:  # GRPO pads completions; many base models ship without a pad token
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def load_dataset_for(cfg: RunConfig):
+    """The prompts to train on: the user's file when given, else the task's own data."""
+    if cfg.dataset_path:
+        from workbench.spec.datasets_io import load_user_dataset
+
+        return load_user_dataset(cfg.dataset_path)
+    from workbench.spec.tasks import load_task_dataset
+
+    return load_task_dataset(cfg.task, seed=cfg.seed)
+
+
+def build_lora_config(cfg: RunConfig):
+    from peft import LoraConfig
+
+    targets = cfg.lora_target_modules.strip()
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()],
+        task_type="CAUSAL_LM",
+    )
+
+
+def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False):
+    """GRPOConfig from the RunConfig: same names, plus the run folder's fixed choices."""
+    import torch
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(run_dir),
+        report_to="none",  # the run folder is the record; no W&B, no TensorBoard
+        disable_tqdm=not show_progress,
+        save_strategy="steps",
+        logging_steps=cfg.logging_steps,
+        save_steps=cfg.save_steps,
+        max_steps=cfg.max_steps,
+        num_train_epochs=cfg.num_train_epochs,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_steps,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        num_generations=cfg.num_generations,
+        steps_per_generation=cfg.steps_per_generation,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        beta=cfg.beta,
+        epsilon=cfg.epsilon,
+        loss_type=cfg.loss_type,
+        scale_rewards=cfg.scale_rewards,
+        num_iterations=cfg.num_iterations,
+        reward_weights=reward_weights_for(cfg),
+        seed=cfg.seed,
+        bf16=cfg.bf16,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        use_cpu=runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
+        use_vllm=cfg.use_vllm,
+        vllm_mode=cfg.vllm_mode,
+        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        # LoRA leaves most parameters frozen; DDP must not wait for their gradients
+        ddp_find_unused_parameters=False,
+    )
+
+
+def make_trainer_class():
+    """GRPOTrainer that also writes each generation round's completions to the run folder.
+
+    It reads TRL's `_logs` right after `_generate_and_score_completions` filled
+    them (deques sized to one generation batch, so they hold exactly this
+    round, gathered from every process in group order). Token lengths and
+    truncation come from the round's own completion ids and are gathered the
+    same way. `_logs` is private: TRL is pinned and tests cover this capture.
+    """
+    from trl import GRPOTrainer
+
+    class WorkbenchGRPOTrainer(GRPOTrainer):
+        completions_path: Path | None = None
+        reward_weights_list: list[float] = []
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            if self.model.training:
+                self._record_completions(output)
+            return output
+
+        def _record_completions(self, output) -> None:
+            from accelerate.utils import gather_object
+
+            lengths = output["completion_mask"].sum(dim=1).tolist()
+            ends = set(self.eos_token_ids) | {self._tokenizer.pad_token_id}
+            rows = output["completion_ids"].tolist()
+            truncated = [n == 0 or row[n - 1] not in ends for row, n in zip(rows, lengths)]
+            if self.accelerator.num_processes > 1:
+                lengths, truncated = gather_object(lengths), gather_object(truncated)
+            if self.accelerator.is_main_process and self.completions_path is not None:
+                records = completion_records(
+                    self._logs, step=self.state.global_step + 1, num_generations=self.num_generations,
+                    reward_weights=self.reward_weights_list, lengths=lengths, truncated=truncated,
+                )
+                runfolder.append_jsonl(self.completions_path, records)
+
+    return WorkbenchGRPOTrainer
+
+
+def _stop_decider(accelerator):
+    """All processes must stop at the same step: the main process decides, the others follow."""
+    if accelerator.num_processes == 1:
+        return lambda wish: wish
+
+    def decide(wish: bool) -> bool:
+        from accelerate.utils import broadcast_object_list
+
+        decision = [wish]
+        broadcast_object_list(decision, from_process=0)
+        return bool(decision[0])
+
+    return decide
+
+
+def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
+    """Keep the user's reward file with the run, so the run can be understood and repeated later."""
+    if cfg.reward_file and Path(cfg.reward_file).is_file():
+        target = run_dir / runfolder.REWARD_SOURCE_FILE
+        if Path(cfg.reward_file).resolve() != target.resolve():
+            shutil.copyfile(cfg.reward_file, target)
+
+
+# ---------------------------------------------------------------- the run
+
+
+def _is_main_process() -> bool:
+    # set by accelerate launch / torchrun; absent in a single plain process
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = False,
+                 show_progress: bool = False) -> int:
+    """Train `cfg` writing `run_dir`; returns the process exit code (0 finished or stopped, 1 failed)."""
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    is_main = _is_main_process()
+    status = StatusWriter(run_dir, enabled=is_main)
+    status.set(state="starting", pid=os.getpid(), step=status.status.get("step", 0),
+               started_at=status.status.get("started_at") or time.time(),
+               num_processes=int(os.environ.get("WORLD_SIZE", "1")))
+    status.start_heartbeat()
+    callback = None
+    trainer = None
+    previous_handler = None
+    try:
+        check_config(cfg)
+        if is_main:
+            runfolder.clear_stop_request(run_dir)
+            if not (run_dir / runfolder.CONFIG_FILE).is_file():
+                cfg.save(run_dir / runfolder.CONFIG_FILE)
+            copy_reward_source(cfg, run_dir)
+        checkpoint = runfolder.last_checkpoint(run_dir) if resume else None
+        if resume and checkpoint is None:
+            print("No checkpoint to resume from; starting from step 0.", flush=True)
+
+        status.set(state="loading_model")
+        from workbench.spec.rewards import resolve_rewards
+
+        reward_funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None)
+        model, tokenizer = load_model_and_tokenizer(cfg)
+        dataset = load_dataset_for(cfg)
+        trainer_class = make_trainer_class()
+        trainer = trainer_class(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=build_grpo_config(cfg, run_dir, show_progress),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=build_lora_config(cfg),
+        )
+        trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
+        trainer.reward_weights_list = reward_weights_for(cfg)
+        callback = make_run_folder_callback(run_dir, status, is_main, _stop_decider(trainer.accelerator))
+        trainer.add_callback(callback)
+        previous_handler = _stop_on_sigterm(callback)
+
+        status.set(resumed_from=int(checkpoint.name.split("-")[-1]) if checkpoint else None)
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+
+        status.set(state="saving", step=trainer.state.global_step)
+        trainer.save_model(str(run_dir / runfolder.ADAPTER_DIR))
+        final = "stopped" if callback.stopped else "finished"
+        status.set(state=final, step=trainer.state.global_step, finished_at=time.time(), summary=callback.summary)
+        if is_main:
+            runfolder.clear_stop_request(run_dir)
+        return 0
+    except KeyboardInterrupt:
+        _save_after_interrupt(trainer, run_dir)
+        status.set(state="stopped", finished_at=time.time())
+        return 130
+    except BaseException as exc:  # every failure is recorded in status.json before the process ends
+        text = traceback.format_exc()
+        print(text, file=sys.stderr, flush=True)
+        status.set(state="failed", finished_at=time.time(), error={
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "hint": failure_hint(exc, text),
+            "traceback_tail": traceback_tail(text),
+        })
+        return 1
+    finally:
+        status.stop_heartbeat()
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _stop_on_sigterm(callback):
+    """SIGTERM asks for the same graceful stop as the stop file: finish the step, save, end.
+
+    Returns the handler it replaced (restored when the run ends), or None off the main thread.
+    """
+
+    def handle(signum, frame):
+        callback.stop_signalled = True
+
+    try:
+        return signal.signal(signal.SIGTERM, handle)
+    except ValueError:  # signals can only be handled in the main thread
+        return None
+
+
+def _save_after_interrupt(trainer, run_dir: Path) -> None:
+    if trainer is not None:
+        trainer.save_model(str(run_dir / runfolder.ADAPTER_DIR))

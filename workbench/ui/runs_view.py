@@ -1,0 +1,101 @@
+"""The Runs tab's pure parts: one summary row per run, and the diff of run configs.
+
+Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
+status plus its model and task), read from the run folders every time, so two
+browser tabs, a reload or a restarted app see the same runs. The final reward
+comes from the last lines of `metrics.jsonl`, read from its end, so a long run
+costs no more to list than a short one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from workbench.jobs import runfolder
+from workbench.ui.train_view import format_duration, is_live
+
+COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
+# Bytes read from the end of metrics.jsonl to find the last logged reward.
+TAIL_BYTES = 16_384
+
+
+def last_metric(run_dir: str | Path, name: str, tail_bytes: int = TAIL_BYTES) -> float | None:
+    """The last logged value of metric `name`, read from the end of metrics.jsonl."""
+    for record in reversed(runfolder.read_jsonl_tail(Path(run_dir) / runfolder.METRICS_FILE, tail_bytes)):
+        value = record.get(name)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def format_started(timestamp: float | None) -> str:
+    if not timestamp:
+        return "—"
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+def summarise_run(entry: dict, now: float | None = None) -> dict:
+    """One table row from a `list_runs()` entry: state, model, task, steps, final reward, started, duration."""
+    now = time.time() if now is None else now
+    started = entry.get("started_at")
+    end = now if is_live(entry) else entry.get("updated_at")
+    duration = (end - started) if started and end else None
+    step = entry.get("step")
+    total = entry.get("total_steps")
+    steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
+    reward = last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
+    task = entry.get("task") or ""
+    if entry.get("dataset_path"):
+        task = f"{Path(entry['dataset_path']).name} (file)"
+    return {
+        "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
+        "state": entry.get("state") or "unknown",
+        "model": entry.get("model") or "",
+        "task": task,
+        "steps": steps,
+        "final reward": "—" if reward is None else f"{reward:.3f}",
+        "started": format_started(started),
+        "duration": format_duration(duration) if duration is not None else "—",
+    }
+
+
+def runs_rows(summaries: Iterable[dict]) -> list[list[Any]]:
+    """Summaries as table rows in COLUMNS order."""
+    return [[summary[column] for column in COLUMNS] for summary in summaries]
+
+
+def config_diff(configs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of the config fields whose values differ between runs.
+
+    `configs` maps run id to its config dict; a field one run lacks shows as
+    "—". With a single run there is nothing to compare and no rows.
+    """
+    headers = ["setting", *configs]
+    if len(configs) < 2:
+        return headers, []
+    fields: list[str] = []
+    for config in configs.values():
+        fields += [name for name in config if name not in fields]
+    rows = []
+    for name in fields:
+        values = [_show(config.get(name, _MISSING)) for config in configs.values()]
+        if len(set(values)) > 1:
+            rows.append([name, *values])
+    return headers, rows
+
+
+_MISSING = object()
+
+
+def _show(value: Any) -> str:
+    if value is _MISSING:
+        return "—"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value) if value else "(empty)"
+    if value == "" or value is None:
+        return "(empty)"
+    return str(value)

@@ -1,0 +1,393 @@
+"""What one browser session knows about the run it watches, and the pure steps of a poll.
+
+The Train tab keeps a `RunWatch` in a `gr.State` (one per browser session,
+never a process global): which run it shows, the byte offsets it has read up
+to in `metrics.jsonl` and `completions.jsonl`, the metric records read so far
+and the completions of the newest step. Every timer tick calls `poll_run`,
+which reads only the bytes written since the last tick and says what changed,
+so the tab can skip redrawing what did not.
+
+Which run a freshly loaded page shows is `choose_run`: the one this browser
+watched before (kept in `gr.BrowserState`) unless a newer run is live, else
+the newest live run, else the newest run.
+
+Also here: the progress numbers (step, total, elapsed, remaining) and their
+HTML, and the failure panel (hint, error, tail of train.log). No gradio import.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from statistics import mean
+from typing import Callable
+
+from workbench.jobs import runfolder
+
+# How many of the latest step_time values the remaining-time estimate averages.
+RECENT_STEPS = 5
+
+
+@dataclass
+class RunWatch:
+    """The run one browser session shows and what it has read of it."""
+
+    run_id: str | None = None
+    metrics_offset: int = 0
+    completions_offset: int = 0
+    metrics: list[dict] = field(default_factory=list)
+    # Steps that have completions, ascending, and the records of the newest one.
+    completion_steps: list[int] = field(default_factory=list)
+    newest_completions: list[dict] = field(default_factory=list)
+    status: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    # The newest run id this session has seen, to notice runs started elsewhere.
+    newest_known: str | None = None
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a poll found new, so the tab redraws only that."""
+
+    metrics: bool = False
+    completions: bool = False
+    status: bool = False
+
+    @property
+    def anything(self) -> bool:
+        return self.metrics or self.completions or self.status
+
+
+def is_live(status: dict) -> bool:
+    """A run that has started and not reached a final state."""
+    return bool(status) and status.get("state") not in runfolder.FINAL_STATES
+
+
+def choose_run(runs: list[tuple[str, dict]], remembered: str | None) -> str | None:
+    """The run a freshly loaded page shows.
+
+    `runs` are (run_id, status) pairs, newest first (run ids sort by start
+    time). The remembered run wins unless it has ended and a newer run is live
+    (a run started meanwhile, from another tab or the CLI).
+    """
+    ids = [run_id for run_id, _ in runs]
+    live = [run_id for run_id, status in runs if is_live(status)]
+    if remembered in ids:
+        remembered_status = dict(runs)[remembered]
+        newer_live = [run_id for run_id in live if run_id > remembered]
+        if is_live(remembered_status) or not newer_live:
+            return remembered
+        return newer_live[0]
+    if live:
+        return live[0]
+    return ids[0] if ids else None
+
+
+def start_watching(runs_dir: str | Path, run_id: str | None, newest_known: str | None = None) -> RunWatch:
+    """A fresh watch of `run_id` (nothing read yet but its config)."""
+    config = {}
+    if run_id:
+        config = runfolder.read_config(Path(runs_dir) / run_id)
+    newest = max(filter(None, (run_id, newest_known)), default=None)
+    return RunWatch(run_id=run_id, config=config, newest_known=newest)
+
+
+def new_run_to_follow(run_ids: list[str], watch: RunWatch) -> tuple[str | None, str | None]:
+    """(run to switch to or None, newest run id now known) after listing the runs, newest first.
+
+    A run started since this session last looked (in another tab, from the
+    CLI) is followed only while the run shown is not live, so a person
+    watching one training run is never pulled away from it; either way the
+    newcomer counts as seen, so it does not pull the page later either.
+    """
+    newest = run_ids[0] if run_ids else None
+    if newest is None or (watch.newest_known is not None and newest <= watch.newest_known):
+        return None, watch.newest_known
+    if watch.run_id and is_live(watch.status):
+        return None, newest
+    return newest, newest
+
+
+def merge_metrics(old: list[dict], new: list[dict]) -> list[dict]:
+    """Append new metric records, keeping one record per step in step order.
+
+    A record for the step already last is merged into it (the trainer's
+    end-of-run summary shares the last step). A record for an earlier step
+    means the run was resumed from a checkpoint and logs those steps again:
+    the newer records replace the older ones from that step on.
+    """
+    merged = list(old)
+    for record in new:
+        step = record.get("step")
+        if step is None or not merged or merged[-1].get("step") is None or step > merged[-1]["step"]:
+            merged.append(record)
+        elif step == merged[-1]["step"]:
+            merged[-1] = {**merged[-1], **record}
+        else:
+            merged = [r for r in merged if r.get("step") is None or r["step"] < step]
+            merged.append(record)
+    return merged
+
+
+def merge_completions(steps: list[int], newest: list[dict], new: list[dict]) -> tuple[list[int], list[dict]]:
+    """Fold new completion records into (steps with completions, records of the newest step)."""
+    steps = list(steps)
+    newest = list(newest)
+    for record in new:
+        step = record.get("step")
+        if step is None:
+            continue
+        if steps and step == steps[-1]:
+            newest.append(record)
+            continue
+        if steps and step < steps[-1]:
+            # A resumed run generates these steps again: forget the later ones.
+            steps = [s for s in steps if s < step]
+        steps.append(step)
+        newest = [record]
+    return steps, newest
+
+
+def poll_run(watch: RunWatch, runs_dir: str | Path,
+             read_status: Callable[[Path], dict] = runfolder.read_status) -> tuple[RunWatch, Changes]:
+    """Read what the run wrote since the last poll; return the new watch and what changed.
+
+    `read_status(run_dir)` is injectable so the tab can use the launcher's
+    status, which also notices a process that died without saying so.
+    """
+    if not watch.run_id:
+        return watch, Changes()
+    run_dir = Path(runs_dir) / watch.run_id
+    new_metrics, metrics_offset = runfolder.read_jsonl_from(run_dir / runfolder.METRICS_FILE, watch.metrics_offset)
+    new_completions, completions_offset = runfolder.read_jsonl_from(
+        run_dir / runfolder.COMPLETIONS_FILE, watch.completions_offset)
+    status = read_status(run_dir) or {}
+    changes = Changes(metrics=bool(new_metrics), completions=bool(new_completions),
+                      status=status_signature(status) != status_signature(watch.status))
+    if not changes.anything:
+        return watch, changes
+    steps, newest = merge_completions(watch.completion_steps, watch.newest_completions, new_completions)
+    updated = replace(
+        watch,
+        metrics_offset=metrics_offset,
+        completions_offset=completions_offset,
+        metrics=merge_metrics(watch.metrics, new_metrics) if new_metrics else watch.metrics,
+        completion_steps=steps,
+        newest_completions=newest,
+        status=status,
+    )
+    return updated, changes
+
+
+def status_signature(status: dict) -> tuple:
+    """The parts of a status that change what the page shows (not the heartbeat)."""
+    error = status.get("error")
+    return (status.get("state"), status.get("step"), status.get("total_steps"),
+            status.get("pid"), repr(error) if error else None)
+
+
+def completions_of_step(runs_dir: str | Path, run_id: str, step: int) -> list[dict]:
+    """All completion records of one step, read from the file (for an earlier step picked on the slider)."""
+    records = runfolder.read_jsonl(Path(runs_dir) / run_id / runfolder.COMPLETIONS_FILE)
+    # A resumed run may have logged the step twice: the later round is the one that counts.
+    chosen: list[dict] = []
+    previous_step = None
+    for record in records:
+        if record.get("step") == step:
+            if previous_step != step:
+                chosen = []
+            chosen.append(record)
+        previous_step = record.get("step")
+    return chosen
+
+
+def nearest_step(steps: list[int], wanted: int | float | None) -> int | None:
+    """The step with completions closest to `wanted`, preferring the earlier one on a tie."""
+    if not steps:
+        return None
+    if wanted is None:
+        return steps[-1]
+    return min(steps, key=lambda s: (abs(s - wanted), s))
+
+
+# ------------------------------------------------------------------ progress
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a run stands, in numbers a progress bar shows."""
+
+    state: str
+    step: int
+    total_steps: int | None
+    elapsed_s: float | None
+    remaining_s: float | None
+
+    @property
+    def fraction(self) -> float:
+        if not self.total_steps:
+            return 0.0
+        return max(0.0, min(1.0, self.step / self.total_steps))
+
+
+def measure_progress(status: dict, metrics: list[dict], now: float | None = None) -> Progress:
+    """Step, total, elapsed and an estimate of the time left.
+
+    The estimate uses the recent steps' `step_time` as TRL logs it; before any
+    is logged it divides the time since training began by the steps done.
+    """
+    now = time.time() if now is None else now
+    state = status.get("state") or "unknown"
+    step = int(status.get("step") or (metrics[-1].get("step", 0) if metrics else 0) or 0)
+    total = status.get("total_steps")
+    total = int(total) if total else None
+    started = status.get("started_at")
+    end = now if is_live(status) else (status.get("updated_at") or now)
+    elapsed = max(0.0, end - started) if started else None
+    remaining = None
+    if total and is_live(status) and step < total:  # an ended run has no time left to show
+        per_step = seconds_per_step(metrics)
+        if per_step is None and elapsed and step > 0:
+            per_step = elapsed / step
+        if per_step is not None:
+            remaining = per_step * (total - step)
+    return Progress(state, step, total, elapsed, remaining)
+
+
+def seconds_per_step(metrics: list[dict]) -> float | None:
+    """Mean `step_time` of the latest logged steps, or None before any."""
+    times = [r["step_time"] for r in metrics if isinstance(r.get("step_time"), (int, float))]
+    return mean(times[-RECENT_STEPS:]) if times else None
+
+
+def format_duration(seconds: float | None) -> str:
+    """`42 s`, `3 min 05 s`, `1 h 02 min`; an em dash when unknown."""
+    if seconds is None:
+        return "—"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+STATE_WORDS = {
+    "starting": "starting",
+    "loading_model": "loading the model",
+    "training": "training",
+    "saving": "saving the adapter",
+    "finished": "finished",
+    "failed": "failed",
+    "stopped": "stopped",
+}
+STATE_COLOURS = {"finished": "#059669", "failed": "#dc2626", "stopped": "#d97706"}
+
+PROGRESS_CSS = """
+.wb-progress { font-size: 0.92rem; color: #1e293b; }
+.wb-progress .wb-progress-head { display: flex; flex-wrap: wrap; gap: 4px 18px; align-items: baseline; margin-bottom: 6px; }
+.wb-progress .wb-progress-run { font-weight: 700; }
+.wb-progress .wb-progress-state { font-weight: 600; }
+.wb-progress .wb-progress-track { height: 12px; border-radius: 6px; background: #e2e8f0; overflow: hidden; }
+.wb-progress .wb-progress-fill { height: 100%; border-radius: 6px; transition: width 0.6s ease; }
+.wb-progress .wb-progress-nums { color: #475569; font-variant-numeric: tabular-nums; }
+"""
+
+
+def progress_html(run_id: str | None, progress: Progress | None) -> str:
+    """A progress bar with the run's name, state, step / total, elapsed and remaining time."""
+    if not run_id or progress is None:
+        return ('<div class="wb-progress"><span class="wb-empty">No run yet: set up a run in the '
+                'Setup tab and press Launch.</span></div>')
+    colour = STATE_COLOURS.get(progress.state, "#4f46e5")
+    total = progress.total_steps if progress.total_steps else "?"
+    words = STATE_WORDS.get(progress.state, progress.state)
+    left = "" if progress.remaining_s is None else f" · about {format_duration(progress.remaining_s)} left"
+    return (
+        '<div class="wb-progress">'
+        '<div class="wb-progress-head">'
+        f'<span class="wb-progress-run">{html.escape(run_id)}</span>'
+        f'<span class="wb-progress-state" style="color:{colour}">{html.escape(words)}</span>'
+        f'<span class="wb-progress-nums">step {progress.step} / {total}'
+        f' · elapsed {format_duration(progress.elapsed_s)}{left}</span>'
+        '</div>'
+        f'<div class="wb-progress-track" role="progressbar" aria-valuemin="0" '
+        f'aria-valuemax="{progress.total_steps or 0}" aria-valuenow="{progress.step}">'
+        f'<div class="wb-progress-fill" style="width:{100 * progress.fraction:.1f}%;background:{colour}"></div>'
+        '</div></div>'
+    )
+
+
+# ------------------------------------------------------------------ failure
+
+
+FAILURE_CSS = """
+.wb-failure { border: 1px solid #fca5a5; background: #fef2f2; border-radius: 10px; padding: 12px 16px; color: #7f1d1d; }
+.wb-failure .wb-failure-title { font-weight: 700; font-size: 1.05rem; margin-bottom: 4px; }
+.wb-failure .wb-failure-hint { color: #1e293b; margin: 6px 0; }
+.wb-failure code { white-space: pre-wrap; word-break: break-word; background: transparent; }
+.wb-failure pre { max-height: 280px; overflow: auto; background: #fff; border: 1px solid #fecaca; border-radius: 6px;
+  padding: 8px; font-size: 0.8rem; white-space: pre-wrap; word-break: break-word; color: #334155; }
+"""
+
+
+def failure_html(status: dict, log_tail: str) -> str:
+    """The panel a failed run shows: the hint first, then the error, then the end of train.log.
+
+    Empty for a run that has not failed.
+    """
+    if status.get("state") != "failed":
+        return ""
+    error = status.get("error") or {}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    kind = error.get("type") or "Error"
+    message = error.get("message") or "The training process ended without saying why."
+    hint = error.get("hint")
+    parts = ['<div class="wb-failure">', '<div class="wb-failure-title">The run failed</div>']
+    if hint:
+        parts.append(f'<div class="wb-failure-hint"><b>What to do:</b> {html.escape(str(hint))}</div>')
+    parts.append(f"<div><code>{html.escape(str(kind))}: {html.escape(str(message))}</code></div>")
+    if log_tail.strip():
+        parts.append("<details open><summary>End of train.log</summary>"
+                     f"<pre>{html.escape(log_tail)}</pre></details>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------ health alarms
+
+
+ALARMS_CSS = """
+.wb-alarms { display: flex; flex-direction: column; gap: 8px; font-size: 0.88rem; }
+.wb-alarm { border-radius: 8px; padding: 8px 10px; border-left: 4px solid; background: #f8fafc; color: #1e293b; }
+.wb-alarm b { display: block; margin-bottom: 2px; }
+.wb-alarm small { color: #64748b; }
+.wb-alarm-error { border-color: #dc2626; background: #fef2f2; }
+.wb-alarm-warning { border-color: #d97706; background: #fffbeb; }
+.wb-alarm-info { border-color: #2563eb; background: #eff6ff; }
+.wb-alarms-ok { color: #047857; background: #ecfdf5; border-radius: 8px; padding: 8px 10px; }
+.wb-alarms-wait { color: #94a3b8; font-style: italic; }
+"""
+
+
+def alarms_html(alarms: list, has_metrics: bool) -> str:
+    """Health alarms as coloured notes (title, plain-words message, step); a calm line when all is well.
+
+    `alarms` are workbench.insight.health.Alarm objects (level, title, message, step).
+    """
+    if not has_metrics:
+        return '<div class="wb-alarms"><span class="wb-alarms-wait">Health checks start with the first logged step.</span></div>'
+    if not alarms:
+        return ('<div class="wb-alarms"><div class="wb-alarms-ok">No alarms: the run has a learning signal '
+                'and nothing unusual in KL, loss or lengths.</div></div>')
+    notes = []
+    for alarm in alarms:
+        step = f" <small>(step {alarm.step})</small>" if alarm.step is not None else ""
+        notes.append(f'<div class="wb-alarm wb-alarm-{html.escape(alarm.level)}">'
+                     f"<b>{html.escape(alarm.title)}{step}</b>{html.escape(alarm.message)}</div>")
+    return f'<div class="wb-alarms">{"".join(notes)}</div>'
