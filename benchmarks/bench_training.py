@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -148,7 +147,7 @@ def run_bare_trl(config: RunConfig, workdir: Path) -> dict:
                                                 "learning_rate", "per_device_train_batch_size", "num_generations",
                                                 "max_completion_length", "beta")}
     subprocess.run([sys.executable, "-c", BARE_SCRIPT, json.dumps(settings), str(workdir)], check=True,
-                   cwd=ROOT, env={**launcher.ALLOCATOR_ENV, **os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
+                   cwd=ROOT, env={**launcher.launch_env(config), "PYTHONPATH": str(ROOT)},
                    stdout=subprocess.DEVNULL)
     return json.loads((workdir / "bare.json").read_text())
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from workbench.cli.train import format_runs_table
-from workbench.jobs import runfolder
+from workbench.jobs import allocator, runfolder
 from workbench.spec.config import RunConfig
+from workbench.spec.hardware import cpu_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,6 +84,8 @@ def test_train_in_the_foreground_then_list_it(tmp_path):
     assert "Run finished at step 1" in result.stdout
     status = runfolder.read_status(run_dir)
     assert status["state"] == "finished" and status["step"] == 1
+    # the foreground run started itself again under the launcher's allocator and thread count
+    assert status["allocator"] == allocator.choose() and status["cpu_threads"] == cpu_threads(1)
     saved = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     assert saved.model == "tiny" and saved.max_steps == 1 and saved.num_generations == 4
     listing = workbench("runs", "--runs-dir", str(tmp_path / "runs"))

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import allocator, launcher, runfolder
 from workbench.spec.config import ConfigError, RunConfig
+from workbench.spec.hardware import cpu_threads
 
 TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
 
@@ -159,7 +160,8 @@ def test_two_cpu_processes_through_accelerate(runs_dir):
     status = launcher.wait(run_id, runs_dir, timeout=300)
     run_dir = launcher.run_dir_of(run_id, runs_dir)
     assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
-    assert status["num_processes"] == 2
+    assert status["num_processes"] == 2 and status["cpu_threads"] == cpu_threads(2)
+    assert status["allocator"] == allocator.choose()
     assert "accelerate" in " ".join(status["command"])
     assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2]
     completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)

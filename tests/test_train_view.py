@@ -202,3 +202,15 @@ def test_alarms_are_shown_in_plain_words():
     assert "&lt;all equal&gt;" in text
     assert "No alarms" in train_view.alarms_html([], has_metrics=True)
     assert "first logged step" in train_view.alarms_html([], has_metrics=False)
+
+
+@pytest.mark.parametrize(
+    "state, step_times, expected",
+    [("training", [], 2.0), ("training", [12.0, 10.0], 2.8), ("training", [2.0], 1.0), ("training", [60.0], 5.0),
+     ("finished", [10.0], 5.0)],
+    ids=["loading", "ten-second-steps", "fast-steps-floor", "slow-steps-ceiling", "finished"],
+)
+def test_polling_pace_follows_the_step_time(state, step_times, expected):
+    status = {"state": state, "pid": 1}
+    metrics = [{"step": i + 1, "step_time": t} for i, t in enumerate(step_times)]
+    assert train_view.poll_seconds(status, metrics) == expected

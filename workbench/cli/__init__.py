@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Only a real command line may be re-executed (the foreground train does, to set its allocator).
+    args.from_command_line = argv is None
     try:
         return int(args.run(args) or 0)
     except ArgumentError as exc:

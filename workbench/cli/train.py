@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from workbench.cli import ArgumentError
+from workbench.errors import WorkbenchError
 
 
 def add_parser(subparsers) -> None:
@@ -89,6 +90,8 @@ def run_train(args) -> int:
         run_dir = launcher.run_dir_of(run_id, args.runs_dir)
         print(f"{run_id}\t{run_dir}")
         return 0
+    if args.from_command_line:
+        _start_under_the_run_allocator(config)
     from workbench.trainer.training import run_training
 
     if args.run_dir:
@@ -108,6 +111,24 @@ def run_train(args) -> int:
     else:
         print(f"Run {final.get('state')} at step {final.get('step')}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
     return code
+
+
+def _start_under_the_run_allocator(config) -> None:
+    """Re-execute this command with the launcher's environment (allocator, CPU threads), once.
+
+    The allocator is fixed when a process starts, so a foreground run gets the
+    same one as a background run only by starting again; then both step alike.
+    """
+    from workbench.jobs import allocator, launcher
+
+    if allocator.applied() is not None:
+        return
+    try:
+        env = launcher.launch_env(config)
+    except WorkbenchError as exc:
+        raise ArgumentError(str(exc)) from None
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "workbench", *sys.argv[1:]], env)
 
 
 def format_runs_table(runs: list[dict]) -> str:

@@ -22,14 +22,10 @@ import time
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes, runfolder
+from workbench.jobs import allocator, processes, runfolder
 from workbench.spec.config import RunConfig, check_config
-from workbench.spec.hardware import list_gpus, runs_on_cpu
+from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
 
-# glibc raises its mmap threshold as large blocks are freed, after which freed
-# activation buffers stay on its heap; a fixed threshold hands them back between
-# steps (demo on CPU: peak RSS 3.24 -> 2.54 GB). Other C libraries ignore these.
-ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
 
 
@@ -43,6 +39,20 @@ class LauncherError(WorkbenchError):
 def _accelerate_prefix() -> list[str]:
     script = Path(sys.executable).parent / "accelerate"
     return [str(script), "launch"] if script.is_file() else [sys.executable, "-m", "accelerate.commands.launch"]
+
+
+def launch_env(config: RunConfig, base: dict | None = None) -> dict:
+    """The environment a run's processes start with: GPU visibility, allocator, CPU threads.
+
+    The allocator is $WORKBENCH_ALLOCATOR or the measured default (workbench.jobs.allocator);
+    on a CPU run each process gets its share of the cores, unless the caller set OMP_NUM_THREADS.
+    """
+    on_cpu = runs_on_cpu(config.device)
+    env = processes.training_env(config.gpu_ids, "cpu" if on_cpu else config.device, base)
+    env = allocator.allocator_env(allocator.choose(env.get(allocator.ALLOCATOR_ENV_VAR)), env)
+    if on_cpu and not env.get("OMP_NUM_THREADS"):
+        env["OMP_NUM_THREADS"] = str(cpu_threads(config.num_processes))
+    return env
 
 
 def build_command(config: RunConfig, run_dir: str | os.PathLike, resume: bool = False) -> list[str]:
@@ -187,8 +197,7 @@ def busy_gpu_ids(runs_dir: str | os.PathLike | None = None) -> set[int]:
 
 def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
     command = build_command(config, run_dir, resume=resume)
-    env = processes.training_env(config.gpu_ids, "cpu" if runs_on_cpu(config.device) else config.device)
-    env.update(ALLOCATOR_ENV | {k: env[k] for k in ALLOCATOR_ENV if k in env})  # the caller's choice wins
+    env = launch_env(config)
     process = processes.spawn(command, run_dir / runfolder.LOG_FILE, env, cwd=run_dir, append=True, reap=True)
     return process.pid
 

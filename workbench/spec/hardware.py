@@ -77,3 +77,13 @@ def runs_on_cpu(device: str, gpus_present: bool | None = None, env: dict | None 
     if gpus_present is None:
         gpus_present = bool(list_gpus())
     return not gpus_present
+
+
+def cpu_threads(num_processes: int, cores: int | None = None) -> int:
+    """Compute threads per training process on a CPU run: the cores shared out, at least one.
+
+    torch would otherwise give every process all the cores, and processes that
+    oversubscribe the CPU each run slower than their share.
+    """
+    cores = cores or os.cpu_count() or 1
+    return max(1, cores // max(1, num_processes))

@@ -20,7 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
-from workbench.jobs import runfolder
+from workbench.jobs import allocator, runfolder
 from workbench.spec.config import (
     RunConfig,
     check_config,
@@ -210,7 +210,10 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
     status = StatusWriter(run_dir, enabled=is_main)
     status.set(state="starting", pid=os.getpid(), step=status.status.get("step", 0),
                started_at=status.status.get("started_at") or time.time(),
-               num_processes=int(os.environ.get("WORLD_SIZE", "1")))
+               num_processes=int(os.environ.get("WORLD_SIZE", "1")),
+               # how this process was started, so a slow or large run can be read back to its settings
+               allocator=allocator.applied() or "glibc (not chosen by the workbench)",
+               cpu_threads=int(os.environ.get("OMP_NUM_THREADS") or 0) or None)
     status.start_heartbeat()
     callback = None
     trainer = None

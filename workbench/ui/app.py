@@ -88,8 +88,21 @@ def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):
             gr.Markdown(f"# GRPO Workbench\n{SUBTITLE}", elem_id="wb-title")
+        tabs = {}
         with gr.Tabs(elem_id="wb-tabs"):
             for label, module in _tab_modules():
-                with gr.Tab(label, id=label.lower(), elem_id=f"wb-tab-{label.lower()}"):
+                with gr.Tab(label, id=label.lower(), elem_id=f"wb-tab-{label.lower()}") as tab:
                     module.build(ctx)
+                tabs[label] = tab
+        _poll_only_where_seen(ctx, tabs)
     return app
+
+
+def _poll_only_where_seen(ctx: UIContext, tabs: dict) -> None:
+    """The Train tab's timer runs only while that tab is open: watching costs the training CPU nothing otherwise."""
+    timer = ctx.components.get("train_timer")
+    if timer is None:
+        return
+    for label, tab in tabs.items():
+        tab.select(lambda active=(label == "Train"): gr.Timer(active=active), outputs=[timer],
+                   show_progress="hidden", queue=False)

@@ -317,7 +317,7 @@ def build(ctx) -> None:
         except ConfigError as exc:
             return f"Cannot build the command: {exc}"
         run_dir = preview_run_dir(cfg, ctx.runs_dir)
-        return command_text(launcher.build_command(cfg, run_dir), cfg)
+        return command_text(launcher.build_command(cfg, run_dir), launcher.launch_env(cfg))
 
     preview_button.click(preview, inputs=inputs, outputs=command, show_progress="hidden")
 

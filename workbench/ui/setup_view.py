@@ -19,7 +19,7 @@ from workbench.calc import InputError
 from workbench.errors import WorkbenchError
 from workbench.jobs import runfolder
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, plan_for
-from workbench.spec.hardware import GpuInfo, visible_devices
+from workbench.spec.hardware import GpuInfo
 from workbench.spec.rewards import REWARDS
 from workbench.ui.calculator_view import PlanView
 
@@ -159,14 +159,18 @@ def setting_notes(cfg: RunConfig) -> list[str]:
     return [n.strip() for n in notes]
 
 
-def command_text(command: list[str], cfg: RunConfig) -> str:
-    """The launch command as one shell line, with the GPU visibility it runs under."""
-    prefix = ""
-    if cfg.device == "cpu":
-        prefix = "CUDA_VISIBLE_DEVICES= "
-    elif cfg.gpu_ids:
-        prefix = f"CUDA_VISIBLE_DEVICES={visible_devices(cfg.gpu_ids)} "
-    return prefix + shlex.join(command)
+# The launch environment's variables the command preview shows, in this order.
+LAUNCH_VARIABLES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "WORKBENCH_ALLOCATOR")
+
+
+def command_text(command: list[str], env: dict) -> str:
+    """The launch command as one shell line, after the settings the launcher starts it with.
+
+    `env` is the launch environment (workbench.jobs.launcher.launch_env); only the
+    variables that shape the run are shown: GPU visibility, CPU threads, allocator.
+    """
+    shown = [f"{name}={shlex.quote(env[name]) if env[name] else ''}" for name in LAUNCH_VARIABLES if name in env]
+    return " ".join([*shown, shlex.join(command)])
 
 
 def preview_run_dir(cfg: RunConfig, runs_dir: Path) -> Path:

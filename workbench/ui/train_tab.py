@@ -6,8 +6,10 @@ of train.log; the main curves (reward, reward std, KL, loss) beside the health
 alarms and the smoothing control; the completions of a step, group by group,
 with a slider over steps; then the other curves.
 
-Liveness: a `gr.Timer` ticks every second in the browser (so a tab that was in
-the background catches up on its next tick). Each tick reads only the bytes
+Liveness: a `gr.Timer` ticks in the browser at a pace tied to the run's step
+time (`train_view.poll_seconds`: about four looks a step, 1 to 5 s), so a 10 s
+step is not watched with 1 s redraws; it stops while another tab of the app is
+open and starts again when the Train tab is selected (catching up on its first tick). Each tick reads only the bytes
 the run wrote since the last one (`train_view.poll_run`) and returns `gr.skip()`
 when nothing changed. What the page knows lives in this browser session's
 `gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
@@ -103,10 +105,10 @@ def build(ctx: UIContext) -> None:
             for name in triple:
                 plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
 
-    timer = gr.Timer(TICK_SECONDS)
+    timer = gr.Timer(TICK_SECONDS, active=False)  # started when the Train tab is opened (see ui/app.py)
     plot_list = [plots[name] for name in (*MAIN_FIGURES, *MORE_FIGURES)]
     view_outputs = [watch_state, pinned_state, run_picker, stop_button, resume_button, progress, failure,
-                    alarms, step_slider, completions, *plot_list]
+                    alarms, step_slider, completions, timer, *plot_list]
 
     runs_dir = ctx.runs_dir
 
@@ -117,6 +119,10 @@ def build(ctx: UIContext) -> None:
         """Outputs for what changed (everything when `full`)."""
         out: dict = {watch_state: watch}
         live_run = train_view.is_live(watch.status)
+        pace = train_view.poll_seconds(watch.status, watch.metrics)
+        if full or pace != watch.poll_seconds:
+            out[timer] = gr.Timer(value=pace)
+            out[watch_state] = watch = replace(watch, poll_seconds=pace)
         if full or changes.status or live_run:
             # A live run's clock moves every second even when no file changed.
             out[progress] = train_view.progress_html(watch.run_id, train_view.measure_progress(watch.status, watch.metrics)
@@ -282,4 +288,4 @@ def build(ctx: UIContext) -> None:
     if plan_valid is not None:
         plan_valid.change(lambda valid: gr.Button(interactive=bool(valid)), inputs=[plan_valid],
                           outputs=[launch_button], show_progress="hidden")
-    ctx.register(train_run_picker=run_picker, train_launch=launch_button)
+    ctx.register(train_run_picker=run_picker, train_launch=launch_button, train_timer=timer)

@@ -45,6 +45,8 @@ class RunWatch:
     config: dict = field(default_factory=dict)
     # The newest run id this session has seen, to notice runs started elsewhere.
     newest_known: str | None = None
+    # The pace the page's timer polls at now (seconds; 0 before the first draw).
+    poll_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,27 @@ def seconds_per_step(metrics: list[dict]) -> float | None:
     """Mean `step_time` of the latest logged steps, or None before any."""
     times = [r["step_time"] for r in metrics if isinstance(r.get("step_time"), (int, float))]
     return mean(times[-RECENT_STEPS:]) if times else None
+
+
+# Polling pace: about four looks per training step, never faster than once a second
+# (the page's clock) and never slower than every 5 s (a new step shows within 5 s).
+MIN_POLL_SECONDS = 1.0
+MAX_POLL_SECONDS = 5.0
+POLLS_PER_STEP = 4
+
+
+def poll_seconds(status: dict, metrics: list[dict]) -> float:
+    """How often the Train tab should look at the run: tied to its step time.
+
+    A finished or failed run is looked at rarely (it changes only if resumed);
+    a run still loading its model, every 2 s.
+    """
+    if not is_live(status):
+        return MAX_POLL_SECONDS
+    per_step = seconds_per_step(metrics)
+    if per_step is None:
+        return 2.0
+    return round(min(MAX_POLL_SECONDS, max(MIN_POLL_SECONDS, per_step / POLLS_PER_STEP)), 1)
 
 
 def format_duration(seconds: float | None) -> str:

@@ -1,0 +1,95 @@
+"""The memory allocator a training process runs with, chosen by name.
+
+PyTorch on CPU allocates and frees large activation buffers every step, and
+how the C allocator treats them decides both step time and peak memory. The
+choice has to be made before the process starts (environment variables and
+`LD_PRELOAD` are read at start-up), so the launcher sets it for background
+runs and the foreground CLI re-executes itself with it: both train under the
+same allocator, so their step times agree.
+
+`WORKBENCH_ALLOCATOR` overrides the default; the training process records the
+allocator it ran with in status.json. benchmarks/bench_allocator.py measured
+the choices on the demo run; the figures are in the README.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+
+ALLOCATOR_ENV_VAR = "WORKBENCH_ALLOCATOR"
+# Set in a process already started under its allocator, so the CLI does not re-execute twice.
+APPLIED_ENV_VAR = "WORKBENCH_ALLOCATOR_APPLIED"
+
+LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+PRELOADED = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
+# glibc variants: its defaults; fewer arenas; a fixed 128 KiB threshold that hands freed
+# activation buffers back at once (small peak, many page faults); a 4 MiB threshold between the two.
+GLIBC_SETTINGS = {
+    "glibc": {},
+    "glibc-arenas": {"MALLOC_ARENA_MAX": "2"},
+    "glibc-trim": {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"},
+    "glibc-4m": {"MALLOC_MMAP_THRESHOLD_": "4194304", "MALLOC_TRIM_THRESHOLD_": "33554432"},
+}
+ALLOCATORS = (*GLIBC_SETTINGS, *PRELOADED)
+# The measured best on the demo run (bundled model, 2-core CPU): tcmalloc stepped in 10.5 s
+# at a 2.71 GB peak, glibc's defaults 11.7 s / 3.23 GB, glibc's 128 KiB thresholds
+# 16.2 s / 2.50 GB, jemalloc 14.6 s / 2.58 GB. Falls back to glibc where it is not installed.
+DEFAULT_ALLOCATOR = "tcmalloc"
+# Every variable an allocator choice may set, so one choice fully replaces another.
+ALLOCATOR_VARIABLES = ("LD_PRELOAD", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def find_library(file_name: str) -> Path | None:
+    """The installed shared library `file_name`, or None."""
+    for folder in LIBRARY_DIRS:
+        path = Path(folder) / file_name
+        if path.is_file():
+            return path
+    return None
+
+
+def available() -> list[str]:
+    """The allocators this machine can run with (the preloaded ones need their Debian package)."""
+    return [name for name in ALLOCATORS if name in GLIBC_SETTINGS or find_library(PRELOADED[name])]
+
+
+def choose(requested: str | None = None) -> str:
+    """The allocator to use: `requested`, else $WORKBENCH_ALLOCATOR, else the default where installed.
+
+    An explicit request for an unknown or missing allocator is refused; the
+    default quietly falls back to glibc's own where jemalloc is not installed.
+    """
+    name = requested or os.environ.get(ALLOCATOR_ENV_VAR) or ""
+    if not name:
+        return DEFAULT_ALLOCATOR if DEFAULT_ALLOCATOR in available() else "glibc"
+    if name not in ALLOCATORS:
+        raise WorkbenchError(field=ALLOCATOR_ENV_VAR, rule=f"{name!r} is not an allocator the workbench knows",
+                             fix=f"use one of {', '.join(ALLOCATORS)}")
+    if name not in available():
+        raise WorkbenchError(field=ALLOCATOR_ENV_VAR, rule=f"{name} is not installed ({PRELOADED[name]} not found)",
+                             fix="install it (`make setup` does: Debian's libjemalloc2 / libtcmalloc-minimal4) "
+                                 "or choose glibc")
+    return name
+
+
+def allocator_env(name: str, base: dict | None = None) -> dict:
+    """`base` (default os.environ) with allocator `name`'s variables, replacing any earlier choice."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in ALLOCATOR_VARIABLES}
+    if name in PRELOADED:
+        library = find_library(PRELOADED[name])
+        if library is None:
+            raise WorkbenchError(field=ALLOCATOR_ENV_VAR, rule=f"{name} is not installed", fix="choose glibc")
+        env["LD_PRELOAD"] = str(library)
+    else:
+        env.update(GLIBC_SETTINGS[name])
+    env[ALLOCATOR_ENV_VAR] = name
+    env[APPLIED_ENV_VAR] = name
+    return env
+
+
+def applied() -> str | None:
+    """The allocator this process was started under by the workbench, or None."""
+    return os.environ.get(APPLIED_ENV_VAR) or None
