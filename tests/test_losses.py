@@ -1,4 +1,4 @@
-"""Tests for workbench/losses.py: the loss formulas, and the same numbers as TRL's own loss."""
+"""Tests for workbench/teach/losses.py: the loss formulas, and the same numbers as TRL's own loss."""
 
 from __future__ import annotations
 

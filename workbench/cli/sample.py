@@ -5,7 +5,7 @@
         --prompts-file probes.json --out answers.jsonl --max-new-tokens 48
 
 Appends one JSON line per answer to --out as it goes and a final `{"done": true}`
-(see workbench/sampling.py), so a UI can show progress and cancel by killing it.
+(see workbench/jobs/sampling.py), so a UI can show progress and cancel by killing it.
 """
 
 from __future__ import annotations

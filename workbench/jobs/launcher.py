@@ -1,7 +1,7 @@
 """Start, watch, stop and resume training runs as background processes.
 
 Used by the UI, the CLI and the notebooks. A run is a folder (see
-workbench/runfolder.py) plus a process started from an argument list, never a
+workbench/jobs/runfolder.py) plus a process started from an argument list, never a
 shell: `python -m workbench train --run-dir DIR --config DIR/config.json`, or
 `accelerate launch --num_processes N ... -m workbench train ...` for several
 processes (DDP, on GPUs or on CPU with gloo). The process runs in its own
@@ -47,7 +47,7 @@ def launch_env(config: RunConfig, base: dict | None = None) -> dict:
     The allocator is $WORKBENCH_ALLOCATOR or the measured default (workbench.jobs.allocator);
     on a CPU run each process gets its share of the cores, unless the caller set OMP_NUM_THREADS.
     """
-    on_cpu = runs_on_cpu(config.device)
+    on_cpu = runs_on_cpu(config.device, env=base)
     env = processes.training_env(config.gpu_ids, "cpu" if on_cpu else config.device, base)
     env = allocator.allocator_env(allocator.choose(env.get(allocator.ALLOCATOR_ENV_VAR)), env)
     if on_cpu and not env.get("OMP_NUM_THREADS"):
