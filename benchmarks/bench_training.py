@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402  (same folder)
 from workbench.jobs import launcher, runfolder  # noqa: E402  (after the path fix above)
 from workbench.spec.config import RunConfig  # noqa: E402
 
@@ -104,52 +105,13 @@ def report_memory(result: dict) -> None:
 # ---------------------------------------------------------------- overhead
 
 
-BARE_SCRIPT = r'''
-import json, sys
-from peft import LoraConfig
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from trl import GRPOConfig, GRPOTrainer
-from workbench.spec.models import resolve_model
-from workbench.spec.rewards import REWARDS
-from workbench.spec.tasks import TASKS, load_task_dataset
-
-settings, out = json.loads(sys.argv[1]), sys.argv[2]
-path = resolve_model(settings["model"])
-model = AutoModelForCausalLM.from_pretrained(path)
-tokenizer = AutoTokenizer.from_pretrained(path)
-task = TASKS[settings["task"]]
-
-trainer = GRPOTrainer(
-    model=model, processing_class=tokenizer,
-    reward_funcs=[REWARDS[name] for name in task.reward_names],
-    train_dataset=load_task_dataset(settings["task"], seed=settings["seed"]),
-    peft_config=LoraConfig(r=settings["lora_r"], lora_alpha=settings["lora_alpha"], lora_dropout=0.0,
-                           target_modules="all-linear", task_type="CAUSAL_LM"),
-    args=GRPOConfig(
-        output_dir=out + "/bare", report_to="none", disable_tqdm=True, save_strategy="no",
-        logging_steps=1, max_steps=settings["max_steps"], learning_rate=settings["learning_rate"],
-        per_device_train_batch_size=settings["per_device_train_batch_size"],
-        num_generations=settings["num_generations"], max_completion_length=settings["max_completion_length"],
-        beta=settings["beta"], seed=settings["seed"], bf16=False, gradient_checkpointing=False, use_cpu=True,
-        reward_weights=list(task.reward_weights), ddp_find_unused_parameters=False,
-    ),
-)
-runtime = trainer.train().metrics["train_runtime"]
-step_times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
-json.dump({"step_time": step_times, "train_runtime": runtime, "steps": trainer.state.global_step},
-          open(out + "/bare.json", "w"))
-'''
-
-
 def run_bare_trl(config: RunConfig, workdir: Path) -> dict:
-    workdir.mkdir(parents=True, exist_ok=True)
-    settings = {k: getattr(config, k) for k in ("model", "task", "seed", "lora_r", "lora_alpha", "max_steps",
-                                                "learning_rate", "per_device_train_batch_size", "num_generations",
-                                                "max_completion_length", "beta")}
-    subprocess.run([sys.executable, "-c", BARE_SCRIPT, json.dumps(settings), str(workdir)], check=True,
-                   cwd=ROOT, env={**launcher.launch_env(config), "PYTHONPATH": str(ROOT)},
+    """TRL alone (benchmarks/bare_trl.py) on `config`'s settings, under the launcher's allocator and threads."""
+    settings = {name: getattr(config, name) for name in BARE_SETTINGS}
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings), str(workdir)],
+                   check=True, cwd=ROOT, env={**launcher.launch_env(config), "PYTHONPATH": str(ROOT)},
                    stdout=subprocess.DEVNULL)
-    return json.loads((workdir / "bare.json").read_text())
+    return json.loads((workdir / "summary.json").read_text())
 
 
 def report_overhead(config: RunConfig, runs_dir: Path, rounds: int) -> None:

@@ -76,9 +76,23 @@ def make_theme() -> gr.themes.Base:
     )
 
 
+PAGE_HIDDEN_ID = "wb-page-hidden"
+PAGE_SHOWN_ID = "wb-page-shown"
+# Runs once the page has loaded: tells the server when the browser tab is hidden or shown again.
+PAGE_VISIBILITY_JS = f"""
+() => {{
+  document.addEventListener("visibilitychange", () => {{
+    const id = document.hidden ? "{PAGE_HIDDEN_ID}" : "{PAGE_SHOWN_ID}";
+    const button = document.getElementById(id);
+    (button && button.tagName === "BUTTON" ? button : button?.querySelector("button"))?.click();
+  }});
+}}
+"""
+
+
 def launch_options() -> dict:
-    """Keyword arguments for `launch()` that style the app (gradio 6 takes them there)."""
-    return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8")}
+    """Keyword arguments for `launch()`: the style, and the page-visibility hook (gradio 6 takes them there)."""
+    return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8"), "js": PAGE_VISIBILITY_JS}
 
 
 def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
@@ -99,10 +113,32 @@ def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
 
 
 def _poll_only_where_seen(ctx: UIContext, tabs: dict) -> None:
-    """The Train tab's timer runs only while that tab is open: watching costs the training CPU nothing otherwise."""
-    timer = ctx.components.get("train_timer")
-    if timer is None:
+    """A tab's timer runs only while that tab is open and the page is visible.
+
+    Watching a run costs the training process CPU (on a 2-core machine the
+    server and the browser share its cores), so nothing polls for a tab no one
+    sees: selecting a tab starts its timer and stops the others; hiding the
+    browser tab (another tab in front, a minimised window) stops them all, and
+    showing it again starts the open tab's timer. The browser reports
+    visibility through PAGE_VISIBILITY_JS, which clicks one of two hidden buttons.
+    """
+    timers = ctx.tab_timers
+    if not timers:
         return
+    labels, timer_list = list(timers), list(timers.values())
+    open_tab = gr.State(next(iter(tabs), None))  # the first tab is open when the page loads
+
+    def timers_for(open_label: str | None, visible: bool = True) -> list:
+        return [gr.Timer(active=visible and label == open_label) for label in labels]
+
     for label, tab in tabs.items():
-        tab.select(lambda active=(label == "Train"): gr.Timer(active=active), outputs=[timer],
+        tab.select(lambda label=label: [label, *timers_for(label)], outputs=[open_tab, *timer_list],
                    show_progress="hidden", queue=False)
+        if label in ctx.tab_opened:
+            fn, inputs, outputs = ctx.tab_opened[label]
+            tab.select(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
+    hidden = gr.Button("page hidden", visible="hidden", elem_id=PAGE_HIDDEN_ID)
+    shown = gr.Button("page shown", visible="hidden", elem_id=PAGE_SHOWN_ID)
+    hidden.click(lambda: timers_for(None, visible=False), outputs=timer_list, show_progress="hidden", queue=False)
+    shown.click(lambda label: timers_for(label), inputs=[open_tab], outputs=timer_list, show_progress="hidden",
+                queue=False)

@@ -24,6 +24,10 @@ class UIContext:
     # The Setup tab's inputs, in order, and how to turn their values into a RunConfig.
     config_inputs: list[Any] = field(default_factory=list)
     config_from_values: Callable[..., Any] | None = None
+    # A tab's polling timer by tab label: it runs only while that tab is open and the page is visible.
+    tab_timers: dict[str, Any] = field(default_factory=dict)
+    # What to refresh when a tab is opened (fn, inputs, outputs), since its timer was paused meanwhile.
+    tab_opened: dict[str, tuple[Callable[..., Any], list[Any], list[Any]]] = field(default_factory=dict)
 
     def register(self, **components: Any) -> None:
         self.components.update(components)

@@ -1,8 +1,8 @@
 """The Runs tab: every run in the runs folder, compared, inspected, deleted.
 
 - A table of all runs (state, model, task, steps, final reward, started,
-  duration), re-read from the run folders every few seconds and redrawn only
-  when a row changed.
+  duration), re-read from the run folders when the tab is opened and every few
+  seconds while it is open, and redrawn only when a row changed.
 - Compare: tick several runs to overlay one metric's curves on one figure and
   list the settings in which their configs differ.
 - One run: read its completions group by group at any step, or delete it
@@ -96,7 +96,7 @@ def build(ctx: UIContext) -> None:
                           apply_default_css=False,
                           css_template=".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }",
                           elem_id="wb-runs-completions")
-    timer = gr.Timer(REFRESH_SECONDS)
+    timer = gr.Timer(REFRESH_SECONDS, active=False)  # runs while the Runs tab is open and the page visible
 
     # ------------------------------------------------------------ helpers
 
@@ -157,6 +157,8 @@ def build(ctx: UIContext) -> None:
                     show_progress="hidden")
     timer.tick(refresh, inputs=refresh_inputs, outputs=refresh_outputs, show_progress="hidden",
                concurrency_limit=None, trigger_mode="once")
+    ctx.tab_timers["Runs"] = timer
+    ctx.tab_opened["Runs"] = (refresh, refresh_inputs, refresh_outputs)  # fresh rows at once, not a tick later
 
     def on_choose(selected: list[str], metric_name: str, smooth: float):
         return {overlay: overlay_figure(selected, metric_name, smooth), **diff_outputs(selected)}

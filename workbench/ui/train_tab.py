@@ -9,7 +9,8 @@ with a slider over steps; then the other curves.
 Liveness: a `gr.Timer` ticks in the browser at a pace tied to the run's step
 time (`train_view.poll_seconds`: about four looks a step, 1 to 5 s), so a 10 s
 step is not watched with 1 s redraws; it stops while another tab of the app is
-open and starts again when the Train tab is selected (catching up on its first tick). Each tick reads only the bytes
+open or the browser tab is hidden, and starts again when the Train tab is seen
+(catching up on its first tick: see ui/app.py). Each tick reads only the bytes
 the run wrote since the last one (`train_view.poll_run`) and returns `gr.skip()`
 when nothing changed. What the page knows lives in this browser session's
 `gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
@@ -105,7 +106,7 @@ def build(ctx: UIContext) -> None:
             for name in triple:
                 plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
 
-    timer = gr.Timer(TICK_SECONDS, active=False)  # started when the Train tab is opened (see ui/app.py)
+    timer = gr.Timer(TICK_SECONDS, active=False)  # runs while the Train tab is open and the page visible (ui/app.py)
     plot_list = [plots[name] for name in (*MAIN_FIGURES, *MORE_FIGURES)]
     view_outputs = [watch_state, pinned_state, run_picker, stop_button, resume_button, progress, failure,
                     alarms, step_slider, completions, timer, *plot_list]
@@ -289,3 +290,4 @@ def build(ctx: UIContext) -> None:
         plan_valid.change(lambda valid: gr.Button(interactive=bool(valid)), inputs=[plan_valid],
                           outputs=[launch_button], show_progress="hidden")
     ctx.register(train_run_picker=run_picker, train_launch=launch_button, train_timer=timer)
+    ctx.tab_timers["Train"] = timer
