@@ -172,3 +172,40 @@ def test_two_cpu_processes_through_accelerate(runs_dir):
             members = [c for c in completions if c["step"] == step and c["group"] == group]
             assert len(members) == 4 and len({m["prompt"] for m in members}) == 1
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
+
+
+# ---------------------------------------------------------------- relative paths
+
+
+def test_local_paths_are_saved_absolute_and_hub_ids_stay(tmp_path, monkeypatch, tiny_model):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "Say hi."}\n')
+    (tmp_path / "org").mkdir()  # `org/name` is a hub id while no such folder exists
+    cfg = RunConfig(**{**TINY, "model": "org/name"}, dataset_path="prompts.jsonl", reward_file="missing.py")
+    absolute = cfg.with_absolute_paths()
+    assert absolute.dataset_path == str(tmp_path / "prompts.jsonl")
+    assert absolute.model == "org/name" and absolute.reward_file == "missing.py"  # nothing local to point to
+    local_model = os.path.relpath(tiny_model, tmp_path)
+    assert cfg.with_changes(model=local_model).with_absolute_paths().model == str(tiny_model)
+    assert cfg.with_changes(model="tiny").with_absolute_paths().model == "tiny"
+
+
+@pytest.mark.slow
+def test_relative_model_dataset_and_reward_file_train_in_the_background(tmp_path, monkeypatch, tiny_model):
+    # typed in the Setup tab relative to the app's folder; the trainer runs in the run folder
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prompts.jsonl").write_text(
+        "".join(f'{{"prompt": "Name a colour, {i}."}}\n' for i in range(8)))
+    (tmp_path / "my_rewards.py").write_text(
+        "def short(completions, **kwargs):\n    return [-len(str(c)) / 100 for c in completions]\n")
+    cfg = RunConfig(**{**TINY, "model": os.path.relpath(tiny_model, tmp_path)}, max_steps=1,
+                    dataset_path="data/prompts.jsonl", reward_file="my_rewards.py", reward_names=["short"])
+    run_id = launcher.start(cfg, "runs")
+    status = launcher.wait(run_id, "runs", timeout=240)
+    run_dir = launcher.run_dir_of(run_id, "runs")
+    assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
+    saved = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
+    assert saved.model == str(tiny_model)
+    assert saved.dataset_path == str(tmp_path / "data" / "prompts.jsonl")
+    assert saved.reward_file == str(tmp_path / "my_rewards.py")

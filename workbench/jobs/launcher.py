@@ -205,8 +205,10 @@ def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
 def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
-    Raises ConfigError (nothing started) when the config cannot run.
+    Raises ConfigError (nothing started) when the config cannot run. Local
+    paths are saved absolute: the trainer runs in the run folder, not here.
     """
+    config = config.with_absolute_paths()
     check_config(config)
     run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
     config.save(run_dir / runfolder.CONFIG_FILE)

@@ -199,6 +199,28 @@ class RunConfig:
     def with_changes(self, **changes: Any) -> "RunConfig":
         return RunConfig.from_dict({**self.to_dict(), **changes})
 
+    def with_absolute_paths(self, base: str | os.PathLike | None = None) -> "RunConfig":
+        """This config with its local paths (model folder, dataset_path, reward_file) made absolute.
+
+        A path typed relative to the app's folder means nothing to the trainer,
+        which runs in the run folder; a run's config.json therefore holds
+        absolute paths. Only names that exist on disk change: `tiny`, the
+        bundled model and hub ids such as `org/name` stay as they are.
+        """
+        from workbench.spec.models import MODEL_CHOICES
+
+        changes = {}
+        for name in ("model", "dataset_path", "reward_file"):
+            value = getattr(self, name).strip()
+            if not value or (name == "model" and value in MODEL_CHOICES):
+                continue
+            path = Path(value).expanduser()
+            if not path.is_absolute():
+                path = Path(base or os.getcwd()) / path
+            if (path.is_dir() if name == "model" else path.exists()):
+                changes[name] = str(path.resolve())
+        return self.with_changes(**changes) if changes else self
+
     @classmethod
     def for_task(cls, task: str = "demo", **changes: Any) -> "RunConfig":
         """The config a task is designed around: defaults, the task's preset settings, then `changes`.

@@ -206,6 +206,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
     """Train `cfg` writing `run_dir`; returns the process exit code (0 finished or stopped, 1 failed)."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = cfg.with_absolute_paths()  # the config.json it saves must work from any folder (a resume)
     is_main = _is_main_process()
     status = StatusWriter(run_dir, enabled=is_main)
     status.set(state="starting", pid=os.getpid(), step=status.status.get("step", 0),
