@@ -209,3 +209,57 @@ def test_relative_model_dataset_and_reward_file_train_in_the_background(tmp_path
     assert saved.model == str(tiny_model)
     assert saved.dataset_path == str(tmp_path / "data" / "prompts.jsonl")
     assert saved.reward_file == str(tmp_path / "my_rewards.py")
+
+
+# ---------------------------------------------------------------- stopping never cuts a save short
+
+# A stand-in trainer: a real process that notices stop.request only after `notice` seconds (a slow
+# step), then saves for `save` seconds under state "saving" and ends "stopped" with its adapter.
+TRAINER = """
+import sys, time
+from pathlib import Path
+from workbench.jobs import runfolder
+run_dir, notice, save = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+runfolder.update_status(run_dir, state="training")
+while not runfolder.stop_requested(run_dir):
+    time.sleep(0.05)
+time.sleep(notice)
+runfolder.update_status(run_dir, state="saving")
+time.sleep(save)
+(run_dir / "adapter").mkdir()
+(run_dir / "adapter" / "adapter_model.safetensors").write_text("weights")
+runfolder.update_status(run_dir, state="stopped")
+"""
+
+
+def slow_trainer(runs_dir, notice, save, step_time=None):
+    run_dir = fake_run(runs_dir, pid=None)
+    if step_time:
+        runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 1, "step_time": step_time}])
+    process = subprocess.Popen([sys.executable, "-c", TRAINER, str(run_dir), str(notice), str(save)],
+                               start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    runfolder.update_status(run_dir, pid=process.pid, pgid=process.pid)
+    return run_dir, process
+
+
+@pytest.mark.parametrize("notice, save, step_time", [(0.0, 4.0, None), (3.0, 0.5, 4.0)],
+                         ids=["stop-while-saving", "step-slower-than-the-timeout"])
+def test_stop_waits_for_the_step_and_the_save(runs_dir, notice, save, step_time):
+    run_dir, process = slow_trainer(runs_dir, notice, save, step_time)
+    try:
+        if not step_time:  # already saving when the stop comes
+            runfolder.request_stop(run_dir)
+            wait_for(lambda: runfolder.read_status(run_dir)["state"] == "saving", timeout=30)
+        stopped = launcher.stop(run_dir.name, runs_dir, timeout=0.5)
+        assert stopped["state"] == "stopped" and "note" not in stopped, stopped
+        assert process.wait(timeout=10) == 0  # it ended by itself, not by a signal
+        assert (run_dir / "adapter" / "adapter_model.safetensors").read_text() == "weights"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_graceful_wait_covers_a_slow_step():
+    assert launcher.graceful_wait_seconds(30, None) == 30
+    assert launcher.graceful_wait_seconds(30, 2.0) == 30
+    assert launcher.graceful_wait_seconds(30, 50.0) == 110.0

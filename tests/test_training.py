@@ -6,9 +6,14 @@ enough that TRL generates, scores, computes advantages and updates LoRA.
 """
 
 import math
+import os
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -73,6 +78,41 @@ def test_status_heartbeat_keeps_updated_at_fresh(tmp_path):
     writer.stop_heartbeat()
     status = runfolder.read_status(tmp_path)
     assert status["updated_at"] > first and status["state"] == "training"
+
+
+# A save killed halfway: the weights file half-written, then SIGKILL, as `launcher.stop` used to do.
+KILLED_SAVE = """
+import os, shutil, signal, sys
+from pathlib import Path
+from workbench.trainer.training import save_final_adapter
+run_dir, source = Path(sys.argv[1]), Path(sys.argv[2])
+def save(folder):
+    shutil.copytree(source, folder)
+    weights = Path(folder) / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    os.kill(os.getpid(), signal.SIGKILL)
+save_final_adapter(save, run_dir)
+"""
+
+
+def test_a_save_killed_halfway_leaves_the_previous_adapter_whole(tmp_path, tiny_adapter):
+    from safetensors import safe_open
+
+    adapter = tmp_path / runfolder.ADAPTER_DIR
+    shutil.copytree(tiny_adapter, adapter)
+    before = (adapter / "adapter_model.safetensors").read_bytes()
+    killed = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(tmp_path), str(tiny_adapter)],
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert killed.returncode == -9
+    assert (adapter / "adapter_model.safetensors").read_bytes() == before
+    with safe_open(str(adapter / "adapter_model.safetensors"), "pt") as weights:
+        assert list(weights.keys())
+
+    from workbench.trainer.training import save_final_adapter
+
+    save_final_adapter(lambda folder: shutil.copytree(tiny_adapter, folder), tmp_path)  # the next save succeeds
+    assert (adapter / "adapter_config.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [runfolder.ADAPTER_DIR]  # nothing half-written left
 
 
 # ---------------------------------------------------------------- a real run

@@ -42,7 +42,7 @@ def add_parser(subparsers) -> None:
     stop = subparsers.add_parser("stop", help="stop a run (saves its adapter)")
     stop.add_argument("run_id", metavar="RUN")
     stop.add_argument("--runs-dir", dest="runs_dir")
-    stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait before killing it (default 60)")
+    stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait before killing it (default 60; longer for slow steps, never during a save)")
     stop.set_defaults(run=run_stop)
 
     resume = subparsers.add_parser("resume", help="continue a run from its last checkpoint, in the background")

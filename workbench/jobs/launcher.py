@@ -27,6 +27,7 @@ from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
 
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
+SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
 
 
 class LauncherError(WorkbenchError):
@@ -230,23 +231,56 @@ def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> 
     return start(one_step, runs_dir, smoke=True)
 
 
+def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
+    """How long a stop waits for the trainer to end its step and save: `timeout`, or longer for slow steps.
+
+    The trainer stops only at the end of a step, so a step slower than the
+    timeout would otherwise be killed halfway, losing the step and the adapter.
+    """
+    if not step_time or step_time <= 0:
+        return timeout
+    return max(timeout, 2.0 * step_time + 10.0)
+
+
+def _wait_until_final(run_dir: Path, seconds: float, poll: float = 0.25) -> dict:
+    """The run's status once it is final, or after `seconds`; a save under way is always waited for."""
+    deadline = time.monotonic() + seconds
+    save_deadline = None
+    while True:
+        current = status_of_dir(run_dir)
+        if current["state"] in runfolder.FINAL_STATES:
+            return current
+        now = time.monotonic()
+        if current["state"] == "saving":
+            save_deadline = save_deadline or now + SAVE_WAIT_SECONDS
+            if now > save_deadline:
+                return current
+        elif now > deadline:
+            return current
+        time.sleep(poll)
+
+
 def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float = 30.0) -> dict:
-    """Stop a run: ask for a graceful stop (save, state `stopped`), kill its process group after `timeout`."""
+    """Stop a run: ask for a graceful stop (save, state `stopped`), kill its process group if it does not.
+
+    The wait is `timeout`, stretched for steps slower than that; a run that is
+    saving (a checkpoint or its adapter) is never killed before the save ends.
+    """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
     if current["state"] in runfolder.FINAL_STATES:
         return current
     pgid = current.get("pgid") or current.get("pid")
-    if current["state"] == "training":
+    if current["state"] in ("training", "saving"):
         runfolder.request_stop(run_dir)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            current = status_of_dir(run_dir)
-            if current["state"] in runfolder.FINAL_STATES:
-                return current
-            time.sleep(0.25)
+        wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
+        current = _wait_until_final(run_dir, wait)
+        if current["state"] in runfolder.FINAL_STATES:
+            return current
     # not training yet (nothing to save) or not answering: end every process of the run
-    processes.end_tree(pgid, grace=5.0)
+    # (SIGTERM first, which the trainer takes as a stop request too; no SIGKILL while it saves)
+    processes.end_tree(pgid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
+                       hold_limit=SAVE_WAIT_SECONDS)
     runfolder.clear_stop_request(run_dir)
     final = runfolder.read_status(run_dir)
     if final.get("state") not in runfolder.FINAL_STATES:

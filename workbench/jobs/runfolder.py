@@ -174,6 +174,15 @@ def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[di
     return records
 
 
+def last_metric(run_dir: str | os.PathLike, name: str, tail_bytes: int = 16_384) -> float | None:
+    """The last logged value of metric `name`, read from the end of metrics.jsonl (a long run costs no more)."""
+    for record in reversed(read_jsonl_tail(Path(run_dir) / METRICS_FILE, tail_bytes)):
+        value = record.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
 def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000) -> str:
     """The last `max_bytes` of train.log, for showing why a run failed."""
     path = Path(run_dir) / LOG_FILE

@@ -188,11 +188,20 @@ def make_run_folder_callback(run_dir: Path, status: StatusWriter, is_main: bool,
             runfolder.append_jsonl(self.metrics_path, [{"step": state.global_step, **logs}])
 
         def on_step_end(self, args, state, control, **kwargs):
-            status.set(step=state.global_step)
             wish = self.stop_signalled or (is_main and runfolder.stop_requested(run_dir))
             if decide_stop(wish):
                 self.stopped = True
                 control.should_training_stop = True
                 control.should_save = True  # a checkpoint at this step, so resume continues from it
+            # The Trainer saves right after this when should_save is set (the flow callback, which runs
+            # first, set it for save_steps): "saving" tells `launcher.stop` not to kill it halfway.
+            if control.should_save:
+                status.set(state="saving", step=state.global_step)
+            else:
+                status.set(step=state.global_step)
+
+        def on_save(self, args, state, control, **kwargs):
+            if not self.stopped:  # a stopping run goes on to save its final adapter
+                status.set(state="training")
 
     return RunFolderCallback()

@@ -19,6 +19,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from workbench.jobs import allocator, runfolder
 from workbench.spec.config import (
@@ -255,14 +256,15 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
 
         status.set(state="saving", step=trainer.state.global_step)
-        trainer.save_model(str(run_dir / runfolder.ADAPTER_DIR))
+        save_final_adapter(trainer.save_model, run_dir, is_main)
         final = "stopped" if callback.stopped else "finished"
         status.set(state=final, step=trainer.state.global_step, finished_at=time.time(), summary=callback.summary)
         if is_main:
             runfolder.clear_stop_request(run_dir)
         return 0
     except KeyboardInterrupt:
-        _save_after_interrupt(trainer, run_dir)
+        if trainer is not None:
+            save_final_adapter(trainer.save_model, run_dir, is_main)
         status.set(state="stopped", finished_at=time.time())
         return 130
     except BaseException as exc:  # every failure is recorded in status.json before the process ends
@@ -296,6 +298,27 @@ def _stop_on_sigterm(callback):
         return None
 
 
-def _save_after_interrupt(trainer, run_dir: Path) -> None:
-    if trainer is not None:
-        trainer.save_model(str(run_dir / runfolder.ADAPTER_DIR))
+def save_final_adapter(save: Callable[[str], None], run_dir: Path, is_main: bool = True) -> Path:
+    """Write the final adapter with `save(folder)` into a temporary folder, then rename it to `adapter/`.
+
+    A process killed while saving leaves the previous `adapter/` (or none) and a
+    `.adapter.partial` folder, never a half-written adapter where readers look.
+    Every process calls `save` (the Trainer's save is collective; only rank 0
+    writes); only the main process renames.
+    """
+    target = run_dir / runfolder.ADAPTER_DIR
+    partial = run_dir / ".adapter.partial"
+    previous = run_dir / ".adapter.previous"
+    if is_main:
+        for leftover in (partial, previous):  # from a process killed during an earlier save
+            shutil.rmtree(leftover, ignore_errors=True)
+    save(str(partial))
+    if not is_main:
+        return target
+    # A folder cannot replace a non-empty folder in one rename: move the old one aside first.
+    # Between the two renames (microseconds) adapter/ is absent; it is never half-written.
+    if target.exists():
+        os.rename(target, previous)
+    os.rename(partial, target)
+    shutil.rmtree(previous, ignore_errors=True)
+    return target

@@ -15,21 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from workbench.jobs import runfolder
+from workbench.jobs.runfolder import last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
-# Bytes read from the end of metrics.jsonl to find the last logged reward.
-TAIL_BYTES = 16_384
-
-
-def last_metric(run_dir: str | Path, name: str, tail_bytes: int = TAIL_BYTES) -> float | None:
-    """The last logged value of metric `name`, read from the end of metrics.jsonl."""
-    for record in reversed(runfolder.read_jsonl_tail(Path(run_dir) / runfolder.METRICS_FILE, tail_bytes)):
-        value = record.get(name)
-        if isinstance(value, (int, float)):
-            return float(value)
-    return None
 
 
 def format_started(timestamp: float | None) -> str:

@@ -303,7 +303,7 @@ STATE_WORDS = {
     "starting": "starting",
     "loading_model": "loading the model",
     "training": "training",
-    "saving": "saving the adapter",
+    "saving": "saving a checkpoint or the adapter",
     "finished": "finished",
     "failed": "failed",
     "stopped": "stopped",
