@@ -7,6 +7,8 @@ that really trains, in seconds. Browser fixtures live in browser_fixtures.py.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest_plugins = ["browser_fixtures"]
@@ -31,3 +33,25 @@ def tiny_adapter(tiny_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("adapter") / "adapter"
     peft_model.save_pretrained(folder)
     return folder
+
+
+def write_checkpoint(run_dir, step):
+    """A `checkpoint-<step>` folder with the files transformers' Trainer writes for a LoRA run, each whole."""
+    import torch
+    from safetensors.torch import save_file
+
+    path = run_dir / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    save_file({"lora_A.weight": torch.ones(4, 16), "lora_B.weight": torch.zeros(16, 4)},
+              str(path / "adapter_model.safetensors"))
+    (path / "adapter_config.json").write_text(json.dumps({"r": 4, "peft_type": "LORA"}))
+    torch.save({"state": {}, "param_groups": []}, path / "optimizer.pt")
+    torch.save({"last_epoch": step}, path / "scheduler.pt")
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return path
+
+
+@pytest.fixture
+def make_checkpoint():
+    """`make_checkpoint(run_dir, step)`: a complete checkpoint folder, as a resume needs it."""
+    return write_checkpoint

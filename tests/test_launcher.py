@@ -263,3 +263,20 @@ def test_graceful_wait_covers_a_slow_step():
     assert launcher.graceful_wait_seconds(30, None) == 30
     assert launcher.graceful_wait_seconds(30, 2.0) == 30
     assert launcher.graceful_wait_seconds(30, 50.0) == 110.0
+
+
+@pytest.mark.slow
+def test_save_total_limit_caps_checkpoints_and_resume_skips_a_cut_short_one(runs_dir):
+    run_id = launcher.start(RunConfig(**TINY, max_steps=3, save_steps=1, save_total_limit=2), runs_dir)
+    first = launcher.wait(run_id, runs_dir, timeout=240)
+    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    assert first["state"] == "finished", (first.get("error"), runfolder.read_log_tail(run_dir))
+    assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    weights = run_dir / "checkpoint-3" / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])  # a kill while checkpoint-3 was being written
+
+    launcher.resume(run_id, runs_dir)
+    final = launcher.wait(run_id, runs_dir, timeout=240)
+    assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(run_dir))
+    assert final["resumed_from"] == 2 and final["step"] == 3
+    assert runfolder.last_checkpoint(run_dir).name == "checkpoint-3"  # written again, whole

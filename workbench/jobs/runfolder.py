@@ -26,6 +26,7 @@ import os
 import re
 import tempfile
 import time
+import zipfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
@@ -216,17 +217,72 @@ def clear_stop_request(run_dir: str | os.PathLike) -> None:
     (Path(run_dir) / STOP_FILE).unlink(missing_ok=True)
 
 
+# What resuming a LoRA run needs from a checkpoint (transformers' Trainer): the adapter, the
+# optimizer and scheduler (without them it silently restarts both) and the state file.
+CHECKPOINT_JSON_FILES = ("adapter_config.json", "trainer_state.json")
+CHECKPOINT_TORCH_FILES = ("optimizer.pt", "scheduler.pt")
+ADAPTER_WEIGHTS_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def _json_readable(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return isinstance(json.load(handle), dict)
+    except (OSError, ValueError):  # missing, unreadable, empty, half-written, not UTF-8
+        return False
+
+
+def _safetensors_whole(path: Path) -> bool:
+    """The file is as long as its header says: 8 bytes of header length, the JSON header, the tensors."""
+    try:
+        with open(path, "rb") as handle:
+            header_length = int.from_bytes(handle.read(8), "little")
+            if not 0 < header_length < 100_000_000:
+                return False
+            header = json.loads(handle.read(header_length))
+            size = handle.seek(0, os.SEEK_END)
+    except (OSError, ValueError):
+        return False
+    ends = [entry["data_offsets"][1] for name, entry in header.items()
+            if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry]
+    return size == 8 + header_length + max(ends, default=0)
+
+
+def _torch_file_whole(path: Path) -> bool:
+    # torch.save writes a zip archive; one cut short has no end-of-archive record
+    try:
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+def checkpoint_complete(path: str | os.PathLike) -> bool:
+    """True when a checkpoint folder holds everything a resume reads, each file whole.
+
+    A process killed while saving can leave any of the files missing or cut
+    short, even trainer_state.json (another process's save at the same step).
+    """
+    path = Path(path)
+    weights = [path / name for name in ADAPTER_WEIGHTS_FILES if (path / name).is_file()]
+    if not weights:
+        return False
+    whole = _safetensors_whole if weights[0].suffix == ".safetensors" else _torch_file_whole
+    return (whole(weights[0])
+            and all(_json_readable(path / name) for name in CHECKPOINT_JSON_FILES)
+            and all(_torch_file_whole(path / name) for name in CHECKPOINT_TORCH_FILES))
+
+
 def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
-    """The run's complete `checkpoint-<step>` folders, oldest first."""
+    """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out)."""
     found = []
     for path in Path(run_dir).glob("checkpoint-*"):
         step = path.name.removeprefix("checkpoint-")
-        # a checkpoint is complete once the Trainer has written its state file last
-        if step.isdigit() and (path / "trainer_state.json").is_file():
+        if step.isdigit() and checkpoint_complete(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
 
 
 def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint (an earlier one when the newest was cut short), or None."""
     dirs = checkpoint_dirs(run_dir)
     return dirs[-1] if dirs else None

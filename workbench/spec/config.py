@@ -138,6 +138,11 @@ class RunConfig:
         10,
         "Save a LoRA checkpoint every this many optimizer steps (resume starts from the last one).",
     )
+    save_total_limit: int | None = setting(
+        3,
+        "Keep only this many newest checkpoints (older ones are deleted as new ones are saved); empty keeps "
+        "all. The final adapter is kept apart.",
+    )
     seed: int = setting(42, "Random seed for sampling and initialisation.")
     bf16: bool = setting(
         False,
@@ -368,6 +373,8 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("logging_steps", cfg.logging_steps >= 1, "must be >= 1", "use 1 to see every step"),
         ("save_steps", cfg.save_steps >= 1, "must be >= 1", "use e.g. 10"),
         ("warmup_steps", cfg.warmup_steps >= 0, "must be >= 0", "use 0"),
+        ("save_total_limit", cfg.save_total_limit is None or cfg.save_total_limit >= 1, "must be >= 1 or empty",
+         "use 3, or leave it empty to keep every checkpoint"),
         ("seed", cfg.seed >= 0, "must be >= 0", "use 42"),
         ("max_completion_length", cfg.max_completion_length >= 1, "must be >= 1", "use 48 for the demo, 256+ for reasoning"),
         ("num_processes", cfg.num_processes >= 1, "must be >= 1", "use 1, or one per GPU"),

@@ -101,6 +101,7 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         save_strategy="steps",
         logging_steps=cfg.logging_steps,
         save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
         max_steps=cfg.max_steps,
         num_train_epochs=cfg.num_train_epochs,
         learning_rate=cfg.learning_rate,
