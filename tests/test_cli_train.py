@@ -90,3 +90,12 @@ def test_train_in_the_foreground_then_list_it(tmp_path):
     assert saved.model == "tiny" and saved.max_steps == 1 and saved.num_generations == 4
     listing = workbench("runs", "--runs-dir", str(tmp_path / "runs"))
     assert listing.returncode == 0 and "cli-run" in listing.stdout and "finished" in listing.stdout
+
+
+def test_runs_lists_an_unreadable_run_with_its_reason(tmp_path):
+    run_dir = tmp_path / "20260101-000000-broken"
+    RunConfig().save(run_dir / runfolder.CONFIG_FILE)
+    (run_dir / runfolder.STATUS_FILE).write_bytes(b"[]")
+    result = workbench("runs", "--runs-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "unreadable" in result.stdout and "status.json holds a JSON list, not an object" in result.stdout

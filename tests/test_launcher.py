@@ -5,10 +5,12 @@ model (4 completions of at most 8 tokens a step) so a step takes seconds.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -280,3 +282,70 @@ def test_save_total_limit_caps_checkpoints_and_resume_skips_a_cut_short_one(runs
     assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(run_dir))
     assert final["resumed_from"] == 2 and final["step"] == 3
     assert runfolder.last_checkpoint(run_dir).name == "checkpoint-3"  # written again, whole
+
+
+# ---------------------------------------------------------------- unreadable run folders
+
+
+def broken_run(runs_dir, name, status_bytes=None, config_bytes=None):
+    run_dir = runs_dir / name
+    RunConfig(**TINY).save(run_dir / runfolder.CONFIG_FILE)
+    if status_bytes is not None:
+        (run_dir / runfolder.STATUS_FILE).write_bytes(status_bytes)
+    if config_bytes is not None:
+        (run_dir / runfolder.CONFIG_FILE).write_bytes(config_bytes)
+    return run_dir
+
+
+def test_an_unreadable_run_folder_is_flagged_and_hides_no_other_run(runs_dir):
+    good = fake_run(runs_dir, 999999, state="finished")
+    broken_run(runs_dir, "20260102-000000-latin1", status_bytes='{"state": "finished", "note": "é"}'.encode("latin-1"))
+    broken_run(runs_dir, "20260103-000000-list", status_bytes=b"[1, 2]")
+    broken_run(runs_dir, "20260104-000000-config", status_bytes=b'{"state": "finished"}', config_bytes=b"\xff\xfe{")
+    (broken_run(runs_dir, "20260105-000000-folder") / runfolder.STATUS_FILE).mkdir()  # unreadable even for root
+    entries = {entry["run_id"]: entry for entry in launcher.list_runs(runs_dir)}
+    assert entries.pop(good.name)["state"] == "finished"
+    reasons = {name: entry["error"]["message"] for name, entry in entries.items() if entry["state"] == "unreadable"}
+    assert set(reasons) == set(entries)
+    assert "status.json is not UTF-8 text" in reasons["20260102-000000-latin1"]
+    assert "status.json holds a JSON list, not an object" in reasons["20260103-000000-list"]
+    assert "config.json is not UTF-8 text" in reasons["20260104-000000-config"]
+    assert "Is a directory" in reasons["20260105-000000-folder"]
+    assert launcher.status("20260103-000000-list", runs_dir)["state"] == "unreadable"
+    with pytest.raises(launcher.LauncherError, match="cannot be read"):
+        launcher.resume("20260103-000000-list", runs_dir)
+
+
+LIST_AS_NOBODY = """
+import os, sys
+from workbench.jobs import launcher
+import psutil  # everything imported before giving up root: the interpreter lives under /root
+os.setgid(65534); os.setuid(65534)
+for entry in launcher.list_runs(sys.argv[1]):
+    print(entry["run_id"], entry["state"], (entry.get("error") or {}).get("message", ""))
+"""
+
+
+def test_a_run_folder_without_permission_is_flagged(tmp_path):
+    import tempfile
+
+    runs = Path(tempfile.mkdtemp(prefix="wb-perm-"))  # outside tmp_path, which only root may enter
+    try:
+        runs.chmod(0o755)
+        for path in fake_run(runs, 999999, state="finished").iterdir():
+            path.chmod(0o644)  # status.json is written 0600: readable by its owner only
+        locked = broken_run(runs, "20260102-000000-locked")
+        locked.chmod(0o000)
+        if os.geteuid() == 0:  # root reads anything: list the runs as nobody
+            out = subprocess.run([sys.executable, "-c", LIST_AS_NOBODY, str(runs)], capture_output=True, text=True,
+                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+            assert out.returncode == 0, out.stderr
+            lines = out.stdout.splitlines()
+        else:
+            lines = [f"{e['run_id']} {e['state']} {(e.get('error') or {}).get('message', '')}"
+                     for e in launcher.list_runs(runs)]
+        assert lines[0].startswith("20260102-000000-locked unreadable") and "Permission denied" in lines[0]
+        assert lines[1] == "20260101-000000-fake finished "
+    finally:
+        locked.chmod(0o755)
+        shutil.rmtree(runs)

@@ -78,3 +78,12 @@ def test_last_metric_reads_only_the_tail(make_run):
 def test_config_diff_lists_only_differences(configs, expected_rows):
     headers, rows = runs_view.config_diff(configs)
     assert headers == ["setting", *configs] and rows == expected_rows
+
+
+def test_an_unreadable_run_shows_its_reason_in_the_table(make_run):
+    from workbench.jobs import launcher
+
+    run_dir = make_run("20261122-010203-broken")
+    (run_dir / runfolder.STATUS_FILE).write_bytes(b"\xff\xfe")
+    rows = [runs_view.summarise_run(e) for e in launcher.list_runs(run_dir.parent)]
+    assert rows[0]["state"] == "unreadable" and "status.json is not UTF-8 text" in rows[0]["task"]

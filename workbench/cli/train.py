@@ -147,7 +147,10 @@ def format_runs_table(runs: list[dict]) -> str:
             time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
         ))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    table = "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    reasons = [f"{entry['run_id']}: {entry['error']['message']}" for entry in runs
+               if entry.get("state") == "unreadable" and entry.get("error")]
+    return "\n".join([table, *reasons])
 
 
 def run_runs(args) -> int:

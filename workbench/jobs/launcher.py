@@ -80,10 +80,10 @@ def build_command(config: RunConfig, run_dir: str | os.PathLike, resume: bool = 
 def run_dir_of(run_id: str | os.PathLike, runs_dir: str | os.PathLike | None = None) -> Path:
     """The folder of a run, from its id (or a path to the folder itself)."""
     path = Path(run_id)
-    if (path / runfolder.CONFIG_FILE).is_file():
+    if runfolder.is_run_dir(path):
         return path.resolve()
     candidate = runfolder.runs_root(runs_dir) / str(run_id)
-    if (candidate / runfolder.CONFIG_FILE).is_file():
+    if runfolder.is_run_dir(candidate):
         return candidate
     known = [p.name for p in runfolder.list_run_dirs(runs_dir)[:5]]
     raise LauncherError(
@@ -124,10 +124,33 @@ def _alive(pid: int | None, not_after: float | None = None) -> bool:
         return False
 
 
+def unreadable_status(run_dir: Path, exc: BaseException) -> dict:
+    """The status readers give a run folder they cannot read: state `unreadable` and the reason."""
+    return {
+        "state": runfolder.UNREADABLE, "run_id": run_dir.name, "run_dir": str(run_dir),
+        "error": {
+            "type": type(exc).__name__,
+            "message": f"this run folder cannot be read: {exc}",
+            "hint": "Check the folder's permissions and that its status.json and config.json are UTF-8 JSON "
+                    "objects, or delete the folder.",
+            "traceback_tail": "",
+        },
+    }
+
+
 def status_of_dir(run_dir: str | os.PathLike) -> dict:
-    """A run's status as readers should see it: a dead process with a non-final state is `failed`."""
+    """A run's status as readers should see it: a dead process with a non-final state is `failed`.
+
+    A folder that cannot be read is reported `unreadable` with the reason; this never raises.
+    """
     run_dir = Path(run_dir)
-    status = runfolder.read_status(run_dir)
+    try:
+        return _live_status(run_dir, runfolder.read_json_object(run_dir / runfolder.STATUS_FILE))
+    except (OSError, ValueError, TypeError) as exc:
+        return unreadable_status(run_dir, exc)
+
+
+def _live_status(run_dir: Path, status: dict) -> dict:
     status.setdefault("state", "starting")
     status["run_id"] = run_dir.name
     status["run_dir"] = str(run_dir)
@@ -160,8 +183,11 @@ def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
     """Every run, newest first: its status plus the config fields a table shows."""
     runs = []
     for run_dir in runfolder.list_run_dirs(runs_dir):
-        config = runfolder.read_config(run_dir)
         entry = status_of_dir(run_dir)
+        try:
+            config = runfolder.read_json_object(run_dir / runfolder.CONFIG_FILE)
+        except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
+            entry, config = unreadable_status(run_dir, exc), {}
         entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes")})
         runs.append(entry)
     return runs
@@ -293,6 +319,8 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
     """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there."""
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
+    if current["state"] == runfolder.UNREADABLE:
+        raise LauncherError(f"run {run_dir.name}: {current['error']['message']}; {current['error']['hint']}")
     if current["state"] not in runfolder.FINAL_STATES:
         raise LauncherError(f"run {run_dir.name} is still {current['state']}; stop it before resuming")
     checkpoint = runfolder.last_checkpoint(run_dir)

@@ -42,7 +42,10 @@ REWARD_SOURCE_FILE = "reward_file.py"
 
 # Life of a run, in order; the last three are final.
 STATES = ("starting", "loading_model", "training", "saving", "finished", "failed", "stopped")
-FINAL_STATES = ("finished", "failed", "stopped")
+# What readers report for a folder they cannot read (permissions, a status.json that is not
+# UTF-8 JSON); no trainer writes it. Nothing runs there as far as they can tell, so it counts as final.
+UNREADABLE = "unreadable"
+FINAL_STATES = ("finished", "failed", "stopped", UNREADABLE)
 
 RUNS_DIR_ENV = "WORKBENCH_RUNS_DIR"
 
@@ -76,22 +79,47 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:
-    """Read a JSON file; `default` when it is missing or unreadable."""
+    """Read a JSON file; `default` when it is missing or unreadable (permissions, not UTF-8, not JSON)."""
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):  # ValueError covers JSONDecodeError and UnicodeDecodeError
         return default
+
+
+def read_json_object(path: str | os.PathLike) -> dict:
+    """A file holding one JSON object; {} when it does not exist.
+
+    Unlike `read_json` it says why a file cannot be used: OSError (permissions,
+    a folder in its place) or ValueError naming the file and what is wrong.
+    """
+    name = Path(path).name
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError:
+        raise ValueError(f"{name} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{name} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _object_or_empty(data: Any) -> dict:
+    return data if isinstance(data, dict) else {}
 
 
 def read_config(run_dir: str | os.PathLike) -> dict:
     """The run's config.json as a plain dict ({} when missing or unreadable)."""
-    return read_json(Path(run_dir) / CONFIG_FILE, default={}) or {}
+    return _object_or_empty(read_json(Path(run_dir) / CONFIG_FILE, default={}))
 
 
 def read_status(run_dir: str | os.PathLike) -> dict:
-    """The run's status.json as a dict ({} when the run has not written one)."""
-    return read_json(Path(run_dir) / STATUS_FILE, default={}) or {}
+    """The run's status.json as a dict ({} when the run has not written one, or it cannot be read)."""
+    return _object_or_empty(read_json(Path(run_dir) / STATUS_FILE, default={}))
 
 
 def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:
@@ -127,7 +155,7 @@ def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict
         with open(path, "rb") as handle:
             handle.seek(offset)
             chunk = handle.read()
-    except FileNotFoundError:
+    except OSError:  # missing, or unreadable (permissions): nothing to show yet
         return [], offset
     end = chunk.rfind(b"\n")
     if end < 0:
@@ -160,7 +188,7 @@ def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[di
             start = max(0, size - max_bytes)
             handle.seek(start)
             chunk = handle.read()
-    except FileNotFoundError:
+    except OSError:
         return []
     if start > 0:
         chunk = chunk[chunk.find(b"\n") + 1:] if b"\n" in chunk else b""
@@ -191,16 +219,24 @@ def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000) -> str:
         with open(path, "rb") as handle:
             handle.seek(max(0, path.stat().st_size - max_bytes))
             return handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    except OSError:
         return ""
 
 
+def is_run_dir(path: Path) -> bool:
+    """A folder with a config.json, or one that cannot be looked into (so readers can flag it)."""
+    try:
+        return (path / CONFIG_FILE).is_file()
+    except OSError:  # a folder that cannot be looked into: listed, so readers can flag it `unreadable`
+        return path.is_dir()
+
+
 def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
-    """Run folders (those with a config.json), newest first."""
+    """Run folders (those with a config.json, and folders that cannot be looked into), newest first."""
     base = runs_root(root)
     if not base.is_dir():
         return []
-    dirs = [p for p in base.iterdir() if (p / CONFIG_FILE).is_file()]
+    dirs = [p for p in base.iterdir() if is_run_dir(p)]
     return sorted(dirs, key=lambda p: p.name, reverse=True)
 
 

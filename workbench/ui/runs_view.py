@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from workbench.jobs.runfolder import last_metric
+from workbench.jobs.runfolder import UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
@@ -40,6 +40,8 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     task = entry.get("task") or ""
     if entry.get("dataset_path"):
         task = f"{Path(entry['dataset_path']).name} (file)"
+    if entry.get("state") == UNREADABLE:  # the reason, where the row has room for it
+        task = (entry.get("error") or {}).get("message", "")
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
         "state": entry.get("state") or "unknown",

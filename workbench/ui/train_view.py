@@ -307,8 +307,9 @@ STATE_WORDS = {
     "finished": "finished",
     "failed": "failed",
     "stopped": "stopped",
+    "unreadable": "unreadable",
 }
-STATE_COLOURS = {"finished": "#059669", "failed": "#dc2626", "stopped": "#d97706"}
+STATE_COLOURS = {"finished": "#059669", "failed": "#dc2626", "stopped": "#d97706", "unreadable": "#dc2626"}
 
 PROGRESS_CSS = """
 .wb-progress { font-size: 0.92rem; color: #1e293b; }
@@ -361,9 +362,9 @@ FAILURE_CSS = """
 def failure_html(status: dict, log_tail: str) -> str:
     """The panel a failed run shows: the hint first, then the error, then the end of train.log.
 
-    Empty for a run that has not failed.
+    Empty for a run that has not failed (or that cannot be read: the same panel says why).
     """
-    if status.get("state") != "failed":
+    if status.get("state") not in ("failed", runfolder.UNREADABLE):
         return ""
     error = status.get("error") or {}
     if not isinstance(error, dict):
