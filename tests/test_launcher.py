@@ -349,3 +349,21 @@ def test_a_run_folder_without_permission_is_flagged(tmp_path):
     finally:
         locked.chmod(0o755)
         shutil.rmtree(runs)
+
+
+# ---------------------------------------------------------------- deleting only run folders
+
+
+def test_delete_refuses_folders_outside_the_runs_folder(runs_dir, tmp_path):
+    model = tmp_path / "my-model"  # a model folder also holds a config.json
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    runs_dir.mkdir()
+    (runs_dir / "20260109-000000-link").symlink_to(model, target_is_directory=True)
+    for target in (str(model), "20260109-000000-link"):
+        with pytest.raises(launcher.LauncherError, match="is not a run folder inside the runs folder"):
+            launcher.delete_run(target, runs_dir)
+    assert (model / "config.json").is_file()
+    run_dir = fake_run(runs_dir, 999999, state="finished")
+    launcher.delete_run(run_dir.name, runs_dir)
+    assert not run_dir.exists()

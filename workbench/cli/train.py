@@ -96,6 +96,7 @@ def run_train(args) -> int:
 
     if args.run_dir:
         run_dir = Path(args.run_dir)
+        _refuse_a_live_run(run_dir)
     else:
         run_dir = runfolder.runs_root(args.runs_dir) / runfolder.new_run_id(config.run_name or config.task)
         print(f"Run folder: {run_dir}", flush=True)
@@ -111,6 +112,17 @@ def run_train(args) -> int:
     else:
         print(f"Run {final.get('state')} at step {final.get('step')}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
     return code
+
+
+def _refuse_a_live_run(run_dir: Path) -> None:
+    """Exit 2 when another process still trains into `run_dir` (two trainers would mix their files)."""
+    from workbench.jobs import launcher, runfolder
+
+    pid = launcher.other_live_process(run_dir)
+    if pid is not None:
+        state = runfolder.read_status(run_dir).get("state")
+        raise ArgumentError(f"--run-dir: the run in {run_dir} is still {state} (process {pid} is alive); "
+                            f"stop it first with `python -m workbench stop {run_dir}`, or wait for it to end")
 
 
 def _start_under_the_run_allocator(config) -> None:

@@ -340,8 +340,41 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
 
 
 def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
-    """Remove a finished run's folder (refused while it runs)."""
+    """Remove a finished run's folder: refused while it runs, and for any folder outside the runs folder.
+
+    A path (or a link in the runs folder) may point anywhere, e.g. at a model
+    folder, which also holds a config.json; only a folder directly inside the
+    runs folder, links resolved, is ever removed.
+    """
     run_dir = run_dir_of(run_id, runs_dir)
-    if status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES:
+    root = runfolder.runs_root(runs_dir)
+    real = run_dir.resolve()
+    if real.parent != root.resolve():
+        raise LauncherError(field="run", rule=f"{real} is not a run folder inside the runs folder {root}",
+                            fix="only runs listed there can be deleted here; remove other folders yourself")
+    if status_of_dir(real)["state"] not in runfolder.FINAL_STATES:
         raise LauncherError(f"run {run_dir.name} is still running; stop it first")
-    shutil.rmtree(run_dir)
+    shutil.rmtree(real)
+
+
+def other_live_process(run_dir: str | os.PathLike) -> int | None:
+    """The pid of a live process that writes `run_dir`, unless it is this process or one that started it.
+
+    A second trainer in the same folder would interleave both runs' files and
+    checkpoints; the launcher's own child (or accelerate's workers) finds its
+    own pid, or a parent's, in status.json and is let through.
+    """
+    import psutil
+
+    status = runfolder.read_status(run_dir)
+    if status.get("state") in runfolder.FINAL_STATES:
+        return None
+    try:
+        updated = float(status.get("updated_at") or 0) or None
+    except (TypeError, ValueError):
+        updated = None
+    own = {os.getpid(), *(parent.pid for parent in psutil.Process().parents())}
+    for pid in (status.get("pid"), status.get("pgid")):
+        if isinstance(pid, int) and pid not in own and _alive(pid, updated):
+            return pid
+    return None
