@@ -282,6 +282,9 @@ def test_save_total_limit_caps_checkpoints_and_resume_skips_a_cut_short_one(runs
     assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(run_dir))
     assert final["resumed_from"] == 2 and final["step"] == 3
     assert runfolder.last_checkpoint(run_dir).name == "checkpoint-3"  # written again, whole
+    # step 3 was trained twice; the resume cut the files back to step 2 first, so it is recorded once
+    assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2, 3]
+    assert steps_of(run_dir, runfolder.COMPLETIONS_FILE) == [1] * 4 + [2] * 4 + [3] * 4
 
 
 # ---------------------------------------------------------------- unreadable run folders

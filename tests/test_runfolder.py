@@ -60,3 +60,15 @@ def test_last_checkpoint_skips_those_a_kill_left_incomplete(tmp_path, make_check
     assert runfolder.last_checkpoint(tmp_path).name == "checkpoint-2"
     cut_short(tmp_path / "checkpoint-2" / "adapter_model.safetensors")
     assert runfolder.last_checkpoint(tmp_path).name == "checkpoint-1"  # falls back further
+
+
+def test_keep_steps_up_to_cuts_a_file_back_to_the_checkpoint(tmp_path):
+    path = tmp_path / runfolder.METRICS_FILE
+    runfolder.append_jsonl(path, [{"step": s, "reward": s / 10} for s in (1, 2, 3, 4)] + [{"note": "no step"}])
+    with open(path, "a") as handle:
+        handle.write('{"step": 5, "rew')  # the kill came mid-line
+    before = runfolder.file_identity(path)
+    assert runfolder.keep_steps_up_to(path, 2) == 3
+    assert runfolder.read_jsonl(path) == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"note": "no step"}]
+    assert runfolder.file_identity(path) != before  # replaced, so offset readers start again
+    assert runfolder.keep_steps_up_to(path, 2) == 0 and runfolder.keep_steps_up_to(tmp_path / "none.jsonl", 2) == 0

@@ -64,12 +64,17 @@ def new_run_id(label: str = "run", now: datetime | None = None) -> str:
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """Write JSON so a reader sees the old file or the new one, never a mix."""
+    replace_file(path, json.dumps(data, indent=2, default=str).encode("utf-8"))
+
+
+def replace_file(path: str | os.PathLike, content: bytes) -> None:
+    """Write `content` to a temporary file beside `path`, then rename it over `path` (atomic)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, default=str)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -169,6 +174,47 @@ def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict
         except json.JSONDecodeError:
             continue
     return records, offset + end + 1
+
+
+def file_identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(device, inode) of a file, None when missing: a reader holding an offset tells a replaced file by it."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def keep_steps_up_to(path: str | os.PathLike, step: int) -> int:
+    """Rewrite a JSON-lines file without the records of steps after `step`; returns how many were dropped.
+
+    A resume from checkpoint-`step` trains the later steps again; their old
+    records (and a line cut short by the kill) would otherwise stay beside
+    the new ones. The file is replaced atomically, so a reader sees the old
+    file or the new one; readers holding an offset notice the new file by
+    `file_identity`.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines(keepends=True)
+    except FileNotFoundError:
+        return 0
+    kept = [line for line in lines if _step_at_most(line, step)]
+    dropped = len(lines) - len(kept)
+    if dropped:
+        replace_file(path, b"".join(kept))
+    return dropped
+
+
+def _step_at_most(line: bytes, step: int) -> bool:
+    if not line.endswith(b"\n"):
+        return False  # cut short by the kill that ended the earlier process
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    value = record.get("step") if isinstance(record, dict) else None
+    return not isinstance(value, (int, float)) or value <= step
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

@@ -231,6 +231,11 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         checkpoint = runfolder.last_checkpoint(run_dir) if resume else None
         if resume and checkpoint is None:
             print("No checkpoint to resume from; starting from step 0.", flush=True)
+        if resume and is_main:
+            # the steps after the checkpoint are trained again: their old records must not stay beside the new
+            resumed_step = int(checkpoint.name.split("-")[-1]) if checkpoint else 0
+            for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
+                runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
         status.set(state="loading_model")
         from workbench.spec.rewards import resolve_rewards

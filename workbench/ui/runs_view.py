@@ -15,10 +15,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.insight.resumed import merge_metrics
+from workbench.jobs import runfolder
 from workbench.jobs.runfolder import UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
+
+
+def metrics_of_run(run_dir: str | Path) -> list[dict]:
+    """The run's metric records as they count: after a resume, the newest record of a step wins and
+    the steps logged before the resume past its checkpoint are gone (no stale points on the overlay)."""
+    return merge_metrics([], runfolder.read_jsonl(Path(run_dir) / runfolder.METRICS_FILE))
 
 
 def format_started(timestamp: float | None) -> str:
