@@ -370,3 +370,20 @@ def test_delete_refuses_folders_outside_the_runs_folder(runs_dir, tmp_path):
     run_dir = fake_run(runs_dir, 999999, state="finished")
     launcher.delete_run(run_dir.name, runs_dir)
     assert not run_dir.exists()
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+@pytest.mark.slow
+def test_a_run_whose_disk_fills_up_ends_failed_saying_so(small_disk, fill):
+    runs = small_disk("8m")  # the run folder only: the model is read from the cache
+    run_id = launcher.start(RunConfig(**TINY, max_steps=200, save_steps=1000), runs)
+    run_dir = launcher.run_dir_of(run_id, runs)
+    wait_for(lambda: launcher.status(run_id, runs).get("step", 0) >= 1)
+    fill(runs)
+    final = launcher.wait(run_id, runs, timeout=120)
+    assert final["state"] == "failed", final
+    assert final["error"]["type"] != "ProcessDied", final["error"]  # the trainer said why, itself
+    assert final["error"]["hint"].startswith(f"The disk is full: free space in {run_dir}")
+    wait_for(lambda: not launcher._alive(final["pid"]), timeout=30)  # nothing holds the disk at unmount

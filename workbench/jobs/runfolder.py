@@ -11,6 +11,7 @@ files of `runs/<run_id>/`:
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
 - `stop.request`       written by whoever wants the run to stop; the trainer
                        checks for it at the end of every optimizer step
+- `.status-reserve`    space a running trainer holds for its final status on a full disk
 
 Readers keep no state in globals: they read the folder again, or read only the
 bytes after an offset they hold. A half-written last line is never returned as

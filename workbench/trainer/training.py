@@ -275,16 +275,19 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         return 130
     except BaseException as exc:  # every failure is recorded in status.json before the process ends
         text = traceback.format_exc()
-        print(text, file=sys.stderr, flush=True)
+        try:
+            print(text, file=sys.stderr, flush=True)
+        except OSError:  # train.log is on the same full disk; status.json has the reserve
+            pass
         status.set(state="failed", finished_at=time.time(), error={
             "type": type(exc).__name__,
             "message": str(exc),
-            "hint": failure_hint(exc, text),
+            "hint": failure_hint(exc, text, run_dir),
             "traceback_tail": traceback_tail(text),
         })
         return 1
     finally:
-        status.stop_heartbeat()
+        status.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
 
