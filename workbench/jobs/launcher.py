@@ -358,11 +358,12 @@ def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
 
 
 def other_live_process(run_dir: str | os.PathLike) -> int | None:
-    """The pid of a live process that writes `run_dir`, unless it is this process or one that started it.
+    """The pid of a live process that writes `run_dir`, unless it belongs to this run's own process tree.
 
     A second trainer in the same folder would interleave both runs' files and
-    checkpoints; the launcher's own child (or accelerate's workers) finds its
-    own pid, or a parent's, in status.json and is let through.
+    checkpoints. The launcher's own child finds its pid (or a parent's: the
+    accelerate launcher) in status.json, and a worker of several processes
+    its sibling's (rank 0 writes its pid); those are let through.
     """
     import psutil
 
@@ -373,8 +374,20 @@ def other_live_process(run_dir: str | os.PathLike) -> int | None:
         updated = float(status.get("updated_at") or 0) or None
     except (TypeError, ValueError):
         updated = None
-    own = {os.getpid(), *(parent.pid for parent in psutil.Process().parents())}
+    me = psutil.Process()
+    own = {me.pid, *(parent.pid for parent in me.parents())}
+    worker = "LOCAL_RANK" in os.environ  # started by torchrun / accelerate with sibling workers
     for pid in (status.get("pid"), status.get("pgid")):
-        if isinstance(pid, int) and pid not in own and _alive(pid, updated):
+        if isinstance(pid, int) and pid not in own and _alive(pid, updated) \
+                and not (worker and _sibling(pid, me.ppid())):
             return pid
     return None
+
+
+def _sibling(pid: int, parent: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).ppid() == parent
+    except psutil.Error:
+        return False
