@@ -90,3 +90,31 @@ def test_train_in_the_foreground_then_list_it(tmp_path):
     assert saved.model == "tiny" and saved.max_steps == 1 and saved.num_generations == 4
     listing = workbench("runs", "--runs-dir", str(tmp_path / "runs"))
     assert listing.returncode == 0 and "cli-run" in listing.stdout and "finished" in listing.stdout
+
+
+def test_runs_lists_an_unreadable_run_with_its_reason(tmp_path):
+    run_dir = tmp_path / "20260101-000000-broken"
+    RunConfig().save(run_dir / runfolder.CONFIG_FILE)
+    (run_dir / runfolder.STATUS_FILE).write_bytes(b"[]")
+    result = workbench("runs", "--runs-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "unreadable" in result.stdout and "status.json holds a JSON list, not an object" in result.stdout
+
+
+def test_resume_into_a_live_run_folder_is_refused(tmp_path, make_checkpoint):
+    run_dir = tmp_path / "runs" / "20260101-000000-live"
+    RunConfig(model="tiny", device="cpu", max_steps=2, max_completion_length=8, per_device_train_batch_size=4,
+              num_generations=4).save(run_dir / runfolder.CONFIG_FILE)
+    make_checkpoint(run_dir, 1)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # the run's trainer
+    try:
+        runfolder.update_status(run_dir, state="training", pid=live.pid, pgid=live.pid, step=1)
+        result = workbench("train", "--run-dir", str(run_dir), "--config", str(run_dir / runfolder.CONFIG_FILE),
+                           "--resume", cwd=tmp_path, timeout=120)
+    finally:
+        live.kill()
+        live.wait()
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"is still training (process {live.pid} is alive)" in result.stderr
+    assert "python -m workbench stop" in result.stderr and "Traceback" not in result.stderr
+    assert runfolder.read_status(run_dir)["pid"] == live.pid  # nothing of the live run was touched

@@ -19,19 +19,12 @@ def run_dir(tmp_path):
     return path
 
 
-def add_adapter(run_dir, name):
-    """A saved adapter folder as the trainer leaves it (trainer_state.json marks a complete checkpoint)."""
-    folder = run_dir / name
-    folder.mkdir()
-    (folder / "adapter_config.json").write_text("{}")
-    if name.startswith("checkpoint-"):
-        (folder / "trainer_state.json").write_text("{}")
-
-
-def test_checkpoints_are_listed_by_step_then_the_final_adapter(run_dir):
-    for name in ("checkpoint-10", "checkpoint-2", "adapter"):
-        add_adapter(run_dir, name)
-    (run_dir / "checkpoint-5").mkdir()  # being written: no trainer_state.json yet
+def test_checkpoints_are_listed_by_step_then_the_final_adapter(run_dir, make_checkpoint):
+    for step in (10, 2):
+        make_checkpoint(run_dir, step)
+    (run_dir / runfolder.ADAPTER_DIR).mkdir()
+    (run_dir / runfolder.ADAPTER_DIR / "adapter_config.json").write_text("{}")
+    (run_dir / "checkpoint-5").mkdir()  # being written: no weights, no trainer_state.json yet
     (run_dir / "checkpoint-5" / "adapter_config.json").write_text("{}")
     labels = [label for label, _ in probes.list_checkpoints(run_dir)]
     assert labels == ["step 2 (checkpoint-2)", "step 10 (checkpoint-10)", probes.FINAL_LABEL]

@@ -46,7 +46,7 @@ def test_grpo_fields_are_trls_own_names():
     ours = {"learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
             "steps_per_generation", "max_completion_length", "temperature", "top_p", "beta", "epsilon", "loss_type",
             "scale_rewards", "num_iterations", "max_steps", "num_train_epochs", "logging_steps", "save_steps",
-            "seed", "bf16", "gradient_checkpointing", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization",
+            "save_total_limit", "seed", "bf16", "gradient_checkpointing", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization",
             "lr_scheduler_type", "warmup_steps"}
     assert ours <= set(field_names())
     assert ours <= trl_fields
@@ -144,13 +144,14 @@ def no_prompt_file(tmp_path):
         ({"beta": -0.1}, "beta", ["must be >= 0"]),
         ({"top_p": 1.5}, "top_p", ["(0, 1]"]),
         ({"max_steps": 0}, "max_steps", ["-1", ">= 1"]),
+        ({"save_total_limit": 0}, "save_total_limit", [">= 1 or empty", "keep every checkpoint"]),
         ({"loss_type": "mean"}, "loss_type", ["dapo", "grpo"]),
         ({"task": "nope"}, "task", ["unknown task", "demo"]),
         ({"reward_weights": [1.0, 2.0]}, "reward_weights", ["2 weights for 1 rewards"]),
     ],
     ids=["batch-plan", "global-batch-too-small", "one-generation", "missing-dataset", "no-prompt-column",
          "unknown-reward", "reward-file-does-not-import", "missing-model-folder", "missing-gpu", "zero-lr",
-         "negative-beta", "top-p", "zero-steps", "loss-type", "unknown-task", "weight-count"],
+         "negative-beta", "top-p", "zero-steps", "no-checkpoint-kept", "loss-type", "unknown-task", "weight-count"],
 )
 def test_check_config_refuses_fast_with_field_rule_and_fix(cfg, changes, field, words, broken_reward_file, no_prompt_file):
     values = {k: {"BROKEN": broken_reward_file, "NO_PROMPT": no_prompt_file}.get(v, v) if isinstance(v, str) else v

@@ -1,5 +1,7 @@
 """Tests for workbench.calc.explain: every known message form, fixes that are valid plans, no exceptions."""
 
+import time
+
 import pytest
 
 from workbench.calc import explain as explain_from_calculator
@@ -89,3 +91,39 @@ def test_absurd_numbers_are_read_but_not_planned():
 
 def test_reachable_from_calculator():
     assert explain_from_calculator is explain
+
+
+# ---------------------------------------------------------------- a multi-megabyte paste
+
+FIVE_MB = 5 * 1024 * 1024
+ERROR_LINE = "ValueError: generation_batch_size (3) must be divisible by num_generations (8)."
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        ("at least 2 generations per prompt " * (FIVE_MB // 34 + 1))[:FIVE_MB],  # the phrase, never its number
+        "generation_batch_size (" + "1" * FIVE_MB,                                  # a number without an end
+        "x" * FIVE_MB,
+    ],
+    ids=["repeated-phrase", "endless-number", "no-error"],
+)
+def test_a_5_mb_paste_is_answered_in_well_under_a_second(paste):
+    started = time.perf_counter()
+    result = explain(paste)
+    assert time.perf_counter() - started < 0.5
+    assert not result.recognised and "only its first and last 32 KB were read" in result.why
+
+
+def test_the_error_at_the_end_of_a_5_mb_log_is_found_and_the_reading_said():
+    started = time.perf_counter()
+    result = explain("INFO step done\n" * (FIVE_MB // 15) + ERROR_LINE)
+    assert time.perf_counter() - started < 0.5
+    assert result.recognised and result.values == {"generation_batch_size": 3, "num_generations": 8}
+    assert "The paste is 5,242," in result.note and "first and last 32 KB" in result.note
+    assert explain(ERROR_LINE).note == ""  # a short paste is read whole
+
+
+def test_a_number_too_long_to_convert_is_not_an_exception():
+    result = explain("generation_batch_size (" + "7" * 5000 + ") must be divisible by num_generations (8).")
+    assert not result.recognised

@@ -184,3 +184,24 @@ def test_signed_format_never_shows_minus_zero():
 def test_to_dict_is_plain_data(two_rounds):
     data = groups.groups_for_step(two_rounds, 2)[0].to_dict()
     assert data["complete"] is True and data["completions"][0]["arithmetic"].startswith("(1.00 - 0.44)")
+
+
+# ---------------------------------------------------------------- a step recorded twice (resumed runs)
+
+
+def test_a_step_recorded_again_after_a_resume_shows_its_newest_round_only():
+    before = make_round(3, [[0.0, 0.0, 1.0, 1.0], [0.2, 0.4, 0.6, 0.8]])   # generated, then the crash
+    after = make_round(3, [[0.9, 0.1, 0.5, 0.5], [1.0, 1.0, 0.0, 0.0]])    # the resumed run's round
+    for records in (before + after,                                        # written one after the other
+                    make_round(2, [[0.1, 0.2, 0.3, 0.4]]) + before + make_round(2, [[0.5] * 4]) + after):
+        first, second = groups.groups_for_step(records, 3)
+        assert len(first.completions) == len(second.completions) == 4 and first.complete
+        assert [c.reward for c in first.completions] == [0.9, 0.1, 0.5, 0.5]
+        assert first.mean == pytest.approx(0.5) and first.notes == []
+
+
+def test_a_one_group_round_written_twice_is_told_apart_by_num_generations():
+    records = make_round(4, [[0.0, 1.0, 0.0, 1.0]]) + make_round(4, [[0.3, 0.3, 0.6, 0.6]])
+    (group,) = groups.groups_for_step(records, 4, num_generations=4)
+    assert [c.reward for c in group.completions] == [0.3, 0.3, 0.6, 0.6]
+    assert group.std == pytest.approx(0.1732051, abs=1e-6)

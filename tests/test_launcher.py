@@ -5,10 +5,12 @@ model (4 completions of at most 8 tokens a step) so a step takes seconds.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +174,216 @@ def test_two_cpu_processes_through_accelerate(runs_dir):
             members = [c for c in completions if c["step"] == step and c["group"] == group]
             assert len(members) == 4 and len({m["prompt"] for m in members}) == 1
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
+
+
+# ---------------------------------------------------------------- relative paths
+
+
+def test_local_paths_are_saved_absolute_and_hub_ids_stay(tmp_path, monkeypatch, tiny_model):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "Say hi."}\n')
+    (tmp_path / "org").mkdir()  # `org/name` is a hub id while no such folder exists
+    cfg = RunConfig(**{**TINY, "model": "org/name"}, dataset_path="prompts.jsonl", reward_file="missing.py")
+    absolute = cfg.with_absolute_paths()
+    assert absolute.dataset_path == str(tmp_path / "prompts.jsonl")
+    assert absolute.model == "org/name" and absolute.reward_file == "missing.py"  # nothing local to point to
+    local_model = os.path.relpath(tiny_model, tmp_path)
+    assert cfg.with_changes(model=local_model).with_absolute_paths().model == str(tiny_model)
+    assert cfg.with_changes(model="tiny").with_absolute_paths().model == "tiny"
+
+
+@pytest.mark.slow
+def test_relative_model_dataset_and_reward_file_train_in_the_background(tmp_path, monkeypatch, tiny_model):
+    # typed in the Setup tab relative to the app's folder; the trainer runs in the run folder
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prompts.jsonl").write_text(
+        "".join(f'{{"prompt": "Name a colour, {i}."}}\n' for i in range(8)))
+    (tmp_path / "my_rewards.py").write_text(
+        "def short(completions, **kwargs):\n    return [-len(str(c)) / 100 for c in completions]\n")
+    cfg = RunConfig(**{**TINY, "model": os.path.relpath(tiny_model, tmp_path)}, max_steps=1,
+                    dataset_path="data/prompts.jsonl", reward_file="my_rewards.py", reward_names=["short"])
+    run_id = launcher.start(cfg, "runs")
+    status = launcher.wait(run_id, "runs", timeout=240)
+    run_dir = launcher.run_dir_of(run_id, "runs")
+    assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
+    saved = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
+    assert saved.model == str(tiny_model)
+    assert saved.dataset_path == str(tmp_path / "data" / "prompts.jsonl")
+    assert saved.reward_file == str(tmp_path / "my_rewards.py")
+
+
+# ---------------------------------------------------------------- stopping never cuts a save short
+
+# A stand-in trainer: a real process that notices stop.request only after `notice` seconds (a slow
+# step), then saves for `save` seconds under state "saving" and ends "stopped" with its adapter.
+TRAINER = """
+import sys, time
+from pathlib import Path
+from workbench.jobs import runfolder
+run_dir, notice, save = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+runfolder.update_status(run_dir, state="training")
+while not runfolder.stop_requested(run_dir):
+    time.sleep(0.05)
+time.sleep(notice)
+runfolder.update_status(run_dir, state="saving")
+time.sleep(save)
+(run_dir / "adapter").mkdir()
+(run_dir / "adapter" / "adapter_model.safetensors").write_text("weights")
+runfolder.update_status(run_dir, state="stopped")
+"""
+
+
+def slow_trainer(runs_dir, notice, save, step_time=None):
+    run_dir = fake_run(runs_dir, pid=None)
+    if step_time:
+        runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 1, "step_time": step_time}])
+    process = subprocess.Popen([sys.executable, "-c", TRAINER, str(run_dir), str(notice), str(save)],
+                               start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    runfolder.update_status(run_dir, pid=process.pid, pgid=process.pid)
+    return run_dir, process
+
+
+@pytest.mark.parametrize("notice, save, step_time", [(0.0, 4.0, None), (3.0, 0.5, 4.0)],
+                         ids=["stop-while-saving", "step-slower-than-the-timeout"])
+def test_stop_waits_for_the_step_and_the_save(runs_dir, notice, save, step_time):
+    run_dir, process = slow_trainer(runs_dir, notice, save, step_time)
+    try:
+        if not step_time:  # already saving when the stop comes
+            runfolder.request_stop(run_dir)
+            wait_for(lambda: runfolder.read_status(run_dir)["state"] == "saving", timeout=30)
+        stopped = launcher.stop(run_dir.name, runs_dir, timeout=0.5)
+        assert stopped["state"] == "stopped" and "note" not in stopped, stopped
+        assert process.wait(timeout=10) == 0  # it ended by itself, not by a signal
+        assert (run_dir / "adapter" / "adapter_model.safetensors").read_text() == "weights"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_graceful_wait_covers_a_slow_step():
+    assert launcher.graceful_wait_seconds(30, None) == 30
+    assert launcher.graceful_wait_seconds(30, 2.0) == 30
+    assert launcher.graceful_wait_seconds(30, 50.0) == 110.0
+
+
+@pytest.mark.slow
+def test_save_total_limit_caps_checkpoints_and_resume_skips_a_cut_short_one(runs_dir):
+    run_id = launcher.start(RunConfig(**TINY, max_steps=3, save_steps=1, save_total_limit=2), runs_dir)
+    first = launcher.wait(run_id, runs_dir, timeout=240)
+    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    assert first["state"] == "finished", (first.get("error"), runfolder.read_log_tail(run_dir))
+    assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    weights = run_dir / "checkpoint-3" / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])  # a kill while checkpoint-3 was being written
+
+    launcher.resume(run_id, runs_dir)
+    final = launcher.wait(run_id, runs_dir, timeout=240)
+    assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(run_dir))
+    assert final["resumed_from"] == 2 and final["step"] == 3
+    assert runfolder.last_checkpoint(run_dir).name == "checkpoint-3"  # written again, whole
+    # step 3 was trained twice; the resume cut the files back to step 2 first, so it is recorded once
+    assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2, 3]
+    assert steps_of(run_dir, runfolder.COMPLETIONS_FILE) == [1] * 4 + [2] * 4 + [3] * 4
+
+
+# ---------------------------------------------------------------- unreadable run folders
+
+
+def broken_run(runs_dir, name, status_bytes=None, config_bytes=None):
+    run_dir = runs_dir / name
+    RunConfig(**TINY).save(run_dir / runfolder.CONFIG_FILE)
+    if status_bytes is not None:
+        (run_dir / runfolder.STATUS_FILE).write_bytes(status_bytes)
+    if config_bytes is not None:
+        (run_dir / runfolder.CONFIG_FILE).write_bytes(config_bytes)
+    return run_dir
+
+
+def test_an_unreadable_run_folder_is_flagged_and_hides_no_other_run(runs_dir):
+    good = fake_run(runs_dir, 999999, state="finished")
+    broken_run(runs_dir, "20260102-000000-latin1", status_bytes='{"state": "finished", "note": "é"}'.encode("latin-1"))
+    broken_run(runs_dir, "20260103-000000-list", status_bytes=b"[1, 2]")
+    broken_run(runs_dir, "20260104-000000-config", status_bytes=b'{"state": "finished"}', config_bytes=b"\xff\xfe{")
+    (broken_run(runs_dir, "20260105-000000-folder") / runfolder.STATUS_FILE).mkdir()  # unreadable even for root
+    entries = {entry["run_id"]: entry for entry in launcher.list_runs(runs_dir)}
+    assert entries.pop(good.name)["state"] == "finished"
+    reasons = {name: entry["error"]["message"] for name, entry in entries.items() if entry["state"] == "unreadable"}
+    assert set(reasons) == set(entries)
+    assert "status.json is not UTF-8 text" in reasons["20260102-000000-latin1"]
+    assert "status.json holds a JSON list, not an object" in reasons["20260103-000000-list"]
+    assert "config.json is not UTF-8 text" in reasons["20260104-000000-config"]
+    assert "Is a directory" in reasons["20260105-000000-folder"]
+    assert launcher.status("20260103-000000-list", runs_dir)["state"] == "unreadable"
+    with pytest.raises(launcher.LauncherError, match="cannot be read"):
+        launcher.resume("20260103-000000-list", runs_dir)
+
+
+LIST_AS_NOBODY = """
+import os, sys
+from workbench.jobs import launcher
+import psutil  # everything imported before giving up root: the interpreter lives under /root
+os.setgid(65534); os.setuid(65534)
+for entry in launcher.list_runs(sys.argv[1]):
+    print(entry["run_id"], entry["state"], (entry.get("error") or {}).get("message", ""))
+"""
+
+
+def test_a_run_folder_without_permission_is_flagged(tmp_path):
+    import tempfile
+
+    runs = Path(tempfile.mkdtemp(prefix="wb-perm-"))  # outside tmp_path, which only root may enter
+    try:
+        runs.chmod(0o755)
+        for path in fake_run(runs, 999999, state="finished").iterdir():
+            path.chmod(0o644)  # status.json is written 0600: readable by its owner only
+        locked = broken_run(runs, "20260102-000000-locked")
+        locked.chmod(0o000)
+        if os.geteuid() == 0:  # root reads anything: list the runs as nobody
+            out = subprocess.run([sys.executable, "-c", LIST_AS_NOBODY, str(runs)], capture_output=True, text=True,
+                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+            assert out.returncode == 0, out.stderr
+            lines = out.stdout.splitlines()
+        else:
+            lines = [f"{e['run_id']} {e['state']} {(e.get('error') or {}).get('message', '')}"
+                     for e in launcher.list_runs(runs)]
+        assert lines[0].startswith("20260102-000000-locked unreadable") and "Permission denied" in lines[0]
+        assert lines[1] == "20260101-000000-fake finished "
+    finally:
+        locked.chmod(0o755)
+        shutil.rmtree(runs)
+
+
+# ---------------------------------------------------------------- deleting only run folders
+
+
+def test_delete_refuses_folders_outside_the_runs_folder(runs_dir, tmp_path):
+    model = tmp_path / "my-model"  # a model folder also holds a config.json
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    runs_dir.mkdir()
+    (runs_dir / "20260109-000000-link").symlink_to(model, target_is_directory=True)
+    for target in (str(model), "20260109-000000-link"):
+        with pytest.raises(launcher.LauncherError, match="is not a run folder inside the runs folder"):
+            launcher.delete_run(target, runs_dir)
+    assert (model / "config.json").is_file()
+    run_dir = fake_run(runs_dir, 999999, state="finished")
+    launcher.delete_run(run_dir.name, runs_dir)
+    assert not run_dir.exists()
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+@pytest.mark.slow
+def test_a_run_whose_disk_fills_up_ends_failed_saying_so(small_disk, fill):
+    runs = small_disk("8m")  # the run folder only: the model is read from the cache
+    run_id = launcher.start(RunConfig(**TINY, max_steps=200, save_steps=1000), runs)
+    run_dir = launcher.run_dir_of(run_id, runs)
+    wait_for(lambda: launcher.status(run_id, runs).get("step", 0) >= 1)
+    fill(runs)
+    final = launcher.wait(run_id, runs, timeout=120)
+    assert final["state"] == "failed", final
+    assert final["error"]["type"] != "ProcessDied", final["error"]  # the trainer said why, itself
+    assert final["error"]["hint"].startswith(f"The disk is full: free space in {run_dir}")
+    wait_for(lambda: not launcher._alive(final["pid"]), timeout=30)  # nothing holds the disk at unmount

@@ -39,3 +39,36 @@ def test_run_ids_are_safe_and_runs_listed_newest_first(tmp_path):
         (tmp_path / name / runfolder.CONFIG_FILE).write_text(json.dumps({}))
     (tmp_path / "not-a-run").mkdir()
     assert [p.name for p in runfolder.list_run_dirs(tmp_path)] == ["20260102-000000-b", "20260101-000000-a"]
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def cut_short(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def test_last_checkpoint_skips_those_a_kill_left_incomplete(tmp_path, make_checkpoint):
+    for step in (1, 2, 3, 4, 5, 6):
+        make_checkpoint(tmp_path, step)
+    cut_short(tmp_path / "checkpoint-3" / "adapter_model.safetensors")  # killed while writing the weights
+    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("")   # state file created, never filled
+    (tmp_path / "checkpoint-5" / "optimizer.pt").unlink()               # killed before the optimizer
+    cut_short(tmp_path / "checkpoint-6" / "scheduler.pt")
+    (tmp_path / "checkpoint-7").mkdir()                                  # killed at once
+    assert [p.name for p in runfolder.checkpoint_dirs(tmp_path)] == ["checkpoint-1", "checkpoint-2"]
+    assert runfolder.last_checkpoint(tmp_path).name == "checkpoint-2"
+    cut_short(tmp_path / "checkpoint-2" / "adapter_model.safetensors")
+    assert runfolder.last_checkpoint(tmp_path).name == "checkpoint-1"  # falls back further
+
+
+def test_keep_steps_up_to_cuts_a_file_back_to_the_checkpoint(tmp_path):
+    path = tmp_path / runfolder.METRICS_FILE
+    runfolder.append_jsonl(path, [{"step": s, "reward": s / 10} for s in (1, 2, 3, 4)] + [{"note": "no step"}])
+    with open(path, "a") as handle:
+        handle.write('{"step": 5, "rew')  # the kill came mid-line
+    before = runfolder.file_identity(path)
+    assert runfolder.keep_steps_up_to(path, 2) == 3
+    assert runfolder.read_jsonl(path) == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"note": "no step"}]
+    assert runfolder.file_identity(path) != before  # replaced, so offset readers start again
+    assert runfolder.keep_steps_up_to(path, 2) == 0 and runfolder.keep_steps_up_to(tmp_path / "none.jsonl", 2) == 0

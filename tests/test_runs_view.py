@@ -78,3 +78,23 @@ def test_last_metric_reads_only_the_tail(make_run):
 def test_config_diff_lists_only_differences(configs, expected_rows):
     headers, rows = runs_view.config_diff(configs)
     assert headers == ["setting", *configs] and rows == expected_rows
+
+
+def test_an_unreadable_run_shows_its_reason_in_the_table(make_run):
+    from workbench.jobs import launcher
+
+    run_dir = make_run("20261122-010203-broken")
+    (run_dir / runfolder.STATUS_FILE).write_bytes(b"\xff\xfe")
+    rows = [runs_view.summarise_run(e) for e in launcher.list_runs(run_dir.parent)]
+    assert rows[0]["state"] == "unreadable" and "status.json is not UTF-8 text" in rows[0]["task"]
+
+
+def test_overlay_of_a_resumed_run_keeps_no_stale_point(make_run):
+    from workbench.insight import figures
+
+    # steps 1-3, a crash, a resume from checkpoint-1 that has logged step 2 again so far
+    run_dir = make_run("20261122-010203-resumed", metrics=[
+        {"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}, {"step": 2, "reward": 0.9}])
+    assert runs_view.metrics_of_run(run_dir) == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
+    (line,) = figures.overlay_runs({"resumed": runs_view.metrics_of_run(run_dir)}, "reward").data
+    assert list(line.x) == [1, 2] and list(line.y) == [0.1, 0.9]

@@ -214,3 +214,27 @@ def test_polling_pace_follows_the_step_time(state, step_times, expected):
     status = {"state": state, "pid": 1}
     metrics = [{"step": i + 1, "step_time": t} for i, t in enumerate(step_times)]
     assert train_view.poll_seconds(status, metrics) == expected
+
+
+def test_poll_starts_again_when_a_resume_cut_the_files_back(run_dir):
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": s, "reward": s / 10} for s in (1, 2, 3)])
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(s) for s in (1, 2, 3)])
+    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent)
+    assert [r["step"] for r in watch.metrics] == [1, 2, 3]
+    # resumed from checkpoint-1: the trainer cuts both files back to step 1, then logs step 2 again
+    for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
+        runfolder.keep_steps_up_to(run_dir / name, 1)
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 2, "reward": 0.9}])
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(2, 0, 0.9)])
+    watch, changes = train_view.poll_run(watch, run_dir.parent)
+    assert changes.metrics and changes.completions
+    assert watch.metrics == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
+    assert watch.completion_steps == [1, 2] and watch.newest_completions == [completion(2, 0, 0.9)]
+
+
+def test_the_newest_step_written_twice_in_a_row_keeps_its_last_round(run_dir):
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
+                           [completion(1), completion(1, 1), completion(1, 0, 0.9), completion(1, 1, 0.8)])
+    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent)
+    assert [c["reward"] for c in watch.newest_completions] == [0.9, 0.8]
+    assert [c["reward"] for c in train_view.completions_of_step(run_dir.parent, "r1", 1)] == [0.9, 0.8]

@@ -5,10 +5,16 @@ most 8 tokens a step: small enough to train in seconds on a 2-core CPU, real
 enough that TRL generates, scores, computes advantages and updates LoRA.
 """
 
+import errno
 import math
+import os
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -58,8 +64,10 @@ def test_prompt_text(prompt, text):
         (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "per_device_train_batch_size"),
         (ValueError("Cannot use chat template functions because tokenizer.chat_template is not set"), "chat template"),
         (RewardFunctionError("my_reward", "raised ZeroDivisionError: division by zero"), "`my_reward`"),
+        (OSError(errno.ENOSPC, "No space left on device"), "The disk is full: free space in"),
+        (RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed"), "The disk is full"),
     ],
-    ids=["divisibility", "out-of-memory", "chat-template", "reward-function"],
+    ids=["divisibility", "out-of-memory", "chat-template", "reward-function", "enospc", "torch-save-on-full-disk"],
 )
 def test_failure_hints_name_the_cause(exc, words):
     assert words in failure_hint(exc)
@@ -73,6 +81,80 @@ def test_status_heartbeat_keeps_updated_at_fresh(tmp_path):
     writer.stop_heartbeat()
     status = runfolder.read_status(tmp_path)
     assert status["updated_at"] > first and status["state"] == "training"
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+def test_on_a_full_disk_the_heartbeat_lives_and_the_final_status_lands(small_disk, fill):
+    disk = small_disk("1m")
+    writer = StatusWriter(disk, state="training", pid=1)
+    writer.start_heartbeat(every=0.05)
+    try:
+        fill(disk)
+        deadline = time.monotonic() + 10
+        while writer.write_error is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert writer.write_error is not None and writer.write_error.errno == errno.ENOSPC
+        assert writer._thread.is_alive()  # the heartbeat did not die of it
+        with pytest.raises(OSError):
+            writer.raise_write_error()
+        error = OSError(errno.ENOSPC, "No space left on device")
+        writer.set(state="failed", error={"hint": failure_hint(error, run_dir=disk)})  # lands in the reserve
+    finally:
+        writer.stop_heartbeat()
+    status = runfolder.read_status(disk)
+    assert status["state"] == "failed" and status["error"]["hint"].startswith(f"The disk is full: free space in {disk}")
+
+
+def test_a_heartbeat_write_that_fails_is_kept_not_fatal(tmp_path, monkeypatch):
+    writer = StatusWriter(tmp_path, state="training", pid=1)
+
+    def no_space(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runfolder, "write_json_atomic", no_space)
+    writer.start_heartbeat(every=0.02)
+    time.sleep(0.2)
+    try:
+        assert writer._thread.is_alive() and writer.write_error.errno == errno.ENOSPC
+    finally:
+        writer.stop_heartbeat()
+
+
+# A save killed halfway: the weights file half-written, then SIGKILL, as `launcher.stop` used to do.
+KILLED_SAVE = """
+import os, shutil, signal, sys
+from pathlib import Path
+from workbench.trainer.training import save_final_adapter
+run_dir, source = Path(sys.argv[1]), Path(sys.argv[2])
+def save(folder):
+    shutil.copytree(source, folder)
+    weights = Path(folder) / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    os.kill(os.getpid(), signal.SIGKILL)
+save_final_adapter(save, run_dir)
+"""
+
+
+def test_a_save_killed_halfway_leaves_the_previous_adapter_whole(tmp_path, tiny_adapter):
+    from safetensors import safe_open
+
+    adapter = tmp_path / runfolder.ADAPTER_DIR
+    shutil.copytree(tiny_adapter, adapter)
+    before = (adapter / "adapter_model.safetensors").read_bytes()
+    killed = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(tmp_path), str(tiny_adapter)],
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert killed.returncode == -9
+    assert (adapter / "adapter_model.safetensors").read_bytes() == before
+    with safe_open(str(adapter / "adapter_model.safetensors"), "pt") as weights:
+        assert list(weights.keys())
+
+    from workbench.trainer.training import save_final_adapter
+
+    save_final_adapter(lambda folder: shutil.copytree(tiny_adapter, folder), tmp_path)  # the next save succeeds
+    assert (adapter / "adapter_config.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [runfolder.ADAPTER_DIR]  # nothing half-written left
 
 
 # ---------------------------------------------------------------- a real run

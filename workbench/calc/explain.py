@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from workbench.calc.planner import plan
 from workbench.calc.rules import InputError, Plan
 
-_NUM = r"(\d+)"
+
+# A paste is read up to this many characters at its start and as many at its end (where a
+# traceback's error line is): a multi-megabyte log must not hold the server for its length.
+READ_CHARS = 32 * 1024
 
 
 @dataclass
@@ -31,13 +34,22 @@ class Explanation:
     why: str
     plan: Plan | None = None  # a plan that reproduces the message (None when the text lacks the numbers)
     fixes: list = field(default_factory=list)  # Suggestions, smallest change first
+    note: str = ""  # how much of a long paste was read
 
     def to_dict(self) -> dict:
         return {
             "recognised": self.recognised, "kind": self.kind, "source": self.source, "values": dict(self.values),
             "why": self.why, "plan": self.plan.to_dict() if self.plan else None,
-            "fixes": [fix.to_dict() for fix in self.fixes],
+            "fixes": [fix.to_dict() for fix in self.fixes], "note": self.note,
         }
+
+
+def readable_part(text: str, limit: int = READ_CHARS) -> tuple[str, str]:
+    """(the part of a paste `explain` reads, a note saying so when it is not all of it)."""
+    if len(text) <= 2 * limit:
+        return text, ""
+    note = f"The paste is {len(text):,} characters long; only its first and last {limit // 1024} KB were read."
+    return f"{text[:limit]}\n{text[-limit:]}", note
 
 
 def _ints(match: re.Match) -> list[int]:
@@ -77,7 +89,7 @@ def _explain_generation_groups(m: re.Match, source: str):
     if source == "ms-swift":
         listed = re.search(r"Valid values:?\s*\[([\d,\s]*)\]", m.string)
         if listed:
-            values["valid_values"] = [int(x) for x in re.findall(r"\d+", listed.group(1))]
+            values["valid_values"] = [int(x) for x in re.findall(r"\d{1,30}", listed.group(1))]
     # The message does not say how gbs splits into batch x processes x steps; one process, batch 1.
     inputs = {"generation_batch_size": gbs, "per_device_train_batch_size": 1, "num_processes": 1, "num_generations": g}
     return "generation_batch_not_divisible", source, values, why, inputs
@@ -131,25 +143,31 @@ def _explain_empty_dataloader(m: re.Match):
     return "empty_dataloader", "transformers Trainer", values, why, None
 
 
-# Most specific first: ms-swift's text contains TRL 1.16's.
+# A number in parentheses, at most 30 digits: a paste with a run of thousands of digits can
+# neither be converted (int() refuses over 4300) nor make a pattern backtrack over it.
+_N = r"\s*\(\s*(\d{1,30})\s*\)"
+_GBS = r"generation_batch_size" + _N + r"\s*must be divisible by "
+
+# Most specific first: ms-swift's text contains TRL 1.16's. Every pattern is anchored on literal
+# words and bounded, so a search costs time in proportion to the (bounded) text.
 PATTERNS = [
-    (re.compile(r"generation_batch_size\s*\(\s*(\d+)\s*\)\s*must be divisible by num_generations\s*\(\s*(\d+)\s*\)\.?"
-                r"\s*Valid values", re.I), lambda m: _explain_generation_groups(m, "ms-swift")),
-    (re.compile(r"generation_batch_size\s*\(\s*(\d+)\s*\)\s*must be divisible by num_generations\s*\(\s*(\d+)\s*\)",
-                re.I), lambda m: _explain_generation_groups(m, "TRL 1.16")),
-    (re.compile(r"generation_batch_size\s*\(\s*(\d+)\s*\)\s*must be divisible by the global batch size\s*\(\s*(\d+)\s*\)",
-                re.I), _explain_global_batch),
+    (re.compile(_GBS + r"num_generations" + _N + r"\.?\s*Valid values", re.I),
+     lambda m: _explain_generation_groups(m, "ms-swift")),
+    (re.compile(_GBS + r"num_generations" + _N, re.I), lambda m: _explain_generation_groups(m, "TRL 1.16")),
+    (re.compile(_GBS + r"the global batch size" + _N, re.I), _explain_global_batch),
     (re.compile(r"'?generation_batch_size'?\s+and\s+'?steps_per_generation'?\s+can\s*not\s+be\s+both\s+configured",
                 re.I), _explain_both_set),
-    (re.compile(r"global eval batch size\s*\(\s*(\d+)\s*\*\s*(\d+)\s*\)\s*must be divisible by the number of "
-                r"generations used for evaluation\s*\(\s*(\d+)\s*\)", re.I), _explain_eval),
-    (re.compile(r"global train batch size\s*\(\s*(\d+)\s*x\s*(\d+)\s*\)\s*must be evenly divisible by the number "
-                r"of generations per prompt\s*\(\s*(\d+)\s*\)", re.I), _explain_old_trl),
-    (re.compile(r"global eval batch size\s*\(\s*(\d+)\s*x\s*(\d+)\s*\)\s*must be evenly divisible by the number "
-                r"of generations per prompt\s*\(\s*(\d+)\s*\)", re.I), _explain_old_trl_eval),
-    (re.compile(r"at least 2 generations per prompt.*?You provided\s*(\d+)", re.I | re.S), _explain_too_few),
-    (re.compile(r"args\.max_steps must be set to a positive value if dataloader does not have a length, was\s*(-?\d+)",
-                re.I), _explain_empty_dataloader),
+    (re.compile(r"global eval batch size\s*\(\s*(\d{1,30})\s*\*\s*(\d{1,30})\s*\)\s*must be divisible by the number of "
+                r"generations used for evaluation" + _N, re.I), _explain_eval),
+    (re.compile(r"global train batch size\s*\(\s*(\d{1,30})\s*x\s*(\d{1,30})\s*\)\s*must be evenly divisible by the "
+                r"number of generations per prompt" + _N, re.I), _explain_old_trl),
+    (re.compile(r"global eval batch size\s*\(\s*(\d{1,30})\s*x\s*(\d{1,30})\s*\)\s*must be evenly divisible by the "
+                r"number of generations per prompt" + _N, re.I), _explain_old_trl_eval),
+    # at most 300 characters between the two phrases: an unbounded .*? rescans the rest of the
+    # text from every occurrence of the first phrase (quadratic on a long paste)
+    (re.compile(r"at least 2 generations per prompt.{0,300}?You provided\s*(\d{1,30})", re.I | re.S), _explain_too_few),
+    (re.compile(r"args\.max_steps must be set to a positive value if dataloader does not have a length, "
+                r"was\s*(-?\d{1,30})", re.I), _explain_empty_dataloader),
 ]
 
 NOT_RECOGNISED = ("Not recognised: this text does not contain a GRPO batch error the workbench knows "
@@ -162,6 +180,7 @@ def explain(text) -> Explanation:
     """Explain a pasted error message; never raises."""
     if not isinstance(text, str) or not text.strip():
         return Explanation(False, "", "", {}, NOT_RECOGNISED)
+    text, note = readable_part(text)
     # Tracebacks wrap long lines; read the message as one line.
     flat = re.sub(r"\s+", " ", text)
     for pattern, reader in PATTERNS:
@@ -170,10 +189,14 @@ def explain(text) -> Explanation:
             continue
         kind, source, values, why, inputs = reader(match)
         if inputs is None:
-            return Explanation(True, kind, source, values, why)
+            return Explanation(True, kind, source, values, why, note=note)
         try:
             reproduced = plan(**inputs)
         except InputError as exc:
-            return Explanation(True, kind, source, values, f"{why} (The numbers cannot be checked further: {exc})")
-        return Explanation(True, kind, source, values, why, plan=reproduced, fixes=list(reproduced.suggestions))
-    return Explanation(False, "", "", {}, NOT_RECOGNISED)
+            return Explanation(True, kind, source, values, f"{why} (The numbers cannot be checked further: {exc})",
+                               note=note)
+        return Explanation(True, kind, source, values, why, plan=reproduced, fixes=list(reproduced.suggestions),
+                           note=note)
+    why = f"{NOT_RECOGNISED} {note} If the error is in the middle, paste the lines around it." if note \
+        else NOT_RECOGNISED
+    return Explanation(False, "", "", {}, why, note=note)

@@ -142,6 +142,8 @@ def run_explain(args) -> int:
     if result.values:
         print("  values: " + ", ".join(f"{k}={v}" for k, v in result.values.items()))
     print(f"  why: {result.why}")
+    if result.note:
+        print(f"  note: {result.note}")
     if result.fixes:
         print("  fixes (smallest change first):")
         for fix in result.fixes[:TOP_SUGGESTIONS]:

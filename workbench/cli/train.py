@@ -42,7 +42,7 @@ def add_parser(subparsers) -> None:
     stop = subparsers.add_parser("stop", help="stop a run (saves its adapter)")
     stop.add_argument("run_id", metavar="RUN")
     stop.add_argument("--runs-dir", dest="runs_dir")
-    stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait before killing it (default 60)")
+    stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait before killing it (default 60; longer for slow steps, never during a save)")
     stop.set_defaults(run=run_stop)
 
     resume = subparsers.add_parser("resume", help="continue a run from its last checkpoint, in the background")
@@ -96,6 +96,7 @@ def run_train(args) -> int:
 
     if args.run_dir:
         run_dir = Path(args.run_dir)
+        _refuse_a_live_run(run_dir)
     else:
         run_dir = runfolder.runs_root(args.runs_dir) / runfolder.new_run_id(config.run_name or config.task)
         print(f"Run folder: {run_dir}", flush=True)
@@ -111,6 +112,17 @@ def run_train(args) -> int:
     else:
         print(f"Run {final.get('state')} at step {final.get('step')}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
     return code
+
+
+def _refuse_a_live_run(run_dir: Path) -> None:
+    """Exit 2 when another process still trains into `run_dir` (two trainers would mix their files)."""
+    from workbench.jobs import launcher, runfolder
+
+    pid = launcher.other_live_process(run_dir)
+    if pid is not None:
+        state = runfolder.read_status(run_dir).get("state")
+        raise ArgumentError(f"--run-dir: the run in {run_dir} is still {state} (process {pid} is alive); "
+                            f"stop it first with `python -m workbench stop {run_dir}`, or wait for it to end")
 
 
 def _start_under_the_run_allocator(config) -> None:
@@ -147,7 +159,10 @@ def format_runs_table(runs: list[dict]) -> str:
             time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
         ))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    table = "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    reasons = [f"{entry['run_id']}: {entry['error']['message']}" for entry in runs
+               if entry.get("state") == "unreadable" and entry.get("error")]
+    return "\n".join([table, *reasons])
 
 
 def run_runs(args) -> int:

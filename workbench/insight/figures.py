@@ -76,8 +76,10 @@ def metrics_frame(records: Iterable[Mapping]) -> pd.DataFrame:
     """Metric records as a DataFrame: one row per step, sorted, numbers only.
 
     A record without `step` takes its position (1-based). When a step appears
-    twice (a resumed run logs it again) the later record wins. Values that are
-    not numbers (None, text) become NaN, so a figure shows a gap, not an error.
+    twice the later record wins; records read from a resumed run's file go
+    through `resumed.merge_metrics` first, which also drops the later steps
+    logged before the resume. Values that are not numbers (None, text) become
+    NaN, so a figure shows a gap, not an error.
     """
     rows = []
     for position, record in enumerate(records, start=1):

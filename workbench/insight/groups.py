@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from workbench.errors import WorkbenchError
+from workbench.insight.resumed import latest_round
 from workbench.spec.chat import transcript_text
 
 # TRL adds this to the std before dividing, so equal rewards give 0, not 0/0.
@@ -191,16 +192,20 @@ def _infer_scaling(rows, group_stats, step_std) -> str:
     return "unknown"
 
 
-def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | None = None) -> list[GroupView]:
+def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | None = None,
+                    num_generations: int | None = None) -> list[GroupView]:
     """Each prompt of `step` with its completions, rewards, group stats and advantages.
 
     `scale_rewards` (TRL's field) says how the run scaled advantages; when not
     given it is inferred from the recorded advantages. Groups come in the
     order of their `group` index; completions in the order they were written.
+    `records` are in the order they were written: a step recorded twice
+    (before a crash and after the resume) shows its newest round only
+    (`resumed.latest_round`; `num_generations`, the run's G, helps tell rounds apart).
     """
     if scale_rewards is not None and scale_rewards not in SCALINGS:
         raise WorkbenchError(f"scale_rewards: got {scale_rewards!r}; TRL accepts one of {list(SCALINGS)}")
-    rows = [r for r in records if _number(r.get("step")) is not None and int(r["step"]) == int(step)]
+    rows = latest_round(records, int(step), num_generations)
     if not rows:
         return []
     by_group: dict[Any, list[Mapping]] = {}

@@ -27,6 +27,7 @@ from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
 
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
+SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
 
 
 class LauncherError(WorkbenchError):
@@ -79,10 +80,10 @@ def build_command(config: RunConfig, run_dir: str | os.PathLike, resume: bool = 
 def run_dir_of(run_id: str | os.PathLike, runs_dir: str | os.PathLike | None = None) -> Path:
     """The folder of a run, from its id (or a path to the folder itself)."""
     path = Path(run_id)
-    if (path / runfolder.CONFIG_FILE).is_file():
+    if runfolder.is_run_dir(path):
         return path.resolve()
     candidate = runfolder.runs_root(runs_dir) / str(run_id)
-    if (candidate / runfolder.CONFIG_FILE).is_file():
+    if runfolder.is_run_dir(candidate):
         return candidate
     known = [p.name for p in runfolder.list_run_dirs(runs_dir)[:5]]
     raise LauncherError(
@@ -123,10 +124,33 @@ def _alive(pid: int | None, not_after: float | None = None) -> bool:
         return False
 
 
+def unreadable_status(run_dir: Path, exc: BaseException) -> dict:
+    """The status readers give a run folder they cannot read: state `unreadable` and the reason."""
+    return {
+        "state": runfolder.UNREADABLE, "run_id": run_dir.name, "run_dir": str(run_dir),
+        "error": {
+            "type": type(exc).__name__,
+            "message": f"this run folder cannot be read: {exc}",
+            "hint": "Check the folder's permissions and that its status.json and config.json are UTF-8 JSON "
+                    "objects, or delete the folder.",
+            "traceback_tail": "",
+        },
+    }
+
+
 def status_of_dir(run_dir: str | os.PathLike) -> dict:
-    """A run's status as readers should see it: a dead process with a non-final state is `failed`."""
+    """A run's status as readers should see it: a dead process with a non-final state is `failed`.
+
+    A folder that cannot be read is reported `unreadable` with the reason; this never raises.
+    """
     run_dir = Path(run_dir)
-    status = runfolder.read_status(run_dir)
+    try:
+        return _live_status(run_dir, runfolder.read_json_object(run_dir / runfolder.STATUS_FILE))
+    except (OSError, ValueError, TypeError) as exc:
+        return unreadable_status(run_dir, exc)
+
+
+def _live_status(run_dir: Path, status: dict) -> dict:
     status.setdefault("state", "starting")
     status["run_id"] = run_dir.name
     status["run_dir"] = str(run_dir)
@@ -159,8 +183,11 @@ def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
     """Every run, newest first: its status plus the config fields a table shows."""
     runs = []
     for run_dir in runfolder.list_run_dirs(runs_dir):
-        config = runfolder.read_config(run_dir)
         entry = status_of_dir(run_dir)
+        try:
+            config = runfolder.read_json_object(run_dir / runfolder.CONFIG_FILE)
+        except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
+            entry, config = unreadable_status(run_dir, exc), {}
         entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes")})
         runs.append(entry)
     return runs
@@ -205,8 +232,10 @@ def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
 def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
-    Raises ConfigError (nothing started) when the config cannot run.
+    Raises ConfigError (nothing started) when the config cannot run. Local
+    paths are saved absolute: the trainer runs in the run folder, not here.
     """
+    config = config.with_absolute_paths()
     check_config(config)
     run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
     config.save(run_dir / runfolder.CONFIG_FILE)
@@ -228,23 +257,56 @@ def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> 
     return start(one_step, runs_dir, smoke=True)
 
 
+def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
+    """How long a stop waits for the trainer to end its step and save: `timeout`, or longer for slow steps.
+
+    The trainer stops only at the end of a step, so a step slower than the
+    timeout would otherwise be killed halfway, losing the step and the adapter.
+    """
+    if not step_time or step_time <= 0:
+        return timeout
+    return max(timeout, 2.0 * step_time + 10.0)
+
+
+def _wait_until_final(run_dir: Path, seconds: float, poll: float = 0.25) -> dict:
+    """The run's status once it is final, or after `seconds`; a save under way is always waited for."""
+    deadline = time.monotonic() + seconds
+    save_deadline = None
+    while True:
+        current = status_of_dir(run_dir)
+        if current["state"] in runfolder.FINAL_STATES:
+            return current
+        now = time.monotonic()
+        if current["state"] == "saving":
+            save_deadline = save_deadline or now + SAVE_WAIT_SECONDS
+            if now > save_deadline:
+                return current
+        elif now > deadline:
+            return current
+        time.sleep(poll)
+
+
 def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float = 30.0) -> dict:
-    """Stop a run: ask for a graceful stop (save, state `stopped`), kill its process group after `timeout`."""
+    """Stop a run: ask for a graceful stop (save, state `stopped`), kill its process group if it does not.
+
+    The wait is `timeout`, stretched for steps slower than that; a run that is
+    saving (a checkpoint or its adapter) is never killed before the save ends.
+    """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
     if current["state"] in runfolder.FINAL_STATES:
         return current
     pgid = current.get("pgid") or current.get("pid")
-    if current["state"] == "training":
+    if current["state"] in ("training", "saving"):
         runfolder.request_stop(run_dir)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            current = status_of_dir(run_dir)
-            if current["state"] in runfolder.FINAL_STATES:
-                return current
-            time.sleep(0.25)
+        wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
+        current = _wait_until_final(run_dir, wait)
+        if current["state"] in runfolder.FINAL_STATES:
+            return current
     # not training yet (nothing to save) or not answering: end every process of the run
-    processes.end_tree(pgid, grace=5.0)
+    # (SIGTERM first, which the trainer takes as a stop request too; no SIGKILL while it saves)
+    processes.end_tree(pgid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
+                       hold_limit=SAVE_WAIT_SECONDS)
     runfolder.clear_stop_request(run_dir)
     final = runfolder.read_status(run_dir)
     if final.get("state") not in runfolder.FINAL_STATES:
@@ -257,6 +319,8 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
     """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there."""
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
+    if current["state"] == runfolder.UNREADABLE:
+        raise LauncherError(f"run {run_dir.name}: {current['error']['message']}; {current['error']['hint']}")
     if current["state"] not in runfolder.FINAL_STATES:
         raise LauncherError(f"run {run_dir.name} is still {current['state']}; stop it before resuming")
     checkpoint = runfolder.last_checkpoint(run_dir)
@@ -276,8 +340,54 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
 
 
 def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
-    """Remove a finished run's folder (refused while it runs)."""
+    """Remove a finished run's folder: refused while it runs, and for any folder outside the runs folder.
+
+    A path (or a link in the runs folder) may point anywhere, e.g. at a model
+    folder, which also holds a config.json; only a folder directly inside the
+    runs folder, links resolved, is ever removed.
+    """
     run_dir = run_dir_of(run_id, runs_dir)
-    if status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES:
+    root = runfolder.runs_root(runs_dir)
+    real = run_dir.resolve()
+    if real.parent != root.resolve():
+        raise LauncherError(field="run", rule=f"{real} is not a run folder inside the runs folder {root}",
+                            fix="only runs listed there can be deleted here; remove other folders yourself")
+    if status_of_dir(real)["state"] not in runfolder.FINAL_STATES:
         raise LauncherError(f"run {run_dir.name} is still running; stop it first")
-    shutil.rmtree(run_dir)
+    shutil.rmtree(real)
+
+
+def other_live_process(run_dir: str | os.PathLike) -> int | None:
+    """The pid of a live process that writes `run_dir`, unless it belongs to this run's own process tree.
+
+    A second trainer in the same folder would interleave both runs' files and
+    checkpoints. The launcher's own child finds its pid (or a parent's: the
+    accelerate launcher) in status.json, and a worker of several processes
+    its sibling's (rank 0 writes its pid); those are let through.
+    """
+    import psutil
+
+    status = runfolder.read_status(run_dir)
+    if status.get("state") in runfolder.FINAL_STATES:
+        return None
+    try:
+        updated = float(status.get("updated_at") or 0) or None
+    except (TypeError, ValueError):
+        updated = None
+    me = psutil.Process()
+    own = {me.pid, *(parent.pid for parent in me.parents())}
+    worker = "LOCAL_RANK" in os.environ  # started by torchrun / accelerate with sibling workers
+    for pid in (status.get("pid"), status.get("pgid")):
+        if isinstance(pid, int) and pid not in own and _alive(pid, updated) \
+                and not (worker and _sibling(pid, me.ppid())):
+            return pid
+    return None
+
+
+def _sibling(pid: int, parent: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).ppid() == parent
+    except psutil.Error:
+        return False

@@ -13,7 +13,9 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 from workbench.spec.hardware import visible_devices
 
@@ -93,13 +95,21 @@ def signal_tree(processes: list, pgid: int | None, sig: int) -> None:
             pass
 
 
-def end_tree(pid: int | None, grace: float = 5.0) -> None:
-    """SIGTERM the job `pid` (its group and descendants), SIGKILL whatever is left after `grace` seconds."""
+def end_tree(pid: int | None, grace: float = 5.0, hold: Callable[[], bool] | None = None,
+             hold_limit: float = 600.0) -> None:
+    """SIGTERM the job `pid` (its group and descendants), SIGKILL whatever is left after `grace` seconds.
+
+    While `hold()` is true (a run writing its adapter) the SIGKILL waits, up to
+    `hold_limit` seconds more: a kill halfway through a save would lose it.
+    """
     import psutil
 
     processes = process_tree(pid)
     signal_tree(processes, pid, signal.SIGTERM)
-    psutil.wait_procs(processes, timeout=grace)
+    alive = psutil.wait_procs(processes, timeout=grace)[1]
+    deadline = time.monotonic() + hold_limit
+    while alive and hold is not None and hold() and time.monotonic() < deadline:
+        alive = psutil.wait_procs(alive, timeout=0.5)[1]
     signal_tree([p for p in processes if p.is_running()], pid, signal.SIGKILL)
 
 

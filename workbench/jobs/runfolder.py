@@ -11,6 +11,7 @@ files of `runs/<run_id>/`:
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
 - `stop.request`       written by whoever wants the run to stop; the trainer
                        checks for it at the end of every optimizer step
+- `.status-reserve`    space a running trainer holds for its final status on a full disk
 
 Readers keep no state in globals: they read the folder again, or read only the
 bytes after an offset they hold. A half-written last line is never returned as
@@ -26,6 +27,7 @@ import os
 import re
 import tempfile
 import time
+import zipfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
@@ -41,7 +43,10 @@ REWARD_SOURCE_FILE = "reward_file.py"
 
 # Life of a run, in order; the last three are final.
 STATES = ("starting", "loading_model", "training", "saving", "finished", "failed", "stopped")
-FINAL_STATES = ("finished", "failed", "stopped")
+# What readers report for a folder they cannot read (permissions, a status.json that is not
+# UTF-8 JSON); no trainer writes it. Nothing runs there as far as they can tell, so it counts as final.
+UNREADABLE = "unreadable"
+FINAL_STATES = ("finished", "failed", "stopped", UNREADABLE)
 
 RUNS_DIR_ENV = "WORKBENCH_RUNS_DIR"
 
@@ -60,12 +65,17 @@ def new_run_id(label: str = "run", now: datetime | None = None) -> str:
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """Write JSON so a reader sees the old file or the new one, never a mix."""
+    replace_file(path, json.dumps(data, indent=2, default=str).encode("utf-8"))
+
+
+def replace_file(path: str | os.PathLike, content: bytes) -> None:
+    """Write `content` to a temporary file beside `path`, then rename it over `path` (atomic)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, default=str)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -75,22 +85,47 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:
-    """Read a JSON file; `default` when it is missing or unreadable."""
+    """Read a JSON file; `default` when it is missing or unreadable (permissions, not UTF-8, not JSON)."""
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):  # ValueError covers JSONDecodeError and UnicodeDecodeError
         return default
+
+
+def read_json_object(path: str | os.PathLike) -> dict:
+    """A file holding one JSON object; {} when it does not exist.
+
+    Unlike `read_json` it says why a file cannot be used: OSError (permissions,
+    a folder in its place) or ValueError naming the file and what is wrong.
+    """
+    name = Path(path).name
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError:
+        raise ValueError(f"{name} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{name} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _object_or_empty(data: Any) -> dict:
+    return data if isinstance(data, dict) else {}
 
 
 def read_config(run_dir: str | os.PathLike) -> dict:
     """The run's config.json as a plain dict ({} when missing or unreadable)."""
-    return read_json(Path(run_dir) / CONFIG_FILE, default={}) or {}
+    return _object_or_empty(read_json(Path(run_dir) / CONFIG_FILE, default={}))
 
 
 def read_status(run_dir: str | os.PathLike) -> dict:
-    """The run's status.json as a dict ({} when the run has not written one)."""
-    return read_json(Path(run_dir) / STATUS_FILE, default={}) or {}
+    """The run's status.json as a dict ({} when the run has not written one, or it cannot be read)."""
+    return _object_or_empty(read_json(Path(run_dir) / STATUS_FILE, default={}))
 
 
 def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:
@@ -126,7 +161,7 @@ def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict
         with open(path, "rb") as handle:
             handle.seek(offset)
             chunk = handle.read()
-    except FileNotFoundError:
+    except OSError:  # missing, or unreadable (permissions): nothing to show yet
         return [], offset
     end = chunk.rfind(b"\n")
     if end < 0:
@@ -140,6 +175,47 @@ def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict
         except json.JSONDecodeError:
             continue
     return records, offset + end + 1
+
+
+def file_identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(device, inode) of a file, None when missing: a reader holding an offset tells a replaced file by it."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def keep_steps_up_to(path: str | os.PathLike, step: int) -> int:
+    """Rewrite a JSON-lines file without the records of steps after `step`; returns how many were dropped.
+
+    A resume from checkpoint-`step` trains the later steps again; their old
+    records (and a line cut short by the kill) would otherwise stay beside
+    the new ones. The file is replaced atomically, so a reader sees the old
+    file or the new one; readers holding an offset notice the new file by
+    `file_identity`.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines(keepends=True)
+    except FileNotFoundError:
+        return 0
+    kept = [line for line in lines if _step_at_most(line, step)]
+    dropped = len(lines) - len(kept)
+    if dropped:
+        replace_file(path, b"".join(kept))
+    return dropped
+
+
+def _step_at_most(line: bytes, step: int) -> bool:
+    if not line.endswith(b"\n"):
+        return False  # cut short by the kill that ended the earlier process
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    value = record.get("step") if isinstance(record, dict) else None
+    return not isinstance(value, (int, float)) or value <= step
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
@@ -159,7 +235,7 @@ def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[di
             start = max(0, size - max_bytes)
             handle.seek(start)
             chunk = handle.read()
-    except FileNotFoundError:
+    except OSError:
         return []
     if start > 0:
         chunk = chunk[chunk.find(b"\n") + 1:] if b"\n" in chunk else b""
@@ -174,6 +250,15 @@ def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[di
     return records
 
 
+def last_metric(run_dir: str | os.PathLike, name: str, tail_bytes: int = 16_384) -> float | None:
+    """The last logged value of metric `name`, read from the end of metrics.jsonl (a long run costs no more)."""
+    for record in reversed(read_jsonl_tail(Path(run_dir) / METRICS_FILE, tail_bytes)):
+        value = record.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
 def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000) -> str:
     """The last `max_bytes` of train.log, for showing why a run failed."""
     path = Path(run_dir) / LOG_FILE
@@ -181,16 +266,24 @@ def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000) -> str:
         with open(path, "rb") as handle:
             handle.seek(max(0, path.stat().st_size - max_bytes))
             return handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    except OSError:
         return ""
 
 
+def is_run_dir(path: Path) -> bool:
+    """A folder with a config.json, or one that cannot be looked into (so readers can flag it)."""
+    try:
+        return (path / CONFIG_FILE).is_file()
+    except OSError:  # a folder that cannot be looked into: listed, so readers can flag it `unreadable`
+        return path.is_dir()
+
+
 def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
-    """Run folders (those with a config.json), newest first."""
+    """Run folders (those with a config.json, and folders that cannot be looked into), newest first."""
     base = runs_root(root)
     if not base.is_dir():
         return []
-    dirs = [p for p in base.iterdir() if (p / CONFIG_FILE).is_file()]
+    dirs = [p for p in base.iterdir() if is_run_dir(p)]
     return sorted(dirs, key=lambda p: p.name, reverse=True)
 
 
@@ -207,17 +300,72 @@ def clear_stop_request(run_dir: str | os.PathLike) -> None:
     (Path(run_dir) / STOP_FILE).unlink(missing_ok=True)
 
 
+# What resuming a LoRA run needs from a checkpoint (transformers' Trainer): the adapter, the
+# optimizer and scheduler (without them it silently restarts both) and the state file.
+CHECKPOINT_JSON_FILES = ("adapter_config.json", "trainer_state.json")
+CHECKPOINT_TORCH_FILES = ("optimizer.pt", "scheduler.pt")
+ADAPTER_WEIGHTS_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def _json_readable(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return isinstance(json.load(handle), dict)
+    except (OSError, ValueError):  # missing, unreadable, empty, half-written, not UTF-8
+        return False
+
+
+def _safetensors_whole(path: Path) -> bool:
+    """The file is as long as its header says: 8 bytes of header length, the JSON header, the tensors."""
+    try:
+        with open(path, "rb") as handle:
+            header_length = int.from_bytes(handle.read(8), "little")
+            if not 0 < header_length < 100_000_000:
+                return False
+            header = json.loads(handle.read(header_length))
+            size = handle.seek(0, os.SEEK_END)
+    except (OSError, ValueError):
+        return False
+    ends = [entry["data_offsets"][1] for name, entry in header.items()
+            if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry]
+    return size == 8 + header_length + max(ends, default=0)
+
+
+def _torch_file_whole(path: Path) -> bool:
+    # torch.save writes a zip archive; one cut short has no end-of-archive record
+    try:
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+def checkpoint_complete(path: str | os.PathLike) -> bool:
+    """True when a checkpoint folder holds everything a resume reads, each file whole.
+
+    A process killed while saving can leave any of the files missing or cut
+    short, even trainer_state.json (another process's save at the same step).
+    """
+    path = Path(path)
+    weights = [path / name for name in ADAPTER_WEIGHTS_FILES if (path / name).is_file()]
+    if not weights:
+        return False
+    whole = _safetensors_whole if weights[0].suffix == ".safetensors" else _torch_file_whole
+    return (whole(weights[0])
+            and all(_json_readable(path / name) for name in CHECKPOINT_JSON_FILES)
+            and all(_torch_file_whole(path / name) for name in CHECKPOINT_TORCH_FILES))
+
+
 def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
-    """The run's complete `checkpoint-<step>` folders, oldest first."""
+    """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out)."""
     found = []
     for path in Path(run_dir).glob("checkpoint-*"):
         step = path.name.removeprefix("checkpoint-")
-        # a checkpoint is complete once the Trainer has written its state file last
-        if step.isdigit() and (path / "trainer_state.json").is_file():
+        if step.isdigit() and checkpoint_complete(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
 
 
 def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint (an earlier one when the newest was cut short), or None."""
     dirs = checkpoint_dirs(run_dir)
     return dirs[-1] if dirs else None

@@ -138,6 +138,11 @@ class RunConfig:
         10,
         "Save a LoRA checkpoint every this many optimizer steps (resume starts from the last one).",
     )
+    save_total_limit: int | None = setting(
+        3,
+        "Keep only this many newest checkpoints (older ones are deleted as new ones are saved); empty keeps "
+        "all. The final adapter is kept apart.",
+    )
     seed: int = setting(42, "Random seed for sampling and initialisation.")
     bf16: bool = setting(
         False,
@@ -198,6 +203,28 @@ class RunConfig:
 
     def with_changes(self, **changes: Any) -> "RunConfig":
         return RunConfig.from_dict({**self.to_dict(), **changes})
+
+    def with_absolute_paths(self, base: str | os.PathLike | None = None) -> "RunConfig":
+        """This config with its local paths (model folder, dataset_path, reward_file) made absolute.
+
+        A path typed relative to the app's folder means nothing to the trainer,
+        which runs in the run folder; a run's config.json therefore holds
+        absolute paths. Only names that exist on disk change: `tiny`, the
+        bundled model and hub ids such as `org/name` stay as they are.
+        """
+        from workbench.spec.models import MODEL_CHOICES
+
+        changes = {}
+        for name in ("model", "dataset_path", "reward_file"):
+            value = getattr(self, name).strip()
+            if not value or (name == "model" and value in MODEL_CHOICES):
+                continue
+            path = Path(value).expanduser()
+            if not path.is_absolute():
+                path = Path(base or os.getcwd()) / path
+            if (path.is_dir() if name == "model" else path.exists()):
+                changes[name] = str(path.resolve())
+        return self.with_changes(**changes) if changes else self
 
     @classmethod
     def for_task(cls, task: str = "demo", **changes: Any) -> "RunConfig":
@@ -346,6 +373,8 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("logging_steps", cfg.logging_steps >= 1, "must be >= 1", "use 1 to see every step"),
         ("save_steps", cfg.save_steps >= 1, "must be >= 1", "use e.g. 10"),
         ("warmup_steps", cfg.warmup_steps >= 0, "must be >= 0", "use 0"),
+        ("save_total_limit", cfg.save_total_limit is None or cfg.save_total_limit >= 1, "must be >= 1 or empty",
+         "use 3, or leave it empty to keep every checkpoint"),
         ("seed", cfg.seed >= 0, "must be >= 0", "use 42"),
         ("max_completion_length", cfg.max_completion_length >= 1, "must be >= 1", "use 48 for the demo, 256+ for reasoning"),
         ("num_processes", cfg.num_processes >= 1, "must be >= 1", "use 1, or one per GPU"),

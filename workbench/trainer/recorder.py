@@ -15,6 +15,7 @@ collective calls and nothing else.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import threading
@@ -26,10 +27,39 @@ from workbench.jobs import runfolder
 from workbench.spec.chat import completion_text, prompt_text
 
 HEARTBEAT_SECONDS = 2.0
+# Space held in the run folder for the last status write on a full disk (a few status.json's worth).
+RESERVE_FILE = ".status-reserve"
+RESERVE_BYTES = 64 * 1024
+
+
+def _make_reserve(path: Path) -> None:
+    try:
+        if not path.is_file() or path.stat().st_size < RESERVE_BYTES:
+            with open(path, "wb") as handle:
+                handle.write(b"\0" * RESERVE_BYTES)  # written, not sparse: the blocks are really taken
+                handle.flush()
+                os.fsync(handle.fileno())
+    except OSError:
+        path.unlink(missing_ok=True)  # already full: nothing to hold back
+
+
+def _release_reserve(path: Path) -> bool:
+    try:
+        path.unlink()
+        return True
+    except OSError:
+        return False
 
 
 class StatusWriter:
-    """status.json as a dict held by the process; every `set` replaces the file atomically."""
+    """status.json as a dict held by the process; every `set` replaces the file atomically.
+
+    On a full disk the last word must still land: the writer keeps a small
+    reserve file in the run folder and gives its space up for the final
+    state's write that would otherwise fail (`failed` with its hint). The
+    heartbeat never dies of a failed write; it keeps the error for the
+    training loop (`raise_write_error`), which ends the run.
+    """
 
     def __init__(self, run_dir: str | os.PathLike, enabled: bool = True, **initial: Any):
         self.run_dir = Path(run_dir)
@@ -39,6 +69,9 @@ class StatusWriter:
         self._status.pop("error", None)  # a resumed run starts without its old failure
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.write_error: OSError | None = None
+        if enabled:
+            _make_reserve(self.run_dir / RESERVE_FILE)
         if initial:
             self.set(**initial)
 
@@ -53,7 +86,20 @@ class StatusWriter:
         with self._lock:
             self._status.update(fields)
             self._status["updated_at"] = time.time()
-            runfolder.write_json_atomic(self.run_dir / runfolder.STATUS_FILE, self._status)
+            path = self.run_dir / runfolder.STATUS_FILE
+            try:
+                runfolder.write_json_atomic(path, self._status)
+            except OSError as exc:
+                # only the final state may spend the reserve: it is the one write that must land
+                final = fields.get("state") in runfolder.FINAL_STATES
+                if exc.errno != errno.ENOSPC or not final or not _release_reserve(self.run_dir / RESERVE_FILE):
+                    raise
+                runfolder.write_json_atomic(path, self._status)  # in the space the reserve held
+
+    def raise_write_error(self) -> None:
+        """Raise the error that stopped the heartbeat writing status.json, if any (a full disk)."""
+        if self.write_error is not None:
+            raise self.write_error
 
     def start_heartbeat(self, every: float = HEARTBEAT_SECONDS) -> None:
         if not self.enabled or self._thread is not None:
@@ -61,7 +107,10 @@ class StatusWriter:
 
         def beat() -> None:
             while not self._stop.wait(every):
-                self.set()
+                try:
+                    self.set()
+                except OSError as exc:  # kept for the training loop; the next beat tries again
+                    self.write_error = exc
 
         # a daemon thread: it must never keep a finished or crashed process alive
         self._thread = threading.Thread(target=beat, name="status-heartbeat", daemon=True)
@@ -72,6 +121,12 @@ class StatusWriter:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+    def close(self) -> None:
+        """The run's process is done writing: stop the heartbeat and give the reserve back."""
+        self.stop_heartbeat()
+        if self.enabled:
+            _release_reserve(self.run_dir / RESERVE_FILE)
 
 
 # ---------------------------------------------------------------- completions
@@ -123,11 +178,26 @@ def completion_records(
 # ---------------------------------------------------------------- failures
 
 
-def failure_hint(exc: BaseException, text: str = "") -> str:
+def disk_full(exc: BaseException, text: str = "") -> bool:
+    """True when the error (or one it came from) is a full disk: ENOSPC, or torch's failed file write."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    message = f"{exc}\n{text}".lower()
+    return "no space left on device" in message or "file write failed" in message
+
+
+def failure_hint(exc: BaseException, text: str = "", run_dir: str | os.PathLike | None = None) -> str:
     """A plain-language cause and fix for a failed run, from the error and its traceback text."""
     from workbench.spec.rewards import RewardFunctionError
 
     message = f"{type(exc).__name__}: {exc}\n{text}".lower()
+    if disk_full(exc, text):
+        where = run_dir or "the runs folder"
+        return (f"The disk is full: free space in {where} (old runs and their checkpoint-* folders, caches), "
+                f"then resume the run; a smaller save_total_limit keeps fewer checkpoints.")
     if isinstance(exc, RewardFunctionError):
         return (f"The reward function `{exc.function_name}` failed ({exc}). Try it on sample completions "
                 f"with 'Try rewards' (workbench.spec.rewards.score) and fix it before training again.")
@@ -188,11 +258,21 @@ def make_run_folder_callback(run_dir: Path, status: StatusWriter, is_main: bool,
             runfolder.append_jsonl(self.metrics_path, [{"step": state.global_step, **logs}])
 
         def on_step_end(self, args, state, control, **kwargs):
-            status.set(step=state.global_step)
+            status.raise_write_error()  # status.json cannot be written (a full disk): end the run, say why
             wish = self.stop_signalled or (is_main and runfolder.stop_requested(run_dir))
             if decide_stop(wish):
                 self.stopped = True
                 control.should_training_stop = True
                 control.should_save = True  # a checkpoint at this step, so resume continues from it
+            # The Trainer saves right after this when should_save is set (the flow callback, which runs
+            # first, set it for save_steps): "saving" tells `launcher.stop` not to kill it halfway.
+            if control.should_save:
+                status.set(state="saving", step=state.global_step)
+            else:
+                status.set(step=state.global_step)
+
+        def on_save(self, args, state, control, **kwargs):
+            if not self.stopped:  # a stopping run goes on to save its final adapter
+                status.set(state="training")
 
     return RunFolderCallback()

@@ -19,6 +19,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from workbench.jobs import allocator, runfolder
 from workbench.spec.config import (
@@ -100,6 +101,7 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         save_strategy="steps",
         logging_steps=cfg.logging_steps,
         save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
         max_steps=cfg.max_steps,
         num_train_epochs=cfg.num_train_epochs,
         learning_rate=cfg.learning_rate,
@@ -206,6 +208,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
     """Train `cfg` writing `run_dir`; returns the process exit code (0 finished or stopped, 1 failed)."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = cfg.with_absolute_paths()  # the config.json it saves must work from any folder (a resume)
     is_main = _is_main_process()
     status = StatusWriter(run_dir, enabled=is_main)
     status.set(state="starting", pid=os.getpid(), step=status.status.get("step", 0),
@@ -228,6 +231,11 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         checkpoint = runfolder.last_checkpoint(run_dir) if resume else None
         if resume and checkpoint is None:
             print("No checkpoint to resume from; starting from step 0.", flush=True)
+        if resume and is_main:
+            # the steps after the checkpoint are trained again: their old records must not stay beside the new
+            resumed_step = int(checkpoint.name.split("-")[-1]) if checkpoint else 0
+            for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
+                runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
         status.set(state="loading_model")
         from workbench.spec.rewards import resolve_rewards
@@ -254,28 +262,32 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
 
         status.set(state="saving", step=trainer.state.global_step)
-        trainer.save_model(str(run_dir / runfolder.ADAPTER_DIR))
+        save_final_adapter(trainer.save_model, run_dir, is_main)
         final = "stopped" if callback.stopped else "finished"
         status.set(state=final, step=trainer.state.global_step, finished_at=time.time(), summary=callback.summary)
         if is_main:
             runfolder.clear_stop_request(run_dir)
         return 0
     except KeyboardInterrupt:
-        _save_after_interrupt(trainer, run_dir)
+        if trainer is not None:
+            save_final_adapter(trainer.save_model, run_dir, is_main)
         status.set(state="stopped", finished_at=time.time())
         return 130
     except BaseException as exc:  # every failure is recorded in status.json before the process ends
         text = traceback.format_exc()
-        print(text, file=sys.stderr, flush=True)
+        try:
+            print(text, file=sys.stderr, flush=True)
+        except OSError:  # train.log is on the same full disk; status.json has the reserve
+            pass
         status.set(state="failed", finished_at=time.time(), error={
             "type": type(exc).__name__,
             "message": str(exc),
-            "hint": failure_hint(exc, text),
+            "hint": failure_hint(exc, text, run_dir),
             "traceback_tail": traceback_tail(text),
         })
         return 1
     finally:
-        status.stop_heartbeat()
+        status.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
 
@@ -295,6 +307,27 @@ def _stop_on_sigterm(callback):
         return None
 
 
-def _save_after_interrupt(trainer, run_dir: Path) -> None:
-    if trainer is not None:
-        trainer.save_model(str(run_dir / runfolder.ADAPTER_DIR))
+def save_final_adapter(save: Callable[[str], None], run_dir: Path, is_main: bool = True) -> Path:
+    """Write the final adapter with `save(folder)` into a temporary folder, then rename it to `adapter/`.
+
+    A process killed while saving leaves the previous `adapter/` (or none) and a
+    `.adapter.partial` folder, never a half-written adapter where readers look.
+    Every process calls `save` (the Trainer's save is collective; only rank 0
+    writes); only the main process renames.
+    """
+    target = run_dir / runfolder.ADAPTER_DIR
+    partial = run_dir / ".adapter.partial"
+    previous = run_dir / ".adapter.previous"
+    if is_main:
+        for leftover in (partial, previous):  # from a process killed during an earlier save
+            shutil.rmtree(leftover, ignore_errors=True)
+    save(str(partial))
+    if not is_main:
+        return target
+    # A folder cannot replace a non-empty folder in one rename: move the old one aside first.
+    # Between the two renames (microseconds) adapter/ is absent; it is never half-written.
+    if target.exists():
+        os.rename(target, previous)
+    os.rename(partial, target)
+    shutil.rmtree(previous, ignore_errors=True)
+    return target

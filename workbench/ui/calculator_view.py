@@ -284,6 +284,7 @@ def explain_html(text: str) -> tuple[str, dict | None]:
         f"<p><b>Recognised</b>: a {escape(result.source)} error ({escape(result.kind.replace('_', ' '))}).</p>",
         f"<p><b>Numbers in it</b>: {values or 'none'}</p>" if values or result.values == {} else "",
         f"<p><b>Why</b>: {escape(result.why)}</p>",
+        f'<p class="wb-note">{escape(result.note)}</p>' if result.note else "",
     ]
     if result.fixes:
         fixes = "".join(

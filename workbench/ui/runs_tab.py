@@ -101,7 +101,7 @@ def build(ctx: UIContext) -> None:
     # ------------------------------------------------------------ helpers
 
     def overlay_figure(run_ids: list[str], metric_name: str, smooth: float):
-        records = {run_id: runfolder.read_jsonl(runs_dir / run_id / runfolder.METRICS_FILE) for run_id in run_ids}
+        records = {run_id: runs_view.metrics_of_run(runs_dir / run_id) for run_id in run_ids}
         return figures.overlay_runs(records, metric_name, smooth)
 
     def diff_outputs(run_ids: list[str]) -> dict:
@@ -125,7 +125,7 @@ def build(ctx: UIContext) -> None:
                     completions: render_empty_html("This run has no completions yet.")}
         step = min(steps, key=lambda s: (abs(s - wanted), s)) if wanted is not None else steps[-1]
         config = runfolder.read_config(runs_dir / run_id)
-        groups = groups_for_step(records, step, config.get("scale_rewards"))
+        groups = groups_for_step(records, step, config.get("scale_rewards"), config.get("num_generations"))
         low = steps[0] if len(steps) > 1 else steps[0] - 1
         return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
                 completions: render_groups_html(groups, f"{run_id} · step {step} of {steps[-1]}")}

@@ -15,21 +15,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.insight.resumed import merge_metrics
 from workbench.jobs import runfolder
+from workbench.jobs.runfolder import UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
-# Bytes read from the end of metrics.jsonl to find the last logged reward.
-TAIL_BYTES = 16_384
 
 
-def last_metric(run_dir: str | Path, name: str, tail_bytes: int = TAIL_BYTES) -> float | None:
-    """The last logged value of metric `name`, read from the end of metrics.jsonl."""
-    for record in reversed(runfolder.read_jsonl_tail(Path(run_dir) / runfolder.METRICS_FILE, tail_bytes)):
-        value = record.get(name)
-        if isinstance(value, (int, float)):
-            return float(value)
-    return None
+def metrics_of_run(run_dir: str | Path) -> list[dict]:
+    """The run's metric records as they count: after a resume, the newest record of a step wins and
+    the steps logged before the resume past its checkpoint are gone (no stale points on the overlay)."""
+    return merge_metrics([], runfolder.read_jsonl(Path(run_dir) / runfolder.METRICS_FILE))
 
 
 def format_started(timestamp: float | None) -> str:
@@ -51,6 +48,8 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     task = entry.get("task") or ""
     if entry.get("dataset_path"):
         task = f"{Path(entry['dataset_path']).name} (file)"
+    if entry.get("state") == UNREADABLE:  # the reason, where the row has room for it
+        task = (entry.get("error") or {}).get("message", "")
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
         "state": entry.get("state") or "unknown",

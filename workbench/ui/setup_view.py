@@ -11,6 +11,7 @@ here: tests/test_ui_logic.py checks these directly.
 from __future__ import annotations
 
 import shlex
+import typing
 from functools import lru_cache
 from html import escape
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 from workbench.calc import InputError
 from workbench.errors import WorkbenchError
 from workbench.jobs import runfolder
-from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, plan_for
+from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, plan_for
 from workbench.spec.hardware import GpuInfo
 from workbench.spec.rewards import REWARDS
 from workbench.ui.calculator_view import PlanView
@@ -29,9 +30,12 @@ BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "n
 OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta", "epsilon", "loss_type",
                     "scale_rewards", "temperature", "top_p")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
-RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "seed", "bf16", "gradient_checkpointing")
+RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
+              "gradient_checkpointing")
 VLLM_FIELDS = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization")
 SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS
+# Settings that may be left blank (None): steps_per_generation, save_total_limit.
+OPTIONAL_FIELDS = tuple(name for name in SETTING_FIELDS if type(None) in typing.get_args(field_type(name)))
 # Plan inputs a suggestion button may change on this tab (processes follow the hardware picker).
 PLAN_FIELDS_SETTABLE = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
                         "steps_per_generation")
@@ -97,7 +101,7 @@ def config_from_form(form: dict, gpus_present: bool) -> RunConfig:
     if values.get("steps_per_generation") == 0:  # how the page shows "unset" (calculator_view.UNSET_WHEN_ZERO)
         values["steps_per_generation"] = None
     # A blank optional field is unset; a blank text field is its default.
-    values = {name: value for name, value in values.items() if not (value is None and name != "steps_per_generation")}
+    values = {name: value for name, value in values.items() if not (value is None and name not in OPTIONAL_FIELDS)}
     values.update(
         model=(form.get("model") or "").strip() or RunConfig().model,
         task=form.get("task") or RunConfig().task,
@@ -108,7 +112,7 @@ def config_from_form(form: dict, gpus_present: bool) -> RunConfig:
         **hardware_choice(form, gpus_present),
     )
     blank_required = [name for name in SETTING_FIELDS
-                      if name in form and form[name] is None and name != "steps_per_generation"]
+                      if name in form and form[name] is None and name not in OPTIONAL_FIELDS]
     if blank_required:
         name = blank_required[0]
         raise ConfigError([ConfigProblem(name, "is empty", f"enter a value (default {RunConfig().to_dict()[name]!r})")])

@@ -156,7 +156,8 @@ def build(ctx: UIContext) -> None:
         step = train_view.nearest_step(steps, pinned)
         records = watch.newest_completions if step == steps[-1] else \
             train_view.completions_of_step(runs_dir, watch.run_id, step)
-        groups = groups_for_step(records, step, watch.config.get("scale_rewards"))
+        groups = groups_for_step(records, step, watch.config.get("scale_rewards"),
+                                 watch.config.get("num_generations"))
         title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
         # A slider needs two ends; with one step so far it spans step-1..step.
         low = steps[0] if len(steps) > 1 else steps[0] - 1

@@ -24,6 +24,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Callable
 
+from workbench.insight.resumed import latest_round, merge_metrics
 from workbench.jobs import runfolder
 
 # How many of the latest step_time values the remaining-time estimate averages.
@@ -37,6 +38,9 @@ class RunWatch:
     run_id: str | None = None
     metrics_offset: int = 0
     completions_offset: int = 0
+    # Which file the offsets are in (runfolder.file_identity): a resume replaces the files.
+    metrics_file: tuple | None = None
+    completions_file: tuple | None = None
     metrics: list[dict] = field(default_factory=list)
     # Steps that have completions, ascending, and the records of the newest one.
     completion_steps: list[int] = field(default_factory=list)
@@ -112,28 +116,8 @@ def new_run_to_follow(run_ids: list[str], watch: RunWatch) -> tuple[str | None, 
     return newest, newest
 
 
-def merge_metrics(old: list[dict], new: list[dict]) -> list[dict]:
-    """Append new metric records, keeping one record per step in step order.
-
-    A record for the step already last is merged into it (the trainer's
-    end-of-run summary shares the last step). A record for an earlier step
-    means the run was resumed from a checkpoint and logs those steps again:
-    the newer records replace the older ones from that step on.
-    """
-    merged = list(old)
-    for record in new:
-        step = record.get("step")
-        if step is None or not merged or merged[-1].get("step") is None or step > merged[-1]["step"]:
-            merged.append(record)
-        elif step == merged[-1]["step"]:
-            merged[-1] = {**merged[-1], **record}
-        else:
-            merged = [r for r in merged if r.get("step") is None or r["step"] < step]
-            merged.append(record)
-    return merged
-
-
-def merge_completions(steps: list[int], newest: list[dict], new: list[dict]) -> tuple[list[int], list[dict]]:
+def merge_completions(steps: list[int], newest: list[dict], new: list[dict],
+                      num_generations: int | None = None) -> tuple[list[int], list[dict]]:
     """Fold new completion records into (steps with completions, records of the newest step)."""
     steps = list(steps)
     newest = list(newest)
@@ -149,7 +133,8 @@ def merge_completions(steps: list[int], newest: list[dict], new: list[dict]) -> 
             steps = [s for s in steps if s < step]
         steps.append(step)
         newest = [record]
-    return steps, newest
+    # the newest step written twice in a row (a resume right after it was generated): its last round counts
+    return steps, (latest_round(newest, steps[-1], num_generations) if steps else newest)
 
 
 def poll_run(watch: RunWatch, runs_dir: str | Path,
@@ -162,15 +147,19 @@ def poll_run(watch: RunWatch, runs_dir: str | Path,
     if not watch.run_id:
         return watch, Changes()
     run_dir = Path(runs_dir) / watch.run_id
+    original = watch
+    watch, metrics_replaced, completions_replaced = _forget_replaced_files(watch, run_dir)
     new_metrics, metrics_offset = runfolder.read_jsonl_from(run_dir / runfolder.METRICS_FILE, watch.metrics_offset)
     new_completions, completions_offset = runfolder.read_jsonl_from(
         run_dir / runfolder.COMPLETIONS_FILE, watch.completions_offset)
     status = read_status(run_dir) or {}
-    changes = Changes(metrics=bool(new_metrics), completions=bool(new_completions),
+    changes = Changes(metrics=bool(new_metrics) or metrics_replaced,
+                      completions=bool(new_completions) or completions_replaced,
                       status=status_signature(status) != status_signature(watch.status))
     if not changes.anything:
-        return watch, changes
-    steps, newest = merge_completions(watch.completion_steps, watch.newest_completions, new_completions)
+        return original, changes
+    steps, newest = merge_completions(watch.completion_steps, watch.newest_completions, new_completions,
+                                      watch.config.get("num_generations"))
     updated = replace(
         watch,
         metrics_offset=metrics_offset,
@@ -183,6 +172,25 @@ def poll_run(watch: RunWatch, runs_dir: str | Path,
     return updated, changes
 
 
+def _forget_replaced_files(watch: RunWatch, run_dir: Path) -> tuple[RunWatch, bool, bool]:
+    """The watch with what it read of a file forgotten when that file was replaced, and which were.
+
+    A resumed run cuts its files back to the checkpoint's step by writing them
+    anew: the bytes this watch has read past may be gone, so it reads again from 0.
+    """
+    metrics_id = runfolder.file_identity(run_dir / runfolder.METRICS_FILE)
+    completions_id = runfolder.file_identity(run_dir / runfolder.COMPLETIONS_FILE)
+    metrics_replaced = watch.metrics_offset > 0 and metrics_id != watch.metrics_file
+    completions_replaced = watch.completions_offset > 0 and completions_id != watch.completions_file
+    if metrics_replaced:
+        watch = replace(watch, metrics_offset=0, metrics=[])
+    if completions_replaced:
+        watch = replace(watch, completions_offset=0, completion_steps=[], newest_completions=[])
+    if (metrics_id, completions_id) != (watch.metrics_file, watch.completions_file):
+        watch = replace(watch, metrics_file=metrics_id, completions_file=completions_id)
+    return watch, metrics_replaced, completions_replaced
+
+
 def status_signature(status: dict) -> tuple:
     """The parts of a status that change what the page shows (not the heartbeat)."""
     error = status.get("error")
@@ -192,17 +200,10 @@ def status_signature(status: dict) -> tuple:
 
 def completions_of_step(runs_dir: str | Path, run_id: str, step: int) -> list[dict]:
     """All completion records of one step, read from the file (for an earlier step picked on the slider)."""
-    records = runfolder.read_jsonl(Path(runs_dir) / run_id / runfolder.COMPLETIONS_FILE)
+    path = Path(runs_dir) / run_id
+    records = runfolder.read_jsonl(path / runfolder.COMPLETIONS_FILE)
     # A resumed run may have logged the step twice: the later round is the one that counts.
-    chosen: list[dict] = []
-    previous_step = None
-    for record in records:
-        if record.get("step") == step:
-            if previous_step != step:
-                chosen = []
-            chosen.append(record)
-        previous_step = record.get("step")
-    return chosen
+    return latest_round(records, step, runfolder.read_config(path).get("num_generations"))
 
 
 def nearest_step(steps: list[int], wanted: int | float | None) -> int | None:
@@ -303,12 +304,13 @@ STATE_WORDS = {
     "starting": "starting",
     "loading_model": "loading the model",
     "training": "training",
-    "saving": "saving the adapter",
+    "saving": "saving a checkpoint or the adapter",
     "finished": "finished",
     "failed": "failed",
     "stopped": "stopped",
+    "unreadable": "unreadable",
 }
-STATE_COLOURS = {"finished": "#059669", "failed": "#dc2626", "stopped": "#d97706"}
+STATE_COLOURS = {"finished": "#059669", "failed": "#dc2626", "stopped": "#d97706", "unreadable": "#dc2626"}
 
 PROGRESS_CSS = """
 .wb-progress { font-size: 0.92rem; color: #1e293b; }
@@ -361,9 +363,9 @@ FAILURE_CSS = """
 def failure_html(status: dict, log_tail: str) -> str:
     """The panel a failed run shows: the hint first, then the error, then the end of train.log.
 
-    Empty for a run that has not failed.
+    Empty for a run that has not failed (or that cannot be read: the same panel says why).
     """
-    if status.get("state") != "failed":
+    if status.get("state") not in ("failed", runfolder.UNREADABLE):
         return ""
     error = status.get("error") or {}
     if not isinstance(error, dict):
