@@ -175,18 +175,17 @@ def run_launcher(config: RunConfig, work: Path) -> Timeline:
     return follow_background_run(runs_dir / run_id, launched)
 
 
-def process_cpu_seconds(processes) -> float:
-    """User + system CPU seconds of `processes` and their children, those still alive."""
+def process_cpu_seconds(process, with_children: bool) -> float:
+    """User + system CPU seconds of `process` (and, when asked, of its live children)."""
     import psutil
 
     total = 0.0
-    for process in processes:
-        try:
-            for member in (process, *process.children(recursive=True)):
-                times = member.cpu_times()
-                total += times.user + times.system
-        except psutil.NoSuchProcess:
-            pass
+    try:
+        for member in (process, *(process.children(recursive=True) if with_children else ())):
+            times = member.cpu_times()
+            total += times.user + times.system
+    except psutil.NoSuchProcess:
+        pass
     return total
 
 
@@ -210,10 +209,12 @@ def run_watched(config: RunConfig, work: Path) -> tuple[Timeline, dict]:
                 ui.choose("model", config.model, setup)
             ui.set_number("max_steps", config.max_steps, setup)
             ui.open_tab("Train")
-            browser_process = psutil.Process(browser.process.pid) if getattr(browser, "process", None) else \
-                next(p for p in psutil.Process().children(recursive=True) if "chromium" in p.name().lower())
-            watchers = {"app": [psutil.Process(server.process.pid)], "browser": [browser_process]}
-            cpu_before = {name: process_cpu_seconds(procs) for name, procs in watchers.items()}
+            # playwright's driver starts Chromium: the first Chromium among this process's descendants is the browser
+            browser_process = next(p for p in psutil.Process().children(recursive=True)
+                                   if "chrom" in p.name().lower())
+            # The app server alone (the training run it starts is its child), the browser with its renderers.
+            watchers = {"app": (psutil.Process(server.process.pid), False), "browser": (browser_process, True)}
+            cpu_before = {name: process_cpu_seconds(*watched) for name, watched in watchers.items()}
             launched = time.time()
             ui.panel("Train").get_by_role("button", name="Launch", exact=True).click()
             run_dirs = []
@@ -226,7 +227,7 @@ def run_watched(config: RunConfig, work: Path) -> tuple[Timeline, dict]:
             if differing:
                 raise SystemExit(f"the dashboard launched other settings than the other rows: {differing}")
             timeline = follow_background_run(run_dirs[0], launched)
-            cpu = {name: process_cpu_seconds(procs) - cpu_before[name] for name, procs in watchers.items()}
+            cpu = {name: process_cpu_seconds(*watched) - cpu_before[name] for name, watched in watchers.items()}
             browser.close()
     finally:
         server.stop()
@@ -306,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 results[row] = runners[row](config, Path(tmp))
             timeline = results[row]
+            print(f"  load average over the last minute: {os.getloadavg()[0]:.2f}", flush=True)
             print(f"  step times {', '.join(f'{timeline.step_times[s]:.2f}' for s in sorted(timeline.step_times))} s;"
                   f" rewards {', '.join(f'{timeline.rewards[s]:.2f}' for s in sorted(timeline.rewards))}", flush=True)
     report(results, watch_cpu, args.steps)

@@ -396,11 +396,12 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
 }
 
 
-def build_figures(records, smoothing: float = 0.0) -> dict[str, go.Figure]:
-    """Every dashboard figure for one run, keyed as in FIGURE_BUILDERS."""
+def build_figures(records, smoothing: float = 0.0, names: Iterable[str] | None = None) -> dict[str, go.Figure]:
+    """The dashboard figures for one run, keyed as in FIGURE_BUILDERS (all of them, or those `names`)."""
     records = list(records)
     check_smoothing(smoothing)
-    return {name: build(records, smoothing) for name, build in FIGURE_BUILDERS.items()}
+    wanted = FIGURE_BUILDERS if names is None else list(names)
+    return {name: FIGURE_BUILDERS[name](records, smoothing) for name in wanted}
 
 
 def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: float = 0.0) -> go.Figure:

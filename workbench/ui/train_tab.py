@@ -100,11 +100,14 @@ def build(ctx: UIContext) -> None:
                           css_template=".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }",
                           elem_id="wb-train-completions")
 
-    gr.Markdown("### More metrics", elem_classes=["wb-section"])
-    for triple in (MORE_FIGURES[:3], MORE_FIGURES[3:]):
-        with gr.Row():
-            for name in triple:
-                plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
+    # Closed at first, and drawn only while open: each figure redrawn costs the browser
+    # CPU that, on a small machine, the training process is waiting for.
+    with gr.Accordion("More metrics: completion length, clipping, entropy, grad norm, learning rate, step time",
+                      open=False, elem_id="wb-train-more") as more_metrics:
+        for triple in (MORE_FIGURES[:3], MORE_FIGURES[3:]):
+            with gr.Row():
+                for name in triple:
+                    plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
 
     timer = gr.Timer(TICK_SECONDS, active=False)  # runs while the Train tab is open and the page visible (ui/app.py)
     plot_list = [plots[name] for name in (*MAIN_FIGURES, *MORE_FIGURES)]
@@ -145,8 +148,9 @@ def build(ctx: UIContext) -> None:
         return out
 
     def render_figures(watch: train_view.RunWatch, smooth: float) -> dict:
-        built = figures.build_figures(watch.metrics, smooth)
-        return {plots[name]: built[name] for name in plots}
+        names = (*MAIN_FIGURES, *MORE_FIGURES) if watch.more_metrics_open else MAIN_FIGURES
+        built = figures.build_figures(watch.metrics, smooth, names)
+        return {plots[name]: built[name] for name in names}
 
     def render_completions(watch: train_view.RunWatch, pinned: int | None) -> dict:
         steps = watch.completion_steps
@@ -168,9 +172,9 @@ def build(ctx: UIContext) -> None:
         choices = [path.name for path in runfolder.list_run_dirs(runs_dir)]
         return gr.Dropdown(choices=choices, value=run_id if run_id in choices else None)
 
-    def attach(run_id: str | None, newest_known: str | None, smooth: float) -> dict:
-        """Start following `run_id`: read all it wrote so far and draw everything."""
-        watch = train_view.start_watching(runs_dir, run_id, newest_known)
+    def attach(run_id: str | None, newest_known: str | None, smooth: float, more_open: bool = False) -> dict:
+        """Start following `run_id`: read all it wrote so far and draw everything (`more_open`: that section too)."""
+        watch = replace(train_view.start_watching(runs_dir, run_id, newest_known), more_metrics_open=more_open)
         watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
         out = render(watch, None, smooth, changes, full=True)
         out[pinned_state] = None
@@ -190,13 +194,14 @@ def build(ctx: UIContext) -> None:
         run_ids = [path.name for path in runfolder.list_run_dirs(runs_dir)]
         if watch.run_id and watch.run_id not in run_ids:  # deleted from the Runs tab or another tab
             entries = launcher.list_runs(runs_dir)
-            out = attach(train_view.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known, smooth)
+            out = attach(train_view.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known, smooth,
+                         watch.more_metrics_open)
             out[notice] = notice_html(f"Run {watch.run_id} was deleted.", "info")
             return out
         before = watch.newest_known
         switch_to, newest_known = train_view.new_run_to_follow(run_ids, watch)
         if switch_to:
-            out = attach(switch_to, newest_known, smooth)
+            out = attach(switch_to, newest_known, smooth, watch.more_metrics_open)
             out[remembered] = switch_to
             return out
         if newest_known != watch.newest_known:
@@ -214,9 +219,17 @@ def build(ctx: UIContext) -> None:
     def on_pick(run_id: str | None, watch: train_view.RunWatch, smooth: float):
         if not run_id or run_id == watch.run_id:
             return gr.skip()
-        out = attach(run_id, watch.newest_known, smooth)
+        out = attach(run_id, watch.newest_known, smooth, watch.more_metrics_open)
         out[remembered] = run_id
         out[notice] = notice_html("")
+        return out
+
+    def on_more_metrics(watch: train_view.RunWatch, smooth: float, opened: bool):
+        watch = replace(watch, more_metrics_open=opened)
+        out = {watch_state: watch}
+        if opened and watch.run_id:
+            built = figures.build_figures(watch.metrics, smooth, MORE_FIGURES)
+            out.update({plots[name]: built[name] for name in MORE_FIGURES})
         return out
 
     def on_smoothing(watch: train_view.RunWatch, smooth: float):
@@ -239,7 +252,7 @@ def build(ctx: UIContext) -> None:
             run_id = launcher.start(config, runs_dir)
         except WorkbenchError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
             return {notice: notice_html(f"Not launched:\n{exc}")}
-        out = attach(run_id, run_id, smooth)
+        out = attach(run_id, run_id, smooth, watch.more_metrics_open)
         out[remembered] = run_id
         out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
                                   f"and the first step is done.", "info")
@@ -277,6 +290,10 @@ def build(ctx: UIContext) -> None:
                      show_progress="hidden")
     run_picker.focus(lambda watch: picker_update(watch.run_id), inputs=[watch_state], outputs=[run_picker],
                      show_progress="hidden")
+    more_metrics.expand(lambda watch, smooth: on_more_metrics(watch, smooth, True), inputs=[watch_state, smoothing],
+                        outputs=[watch_state, *plot_list], show_progress="hidden")
+    more_metrics.collapse(lambda watch, smooth: on_more_metrics(watch, smooth, False),
+                          inputs=[watch_state, smoothing], outputs=[watch_state, *plot_list], show_progress="hidden")
     smoothing.change(on_smoothing, inputs=[watch_state, smoothing], outputs=plot_list, show_progress="hidden")
     # `input`, not `release`: it fires on every way of moving the slider (drag, arrow keys, typing a number),
     # and at once, so the pin reaches the server before a timer tick can redraw the slider at the newest step.

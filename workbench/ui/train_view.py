@@ -51,6 +51,8 @@ class RunWatch:
     newest_known: str | None = None
     # The pace the page's timer polls at now (seconds; 0 before the first draw).
     poll_seconds: float = 0.0
+    # Whether the "More metrics" section is open: its figures are drawn only then.
+    more_metrics_open: bool = False
 
 
 @dataclass(frozen=True)
