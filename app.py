@@ -25,9 +25,10 @@ def main(argv: list[str] | None = None) -> None:
     # No usage reporting or update check: the machines this runs on are often offline.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from workbench.ui.app import build_app, launch_options
+    from workbench.ui.server import serve
 
     app = build_app(args.runs_dir)
-    app.launch(server_name=args.host, server_port=args.port, show_error=True, **launch_options())
+    serve(app, args.host, args.port, show_error=True, **launch_options(app))
 
 
 if __name__ == "__main__":

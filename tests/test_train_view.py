@@ -156,10 +156,20 @@ def test_format_duration(seconds, text):
 
 def test_progress_html_shows_numbers_and_escapes_the_name():
     progress = train_view.Progress("training", 3, 12, 30.0, 90.0)
-    text = train_view.progress_html("<run>", progress)
-    assert "step 3 / 12" in text and "about 1 min 30 s left" in text and "width:25.0%" in text
-    assert "&lt;run&gt;" in text
+    text = train_view.progress_html("<run>", progress, "abc", 2.5)
+    assert "step 3 / 12" in text and "width:25.0%" in text
+    assert 'about <span class="wb-progress-left">1 min 30 s</span> left' in text
+    assert 'elapsed <span class="wb-progress-elapsed">30 s</span>' in text
+    assert "&lt;run&gt;" in text and "<run>" not in text
+    # what the page's script reads: the run to ask about, the drawing's signature, the pace, the clock
+    assert 'data-run="&lt;run&gt;" data-signature="abc" data-poll="2.5"' in text
+    assert 'data-elapsed="30.0" data-remaining="90.0"' in text
     assert "Launch" in train_view.progress_html(None, None)
+
+
+def test_an_ended_run_has_no_moving_clock():
+    text = train_view.progress_html("r1", train_view.Progress("finished", 12, 12, 300.0, None))
+    assert "data-elapsed" not in text and "wb-progress-left" not in text and "elapsed" in text
 
 
 def test_failure_panel_shows_hint_error_and_log_tail():
@@ -238,3 +248,34 @@ def test_the_newest_step_written_twice_in_a_row_keeps_its_last_round(run_dir):
     watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent)
     assert [c["reward"] for c in watch.newest_completions] == [0.9, 0.8]
     assert [c["reward"] for c in train_view.completions_of_step(run_dir.parent, "r1", 1)] == [0.9, 0.8]
+
+
+def test_change_signature_moves_with_new_lines_status_and_new_runs(run_dir):
+    runs = run_dir.parent
+    sign = lambda: train_view.change_signature(runs, "r1")  # noqa: E731
+    first = sign()
+    assert sign() == first, "nothing written: the same signature"
+    with open(run_dir / runfolder.METRICS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": 9, "reward": 0.5}) + "\n")
+    after_metrics = sign()
+    assert after_metrics != first
+    with open(run_dir / runfolder.COMPLETIONS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": 9, "completion": "x"}) + "\n")
+    after_completions = sign()
+    assert after_completions != after_metrics
+    runfolder.update_status(run_dir, updated_at=123.0)  # a heartbeat only
+    assert sign() == after_completions, "a heartbeat alone does not ask for a redraw"
+    runfolder.update_status(run_dir, step=9)
+    after_step = sign()
+    assert after_step != after_completions
+    newer = runs / "r2"
+    newer.mkdir()
+    (newer / runfolder.CONFIG_FILE).write_text("{}", encoding="utf-8")
+    assert sign() != after_step, "a run started elsewhere changes what the page may follow"
+
+
+def test_change_signature_of_a_missing_or_odd_run_id_is_gone_not_a_path(run_dir):
+    runs = run_dir.parent
+    gone = train_view.change_signature(runs, "no-such-run")
+    assert gone == train_view.change_signature(runs, "../r1") == train_view.change_signature(runs, "/etc")
+    assert gone != train_view.change_signature(runs, "r1") != train_view.change_signature(runs, None)

@@ -5,8 +5,9 @@ its own `gr.Tab`, in the order of TABS. Heavy libraries stay out of this
 process's start: no torch, transformers or trl is imported here (a test
 checks `sys.modules` after `build_app()`).
 
-Gradio 6 takes the theme and the CSS at `launch()`, not in `gr.Blocks(...)`:
-`build_app(...).launch(**launch_options())` applies both.
+Gradio 6 takes the theme and the CSS when the app is served, not in
+`gr.Blocks(...)`: `server.serve(app, host, port, **launch_options(app))`
+(or `app.launch(**launch_options(app))`) applies both.
 """
 
 from __future__ import annotations
@@ -90,13 +91,20 @@ PAGE_VISIBILITY_JS = f"""
 """
 
 
-def launch_options() -> dict:
-    """Keyword arguments for `launch()`: the style, and the page-visibility hook (gradio 6 takes them there)."""
-    return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8"), "js": PAGE_VISIBILITY_JS}
+def page_js(scripts: list[str]) -> str:
+    """One page script (gradio takes one) that runs each of `scripts` in turn."""
+    calls = "\n".join(f"  ({script.strip()})();" for script in scripts)
+    return f"() => {{\n{calls}\n}}"
+
+
+def launch_options(app: gr.Blocks | None = None) -> dict:
+    """Keyword arguments for serving: the style, and the page's scripts (gradio 6 takes them there)."""
+    scripts = [PAGE_VISIBILITY_JS, *getattr(app, "page_scripts", [])]
+    return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8"), "js": page_js(scripts)}
 
 
 def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
-    """Build the app; nothing starts until `.launch(**launch_options())`."""
+    """Build the app; nothing starts until it is served (`server.serve`)."""
     ctx = UIContext(runs_dir=runs_root(runs_dir))
     with gr.Blocks(title="GRPO Workbench", analytics_enabled=False) as app:
         ctx.blocks = app
@@ -109,6 +117,9 @@ def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
                     module.build(ctx)
                 tabs[label] = tab
         _poll_only_where_seen(ctx, tabs)
+    # What serving needs besides the Blocks: the tabs' page scripts and JSON routes (server.serve).
+    app.page_scripts = list(ctx.page_scripts)
+    app.api_routes = dict(ctx.api_routes)
     return app
 
 

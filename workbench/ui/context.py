@@ -28,6 +28,9 @@ class UIContext:
     tab_timers: dict[str, Any] = field(default_factory=dict)
     # What to refresh when a tab is opened (fn, inputs, outputs), since its timer was paused meanwhile.
     tab_opened: dict[str, tuple[Callable[..., Any], list[Any], list[Any]]] = field(default_factory=dict)
+    # Scripts (`() => {...}`) the page runs once loaded, and small JSON routes they ask (path -> handler).
+    page_scripts: list[str] = field(default_factory=list)
+    api_routes: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
     def register(self, **components: Any) -> None:
         self.components.update(components)

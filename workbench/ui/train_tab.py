@@ -6,13 +6,15 @@ of train.log; the main curves (reward, reward std, KL, loss) beside the health
 alarms and the smoothing control; the completions of a step, group by group,
 with a slider over steps; then the other curves.
 
-Liveness: a `gr.Timer` ticks in the browser at a pace tied to the run's step
-time (`train_view.poll_seconds`: about four looks a step, 1 to 5 s), so a 10 s
-step is not watched with 1 s redraws; it stops while another tab of the app is
-open or the browser tab is hidden, and starts again when the Train tab is seen
-(catching up on its first tick: see ui/app.py). Each tick reads only the bytes
-the run wrote since the last one (`train_view.poll_run`) and returns `gr.skip()`
-when nothing changed. What the page knows lives in this browser session's
+Liveness: the page's script (`train_view.WATCH_JS`) asks the server for the
+shown run's `change_signature` at a pace tied to the run's step time
+(`train_view.poll_seconds`: about four looks a step, 1 to 5 s), only while the
+Train tab is open and the browser tab visible, and clicks a hidden refresh
+button when the run folder changed: a Gradio event (whose frontend work grows
+with the number of outputs) happens once or twice a step, not every few
+seconds, and the clock moves in the page. A refresh reads only the bytes the
+run wrote since the last one (`train_view.poll_run`) and redraws only what changed.
+What the page knows lives in this browser session's
 `gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
 browser's localStorage (`gr.BrowserState`) so a reload re-attaches to it.
 Nothing about runs is kept in the process: two tabs see the same run folders.
@@ -34,7 +36,6 @@ from workbench.ui import train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 
-TICK_SECONDS = 1.0
 DEFAULT_SMOOTHING = 0.5
 MAIN_FIGURES = ("reward", "reward_std", "kl", "loss")
 MORE_FIGURES = ("completion_length", "clip_ratio", "entropy", "grad_norm", "learning_rate", "step_time")
@@ -109,10 +110,11 @@ def build(ctx: UIContext) -> None:
                 for name in triple:
                     plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
 
-    timer = gr.Timer(TICK_SECONDS, active=False)  # runs while the Train tab is open and the page visible (ui/app.py)
+    # Clicked by the page's script (train_view.WATCH_JS) when the run folder changed.
+    refresh = gr.Button("refresh", visible="hidden", elem_id=train_view.REFRESH_BUTTON_ID)
     plot_list = [plots[name] for name in (*MAIN_FIGURES, *MORE_FIGURES)]
     view_outputs = [watch_state, pinned_state, run_picker, stop_button, resume_button, progress, failure,
-                    alarms, step_slider, completions, timer, *plot_list]
+                    alarms, step_slider, completions, *plot_list]
 
     runs_dir = ctx.runs_dir
 
@@ -121,16 +123,13 @@ def build(ctx: UIContext) -> None:
     def render(watch: train_view.RunWatch, pinned: int | None, smooth: float, changes: train_view.Changes,
                full: bool = False) -> dict:
         """Outputs for what changed (everything when `full`)."""
-        out: dict = {watch_state: watch}
         live_run = train_view.is_live(watch.status)
-        pace = train_view.poll_seconds(watch.status, watch.metrics)
-        if full or pace != watch.poll_seconds:
-            out[timer] = gr.Timer(value=pace)
-            out[watch_state] = watch = replace(watch, poll_seconds=pace)
-        if full or changes.status or live_run:
-            # A live run's clock moves every second even when no file changed.
-            out[progress] = train_view.progress_html(watch.run_id, train_view.measure_progress(watch.status, watch.metrics)
-                                               if watch.run_id else None)
+        watch = replace(watch, poll_seconds=train_view.poll_seconds(watch.status, watch.metrics))
+        out: dict = {watch_state: watch}
+        # Always: the bar carries the signature this drawing reflects, and the page's script compares with it.
+        out[progress] = train_view.progress_html(
+            watch.run_id, train_view.measure_progress(watch.status, watch.metrics) if watch.run_id else None,
+            watch.signature, watch.poll_seconds)
         if full or changes.status:
             log_tail = runfolder.read_log_tail(runs_dir / watch.run_id, 3000) if watch.run_id and \
                 watch.status.get("state") == "failed" else ""
@@ -174,7 +173,8 @@ def build(ctx: UIContext) -> None:
 
     def attach(run_id: str | None, newest_known: str | None, smooth: float, more_open: bool = False) -> dict:
         """Start following `run_id`: read all it wrote so far and draw everything (`more_open`: that section too)."""
-        watch = replace(train_view.start_watching(runs_dir, run_id, newest_known), more_metrics_open=more_open)
+        watch = replace(train_view.start_watching(runs_dir, run_id, newest_known), more_metrics_open=more_open,
+                        signature=train_view.change_signature(runs_dir, run_id, launcher.status_of_dir))
         watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
         out = render(watch, None, smooth, changes, full=True)
         out[pinned_state] = None
@@ -190,7 +190,7 @@ def build(ctx: UIContext) -> None:
         out[remembered] = run_id
         return out
 
-    def on_tick(watch: train_view.RunWatch, pinned: int | None, smooth: float):
+    def on_refresh(watch: train_view.RunWatch, pinned: int | None, smooth: float):
         run_ids = [path.name for path in runfolder.list_run_dirs(runs_dir)]
         if watch.run_id and watch.run_id not in run_ids:  # deleted from the Runs tab or another tab
             entries = launcher.list_runs(runs_dir)
@@ -204,11 +204,14 @@ def build(ctx: UIContext) -> None:
             out = attach(switch_to, newest_known, smooth, watch.more_metrics_open)
             out[remembered] = switch_to
             return out
+        # Taken before reading: what lands meanwhile changes the signature, so the page asks again.
+        signature = train_view.change_signature(runs_dir, watch.run_id, launcher.status_of_dir)
         if newest_known != watch.newest_known:
             watch = replace(watch, newest_known=newest_known)
         new_watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
-        if not changes.anything and not train_view.is_live(new_watch.status):
+        if not changes.anything and signature == watch.signature:
             return {watch_state: new_watch} if newest_known != before else gr.skip()
+        new_watch = replace(new_watch, signature=signature)
         out = render(new_watch, pinned, smooth, changes)
         if changes.status:
             out[run_picker] = picker_update(new_watch.run_id)
@@ -284,8 +287,8 @@ def build(ctx: UIContext) -> None:
 
     load_outputs = [*view_outputs, remembered]
     ctx.blocks.load(on_load, inputs=[remembered, smoothing], outputs=load_outputs, show_progress="hidden")
-    timer.tick(on_tick, inputs=[watch_state, pinned_state, smoothing], outputs=[*load_outputs, notice],
-               show_progress="hidden", concurrency_limit=None, trigger_mode="once")
+    refresh.click(on_refresh, inputs=[watch_state, pinned_state, smoothing], outputs=[*load_outputs, notice],
+                  show_progress="hidden", concurrency_limit=None, trigger_mode="once")
     run_picker.input(on_pick, inputs=[run_picker, watch_state, smoothing], outputs=[*load_outputs, notice],
                      show_progress="hidden")
     run_picker.focus(lambda watch: picker_update(watch.run_id), inputs=[watch_state], outputs=[run_picker],
@@ -307,5 +310,7 @@ def build(ctx: UIContext) -> None:
     if plan_valid is not None:
         plan_valid.change(lambda valid: gr.Button(interactive=bool(valid)), inputs=[plan_valid],
                           outputs=[launch_button], show_progress="hidden")
-    ctx.register(train_run_picker=run_picker, train_launch=launch_button, train_timer=timer)
-    ctx.tab_timers["Train"] = timer
+    ctx.register(train_run_picker=run_picker, train_launch=launch_button)
+    ctx.page_scripts.append(train_view.WATCH_JS)
+    ctx.api_routes[f"/{train_view.CHANGES_ROUTE}"] = \
+        lambda run="": {"signature": train_view.change_signature(runs_dir, run or None, launcher.status_of_dir)}

@@ -11,13 +11,21 @@ Which run a freshly loaded page shows is `choose_run`: the one this browser
 watched before (kept in `gr.BrowserState`) unless a newer run is live, else
 the newest live run, else the newest run.
 
+The page does not ask the server to poll: its script (`WATCH_JS`) fetches
+`change_signature` of the run it shows, a short hash of what a redraw depends
+on, and asks for a redraw only when it differs from the one the progress bar
+was drawn from. Between steps that costs a few file stats, not an event.
+
 Also here: the progress numbers (step, total, elapsed, remaining) and their
-HTML, and the failure panel (hint, error, tail of train.log). No gradio import.
+HTML, whose clock the page's script keeps moving, and the failure panel (hint,
+error, tail of train.log). No gradio import.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,6 +61,8 @@ class RunWatch:
     poll_seconds: float = 0.0
     # Whether the "More metrics" section is open: its figures are drawn only then.
     more_metrics_open: bool = False
+    # change_signature of the run folder, taken before the reads the page now shows.
+    signature: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,6 +210,33 @@ def status_signature(status: dict) -> tuple:
             status.get("pid"), repr(error) if error else None)
 
 
+def change_signature(runs_dir: str | Path, run_id: str | None,
+                     read_status: Callable[[Path], dict] = runfolder.read_status) -> str:
+    """A short hash of what the Train tab's view of `run_id` depends on; it changes when a redraw is due.
+
+    It covers the newest run in the folder (a run started elsewhere), the size
+    and identity of the run's metrics and completions files (new lines, a
+    resume's rewrite) and the parts of its status the page shows. A few
+    `stat` calls and one small JSON read: cheap enough to ask every second.
+    A run id that is not a run folder of `runs_dir` (deleted, or not a plain
+    name) reads as gone, never as a path.
+    """
+    run_dirs = runfolder.list_run_dirs(runs_dir)
+    parts = [run_dirs[0].name if run_dirs else ""]
+    run_dir = next((path for path in run_dirs if path.name == run_id), None) if run_id else None
+    if run_dir is None:
+        parts.append("gone" if run_id else "none")
+    else:
+        for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
+            try:
+                info = os.stat(run_dir / name)
+                parts.append(f"{info.st_ino}:{info.st_size}")
+            except OSError:
+                parts.append("-")
+        parts.append(repr(status_signature(read_status(run_dir) or {})))
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+
 def completions_of_step(runs_dir: str | Path, run_id: str, step: int) -> list[dict]:
     """All completion records of one step, read from the file (for an earlier step picked on the slider)."""
     path = Path(runs_dir) / run_id
@@ -325,28 +362,96 @@ PROGRESS_CSS = """
 """
 
 
-def progress_html(run_id: str | None, progress: Progress | None) -> str:
-    """A progress bar with the run's name, state, step / total, elapsed and remaining time."""
+def progress_html(run_id: str | None, progress: Progress | None, signature: str = "",
+                  poll_seconds: float = MAX_POLL_SECONDS) -> str:
+    """A progress bar with the run's name, state, step / total, elapsed and remaining time.
+
+    Its data attributes drive the page's script (WATCH_JS): which run to ask
+    about and how often, the signature this drawing reflects, and, for a live
+    run, the clock to keep moving between redraws.
+    """
+    attributes = (f'data-run="{html.escape(run_id or "")}" data-signature="{html.escape(signature)}" '
+                  f'data-poll="{poll_seconds:g}"')
     if not run_id or progress is None:
-        return ('<div class="wb-progress"><span class="wb-empty">No run yet: set up a run in the '
+        return (f'<div class="wb-progress" {attributes}><span class="wb-empty">No run yet: set up a run in the '
                 'Setup tab and press Launch.</span></div>')
+    live = progress.state not in runfolder.FINAL_STATES
+    clock = ""
+    if live and progress.elapsed_s is not None:
+        clock = f' data-elapsed="{progress.elapsed_s:.1f}"'
+        if progress.remaining_s is not None:
+            clock += f' data-remaining="{progress.remaining_s:.1f}"'
     colour = STATE_COLOURS.get(progress.state, "#4f46e5")
     total = progress.total_steps if progress.total_steps else "?"
     words = STATE_WORDS.get(progress.state, progress.state)
-    left = "" if progress.remaining_s is None else f" · about {format_duration(progress.remaining_s)} left"
+    left = "" if progress.remaining_s is None else \
+        f' · about <span class="wb-progress-left">{format_duration(progress.remaining_s)}</span> left'
     return (
-        '<div class="wb-progress">'
+        f'<div class="wb-progress" {attributes}{clock}>'
         '<div class="wb-progress-head">'
         f'<span class="wb-progress-run">{html.escape(run_id)}</span>'
         f'<span class="wb-progress-state" style="color:{colour}">{html.escape(words)}</span>'
         f'<span class="wb-progress-nums">step {progress.step} / {total}'
-        f' · elapsed {format_duration(progress.elapsed_s)}{left}</span>'
+        f' · elapsed <span class="wb-progress-elapsed">{format_duration(progress.elapsed_s)}</span>{left}</span>'
         '</div>'
         f'<div class="wb-progress-track" role="progressbar" aria-valuemin="0" '
         f'aria-valuemax="{progress.total_steps or 0}" aria-valuenow="{progress.step}">'
         f'<div class="wb-progress-fill" style="width:{100 * progress.fraction:.1f}%;background:{colour}"></div>'
         '</div></div>'
     )
+
+
+REFRESH_BUTTON_ID = "wb-train-refresh"
+CHANGES_ROUTE = "workbench/changes"
+
+# Runs once in the page. While the Train tab's progress bar is on screen and the
+# browser tab visible, it asks CHANGES_ROUTE for the shown run's signature every
+# `data-poll` seconds and clicks the hidden refresh button when it differs from
+# the one the bar was drawn from; every second it moves a live run's clock on
+# (format as `format_duration`). A hidden page or another open tab costs nothing.
+WATCH_JS = f"""
+() => {{
+  const bar = () => document.querySelector("#wb-train-progress .wb-progress");
+  const duration = (seconds) => {{
+    seconds = Math.max(0, Math.round(seconds));
+    if (seconds < 60) return `${{seconds}} s`;
+    const minutes = Math.floor(seconds / 60), hours = Math.floor(minutes / 60);
+    const two = (n) => String(n).padStart(2, "0");
+    return minutes < 60 ? `${{minutes}} min ${{two(seconds % 60)}} s` : `${{hours}} h ${{two(minutes % 60)}} min`;
+  }};
+  let asked = null;  // the signature a redraw was last asked for
+  const look = async () => {{
+    const el = bar();
+    let wait = 2000;
+    if (el && el.offsetParent !== null && !document.hidden) {{
+      wait = 1000 * (parseFloat(el.dataset.poll) || 5);
+      try {{
+        const answer = await fetch(`{CHANGES_ROUTE}?run=${{encodeURIComponent(el.dataset.run || "")}}`);
+        const {{ signature }} = await answer.json();
+        // Ask once per new signature; ask again if the redraw has not come 10 s later.
+        if (signature !== el.dataset.signature && (signature !== asked || Date.now() - look.askedAt > 10000)) {{
+          asked = signature; look.askedAt = Date.now();
+          const button = document.getElementById("{REFRESH_BUTTON_ID}");
+          (button && button.tagName === "BUTTON" ? button : button?.querySelector("button"))?.click();
+        }}
+      }} catch (error) {{ /* the server restarts or is gone: look again later */ }}
+    }}
+    setTimeout(look, wait);
+  }};
+  const tick = () => {{
+    const el = bar();
+    if (el && el.dataset.elapsed !== undefined && el.offsetParent !== null && !document.hidden) {{
+      if (el.wbDrawnAt === undefined) el.wbDrawnAt = Date.now();
+      const since = (Date.now() - el.wbDrawnAt) / 1000;
+      const elapsed = el.querySelector(".wb-progress-elapsed"), left = el.querySelector(".wb-progress-left");
+      if (elapsed) elapsed.textContent = duration(parseFloat(el.dataset.elapsed) + since);
+      if (left && el.dataset.remaining !== undefined) left.textContent = duration(parseFloat(el.dataset.remaining) - since);
+    }}
+  }};
+  setTimeout(look, 1000);
+  setInterval(tick, 1000);
+}}
+"""
 
 
 # ------------------------------------------------------------------ failure

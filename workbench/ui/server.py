@@ -1,0 +1,115 @@
+"""Serve the dashboard: the Gradio app mounted on a FastAPI app, made cheap to leave open.
+
+A dashboard left open beside a training run shares the machine's cores with
+it, so what the page and the server do while nothing happens is measured and
+kept small (`benchmarks/bench_launch_path.py` prints it per training step):
+
+- Gradio's queue waits for work by sleeping 1 ms at a time (two loops, about
+  1,100 wake-ups a second): about 9% of a core for a server with no page
+  open. `quiet_queue` makes it wake 50 times a second instead; an event
+  waits at most 20 ms longer to start.
+- Gradio 6.31's page keeps one status tracker's elapsed-time clock running
+  after its component stopped being pending: a `requestAnimationFrame` loop
+  that makes the browser draw 60 frames a second forever (about 8% of a core
+  in headless Chromium, on every tab). `FRAME_THROTTLE_JS` runs first in the
+  page, before Gradio's scripts take their reference to
+  `requestAnimationFrame`, and runs such clock callbacks 4 times a second;
+  every other frame callback (plotly, transitions) is untouched. It counts
+  what it slowed in `window.wbFrameThrottle` so a browser test can check the
+  loop is still the one it was written for.
+
+The page itself is the one `gr.Blocks.launch` would serve: same theme, CSS,
+scripts and routes.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+# Seconds Gradio's queue sleeps between looks at an empty queue (its default is 0.001).
+QUEUE_IDLE_SLEEP_S = 0.02
+
+# A clock callback is short and reads performance.now() to count seconds: in
+# Gradio 6.31's status tracker it is `()=>{F(Pe,(performance.now()-w(de))/1e3),W&&ze()}`.
+FRAME_THROTTLE_JS = """<script>
+(() => {
+  const nextFrame = window.requestAnimationFrame.bind(window);
+  const state = { slowed: 0, frames: 0 };
+  window.wbFrameThrottle = state;
+  window.requestAnimationFrame = (callback) => {
+    state.frames += 1;
+    const source = String(callback);
+    if (source.length < 120 && source.includes("performance.now()") && source.includes("/1e3")) {
+      state.slowed += 1;
+      return -setTimeout(() => nextFrame(callback), 250);
+    }
+    return nextFrame(callback);
+  };
+  const cancelFrame = window.cancelAnimationFrame.bind(window);
+  window.cancelAnimationFrame = (id) => (id < 0 ? clearTimeout(-id) : cancelFrame(id));
+})();
+</script>"""
+
+
+def quiet_queue(blocks: gr.Blocks, idle_sleep_s: float = QUEUE_IDLE_SLEEP_S) -> None:
+    """Make the queue's idle loops wake every `idle_sleep_s` instead of every millisecond."""
+    queue = blocks._queue  # gradio has no setting for these two sleeps
+    queue.sleep_when_free = idle_sleep_s
+    queue.progress_update_sleep_when_free = idle_sleep_s
+
+
+class EarlyScript:
+    """ASGI middleware: put `script` first in the <head> of the app's HTML page, before Gradio's own scripts.
+
+    Gradio adds `head=` content from its own scripts after they have loaded,
+    too late for a script that must run before them. Only GET requests for
+    the page itself are touched; every other request (the queue's event
+    streams, files, the API) passes straight through.
+    """
+
+    def __init__(self, app, script: str):
+        self.app = app
+        self.script = script.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] not in ("/", ""):
+            await self.app(scope, receive, send)
+            return
+        start: dict = {}
+        body = bytearray()
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            body.extend(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+            page = bytes(body)
+            if any(k.lower() == b"content-type" and v.startswith(b"text/html") for k, v in headers):
+                page = page.replace(b"<head>", b"<head>" + self.script, 1)
+            headers.append((b"content-length", str(len(page)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": page})
+
+        await self.app(scope, receive, capture)
+
+
+def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
+    """Serve `blocks` at http://host:port/ until interrupted (mount_options: theme, css, js, ...).
+
+    `blocks.api_routes` (path -> handler, from ui/app.build_app) become GET
+    routes beside the app: small JSON answers the page's own scripts ask for.
+    """
+    import fastapi
+    import uvicorn
+
+    api = fastapi.FastAPI()
+    api.add_middleware(EarlyScript, script=FRAME_THROTTLE_JS)
+    for path, handler in getattr(blocks, "api_routes", {}).items():
+        api.add_api_route(path, handler, methods=["GET"])
+    api = gr.mount_gradio_app(api, blocks, path="", server_name=host, server_port=port, **mount_options)
+    quiet_queue(blocks)
+    print(f"GRPO Workbench: http://{host}:{port}/", flush=True)
+    uvicorn.run(api, host=host, port=port, log_level="warning")
