@@ -29,7 +29,7 @@ def test_task_dataset_has_conversational_prompts_and_reward_columns(datasets_by_
 def test_demo_reproduces_the_measured_design(datasets_by_task):
     task = TASKS["demo"]
     assert task.reward_names == ("brevity",) and len(datasets_by_task["demo"]) >= 64
-    assert task.settings["max_completion_length"] == 48 and task.settings["num_generations"] == 8
+    assert task.settings["max_completion_length"] == 32 and task.settings["num_generations"] == 8
 
 
 def _score_task(name, completions, **columns):

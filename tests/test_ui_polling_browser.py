@@ -1,17 +1,22 @@
-"""Watching costs nothing where no one looks: in a real Chromium, tab timers run only for the open, visible tab.
+"""Watching costs little, and nothing where no one looks: measured in a real Chromium.
 
 The dashboard's polling competes with training for the CPU on a small
-machine, so the Train and Runs tabs poll only while they are open and the
-browser tab is visible. These tests count the event requests the page sends
-(each timer tick is one `queue/join` request) while the page is otherwise idle.
+machine. The Runs tab's timer runs only while that tab is open and the
+browser tab visible; the Train tab sends a Gradio event only when the run
+folder changed (its page script asks a cheap route otherwise); and the page
+does not draw frames while idle. These tests count the page's requests (each
+event is one `queue/join` request) and the animation frames it asks for.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 from browser_fixtures import UI
+
+from workbench.jobs import runfolder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -42,6 +47,10 @@ class RequestCounter:
     def _seen(self, request) -> None:
         if request.method == "POST" and "queue/join" in request.url:
             self.count += 1
+        if request.method == "GET" and "workbench/changes" in request.url:
+            self.looks += 1
+
+    looks = 0  # the Train tab's cheap questions (GET workbench/changes), not events
 
     def over(self, seconds: float) -> int:
         """Requests sent during the next `seconds`, after a pause that lets one already on its way land."""
@@ -77,3 +86,58 @@ def test_timers_run_only_for_the_open_tab_of_a_visible_page(app_factory, tmp_pat
 
     ui.open_tab("Setup")
     assert counter.over(WINDOW_S) == 0, "leaving the Runs tab stops its timer"
+
+
+def finished_run(runs_dir, run_id="20260101-000000-demo-tiny"):
+    """A finished run folder as the trainer leaves it: config, final status, two metric lines."""
+    run_dir = runs_dir / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo", "max_steps": 2}))
+    runfolder.update_status(run_dir, state="finished", step=2, total_steps=2, started_at=1000.0,
+                            updated_at=1010.0, pid=1)
+    with open(run_dir / runfolder.METRICS_FILE, "w", encoding="utf-8") as handle:
+        for step in (1, 2):
+            handle.write(json.dumps({"step": step, "reward": 0.1 * step, "step_time": 5.0}) + "\n")
+    return run_dir
+
+
+def test_the_train_tab_sends_events_only_when_the_run_folder_changes(app_factory, tmp_path, page):
+    runs_dir = tmp_path / "runs"
+    run_dir = finished_run(runs_dir)
+    ui = UI(page, app_factory(runs_dir))
+    counter = RequestCounter(page)
+    ui.open("Train")
+    ui.expect_text(page.locator("#wb-train-progress"), rf"{run_dir.name}.*finished.*step 2 / 2")
+    page.wait_for_timeout(2000)
+    counter.looks = 0
+    assert counter.over(WINDOW_S) == 0, "an unchanged run folder must not cost a Gradio event"
+    assert counter.looks >= 1, "the page's script keeps asking whether the run folder changed"
+
+    # Resumed elsewhere: a new step lands; the page asks for one redraw and shows it.
+    runfolder.update_status(run_dir, state="training", step=3, total_steps=4, pid=None)
+    with open(run_dir / runfolder.METRICS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": 3, "reward": 0.3, "step_time": 5.0}) + "\n")
+    assert counter.arrive(1), "a changed run folder is redrawn"
+    ui.expect_text(page.locator("#wb-train-progress"), r"step 3 / 4")
+
+    ui.open_tab("Setup")
+    page.wait_for_timeout(1500)
+    counter.looks = 0
+    assert counter.over(WINDOW_S) == 0 and counter.looks == 0, "another open tab: the Train tab asks nothing"
+
+
+def test_an_idle_page_draws_a_few_frames_a_second_not_sixty(app_factory, tmp_path, page):
+    """Gradio 6.31 leaves a status tracker's clock asking for every frame; the page's throttle slows it.
+
+    If this fails with `slowed` at 0 and many frames, gradio changed that clock:
+    look at FRAME_THROTTLE_JS in workbench/ui/server.py again.
+    """
+    ui = UI(page, app_factory(tmp_path / "runs"))
+    ui.open()
+    page.wait_for_timeout(8000)  # the page's load events and their transitions are over
+    before = page.evaluate("() => ({...window.wbFrameThrottle})")
+    page.wait_for_timeout(5000)
+    after = page.evaluate("() => ({...window.wbFrameThrottle})")
+    frames_per_second = (after["frames"] - before["frames"]) / 5
+    assert frames_per_second < 10, f"an idle page asked for {frames_per_second:.0f} frames a second"
+    assert after["slowed"] > before["slowed"], "the throttle no longer finds gradio's clock callback"
