@@ -146,8 +146,10 @@ def build(ctx: UIContext) -> None:
             out.update(render_completions(watch, pinned))
         return out
 
-    def render_figures(watch: train_view.RunWatch, smooth: float) -> dict:
-        names = (*MAIN_FIGURES, *MORE_FIGURES) if watch.more_metrics_open else MAIN_FIGURES
+    def render_figures(watch: train_view.RunWatch, smooth: float, names: tuple[str, ...] | None = None) -> dict:
+        """The figures named (default: those on screen: the main ones, and More metrics while open)."""
+        if names is None:
+            names = (*MAIN_FIGURES, *MORE_FIGURES) if watch.more_metrics_open else MAIN_FIGURES
         built = figures.build_figures(watch.metrics, smooth, names)
         return {plots[name]: built[name] for name in names}
 
@@ -231,8 +233,7 @@ def build(ctx: UIContext) -> None:
         watch = replace(watch, more_metrics_open=opened)
         out = {watch_state: watch}
         if opened and watch.run_id:
-            built = figures.build_figures(watch.metrics, smooth, MORE_FIGURES)
-            out.update({plots[name]: built[name] for name in MORE_FIGURES})
+            out.update(render_figures(watch, smooth, MORE_FIGURES))
         return out
 
     def on_smoothing(watch: train_view.RunWatch, smooth: float):
