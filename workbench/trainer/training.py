@@ -27,6 +27,7 @@ from workbench.spec.config import (
     check_config,
     reward_names_for,
     reward_weights_for,
+    trl_vllm_settings,
 )
 from workbench.spec.hardware import runs_on_cpu
 from workbench.trainer.recorder import (
@@ -124,9 +125,7 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         bf16=cfg.bf16,
         gradient_checkpointing=cfg.gradient_checkpointing,
         use_cpu=runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
-        use_vllm=cfg.use_vllm,
-        vllm_mode=cfg.vllm_mode,
-        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        **trl_vllm_settings(cfg),
         # LoRA leaves most parameters frozen; DDP must not wait for their gradients
         ddp_find_unused_parameters=False,
     )

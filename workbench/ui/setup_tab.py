@@ -27,12 +27,12 @@ from workbench.spec.config import (
     LOSS_TYPES,
     LR_SCHEDULERS,
     SCALE_REWARDS,
-    VLLM_MODES,
     ConfigError,
     RunConfig,
     field_type,
     validate_config,
 )
+from workbench.spec.generation import GENERATIONS
 from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARDS, describe_rewards, score
@@ -66,7 +66,7 @@ from workbench.ui.setup_view import (
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
-           "vllm_mode": VLLM_MODES}
+           "generation": GENERATIONS}
 REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",

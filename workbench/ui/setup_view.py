@@ -32,7 +32,8 @@ OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta"
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
               "gradient_checkpointing")
-VLLM_FIELDS = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization")
+VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
+               "vllm_tensor_parallel_size")
 SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS
 # Settings that may be left blank (None): steps_per_generation, save_total_limit.
 OPTIONAL_FIELDS = tuple(name for name in SETTING_FIELDS if type(None) in typing.get_args(field_type(name)))
