@@ -113,6 +113,11 @@ class RunConfig:
     )
     temperature: float = setting(1.0, "Sampling temperature; higher gives more varied completions within a group.")
     top_p: float = setting(1.0, "Nucleus sampling: keep the smallest set of tokens whose probability adds up to top_p.")
+    top_k: int = setting(0, "Sample only among the top_k most likely tokens; 0 keeps them all.")
+    repetition_penalty: float = setting(
+        1.0,
+        "Above 1 makes tokens already in the prompt or completion less likely; 1.0 changes nothing.",
+    )
     beta: float = setting(
         0.04,
         "Weight of the KL penalty to the base model. 0 means no KL term, no reference pass and no "
@@ -436,6 +441,8 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("epsilon", cfg.epsilon > 0, "must be > 0", "use 0.2"),
         ("temperature", cfg.temperature > 0, "must be > 0", "use 1.0 (0.7 for less varied completions)"),
         ("top_p", 0 < cfg.top_p <= 1, "must be in (0, 1]", "use 1.0"),
+        ("top_k", cfg.top_k >= 0, "must be >= 0", "use 0 (no top-k filtering)"),
+        ("repetition_penalty", cfg.repetition_penalty > 0, "must be > 0", "use 1.0"),
         ("lora_r", cfg.lora_r >= 1, "must be >= 1", "use 16"),
         ("lora_alpha", cfg.lora_alpha > 0, "must be > 0", "use 2 x lora_r"),
         ("lora_dropout", 0 <= cfg.lora_dropout < 1, "must be in [0, 1)", "use 0 or 0.05"),

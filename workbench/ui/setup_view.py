@@ -28,7 +28,7 @@ from workbench.ui.calculator_view import PlanView
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
                 "steps_per_generation", "max_completion_length", "max_steps", "num_train_epochs", "num_iterations")
 OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta", "epsilon", "loss_type",
-                    "scale_rewards", "temperature", "top_p")
+                    "scale_rewards", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
               "gradient_checkpointing")
