@@ -174,7 +174,8 @@ def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
             config = runfolder.read_json_object(run_dir / runfolder.CONFIG_FILE)
         except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
             entry, config = unreadable_status(run_dir, exc), {}
-        entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes")})
+        entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes",
+                                                         "generation")})
         runs.append(entry)
     return runs
 

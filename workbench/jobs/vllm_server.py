@@ -66,8 +66,8 @@ def server_on_cpu(cfg: RunConfig, env: dict | None = None) -> bool:
     return not cfg.vllm_gpu_ids and runs_on_cpu(cfg.device, env=env)
 
 
-def server_command(cfg: RunConfig, port: int, python: str | None = None, on_cpu: bool | None = None) -> list[str]:
-    """The argument list that serves `cfg.model` for this run's generation backend."""
+def server_command(cfg: RunConfig, port: int | str, python: str | None = None, on_cpu: bool | None = None) -> list[str]:
+    """The argument list that serves `cfg.model` for this run's generation backend (`port` may be a placeholder)."""
     python = python or generation.find_vllm_python(cfg.vllm_python) or "python"
     on_cpu = server_on_cpu(cfg) if on_cpu is None else on_cpu
     command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_location(cfg.model),

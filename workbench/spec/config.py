@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.spec.generation import GENERATIONS, TRL_MODES
+from workbench.spec.generation import GENERATIONS, SERVER_GENERATIONS, TRL_MODES
 
 LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -483,6 +483,8 @@ def plan_for(cfg: RunConfig, dataset_size: int | None = None):
         num_train_epochs=cfg.num_train_epochs,
         max_steps=cfg.max_steps,
         max_completion_length=cfg.max_completion_length,
+        # GPUs serving a vLLM server count in the split the calculator suggests moving
+        vllm_gpus=len(cfg.vllm_gpu_ids) if cfg.generation in SERVER_GENERATIONS else 0,
     )
 
 

@@ -42,6 +42,7 @@ from workbench.spec.config import RunConfig
 ADAPTERS_DIR = ".vllm_adapters"  # in the run folder: the adapter each sync loads, the previous one deleted
 LOG_TAIL_BYTES = 3000
 POLL_SECONDS = 1.0
+GUARD_NOTICE_SECONDS = 5.0  # the guard polls once a second, then logs the server's exit code and ends
 
 
 class VLLMGenerationError(RuntimeError):
@@ -80,6 +81,13 @@ class ServerLink:
         except psutil.NoSuchProcess:
             return False
 
+    def _ended(self, seconds: float) -> bool:
+        """Whether the server is gone, given its guard `seconds` to notice and write why into the log."""
+        deadline = time.monotonic() + seconds
+        while self.server_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return not self.server_alive() or not self.healthy()
+
     def fail(self, message: str, hint: str) -> VLLMGenerationError:
         return VLLMGenerationError(message, hint, self.log_tail())
 
@@ -114,7 +122,7 @@ class ServerLink:
                             "Raise vllm_server_timeout, or generate less per step (num_generations, "
                             "max_completion_length); on CPU vLLM generates slowly.") from None
         except requests.ConnectionError:
-            gone = not self.server_alive() or not self.healthy()
+            gone = self._ended(GUARD_NOTICE_SECONDS)
             raise self.fail(f"{what}: the vLLM server at {self.url} " + ("is gone" if gone else "refused the connection"),
                             "The vLLM server stopped during the run (killed, or out of memory: see its log "
                             "below). Resume the run: it starts a new server and continues from the last "
