@@ -81,10 +81,10 @@ def test_three_steps_through_the_launchers_own_server(finished_run):
     completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)
     assert len(completions) == 3 * 4 and all(isinstance(c["completion"], str) for c in completions)
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
-    log = (run_dir / runfolder.VLLM_LOG_FILE).read_text()
-    assert "/v1/load_lora_adapter" in log and "vLLM server stopped" in log
-    assert not (run_dir / ".vllm_adapters").exists()
     assert wait_gone(status) == []  # trainer, guard, server and its engine: none left
+    log = (run_dir / runfolder.VLLM_LOG_FILE).read_text()
+    assert log.count("POST /v1/load_lora_adapter HTTP/1.1\" 200") == 3 and "vLLM server stopped" in log
+    assert not (run_dir / ".vllm_adapters").exists()
 
 
 def completion(url: str, model: str, prompt_ids: list[int], max_tokens: int) -> list[int]:

@@ -85,9 +85,10 @@ def stand_in():
 
 
 def config(url: str, **changes) -> RunConfig:
-    return RunConfig.for_task("demo", model="tiny", generation="vllm-server", vllm_server_base_url=url, max_steps=2,
-                              per_device_train_batch_size=4, num_generations=4, max_completion_length=8,
-                              save_steps=1, vllm_server_timeout=20, **changes)
+    settings = dict(model="tiny", generation="vllm-server", vllm_server_base_url=url, max_steps=2,
+                    per_device_train_batch_size=4, num_generations=4, max_completion_length=8, save_steps=1,
+                    vllm_server_timeout=20)
+    return RunConfig.for_task("demo", **{**settings, **changes})
 
 
 def test_each_step_hot_loads_the_adapter_then_generates_its_groups(stand_in, tmp_path):
