@@ -39,16 +39,23 @@ def vllm_installed():
 
 def small_config(**changes) -> RunConfig:
     # 4 completions of at most 16 tokens per step: a CPU vLLM server makes them in seconds
-    return RunConfig.for_task("demo", generation="vllm-server", max_steps=3, per_device_train_batch_size=4,
-                              num_generations=4, max_completion_length=16, save_steps=2, vllm_max_model_len=512,
-                              **changes)
+    settings = dict(generation="vllm-server", max_steps=3, per_device_train_batch_size=4, num_generations=4,
+                    max_completion_length=16, save_steps=2, vllm_max_model_len=512)
+    return RunConfig.for_task("demo", **{**settings, **changes})
 
 
 def processes_of(status: dict) -> list:
-    """Every process the run's status names (trainer, server guard) and their descendants, still alive."""
+    """Every live process of the run: those its status names (trainer, server guard), their descendants, and
+    any other working in the run folder (where the server and its engine processes start), orphans included."""
     pids = [status.get("pid"), (status.get("vllm") or {}).get("pid")]
-    return [p for pid in pids if pid for p in processes.process_tree(pid) if p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE]
+    found = {p.pid: p for pid in pids if pid for p in processes.process_tree(pid)}
+    for process in psutil.process_iter():
+        try:
+            if process.cwd() == status["run_dir"]:
+                found[process.pid] = process
+        except psutil.Error:
+            pass
+    return [p for p in found.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def wait_gone(status: dict, timeout: float = 60.0) -> list:

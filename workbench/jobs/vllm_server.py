@@ -222,6 +222,7 @@ def guard(run_dir: Path, model: str, command: list[str]) -> int:
         code = server.poll()
         if code is not None:
             _log(log, f"vLLM server exited with code {code}")
+            processes.end_tree(server.pid, grace=5.0)  # its engine processes, still in its process group
             return 1
         if _run_is_over(run_dir, started):
             _log(log, "the run is over: stopping the vLLM server")
