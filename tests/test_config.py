@@ -46,7 +46,8 @@ def test_grpo_fields_are_trls_own_names():
     ours = {"learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
             "steps_per_generation", "max_completion_length", "temperature", "top_p", "beta", "epsilon", "loss_type",
             "scale_rewards", "num_iterations", "max_steps", "num_train_epochs", "logging_steps", "save_steps",
-            "save_total_limit", "seed", "bf16", "gradient_checkpointing", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization",
+            "save_total_limit", "seed", "bf16", "gradient_checkpointing", "vllm_gpu_memory_utilization",
+            "vllm_tensor_parallel_size", "vllm_server_base_url", "vllm_server_timeout", "top_k", "repetition_penalty",
             "lr_scheduler_type", "warmup_steps"}
     assert ours <= set(field_names())
     assert ours <= trl_fields

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.jobs import allocator, launcher, runfolder
+from workbench.jobs import allocator, launcher, processes, runfolder
 from workbench.spec.config import ConfigError, RunConfig
 from workbench.spec.hardware import cpu_threads
 
@@ -130,7 +130,7 @@ def test_stop_before_training_ends_the_process_group(runs_dir):
     pid = launcher.status(run_id, runs_dir)["pid"]
     stopped = launcher.stop(run_id, runs_dir, timeout=5)
     assert stopped["state"] == "stopped"
-    wait_for(lambda: not launcher._alive(pid), timeout=10)
+    wait_for(lambda: not processes.alive(pid), timeout=10)
 
 
 @pytest.mark.slow
@@ -386,4 +386,4 @@ def test_a_run_whose_disk_fills_up_ends_failed_saying_so(small_disk, fill):
     assert final["state"] == "failed", final
     assert final["error"]["type"] != "ProcessDied", final["error"]  # the trainer said why, itself
     assert final["error"]["hint"].startswith(f"The disk is full: free space in {run_dir}")
-    wait_for(lambda: not launcher._alive(final["pid"]), timeout=30)  # nothing holds the disk at unmount
+    wait_for(lambda: not processes.alive(final["pid"]), timeout=30)  # nothing holds the disk at unmount

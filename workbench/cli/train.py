@@ -102,6 +102,8 @@ def run_train(args) -> int:
         print(f"Run folder: {run_dir}", flush=True)
     if args.resume and runfolder.last_checkpoint(run_dir) is None:
         raise ArgumentError(f"--resume: {run_dir} has no checkpoint-* folder; start a new run without --resume")
+    if os.environ.get("RANK", "0") == "0":
+        _start_vllm_server(config, run_dir)
     code = run_training(config, run_dir, resume=args.resume, show_progress=sys.stdout.isatty())
     if os.environ.get("RANK", "0") != "0":  # one summary per run, from the main process
         return code
@@ -112,6 +114,16 @@ def run_train(args) -> int:
     else:
         print(f"Run {final.get('state')} at step {final.get('step')}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
     return code
+
+
+def _start_vllm_server(config, run_dir: Path) -> None:
+    """A foreground run that generates on a vLLM server of its own starts it here (the launcher's runs have one)."""
+    from workbench.jobs import vllm_server
+
+    try:
+        vllm_server.ensure_for_run(config, run_dir)
+    except WorkbenchError as exc:
+        raise ArgumentError(str(exc)) from None
 
 
 def _refuse_a_live_run(run_dir: Path) -> None:

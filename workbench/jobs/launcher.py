@@ -6,7 +6,9 @@ shell: `python -m workbench train --run-dir DIR --config DIR/config.json`, or
 `accelerate launch --num_processes N ... -m workbench train ...` for several
 processes (DDP, on GPUs or on CPU with gloo). The process runs in its own
 process group, detached from the caller, so closing the UI does not end it and
-stopping it can reach every process it started.
+stopping it can reach every process it started. A run that generates on a vLLM
+server of its own starts that server too (workbench/jobs/vllm_server.py); the
+server ends with the run.
 
 Nothing here keeps state between calls: `status` and `list_runs` read the run
 folders, so they work after the caller restarts. A run whose process is gone
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, processes, runfolder
+from workbench.jobs import allocator, processes, runfolder, vllm_server
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
 
@@ -108,22 +110,6 @@ def _new_run_dir(config: RunConfig, runs_dir, prefix: str = "") -> Path:
 # ---------------------------------------------------------------- process liveness
 
 
-def _alive(pid: int | None, not_after: float | None = None) -> bool:
-    """True while `pid` runs and is not a zombie (and, when given, started before `not_after`)."""
-    if not pid:
-        return False
-    import psutil
-
-    try:
-        process = psutil.Process(int(pid))
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        # a pid reused by a process born after the run's last heartbeat is not the run
-        return not_after is None or process.create_time() <= not_after + 1.0
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
-        return False
-
-
 def unreadable_status(run_dir: Path, exc: BaseException) -> dict:
     """The status readers give a run folder they cannot read: state `unreadable` and the reason."""
     return {
@@ -157,7 +143,7 @@ def _live_status(run_dir: Path, status: dict) -> dict:
     if status["state"] in runfolder.FINAL_STATES:
         return status
     updated = float(status.get("updated_at") or 0)
-    if not _alive(status.get("pid"), updated or None) and not _alive(status.get("pgid"), updated or None):
+    if not processes.alive(status.get("pid"), updated or None) and not processes.alive(status.get("pgid"), updated or None):
         status["state"] = "failed"
         status["error"] = {
             "type": "ProcessDied",
@@ -188,7 +174,8 @@ def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
             config = runfolder.read_json_object(run_dir / runfolder.CONFIG_FILE)
         except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
             entry, config = unreadable_status(run_dir, exc), {}
-        entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes")})
+        entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes",
+                                                         "generation")})
         runs.append(entry)
     return runs
 
@@ -225,6 +212,9 @@ def busy_gpu_ids(runs_dir: str | os.PathLike | None = None) -> set[int]:
 def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
     command = build_command(config, run_dir, resume=resume)
     env = launch_env(config)
+    if vllm_server.manages_server(config):
+        # the server loads its model while the trainer loads its own; its guard ends it with the run
+        runfolder.update_status(run_dir, pid=None, pgid=None, vllm=vllm_server.start_for_run(config, run_dir))
     process = processes.spawn(command, run_dir / runfolder.LOG_FILE, env, cwd=run_dir, append=True, reap=True)
     return process.pid
 
@@ -237,10 +227,11 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     """
     config = config.with_absolute_paths()
     check_config(config)
+    vllm_server.preflight(config)
     run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
     config.save(run_dir / runfolder.CONFIG_FILE)
     runfolder.update_status(run_dir, state="starting", step=0, started_at=time.time(), smoke_test=smoke,
-                            command=build_command(config, run_dir))
+                            command=build_command(config, run_dir), vllm=vllm_server.server_section(config))
     pid = _spawn(config, run_dir, resume=False)
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
     return run_dir.name
@@ -295,6 +286,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
     if current["state"] in runfolder.FINAL_STATES:
+        vllm_server.stop_for_run(run_dir)  # its guard ends it anyway; this makes sure before returning
         return current
     pgid = current.get("pgid") or current.get("pid")
     if current["state"] in ("training", "saving"):
@@ -302,6 +294,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
         wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
         current = _wait_until_final(run_dir, wait)
         if current["state"] in runfolder.FINAL_STATES:
+            vllm_server.stop_for_run(run_dir)
             return current
     # not training yet (nothing to save) or not answering: end every process of the run
     # (SIGTERM first, which the trainer takes as a stop request too; no SIGKILL while it saves)
@@ -312,6 +305,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     if final.get("state") not in runfolder.FINAL_STATES:
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(),
                                 note="killed: it did not stop on request")
+    vllm_server.stop_for_run(run_dir)
     return status_of_dir(run_dir)
 
 
@@ -331,8 +325,9 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
         )
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     check_config(config)
+    vllm_server.preflight(config)
     runfolder.update_status(run_dir, state="starting", error=None, finished_at=None, summary=None, note=None,
-                            resumed_at=time.time(),
+                            resumed_at=time.time(), vllm=vllm_server.server_section(config),
                             command=build_command(config, run_dir, resume=True))
     pid = _spawn(config, run_dir, resume=True)
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
@@ -378,7 +373,7 @@ def other_live_process(run_dir: str | os.PathLike) -> int | None:
     own = {me.pid, *(parent.pid for parent in me.parents())}
     worker = "LOCAL_RANK" in os.environ  # started by torchrun / accelerate with sibling workers
     for pid in (status.get("pid"), status.get("pgid")):
-        if isinstance(pid, int) and pid not in own and _alive(pid, updated) \
+        if isinstance(pid, int) and pid not in own and processes.alive(pid, updated) \
                 and not (worker and _sibling(pid, me.ppid())):
             return pid
     return None

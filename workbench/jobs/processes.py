@@ -113,6 +113,22 @@ def end_tree(pid: int | None, grace: float = 5.0, hold: Callable[[], bool] | Non
     signal_tree([p for p in processes if p.is_running()], pid, signal.SIGKILL)
 
 
+def alive(pid: int | None, not_after: float | None = None) -> bool:
+    """True while `pid` runs and is not a zombie (and, when given, started before `not_after`)."""
+    if not pid:
+        return False
+    import psutil
+
+    try:
+        process = psutil.Process(int(pid))
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        # a pid reused by a process born after the run's last heartbeat is not the run
+        return not_after is None or process.create_time() <= not_after + 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on right now (for a rendezvous or a server)."""
     with socket.socket() as sock:

@@ -8,6 +8,7 @@ files of `runs/<run_id>/`:
 - `metrics.jsonl`      one JSON object per logging step, appended and flushed per line
 - `completions.jsonl`  one JSON object per completion, appended and flushed per line
 - `train.log`          the process's own output
+- `vllm_server.log`    the output of the run's own vLLM server (generation=vllm-server / trl-server)
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
 - `stop.request`       written by whoever wants the run to stop; the trainer
                        checks for it at the end of every optimizer step
@@ -37,6 +38,7 @@ STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.jsonl"
 COMPLETIONS_FILE = "completions.jsonl"
 LOG_FILE = "train.log"
+VLLM_LOG_FILE = "vllm_server.log"
 ADAPTER_DIR = "adapter"
 STOP_FILE = "stop.request"
 REWARD_SOURCE_FILE = "reward_file.py"
@@ -259,9 +261,9 @@ def last_metric(run_dir: str | os.PathLike, name: str, tail_bytes: int = 16_384)
     return None
 
 
-def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000) -> str:
-    """The last `max_bytes` of train.log, for showing why a run failed."""
-    path = Path(run_dir) / LOG_FILE
+def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000, name: str = LOG_FILE) -> str:
+    """The last `max_bytes` of train.log (or another log of the run, `name`), for showing why a run failed."""
+    path = Path(run_dir) / name
     try:
         with open(path, "rb") as handle:
             handle.seek(max(0, path.stat().st_size - max_bytes))

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.spec.generation import GENERATIONS, SERVER_GENERATIONS, TRL_MODES
 
 LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
 SCALE_REWARDS = ("group", "batch", "none")
 DEVICES = ("auto", "cpu", "cuda")
-VLLM_MODES = ("colocate", "server")
 LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
 
 
@@ -113,6 +113,11 @@ class RunConfig:
     )
     temperature: float = setting(1.0, "Sampling temperature; higher gives more varied completions within a group.")
     top_p: float = setting(1.0, "Nucleus sampling: keep the smallest set of tokens whose probability adds up to top_p.")
+    top_k: int = setting(0, "Sample only among the top_k most likely tokens; 0 keeps them all.")
+    repetition_penalty: float = setting(
+        1.0,
+        "Above 1 makes tokens already in the prompt or completion less likely; 1.0 changes nothing.",
+    )
     beta: float = setting(
         0.04,
         "Weight of the KL penalty to the base model. 0 means no KL term, no reference pass and no "
@@ -160,13 +165,58 @@ class RunConfig:
         "Training processes (one per GPU; on CPU several processes share the cores). More than one "
         "goes through accelerate launch.",
     )
-    use_vllm: bool = setting(False, "Generate with vLLM (CUDA only): much faster sampling for larger models.")
-    vllm_mode: str = setting(
-        "colocate",
-        "colocate: vLLM inside each training process; server: a separate `trl vllm-serve` on its own GPUs.",
-        choices=VLLM_MODES,
+    # generation
+    generation: str = setting(
+        "transformers",
+        "How completions are generated. transformers: TRL's generate inside each training process (works "
+        "everywhere). vllm-server: a vLLM server that hot-loads the LoRA adapter after every step (only the "
+        "adapter moves); on CPU it proves the path but is slower than transformers, on GPUs it is the fast one. "
+        "trl-colocate / trl-server: TRL's own vLLM modes, which merge the adapter and broadcast every weight "
+        "each step (CUDA only).",
+        choices=GENERATIONS,
     )
-    vllm_gpu_memory_utilization: float = setting(0.3, "Share of GPU memory vLLM reserves in colocate mode.")
+    vllm_gpu_ids: list[int] = setting(
+        [],
+        "GPUs given to the vLLM server (CUDA_VISIBLE_DEVICES of the server), apart from the training GPUs "
+        "(Open-R1's layout: 4 GPUs, 1 serves, 3 train). Empty: the server shares the training GPU, or the CPU.",
+    )
+    vllm_server_base_url: str = setting(
+        "",
+        "Address of a vLLM server that is already running, e.g. http://127.0.0.1:8000 (started with "
+        "--enable-lora for vllm-server). Empty: the run starts its own server and stops it when it ends.",
+    )
+    vllm_host: str = setting(
+        "127.0.0.1",
+        "Address the run's own vLLM server listens on. 127.0.0.1 keeps it private to this machine.",
+    )
+    vllm_port: int = setting(0, "Port of the run's own vLLM server; 0 picks a free one.")
+    vllm_max_model_len: int = setting(
+        1024,
+        "Longest prompt + completion, in tokens, the vLLM server accepts (--max-model-len); it sizes the KV "
+        "cache, so larger costs memory.",
+    )
+    vllm_max_lora_rank: int | None = setting(
+        None,
+        "The server's --max-lora-rank; empty picks the smallest value vLLM accepts that holds lora_r.",
+    )
+    vllm_gpu_memory_utilization: float = setting(
+        0.3,
+        "Share of a GPU's memory vLLM reserves for weights and KV cache: in trl-colocate the training GPU's "
+        "(0.3 leaves room to train); a server on GPUs of its own can take 0.9.",
+    )
+    vllm_tensor_parallel_size: int = setting(
+        1,
+        "GPUs one vLLM model is split across. For a server it equals the number of vllm_gpu_ids.",
+    )
+    vllm_server_timeout: float = setting(
+        300.0,
+        "Seconds to wait for the vLLM server to be ready (it loads the model first, about 50 s for SmolLM2 on "
+        "CPU), and the longest one generation request may take.",
+    )
+    vllm_python: str = setting(
+        "",
+        "Python interpreter of the venv that has vLLM; empty uses .venv-vllm (made by `make vllm`), else this Python.",
+    )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -174,6 +224,7 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "RunConfig":
         """A RunConfig from a dict (e.g. config.json); unknown keys are refused by name."""
+        data = _renamed_fields(data)
         unknown = sorted(set(data) - set(field_names()))
         if unknown:
             raise ConfigError([ConfigProblem(unknown[0], "is not a RunConfig field",
@@ -240,6 +291,31 @@ class RunConfig:
         except tasks.TaskError as exc:
             raise ConfigError([_problem_from("task", exc)]) from None
         return cls.from_dict({**cls().to_dict(), **preset.settings, "task": task, **changes})
+
+
+def _renamed_fields(data: dict) -> dict:
+    """A config written before `generation` existed: `use_vllm` + `vllm_mode` read as the generation they meant."""
+    if "use_vllm" not in data and "vllm_mode" not in data:
+        return data
+    data = dict(data)
+    use_vllm, mode = data.pop("use_vllm", False), data.pop("vllm_mode", "colocate")
+    if use_vllm in (True, "true", "True", 1) and "generation" not in data:
+        data["generation"] = f"trl-{mode}"
+    return data
+
+
+def trl_vllm_settings(cfg: "RunConfig", server_url: str | None = None) -> dict:
+    """GRPOConfig's vLLM fields: TRL's own modes switch `use_vllm` on (the server at `server_url`, when the run started one)."""
+    mode = TRL_MODES.get(cfg.generation)
+    if mode is None:
+        return {"use_vllm": False}
+    settings = {"use_vllm": True, "vllm_mode": mode, "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+                "vllm_tensor_parallel_size": cfg.vllm_tensor_parallel_size,
+                "vllm_max_model_length": cfg.vllm_max_model_len}
+    if mode == "server":
+        settings["vllm_server_base_url"] = server_url or cfg.vllm_server_base_url.strip() or None
+        settings["vllm_server_timeout"] = cfg.vllm_server_timeout
+    return settings
 
 
 # Each field's help text, for the UI's info lines and the CLI's --help.
@@ -365,6 +441,8 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("epsilon", cfg.epsilon > 0, "must be > 0", "use 0.2"),
         ("temperature", cfg.temperature > 0, "must be > 0", "use 1.0 (0.7 for less varied completions)"),
         ("top_p", 0 < cfg.top_p <= 1, "must be in (0, 1]", "use 1.0"),
+        ("top_k", cfg.top_k >= 0, "must be >= 0", "use 0 (no top-k filtering)"),
+        ("repetition_penalty", cfg.repetition_penalty > 0, "must be > 0", "use 1.0"),
         ("lora_r", cfg.lora_r >= 1, "must be >= 1", "use 16"),
         ("lora_alpha", cfg.lora_alpha > 0, "must be > 0", "use 2 x lora_r"),
         ("lora_dropout", 0 <= cfg.lora_dropout < 1, "must be in [0, 1)", "use 0 or 0.05"),
@@ -382,7 +460,7 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
     ]
     problems = [ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok]
     choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
-               ("vllm_mode", VLLM_MODES), ("lr_scheduler_type", LR_SCHEDULERS)]
+               ("lr_scheduler_type", LR_SCHEDULERS)]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
             problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",
@@ -405,6 +483,8 @@ def plan_for(cfg: RunConfig, dataset_size: int | None = None):
         num_train_epochs=cfg.num_train_epochs,
         max_steps=cfg.max_steps,
         max_completion_length=cfg.max_completion_length,
+        # GPUs serving a vLLM server count in the split the calculator suggests moving
+        vllm_gpus=len(cfg.vllm_gpu_ids) if cfg.generation in SERVER_GENERATIONS else 0,
     )
 
 
@@ -483,16 +563,18 @@ def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
     from workbench.spec.hardware import list_gpus
 
     problems = []
-    needs_gpu = cfg.device == "cuda" or cfg.gpu_ids or cfg.use_vllm
+    from workbench.spec import generation
+
+    needs_gpu = cfg.device == "cuda" or cfg.gpu_ids or cfg.vllm_gpu_ids or cfg.generation in TRL_MODES
     gpus = list_gpus() if needs_gpu else []
+    problems += [ConfigProblem(*found) for found in generation.problems(cfg, gpus)]
     if needs_gpu and not gpus:
         if cfg.gpu_ids:
             problems.append(ConfigProblem("gpu_ids", f"GPU {cfg.gpu_ids[0]} does not exist: this machine has no "
                                           "visible CUDA GPU", "clear gpu_ids to train on the CPU"))
-        else:
-            which = "use_vllm" if cfg.use_vllm else "device"
-            problems.append(ConfigProblem(which, "needs a CUDA GPU, and this machine has none visible",
-                                          "set device=cpu (or auto) and use_vllm=false"))
+        elif cfg.device == "cuda":
+            problems.append(ConfigProblem("device", "needs a CUDA GPU, and this machine has none visible",
+                                          "set device=cpu (or auto)"))
         return problems
     known = {g.index for g in gpus}
     for gpu in cfg.gpu_ids:
@@ -501,7 +583,7 @@ def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
                                           "pick from the GPUs listed"))
     if len(set(cfg.gpu_ids)) != len(cfg.gpu_ids):
         problems.append(ConfigProblem("gpu_ids", "lists a GPU twice", "list each GPU once"))
-    if gpus and cfg.device != "cpu" and not cfg.use_vllm:
+    if gpus and cfg.device != "cpu" and cfg.generation not in generation.SERVER_GENERATIONS:
         available = len(cfg.gpu_ids) or len(gpus)
         if cfg.num_processes > available:
             problems.append(ConfigProblem("num_processes", f"{cfg.num_processes} processes for {available} GPU(s)",

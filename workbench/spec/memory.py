@@ -396,7 +396,8 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         beta=get("beta", 0.04), num_iterations=get("num_iterations", 1),
         dtype_bytes=2 if get("bf16", False) else 4, device=device,
         gradient_checkpointing=bool(get("gradient_checkpointing", False)),
-        use_vllm=bool(get("use_vllm", False)), vllm_mode=get("vllm_mode", "colocate"),
+        use_vllm=str(get("generation", "transformers")).startswith("trl-"),
+        vllm_mode="server" if get("generation") == "trl-server" else "colocate",
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
     )

@@ -192,6 +192,21 @@ def resolve_model(name: str) -> str:
     return str(path.resolve()) if path.is_dir() else name
 
 
+def model_location(name: str) -> str:
+    """Where `resolve_model` will find a model, without building it (cheap: no torch, no conversion).
+
+    A server started in another process needs the path before the bundled
+    model's one-time conversion has run; the conversion lands exactly here.
+    """
+    name = (name or BUNDLED_MODEL).strip()
+    if name == BUNDLED_MODEL:
+        return str(cache_dir() / BUNDLED_MODEL)
+    if name == TINY_MODEL:
+        return str(cache_dir() / f"{TINY_MODEL}-seed0")
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.is_dir() else name
+
+
 def hub_unreachable_message(name: str) -> str:
     """What to tell a person whose hub model could not be downloaded."""
     return (

@@ -193,6 +193,8 @@ def failure_hint(exc: BaseException, text: str = "", run_dir: str | os.PathLike 
     """A plain-language cause and fix for a failed run, from the error and its traceback text."""
     from workbench.spec.rewards import RewardFunctionError
 
+    if isinstance(getattr(exc, "hint", None), str) and exc.hint:  # the error already knows its fix
+        return exc.hint
     message = f"{type(exc).__name__}: {exc}\n{text}".lower()
     if disk_full(exc, text):
         where = run_dir or "the runs folder"

@@ -27,8 +27,11 @@ from workbench.spec.config import (
     check_config,
     reward_names_for,
     reward_weights_for,
+    trl_vllm_settings,
 )
+from workbench.spec.generation import SERVER_GENERATIONS
 from workbench.spec.hardware import runs_on_cpu
+from workbench.trainer import vllm_rollout
 from workbench.trainer.recorder import (
     StatusWriter,
     completion_records,
@@ -89,8 +92,11 @@ def build_lora_config(cfg: RunConfig):
     )
 
 
-def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False):
-    """GRPOConfig from the RunConfig: same names, plus the run folder's fixed choices."""
+def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False, server_url: str | None = None):
+    """GRPOConfig from the RunConfig: same names, plus the run folder's fixed choices.
+
+    `server_url`: the vLLM server the run started, for generation=trl-server.
+    """
     import torch
     from trl import GRPOConfig
 
@@ -114,6 +120,8 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        repetition_penalty=cfg.repetition_penalty,
         beta=cfg.beta,
         epsilon=cfg.epsilon,
         loss_type=cfg.loss_type,
@@ -124,9 +132,7 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         bf16=cfg.bf16,
         gradient_checkpointing=cfg.gradient_checkpointing,
         use_cpu=runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
-        use_vllm=cfg.use_vllm,
-        vllm_mode=cfg.vllm_mode,
-        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        **trl_vllm_settings(cfg, server_url),
         # LoRA leaves most parameters frozen; DDP must not wait for their gradients
         ddp_find_unused_parameters=False,
     )
@@ -243,15 +249,19 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         reward_funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None)
         model, tokenizer = load_model_and_tokenizer(cfg)
         dataset = load_dataset_for(cfg)
+        link = wait_for_server(cfg, run_dir, status) if is_main else None
+        server_url = (runfolder.read_status(run_dir).get("vllm") or {}).get("url")
         trainer_class = make_trainer_class()
         trainer = trainer_class(
             model=model,
             reward_funcs=reward_funcs,
-            args=build_grpo_config(cfg, run_dir, show_progress),
+            args=build_grpo_config(cfg, run_dir, show_progress, server_url),
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=build_lora_config(cfg),
         )
+        if cfg.generation == "vllm-server":
+            vllm_rollout.attach(trainer, cfg, run_dir, link)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
         trainer.reward_weights_list = reward_weights_for(cfg)
         callback = make_run_folder_callback(run_dir, status, is_main, _stop_decider(trainer.accelerator))
@@ -279,6 +289,8 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
             print(text, file=sys.stderr, flush=True)
         except OSError:  # train.log is on the same full disk; status.json has the reserve
             pass
+        if isinstance(exc, vllm_rollout.VLLMGenerationError) and status.status.get("vllm"):
+            status.set(vllm={**status.status["vllm"], "state": "failed"})
         status.set(state="failed", finished_at=time.time(), error={
             "type": type(exc).__name__,
             "message": str(exc),
@@ -287,9 +299,23 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         })
         return 1
     finally:
+        if is_main:
+            vllm_rollout.cleanup(run_dir)
         status.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
+
+
+def wait_for_server(cfg: RunConfig, run_dir: Path, status: StatusWriter):
+    """For a run that generates on a vLLM server: wait until it answers, recording its state; the link, or None."""
+    if cfg.generation not in SERVER_GENERATIONS:
+        return None
+    link = vllm_rollout.link_for_run(cfg, run_dir, status.status)
+    server = {"url": link.url, "external": link.guard_pid is None, **(status.status.get("vllm") or {})}
+    status.set(vllm={**server, "state": "starting"})
+    seconds = link.wait_until_ready()
+    status.set(vllm={**server, "state": "ready", "ready_after_s": round(seconds, 1)})
+    return link
 
 
 def _stop_on_sigterm(callback):

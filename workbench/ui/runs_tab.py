@@ -1,6 +1,6 @@
 """The Runs tab: every run in the runs folder, compared, inspected, deleted.
 
-- A table of all runs (state, model, task, steps, final reward, started,
+- A table of all runs (state, model, task, generation backend, steps, final reward, started,
   duration), re-read from the run folders when the tab is opened and every few
   seconds while it is open, and redrawn only when a row changed.
 - Compare: tick several runs to overlay one metric's curves on one figure and

@@ -20,7 +20,7 @@ from workbench.jobs import runfolder
 from workbench.jobs.runfolder import UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
-COLUMNS = ("run", "state", "model", "task", "steps", "final reward", "started", "duration")
+COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
 
 
 def metrics_of_run(run_dir: str | Path) -> list[dict]:
@@ -36,7 +36,8 @@ def format_started(timestamp: float | None) -> str:
 
 
 def summarise_run(entry: dict, now: float | None = None) -> dict:
-    """One table row from a `list_runs()` entry: state, model, task, steps, final reward, started, duration."""
+    """One table row from a `list_runs()` entry: state, model, task, generation backend, steps, final reward,
+    started, duration."""
     now = time.time() if now is None else now
     started = entry.get("started_at")
     end = now if is_live(entry) else entry.get("updated_at")
@@ -55,6 +56,7 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         "state": entry.get("state") or "unknown",
         "model": entry.get("model") or "",
         "task": task,
+        "generation": entry.get("generation") or "transformers",  # runs from before the field generated so
         "steps": steps,
         "final reward": "—" if reward is None else f"{reward:.3f}",
         "started": format_started(started),

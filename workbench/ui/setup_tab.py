@@ -27,12 +27,12 @@ from workbench.spec.config import (
     LOSS_TYPES,
     LR_SCHEDULERS,
     SCALE_REWARDS,
-    VLLM_MODES,
     ConfigError,
     RunConfig,
     field_type,
     validate_config,
 )
+from workbench.spec.generation import GENERATIONS
 from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARDS, describe_rewards, score
@@ -63,14 +63,15 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
+from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
-           "vllm_mode": VLLM_MODES}
+           "generation": GENERATIONS}
 REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
-             *SETTING_FIELDS)
+             "vllm_gpu_ids", *SETTING_FIELDS)
 # Settings a task may preset (e.g. the demo's learning rate and batch).
 TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings if k in SETTING_FIELDS}))
 EXAMPLE_COMPLETIONS = ("Paris.\n"
@@ -102,7 +103,9 @@ def _free_bytes(cfg: RunConfig, hardware: dict) -> tuple[int | None, str]:
 def config_from_values(*values) -> RunConfig:
     """The RunConfig of the Setup tab's values (ctx.config_inputs order); raises ConfigError naming the field."""
     *form_values, hardware = values
-    return config_from_form(dict(zip(FORM_KEYS, form_values)), gpus_present=bool(_gpus(hardware)))
+    gpus = _gpus(hardware)
+    return config_from_form(dict(zip(FORM_KEYS, form_values)), gpus_present=bool(gpus),
+                            all_gpu_ids=tuple(g.index for g in gpus))
 
 
 def update_plan(*values) -> list:
@@ -117,7 +120,7 @@ def update_plan(*values) -> list:
     free, device = _free_bytes(cfg, values[-1])
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
-    panel[-2] = warnings_html(view, extra=setting_notes(cfg))  # the plan's warnings and the settings' notes
+    panel[-2] = warnings_html(view, extra=setting_notes(cfg, _gpus(values[-1])))  # the plan's warnings and the settings' notes
     return [*panel, problems_html(problems), memory_html(cfg, free, device, PROMPT_TOKENS_ASSUMED), ready]
 
 
@@ -128,7 +131,7 @@ def benchmark_values() -> list:
     form = {key: defaults.get(key) for key in FORM_KEYS}
     form.update({f"use_{n}": n in task.reward_names for n in REWARDS})
     form.update({f"weight_{n}": dict(zip(task.reward_names, task.reward_weights)).get(n, 1.0) for n in REWARDS})
-    form.update(cpu_processes=1, gpu_ids=[])
+    form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
     return [form[key] for key in FORM_KEYS] + [{"gpus": [], "busy": []}]
 
 
@@ -220,9 +223,14 @@ def build(ctx) -> None:
                     info="2 runs DDP over the CPU cores through accelerate", scale=2)
             hardware = gr.State(hardware_now)
             hardware_box = gr.HTML(hardware_html(_gpus(hardware_now), set(hardware_now["busy"])))
-            form["gpu_ids"] = gr.CheckboxGroup(
-                choices=gpu_choices(_gpus(hardware_now), set(hardware_now["busy"])), value=[],
-                label="training GPUs", info=FIELD_HELP["gpu_ids"], visible=gpus_present)
+            with gr.Row():
+                form["gpu_ids"] = gr.CheckboxGroup(
+                    choices=gpu_choices(_gpus(hardware_now), set(hardware_now["busy"])), value=[],
+                    label="training GPUs", info=FIELD_HELP["gpu_ids"], visible=gpus_present)
+                form["vllm_gpu_ids"] = gr.CheckboxGroup(
+                    choices=gpu_choices(_gpus(hardware_now), set(hardware_now["busy"])), value=[],
+                    label="vLLM server GPUs", info=FIELD_HELP["vllm_gpu_ids"], visible=gpus_present)
+            form["generation"] = _setting("generation", defaults["generation"])
 
             gr.Markdown("### Task and rewards", elem_classes=["wb-section"])
             with gr.Row():
@@ -267,7 +275,7 @@ def build(ctx) -> None:
             with gr.Accordion("LoRA", open=False):
                 _rows(form, LORA_FIELDS, defaults, per_row=2)
             with gr.Accordion("Run, logging and vLLM", open=False):
-                _rows(form, RUN_FIELDS + VLLM_FIELDS, defaults)
+                _rows(form, RUN_FIELDS + tuple(f for f in VLLM_FIELDS if f != "generation"), defaults)
 
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
             gr.Markdown("### Batch plan", elem_classes=["wb-section"])
@@ -307,9 +315,11 @@ def build(ctx) -> None:
     def refresh_hardware():
         state = _hardware_state(ctx.runs_dir)
         gpus, busy = _gpus(state), set(state["busy"])
-        return state, hardware_html(gpus, busy), gr.update(choices=gpu_choices(gpus, busy))
+        choices = gpu_choices(gpus, busy)
+        return state, hardware_html(gpus, busy), gr.update(choices=choices), gr.update(choices=choices)
 
-    ctx.blocks.load(refresh_hardware, outputs=[hardware, hardware_box, form["gpu_ids"]], show_progress="hidden")
+    ctx.blocks.load(refresh_hardware, outputs=[hardware, hardware_box, form["gpu_ids"], form["vllm_gpu_ids"]],
+                    show_progress="hidden")
 
     def preview(*values):
         try:
@@ -317,7 +327,8 @@ def build(ctx) -> None:
         except ConfigError as exc:
             return f"Cannot build the command: {exc}"
         run_dir = preview_run_dir(cfg, ctx.runs_dir)
-        return command_text(launcher.build_command(cfg, run_dir), launcher.launch_env(cfg))
+        return command_text(launcher.build_command(cfg, run_dir), launcher.launch_env(cfg),
+                            server_command_text(cfg))
 
     preview_button.click(preview, inputs=inputs, outputs=command, show_progress="hidden")
 

@@ -10,7 +10,6 @@ here: tests/test_ui_logic.py checks these directly.
 
 from __future__ import annotations
 
-import shlex
 import typing
 from functools import lru_cache
 from html import escape
@@ -28,11 +27,12 @@ from workbench.ui.calculator_view import PlanView
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
                 "steps_per_generation", "max_completion_length", "max_steps", "num_train_epochs", "num_iterations")
 OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta", "epsilon", "loss_type",
-                    "scale_rewards", "temperature", "top_p")
+                    "scale_rewards", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
               "gradient_checkpointing")
-VLLM_FIELDS = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization")
+VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
+               "vllm_tensor_parallel_size")
 SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS
 # Settings that may be left blank (None): steps_per_generation, save_total_limit.
 OPTIONAL_FIELDS = tuple(name for name in SETTING_FIELDS if type(None) in typing.get_args(field_type(name)))
@@ -85,16 +85,23 @@ def reward_choice(form: dict) -> tuple[list[str], list[float]]:
     return names, weights
 
 
-def hardware_choice(form: dict, gpus_present: bool) -> dict:
-    """device, gpu_ids and num_processes from the hardware picker."""
+def hardware_choice(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...] = ()) -> dict:
+    """device, the GPU split (gpu_ids train, vllm_gpu_ids serve vLLM) and num_processes from the hardware picker.
+
+    No training GPU ticked means one process; when vLLM has GPUs of its own, that
+    process takes the first GPU left to training, never one of vLLM's.
+    """
     if not gpus_present:
         processes = form.get("cpu_processes") or 1
-        return {"device": "cpu", "gpu_ids": [], "num_processes": int(processes)}
+        return {"device": "cpu", "gpu_ids": [], "vllm_gpu_ids": [], "num_processes": int(processes)}
     gpu_ids = sorted(int(i) for i in (form.get("gpu_ids") or []))
-    return {"device": "auto", "gpu_ids": gpu_ids, "num_processes": max(1, len(gpu_ids))}
+    vllm_gpu_ids = sorted(int(i) for i in (form.get("vllm_gpu_ids") or []))
+    if vllm_gpu_ids and not gpu_ids:
+        gpu_ids = [i for i in all_gpu_ids if i not in vllm_gpu_ids][:1]
+    return {"device": "auto", "gpu_ids": gpu_ids, "vllm_gpu_ids": vllm_gpu_ids, "num_processes": max(1, len(gpu_ids))}
 
 
-def config_from_form(form: dict, gpus_present: bool) -> RunConfig:
+def config_from_form(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...] = ()) -> RunConfig:
     """A RunConfig from the Setup tab's values; ConfigError naming the field when one cannot be read."""
     names, weights = reward_choice(form)
     values = {name: form[name] for name in SETTING_FIELDS if name in form}
@@ -109,7 +116,7 @@ def config_from_form(form: dict, gpus_present: bool) -> RunConfig:
         reward_file=(form.get("reward_file") or "").strip(),
         reward_names=names,
         reward_weights=weights,
-        **hardware_choice(form, gpus_present),
+        **hardware_choice(form, gpus_present, all_gpu_ids),
     )
     blank_required = [name for name in SETTING_FIELDS
                       if name in form and form[name] is None and name not in OPTIONAL_FIELDS]
@@ -149,9 +156,12 @@ def problems_html(problems: list[ConfigProblem]) -> str:
     return f'<div class="wb-problems"><b>Not ready to launch:</b><ul>{items}</ul></div>'
 
 
-def setting_notes(cfg: RunConfig) -> list[str]:
-    """Plain words about settings whose effect is easy to miss (beta = 0, which drops the KL term, and the CPU defaults)."""
-    notes = []
+def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> list[str]:
+    """Plain words about settings whose effect is easy to miss (beta = 0, which drops the KL term, the CPU
+    defaults, and where vLLM runs)."""
+    from workbench.ui.server_view import split_text
+
+    notes = [text for text in [split_text(cfg, list(gpus))] if text]
     if cfg.beta == 0:
         notes.append("beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
                      + ("With one iteration the grpo loss is ~0 by construction (advantages sum to zero per group)."
@@ -167,14 +177,17 @@ def setting_notes(cfg: RunConfig) -> list[str]:
 LAUNCH_VARIABLES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "WORKBENCH_ALLOCATOR")
 
 
-def command_text(command: list[str], env: dict) -> str:
+def command_text(command: list[str], env: dict, server: str = "") -> str:
     """The launch command as one shell line, after the settings the launcher starts it with.
 
     `env` is the launch environment (workbench.jobs.launcher.launch_env); only the
     variables that shape the run are shown: GPU visibility, CPU threads, allocator.
+    `server`: the vLLM server the run starts beside it (server_view.server_command_text), shown after it.
     """
-    shown = [f"{name}={shlex.quote(env[name]) if env[name] else ''}" for name in LAUNCH_VARIABLES if name in env]
-    return " ".join([*shown, shlex.join(command)])
+    from workbench.ui.server_view import shell_line
+
+    line = shell_line(command, env, LAUNCH_VARIABLES)
+    return f"# training\n{line}\n\n{server}" if server else line
 
 
 def preview_run_dir(cfg: RunConfig, runs_dir: Path) -> Path:

@@ -32,7 +32,7 @@ from workbench.insight import figures
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import launcher, runfolder
-from workbench.ui import train_view
+from workbench.ui import server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 
@@ -75,6 +75,8 @@ def build(ctx: UIContext) -> None:
                        elem_id="wb-train-progress")
     failure = gr.HTML("", css_template=train_view.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure",
                       visible=False)
+    server = gr.HTML("", css_template=server_view.SERVER_CSS, js_on_load=None, elem_id="wb-train-server",
+                     visible=False)  # the run's vLLM server, for generation=vllm-server / trl-server
 
     plots: dict[str, gr.Plot] = {}
     with gr.Row():
@@ -113,7 +115,7 @@ def build(ctx: UIContext) -> None:
     # Clicked by the page's script (train_view.WATCH_JS) when the run folder changed.
     refresh = gr.Button("refresh", visible="hidden", elem_id=train_view.REFRESH_BUTTON_ID)
     plot_list = [plots[name] for name in (*MAIN_FIGURES, *MORE_FIGURES)]
-    view_outputs = [watch_state, pinned_state, run_picker, stop_button, resume_button, progress, failure,
+    view_outputs = [watch_state, pinned_state, run_picker, stop_button, resume_button, progress, failure, server,
                     alarms, step_slider, completions, *plot_list]
 
     runs_dir = ctx.runs_dir
@@ -135,6 +137,10 @@ def build(ctx: UIContext) -> None:
                 watch.status.get("state") == "failed" else ""
             panel = train_view.failure_html(watch.status, log_tail)
             out[failure] = gr.HTML(panel, visible=bool(panel))
+            panel = server_view.server_html(watch.status, server_view.server_log_tail(runs_dir / watch.run_id,
+                                                                                      watch.status)) \
+                if watch.run_id else ""
+            out[server] = gr.HTML(panel, visible=bool(panel))
             out[stop_button] = gr.Button(interactive=live_run)
             out[resume_button] = gr.Button(interactive=bool(watch.run_id) and not live_run
                                            and watch.status.get("state") != "finished"

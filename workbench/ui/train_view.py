@@ -207,7 +207,7 @@ def status_signature(status: dict) -> tuple:
     """The parts of a status that change what the page shows (not the heartbeat)."""
     error = status.get("error")
     return (status.get("state"), status.get("step"), status.get("total_steps"),
-            status.get("pid"), repr(error) if error else None)
+            status.get("pid"), repr(error) if error else None, repr(status.get("vllm")))
 
 
 def change_signature(runs_dir: str | Path, run_id: str | None,

