@@ -237,3 +237,37 @@ def test_score_refuses_mismatched_input(kwargs, pattern):
     args = {"reward_names": ["brevity"], "prompts": "q", "completions": ["a", "b"], **kwargs}
     with pytest.raises(RewardError, match=pattern):
         rewards.score(**args)
+
+
+def test_a_hung_reward_is_stopped_after_its_time_limit_with_its_name():
+    import time
+
+    def stuck(prompts=None, completions=None, **kwargs):
+        while True:
+            time.sleep(0.05)
+
+    guarded = rewards.guard_reward(stuck, "stuck", timeout_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(rewards.RewardFunctionError, match=r"'stuck' did not return within 0.3 s \(reward_timeout_s\)"):
+        guarded(prompts=["q"], completions=["a"])
+    assert time.monotonic() - started < 5
+    # the timer is gone afterwards: a later slow-ish call is not interrupted
+    assert rewards.guard_reward(lambda completions=None, **kw: [1.0] * len(completions), "quick",
+                                timeout_s=0.3)(completions=["a"]) == [1.0]
+    time.sleep(0.5)
+
+
+def test_a_reward_with_nothing_usable_batch_after_batch_fails_in_training_only():
+    def never(prompts=None, completions=None, **kwargs):
+        return [float("nan")] * len(completions)
+
+    training = rewards.guard_reward(never, "never", useless_calls=rewards.USELESS_CALLS)
+    for _ in range(rewards.USELESS_CALLS - 1):
+        assert training(completions=["a", "b"]) == [None, None]
+    with pytest.raises(rewards.RewardFunctionError, match=r"'never' returned no usable reward .* 3 batches in a row"):
+        training(completions=["a", "b"])
+    # one usable value resets the count; outside training None everywhere is allowed ("not applicable")
+    sometimes = iter([[None, None], [None, None], [None, 0.5], [None, None], [None, None]])
+    patient = rewards.guard_reward(lambda completions=None, **kw: next(sometimes), "sometimes", useless_calls=3)
+    assert [patient(completions=["a", "b"]) for _ in range(5)][-1] == [None, None]
+    assert rewards.guard_reward(never, "never")(completions=["a"]) == [None]

@@ -290,3 +290,22 @@ def test_a_reward_that_raises_fails_the_run_naming_it(tmp_path, reward_fails_on_
     assert [m["step"] for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)] == [1]
     assert (run_dir / runfolder.REWARD_SOURCE_FILE).read_text() == reward_fails_on_second_call.read_text()
     assert not math.isnan(runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)[0]["advantage"])
+
+
+@pytest.mark.slow
+def test_a_hung_reward_is_stopped_and_fails_the_run_naming_it(tmp_path):
+    from workbench.trainer.training import run_training
+
+    path = tmp_path / "slow_rewards.py"
+    path.write_text("import time\n"
+                    "def stuck_reward(prompts, completions, **kwargs):\n"
+                    "    while True:\n"
+                    "        time.sleep(0.1)\n")
+    run_dir = tmp_path / "run"
+    cfg = RunConfig(**TINY, max_steps=2, save_steps=10, reward_names=["stuck_reward"], reward_file=str(path),
+                    reward_timeout_s=2)
+    assert run_training(cfg, run_dir) == 1
+    error = runfolder.read_status(run_dir)["error"]
+    assert runfolder.read_status(run_dir)["state"] == "failed"
+    assert error["type"] == "RewardFunctionError"
+    assert "'stuck_reward' did not return within 2 s (reward_timeout_s)" in error["message"]

@@ -73,6 +73,11 @@ class RunConfig:
         "A Python file defining your own reward functions f(prompts, completions, **kwargs) -> "
         "list[float]; its source is copied into the run folder.",
     )
+    reward_timeout_s: float = setting(
+        120.0,
+        "Longest one call of a reward function may take during training; a call that takes longer ends the "
+        "run 'failed' with the function's name (a hung reward never blocks a run forever). 0 = no limit.",
+    )
     # LoRA
     lora_r: int = setting(16, "LoRA rank: size of the trained low-rank update. 8-32 is typical.")
     lora_alpha: int = setting(32, "LoRA scaling; the update is multiplied by lora_alpha / lora_r. Commonly 2 x lora_r.")
@@ -454,7 +459,9 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("save_total_limit", cfg.save_total_limit is None or cfg.save_total_limit >= 1, "must be >= 1 or empty",
          "use 3, or leave it empty to keep every checkpoint"),
         ("seed", cfg.seed >= 0, "must be >= 0", "use 42"),
-        ("max_completion_length", cfg.max_completion_length >= 1, "must be >= 1", "use 48 for the demo, 256+ for reasoning"),
+        ("max_completion_length", cfg.max_completion_length >= 1, "must be >= 1", "use 32 for the demo, 256+ for reasoning"),
+        ("reward_timeout_s", math.isfinite(cfg.reward_timeout_s) and cfg.reward_timeout_s >= 0,
+         "must be a number of seconds >= 0", "use 120, or 0 for no limit"),
         ("num_processes", cfg.num_processes >= 1, "must be >= 1", "use 1, or one per GPU"),
         ("vllm_gpu_memory_utilization", 0 < cfg.vllm_gpu_memory_utilization < 1, "must be in (0, 1)", "use 0.3"),
     ]

@@ -12,8 +12,9 @@ the functions they build a meaningful `__name__`.
 
 Also here: `load_reward_file` (a person's own reward functions from a Python
 file), `score` (try rewards on hand-written completions before training) and
-`check_reward_output` / `guard_reward` (a reward that raises or returns the
-wrong count fails with the function's name). Pure standard library.
+`check_reward_output` / `guard_reward` (a reward that raises, returns the
+wrong count, returns nothing usable call after call, or hangs past its time
+limit fails with the function's name). Pure standard library.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ import importlib.util
 import inspect
 import math
 import re
+import signal
 import sys
+import threading
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -333,13 +337,19 @@ def _user_line(exc: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
-def resolve_rewards(names: Iterable[str], reward_file: str | Path | None = None) -> list[RewardFunc]:
-    """Reward functions for `names`, each guarded so a failure names the function."""
+def resolve_rewards(names: Iterable[str], reward_file: str | Path | None = None,
+                    timeout_s: float | None = None, training: bool = False) -> list[RewardFunc]:
+    """Reward functions for `names`, each guarded so a failure names the function.
+
+    `training`: also fail a function that gave no usable reward for a whole
+    batch, USELESS_CALLS calls in a row, and one call that outlasts `timeout_s`.
+    """
     extra = load_reward_file(reward_file) if reward_file else {}
     names = list(names)
     if not names:
         raise RewardError(f"reward_names: choose at least one reward; built-in ones: {', '.join(REWARDS)}")
-    return [guard_reward(get_reward(name, extra), name) for name in names]
+    return [guard_reward(get_reward(name, extra), name, timeout_s=timeout_s,
+                         useless_calls=USELESS_CALLS if training else None) for name in names]
 
 
 # ---------------------------------------------------------------- checking outputs
@@ -373,19 +383,62 @@ def check_reward_output(name: str, values: Any, n: int) -> list[float | None]:
     return result
 
 
-def guard_reward(func: RewardFunc, name: str | None = None) -> RewardFunc:
-    """Wrap `func` so an exception or a bad output raises RewardFunctionError naming it; keeps __name__."""
+# A reward may answer None ("not applicable") for some rows; one that answers nothing usable for every
+# completion of this many batches in a row is broken, and the run would train on no signal from it.
+USELESS_CALLS = 3
+
+
+@contextmanager
+def time_limit(seconds: float | None, name: str):
+    """Raise RewardFunctionError in the block after `seconds` (main thread, POSIX; elsewhere no limit).
+
+    A SIGALRM timer: it interrupts pure-Python loops and most blocking calls,
+    which is what a hung reward usually is.
+    """
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise RewardFunctionError(name, f"did not return within {seconds:g} s (reward_timeout_s); make it faster, "
+                                        "or raise reward_timeout_s if it is slow by design")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def guard_reward(func: RewardFunc, name: str | None = None, timeout_s: float | None = None,
+                 useless_calls: int | None = None) -> RewardFunc:
+    """Wrap `func` so an exception or a bad output raises RewardFunctionError naming it; keeps __name__.
+
+    `timeout_s`: a call that takes longer fails. `useless_calls`: that many
+    calls in a row with no usable reward (None or NaN for every completion) fail.
+    """
     name = name or getattr(func, "__name__", type(func).__name__)
+    useless_in_a_row = 0
 
     @functools.wraps(func)
     def guarded(prompts=None, completions=None, completion_ids=None, **kwargs):
+        nonlocal useless_in_a_row
         try:
-            values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+            with time_limit(timeout_s, name):
+                values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
         except RewardFunctionError:
             raise
         except Exception as exc:
             raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
-        return check_reward_output(name, values, len(completions or []))
+        checked = check_reward_output(name, values, len(completions or []))
+        useless_in_a_row = useless_in_a_row + 1 if checked and all(v is None for v in checked) else 0
+        if useless_calls and useless_in_a_row >= useless_calls:
+            raise RewardFunctionError(
+                name, f"returned no usable reward (None or NaN for every completion) in {useless_in_a_row} batches "
+                      "in a row, so the run learns nothing from it; return a number for each completion it can judge")
+        return checked
 
     guarded.__name__ = name
     return guarded

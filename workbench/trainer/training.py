@@ -246,7 +246,8 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         status.set(state="loading_model")
         from workbench.spec.rewards import resolve_rewards
 
-        reward_funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None)
+        reward_funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None,
+                                       timeout_s=cfg.reward_timeout_s or None, training=True)
         model, tokenizer = load_model_and_tokenizer(cfg)
         dataset = load_dataset_for(cfg)
         link = wait_for_server(cfg, run_dir, status) if is_main else None
