@@ -148,23 +148,26 @@ def test_sigkill_of_the_trainer_leaves_no_server(stand_in, tmp_path):
 @pytest.mark.slow
 def test_a_final_state_ends_the_server(stand_in, tmp_path):
     _, section, server = stand_in()
+    guard = psutil.Process(section["pid"])
     runfolder.update_status(tmp_path, state="finished")
-    assert gone(server) and gone(psutil.Process(section["pid"]))
+    assert gone(server) and gone(guard)
 
 
 @pytest.mark.slow
 def test_stop_for_run_ends_it_at_once(stand_in, tmp_path):
     _, section, server = stand_in()
+    guard = psutil.Process(section["pid"])
     vllm_server.stop_for_run(tmp_path)
-    assert gone(server, timeout=0.5) and gone(psutil.Process(section["pid"]), timeout=0.5)
+    assert gone(server, timeout=0.5) and gone(guard, timeout=0.5)
     assert "SIGTERM: stopping the vLLM server" in (tmp_path / runfolder.VLLM_LOG_FILE).read_text()
 
 
 @pytest.mark.slow
 def test_a_dying_server_is_written_in_its_log(stand_in, tmp_path):
     _, section, server = stand_in()
+    guard = psutil.Process(section["pid"])
     server.kill()
-    assert gone(psutil.Process(section["pid"]))
+    assert gone(guard)
     assert "vLLM server exited with code -9" in (tmp_path / runfolder.VLLM_LOG_FILE).read_text()
 
 
