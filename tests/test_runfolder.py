@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from workbench.jobs import runfolder
 
 
@@ -72,3 +74,20 @@ def test_keep_steps_up_to_cuts_a_file_back_to_the_checkpoint(tmp_path):
     assert runfolder.read_jsonl(path) == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"note": "no step"}]
     assert runfolder.file_identity(path) != before  # replaced, so offset readers start again
     assert runfolder.keep_steps_up_to(path, 2) == 0 and runfolder.keep_steps_up_to(tmp_path / "none.jsonl", 2) == 0
+
+
+def test_run_ids_from_a_browser_must_name_a_run_folder_inside_the_runs_folder(tmp_path):
+    runs = tmp_path / "runs"
+    good = runs / "20260101-000000-demo"
+    good.mkdir(parents=True)
+    (good / runfolder.CONFIG_FILE).write_text("{}")
+    outside = tmp_path / "model"  # a folder with a config.json, like a model folder
+    outside.mkdir()
+    (outside / runfolder.CONFIG_FILE).write_text("{}")
+    (runs / "escape").symlink_to(outside, target_is_directory=True)
+    assert runfolder.run_dir_in(runs, good.name) == good
+    hostile = ["", None, 3, ".", "..", "../model", str(outside), "escape", "a/b", "a\\b", "x\0y",
+               "<script>alert(1)</script>", "n" * 10_000, "no-such-run"]
+    for run_id in hostile:
+        with pytest.raises(runfolder.RunIdError, match=r"^run: .* is not a run folder inside .*pick a run"):
+            runfolder.run_dir_in(runs, run_id)

@@ -33,6 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.errors import WorkbenchError
+
 CONFIG_FILE = "config.json"
 STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.jsonl"
@@ -278,6 +280,28 @@ def is_run_dir(path: Path) -> bool:
         return (path / CONFIG_FILE).is_file()
     except OSError:  # a folder that cannot be looked into: listed, so readers can flag it `unreadable`
         return path.is_dir()
+
+
+class RunIdError(WorkbenchError):
+    """A run id from outside (a browser, a URL) that does not name a run folder inside the runs folder."""
+
+
+def run_dir_in(runs_dir: str | os.PathLike | None, run_id: Any) -> Path:
+    """The folder of `run_id`, only if it is a run folder directly inside the runs folder, links resolved.
+
+    For ids that come from a browser or a URL: a plain folder name, never a
+    path (`..`, `/`, `\\`), never a link that leads out of the runs folder. Any
+    other id raises RunIdError before anything is read or deleted.
+    """
+    root = runs_root(runs_dir)
+    name = run_id if isinstance(run_id, str) else ""
+    plain = bool(name) and len(name) <= 255 and name not in (".", "..") and not any(c in name for c in "/\\\0")
+    path = root / name if plain else None
+    if path is None or not is_run_dir(path) or path.resolve().parent != root.resolve():
+        shown = repr(run_id)[:80]
+        raise RunIdError(field="run", rule=f"{shown} is not a run folder inside {root}",
+                         fix="pick a run from the list")
+    return path
 
 
 def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:

@@ -11,6 +11,8 @@ session cancels it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gradio as gr
 
 from workbench.errors import WorkbenchError
@@ -52,13 +54,22 @@ def build(ctx: UIContext) -> None:
                     apply_default_css=False, elem_id="wb-compare-table")
     timer = gr.Timer(TICK_SECONDS, active=False)
 
+    def run_dir(run_id) -> Path | None:
+        """The run's folder when the id (from the browser) names one inside the runs folder."""
+        try:
+            return runfolder.run_dir_in(runs_dir, run_id) if run_id else None
+        except runfolder.RunIdError:
+            return None
+
     def checkpoint_choices(run_id: str | None, current: str | None = None) -> gr.Dropdown:
-        labels = [label for label, _ in probes.list_checkpoints(runs_dir / run_id)] if run_id else []
+        folder = run_dir(run_id)
+        labels = [label for label, _ in probes.list_checkpoints(folder)] if folder else []
         value = current if current in labels else (labels[-1] if labels else None)
         return gr.Dropdown(choices=labels, value=value)
 
     def pick_run(run_id: str | None) -> dict:
-        config = runfolder.read_config(runs_dir / run_id) if run_id else {}
+        folder = run_dir(run_id)
+        config = runfolder.read_config(folder) if folder else {}
         return {checkpoint: checkpoint_choices(run_id), prompts_box: "\n".join(probes.default_prompts(config))}
 
     def on_load():
@@ -78,11 +89,12 @@ def build(ctx: UIContext) -> None:
         try:
             if not run_id:
                 raise probes.ProbeError("Run: pick a run first; its base model answers on the left")
+            folder = runfolder.run_dir_in(runs_dir, run_id)  # RunIdError names the field and the fix
             prompts = probes.parse_prompts(prompts_text)
-            config = runfolder.read_config(runs_dir / run_id)
-            chosen = dict(probes.list_checkpoints(runs_dir / run_id))
+            config = runfolder.read_config(folder)
+            chosen = dict(probes.list_checkpoints(folder))
             side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label in chosen else None
-            new_job = probes.advance_job(probes.plan_job(runs_dir / run_id, config, side, prompts, int(tokens)))
+            new_job = probes.advance_job(probes.plan_job(folder, config, side, prompts, int(tokens)))
         except WorkbenchError as exc:  # ProbeError and sampling's own checks name the field and the fix
             text = str(exc)
             return {**job_outputs(None), progress: compare_view.progress_html(text if text.startswith(("Run:", "Probe"))

@@ -100,11 +100,22 @@ def build(ctx: UIContext) -> None:
 
     # ------------------------------------------------------------ helpers
 
+    def inside(run_ids) -> list[str]:
+        """The ids that name run folders inside the runs folder (ids come from the browser: never trusted)."""
+        kept = []
+        for run_id in run_ids or []:
+            try:
+                kept.append(runfolder.run_dir_in(runs_dir, run_id).name)
+            except runfolder.RunIdError:
+                pass
+        return kept
+
     def overlay_figure(run_ids: list[str], metric_name: str, smooth: float):
-        records = {run_id: runs_view.metrics_of_run(runs_dir / run_id) for run_id in run_ids}
+        records = {run_id: runs_view.metrics_of_run(runs_dir / run_id) for run_id in inside(run_ids)}
         return figures.overlay_runs(records, metric_name, smooth)
 
     def diff_outputs(run_ids: list[str]) -> dict:
+        run_ids = inside(run_ids)
         headers, rows = runs_view.config_diff({r: runfolder.read_config(runs_dir / r) for r in run_ids})
         if len(run_ids) < 2:
             note = "Tick two or more runs to see the settings that differ."
@@ -115,6 +126,7 @@ def build(ctx: UIContext) -> None:
         return {diff_note: note, diff_table: gr.Dataframe(headers=headers, value=rows)}
 
     def completions_view(run_id: str | None, wanted: float | None) -> dict:
+        run_id = next(iter(inside([run_id])), None)
         if not run_id:
             return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
                     completions: render_empty_html("Pick a run to read its completions.")}
@@ -189,8 +201,8 @@ def build(ctx: UIContext) -> None:
         if not run_id:
             return hide
         try:
-            launcher.delete_run(run_id, runs_dir)
-        except launcher.LauncherError as exc:
+            launcher.delete_run(runfolder.run_dir_in(runs_dir, run_id).name, runs_dir)
+        except (launcher.LauncherError, runfolder.RunIdError) as exc:
             return {**hide, runs_note: note_html(str(exc), "error")}
         out = refresh(rows, selected, None, metric_name, smooth, force=True)
         out.update(completions_view(None, None))

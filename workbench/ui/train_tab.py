@@ -230,6 +230,10 @@ def build(ctx: UIContext) -> None:
     def on_pick(run_id: str | None, watch: train_view.RunWatch, smooth: float):
         if not run_id or run_id == watch.run_id:
             return gr.skip()
+        try:
+            runfolder.run_dir_in(runs_dir, run_id)  # the id comes from the browser
+        except runfolder.RunIdError as exc:
+            return {notice: notice_html(str(exc))}
         out = attach(run_id, watch.newest_known, smooth, watch.more_metrics_open)
         out[remembered] = run_id
         out[notice] = notice_html("")
