@@ -25,6 +25,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import allocator, processes, runfolder, vllm_server
+from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
 
@@ -227,6 +228,11 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     """
     config = config.with_absolute_paths()
     check_config(config)
+    if cluster.is_multi_machine(config):
+        raise LauncherError(field="num_machines", rule=f"a run over {cluster.machines_in_job(config)} machines "
+                            "starts on those machines, not from here",
+                            fix="export a cluster bundle (`python -m workbench export CONFIG --out DIR`, or Export "
+                                "in the Setup tab) and start its scripts there")
     vllm_server.preflight(config)
     run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
     config.save(run_dir / runfolder.CONFIG_FILE)
