@@ -96,7 +96,8 @@ def run_train(args) -> int:
 
     if args.run_dir:
         run_dir = Path(args.run_dir)
-        _refuse_a_live_run(run_dir)
+        if os.environ.get("RANK", "0") == "0":  # the other ranks write nothing, and their machine may be another
+            _refuse_a_live_run(run_dir)
     else:
         run_dir = runfolder.runs_root(args.runs_dir) / runfolder.new_run_id(config.run_name or config.task)
         print(f"Run folder: {run_dir}", flush=True)

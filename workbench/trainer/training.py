@@ -7,7 +7,9 @@ train ...` for several processes). Everything it does lands in the run folder
 every metric TRL logs, completions.jsonl with each generation round's groups,
 LoRA checkpoints every `save_steps`, and the final adapter in `adapter/`.
 
-With several processes only the main one (rank 0) writes the run folder.
+With several processes only the global main one (RANK 0, on machine 0 of a
+multi-machine run) writes the run folder; the others write nothing, not even
+the folder itself.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -213,11 +216,13 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
                  show_progress: bool = False) -> int:
     """Train `cfg` writing `run_dir`; returns the process exit code (0 finished or stopped, 1 failed)."""
     run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cfg = cfg.with_absolute_paths()  # the config.json it saves must work from any folder (a resume)
     is_main = _is_main_process()
+    if is_main:  # the other ranks write nothing: on another machine the folder may not even be shared
+        run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = cfg.with_absolute_paths()  # the config.json it saves must work from any folder (a resume)
     status = StatusWriter(run_dir, enabled=is_main)
-    status.set(state="starting", pid=os.getpid(), step=status.status.get("step", 0),
+    # `host`: readers on other machines judge the run by its heartbeat, not by this pid
+    status.set(state="starting", pid=os.getpid(), host=socket.gethostname(), step=status.status.get("step", 0),
                started_at=status.status.get("started_at") or time.time(),
                num_processes=int(os.environ.get("WORLD_SIZE", "1")),
                # how this process was started, so a slow or large run can be read back to its settings
