@@ -156,6 +156,13 @@ def make_trainer_class():
         completions_path: Path | None = None
         reward_weights_list: list[float] = []
 
+        def _save_rng_state(self, output_dir: str) -> None:
+            # Every process saves its random state into each checkpoint (the Trainer's own, for an exact
+            # resume). Those on machines other than machine 0 write nothing into the run folder, which that
+            # machine may not share: on a resume they start from fresh random states (the Trainer says so).
+            if _machine_rank() == 0:
+                super()._save_rng_state(output_dir)
+
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
             if self.model.training:
@@ -205,6 +212,11 @@ def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
 
 
 # ---------------------------------------------------------------- the run
+
+
+def _machine_rank() -> int:
+    # torchrun's GROUP_RANK is the machine's rank in a multi-machine run; absent on one machine
+    return int(os.environ.get("GROUP_RANK", "0"))
 
 
 def _is_main_process() -> bool:
