@@ -1,7 +1,10 @@
 """Start the GRPO Workbench dashboard: `python app.py` serves http://127.0.0.1:7860.
 
-Binds 127.0.0.1 unless told otherwise (--host or WORKBENCH_HOST): the app
-starts processes and reads files, so it is not for the open network.
+Binds 127.0.0.1 unless told otherwise (--host or WORKBENCH_HOST). The app
+starts processes and runs reward code, so any other address requires sign-in:
+accounts from --users FILE or WORKBENCH_USERS_FILE (`python -m workbench users
+add NAME --file FILE` writes them); without accounts it refuses to start. With
+accounts it asks for sign-in on loopback too.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("WORKBENCH_PORT", "7860")))
     parser.add_argument("--runs-dir", default=None, help="folder of run folders (default: ./runs)")
+    parser.add_argument("--users", default=None,
+                        help="users file for sign-in (default $WORKBENCH_USERS_FILE); required off loopback")
     return parser.parse_args(argv)
 
 
@@ -24,11 +29,24 @@ def main(argv: list[str] | None = None) -> None:
 
     # No usage reporting or update check: the machines this runs on are often offline.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from workbench.access import users as accounts
+
+    try:
+        known = accounts.load_users(args.users)
+        accounts.check_serving(args.host, known)
+    except accounts.UsersError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
     app = build_app(args.runs_dir)
-    serve(app, args.host, args.port, show_error=True, **launch_options(app))
+    sign_in = None
+    if known:
+        def sign_in(name: str, password: str) -> bool:
+            return accounts.authenticate(known, name, password) is not None
+    serve(app, args.host, args.port, show_error=True, auth=sign_in,
+          auth_message="GRPO Workbench: sign in with your account." if known else None, **launch_options(app))
 
 
 if __name__ == "__main__":

@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-training-") as tmp:
         runs_dir = Path(tmp)
-        demo = RunConfig(model=args.model, task="demo", device="cpu", save_steps=1000)
+        # The demo as the Setup tab, the CLI and the notebooks start it (the task's own settings).
+        demo = RunConfig.for_task("demo", model=args.model, device="cpu", save_steps=1000)
         if args.learning or args.memory:
             steps = args.max_steps if args.learning else 5
             result = run_and_watch(demo.with_changes(max_steps=steps), runs_dir, args.time_limit)

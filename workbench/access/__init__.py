@@ -1,0 +1,1 @@
+"""Who may use a shared dashboard: user accounts with hashed passwords (`users`)."""
