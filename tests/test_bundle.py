@@ -155,3 +155,15 @@ def test_start_commands_name_each_machine_and_its_rank(tmp_path):
 def test_words_are_shell_quoted():
     assert bundle.render(["echo", "a b", "it's", bundle.Var("X"), ("k=", bundle.Var("V"))]) == \
         """echo 'a b' 'it'"'"'s' "${X}" k="${V}\""""
+
+
+def test_a_local_deepspeed_run_starts_with_trls_accelerate_file(tmp_path):
+    from workbench.jobs import launcher
+
+    config = RunConfig(model="tiny", device="cuda", num_processes=4, distributed_backend="deepspeed-zero2")
+    command = launcher.build_command(config, tmp_path)
+    assert command[command.index("--config_file") + 1] == str(tmp_path / bundle.ACCELERATE_FILE)
+    assert command[command.index("-m"):][:3] == ["-m", "workbench", "train"]
+    written = bundle.write_accelerate_config(config, tmp_path)
+    loaded = load_config_from_file(str(written))
+    assert (loaded.distributed_type, loaded.num_processes, loaded.num_machines) == ("DEEPSPEED", 4, 1)

@@ -109,6 +109,15 @@ def accelerate_config(cfg: RunConfig) -> dict:
     return config
 
 
+def write_accelerate_config(cfg: RunConfig, folder: Path) -> Path:
+    """`accelerate_config(cfg)` as YAML in `folder` (a bundle, or a local run's folder for DeepSpeed / FSDP)."""
+    import yaml
+
+    path = Path(folder) / ACCELERATE_FILE
+    path.write_text(yaml.safe_dump(accelerate_config(cfg), sort_keys=False), encoding="utf-8")
+    return path
+
+
 # ---------------------------------------------------------------- commands
 
 
@@ -337,8 +346,6 @@ def requirements_text() -> str:
 
 def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None) -> Bundle:
     """Check `cfg` and write its bundle into `out` (created; files already there are replaced)."""
-    import yaml
-
     cfg = cfg.with_absolute_paths()
     check_config(cfg)
     folder = Path(out).resolve()
@@ -346,8 +353,8 @@ def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None) -> 
     run_id = run_id or runfolder.new_run_id(cfg.run_name or cfg.task)
     cfg = _portable(cfg, folder)
     cfg.save(folder / runfolder.CONFIG_FILE)
-    files = {ACCELERATE_FILE: yaml.safe_dump(accelerate_config(cfg), sort_keys=False),
-             TRAIN_SCRIPT: train_script(cfg, run_id),
+    write_accelerate_config(cfg, folder)
+    files = {TRAIN_SCRIPT: train_script(cfg, run_id),
              SLURM_SCRIPT: slurm_script(cfg, run_id),
              REQUIREMENTS_FILE: requirements_text()}
     if cfg.vllm_node:
@@ -359,4 +366,4 @@ def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None) -> 
         path.write_text(text, encoding="utf-8")
         if name.endswith(".sh") or name == SLURM_SCRIPT:
             path.chmod(0o755)
-    return Bundle(folder, run_id, sorted([runfolder.CONFIG_FILE, *files]), commands)
+    return Bundle(folder, run_id, sorted([runfolder.CONFIG_FILE, ACCELERATE_FILE, *files]), commands)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, processes, runfolder, vllm_server
+from workbench.jobs import allocator, bundle, processes, runfolder, vllm_server
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
@@ -71,6 +71,9 @@ def build_command(config: RunConfig, run_dir: str | os.PathLike, resume: bool = 
         train.append("--resume")
     if config.num_processes <= 1:
         return [sys.executable, *train]
+    if config.distributed_backend != "ddp":  # TRL's accelerate file for DeepSpeed / FSDP, written by _spawn
+        return [*_accelerate_prefix(), "--config_file", str(run_dir / bundle.ACCELERATE_FILE),
+                "--main_process_port", str(processes.free_port()), *train]
     launch = [*_accelerate_prefix(), "--num_processes", str(config.num_processes), "--num_machines", "1",
               "--mixed_precision", "bf16" if config.bf16 else "no", "--dynamo_backend", "no",
               "--main_process_port", str(processes.free_port())]
@@ -244,6 +247,8 @@ def busy_gpu_ids(runs_dir: str | os.PathLike | None = None) -> set[int]:
 
 def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
     command = build_command(config, run_dir, resume=resume)
+    if config.distributed_backend != "ddp":
+        bundle.write_accelerate_config(config, run_dir)
     env = launch_env(config)
     if vllm_server.manages_server(config):
         # the server loads its model while the trainer loads its own; its guard ends it with the run
