@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "workbench.cli.calc",
     "workbench.cli.train",
     "workbench.cli.sample",
+    "workbench.cli.export",
     "workbench.cli.users",
 )
 

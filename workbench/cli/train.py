@@ -96,7 +96,8 @@ def run_train(args) -> int:
 
     if args.run_dir:
         run_dir = Path(args.run_dir)
-        _refuse_a_live_run(run_dir)
+        if os.environ.get("RANK", "0") == "0":  # the other ranks write nothing, and their machine may be another
+            _refuse_a_live_run(run_dir)
     else:
         run_dir = runfolder.runs_root(args.runs_dir) / runfolder.new_run_id(config.run_name or config.task)
         print(f"Run folder: {run_dir}", flush=True)
@@ -157,6 +158,8 @@ def _start_under_the_run_allocator(config) -> None:
 
 def format_runs_table(runs: list[dict]) -> str:
     """Runs as an aligned text table (pure)."""
+    from workbench.jobs.launcher import runs_elsewhere
+
     header = ("RUN", "STATE", "STEP", "MODEL", "TASK", "STARTED")
     rows = [header]
     for entry in runs:
@@ -164,7 +167,8 @@ def format_runs_table(runs: list[dict]) -> str:
         started = entry.get("started_at")
         rows.append((
             entry["run_id"],
-            entry.get("state", "?") + (" (smoke test)" if entry.get("smoke_test") else ""),
+            entry.get("state", "?") + (" (smoke test)" if entry.get("smoke_test") else "")
+            + (f" on {entry['host']}" if runs_elsewhere(entry) else ""),
             f"{entry.get('step', 0)}/{total}" if total else str(entry.get("step", 0)),
             Path(str(entry.get("model") or "")).name,
             entry.get("task") or "",
@@ -173,7 +177,7 @@ def format_runs_table(runs: list[dict]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     table = "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
     reasons = [f"{entry['run_id']}: {entry['error']['message']}" for entry in runs
-               if entry.get("state") == "unreadable" and entry.get("error")]
+               if entry.get("state") in ("unreadable", "lost") and entry.get("error")]
     return "\n".join([table, *reasons])
 
 

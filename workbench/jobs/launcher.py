@@ -19,16 +19,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, processes, runfolder, vllm_server
+from workbench.jobs import allocator, bundle, processes, runfolder, vllm_server
+from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
 
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
+# A run on another machine whose heartbeat (every 2 s) is older than this shows as `lost`: long
+# enough for a shared filesystem's attribute cache (NFS keeps them up to 60 s) to show a live run late.
+LOST_SECONDS = 120.0
 SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
 
 
@@ -54,7 +59,7 @@ def launch_env(config: RunConfig, base: dict | None = None) -> dict:
     env = processes.training_env(config.gpu_ids, "cpu" if on_cpu else config.device, base)
     env = allocator.allocator_env(allocator.choose(env.get(allocator.ALLOCATOR_ENV_VAR)), env)
     if on_cpu and not env.get("OMP_NUM_THREADS"):
-        env["OMP_NUM_THREADS"] = str(cpu_threads(config.num_processes))
+        env["OMP_NUM_THREADS"] = str(cpu_threads(cluster.processes_per_machine(config)))
     return env
 
 
@@ -66,6 +71,9 @@ def build_command(config: RunConfig, run_dir: str | os.PathLike, resume: bool = 
         train.append("--resume")
     if config.num_processes <= 1:
         return [sys.executable, *train]
+    if config.distributed_backend != "ddp":  # TRL's accelerate file for DeepSpeed / FSDP, written by _spawn
+        return [*_accelerate_prefix(), "--config_file", str(run_dir / bundle.ACCELERATE_FILE),
+                "--main_process_port", str(processes.free_port()), *train]
     launch = [*_accelerate_prefix(), "--num_processes", str(config.num_processes), "--num_machines", "1",
               "--mixed_precision", "bf16" if config.bf16 else "no", "--dynamo_backend", "no",
               "--main_process_port", str(processes.free_port())]
@@ -136,6 +144,12 @@ def status_of_dir(run_dir: str | os.PathLike) -> dict:
         return unreadable_status(run_dir, exc)
 
 
+def runs_elsewhere(status: dict) -> bool:
+    """Whether the run's process is on another machine (status.json's `host`), where no pid can be looked up."""
+    host = status.get("host")
+    return bool(host) and host != socket.gethostname()
+
+
 def _live_status(run_dir: Path, status: dict) -> dict:
     status.setdefault("state", "starting")
     status["run_id"] = run_dir.name
@@ -143,6 +157,8 @@ def _live_status(run_dir: Path, status: dict) -> dict:
     if status["state"] in runfolder.FINAL_STATES:
         return status
     updated = float(status.get("updated_at") or 0)
+    if runs_elsewhere(status):
+        return _remote_status(status, updated)
     if not processes.alive(status.get("pid"), updated or None) and not processes.alive(status.get("pgid"), updated or None):
         status["state"] = "failed"
         status["error"] = {
@@ -154,6 +170,26 @@ def _live_status(run_dir: Path, status: dict) -> dict:
         }
     elif updated and time.time() - updated > STALE_SECONDS:
         status["stalled_seconds"] = round(time.time() - updated, 1)
+    return status
+
+
+def _remote_status(status: dict, updated: float) -> dict:
+    """A run on another machine, judged by its heartbeat alone: `lost` once it is older than LOST_SECONDS."""
+    age = time.time() - updated if updated else float("inf")
+    if age > LOST_SECONDS:
+        status["last_state"] = status["state"]
+        status["state"] = runfolder.LOST
+        status["error"] = {
+            "type": "HeartbeatLost",
+            "message": f"the run on {status['host']} has not written status.json for "
+                       + (f"{age:.0f} s" if updated else "ever") + f" (limit {LOST_SECONDS:.0f} s)",
+            "hint": f"Its processes cannot be seen from here. Check on {status['host']} (its terminal or "
+                    "slurm-JOBID.out, and train.log in the run folder) whether it still runs and whether the "
+                    "filesystem is still shared; it shows its state again as soon as its heartbeat returns.",
+            "traceback_tail": "",
+        }
+    elif age > STALE_SECONDS:
+        status["stalled_seconds"] = round(age, 1)
     return status
 
 
@@ -195,8 +231,8 @@ def busy_gpu_ids(runs_dir: str | os.PathLike | None = None) -> set[int]:
     """GPUs held by runs that are still going, read from their run folders."""
     busy: set[int] = set()
     for run_dir in runfolder.list_run_dirs(runs_dir):
-        state = status_of_dir(run_dir).get("state")
-        if state in runfolder.FINAL_STATES:
+        current = status_of_dir(run_dir)
+        if current.get("state") in runfolder.FINAL_STATES or runs_elsewhere(current):
             continue
         config = runfolder.read_config(run_dir)
         if config.get("device") == "cpu":
@@ -211,12 +247,22 @@ def busy_gpu_ids(runs_dir: str | os.PathLike | None = None) -> set[int]:
 
 def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
     command = build_command(config, run_dir, resume=resume)
+    if config.distributed_backend != "ddp":
+        bundle.write_accelerate_config(config, run_dir)
     env = launch_env(config)
     if vllm_server.manages_server(config):
         # the server loads its model while the trainer loads its own; its guard ends it with the run
         runfolder.update_status(run_dir, pid=None, pgid=None, vllm=vllm_server.start_for_run(config, run_dir))
     process = processes.spawn(command, run_dir / runfolder.LOG_FILE, env, cwd=run_dir, append=True, reap=True)
     return process.pid
+
+
+def _refuse_multi_machine(config: RunConfig) -> None:
+    if cluster.is_multi_machine(config):
+        raise LauncherError(field="num_machines", rule=f"a run over {cluster.machines_in_job(config)} machines "
+                            "starts on those machines, not from here",
+                            fix="export a cluster bundle (`python -m workbench export CONFIG --out DIR`, or Export "
+                                "in the Setup tab) and start its scripts there")
 
 
 def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False) -> str:
@@ -227,6 +273,7 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     """
     config = config.with_absolute_paths()
     check_config(config)
+    _refuse_multi_machine(config)
     vllm_server.preflight(config)
     run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
     config.save(run_dir / runfolder.CONFIG_FILE)
@@ -285,6 +332,8 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
+    if runs_elsewhere(current) and current.get("last_state", current["state"]) not in runfolder.FINAL_STATES:
+        return _stop_remote(run_dir, current, timeout)
     if current["state"] in runfolder.FINAL_STATES:
         vllm_server.stop_for_run(run_dir)  # its guard ends it anyway; this makes sure before returning
         return current
@@ -309,6 +358,21 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     return status_of_dir(run_dir)
 
 
+def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
+    """Stop a run on another machine through its folder alone: its pids mean nothing here, so nothing is killed.
+
+    The trainer finds stop.request at the end of its step, saves and ends
+    `stopped`; a lost run finds it if it comes back.
+    """
+    runfolder.request_stop(run_dir)
+    if current["state"] != runfolder.LOST:
+        current = _wait_until_final(run_dir, graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time")))
+    if current["state"] not in runfolder.FINAL_STATES or current["state"] == runfolder.LOST:
+        current["note"] = (f"stop requested: the run on {current['host']} stops at the end of its step; processes "
+                           "on another machine are never killed from here")
+    return current
+
+
 def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
     """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there."""
     run_dir = run_dir_of(run_id, runs_dir)
@@ -325,6 +389,7 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
         )
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     check_config(config)
+    _refuse_multi_machine(config)
     vllm_server.preflight(config)
     runfolder.update_status(run_dir, state="starting", error=None, finished_at=None, summary=None, note=None,
                             resumed_at=time.time(), vllm=vllm_server.server_section(config),
@@ -363,7 +428,7 @@ def other_live_process(run_dir: str | os.PathLike) -> int | None:
     import psutil
 
     status = runfolder.read_status(run_dir)
-    if status.get("state") in runfolder.FINAL_STATES:
+    if status.get("state") in runfolder.FINAL_STATES or runs_elsewhere(status):  # a pid on another machine
         return None
     try:
         updated = float(status.get("updated_at") or 0) or None

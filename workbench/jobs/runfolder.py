@@ -4,7 +4,8 @@ A training process writes, and the UI, the CLI and the notebooks read, the
 files of `runs/<run_id>/`:
 
 - `config.json`        the RunConfig that made the run
-- `status.json`        replaced atomically (temp file + `os.replace`), never half-written
+- `status.json`        replaced atomically (temp file + `os.replace`), never half-written; `host` names
+                       the machine of the writing process, `updated_at` is its heartbeat
 - `metrics.jsonl`      one JSON object per logging step, appended and flushed per line
 - `completions.jsonl`  one JSON object per completion, appended and flushed per line
 - `train.log`          the process's own output
@@ -50,7 +51,12 @@ STATES = ("starting", "loading_model", "training", "saving", "finished", "failed
 # What readers report for a folder they cannot read (permissions, a status.json that is not
 # UTF-8 JSON); no trainer writes it. Nothing runs there as far as they can tell, so it counts as final.
 UNREADABLE = "unreadable"
-FINAL_STATES = ("finished", "failed", "stopped", UNREADABLE)
+# What readers report for a run on another machine (status.json's `host`) whose heartbeat stopped:
+# its process cannot be looked up from here, so a silent heartbeat is all there is to go on.
+# Readers count it as final (nothing answers there); it turns back into the written state
+# if the heartbeat returns.
+LOST = "lost"
+FINAL_STATES = ("finished", "failed", "stopped", UNREADABLE, LOST)
 
 RUNS_DIR_ENV = "WORKBENCH_RUNS_DIR"
 

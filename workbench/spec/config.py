@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.spec.cluster import DEFAULT_PORT, DISTRIBUTED_BACKENDS
 from workbench.spec.generation import GENERATIONS, SERVER_GENERATIONS, TRL_MODES
 
 LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
@@ -169,6 +170,34 @@ class RunConfig:
         1,
         "Training processes (one per GPU; on CPU several processes share the cores). More than one "
         "goes through accelerate launch.",
+    )
+    # several machines (workbench/spec/cluster.py); started from a cluster bundle (`python -m workbench export`)
+    num_machines: int = setting(
+        1,
+        "Machines the training processes are spread over (accelerate's --num_machines). num_processes counts "
+        "the processes of every machine together and must split evenly over them.",
+    )
+    main_process_ip: str = setting(
+        "",
+        "Address of machine rank 0, where the other machines meet (--main_process_ip). Empty: the cluster "
+        "bundle's Slurm script takes the job's first node; its launch scripts read $MAIN_PROCESS_IP.",
+    )
+    main_process_port: int = setting(
+        DEFAULT_PORT,
+        "Port on machine rank 0 for that meeting (--main_process_port); it must be open between the machines. "
+        "A run on one machine picks a free port itself.",
+    )
+    distributed_backend: str = setting(
+        "ddp",
+        "How GPU processes share the model: ddp (a full copy each), deepspeed-zero2 (optimizer state and "
+        "gradients split), deepspeed-zero3 (weights split too: models larger than one GPU), fsdp (PyTorch FSDP2). "
+        "Written as an accelerate config file; DeepSpeed and FSDP need CUDA.",
+        choices=DISTRIBUTED_BACKENDS,
+    )
+    vllm_node: bool = setting(
+        False,
+        "Give the vLLM server a machine of its own, beside the num_machines training machines (Open-R1's "
+        "layout): the cluster bundle starts it first and points training at it. Needs vllm-server or trl-server.",
     )
     # generation
     generation: str = setting(
@@ -567,9 +596,13 @@ def reward_weights_for(cfg: RunConfig) -> list[float]:
 
 
 def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
-    from workbench.spec.hardware import list_gpus
+    from workbench.spec import cluster
+    from workbench.spec.hardware import list_gpus, runs_on_cpu
 
-    problems = []
+    if cluster.is_multi_machine(cfg):  # this machine's GPUs say nothing about the cluster's
+        return [ConfigProblem(*found) for found in cluster.problems(cfg, on_cpu=cfg.device == "cpu")]
+    on_cpu = cfg.distributed_backend != "ddp" and runs_on_cpu(cfg.device)  # NVML only when it matters
+    problems = [ConfigProblem(*found) for found in cluster.problems(cfg, on_cpu=on_cpu, here=True)]
     from workbench.spec import generation
 
     needs_gpu = cfg.device == "cuda" or cfg.gpu_ids or cfg.vllm_gpu_ids or cfg.generation in TRL_MODES

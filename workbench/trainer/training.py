@@ -7,7 +7,9 @@ train ...` for several processes). Everything it does lands in the run folder
 every metric TRL logs, completions.jsonl with each generation round's groups,
 LoRA checkpoints every `save_steps`, and the final adapter in `adapter/`.
 
-With several processes only the main one (rank 0) writes the run folder.
+With several processes only the global main one (RANK 0, on machine 0 of a
+multi-machine run) writes the run folder; the others write nothing, not even
+the folder itself.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -153,6 +156,13 @@ def make_trainer_class():
         completions_path: Path | None = None
         reward_weights_list: list[float] = []
 
+        def _save_rng_state(self, output_dir: str) -> None:
+            # Every process saves its random state into each checkpoint (the Trainer's own, for an exact
+            # resume). Those on machines other than machine 0 write nothing into the run folder, which that
+            # machine may not share: on a resume they start from fresh random states (the Trainer says so).
+            if _machine_rank() == 0:
+                super()._save_rng_state(output_dir)
+
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
             if self.model.training:
@@ -204,6 +214,11 @@ def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
 # ---------------------------------------------------------------- the run
 
 
+def _machine_rank() -> int:
+    # torchrun's GROUP_RANK is the machine's rank in a multi-machine run; absent on one machine
+    return int(os.environ.get("GROUP_RANK", "0"))
+
+
 def _is_main_process() -> bool:
     # set by accelerate launch / torchrun; absent in a single plain process
     return int(os.environ.get("RANK", "0")) == 0
@@ -213,11 +228,13 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
                  show_progress: bool = False) -> int:
     """Train `cfg` writing `run_dir`; returns the process exit code (0 finished or stopped, 1 failed)."""
     run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cfg = cfg.with_absolute_paths()  # the config.json it saves must work from any folder (a resume)
     is_main = _is_main_process()
+    if is_main:  # the other ranks write nothing: on another machine the folder may not even be shared
+        run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = cfg.with_absolute_paths()  # the config.json it saves must work from any folder (a resume)
     status = StatusWriter(run_dir, enabled=is_main)
-    status.set(state="starting", pid=os.getpid(), step=status.status.get("step", 0),
+    # `host`: readers on other machines judge the run by its heartbeat, not by this pid
+    status.set(state="starting", pid=os.getpid(), host=socket.gethostname(), step=status.status.get("step", 0),
                started_at=status.status.get("started_at") or time.time(),
                num_processes=int(os.environ.get("WORLD_SIZE", "1")),
                # how this process was started, so a slow or large run can be read back to its settings

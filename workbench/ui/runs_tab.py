@@ -61,6 +61,7 @@ def build(ctx: UIContext) -> None:
 
     gr.Markdown("### All runs\nRead from the run folders; updates by itself while runs go.",
                 elem_classes=["wb-section"])
+    gr.Markdown(runs_view.runs_folder_note(runs_dir), elem_classes=["wb-note"], elem_id="wb-runs-folder")
     table = gr.Dataframe(headers=list(runs_view.COLUMNS), value=[], datatype="str", interactive=False,
                          wrap=True, max_height=320, elem_id="wb-runs-table",
                          column_widths=["24%", "8%", "14%", "10%", "8%", "9%", "14%", "13%"])

@@ -17,7 +17,8 @@ from typing import Any, Iterable
 
 from workbench.insight.resumed import merge_metrics
 from workbench.jobs import runfolder
-from workbench.jobs.runfolder import UNREADABLE, last_metric
+from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
+from workbench.jobs.runfolder import LOST, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
@@ -49,11 +50,14 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     task = entry.get("task") or ""
     if entry.get("dataset_path"):
         task = f"{Path(entry['dataset_path']).name} (file)"
-    if entry.get("state") == UNREADABLE:  # the reason, where the row has room for it
+    if entry.get("state") in (UNREADABLE, LOST):  # the reason, where the row has room for it
         task = (entry.get("error") or {}).get("message", "")
+    state = entry.get("state") or "unknown"
+    if runs_elsewhere(entry):
+        state = f"{state} on {entry['host']}"
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
-        "state": entry.get("state") or "unknown",
+        "state": state,
         "model": entry.get("model") or "",
         "task": task,
         "generation": entry.get("generation") or "transformers",  # runs from before the field generated so
@@ -62,6 +66,14 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         "started": format_started(started),
         "duration": format_duration(duration) if duration is not None else "—",
     }
+
+
+def runs_folder_note(runs_dir: str | Path) -> str:
+    """Where the table reads runs from, and how runs of other machines get there."""
+    return (f"Runs folder: {runs_dir}. Runs on other machines (a cluster bundle's) show here when their run "
+            f"folder is on a filesystem this machine shares: start the app with {runfolder.RUNS_DIR_ENV} set to "
+            "that folder. They are followed by their heartbeat, shown as lost when it has been "
+            f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request).")
 
 
 def runs_rows(summaries: Iterable[dict]) -> list[list[Any]]:

@@ -20,7 +20,7 @@ import gradio as gr
 import psutil
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import bundle, launcher, runfolder
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import (
     FIELD_HELP,
@@ -63,6 +63,7 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
+from workbench.ui import export_view
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
@@ -296,6 +297,13 @@ def build(ctx) -> None:
             smoke_result = gr.HTML()
             smoke_run = gr.State(None)
             smoke_timer = gr.Timer(1.0, active=False)
+            with gr.Accordion("Export for a cluster", open=False):
+                cluster = _cluster_inputs()
+                export_button = gr.Button("Export bundle", size="sm")
+                exported = gr.Textbox(label="bundle and the commands that start it", lines=6, buttons=["copy"],
+                                      interactive=False, elem_classes=["wb-command"],
+                                      placeholder="The training processes above run on each machine; the "
+                                                  "bundle goes to runs/bundles/<run id>.")
 
     inputs = [form[key] for key in FORM_KEYS] + [hardware]
     outputs = [badge, *buttons, suggestions, warnings, numbers, problems, memory, plan_valid]
@@ -346,12 +354,34 @@ def build(ctx) -> None:
         final = status.get("state") in runfolder.FINAL_STATES
         return smoke_result_html(status), gr.Timer(active=not final)
 
+    def export(*values):
+        try:
+            cfg = export_view.cluster_config(config_from_values(*values[len(cluster):]), *values[:len(cluster)])
+            folder, run_id = export_view.bundle_folder(ctx.runs_dir, cfg)
+            written = bundle.write_bundle(cfg, folder, run_id)
+        except WorkbenchError as exc:
+            return f"Cannot export: {exc}"
+        return export_view.export_text(written.folder, written.run_id, written.commands, ctx.runs_dir)
+
+    export_button.click(export, inputs=[*cluster, *inputs], outputs=exported, show_progress="hidden")
     smoke_button.click(start_smoke, inputs=inputs, outputs=[smoke_run, smoke_result, smoke_timer])
     smoke_timer.tick(poll_smoke, inputs=smoke_run, outputs=[smoke_result, smoke_timer], show_progress="hidden")
 
     ctx.config_inputs = inputs
     ctx.config_from_values = config_from_values
     ctx.register(plan_valid=plan_valid, setup_form=form, setup_hardware=hardware)
+
+
+def _cluster_inputs() -> list:
+    """The export's own settings, each with its RunConfig help, in export_view.EXPORT_FIELDS order."""
+    defaults = RunConfig()
+    return [gr.Number(value=1, precision=0, minimum=1, label="num_machines", info=FIELD_HELP["num_machines"]),
+            gr.Textbox(value="", label="main_process_ip", info=FIELD_HELP["main_process_ip"]),
+            gr.Number(value=defaults.main_process_port, precision=0, label="main_process_port",
+                      info=FIELD_HELP["main_process_port"]),
+            gr.Dropdown(choices=list(export_view.BACKEND_CHOICES), value="ddp", label="distributed_backend",
+                        info=FIELD_HELP["distributed_backend"]),
+            gr.Checkbox(value=False, label="vllm_node", info=FIELD_HELP["vllm_node"])]
 
 
 def _apply(index: int, slots: list, values) -> list:
