@@ -631,10 +631,32 @@ def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
     return problems
 
 
+# Linux's limits: a whole path (PATH_MAX) and one name in it (NAME_MAX, bytes); longer ones cannot even be looked up.
+MAX_PATH_CHARS = 4096
+MAX_NAME_BYTES = 255
+PATH_FIELDS = ("model", "dataset_path", "reward_file")
+
+
+def _path_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    """Path fields no file system could hold (checked first: looking such a path up raises)."""
+    problems = []
+    for name in PATH_FIELDS:
+        value = getattr(cfg, name) or ""
+        if len(value) > MAX_PATH_CHARS or any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES
+                                              for part in value.split("/")):
+            problems.append(ConfigProblem(name, f"is not a usable path ({len(value)} characters; at most "
+                                                f"{MAX_PATH_CHARS}, and {MAX_NAME_BYTES} bytes per folder or file name)",
+                                          "give the path of an existing file or folder"))
+    return problems
+
+
 def validate_config(cfg: RunConfig) -> list[ConfigProblem]:
     """Every problem with `cfg`, cheaply: nothing loads, nothing trains."""
     from workbench.spec.models import ModelError, check_model
 
+    path_problems = _path_problems(cfg)
+    if path_problems:
+        return path_problems
     problems = _number_problems(cfg)
     if not problems:  # the calculator refuses the same impossible numbers; say it once
         problems += _plan_problems(cfg)[0]

@@ -93,12 +93,36 @@ def hardware_choice(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...]
     """
     if not gpus_present:
         processes = form.get("cpu_processes") or 1
+        if processes not in CPU_PROCESS_CHOICES:
+            raise ConfigError([ConfigProblem("cpu_processes", f"must be one of {CPU_PROCESS_CHOICES}, got {processes!r:.40}",
+                                             "pick 1 or 2 processes")])
         return {"device": "cpu", "gpu_ids": [], "vllm_gpu_ids": [], "num_processes": int(processes)}
-    gpu_ids = sorted(int(i) for i in (form.get("gpu_ids") or []))
-    vllm_gpu_ids = sorted(int(i) for i in (form.get("vllm_gpu_ids") or []))
+    gpu_ids = _gpu_id_list(form.get("gpu_ids"), "gpu_ids")
+    vllm_gpu_ids = _gpu_id_list(form.get("vllm_gpu_ids"), "vllm_gpu_ids")
     if vllm_gpu_ids and not gpu_ids:
         gpu_ids = [i for i in all_gpu_ids if i not in vllm_gpu_ids][:1]
     return {"device": "auto", "gpu_ids": gpu_ids, "vllm_gpu_ids": vllm_gpu_ids, "num_processes": max(1, len(gpu_ids))}
+
+
+def _is_gpu_index(value) -> bool:
+    """A whole number, or its digits as text (a checkbox group sends either)."""
+    if isinstance(value, str):
+        return value.isdecimal() and len(value) < 6
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _gpu_id_list(values, field: str) -> list[int]:
+    """GPU indices from the picker, sorted; ConfigError for anything that is not a list of whole numbers."""
+    values = values or []
+    if not isinstance(values, list) or not all(_is_gpu_index(v) for v in values):
+        raise ConfigError([ConfigProblem(field, f"must be a list of GPU indices, got {values!r:.40}",
+                                         "tick GPUs in the hardware picker")])
+    return sorted(int(v) for v in values)
+
+
+def _text(value) -> str:
+    """A text field's value, stripped; a non-text value (only a hand-made request sends one) as its text."""
+    return value.strip() if isinstance(value, str) else ("" if value is None else str(value))
 
 
 def config_from_form(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...] = ()) -> RunConfig:
@@ -110,10 +134,10 @@ def config_from_form(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...
     # A blank optional field is unset; a blank text field is its default.
     values = {name: value for name, value in values.items() if not (value is None and name not in OPTIONAL_FIELDS)}
     values.update(
-        model=(form.get("model") or "").strip() or RunConfig().model,
+        model=_text(form.get("model")) or RunConfig().model,
         task=form.get("task") or RunConfig().task,
-        dataset_path=(form.get("dataset_path") or "").strip(),
-        reward_file=(form.get("reward_file") or "").strip(),
+        dataset_path=_text(form.get("dataset_path")),
+        reward_file=_text(form.get("reward_file")),
         reward_names=names,
         reward_weights=weights,
         **hardware_choice(form, gpus_present, all_gpu_ids),
@@ -280,7 +304,10 @@ def local_model_folder(model: str) -> Path | None:
     name = (model or BUNDLED_MODEL).strip()
     folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(
         name, Path(name).expanduser())
-    return folder if (folder / "config.json").is_file() else None
+    try:
+        return folder if (folder / "config.json").is_file() else None
+    except OSError:  # a name no file system can look up (the plan panel already says why)
+        return None
 
 
 def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_length: int = 64) -> str:

@@ -1,0 +1,64 @@
+"""Hostile input in every field of the Setup tab: refused with a message or used as plain text, never a traceback.
+
+Each field of the form (the values the browser sends, in the tab's own
+order) gets each hostile value in turn; the tab's live update must answer
+with its panels, and no answer may carry the markup it was given.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.slow  # 57 fields x 9 values, 10 MB strings among them: about 40 s
+
+from workbench.spec.config import RunConfig
+from workbench.spec.rewards import REWARDS
+from workbench.ui import setup_tab
+
+HOSTILE = {
+    "huge": 10**30,
+    "nan": math.nan,
+    "inf": math.inf,
+    "negative": -7,
+    "blank": None,
+    "10 MB": "x" * 10_000_000,
+    "unicode": "名前 ∑ 🙂 \u202e",
+    "markup": "<script>alert(1)</script><img src=x onerror=alert(2)>",
+    "list": ["a", 1],
+}
+
+
+def default_values() -> dict:
+    """The form as the page first shows it for the demo task, on a CPU machine."""
+    config = RunConfig.for_task("demo").to_dict()
+    form = {key: config.get(key) for key in setup_tab.FORM_KEYS}
+    form.update({f"use_{name}": name == "brevity" for name in REWARDS})
+    form.update({f"weight_{name}": 1.0 for name in REWARDS})
+    form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
+    return form
+
+
+def answer(form: dict) -> list:
+    return setup_tab.update_plan(*[form[key] for key in setup_tab.FORM_KEYS], {"gpus": [], "busy": []})
+
+
+def test_the_untouched_form_is_ready_to_launch():
+    assert answer(default_values())[-1] is True
+
+
+@pytest.mark.parametrize("key", setup_tab.FORM_KEYS)
+def test_every_field_survives_every_hostile_value(key):
+    for label, value in HOSTILE.items():
+        form = {**default_values(), key: value}
+        try:
+            outputs = answer(form)
+        except Exception as exc:  # the test's point: name the field and value that broke through
+            pytest.fail(f"{key} = {label}: {type(exc).__name__}: {str(exc)[:300]}")
+        for output in outputs:
+            text = str(output)
+            # escaped (&lt;script&gt;) is fine: shown as text; a live tag is not
+            assert "<script" not in text and "<img" not in text, f"{key} = {label} reached the page as markup"
+        if label in ("markup", "unicode", "10 MB", "list") and key in ("per_device_train_batch_size", "learning_rate"):
+            assert outputs[-1] is False, f"{key} = {label} must not be ready to launch"
