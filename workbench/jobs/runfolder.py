@@ -17,7 +17,10 @@ files of `runs/<run_id>/`:
 
 Readers keep no state in globals: they read the folder again, or read only the
 bytes after an offset they hold. A half-written last line is never returned as
-data; it is read again once its newline has landed.
+data; it is read again once its newline has landed. (`jsonl_cache` keeps, per
+process, what it has read of a long file and where each step's lines lie; it is
+checked against the file on every read, so it changes how much is read, never
+what a reader sees.)
 
 Pure standard library: importable without torch or gradio.
 """
