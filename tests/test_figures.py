@@ -241,3 +241,52 @@ def test_pure_modules_import_without_torch_or_gradio(module):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"{module} pulled in {result.stdout.strip()}"
+
+
+# ---------------------------------------------------------------- long runs
+
+
+def grown(records, how):
+    """`records` grown one way the Train tab's list grows (resumed.merge_metrics)."""
+    from workbench.insight.resumed import merge_metrics
+
+    new = {"appended": [{"step": len(records) + 1, "reward": 0.7, "entropy": 1.0}],
+           "last-step-merged": [{"step": len(records), "train_runtime": 12.0}],
+           "new-metric-appears": [{"step": len(records) + 1, "reward": 0.7, "new/metric": 3.0}],
+           "resumed": [{"step": 2, "reward": 0.9}],
+           "step-missing": [{"reward": 0.1}]}[how]
+    return merge_metrics(records, new)
+
+
+@pytest.mark.parametrize("how", ["appended", "last-step-merged", "new-metric-appears", "resumed", "step-missing"])
+def test_a_frame_extended_from_the_previous_one_is_the_frame_built_anew(how):
+    import pandas as pd
+
+    records = make_metrics(12)
+    frame = figures.metrics_frame(records)
+    more = grown(records, how)
+    extended = figures.metrics_frame(more, previous=(records, frame))
+    pd.testing.assert_frame_equal(extended, figures.metrics_frame(more))
+    if how in ("appended", "last-step-merged", "new-metric-appears"):
+        assert extended.attrs[figures.ROWS_ARE_RECORDS]
+
+
+def test_a_long_line_is_drawn_through_its_extremes():
+    steps = list(range(1, 10_001))
+    values = [0.5 + 0.001 * math.sin(s) for s in steps]
+    values[7_777] = 9.0   # one spike and one dip: both must stay on the figure
+    values[3_333] = -4.0
+    fig = figures.metric_figure([{"step": s, "kl": v} for s, v in zip(steps, values)], "kl", "KL")
+    line = fig.data[0]
+    assert len(line.x) <= figures.MAX_POINTS
+    assert max(line.y) == 9.0 and min(line.y) == -4.0 and line.x[0] == 1 and line.x[-1] == 10_000
+    assert list(line.x) == sorted(line.x)
+
+
+def test_a_long_run_s_figures_stay_small_and_smoothing_uses_every_point():
+    records = make_metrics(5000)
+    built = figures.build_figures(figures.metrics_frame(records), 0.9)
+    assert all(len(trace.x or ()) <= 2 * figures.MAX_POINTS for fig in built.values() for trace in fig.data)
+    smoothed = figures.smooth([r["reward"] for r in records], 0.9)
+    line = next(t for t in built["reward"].data if t.name == "total")
+    assert line.y[-1] == pytest.approx(smoothed[-1]) and line.x[-1] == 5000

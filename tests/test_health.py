@@ -145,3 +145,40 @@ def test_records_out_of_order_and_with_junk_values():
     records[0]["frac_reward_zero_std"] = "n/a"  # step 6 unreadable: the window is steps 3-5
     alarm = health.check_health(records)[0]
     assert alarm.kind == "no_signal" and alarm.step == 5
+
+
+def kl_spike_by_the_definition(series):
+    """The latest KL spike as the rule reads, point by point: the reference for the vectorised check."""
+    import statistics
+
+    latest = None
+    for i in range(1, len(series)):
+        step, value = series[i]
+        baseline = statistics.median(v for _, v in series[max(0, i - health.KL_BASELINE_WINDOW):i])
+        if value > health.KL_SPIKE_FLOOR and value > health.KL_SPIKE_FACTOR * max(baseline, 1e-12):
+            latest = (step, value, baseline)
+    return latest
+
+
+@pytest.mark.parametrize("seed", range(6), ids=lambda seed: f"seed-{seed}")
+def test_the_kl_check_finds_the_spike_the_rule_defines(seed):
+    import random
+
+    rng = random.Random(seed)
+    count = rng.choice([2, 5, 10, 11, 12, 40, 300])
+    series = [(step, abs(rng.gauss(0.03, 0.03)) * (8 if rng.random() < 0.05 else 1)) for step in range(1, count + 1)]
+    assert health._latest_kl_spike(series) == kl_spike_by_the_definition(series)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [make_metrics(15, kl=lambda s: 0.4 if s == 12 else 0.02), make_metrics(6, beta=0, loss=0.0, frac_reward_zero_std=1.0),
+     make_metrics(9, **{"completions/mean_length": lambda s: 30.0 if s <= 3 else 1.2}),
+     make_metrics(12, kl=lambda s: float("nan") if s == 4 else 0.02), make_metrics(2000, kl=lambda s: 0.9 if s == 1500 else 0.02),
+     make_metrics(6, **{"completions/clipped_ratio": 1.0})],
+    ids=["kl-spike", "no-signal", "length-collapse", "nan-point", "long-run", "clipped"],
+)
+def test_a_metrics_frame_gives_the_alarms_its_records_give(records):
+    from workbench.insight.figures import metrics_frame
+
+    assert health.check_health(metrics_frame(records), CONFIG_SEED_002) == health.check_health(records, CONFIG_SEED_002)

@@ -11,7 +11,15 @@ dicts, one per logging step, under TRL's own metric names (`reward`,
   is above 0 the raw points stay visible, faint, under the smoothed line.
 
 All figures share one light template sized for about 600 x 300 px, with the
-legend above the plot area so it never covers data.
+legend above the plot area so it never covers data. A line of more than
+MAX_POINTS points is drawn through the highest and lowest point of each of
+MAX_POINTS / 2 slices of it (`thin`): a figure that wide shows no more, a
+spike stays visible, and a 10,000-step run costs the server and the browser
+what a 1,200-step one does. Smoothing is computed over every point first.
+
+A builder takes the records or their `metrics_frame`; `build_figures` makes
+the frame once for all figures, and a page that keeps the frame of the
+records it has (`metrics_frame(records, previous=...)`) adds one row a step.
 
 No torch or gradio here: importable by the UI process and by notebooks.
 """
@@ -19,8 +27,10 @@ No torch or gradio here: importable by the UI process and by notebooks.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -39,6 +49,10 @@ RAW_OPACITY = 0.3
 BAND_OPACITY = 0.15
 # Up to this many steps along the x axis, put a tick on every step.
 SHORT_STEP_SPAN = 10
+# Points a line or band is drawn through at most (see `thin`).
+MAX_POINTS = 1200
+# Set on a frame whose rows are its records, one each and in their order (nothing dropped or reordered).
+ROWS_ARE_RECORDS = "rows_are_records"
 
 TEMPLATE = go.layout.Template(
     layout=dict(
@@ -72,7 +86,8 @@ MISSING_NOTES = {
 
 # ---------------------------------------------------------------- data shaping
 
-def metrics_frame(records: Iterable[Mapping]) -> pd.DataFrame:
+def metrics_frame(records: Iterable[Mapping],
+                  previous: tuple[list, pd.DataFrame | None] | None = None) -> pd.DataFrame:
     """Metric records as a DataFrame: one row per step, sorted, numbers only.
 
     A record without `step` takes its position (1-based). When a step appears
@@ -80,19 +95,68 @@ def metrics_frame(records: Iterable[Mapping]) -> pd.DataFrame:
     through `resumed.merge_metrics` first, which also drops the later steps
     logged before the resume. Values that are not numbers (None, text) become
     NaN, so a figure shows a gap, not an error.
+
+    `previous` is (records, frame) of an earlier call. When these records are
+    those same record objects with more appended, or with the last one
+    replaced (how `merge_metrics` grows a run's list), only the rows of the
+    new ones are built; otherwise, or when that frame had to drop or reorder
+    records, the frame is built anew. Either way the result is the same.
     """
+    records = records if isinstance(records, list) else list(records)
+    if previous is not None:
+        frame = _extend_frame(records, *previous)
+        if frame is not None:
+            return frame
+    return _build_frame(records)
+
+
+def _build_frame(records: list, first_position: int = 1) -> pd.DataFrame:
     rows = []
-    for position, record in enumerate(records, start=1):
+    for position, record in enumerate(records, start=first_position):
         row = dict(record)
         row.setdefault(STEP, position)
         rows.append(row)
     if not rows:
-        return pd.DataFrame({STEP: pd.Series(dtype="float64")})
+        frame = pd.DataFrame({STEP: pd.Series(dtype="float64")})
+        frame.attrs[ROWS_ARE_RECORDS] = True
+        return frame
     frame = pd.DataFrame(rows)
     frame = frame.apply(pd.to_numeric, errors="coerce")
     frame = frame[frame[STEP].notna()]
-    frame = frame.drop_duplicates(subset=STEP, keep="last").sort_values(STEP, kind="stable")
-    return frame.reset_index(drop=True)
+    in_order = len(frame) == len(rows) and frame[STEP].is_monotonic_increasing and frame[STEP].is_unique
+    if not in_order:
+        frame = frame.drop_duplicates(subset=STEP, keep="last").sort_values(STEP, kind="stable")
+    frame = frame.reset_index(drop=True)
+    frame.attrs[ROWS_ARE_RECORDS] = bool(in_order)
+    return frame
+
+
+def _extend_frame(records: list, old_records, old_frame) -> pd.DataFrame | None:
+    """The frame of `records` from that of `old_records`, building only the new rows; None when it cannot."""
+    if old_frame is None or not isinstance(old_records, list) or not old_frame.attrs.get(ROWS_ARE_RECORDS) \
+            or len(old_frame) != len(old_records):
+        return None
+    shared = len(old_records)
+    if len(records) < shared or (shared and records[shared - 1] is not old_records[shared - 1]):
+        shared -= 1  # the last record merged with a newer one for the same step
+    if shared < 0 or len(records) < shared or not all(map(operator.is_, records[:shared], old_records[:shared])):
+        return None
+    if shared == len(records) == len(old_records):
+        return old_frame
+    added = _build_frame(records[shared:], first_position=shared + 1)
+    if not added.attrs[ROWS_ARE_RECORDS] or len(added) != len(records) - shared:
+        return None
+    if shared and len(added) and added[STEP].iloc[0] <= old_frame[STEP].iloc[shared - 1]:
+        return None
+    kept = old_frame.iloc[:shared]
+    frame = pd.concat([kept, added], ignore_index=True) if shared else added
+    frame.attrs[ROWS_ARE_RECORDS] = True
+    return frame
+
+
+def _frame_of(records) -> pd.DataFrame:
+    """`records` if they already are a metrics frame, else their frame."""
+    return records if isinstance(records, pd.DataFrame) else metrics_frame(records)
 
 
 def check_smoothing(smoothing: float) -> float:
@@ -182,26 +246,60 @@ def _wrap(text: str, width: int) -> str:
     return "<br>".join(lines)
 
 
+def thin(high: Sequence[float], low: Sequence[float] | None = None, max_points: int = MAX_POINTS) -> np.ndarray | None:
+    """Indices of the points to draw of a line (`high` = `low` = its values) or a band; None: draw them all.
+
+    Beyond `max_points` points the line is cut into max_points / 2 slices and
+    each keeps the point where `high` is highest and the one where `low` is
+    lowest, in step order, plus the first and last point: the drawing keeps
+    every spike and dip a figure a few hundred pixels wide can show.
+    """
+    count = len(high)
+    if count <= max_points:
+        return None
+    size = math.ceil(count / (max_points // 2))
+    slices = math.ceil(count / size)
+    padded = slices * size
+
+    def extreme(values, pad, pick):
+        array = np.full(padded, pad, dtype="float64")
+        array[:count] = np.asarray(values, dtype="float64")
+        return pick(array.reshape(slices, size), axis=1) + np.arange(slices) * size
+
+    keep = [np.array([0, count - 1]), extreme(high, -np.inf, np.argmax),
+            extreme(high if low is None else low, np.inf, np.argmin)]
+    indices = np.unique(np.concatenate(keep))
+    return indices[indices < count]
+
+
+def _take(values, indices: np.ndarray | None) -> list:
+    if indices is None:
+        return list(values)
+    return np.asarray(values)[indices].tolist()
+
+
 def add_line(fig: go.Figure, steps, values, name: str, colour: str, smoothing: float,
              dash: str | None = None, yaxis: str = "y", show_legend: bool = True) -> list[float]:
     """Add a metric line: raw points faint plus a smoothed line when smoothing > 0.
 
-    Returns the values actually drawn as the line (smoothed or raw), so a band
-    can follow them.
+    Returns the values of every point of the line (smoothed or raw), so a
+    band can follow them; the figure draws at most MAX_POINTS of them.
     """
     weight = check_smoothing(smoothing)
     line = dict(color=colour, width=2, dash=dash)
+    steps = list(steps)
     if weight > 0:
-        fig.add_trace(go.Scatter(x=steps, y=values, name=f"{name} (raw)", mode="lines+markers",
-                                 line=dict(color=colour, width=1), marker=dict(size=4),
+        shown = thin(values)
+        fig.add_trace(go.Scatter(x=_take(steps, shown), y=_take(values, shown), name=f"{name} (raw)",
+                                 mode="lines+markers", line=dict(color=colour, width=1), marker=dict(size=4),
                                  opacity=RAW_OPACITY, showlegend=False, yaxis=yaxis, hoverinfo="skip"))
         drawn = smooth(values, weight)
     else:
         drawn = list(values)
-    steps = list(steps)
     mode = "lines+markers" if len(steps) <= 60 else "lines"
-    fig.add_trace(go.Scatter(x=steps, y=drawn, name=name, mode=mode, line=line, marker=dict(size=5),
-                             yaxis=yaxis, showlegend=show_legend))
+    shown = thin(drawn)
+    fig.add_trace(go.Scatter(x=_take(steps, shown), y=_take(drawn, shown), name=name, mode=mode, line=line,
+                             marker=dict(size=5), yaxis=yaxis, showlegend=show_legend))
     _tick_every_step_when_few(fig)
     return drawn
 
@@ -222,6 +320,8 @@ def add_band(fig: go.Figure, steps, lower, upper, colour: str, name: str, yaxis:
     """Shade the area between `lower` and `upper` (a std or min-max band)."""
     if not steps:
         return
+    shown = thin(upper, lower)
+    steps, lower, upper = _take(steps, shown), _take(lower, shown), _take(upper, shown)
     fig.add_trace(go.Scatter(x=list(steps) + list(steps)[::-1], y=list(upper) + list(lower)[::-1],
                              fill="toself", fillcolor=_rgba(colour, BAND_OPACITY), line=dict(width=0),
                              name=name, hoverinfo="skip", showlegend=False, yaxis=yaxis))
@@ -257,7 +357,7 @@ def _mean_with_std_band(fig, frame, mean_col, std_col, name, colour, smoothing) 
 
 def reward_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Total reward and each reward function's mean, each with a ± std band."""
-    frame = metrics_frame(records)
+    frame = _frame_of(records)
     title = "Reward (mean ± std over the completions of a step)"
     if not has_metric(frame, "reward"):
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no `reward`.")
@@ -271,7 +371,7 @@ def reward_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def reward_std_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Spread of rewards, and the share of groups whose rewards were all equal."""
-    frame = metrics_frame(records)
+    frame = _frame_of(records)
     title = "Reward spread and groups with no signal"
     if not (has_metric(frame, "reward_std") or has_metric(frame, "frac_reward_zero_std")):
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no `reward_std`.")
@@ -287,7 +387,7 @@ def reward_std_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Mean completion length with its min-max band, and the clipped ratio on the right."""
-    frame = metrics_frame(records)
+    frame = _frame_of(records)
     title = "Completion length (tokens)"
     mean_col = "completions/mean_length"
     if not has_metric(frame, mean_col):
@@ -313,7 +413,7 @@ def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Share of tokens whose probability ratio was clipped (PPO-style trust region)."""
-    frame = metrics_frame(records)
+    frame = _frame_of(records)
     title = "Clip ratio (share of tokens clipped)"
     columns = [("clip_ratio/region_mean", "region"), ("clip_ratio/low_mean", "low"),
                ("clip_ratio/high_mean", "high")]
@@ -336,7 +436,7 @@ def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
 def metric_figure(records, metric: str, title: str, y_title: str = "", smoothing: float = 0.0,
                   colour: str = PALETTE[0], log_y: bool = False, from_zero: bool = False) -> go.Figure:
     """One metric as a line (with faint raw points when smoothed), or a note if absent."""
-    frame = metrics_frame(records)
+    frame = _frame_of(records)
     if not has_metric(frame, metric):
         note = WAITING_NOTE if frame.empty else MISSING_NOTES.get(metric, f"This run logged no `{metric}`.")
         return note_figure(title, note)
@@ -397,15 +497,16 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
 
 
 def build_figures(records, smoothing: float = 0.0, names: Iterable[str] | None = None) -> dict[str, go.Figure]:
-    """The dashboard figures for one run, keyed as in FIGURE_BUILDERS (all of them, or those `names`)."""
-    records = list(records)
+    """The dashboard figures for one run (its records or their metrics_frame), keyed as in FIGURE_BUILDERS
+    (all of them, or those `names`)."""
+    frame = _frame_of(records if isinstance(records, pd.DataFrame) else list(records))
     check_smoothing(smoothing)
     wanted = FIGURE_BUILDERS if names is None else list(names)
-    return {name: FIGURE_BUILDERS[name](records, smoothing) for name in wanted}
+    return {name: FIGURE_BUILDERS[name](frame, smoothing) for name in wanted}
 
 
 def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: float = 0.0) -> go.Figure:
-    """One metric of several runs on one figure, one line per run (name -> records).
+    """One metric of several runs on one figure, one line per run (name -> records, or their metrics_frame).
 
     Runs that did not log the metric are named in a note under the title.
     """
@@ -413,7 +514,7 @@ def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: 
     title = f"{metric}: runs compared"
     if not runs:
         return note_figure(title, "Pick one or more runs to compare.")
-    frames = {name: metrics_frame(records) for name, records in runs.items()}
+    frames = {name: _frame_of(records) for name, records in runs.items()}
     missing = [name for name, frame in frames.items() if not has_metric(frame, metric)]
     if len(missing) == len(frames):
         return note_figure(title, MISSING_NOTES.get(metric, f"None of these runs logged `{metric}`."))
