@@ -147,7 +147,7 @@ def build(ctx: UIContext) -> None:
                                            and runfolder.last_checkpoint(runs_dir / watch.run_id) is not None)
         if full or changes.metrics:
             out.update(render_figures(watch, smooth))
-            out[alarms] = train_view.alarms_html(check_health(watch.metrics, watch.config), bool(watch.metrics))
+            out[alarms] = train_view.alarms_html(check_health(metrics_of(watch), watch.config), bool(watch.metrics))
         if full or changes.completions:
             out.update(render_completions(watch, pinned))
         return out
@@ -156,8 +156,12 @@ def build(ctx: UIContext) -> None:
         """The figures named (default: those on screen: the main ones, and More metrics while open)."""
         if names is None:
             names = (*MAIN_FIGURES, *MORE_FIGURES) if watch.more_metrics_open else MAIN_FIGURES
-        built = figures.build_figures(watch.metrics, smooth, names)
+        built = figures.build_figures(metrics_of(watch), smooth, names)
         return {plots[name]: built[name] for name in names}
+
+    def metrics_of(watch: train_view.RunWatch):
+        """The watch's metric records as a frame (it keeps one, extended a row a step), for figures and health."""
+        return watch.frame if watch.frame is not None else watch.metrics
 
     def render_completions(watch: train_view.RunWatch, pinned: int | None) -> dict:
         steps = watch.completion_steps

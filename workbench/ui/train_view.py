@@ -3,9 +3,13 @@
 The Train tab keeps a `RunWatch` in a `gr.State` (one per browser session,
 never a process global): which run it shows, the byte offsets it has read up
 to in `metrics.jsonl` and `completions.jsonl`, the metric records read so far
-and the completions of the newest step. Every timer tick calls `poll_run`,
-which reads only the bytes written since the last tick and says what changed,
-so the tab can skip redrawing what did not.
+(and their table, `figures.metrics_frame`, extended row by row) and the
+completions of the newest step. Every refresh calls `poll_run`, which reads
+only the bytes written since the last one and says what changed, so the tab
+can skip redrawing what did not. The first read of a file takes what this
+process has already read of it (`jobs.jsonl_cache`): the metric records, and
+for completions an index of where each step's lines lie, so a page opening
+a run of 640,000 completions parses only those of its newest step.
 
 Which run a freshly loaded page shows is `choose_run`: the one this browser
 watched before (kept in `gr.BrowserState`) unless a newer run is live, else
@@ -30,10 +34,11 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import mean
-from typing import Callable
+from typing import Any, Callable
 
+from workbench.insight.figures import metrics_frame
 from workbench.insight.resumed import latest_round, merge_metrics
-from workbench.jobs import runfolder
+from workbench.jobs import jsonl_cache, runfolder
 
 # How many of the latest step_time values the remaining-time estimate averages.
 RECENT_STEPS = 5
@@ -50,6 +55,8 @@ class RunWatch:
     metrics_file: tuple | None = None
     completions_file: tuple | None = None
     metrics: list[dict] = field(default_factory=list)
+    # figures.metrics_frame(metrics), kept beside them so a new step adds one row instead of building it anew.
+    frame: Any = field(default=None, compare=False, repr=False)
     # Steps that have completions, ascending, and the records of the newest one.
     completion_steps: list[int] = field(default_factory=list)
     newest_completions: list[dict] = field(default_factory=list)
@@ -140,13 +147,38 @@ def merge_completions(steps: list[int], newest: list[dict], new: list[dict],
         if steps and step == steps[-1]:
             newest.append(record)
             continue
-        if steps and step < steps[-1]:
-            # A resumed run generates these steps again: forget the later ones.
-            steps = [s for s in steps if s < step]
-        steps.append(step)
+        steps = _fold_step(steps, step)
         newest = [record]
     # the newest step written twice in a row (a resume right after it was generated): its last round counts
     return steps, (latest_round(newest, steps[-1], num_generations) if steps else newest)
+
+
+def _fold_step(steps: list, step) -> list:
+    """`steps` after lines of a step other than the last: a resumed run generates earlier steps again."""
+    if steps and step < steps[-1]:
+        steps = [s for s in steps if s < step]  # forget the later ones
+    steps.append(step)
+    return steps
+
+
+def read_completions(path: Path, num_generations: int | None = None) -> tuple[list, list[dict], int, tuple | None]:
+    """(steps with completions, records of the newest step, offset read up to, file identity) of a whole file.
+
+    The same as `merge_completions` over every record of the file, read from
+    the process's step index (`jsonl_cache.step_index`): only the newest
+    step's lines are parsed.
+    """
+    index = jsonl_cache.step_index(path)
+    steps: list = []
+    for step, _, _ in index.stretches:
+        if not steps or step != steps[-1]:
+            steps = _fold_step(steps, step)
+    newest: list[dict] = []
+    if index.stretches:
+        step, start, end = index.stretches[-1]
+        newest = [r for r in jsonl_cache.read_span(path, start, end) if r.get("step") is not None]
+        newest = latest_round(newest, step, num_generations)
+    return steps, newest, index.offset, index.identity
 
 
 def poll_run(watch: RunWatch, runs_dir: str | Path,
@@ -161,22 +193,43 @@ def poll_run(watch: RunWatch, runs_dir: str | Path,
     run_dir = Path(runs_dir) / watch.run_id
     original = watch
     watch, metrics_replaced, completions_replaced = _forget_replaced_files(watch, run_dir)
-    new_metrics, metrics_offset = runfolder.read_jsonl_from(run_dir / runfolder.METRICS_FILE, watch.metrics_offset)
-    new_completions, completions_offset = runfolder.read_jsonl_from(
-        run_dir / runfolder.COMPLETIONS_FILE, watch.completions_offset)
+    metrics_path, completions_path = run_dir / runfolder.METRICS_FILE, run_dir / runfolder.COMPLETIONS_FILE
+    metrics_file, completions_file = watch.metrics_file, watch.completions_file
+    if watch.metrics_offset == 0:  # nothing read of this file yet: what this process has read of it
+        read = jsonl_cache.records(metrics_path)
+        new_metrics, metrics_offset, metrics_file = read.records, read.offset, read.identity or metrics_file
+    else:
+        new_metrics, metrics_offset = runfolder.read_jsonl_from(metrics_path, watch.metrics_offset)
+    new_completions: list[dict] = []
+    if watch.completions_offset == 0:  # the newest step only, from the process's index of the file
+        steps, newest, completions_offset, identity = read_completions(completions_path,
+                                                                       watch.config.get("num_generations"))
+        completions_file = identity or completions_file
+        read_any = bool(steps)
+    else:
+        new_completions, completions_offset = runfolder.read_jsonl_from(completions_path, watch.completions_offset)
+        read_any = bool(new_completions)
     status = read_status(run_dir) or {}
     changes = Changes(metrics=bool(new_metrics) or metrics_replaced,
-                      completions=bool(new_completions) or completions_replaced,
+                      completions=read_any or completions_replaced,
                       status=status_signature(status) != status_signature(watch.status))
     if not changes.anything:
         return original, changes
-    steps, newest = merge_completions(watch.completion_steps, watch.newest_completions, new_completions,
-                                      watch.config.get("num_generations"))
+    if watch.completions_offset != 0:
+        steps, newest = merge_completions(watch.completion_steps, watch.newest_completions, new_completions,
+                                          watch.config.get("num_generations"))
+    metrics, frame = watch.metrics, watch.frame
+    if new_metrics or frame is None:
+        metrics = merge_metrics(watch.metrics, new_metrics) if new_metrics else watch.metrics
+        frame = metrics_frame(metrics, previous=(watch.metrics, watch.frame))
     updated = replace(
         watch,
         metrics_offset=metrics_offset,
         completions_offset=completions_offset,
-        metrics=merge_metrics(watch.metrics, new_metrics) if new_metrics else watch.metrics,
+        metrics_file=metrics_file,
+        completions_file=completions_file,
+        metrics=metrics,
+        frame=frame,
         completion_steps=steps,
         newest_completions=newest,
         status=status,
@@ -238,9 +291,12 @@ def change_signature(runs_dir: str | Path, run_id: str | None,
 
 
 def completions_of_step(runs_dir: str | Path, run_id: str, step: int) -> list[dict]:
-    """All completion records of one step, read from the file (for an earlier step picked on the slider)."""
+    """All completion records of one step (for an earlier step picked on the slider).
+
+    Only that step's lines are read, found in the process's index of the file.
+    """
     path = Path(runs_dir) / run_id
-    records = runfolder.read_jsonl(path / runfolder.COMPLETIONS_FILE)
+    records = jsonl_cache.records_of_step(path / runfolder.COMPLETIONS_FILE, step)
     # A resumed run may have logged the step twice: the later round is the one that counts.
     return latest_round(records, step, runfolder.read_config(path).get("num_generations"))
 
@@ -299,9 +355,14 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
 
 
 def seconds_per_step(metrics: list[dict]) -> float | None:
-    """Mean `step_time` of the latest logged steps, or None before any."""
-    times = [r["step_time"] for r in metrics if isinstance(r.get("step_time"), (int, float))]
-    return mean(times[-RECENT_STEPS:]) if times else None
+    """Mean `step_time` of the latest logged steps, or None before any (read from the end: a long run costs no more)."""
+    times = []
+    for record in reversed(metrics):
+        if isinstance(record.get("step_time"), (int, float)):
+            times.append(record["step_time"])
+            if len(times) == RECENT_STEPS:
+                break
+    return mean(reversed(times)) if times else None
 
 
 # Polling pace: about four looks per training step, never faster than once a second

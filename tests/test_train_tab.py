@@ -1,0 +1,133 @@
+"""The Train tab's own Gradio events, run through the real app (no browser): what opening a run and a
+refresh read from the run folder.
+
+A page watching a long run must cost the server what the run appended, not
+what it holds: the events are run as Gradio runs them (`Blocks.process_api`,
+one session state per page) while every byte read from metrics.jsonl and
+completions.jsonl is counted. No timing: the speed is measured by
+benchmarks/bench_big_run.py.
+"""
+
+import builtins
+import io
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from app_events import Page, find_event
+
+from workbench.jobs import jsonl_cache, runfolder
+
+G = 4
+STEPS = 40
+WATCHED = (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE)
+
+
+def append_step(run_dir: Path, step: int) -> None:
+    """One step as the trainer writes it: its round of completions, its metric row, the status."""
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [
+        {"step": step, "group": i // G, "prompt": f"question {i // G}", "completion": f"answer {step}.{i} " * (i + 1),
+         "rewards": {"brevity": i / 10}, "reward": i / 10, "advantage": (i % G - 1.5) / 1.29, "length": i + 1,
+         "truncated": False}
+        for i in range(2 * G)])
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [
+        {"step": step, "loss": 0.01, "reward": step / STEPS, "reward_std": 0.2, "kl": 0.01 * step,
+         "frac_reward_zero_std": 0.0, "completions/mean_length": 8.0, "step_time": 2.0}])
+    runfolder.update_status(run_dir, state="training", step=step, total_steps=STEPS * 2)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A live run (its pid is this process) of STEPS steps."""
+    path = tmp_path / "runs" / "20260101-000000-demo"
+    path.mkdir(parents=True)
+    (path / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo", "num_generations": G}))
+    runfolder.update_status(path, state="training", step=0, total_steps=STEPS * 2, started_at=1000.0, pid=os.getpid())
+    for step in range(1, STEPS + 1):
+        append_step(path, step)
+    return path
+
+
+@pytest.fixture
+def bytes_read(monkeypatch):
+    """Bytes read from each run file (by name) through `open`, counted from the moment it is used."""
+    counts: Counter = Counter()
+    real_open = builtins.open
+
+    class Counted:
+        def __init__(self, handle, name):
+            self.handle, self.name = handle, name
+
+        def read(self, *size):
+            data = self.handle.read(*size)
+            counts[self.name] += len(data)
+            return data
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def __getattr__(self, attribute):
+            return getattr(self.handle, attribute)
+
+    def counting_open(file, *args, **kwargs):
+        handle = real_open(file, *args, **kwargs)
+        name = os.path.basename(os.fsdecode(file)) if isinstance(file, (str, bytes, os.PathLike)) else ""
+        return Counted(handle, name) if name in WATCHED else handle
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(io, "open", counting_open)
+    return counts
+
+
+class TrainPage(Page):
+    """A page on the Train tab."""
+
+    def __init__(self, app):
+        super().__init__(app)
+        self.on_load = find_event(app, "workbench.ui.train_tab", "on_load")
+        self.on_refresh = find_event(app, "workbench.ui.train_tab", "on_refresh")
+
+    def open(self) -> dict:
+        return self.run(self.on_load, [None, 0.5])  # nothing remembered, smoothing 0.5
+
+    def refresh(self) -> dict:
+        return self.run(self.on_refresh, [None, None, 0.5])  # the watch and the pin come from the session
+
+
+@pytest.fixture
+def app(run_dir):
+    from workbench.ui.app import build_app
+
+    jsonl_cache.forget()
+    yield build_app(run_dir.parent)
+    jsonl_cache.forget()
+
+
+def test_a_refresh_reads_only_what_the_run_appended(app, run_dir, bytes_read):
+    page = TrainPage(app)
+    page.open()
+    bytes_read.clear()
+    assert page.refresh()["data"] is not None
+    assert bytes_read == Counter(), "nothing new: a refresh reads no byte of the run's files"
+
+    sizes = {name: (run_dir / name).stat().st_size for name in WATCHED}
+    append_step(run_dir, STEPS + 1)
+    result = page.refresh()
+    appended = {name: (run_dir / name).stat().st_size - sizes[name] for name in WATCHED}
+    assert dict(bytes_read) == appended
+    assert f"step {STEPS + 1} / {2 * STEPS}" in json.dumps(page.output(page.on_refresh, result, "wb-train-progress"))
+
+
+def test_a_second_page_opening_the_run_parses_only_its_newest_step(app, run_dir, bytes_read):
+    TrainPage(app).open()  # the first page in this process indexes completions.jsonl once
+    start, end = jsonl_cache.step_index(run_dir / runfolder.COMPLETIONS_FILE).span_of(STEPS)
+    bytes_read.clear()
+    TrainPage(app).open()
+    fingerprint = jsonl_cache.FINGERPRINT_BYTES
+    assert bytes_read[runfolder.COMPLETIONS_FILE] == fingerprint + (end - start)
+    assert bytes_read[runfolder.METRICS_FILE] == fingerprint
