@@ -98,3 +98,33 @@ def test_overlay_of_a_resumed_run_keeps_no_stale_point(make_run):
     assert runs_view.metrics_of_run(run_dir) == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
     (line,) = figures.overlay_runs({"resumed": runs_view.metrics_of_run(run_dir)}, "reward").data
     assert list(line.x) == [1, 2] and list(line.y) == [0.1, 0.9]
+
+
+def test_an_overlaid_run_is_read_as_it_grows(make_run):
+    import pandas as pd
+
+    from workbench.insight import figures
+
+    run_dir = make_run("20261122-010203-live", metrics=[{"step": s, "reward": s / 10} for s in (1, 2)])
+    first = runs_view.read_run_metrics(run_dir)
+    assert runs_view.read_run_metrics(run_dir, first) is first, "nothing new: nothing read, nothing built"
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 3, "reward": 0.3}])
+    grown = runs_view.read_run_metrics(run_dir, first)
+    assert [r["step"] for r in grown.records] == [1, 2, 3]
+    assert grown.records[0] is first.records[0], "the records read before are kept, not parsed again"
+    pd.testing.assert_frame_equal(grown.frame, figures.metrics_frame(grown.records))
+    # a resume rewrites the file: the page's read starts over
+    runfolder.keep_steps_up_to(run_dir / runfolder.METRICS_FILE, 1)
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 2, "reward": 0.9}])
+    resumed = runs_view.read_run_metrics(run_dir, grown)
+    assert resumed.records == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
+
+
+def test_a_run_s_completions_are_read_one_step_at_a_time(tmp_path):
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    rows = [{"step": s, "group": g, "completion": f"{s}.{g}"} for s in (1, 2, 3) for g in (0, 0, 1, 1)]
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, rows)
+    assert runs_view.completion_steps(run_dir) == [1, 2, 3]
+    assert runs_view.completions_of_step(run_dir, 2) == [r for r in rows if r["step"] == 2]
+    assert runs_view.completions_of_step(run_dir, 9) == []

@@ -18,7 +18,7 @@ import html
 import gradio as gr
 
 from workbench.insight import figures
-from workbench.insight.groups import available_steps, groups_for_step
+from workbench.insight.groups import groups_for_step
 from workbench.jobs import launcher, runfolder
 from workbench.ui import runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
@@ -58,6 +58,8 @@ def read_rows(runs_dir) -> list[list]:
 def build(ctx: UIContext) -> None:
     runs_dir = ctx.runs_dir
     rows_state = gr.State([])
+    # run id -> runs_view.RunMetrics of the runs this page overlays, extended as they grow
+    overlaid_state = gr.State({})
 
     gr.Markdown("### All runs\nRead from the run folders; updates by itself while runs go.",
                 elem_classes=["wb-section"])
@@ -83,7 +85,7 @@ def build(ctx: UIContext) -> None:
 
     gr.Markdown("### One run", elem_classes=["wb-section"])
     with gr.Row(equal_height=True):
-        one_run = gr.Dropdown(label="Run", choices=[], value=None, scale=4,
+        one_run = gr.Dropdown(label="Run", choices=[], value=None, scale=4, elem_id="wb-runs-one",
                               info="Read its completions group by group, or delete it.")
         delete_button = gr.Button("Delete run…", variant="stop", scale=1, min_width=130)
     with gr.Row(visible=False, elem_id="wb-runs-confirm") as confirm_row:
@@ -111,9 +113,13 @@ def build(ctx: UIContext) -> None:
                 pass
         return kept
 
-    def overlay_figure(run_ids: list[str], metric_name: str, smooth: float):
-        records = {run_id: runs_view.metrics_of_run(runs_dir / run_id) for run_id in inside(run_ids)}
-        return figures.overlay_runs(records, metric_name, smooth)
+    def overlay_figure(run_ids: list[str], metric_name: str, smooth: float, overlaid: dict) -> dict:
+        """The overlay and this page's read of each run on it (only what each run added since is read)."""
+        read = {run_id: runs_view.read_run_metrics(runs_dir / run_id, overlaid.get(run_id))
+                for run_id in inside(run_ids)}
+        return {overlay: figures.overlay_runs({run_id: metrics.frame for run_id, metrics in read.items()},
+                                              metric_name, smooth),
+                overlaid_state: read}
 
     def diff_outputs(run_ids: list[str]) -> dict:
         run_ids = inside(run_ids)
@@ -131,20 +137,20 @@ def build(ctx: UIContext) -> None:
         if not run_id:
             return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
                     completions: render_empty_html("Pick a run to read its completions.")}
-        records = runfolder.read_jsonl(runs_dir / run_id / runfolder.COMPLETIONS_FILE)
-        steps = available_steps(records)
+        steps = runs_view.completion_steps(runs_dir / run_id)
         if not steps:
             return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
                     completions: render_empty_html("This run has no completions yet.")}
         step = min(steps, key=lambda s: (abs(s - wanted), s)) if wanted is not None else steps[-1]
         config = runfolder.read_config(runs_dir / run_id)
+        records = runs_view.completions_of_step(runs_dir / run_id, step)
         groups = groups_for_step(records, step, config.get("scale_rewards"), config.get("num_generations"))
         low = steps[0] if len(steps) > 1 else steps[0] - 1
         return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
                 completions: render_groups_html(groups, f"{run_id} · step {step} of {steps[-1]}")}
 
     def refresh(rows: list, selected: list[str], run_id: str | None, metric_name: str, smooth: float,
-                force: bool = False):
+                overlaid: dict, force: bool = False):
         new_rows = read_rows(runs_dir)
         if new_rows == rows and not force:
             return gr.skip()
@@ -153,19 +159,19 @@ def build(ctx: UIContext) -> None:
         out = {rows_state: new_rows, table: new_rows,
                chosen: gr.CheckboxGroup(choices=ids, value=kept),
                one_run: gr.Dropdown(choices=ids, value=run_id if run_id in ids else None)}
-        if kept:
-            out[overlay] = overlay_figure(kept, metric_name, smooth)
+        if kept or kept != selected or force:
+            out.update(overlay_figure(kept, metric_name, smooth, overlaid))
         if kept != selected or force:
             out.update(diff_outputs(kept))
-            out[overlay] = overlay_figure(kept, metric_name, smooth)
         if run_id and run_id not in ids:
             out.update(completions_view(None, None))
         return out
 
     # ------------------------------------------------------------ events
 
-    refresh_inputs = [rows_state, chosen, one_run, metric, smoothing]
-    refresh_outputs = [rows_state, table, chosen, one_run, overlay, diff_note, diff_table, step_slider, completions]
+    refresh_inputs = [rows_state, chosen, one_run, metric, smoothing, overlaid_state]
+    refresh_outputs = [rows_state, table, chosen, one_run, overlay, overlaid_state, diff_note, diff_table, step_slider,
+                       completions]
     ctx.blocks.load(lambda *values: refresh(*values, force=True), inputs=refresh_inputs, outputs=refresh_outputs,
                     show_progress="hidden")
     timer.tick(refresh, inputs=refresh_inputs, outputs=refresh_outputs, show_progress="hidden",
@@ -173,14 +179,14 @@ def build(ctx: UIContext) -> None:
     ctx.tab_timers["Runs"] = timer
     ctx.tab_opened["Runs"] = (refresh, refresh_inputs, refresh_outputs)  # fresh rows at once, not a tick later
 
-    def on_choose(selected: list[str], metric_name: str, smooth: float):
-        return {overlay: overlay_figure(selected, metric_name, smooth), **diff_outputs(selected)}
+    def on_choose(selected: list[str], metric_name: str, smooth: float, overlaid: dict):
+        return {**overlay_figure(selected, metric_name, smooth, overlaid), **diff_outputs(selected)}
 
-    chosen.input(on_choose, inputs=[chosen, metric, smoothing], outputs=[overlay, diff_note, diff_table],
-                 show_progress="hidden")
+    chosen.input(on_choose, inputs=[chosen, metric, smoothing, overlaid_state],
+                 outputs=[overlay, overlaid_state, diff_note, diff_table], show_progress="hidden")
     for control in (metric, smoothing):
-        control.input(lambda selected, metric_name, smooth: overlay_figure(selected, metric_name, smooth),
-                      inputs=[chosen, metric, smoothing], outputs=[overlay], show_progress="hidden")
+        control.input(overlay_figure, inputs=[chosen, metric, smoothing, overlaid_state],
+                      outputs=[overlay, overlaid_state], show_progress="hidden")
 
     one_run.input(lambda run_id: {**completions_view(run_id, None), confirm_row: gr.Row(visible=False),
                                   runs_note: ""},
@@ -197,7 +203,7 @@ def build(ctx: UIContext) -> None:
                 confirm_text: f"Delete **{run_id}** and every file in its folder (checkpoints, adapter, logs)? "
                               f"This cannot be undone."}
 
-    def delete(run_id: str | None, rows: list, selected: list[str], metric_name: str, smooth: float):
+    def delete(run_id: str | None, rows: list, selected: list[str], metric_name: str, smooth: float, overlaid: dict):
         hide = {confirm_row: gr.Row(visible=False)}
         if not run_id:
             return hide
@@ -205,7 +211,7 @@ def build(ctx: UIContext) -> None:
             launcher.delete_run(runfolder.run_dir_in(runs_dir, run_id).name, runs_dir)
         except (launcher.LauncherError, runfolder.RunIdError) as exc:
             return {**hide, runs_note: note_html(str(exc), "error")}
-        out = refresh(rows, selected, None, metric_name, smooth, force=True)
+        out = refresh(rows, selected, None, metric_name, smooth, overlaid, force=True)
         out.update(completions_view(None, None))
         out[one_run] = gr.Dropdown(choices=[row[0] for row in out[rows_state]], value=None)
         return {**out, **hide, runs_note: note_html(f"Deleted {run_id}.")}
@@ -213,5 +219,5 @@ def build(ctx: UIContext) -> None:
     delete_button.click(ask_to_delete, inputs=[one_run], outputs=[confirm_row, confirm_text, runs_note],
                         show_progress="hidden")
     cancel_button.click(lambda: gr.Row(visible=False), outputs=[confirm_row], show_progress="hidden")
-    confirm_button.click(delete, inputs=[one_run, rows_state, chosen, metric, smoothing],
+    confirm_button.click(delete, inputs=[one_run, rows_state, chosen, metric, smoothing, overlaid_state],
                          outputs=[*refresh_outputs, confirm_row, runs_note], show_progress="hidden")

@@ -4,19 +4,24 @@ Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
 status plus its model and task), read from the run folders every time, so two
 browser tabs, a reload or a restarted app see the same runs. The final reward
 comes from the last lines of `metrics.jsonl`, read from its end, so a long run
-costs no more to list than a short one.
+costs no more to list than a short one. The runs overlaid for comparison are
+read as they grow (`read_run_metrics`), and a run's completions through the
+index of where each step's lines lie (`jobs.jsonl_cache`): a run of 640,000
+completions shows a step by parsing that step's lines only.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.insight.figures import metrics_frame
 from workbench.insight.resumed import merge_metrics
-from workbench.jobs import runfolder
+from workbench.jobs import jsonl_cache, runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
 from workbench.jobs.runfolder import LOST, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
@@ -27,7 +32,49 @@ COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward
 def metrics_of_run(run_dir: str | Path) -> list[dict]:
     """The run's metric records as they count: after a resume, the newest record of a step wins and
     the steps logged before the resume past its checkpoint are gone (no stale points on the overlay)."""
-    return merge_metrics([], runfolder.read_jsonl(Path(run_dir) / runfolder.METRICS_FILE))
+    return read_run_metrics(run_dir).records
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """What a page has of one run's metrics: the records as they count and their figures.metrics_frame.
+
+    `read` is how many of the file's records (`jsonl_cache.records`) they hold, and `last_read` the
+    last of those, so the next read folds in only the records after it.
+    """
+
+    records: list = field(default_factory=list)
+    frame: Any = None
+    read: int = 0
+    last_read: Any = None
+
+
+def read_run_metrics(run_dir: str | Path, previous: RunMetrics | None = None) -> RunMetrics:
+    """The run's metrics, folding into `previous` (this page's last read of the run) only the new records.
+
+    The file is read through the process's cache (`jsonl_cache.records`): an overlay redrawn while a run
+    goes parses only the lines appended since, and adds only their rows to the frame. A file read anew
+    (a resume's rewrite) starts over.
+    """
+    everything = jsonl_cache.records(Path(run_dir) / runfolder.METRICS_FILE).records
+    if previous is None or len(everything) < previous.read or \
+            (previous.read and everything[previous.read - 1] is not previous.last_read):
+        previous = RunMetrics()
+    if previous.frame is not None and len(everything) == previous.read:
+        return previous
+    records = merge_metrics(previous.records, everything[previous.read:])
+    frame = metrics_frame(records, previous=(previous.records, previous.frame))
+    return RunMetrics(records, frame, len(everything), everything[-1] if everything else None)
+
+
+def completion_steps(run_dir: str | Path) -> list:
+    """The steps that have completions, ascending, from the process's index of completions.jsonl."""
+    return jsonl_cache.step_index(Path(run_dir) / runfolder.COMPLETIONS_FILE).steps
+
+
+def completions_of_step(run_dir: str | Path, step) -> list[dict]:
+    """The completion records of one step (its last stretch of lines, which holds its newest round)."""
+    return jsonl_cache.records_of_step(Path(run_dir) / runfolder.COMPLETIONS_FILE, step)
 
 
 def format_started(timestamp: float | None) -> str:
