@@ -20,9 +20,18 @@ kept small (`benchmarks/bench_launch_path.py` prints it per training step):
 
 The page itself is the one `gr.Blocks.launch` would serve: same theme, CSS,
 scripts and routes.
+
+With Gradio's own profiling on (`GRADIO_PROFILING=1` in the server's
+environment: each event's queue wait, preprocess, handler and postprocess
+times, served at `/gradio_api/profiling/traces`), the page's JSON routes are
+timed too (`RouteTimer`) and listed there under their path, so a benchmark
+reads the server's time per refresh and per poll from the server itself
+(benchmarks/bench_load.py). Off, nothing is timed.
 """
 
 from __future__ import annotations
+
+import time
 
 import gradio as gr
 from fastapi import Depends, HTTPException, Request
@@ -97,6 +106,32 @@ class EarlyScript:
         await self.app(scope, receive, capture)
 
 
+class RouteTimer:
+    """ASGI middleware: the time from a request for one of `paths` to its answer's last byte, in Gradio's profile.
+
+    Added only while Gradio's profiling is on; each request becomes a trace
+    (`fn_name` = the path, `total_ms`) beside the traces of Gradio's events.
+    """
+
+    def __init__(self, app, paths):
+        self.app = app
+        self.paths = set(paths)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] not in self.paths:
+            await self.app(scope, receive, send)
+            return
+        from gradio import profiling
+
+        start = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            trace = profiling.RequestTrace(fn_name=scope["path"])
+            trace.fn_call_ms = trace.total_ms = (time.monotonic() - start) * 1000
+            profiling.collector.add(trace)
+
+
 def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
     """Serve `blocks` at http://host:port/ until interrupted (mount_options: theme, css, js, auth, ...).
 
@@ -107,15 +142,20 @@ def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
     import fastapi
     import uvicorn
 
+    from gradio import profiling
+
     api = fastapi.FastAPI()
     api.add_middleware(EarlyScript, script=FRAME_THROTTLE_JS)
+    routes = getattr(blocks, "api_routes", {})
+    if profiling.PROFILING_ENABLED:
+        api.add_middleware(RouteTimer, paths=routes)
     mounted: dict = {}
 
     def signed_in(request: Request) -> None:
         require_sign_in(mounted["app"], request)
 
     # Added before the app is mounted: the mount at "" would otherwise answer these paths itself.
-    for path, handler in getattr(blocks, "api_routes", {}).items():
+    for path, handler in routes.items():
         api.add_api_route(path, handler, methods=["GET"], dependencies=[Depends(signed_in)])
     api = gr.mount_gradio_app(api, blocks, path="", server_name=host, server_port=port, **mount_options)
     mounted["app"] = next(route.app for route in api.routes if getattr(route, "path", None) == "")
