@@ -286,7 +286,7 @@ def test_a_long_line_is_drawn_through_its_extremes():
 def test_a_long_run_s_figures_stay_small_and_smoothing_uses_every_point():
     records = make_metrics(5000)
     built = figures.build_figures(figures.metrics_frame(records), 0.9)
-    assert all(len(trace.x or ()) <= 2 * figures.MAX_POINTS for fig in built.values() for trace in fig.data)
+    assert all(len(trace.x if trace.x is not None else ()) <= 2 * figures.MAX_POINTS for fig in built.values() for trace in fig.data)
     smoothed = figures.smooth([r["reward"] for r in records], 0.9)
     line = next(t for t in built["reward"].data if t.name == "total")
     assert line.y[-1] == pytest.approx(smoothed[-1]) and line.x[-1] == 5000

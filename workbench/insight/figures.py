@@ -15,7 +15,10 @@ legend above the plot area so it never covers data. A line of more than
 MAX_POINTS points is drawn through the highest and lowest point of each of
 MAX_POINTS / 2 slices of it (`thin`): a figure that wide shows no more, a
 spike stays visible, and a 10,000-step run costs the server and the browser
-what a 1,200-step one does. Smoothing is computed over every point first.
+what an 800-step one does. Smoothing is computed over every point first.
+Traces hold numpy arrays, sent to the page packed (base64), not as text;
+each figure is assembled as plain values and made once (`Drawing`), without
+plotly's checks and copies at every added trace.
 
 A builder takes the records or their `metrics_frame`; `build_figures` makes
 the frame once for all figures, and a page that keeps the frame of the
@@ -49,8 +52,8 @@ RAW_OPACITY = 0.3
 BAND_OPACITY = 0.15
 # Up to this many steps along the x axis, put a tick on every step.
 SHORT_STEP_SPAN = 10
-# Points a line or band is drawn through at most (see `thin`).
-MAX_POINTS = 1200
+# Points a line or band is drawn through at most (see `thin`): two per pixel of a figure's plot area.
+MAX_POINTS = 800
 # Set on a frame whose rows are its records, one each and in their order (nothing dropped or reordered).
 ROWS_ARE_RECORDS = "rows_are_records"
 
@@ -121,7 +124,10 @@ def _build_frame(records: list, first_position: int = 1) -> pd.DataFrame:
         frame.attrs[ROWS_ARE_RECORDS] = True
         return frame
     frame = pd.DataFrame(rows)
-    frame = frame.apply(pd.to_numeric, errors="coerce")
+    # Columns pandas already holds as numbers (or booleans) are what to_numeric would give back.
+    odd = [name for name, dtype in frame.dtypes.items() if dtype.kind not in "iufb"]
+    if odd:
+        frame[odd] = frame[odd].apply(pd.to_numeric, errors="coerce")
     frame = frame[frame[STEP].notna()]
     in_order = len(frame) == len(rows) and frame[STEP].is_monotonic_increasing and frame[STEP].is_unique
     if not in_order:
@@ -178,25 +184,27 @@ def smooth(values: Sequence[float], smoothing: float) -> list[float]:
     NaN inputs stay NaN in the output and do not disturb the average, so a
     missing point is a gap rather than a dip.
     """
-    weight = check_smoothing(smoothing)
-    out: list[float] = []
-    state = math.nan
-    for value in values:
-        value = float(value)
-        if math.isnan(value):
-            out.append(math.nan)
-            continue
-        state = value if math.isnan(state) else weight * state + (1.0 - weight) * value
-        out.append(state)
+    return _smoothed(values, check_smoothing(smoothing)).tolist()
+
+
+def _smoothed(values: Sequence[float], weight: float) -> np.ndarray:
+    # pandas' ewm runs this very recurrence in compiled code (bit for bit the same numbers); where
+    # an input is NaN it carries the average on, so those points are set back to NaN.
+    series = pd.Series(np.asarray(values, dtype="float64"))
+    if weight == 0:
+        return series.to_numpy()
+    out = series.ewm(alpha=1.0 - weight, adjust=False, ignore_na=True).mean().to_numpy().copy()
+    out[series.isna().to_numpy()] = np.nan
     return out
 
 
-def _series(frame: pd.DataFrame, metric: str) -> tuple[list[float], list[float]]:
+def _series(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of one metric with its missing points dropped."""
     if metric not in frame.columns:
-        return [], []
-    part = frame[[STEP, metric]].dropna()
-    return part[STEP].tolist(), part[metric].tolist()
+        return np.empty(0), np.empty(0)
+    column = frame[metric]
+    present = column.notna().to_numpy()
+    return frame[STEP].to_numpy()[present], column.to_numpy()[present]
 
 
 def has_metric(frame: pd.DataFrame, metric: str) -> bool:
@@ -217,20 +225,54 @@ def _rgba(hex_colour: str, alpha: float) -> str:
 
 
 def new_figure(title: str, y_title: str = "") -> go.Figure:
-    """An empty figure in the workbench's template."""
+    """An empty figure in the workbench's template (for figures of one's own, as the notebooks draw)."""
     fig = go.Figure(layout=dict(template=TEMPLATE, title=dict(text=title), height=FIGURE_HEIGHT))
     fig.update_yaxes(title=dict(text=y_title, standoff=4))
     return fig
 
 
+class Drawing:
+    """A figure being drawn: its traces and layout kept as plain values, made into a go.Figure once, at the end.
+
+    Plotly checks and copies a whole figure on every `add_trace` and axis
+    update, which cost ten times what drawing a run's curves does; a Drawing
+    builds the figure in one go, without those checks (`_validate=False`):
+    this module writes every property, in the form plotly's own checks give
+    (nested dicts, tuples for ranges), and the tests build and serialise
+    every figure.
+    """
+
+    def __init__(self, title: str, y_title: str = ""):
+        self.traces: list = []
+        self.layout: dict = {"template": TEMPLATE, "title": {"text": title}, "height": FIGURE_HEIGHT,
+                             "xaxis": {}, "yaxis": {"title": {"text": y_title, "standoff": 4}}}
+        self.annotations: list[dict] = []
+        self.shapes: list[dict] = []
+
+    def add_trace(self, **properties) -> None:
+        self.traces.append(go.Scatter(**properties, _validate=False))
+
+    def figure(self) -> go.Figure:
+        layout = dict(self.layout, xaxis=dict(self.layout["xaxis"]))
+        if self.annotations:
+            layout["annotations"] = self.annotations
+        if self.shapes:
+            layout["shapes"] = self.shapes
+        if "dtick" not in layout["xaxis"] and _spans_few_steps(self.traces):
+            layout["xaxis"]["dtick"] = 1
+        if not layout["xaxis"]:
+            del layout["xaxis"]
+        return go.Figure(data=self.traces, layout=layout, _validate=False)
+
+
 def note_figure(title: str, note: str) -> go.Figure:
     """A figure that says, in words, why there is nothing to plot."""
-    fig = new_figure(title)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    fig.add_annotation(text=_wrap(note, 70), x=0.5, y=0.5, xref="paper", yref="paper",
-                       showarrow=False, font=dict(size=13, color="#4b5563"), align="center")
-    return fig
+    drawing = Drawing(title)
+    drawing.layout["xaxis"]["visible"] = False
+    drawing.layout["yaxis"]["visible"] = False
+    drawing.annotations.append(dict(text=_wrap(note, 70), x=0.5, y=0.5, xref="paper", yref="paper",
+                                    showarrow=False, font=dict(size=13, color="#4b5563"), align="center"))
+    return drawing.figure()
 
 
 def _wrap(text: str, width: int) -> str:
@@ -249,15 +291,15 @@ def _wrap(text: str, width: int) -> str:
 def thin(high: Sequence[float], low: Sequence[float] | None = None, max_points: int = MAX_POINTS) -> np.ndarray | None:
     """Indices of the points to draw of a line (`high` = `low` = its values) or a band; None: draw them all.
 
-    Beyond `max_points` points the line is cut into max_points / 2 slices and
-    each keeps the point where `high` is highest and the one where `low` is
-    lowest, in step order, plus the first and last point: the drawing keeps
-    every spike and dip a figure a few hundred pixels wide can show.
+    Beyond `max_points` points the line is cut into (max_points - 2) / 2
+    slices and each keeps the point where `high` is highest and the one where
+    `low` is lowest, in step order, plus the first and last point: the drawing
+    keeps every spike and dip a figure a few hundred pixels wide can show.
     """
     count = len(high)
     if count <= max_points:
         return None
-    size = math.ceil(count / (max_points // 2))
+    size = math.ceil(count / ((max_points - 2) // 2))
     slices = math.ceil(count / size)
     padded = slices * size
 
@@ -268,89 +310,101 @@ def thin(high: Sequence[float], low: Sequence[float] | None = None, max_points: 
 
     keep = [np.array([0, count - 1]), extreme(high, -np.inf, np.argmax),
             extreme(high if low is None else low, np.inf, np.argmin)]
-    indices = np.unique(np.concatenate(keep))
-    return indices[indices < count]
+    indices = np.sort(np.concatenate(keep))
+    indices = indices[indices < count]
+    return indices[np.r_[True, indices[1:] != indices[:-1]]]  # each once
 
 
-def _take(values, indices: np.ndarray | None) -> list:
-    if indices is None:
-        return list(values)
-    return np.asarray(values)[indices].tolist()
+def _points(values, indices: np.ndarray | None = None) -> np.ndarray:
+    """The values drawn, as an array (plotly takes arrays without checking each number, and sends them packed);
+    whole steps as 32-bit integers, the smallest that plotly packs."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iuf":
+        array = array.astype("float64")
+    if indices is not None:
+        array = array[indices]
+    if array.dtype.kind == "f" and len(array) and np.isfinite(array).all() and (array == np.round(array)).all() \
+            and np.abs(array).max() < 2**31:
+        array = array.astype("int32")
+    elif array.dtype.kind in "iu" and (not len(array) or np.abs(array).max() < 2**31):
+        array = array.astype("int32")
+    return array
 
 
-def add_line(fig: go.Figure, steps, values, name: str, colour: str, smoothing: float,
-             dash: str | None = None, yaxis: str = "y", show_legend: bool = True) -> list[float]:
+def add_line(drawing: Drawing, steps, values, name: str, colour: str, smoothing: float,
+             dash: str | None = None, yaxis: str = "y", show_legend: bool = True) -> np.ndarray:
     """Add a metric line: raw points faint plus a smoothed line when smoothing > 0.
 
     Returns the values of every point of the line (smoothed or raw), so a
     band can follow them; the figure draws at most MAX_POINTS of them.
     """
     weight = check_smoothing(smoothing)
-    line = dict(color=colour, width=2, dash=dash)
-    steps = list(steps)
+    line = dict(color=colour, width=2, dash=dash) if dash else dict(color=colour, width=2)
+    values = np.asarray(values, dtype="float64")
     if weight > 0:
         shown = thin(values)
-        fig.add_trace(go.Scatter(x=_take(steps, shown), y=_take(values, shown), name=f"{name} (raw)",
-                                 mode="lines+markers", line=dict(color=colour, width=1), marker=dict(size=4),
-                                 opacity=RAW_OPACITY, showlegend=False, yaxis=yaxis, hoverinfo="skip"))
-        drawn = smooth(values, weight)
+        drawing.add_trace(x=_points(steps, shown), y=_points(values, shown), name=f"{name} (raw)",
+                          mode="lines+markers", line=dict(color=colour, width=1), marker=dict(size=4),
+                          opacity=RAW_OPACITY, showlegend=False, yaxis=yaxis, hoverinfo="skip")
+        drawn = _smoothed(values, weight)
     else:
-        drawn = list(values)
-    mode = "lines+markers" if len(steps) <= 60 else "lines"
+        drawn = values
+    mode = "lines+markers" if len(drawn) <= 60 else "lines"
     shown = thin(drawn)
-    fig.add_trace(go.Scatter(x=_take(steps, shown), y=_take(drawn, shown), name=name, mode=mode, line=line,
-                             marker=dict(size=5), yaxis=yaxis, showlegend=show_legend))
-    _tick_every_step_when_few(fig)
+    drawing.add_trace(x=_points(steps, shown), y=_points(drawn, shown), name=name, mode=mode, line=line,
+                      marker=dict(size=5), yaxis=yaxis, showlegend=show_legend)
     return drawn
 
 
-def _tick_every_step_when_few(fig: go.Figure) -> None:
-    """One tick per step when all the figure's lines span few steps; plotly's own ticks otherwise.
+def _spans_few_steps(traces) -> bool:
+    """Whether all the lines span few steps: then each step gets a tick; plotly's own ticks otherwise.
 
     Plotly's automatic ticks fall on 1.5, 2.5 ... for a few steps, and steps are
     whole numbers. The span is over every trace, so a short run overlaid on a
     long one does not put a tick on each of the long run's steps.
     """
-    steps = [x for trace in fig.data for x in (trace.x or ()) if x is not None]
-    short = bool(steps) and max(steps) - min(steps) <= SHORT_STEP_SPAN
-    fig.update_xaxes(dtick=1 if short else None)
+    ends = []
+    for trace in traces:
+        steps = np.asarray(trace.x if trace.x is not None else (), dtype="float64")
+        steps = steps[~np.isnan(steps)]
+        if len(steps):
+            ends += [steps.min(), steps.max()]
+    return bool(ends) and max(ends) - min(ends) <= SHORT_STEP_SPAN
 
 
-def add_band(fig: go.Figure, steps, lower, upper, colour: str, name: str, yaxis: str = "y") -> None:
+def add_band(drawing: Drawing, steps, lower, upper, colour: str, name: str, yaxis: str = "y") -> None:
     """Shade the area between `lower` and `upper` (a std or min-max band)."""
-    if not steps:
+    if not len(steps):
         return
     shown = thin(upper, lower)
-    steps, lower, upper = _take(steps, shown), _take(lower, shown), _take(upper, shown)
-    fig.add_trace(go.Scatter(x=list(steps) + list(steps)[::-1], y=list(upper) + list(lower)[::-1],
-                             fill="toself", fillcolor=_rgba(colour, BAND_OPACITY), line=dict(width=0),
-                             name=name, hoverinfo="skip", showlegend=False, yaxis=yaxis))
+    steps, lower, upper = _points(steps, shown), _points(lower, shown), _points(upper, shown)
+    drawing.add_trace(x=np.concatenate([steps, steps[::-1]]), y=np.concatenate([upper, lower[::-1]]),
+                      fill="toself", fillcolor=_rgba(colour, BAND_OPACITY), line=dict(width=0),
+                      name=name, hoverinfo="skip", showlegend=False, yaxis=yaxis)
 
 
-def add_fraction_axis(fig: go.Figure, title: str) -> None:
+def add_fraction_axis(drawing: Drawing, title: str) -> None:
     """A right-hand 0-100 % axis for a share (clipped ratio, groups without signal)."""
-    fig.update_layout(
-        yaxis2=dict(overlaying="y", side="right", range=[0, 1.05], tickvals=[0, 0.25, 0.5, 0.75, 1],
-                    tickformat=".0%", showgrid=False, zeroline=False, title=dict(text=title, standoff=4)),
-        margin=dict(r=60),
-    )
+    drawing.layout["yaxis2"] = dict(overlaying="y", side="right", range=(0, 1.05), tickvals=(0, 0.25, 0.5, 0.75, 1),
+                                    tickformat=".0%", showgrid=False, zeroline=False,
+                                    title=dict(text=title, standoff=4))
+    drawing.layout["margin"] = dict(r=60)
 
 
-def _aligned(frame: pd.DataFrame, metric: str, other: str) -> tuple[list, list, list]:
+def _aligned(frame: pd.DataFrame, metric: str, other: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steps where both metrics are present, with both value lists."""
-    part = frame[[STEP, metric, other]].dropna()
-    return part[STEP].tolist(), part[metric].tolist(), part[other].tolist()
+    present = (frame[metric].notna() & frame[other].notna()).to_numpy()
+    return frame[STEP].to_numpy()[present], frame[metric].to_numpy()[present], frame[other].to_numpy()[present]
 
 
-def _mean_with_std_band(fig, frame, mean_col, std_col, name, colour, smoothing) -> None:
-    steps, values = _series(frame, mean_col)
-    drawn = add_line(fig, steps, values, name, colour, smoothing)
+def _mean_with_std_band(drawing, frame, mean_col, std_col, name, colour, smoothing) -> None:
+    present = frame[mean_col].notna().to_numpy()
+    steps = frame[STEP].to_numpy()[present]
+    drawn = add_line(drawing, steps, frame[mean_col].to_numpy()[present], name, colour, smoothing)
     if std_col in frame.columns:
-        band_steps, _, stds = _aligned(frame, mean_col, std_col)
-        centre = dict(zip(steps, drawn))
-        mids = [centre[s] for s in band_steps]
-        add_band(fig, band_steps, [m - s for m, s in zip(mids, stds)],
-                 [m + s for m, s in zip(mids, stds)], colour, f"{name} ± std")
+        stds = frame[std_col].to_numpy(dtype="float64")[present]  # the std of each point of the line
+        has = ~np.isnan(stds)
+        add_band(drawing, steps[has], drawn[has] - stds[has], drawn[has] + stds[has], colour, f"{name} ± std")
 
 
 # ---------------------------------------------------------------- the figures
@@ -361,12 +415,12 @@ def reward_figure(records, smoothing: float = 0.0) -> go.Figure:
     title = "Reward (mean ± std over the completions of a step)"
     if not has_metric(frame, "reward"):
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no `reward`.")
-    fig = new_figure(title, "reward")
-    _mean_with_std_band(fig, frame, "reward", "reward_std", "total", PALETTE[0], smoothing)
+    drawing = Drawing(title, "reward")
+    _mean_with_std_band(drawing, frame, "reward", "reward_std", "total", PALETTE[0], smoothing)
     for i, func in enumerate(reward_function_names(frame), start=1):
-        _mean_with_std_band(fig, frame, f"rewards/{func}/mean", f"rewards/{func}/std", func,
+        _mean_with_std_band(drawing, frame, f"rewards/{func}/mean", f"rewards/{func}/std", func,
                             PALETTE[i % len(PALETTE)], smoothing)
-    return fig
+    return drawing.figure()
 
 
 def reward_std_figure(records, smoothing: float = 0.0) -> go.Figure:
@@ -375,14 +429,14 @@ def reward_std_figure(records, smoothing: float = 0.0) -> go.Figure:
     title = "Reward spread and groups with no signal"
     if not (has_metric(frame, "reward_std") or has_metric(frame, "frac_reward_zero_std")):
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no `reward_std`.")
-    fig = new_figure(title, "reward std")
-    fig.update_yaxes(rangemode="tozero")
-    add_line(fig, *_series(frame, "reward_std"), "reward_std", PALETTE[0], smoothing)
+    drawing = Drawing(title, "reward std")
+    drawing.layout["yaxis"]["rangemode"] = "tozero"
+    add_line(drawing, *_series(frame, "reward_std"), "reward_std", PALETTE[0], smoothing)
     if has_metric(frame, "frac_reward_zero_std"):
-        add_line(fig, *_series(frame, "frac_reward_zero_std"), "frac_reward_zero_std (right)",
+        add_line(drawing, *_series(frame, "frac_reward_zero_std"), "frac_reward_zero_std (right)",
                  PALETTE[4], smoothing, dash="dot", yaxis="y2")
-        add_fraction_axis(fig, "fraction of groups")
-    return fig
+        add_fraction_axis(drawing, "fraction of groups")
+    return drawing.figure()
 
 
 def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
@@ -392,23 +446,19 @@ def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
     mean_col = "completions/mean_length"
     if not has_metric(frame, mean_col):
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no completion lengths.")
-    fig = new_figure(title, "tokens")
-    fig.update_yaxes(rangemode="tozero")
+    drawing = Drawing(title, "tokens")
+    drawing.layout["yaxis"]["rangemode"] = "tozero"
     colour = PALETTE[0]
-    steps, _ = _series(frame, mean_col)
     if {"completions/min_length", "completions/max_length"} <= set(frame.columns):
-        part = frame[[STEP, "completions/min_length", "completions/max_length"]].dropna()
-        add_band(fig, part[STEP].tolist(), part["completions/min_length"].tolist(),
-                 part["completions/max_length"].tolist(), colour, "min-max")
+        add_band(drawing, *_aligned(frame, "completions/min_length", "completions/max_length"), colour, "min-max")
         # An invisible trace so the legend explains the shaded band.
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="min-max",
-                                 line=dict(color=_rgba(colour, 0.4), width=8)))
-    add_line(fig, *_series(frame, mean_col), "mean", colour, smoothing)
+        drawing.add_trace(x=[None], y=[None], mode="lines", name="min-max", line=dict(color=_rgba(colour, 0.4), width=8))
+    add_line(drawing, *_series(frame, mean_col), "mean", colour, smoothing)
     if has_metric(frame, "completions/clipped_ratio"):
-        add_line(fig, *_series(frame, "completions/clipped_ratio"), "clipped ratio (right)", PALETTE[4],
+        add_line(drawing, *_series(frame, "completions/clipped_ratio"), "clipped ratio (right)", PALETTE[4],
                  smoothing, dash="dot", yaxis="y2")
-        add_fraction_axis(fig, "hit max length")
-    return fig
+        add_fraction_axis(drawing, "hit max length")
+    return drawing.figure()
 
 
 def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
@@ -420,33 +470,41 @@ def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
     present = [(col, label) for col, label in columns if has_metric(frame, col)]
     if not present:
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no clip ratio.")
-    fig = new_figure(title, "fraction")
-    fig.update_yaxes(rangemode="tozero")
+    drawing = Drawing(title, "fraction")
+    drawing.layout["yaxis"]["rangemode"] = "tozero"
     for i, (col, label) in enumerate(present):
-        add_line(fig, *_series(frame, col), label, PALETTE[i], smoothing, dash=None if i == 0 else "dot")
+        add_line(drawing, *_series(frame, col), label, PALETTE[i], smoothing, dash=None if i == 0 else "dot")
     if all((frame[col].dropna() == 0).all() for col, _ in present):
-        fig.update_yaxes(range=[0, 0.1])
-        fig.add_annotation(text=_wrap("0 throughout: with num_iterations = 1 each batch is used once, so the "
-                                      "probability ratio is exactly 1 and nothing is clipped.", 80),
-                           x=0.5, y=0.6, xref="paper", yref="paper", showarrow=False,
-                           font=dict(size=11, color="#4b5563"))
-    return fig
+        drawing.layout["yaxis"]["range"] = (0, 0.1)
+        drawing.annotations.append(dict(
+            text=_wrap("0 throughout: with num_iterations = 1 each batch is used once, so the probability ratio "
+                       "is exactly 1 and nothing is clipped.", 80),
+            x=0.5, y=0.6, xref="paper", yref="paper", showarrow=False, font=dict(size=11, color="#4b5563")))
+    return drawing.figure()
 
 
 def metric_figure(records, metric: str, title: str, y_title: str = "", smoothing: float = 0.0,
-                  colour: str = PALETTE[0], log_y: bool = False, from_zero: bool = False) -> go.Figure:
-    """One metric as a line (with faint raw points when smoothed), or a note if absent."""
+                  colour: str = PALETTE[0], log_y: bool = False, from_zero: bool = False,
+                  zero_line: bool = False, y_axis: Mapping | None = None) -> go.Figure:
+    """One metric as a line (with faint raw points when smoothed), or a note if absent.
+
+    `zero_line` draws a dotted line at 0; `y_axis` adds settings to the y axis.
+    """
     frame = _frame_of(records)
     if not has_metric(frame, metric):
         note = WAITING_NOTE if frame.empty else MISSING_NOTES.get(metric, f"This run logged no `{metric}`.")
         return note_figure(title, note)
-    fig = new_figure(title, y_title)
-    add_line(fig, *_series(frame, metric), metric, colour, smoothing, show_legend=False)
+    drawing = Drawing(title, y_title)
+    add_line(drawing, *_series(frame, metric), metric, colour, smoothing, show_legend=False)
     if log_y:
-        fig.update_yaxes(type="log")
+        drawing.layout["yaxis"]["type"] = "log"
     elif from_zero:
-        fig.update_yaxes(rangemode="tozero")
-    return fig
+        drawing.layout["yaxis"]["rangemode"] = "tozero"
+    drawing.layout["yaxis"].update(y_axis or {})
+    if zero_line:  # what fig.add_hline(y=0) adds
+        drawing.shapes.append(dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=0, y1=0,
+                                   line=dict(color="#9ca3af", width=1, dash="dot")))
+    return drawing.figure()
 
 
 def kl_figure(records, smoothing: float = 0.0) -> go.Figure:
@@ -454,11 +512,8 @@ def kl_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 
 def loss_figure(records, smoothing: float = 0.0) -> go.Figure:
-    fig = metric_figure(records, "loss", "Loss", "loss", smoothing, PALETTE[1])
-    if fig.data:
-        # A zero line helps read the grpo loss: with one iteration it hovers around 0 by construction.
-        fig.add_hline(y=0, line=dict(color="#9ca3af", width=1, dash="dot"))
-    return fig
+    # A zero line helps read the grpo loss: with one iteration it hovers around 0 by construction.
+    return metric_figure(records, "loss", "Loss", "loss", smoothing, PALETTE[1], zero_line=True)
 
 
 def entropy_figure(records, smoothing: float = 0.0) -> go.Figure:
@@ -472,9 +527,8 @@ def grad_norm_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def learning_rate_figure(records, smoothing: float = 0.0) -> go.Figure:
     # Smoothing a schedule would only blur it: always raw.
-    fig = metric_figure(records, "learning_rate", "Learning rate", "lr", 0.0, PALETTE[6], from_zero=True)
-    fig.update_yaxes(exponentformat="e")
-    return fig
+    return metric_figure(records, "learning_rate", "Learning rate", "lr", 0.0, PALETTE[6], from_zero=True,
+                         y_axis={"exponentformat": "e"})
 
 
 def step_time_figure(records, smoothing: float = 0.0) -> go.Figure:
@@ -521,8 +575,8 @@ def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: 
     if missing:
         # Said under the title rather than on the plot, where it could cover a line.
         title += f"<br><sup>not logged by: {', '.join(missing)}</sup>"
-    fig = new_figure(title, metric)
+    drawing = Drawing(title, metric)
     for i, (name, frame) in enumerate(frames.items()):
         if name not in missing:
-            add_line(fig, *_series(frame, metric), name, PALETTE[i % len(PALETTE)], weight)
-    return fig
+            add_line(drawing, *_series(frame, metric), name, PALETTE[i % len(PALETTE)], weight)
+    return drawing.figure()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -96,10 +97,11 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def metric_series(metrics, name: str) -> list[tuple[int, float]]:
+def metric_series(metrics, name: str) -> Sequence[tuple[int, float]]:
     """(step, value) pairs of one metric, by step, skipping missing and NaN values.
 
-    `metrics` are records, or a metrics frame (a DataFrame with a `step` column, one row per step, sorted).
+    `metrics` are records (a list comes back), or a metrics frame (a DataFrame with a `step` column, one
+    row per step, sorted: a sequence of the same pairs, kept as arrays).
     """
     if hasattr(metrics, "columns"):
         return _frame_series(metrics, name)
@@ -125,7 +127,32 @@ def _frame_series(frame, name: str) -> list[tuple[int, float]]:
     whole = np.trunc(steps[finite]).astype("int64")
     values = values[finite]
     last_of_step = np.append(whole[1:] != whole[:-1], True) if len(whole) else whole.astype(bool)
-    return list(zip(whole[last_of_step].tolist(), values[last_of_step].tolist()))
+    return _Points(whole[last_of_step], values[last_of_step])
+
+
+class _Points(Sequence):
+    """(step, value) pairs kept as two arrays: a 10,000-step series without 10,000 tuples.
+
+    Behaves as the list metric_series gives for records (indexing, slices, iteration).
+    """
+
+    def __init__(self, steps: np.ndarray, values: np.ndarray):
+        self.steps, self.values = steps, values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list(zip(self.steps[index].tolist(), self.values[index].tolist()))
+        return int(self.steps[index]), float(self.values[index])
+
+    def __iter__(self):
+        return zip(self.steps.tolist(), self.values.tolist())
+
+
+def _values(series) -> np.ndarray:
+    return series.values if isinstance(series, _Points) else np.array([v for _, v in series], dtype="float64")
 
 
 def _recent(series: list[tuple[int, float]]) -> list[tuple[int, float]] | None:
@@ -195,7 +222,7 @@ def check_loss_near_zero(metrics, config=None) -> list[Alarm]:
 
 def _latest_kl_spike(series: list[tuple[int, float]]) -> tuple[int, float, float] | None:
     """The last (step, value, baseline) whose KL is KL_SPIKE_FACTOR times the median of the steps before."""
-    values = np.array([v for _, v in series], dtype="float64")
+    values = _values(series)
     count = len(values)
     if count < 2:
         return None
