@@ -11,7 +11,7 @@ benchmarks that time the server's side of a page (benchmarks/bench_big_run.py).
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from typing import Any
 
 
@@ -34,6 +34,17 @@ def find_component(app, elem_id: str):
     return next(block for block in app.blocks.values() if getattr(block, "elem_id", None) == elem_id)
 
 
+_LOOP: list = []
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    if not _LOOP:
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, daemon=True, name="app-events").start()
+        _LOOP.append(loop)
+    return _LOOP[0]
+
+
 class Page:
     """One browser page of `app`: its session state, and its events run as the server runs them."""
 
@@ -46,10 +57,11 @@ class Page:
     def run(self, event, inputs: list) -> dict:
         """Gradio's answer to the event: {"data": [one value per output], ...}.
 
-        Run on a thread of its own, whose event loop is free even where this thread's is taken (playwright's).
+        Run on the event loop of a thread of its own, which lives as long as the process (as a server's
+        loop and its worker threads do), and is free even where this thread's loop is taken (playwright's).
         """
-        with ThreadPoolExecutor(1) as thread:
-            return thread.submit(asyncio.run, self.app.process_api(event, inputs, state=self.state)).result()
+        return asyncio.run_coroutine_threadsafe(self.app.process_api(event, inputs, state=self.state),
+                                                _event_loop()).result()
 
     @staticmethod
     def output(event, result: dict, elem_id: str) -> Any:
