@@ -159,3 +159,11 @@ def test_the_process_keeps_each_file_s_result_and_extends_it(tmp_path):
     assert index.steps == [1, 2] and index.bytes_read == path.stat().st_size - size + jsonl_cache.FINGERPRINT_BYTES
     jsonl_cache.forget()
     assert jsonl_cache.step_index(path).bytes_read == path.stat().st_size
+
+
+def test_what_json_writes_and_orjson_refuses_is_read_all_the_same(tmp_path):
+    path = tmp_path / "m.jsonl"
+    runfolder.append_jsonl(path, [{"step": 1, "loss": float("nan"), "big": 2**70}, {"step": 2, "loss": 0.5}])
+    first, second = jsonl_cache.read_records(path).records
+    assert first["loss"] != first["loss"] and first["big"] == 2**70 and second == {"step": 2, "loss": 0.5}
+    assert jsonl_cache.index_steps(path).steps == [1, 2]
