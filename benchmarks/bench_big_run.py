@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "grpo-workbench-big-run",
                         help="runs folder that keeps the written run between benchmarks")
     parser.add_argument("--repeats", type=int, default=30, help="ticks of each kind (default 30)")
+    parser.add_argument("--pages", type=int, default=20, help="pages watching the run in the class row (default 20)")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -150,6 +151,16 @@ def main(argv: list[str] | None = None) -> int:
         measure("tick", "GET /workbench/changes (handler)", lambda: changes(run=run_id), args.repeats)
         measure("tick", "Train refresh after a new step", lambda: first.run(train["on_refresh"], [None, None, 0.5]),
                 args.repeats, before=grower.step)
+        # A class: every page refreshes after each new step (the first draws, the others take its drawing).
+        pages = [Page(app) for _ in range(args.pages)]
+        for page in pages:
+            page.run(train["on_load"], [None, 0.5])
+
+        def class_refresh():
+            return [page.run(train["on_refresh"], [None, None, 0.5])["data"] for page in pages]
+
+        class_row = f"{args.pages} pages refresh after a step: all"
+        measure("tick", class_row, class_refresh, max(3, args.repeats // 5), before=grower.step)
         measure("tick", "Runs timer after a new step (overlay on)",
                 lambda: runs.run(runs_tick, [None, [run_id], run_id, "reward", 0.0, None]), args.repeats,
                 before=grower.step)
@@ -159,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         grower.restore()
 
+    kind, name, seconds, cpus, sent = next(row for row in rows if row[1] == class_row)
+    rows.append(("tick", f"{args.pages} pages refresh after a step: a page", [t / args.pages for t in seconds],
+                 [c / args.pages for c in cpus], [b / args.pages for b in sent]))
+    rows.remove((kind, name, seconds, cpus, sent))
     load = os.getloadavg()
     print(f"\n{'':4} {'what':<42} {'median':>9} {'p95':>9} {'CPU':>9} {'sent':>7}   target   "
           f"({args.steps} steps; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores)")

@@ -279,3 +279,14 @@ def test_change_signature_of_a_missing_or_odd_run_id_is_gone_not_a_path(run_dir)
     gone = train_view.change_signature(runs, "no-such-run")
     assert gone == train_view.change_signature(runs, "../r1") == train_view.change_signature(runs, "/etc")
     assert gone != train_view.change_signature(runs, "r1") != train_view.change_signature(runs, None)
+
+
+def test_what_one_page_drew_is_taken_by_the_others():
+    drawn = train_view.Drawn(size=2)
+    calls = []
+    draw = lambda: calls.append(1) or len(calls)  # noqa: E731
+    assert drawn.get(("figures", "r1", (1, 2), 100), draw) == 1
+    assert drawn.get(("figures", "r1", (1, 2), 100), draw) == 1, "the same read: drawn once"
+    assert drawn.get(("figures", "r1", (1, 2), 200), draw) == 2, "more read: drawn again"
+    drawn.get(("other",), draw)
+    assert drawn.get(("figures", "r1", (1, 2), 100), draw) == 4, "only the newest drawings are kept"

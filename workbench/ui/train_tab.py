@@ -119,6 +119,8 @@ def build(ctx: UIContext) -> None:
                     alarms, step_slider, completions, *plot_list]
 
     runs_dir = ctx.runs_dir
+    # Figures, alarms and groups as drawn for a read of a run's files, for every page showing it.
+    drawn = train_view.Drawn()
 
     # ------------------------------------------------------------ rendering
 
@@ -147,7 +149,8 @@ def build(ctx: UIContext) -> None:
                                            and runfolder.last_checkpoint(runs_dir / watch.run_id) is not None)
         if full or changes.metrics:
             out.update(render_figures(watch, smooth))
-            out[alarms] = train_view.alarms_html(check_health(metrics_of(watch), watch.config), bool(watch.metrics))
+            out[alarms] = drawn.get(("alarms", *train_view.metrics_read(watch)), lambda: train_view.alarms_html(
+                check_health(metrics_of(watch), watch.config), bool(watch.metrics)))
         if full or changes.completions:
             out.update(render_completions(watch, pinned))
         return out
@@ -156,8 +159,13 @@ def build(ctx: UIContext) -> None:
         """The figures named (default: those on screen: the main ones, and More metrics while open)."""
         if names is None:
             names = (*MAIN_FIGURES, *MORE_FIGURES) if watch.more_metrics_open else MAIN_FIGURES
-        built = figures.build_figures(metrics_of(watch), smooth, names)
-        return {plots[name]: built[name] for name in names}
+
+        def draw() -> dict:  # as the Plot components would send them (their postprocess), ready for any page
+            built = figures.build_figures(metrics_of(watch), smooth, names)
+            return {name: plots[name].postprocess(built[name]) for name in names}
+
+        sent = drawn.get(("figures", *train_view.metrics_read(watch), float(smooth), names), draw)
+        return {plots[name]: sent[name] for name in names}
 
     def metrics_of(watch: train_view.RunWatch):
         """The watch's metric records as a frame (it keeps one, extended a row a step), for figures and health."""
@@ -169,15 +177,19 @@ def build(ctx: UIContext) -> None:
             return {step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
                     completions: render_empty_html()}
         step = train_view.nearest_step(steps, pinned)
-        records = watch.newest_completions if step == steps[-1] else \
-            train_view.completions_of_step(runs_dir, watch.run_id, step)
-        groups = groups_for_step(records, step, watch.config.get("scale_rewards"),
-                                 watch.config.get("num_generations"))
-        title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
+
+        def draw() -> str:
+            records = watch.newest_completions if step == steps[-1] else \
+                train_view.completions_of_step(runs_dir, watch.run_id, step)
+            groups = groups_for_step(records, step, watch.config.get("scale_rewards"),
+                                     watch.config.get("num_generations"))
+            title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
+            return render_groups_html(groups, title)
+
         # A slider needs two ends; with one step so far it spans step-1..step.
         low = steps[0] if len(steps) > 1 else steps[0] - 1
         return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
-                completions: render_groups_html(groups, title)}
+                completions: drawn.get(("groups", *train_view.completions_read(watch), step), draw)}
 
     def picker_update(run_id: str | None) -> gr.Dropdown:
         choices = [path.name for path in runfolder.list_run_dirs(runs_dir)]

@@ -30,7 +30,9 @@ from __future__ import annotations
 import hashlib
 import html
 import os
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import mean
@@ -83,6 +85,45 @@ class Changes:
     @property
     def anything(self) -> bool:
         return self.metrics or self.completions or self.status
+
+
+class Drawn:
+    """What refreshes drew, kept by what they were drawn from: a small cache shared by every page of the process.
+
+    Every page that shows a run at the same read of its files (file identity
+    and offset) draws the same figures, alarms and groups. With a class of 20
+    watching one run, the first page to refresh after a step draws them and
+    the others take them as drawn; a page asking while the first is drawing
+    waits for it instead of drawing too. The `size` newest drawings are kept.
+    """
+
+    def __init__(self, size: int = 32):
+        self.size = size
+        self.lock = threading.Lock()
+        self.entries: OrderedDict = OrderedDict()  # key -> [lock, drawn, done]
+
+    def get(self, key: tuple, draw: Callable[[], Any]) -> Any:
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                entry = self.entries[key] = [threading.Lock(), None, False]
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+        with entry[0]:
+            if not entry[2]:
+                entry[1], entry[2] = draw(), True
+            return entry[1]
+
+
+def metrics_read(watch: "RunWatch") -> tuple:
+    """What the watch's metrics were read from (run, file, offset): the same for every page at that point."""
+    return watch.run_id, watch.metrics_file, watch.metrics_offset
+
+
+def completions_read(watch: "RunWatch") -> tuple:
+    """What the watch's completions were read from (run, file, offset)."""
+    return watch.run_id, watch.completions_file, watch.completions_offset
 
 
 def is_live(status: dict) -> bool:
