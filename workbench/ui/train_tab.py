@@ -112,9 +112,13 @@ def build(ctx: UIContext) -> None:
                 for name in triple:
                     plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
 
-    # Clicked by the page's script (train_view.WATCH_JS) when the run folder changed.
+    # Clicked by the page's script (train_view.WATCH_JS) when the run folder changed, and once the page shows
+    # that change, while More metrics is open, to draw those figures too (a refresh leaves them out: each
+    # output costs gradio about a millisecond per event, drawn or not).
     refresh = gr.Button("refresh", visible="hidden", elem_id=train_view.REFRESH_BUTTON_ID)
+    refresh_more = gr.Button("refresh more metrics", visible="hidden", elem_id=train_view.MORE_BUTTON_ID)
     plot_list = [plots[name] for name in (*MAIN_FIGURES, *MORE_FIGURES)]
+    more_plots = [plots[name] for name in MORE_FIGURES]
     view_outputs = [watch_state, pinned_state, run_picker, stop_button, resume_button, progress, failure, server,
                     alarms, step_slider, completions, *plot_list]
 
@@ -125,8 +129,8 @@ def build(ctx: UIContext) -> None:
     # ------------------------------------------------------------ rendering
 
     def render(watch: train_view.RunWatch, pinned: int | None, smooth: float, changes: train_view.Changes,
-               full: bool = False) -> dict:
-        """Outputs for what changed (everything when `full`)."""
+               full: bool = False, with_more: bool = True) -> dict:
+        """Outputs for what changed (everything when `full`; More metrics' figures only `with_more`)."""
         live_run = train_view.is_live(watch.status)
         watch = replace(watch, poll_seconds=train_view.poll_seconds(watch.status, watch.metrics))
         out: dict = {watch_state: watch}
@@ -148,7 +152,7 @@ def build(ctx: UIContext) -> None:
                                            and watch.status.get("state") != "finished"
                                            and runfolder.last_checkpoint(runs_dir / watch.run_id) is not None)
         if full or changes.metrics:
-            out.update(render_figures(watch, smooth))
+            out.update(render_figures(watch, smooth, None if with_more else MAIN_FIGURES))
             out[alarms] = drawn.get(("alarms", *train_view.metrics_read(watch)), lambda: train_view.alarms_html(
                 check_health(metrics_of(watch), watch.config), bool(watch.metrics)))
         if full or changes.completions:
@@ -195,12 +199,14 @@ def build(ctx: UIContext) -> None:
         choices = [path.name for path in runfolder.list_run_dirs(runs_dir)]
         return gr.Dropdown(choices=choices, value=run_id if run_id in choices else None)
 
-    def attach(run_id: str | None, newest_known: str | None, smooth: float, more_open: bool = False) -> dict:
-        """Start following `run_id`: read all it wrote so far and draw everything (`more_open`: that section too)."""
+    def attach(run_id: str | None, newest_known: str | None, smooth: float, more_open: bool = False,
+               with_more: bool = True) -> dict:
+        """Start following `run_id`: read all it wrote so far and draw everything (More metrics' figures when
+        that section is open and `with_more`)."""
         watch = replace(train_view.start_watching(runs_dir, run_id, newest_known), more_metrics_open=more_open,
                         signature=train_view.change_signature(runs_dir, run_id, launcher.status_of_dir))
         watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
-        out = render(watch, None, smooth, changes, full=True)
+        out = render(watch, None, smooth, changes, full=True, with_more=with_more)
         out[pinned_state] = None
         out[run_picker] = picker_update(run_id)
         return out
@@ -219,13 +225,13 @@ def build(ctx: UIContext) -> None:
         if watch.run_id and watch.run_id not in run_ids:  # deleted from the Runs tab or another tab
             entries = launcher.list_runs(runs_dir)
             out = attach(train_view.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known, smooth,
-                         watch.more_metrics_open)
+                         watch.more_metrics_open, with_more=False)
             out[notice] = notice_html(f"Run {watch.run_id} was deleted.", "info")
             return out
         before = watch.newest_known
         switch_to, newest_known = train_view.new_run_to_follow(run_ids, watch)
         if switch_to:
-            out = attach(switch_to, newest_known, smooth, watch.more_metrics_open)
+            out = attach(switch_to, newest_known, smooth, watch.more_metrics_open, with_more=False)
             out[remembered] = switch_to
             return out
         # Taken before reading: what lands meanwhile changes the signature, so the page asks again.
@@ -236,7 +242,7 @@ def build(ctx: UIContext) -> None:
         if not changes.anything and signature == watch.signature:
             return {watch_state: new_watch} if newest_known != before else gr.skip()
         new_watch = replace(new_watch, signature=signature)
-        out = render(new_watch, pinned, smooth, changes)
+        out = render(new_watch, pinned, smooth, changes, with_more=False)
         if changes.status:
             out[run_picker] = picker_update(new_watch.run_id)
         if changes.metrics and not watch.metrics:  # the "first points appear once..." note has come true
@@ -254,6 +260,12 @@ def build(ctx: UIContext) -> None:
         out[remembered] = run_id
         out[notice] = notice_html("")
         return out
+
+    def on_refresh_more(watch: train_view.RunWatch, smooth: float):
+        """More metrics' figures, after a refresh has read what the run added (the page's script asks)."""
+        if not (watch.run_id and watch.more_metrics_open):
+            return gr.skip()
+        return render_figures(watch, smooth, MORE_FIGURES)
 
     def on_more_metrics(watch: train_view.RunWatch, smooth: float, opened: bool):
         watch = replace(watch, more_metrics_open=opened)
@@ -314,8 +326,11 @@ def build(ctx: UIContext) -> None:
 
     load_outputs = [*view_outputs, remembered]
     ctx.blocks.load(on_load, inputs=[remembered, smoothing], outputs=load_outputs, show_progress="hidden")
-    refresh.click(on_refresh, inputs=[watch_state, pinned_state, smoothing], outputs=[*load_outputs, notice],
+    refresh_outputs = [output for output in [*load_outputs, notice] if output not in more_plots]
+    refresh.click(on_refresh, inputs=[watch_state, pinned_state, smoothing], outputs=refresh_outputs,
                   show_progress="hidden", concurrency_limit=None, trigger_mode="once")
+    refresh_more.click(on_refresh_more, inputs=[watch_state, smoothing], outputs=more_plots, show_progress="hidden",
+                       concurrency_limit=None, trigger_mode="once")
     run_picker.input(on_pick, inputs=[run_picker, watch_state, smoothing], outputs=[*load_outputs, notice],
                      show_progress="hidden")
     run_picker.focus(lambda watch: picker_update(watch.run_id), inputs=[watch_state], outputs=[run_picker],

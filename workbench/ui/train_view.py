@@ -504,13 +504,17 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
 
 
 REFRESH_BUTTON_ID = "wb-train-refresh"
+MORE_BUTTON_ID = "wb-train-refresh-more"
+MORE_SECTION_ID = "wb-train-more"
 CHANGES_ROUTE = "workbench/changes"
 
 # Runs once in the page. While the Train tab's progress bar is on screen and the
 # browser tab visible, it asks CHANGES_ROUTE for the shown run's signature every
 # `data-poll` seconds and clicks the hidden refresh button when it differs from
 # the one the bar was drawn from; every second it moves a live run's clock on
-# (format as `format_duration`). A hidden page or another open tab costs nothing.
+# (format as `format_duration`) and, while More metrics is open, clicks the other
+# hidden button once for each signature the bar shows, so those figures follow.
+# A hidden page or another open tab costs nothing.
 WATCH_JS = f"""
 () => {{
   const bar = () => document.querySelector("#wb-train-progress .wb-progress");
@@ -520,6 +524,10 @@ WATCH_JS = f"""
     const minutes = Math.floor(seconds / 60), hours = Math.floor(minutes / 60);
     const two = (n) => String(n).padStart(2, "0");
     return minutes < 60 ? `${{minutes}} min ${{two(seconds % 60)}} s` : `${{hours}} h ${{two(minutes % 60)}} min`;
+  }};
+  const click = (id) => {{
+    const button = document.getElementById(id);
+    (button && button.tagName === "BUTTON" ? button : button?.querySelector("button"))?.click();
   }};
   let asked = null;  // the signature a redraw was last asked for
   const look = async () => {{
@@ -533,15 +541,22 @@ WATCH_JS = f"""
         // Ask once per new signature; ask again if the redraw has not come 10 s later.
         if (signature !== el.dataset.signature && (signature !== asked || Date.now() - look.askedAt > 10000)) {{
           asked = signature; look.askedAt = Date.now();
-          const button = document.getElementById("{REFRESH_BUTTON_ID}");
-          (button && button.tagName === "BUTTON" ? button : button?.querySelector("button"))?.click();
+          click("{REFRESH_BUTTON_ID}");
         }}
       }} catch (error) {{ /* the server restarts or is gone: look again later */ }}
     }}
     setTimeout(look, wait);
   }};
+  let moreDrawn = null;  // the signature More metrics' figures were last asked for
   const tick = () => {{
     const el = bar();
+    const more = document.querySelector("#{MORE_SECTION_ID} .js-plotly-plot, #{MORE_SECTION_ID} .plot-container");
+    if (el && more && more.offsetParent !== null && !document.hidden && el.dataset.signature !== moreDrawn) {{
+      if (moreDrawn !== null) click("{MORE_BUTTON_ID}");  // opening the section draws them by itself
+      moreDrawn = el.dataset.signature;
+    }}
+    // Closed (on a shown tab): opening it draws its figures, so nothing is asked for the signature then shown.
+    if (el && el.offsetParent !== null && (!more || more.offsetParent === null)) moreDrawn = null;
     if (el && el.dataset.elapsed !== undefined && el.offsetParent !== null && !document.hidden) {{
       if (el.wbDrawnAt === undefined) el.wbDrawnAt = Date.now();
       const since = (Date.now() - el.wbDrawnAt) / 1000;
