@@ -16,8 +16,7 @@ MAX_POINTS points is drawn through the highest and lowest point of each of
 MAX_POINTS / 2 slices of it (`thin`): a figure that wide shows no more, a
 spike stays visible, and a 10,000-step run costs the server and the browser
 what an 800-step one does. Smoothing is computed over every point first.
-Traces hold numpy arrays, sent to the page packed (base64), not as text;
-each figure is assembled as plain values and made once (`Drawing`), without
+Each figure is assembled as plain values and made once (`Drawing`), without
 plotly's checks and copies at every added trace.
 
 A builder takes the records or their `metrics_frame`; `build_figures` makes
@@ -250,6 +249,11 @@ class Drawing:
         self.shapes: list[dict] = []
 
     def add_trace(self, **properties) -> None:
+        # Arrays go to the page as lists of numbers, as they always did: plotly would pack numpy arrays
+        # (base64), which the page draws but leaves packed in the figure's `data` that scripts read.
+        for axis in ("x", "y"):
+            if isinstance(properties.get(axis), np.ndarray):
+                properties[axis] = properties[axis].tolist()
         self.traces.append(go.Scatter(**properties, _validate=False))
 
     def figure(self) -> go.Figure:
@@ -316,8 +320,7 @@ def thin(high: Sequence[float], low: Sequence[float] | None = None, max_points: 
 
 
 def _points(values, indices: np.ndarray | None = None) -> np.ndarray:
-    """The values drawn, as an array (plotly takes arrays without checking each number, and sends them packed);
-    whole steps as 32-bit integers, the smallest that plotly packs."""
+    """The values drawn, as an array; whole steps as integers (they go to the page as `1`, not `1.0`)."""
     array = np.asarray(values)
     if array.dtype.kind not in "iuf":
         array = array.astype("float64")
