@@ -290,3 +290,26 @@ def test_a_long_run_s_figures_stay_small_and_smoothing_uses_every_point():
     smoothed = figures.smooth([r["reward"] for r in records], 0.9)
     line = next(t for t in built["reward"].data if t.name == "total")
     assert line.y[-1] == pytest.approx(smoothed[-1]) and line.x[-1] == 5000
+
+
+def decoded(spec):
+    """A figure's JSON with plotly's packed arrays ({"dtype", "bdata"}) read back as lists."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(spec, dict) and set(spec) == {"dtype", "bdata"}:
+        return np.frombuffer(base64.b64decode(spec["bdata"]), dtype=spec["dtype"]).tolist()
+    if isinstance(spec, dict):
+        return {key: decoded(value) for key, value in spec.items()}
+    if isinstance(spec, list):
+        return [decoded(value) for value in spec]
+    return spec
+
+
+@pytest.mark.parametrize("steps", [3, 900], ids=["short", "thinned"])
+def test_figure_json_is_plotly_s_json_with_plain_lists(steps):
+    for fig in figures.build_figures(make_metrics(steps, reward_funcs=("a", "b")), 0.5).values():
+        sent = json.loads(figures.figure_json(fig))
+        assert sent == decoded(json.loads(fig.to_json()))
+        assert all(isinstance(trace.get("x", []), list) for trace in sent["data"])

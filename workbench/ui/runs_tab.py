@@ -23,6 +23,7 @@ from workbench.jobs import launcher, runfolder
 from workbench.ui import runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
+from workbench.ui.widgets import figure_payload
 
 REFRESH_SECONDS = 3.0
 # (label, metric name under TRL's key) offered for overlays.
@@ -117,9 +118,8 @@ def build(ctx: UIContext) -> None:
         """The overlay and this page's read of each run on it (only what each run added since is read)."""
         read = {run_id: runs_view.read_run_metrics(runs_dir / run_id, overlaid.get(run_id))
                 for run_id in inside(run_ids)}
-        return {overlay: figures.overlay_runs({run_id: metrics.frame for run_id, metrics in read.items()},
-                                              metric_name, smooth),
-                overlaid_state: read}
+        figure = figures.overlay_runs({run_id: metrics.frame for run_id, metrics in read.items()}, metric_name, smooth)
+        return {overlay: figure_payload(figure), overlaid_state: read}
 
     def diff_outputs(run_ids: list[str]) -> dict:
         run_ids = inside(run_ids)

@@ -35,6 +35,7 @@ from workbench.jobs import launcher, runfolder
 from workbench.ui import server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
+from workbench.ui.widgets import figure_payload
 
 DEFAULT_SMOOTHING = 0.5
 MAIN_FIGURES = ("reward", "reward_std", "kl", "loss")
@@ -164,9 +165,9 @@ def build(ctx: UIContext) -> None:
         if names is None:
             names = (*MAIN_FIGURES, *MORE_FIGURES) if watch.more_metrics_open else MAIN_FIGURES
 
-        def draw() -> dict:  # as the Plot components would send them (their postprocess), ready for any page
+        def draw() -> dict:  # as the Plot components send them, ready for any page
             built = figures.build_figures(metrics_of(watch), smooth, names)
-            return {name: plots[name].postprocess(built[name]) for name in names}
+            return {name: figure_payload(built[name]) for name in names}
 
         sent = drawn.get(("figures", *train_view.metrics_read(watch), float(smooth), names), draw)
         return {plots[name]: sent[name] for name in names}
