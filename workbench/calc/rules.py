@@ -103,6 +103,8 @@ def _whole(field_name: str, value, minimum: int, allow_none: bool = False, hint:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(field_name, f"must be a whole number >= {minimum}, got {value!r}{hint}.")
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(field_name, f"must be a whole number >= {minimum}, got {value!r}{hint}.")
         if not value.is_integer():
             raise InputError(field_name, f"must be a whole number, got {value!r}; use {math.floor(value)} or {math.ceil(value)}.")
         value = int(value)

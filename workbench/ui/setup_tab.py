@@ -162,7 +162,7 @@ def _rows(form: dict, names, defaults: dict, per_row: int = 3) -> None:
 
 def apply_task(task_name: str) -> list:
     """On choosing a task: its description, its rewards and weights, and the settings it presets."""
-    task = TASKS.get(task_name)
+    task = TASKS.get(task_name) if isinstance(task_name, str) else None
     if task is None:
         return [gr.update()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS))
     weights = dict(zip(task.reward_names, task.reward_weights))
