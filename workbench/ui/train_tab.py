@@ -285,9 +285,10 @@ def build(ctx: UIContext) -> None:
     def on_stop(watch: train_view.RunWatch):
         if not watch.run_id:
             return
+        queued = watch.status.get("state") == runfolder.QUEUED
         yield {stop_button: gr.Button(interactive=False),
-               notice: notice_html("Stopping: the trainer finishes its current step and saves the adapter…",
-                                   "info")}
+               notice: notice_html("Taking it out of the queue…" if queued else
+                                   "Stopping: the trainer finishes its current step and saves the adapter…", "info")}
         try:
             final = launcher.stop(watch.run_id, runs_dir, timeout=STOP_TIMEOUT_S)
         except launcher.LauncherError as exc:
