@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import poll_until as wait_for
 
 from workbench.jobs import allocator, launcher, processes, runfolder
 from workbench.spec.config import ConfigError, RunConfig
@@ -24,16 +25,6 @@ TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_trai
 @pytest.fixture
 def runs_dir(tmp_path):
     return tmp_path / "runs"
-
-
-def wait_for(predicate, timeout=180.0, poll=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def steps_of(run_dir, name):
@@ -93,6 +84,15 @@ def test_a_zombie_is_reported_failed(runs_dir):
         assert launcher.status(fake_run(runs_dir, process.pid).name, runs_dir)["state"] == "failed"
     finally:
         process.wait()
+
+
+def test_a_run_being_spawned_is_starting_until_its_pid_is_overdue(runs_dir):
+    run_dir = fake_run(runs_dir, pid=None, state="starting")  # the launcher spawns its process next
+    assert launcher.status(run_dir.name, runs_dir)["state"] == "starting"
+    status = runfolder.read_status(run_dir)
+    status["updated_at"] -= launcher.RECORD_PID_SECONDS + 1  # the launcher died before it recorded one
+    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, status)
+    assert launcher.status(run_dir.name, runs_dir)["state"] == "failed"
 
 
 def test_a_final_state_is_left_alone(runs_dir):

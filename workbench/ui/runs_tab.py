@@ -2,7 +2,9 @@
 
 - A table of all runs (state, model, task, generation backend, steps, final reward, started,
   duration), re-read from the run folders when the tab is opened and every few
-  seconds while it is open, and redrawn only when a row changed.
+  seconds while it is open, and redrawn only when a row changed. A queued run
+  shows its place in the GPU queue and what it waits for; each refresh also
+  makes sure the queue has its dispatcher (`launcher.keep_queue_moving`).
 - Compare: tick several runs to overlay one metric's curves on one figure and
   list the settings in which their configs differ.
 - One run: read its completions group by group at any step, or delete it
@@ -52,7 +54,9 @@ def note_html(message: str, kind: str = "info") -> str:
 
 
 def read_rows(runs_dir) -> list[list]:
-    return runs_view.runs_rows(runs_view.summarise_run(entry) for entry in launcher.list_runs(runs_dir))
+    runs = launcher.list_runs(runs_dir)
+    launcher.keep_queue_moving(runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
+    return runs_view.runs_rows(runs_view.summarise_run(entry) for entry in runs)
 
 
 def build(ctx: UIContext) -> None:

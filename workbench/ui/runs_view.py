@@ -4,7 +4,9 @@ Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
 status plus its model and task), read from the run folders every time, so two
 browser tabs, a reload or a restarted app see the same runs. The final reward
 comes from the last lines of `metrics.jsonl`, read from its end, so a long run
-costs no more to list than a short one.
+costs no more to list than a short one. A run waiting in the GPU queue shows
+its place and what it waits for in the state column: `queued #2 — waits for
+GPU 0 (run X)`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Iterable
 from workbench.insight.resumed import merge_metrics
 from workbench.jobs import runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
-from workbench.jobs.runfolder import LOST, UNREADABLE, last_metric
+from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
@@ -55,6 +57,8 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     state = entry.get("state") or "unknown"
     if runs_elsewhere(entry):
         state = f"{state} on {entry['host']}"
+    if state == QUEUED:
+        state = queued_text(entry)
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
         "state": state,
@@ -66,6 +70,13 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         "started": format_started(started),
         "duration": format_duration(duration) if duration is not None else "—",
     }
+
+
+def queued_text(entry: dict) -> str:
+    """`queued #2 — waits for GPU 0 (run X)` from a `list_runs()` entry of a queued run."""
+    position = entry.get("queue_position")
+    text = f"{QUEUED} #{position}" if position else QUEUED
+    return f"{text} — waits for {entry['waits_for']}" if entry.get("waits_for") else text
 
 
 def runs_folder_note(runs_dir: str | Path) -> str:

@@ -350,7 +350,10 @@ def build(ctx) -> None:
     def poll_smoke(run_id):
         if not run_id:
             return gr.skip(), gr.Timer(active=False)
-        status = launcher.status(run_id, ctx.runs_dir)
+        try:
+            status = launcher.status_with_queue_place(runfolder.run_dir_in(ctx.runs_dir, run_id))
+        except runfolder.RunIdError:  # deleted meanwhile (the Runs tab)
+            return gr.skip(), gr.Timer(active=False)
         final = status.get("state") in runfolder.FINAL_STATES
         return smoke_result_html(status), gr.Timer(active=not final)
 

@@ -18,6 +18,8 @@ What the page knows lives in this browser session's
 `gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
 browser's localStorage (`gr.BrowserState`) so a reload re-attaches to it.
 Nothing about runs is kept in the process: two tabs see the same run folders.
+A launch whose devices another run holds waits in the GPU queue: the bar then
+shows its position and what it waits for, and Stop takes it out of the queue.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ def build(ctx: UIContext) -> None:
                     alarms, step_slider, completions, *plot_list]
 
     runs_dir = ctx.runs_dir
+    # The launcher's status (a dead process shows as failed), with a queued run's place in the GPU queue.
+    read_status = launcher.status_with_queue_place
 
     # ------------------------------------------------------------ rendering
 
@@ -182,8 +186,8 @@ def build(ctx: UIContext) -> None:
     def attach(run_id: str | None, newest_known: str | None, smooth: float, more_open: bool = False) -> dict:
         """Start following `run_id`: read all it wrote so far and draw everything (`more_open`: that section too)."""
         watch = replace(train_view.start_watching(runs_dir, run_id, newest_known), more_metrics_open=more_open,
-                        signature=train_view.change_signature(runs_dir, run_id, launcher.status_of_dir))
-        watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
+                        signature=train_view.change_signature(runs_dir, run_id, read_status))
+        watch, changes = train_view.poll_run(watch, runs_dir, read_status)
         out = render(watch, None, smooth, changes, full=True)
         out[pinned_state] = None
         out[run_picker] = picker_update(run_id)
@@ -213,10 +217,10 @@ def build(ctx: UIContext) -> None:
             out[remembered] = switch_to
             return out
         # Taken before reading: what lands meanwhile changes the signature, so the page asks again.
-        signature = train_view.change_signature(runs_dir, watch.run_id, launcher.status_of_dir)
+        signature = train_view.change_signature(runs_dir, watch.run_id, read_status)
         if newest_known != watch.newest_known:
             watch = replace(watch, newest_known=newest_known)
-        new_watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
+        new_watch, changes = train_view.poll_run(watch, runs_dir, read_status)
         if not changes.anything and signature == watch.signature:
             return {watch_state: new_watch} if newest_known != before else gr.skip()
         new_watch = replace(new_watch, signature=signature)
@@ -268,23 +272,31 @@ def build(ctx: UIContext) -> None:
             return {notice: notice_html(f"Not launched:\n{exc}")}
         out = attach(run_id, run_id, smooth, watch.more_metrics_open)
         out[remembered] = run_id
-        out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
-                                  f"and the first step is done.", "info")
+        place = launcher.queue_place(run_id, runs_dir)
+        if place:
+            out[notice] = notice_html(f"Queued {run_id} at position {place['queue_position']}: it waits for "
+                                      f"{place['waits_for']}. It starts by itself when that is free, with or "
+                                      "without this page open; Stop takes it out of the queue.", "info")
+        else:
+            out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
+                                      f"and the first step is done.", "info")
         return out
 
     def on_stop(watch: train_view.RunWatch):
         if not watch.run_id:
             return
+        queued = watch.status.get("state") == runfolder.QUEUED
         yield {stop_button: gr.Button(interactive=False),
-               notice: notice_html("Stopping: the trainer finishes its current step and saves the adapter…",
-                                   "info")}
+               notice: notice_html("Taking it out of the queue…" if queued else
+                                   "Stopping: the trainer finishes its current step and saves the adapter…", "info")}
         try:
             final = launcher.stop(watch.run_id, runs_dir, timeout=STOP_TIMEOUT_S)
         except launcher.LauncherError as exc:
             yield {notice: notice_html(str(exc))}
             return
-        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}.",
-                                   "info")}
+        note = f" ({final['note']})" if final.get("note") else ""
+        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}"
+                                   f"{note}.", "info")}
 
     def on_resume(watch: train_view.RunWatch):
         if not watch.run_id:
@@ -324,4 +336,4 @@ def build(ctx: UIContext) -> None:
     ctx.register(train_run_picker=run_picker, train_launch=launch_button)
     ctx.page_scripts.append(train_view.WATCH_JS)
     ctx.api_routes[f"/{train_view.CHANGES_ROUTE}"] = \
-        lambda run="": {"signature": train_view.change_signature(runs_dir, run or None, launcher.status_of_dir)}
+        lambda run="": {"signature": train_view.change_signature(runs_dir, run or None, read_status)}
