@@ -1,16 +1,16 @@
-"""HTML for the grouped-completions view: each prompt's G completions as cards.
+"""HTML of completion groups: each prompt's G completions as cards.
 
 `render_groups_html(groups)` takes the `GroupView`s of `workbench.insight.groups` and
 returns one self-contained HTML fragment (its own `<style>`, every class
-prefixed `wb-`), ready for a `gr.HTML` component or a notebook's
-`IPython.display.HTML`. Each prompt is a section; its completions sit side by
+prefixed `wb-`), ready for a `gr.HTML` component, a notebook's
+`IPython.display.HTML` or the run report. Each prompt is a section; its completions sit side by
 side in a wrapping CSS grid, each card showing the text, every reward
 function's score, the total, the advantage (green above zero, red below) and
 the line of arithmetic that produced it, with badges for truncated and
 zero-advantage completions.
 
 All model text is HTML-escaped: a completion is data, never markup.
-No gradio import: plain strings in, a string out.
+Plain strings in, a string out: no gradio, no torch.
 """
 
 from __future__ import annotations
