@@ -13,6 +13,7 @@ files of `runs/<run_id>/`:
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
 - `stop.request`       written by whoever wants the run to stop; the trainer
                        checks for it at the end of every optimizer step
+- `report.html`        the run's report, written on demand (`python -m workbench report`, the Runs tab)
 - `.status-reserve`    space a running trainer holds for its final status on a full disk
 
 A run waiting in the GPU queue (workbench/jobs/queue.py) is a run folder like
@@ -55,6 +56,7 @@ VLLM_LOG_FILE = "vllm_server.log"
 ADAPTER_DIR = "adapter"
 STOP_FILE = "stop.request"
 REWARD_SOURCE_FILE = "reward_file.py"
+REPORT_FILE = "report.html"
 QUEUE_LOCK_FILE = ".queue.lock"
 DISPATCHER_LOCK_FILE = ".queue-dispatcher.lock"
 DISPATCHER_LOG_FILE = ".queue-dispatcher.log"
@@ -150,6 +152,14 @@ def read_config(run_dir: str | os.PathLike) -> dict:
 def read_status(run_dir: str | os.PathLike) -> dict:
     """The run's status.json as a dict ({} when the run has not written one, or it cannot be read)."""
     return _object_or_empty(read_json(Path(run_dir) / STATUS_FILE, default={}))
+
+
+def read_run(run_dir: str | os.PathLike) -> dict:
+    """Everything a reader of the whole run wants at once (a report): `config`, `status`, and the
+    `metrics` and `completions` records as written (a resumed run's repeated steps included)."""
+    run_dir = Path(run_dir)
+    return {"config": read_config(run_dir), "status": read_status(run_dir),
+            "metrics": read_jsonl(run_dir / METRICS_FILE), "completions": read_jsonl(run_dir / COMPLETIONS_FILE)}
 
 
 def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:
