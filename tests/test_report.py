@@ -17,6 +17,7 @@ from workbench.insight import groups, report
 from workbench.jobs import probes, runfolder
 from workbench.spec.config import RunConfig, plan_for
 from workbench.trainer.recorder import completion_records
+from workbench.ui import runs_view
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 FAKE_PLOTLY = "window.Plotly = {newPlot: function () {}};"
@@ -298,6 +299,18 @@ def test_without_probe_answers_the_report_says_how_to_get_them(write_run):
     assert "Answer side by side" in section_text(build(write_run()), "probes")
 
 
+# ---------------------------------------------------------------- the Runs tab's writer
+
+
+def test_runs_tab_writes_the_report_into_the_run_folder_and_a_copy_to_download(write_run, tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "build_report", lambda contents: f"<html>{contents.name}</html>")
+    run_dir = write_run()
+    written, copy = runs_view.write_report(run_dir, download_root=tmp_path / "downloads")
+    assert written == run_dir / "report.html" and written.read_text() == f"<html>{run_dir.name}</html>"
+    assert copy == tmp_path / "downloads" / "workbench-reports" / run_dir.name / f"{run_dir.name}-report.html"
+    assert copy.read_bytes() == written.read_bytes()
+
+
 # ---------------------------------------------------------------- in Chromium, offline
 
 # A demo run as the README shows it: answers that get shorter as the brevity reward teaches (long -> short).
@@ -391,3 +404,23 @@ def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tm
     finally:
         context.close()
 
+
+@pytest.mark.browser
+def test_the_runs_tab_writes_the_report_and_offers_it_to_download(app_factory, page, tmp_path):
+    from browser_fixtures import UI
+
+    run_dir = write_demo_run(tmp_path / "runs" / "20261123-101500-demo")
+    ui = UI(page, app_factory(run_dir.parent))
+    ui.open("Runs")
+    runs = ui.panel("Runs")
+    runs.get_by_role("button", name="Report", exact=True).click()
+    ui.expect_text(runs, "Pick the run whose report to write first.")
+    ui.choose("Run", run_dir.name, scope=runs)
+    runs.get_by_role("button", name="Report", exact=True).click()
+    ui.expect_text(runs, f"Report written to {run_dir / 'report.html'}")
+    link = page.locator("#wb-runs-report a[download]")
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename == f"{run_dir.name}-report.html"
+    assert open(download.value.path(), "rb").read() == (run_dir / "report.html").read_bytes()
+    assert b"Base model vs final adapter" in (run_dir / "report.html").read_bytes()

@@ -1,4 +1,4 @@
-"""The Runs tab's pure parts: one summary row per run, and the diff of run configs.
+"""The Runs tab's pure parts: one summary row per run, the diff of run configs, a run's report.
 
 Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
 status plus its model and task), read from the run folders every time, so two
@@ -12,13 +12,15 @@ GPU 0 (run X)`.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.insight import report
 from workbench.insight.resumed import merge_metrics
-from workbench.jobs import runfolder
+from workbench.jobs import probes, runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
 from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
@@ -123,3 +125,22 @@ def _show(value: Any) -> str:
     if value == "" or value is None:
         return "(empty)"
     return str(value)
+
+
+def write_report(run_dir: str | Path, download_root: str | Path | None = None) -> tuple[Path, Path]:
+    """Write the run's report into its folder (report.html) and a copy to download; returns both paths.
+
+    Gradio hands the browser only files under the working folder or the system's
+    temporary folder, and a runs folder may lie anywhere, so the copy goes to
+    `download_root/<run id>/<run id>-report.html` (the temporary folder by default;
+    the next report of the run replaces it).
+    """
+    run_dir = Path(run_dir)
+    contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
+                                  **runfolder.read_run(run_dir))
+    page = report.build_report(contents).encode("utf-8")
+    written = run_dir / runfolder.REPORT_FILE
+    runfolder.replace_file(written, page)
+    copy = Path(download_root or tempfile.gettempdir()) / "workbench-reports" / run_dir.name / f"{run_dir.name}-report.html"
+    runfolder.replace_file(copy, page)
+    return written, copy
