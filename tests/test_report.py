@@ -8,6 +8,7 @@ by a stand-in, except in the one test that checks it is inlined once.
 from __future__ import annotations
 
 import json
+import shutil
 from html import escape
 from html.parser import HTMLParser
 
@@ -54,25 +55,32 @@ def metric_records(reward_name: str = "brevity") -> list[dict]:
              "frac_reward_zero_std": 0.0} for s in range(1, STEPS + 1)]
 
 
+def write_run_folder(runs_dir, name="20261123-101500-demo", config=None, status=None, metrics=None, completions=None):
+    """A run folder of a finished 5-step demo run in `runs_dir`, parts replaced as asked."""
+    run_dir = runs_dir / name
+    run_dir.mkdir(parents=True)
+    cfg = config if config is not None else \
+        RunConfig.for_task("demo").with_changes(model="tiny", num_generations=G, max_steps=STEPS).to_dict()
+    (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps(cfg))
+    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, status or {
+        "state": "finished", "step": STEPS, "total_steps": STEPS, "started_at": 1_700_000_000.0,
+        "updated_at": 1_700_000_125.0})
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, metric_records() if metrics is None else metrics)
+    records = [r for s in range(1, STEPS + 1) for r in round_records(s)] if completions is None else completions
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, records)
+    return run_dir
+
+
 @pytest.fixture
 def write_run(tmp_path):
-    """`write_run(name, **parts)`: a run folder of a finished 5-step demo run, parts replaced as asked."""
+    """`write_run(name, **parts)`: `write_run_folder` in this test's own runs folder."""
+    return lambda *args, **parts: write_run_folder(tmp_path / "runs", *args, **parts)
 
-    def _write(name="20261123-101500-demo", config=None, status=None, metrics=None, completions=None):
-        run_dir = tmp_path / "runs" / name
-        run_dir.mkdir(parents=True)
-        cfg = config if config is not None else \
-            RunConfig.for_task("demo").with_changes(model="tiny", num_generations=G, max_steps=STEPS).to_dict()
-        (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps(cfg))
-        runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, status or {
-            "state": "finished", "step": STEPS, "total_steps": STEPS, "started_at": 1_700_000_000.0,
-            "updated_at": 1_700_000_125.0})
-        runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, metric_records() if metrics is None else metrics)
-        records = [r for s in range(1, STEPS + 1) for r in round_records(s)] if completions is None else completions
-        runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, records)
-        return run_dir
 
-    return _write
+@pytest.fixture(scope="module")
+def default_page(tmp_path_factory):
+    """The report of the default run, built once for the tests that only read it."""
+    return build(write_run_folder(tmp_path_factory.mktemp("default") / "runs"))
 
 
 def build(run_dir, **kwargs) -> str:
@@ -103,8 +111,8 @@ def section_text(page: str, anchor: str) -> str:
 # ---------------------------------------------------------------- the page
 
 
-def test_every_section_and_the_four_curves_are_there(write_run):
-    page = build(write_run())
+def test_every_section_and_the_four_curves_are_there(default_page):
+    page = default_page
     for anchor, _ in report.SECTIONS:
         assert f'<section class="wb-section" id="{anchor}">' in page
     for name in report.CURVES:
@@ -126,8 +134,8 @@ def test_plotly_is_inlined_once_and_no_address_leaves_the_file(write_run):
     assert all(a["href"].startswith("#") for t, a in tags if t == "a")
 
 
-def test_summary_says_the_outcome_settings_and_plan_in_words(write_run):
-    summary = section_text(build(write_run()), "summary")
+def test_summary_says_the_outcome_settings_and_plan_in_words(default_page):
+    summary = section_text(default_page, "summary")
     assert "The mean reward went from 0.40 at step 1 to 0.80 at step 5 (+0.40)." in summary
     assert "The model tiny was trained with a LoRA adapter (rank 16, alpha 32) on the task demo" in summary
     assert "4 completions of at most 32 tokens" in summary and "scored by brevity (weight 1)" in summary
@@ -135,8 +143,8 @@ def test_summary_says_the_outcome_settings_and_plan_in_words(write_run):
     assert "8 completions (2 prompt groups)" in summary
 
 
-def test_batch_plan_uses_the_calculators_words_and_numbers(write_run):
-    section = section_text(build(write_run()), "plan")
+def test_batch_plan_uses_the_calculators_words_and_numbers(default_page):
+    section = section_text(default_page, "plan")
     assert "Valid: TRL 1.16 accepts these settings" in section
     plan = plan_for(RunConfig.for_task("demo").with_changes(num_generations=G, max_steps=STEPS))
     for meaning, how, number in plan.numbers():
@@ -144,15 +152,14 @@ def test_batch_plan_uses_the_calculators_words_and_numbers(write_run):
     assert '<td class="wb-num">5</td>' in section  # optimizer steps in the run: max_steps
 
 
-def test_settings_table_lists_each_field_with_its_help(write_run):
-    settings = section_text(build(write_run()), "settings")
+def test_settings_table_lists_each_field_with_its_help(default_page):
+    settings = section_text(default_page, "settings")
     assert "<code>learning_rate</code>" in settings and "LoRA wants 1e-4 to 1e-3" in settings
     assert "<summary>The other" in settings  # the rest folded away
 
 
-def test_health_notes_come_from_the_health_checks(write_run):
-    quiet = build(write_run("quiet"))
-    assert "No alarms." in section_text(quiet, "health")
+def test_health_notes_come_from_the_health_checks(default_page, write_run):
+    assert "No alarms." in section_text(default_page, "health")
     no_signal = [{**m, "frac_reward_zero_std": 1.0} for m in metric_records()]
     alarmed = section_text(build(write_run("flat", metrics=no_signal)), "health")
     assert 'class="wb-alarm wb-alarm-error"' in alarmed and "No learning signal (step 5)" in alarmed
@@ -161,8 +168,8 @@ def test_health_notes_come_from_the_health_checks(write_run):
 # ---------------------------------------------------------------- completion groups
 
 
-def test_first_middle_last_steps_then_the_best_and_worst_groups(write_run):
-    section = section_text(build(write_run()), "groups")
+def test_first_middle_last_steps_then_the_best_and_worst_groups(default_page):
+    section = section_text(default_page, "groups")
     headings = [h for h in section.split("<h3>")[1:]]
     titles = [h[:h.index("</h3>")] for h in headings]
     assert titles == ["First step: step 1", "Middle step: step 3", "Last step: step 5",
@@ -295,8 +302,8 @@ def test_stored_comparisons_pair_each_checkpoint_with_the_base_model(write_run):
     assert probes.stored_comparisons(run_dir.parent / "missing") == []
 
 
-def test_without_probe_answers_the_report_says_how_to_get_them(write_run):
-    assert "Answer side by side" in section_text(build(write_run()), "probes")
+def test_without_probe_answers_the_report_says_how_to_get_them(default_page):
+    assert "Answer side by side" in section_text(default_page, "probes")
 
 
 # ---------------------------------------------------------------- the Runs tab's writer
@@ -400,27 +407,29 @@ def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tm
         assert page.evaluate("document.scripts.length") == 1 + len(report.CURVES)
         assert [url for url in requests if not url.startswith("file:")] == []
         assert dialogs == [] and errors == []
-        page.screenshot(path=str(ASSETS / "report.png"))
+        first_row = page.locator("#wb-figure-reward").bounding_box()  # the picture ends below the first curves
+        page.screenshot(path=str(ASSETS / "report.png"),
+                        clip={"x": 0, "y": 0, "width": 1280, "height": first_row["y"] + first_row["height"] + 6})
     finally:
         context.close()
 
 
 @pytest.mark.browser
-def test_the_runs_tab_writes_the_report_and_offers_it_to_download(app_factory, page, tmp_path):
-    from browser_fixtures import UI
-
-    run_dir = write_demo_run(tmp_path / "runs" / "20261123-101500-demo")
-    ui = UI(page, app_factory(run_dir.parent))
-    ui.open("Runs")
-    runs = ui.panel("Runs")
-    runs.get_by_role("button", name="Report", exact=True).click()
-    ui.expect_text(runs, "Pick the run whose report to write first.")
-    ui.choose("Run", run_dir.name, scope=runs)
-    runs.get_by_role("button", name="Report", exact=True).click()
-    ui.expect_text(runs, f"Report written to {run_dir / 'report.html'}")
-    link = page.locator("#wb-runs-report a[download]")
-    with page.expect_download() as download:
-        link.click()
-    assert download.value.suggested_filename == f"{run_dir.name}-report.html"
-    assert open(download.value.path(), "rb").read() == (run_dir / "report.html").read_bytes()
-    assert b"Base model vs final adapter" in (run_dir / "report.html").read_bytes()
+def test_the_runs_tab_writes_the_report_and_offers_it_to_download(ui):
+    # On the session's shared server (no server of its own to start); the run leaves with the test.
+    run_dir = write_demo_run(ui.server.runs_dir / "20261123-101500-report-demo")
+    try:
+        ui.open("Runs")
+        runs = ui.panel("Runs")
+        runs.get_by_role("button", name="Report", exact=True).click()
+        ui.expect_text(runs, "Pick the run whose report to write first.")
+        ui.choose("Run", run_dir.name, scope=runs)
+        runs.get_by_role("button", name="Report", exact=True).click()
+        ui.expect_text(runs, f"Report written to {run_dir / 'report.html'}")
+        with ui.page.expect_download() as download:
+            ui.page.locator("#wb-runs-report a[download]").click()
+        assert download.value.suggested_filename == f"{run_dir.name}-report.html"
+        assert open(download.value.path(), "rb").read() == (run_dir / "report.html").read_bytes()
+        assert b"Base model vs final adapter" in (run_dir / "report.html").read_bytes()
+    finally:
+        shutil.rmtree(run_dir)
