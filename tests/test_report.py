@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from html import escape
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -433,3 +435,4 @@ def test_the_runs_tab_writes_the_report_and_offers_it_to_download(ui):
         assert b"Base model vs final adapter" in (run_dir / "report.html").read_bytes()
     finally:
         shutil.rmtree(run_dir)
+        shutil.rmtree(Path(tempfile.gettempdir()) / "workbench-reports" / run_dir.name, ignore_errors=True)
