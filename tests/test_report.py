@@ -270,6 +270,8 @@ def test_a_live_run_says_the_report_is_a_snapshot(write_run):
     page = build(write_run("live", status={"state": "training", "step": 3, "total_steps": 5}))
     assert "written while the run was training: it shows the run so far" in page
     assert "<b>steps</b>3 of 5" in page
+    queued = build(write_run("queued", status={"state": "queued"}, metrics=[], completions=[]))
+    assert "written while the run waited in the GPU queue" in queued
 
 
 # ---------------------------------------------------------------- base vs trained

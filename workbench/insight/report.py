@@ -214,7 +214,9 @@ def _outcome_words(run: RunContents, metrics: list[dict]) -> str:
     else:
         parts.append("No reward was logged.")
     state = run.status.get("state")
-    if state in ("starting", "loading_model", "training", "saving"):
+    if state == "queued":
+        parts.append("The report was written while the run waited in the GPU queue: it has not started.")
+    elif state in ("starting", "loading_model", "training", "saving"):
         parts.append(f"The report was written while the run was {state.replace('_', ' ')}: it shows the run so far.")
     return " ".join(parts)
 
