@@ -29,6 +29,7 @@ from typing import Any
 from workbench.errors import WorkbenchError
 from workbench.spec.cluster import DEFAULT_PORT, DISTRIBUTED_BACKENDS
 from workbench.spec.generation import GENERATIONS, SERVER_GENERATIONS, TRL_MODES
+from workbench.spec.trackers import REPORT_TO
 
 LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -162,6 +163,13 @@ class RunConfig:
     gradient_checkpointing: bool = setting(
         False,
         "Recompute activations to save memory; costs time, useless for small models on CPU.",
+    )
+    report_to: list[str] = setting(
+        [],
+        "Trackers that also receive TRL's metrics, written inside the run folder and offline: tensorboard "
+        "(`tensorboard --logdir runs/<id>/tensorboard`), trackio (`TRACKIO_DIR=runs/<id>/trackio trackio show`). "
+        "Empty: none; the run folder is the record either way.",
+        choices=REPORT_TO,
     )
     # hardware
     device: str = setting("auto", 'auto (GPUs when present, else CPU), cpu, or cuda.', choices=DEVICES)
@@ -602,6 +610,12 @@ def reward_weights_for(cfg: RunConfig) -> list[float]:
     return [1.0] * len(reward_names_for(cfg))
 
 
+def _tracker_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    from workbench.spec import trackers
+
+    return [ConfigProblem(*found) for found in trackers.problems(cfg.report_to)]
+
+
 def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
     from workbench.spec import cluster
     from workbench.spec.hardware import list_gpus, runs_on_cpu
@@ -675,6 +689,7 @@ def validate_config(cfg: RunConfig) -> list[ConfigProblem]:
     except ModelError as exc:
         problems.append(_problem_from("model", exc))
     problems += _data_problems(cfg)
+    problems += _tracker_problems(cfg)
     problems += _hardware_problems(cfg)
     return problems
 

@@ -16,6 +16,8 @@ batch plan is valid and nothing else stops a launch.
 
 from __future__ import annotations
 
+import typing
+
 import gradio as gr
 import psutil
 
@@ -37,6 +39,7 @@ from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARDS, describe_rewards, score
 from workbench.spec.tasks import TASKS
+from workbench.spec.trackers import REPORT_TO
 from workbench.ui.calculator_view import apply_changes, warnings_html
 from workbench.ui.setup_view import (
     BATCH_FIELDS,
@@ -70,7 +73,7 @@ from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
-           "generation": GENERATIONS}
+           "generation": GENERATIONS, "report_to": REPORT_TO}
 REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
@@ -143,6 +146,8 @@ def _setting(name: str, value):
     info = FIELD_HELP.get(name)
     if name == "steps_per_generation":
         info, value = f"{info} 0 leaves it unset.", value or 0
+    if name in CHOICES and typing.get_origin(kind) is list:  # several of the choices: report_to
+        return gr.CheckboxGroup(choices=list(CHOICES[name]), value=value, label=name, info=info)
     if name in CHOICES:
         return gr.Dropdown(choices=list(CHOICES[name]), value=value, label=name, info=info)
     if kind is bool:

@@ -32,7 +32,7 @@ OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta"
                     "scale_rewards", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
-              "gradient_checkpointing")
+              "gradient_checkpointing", "report_to")
 VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
                "vllm_tensor_parallel_size")
 SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS
