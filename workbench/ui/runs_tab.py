@@ -5,8 +5,9 @@
   seconds while it is open, and redrawn only when a row changed.
 - Compare: tick several runs to overlay one metric's curves on one figure and
   list the settings in which their configs differ.
-- One run: read its completions group by group at any step, or delete it
-  (after a confirmation; a live run must be stopped first).
+- One run: read its completions group by group at any step, delete it
+  (after a confirmation; a live run must be stopped first), or export its
+  adapter merged into the base model (workbench/ui/merge_panel.py).
 
 Nothing is cached in the process: two browser tabs see the same runs.
 """
@@ -20,7 +21,7 @@ import gradio as gr
 from workbench.insight import figures
 from workbench.insight.groups import available_steps, groups_for_step
 from workbench.jobs import launcher, runfolder
-from workbench.ui import runs_view
+from workbench.ui import merge_panel, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 
@@ -91,6 +92,7 @@ def build(ctx: UIContext) -> None:
         confirm_button = gr.Button("Yes, delete it", variant="stop", min_width=140, scale=0)
         cancel_button = gr.Button("Cancel", min_width=100, scale=0)
     runs_note = gr.HTML("", css_template=NOTE_CSS, js_on_load=None)
+    merge_panel.build(ctx, one_run)  # export the picked run's adapter merged into its base model
     step_slider = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False,
                             info="Pick a step to read its groups of completions.")
     completions = gr.HTML(render_empty_html("Pick a run to read its completions."), js_on_load=None,
