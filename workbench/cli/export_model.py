@@ -43,6 +43,6 @@ def run(args) -> int:
     print(f"Merging {source} of {plan.run_dir.name} into {plan.model} ...", file=sys.stderr, flush=True)
     summary = export_model.write_export(plan, args.progress)
     print(f"Merged model in {summary['out']} ({summary['bytes'] / 2**20:,.0f} MB, {summary['seconds']} s); "
-          f"load it with AutoModelForCausalLM.from_pretrained({summary['out']!r}) or "
-          f"`vllm serve {summary['out']}`")
+          f"load it with AutoModelForCausalLM.from_pretrained({summary['out']!r}), or serve it with "
+          f"`python -m vllm.entrypoints.openai.api_server --model {summary['out']}`")
     return 0
