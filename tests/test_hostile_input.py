@@ -62,3 +62,15 @@ def test_every_field_survives_every_hostile_value(key):
             assert "<script" not in text and "<img" not in text, f"{key} = {label} reached the page as markup"
         if label in ("markup", "unicode", "10 MB", "list") and key in ("per_device_train_batch_size", "learning_rate"):
             assert outputs[-1] is False, f"{key} = {label} must not be ready to launch"
+
+
+@pytest.mark.parametrize("key", ["task", "dataset_path", "reward_file", "seed", "use_exact_answer"])
+def test_the_data_preview_survives_every_hostile_value(key):
+    for label, value in HOSTILE.items():
+        form = {**default_values(), key: value}
+        try:
+            html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []})
+        except Exception as exc:
+            pytest.fail(f"{key} = {label}: {type(exc).__name__}: {str(exc)[:300]}")
+        assert "<script" not in html and "<img" not in html, f"{key} = {label} reached the page as markup"
+        assert len(html) < 20_000, f"{key} = {label}: the preview grew to {len(html)} characters"

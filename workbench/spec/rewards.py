@@ -101,11 +101,15 @@ def _column(name: str, function_name: str, values: Any, n: int) -> list:
     return list(values)
 
 
-def _named(func: Callable, name: str, doc: str | None = None) -> Callable:
+def _named(func: Callable, name: str, doc: str | None = None, needs: tuple[str, ...] = (),
+           optional: tuple[str, ...] = ()) -> Callable:
+    """Name a built reward (TRL's metric key) and declare the dataset columns it needs and those it reads if present."""
     func.__name__ = name
     func.__qualname__ = name
     if doc:
         func.__doc__ = doc
+    func.needs_columns = needs
+    func.optional_columns = optional
     return func
 
 
@@ -132,7 +136,7 @@ def exact_answer() -> RewardFunc:
             1.0 if normalise_answer(extract_answer(t)) == normalise_answer(a) else 0.0 for t, a in zip(texts, answers)
         ]
 
-    return _named(reward, "exact_answer", exact_answer.__doc__)
+    return _named(reward, "exact_answer", exact_answer.__doc__, needs=("answer",))
 
 
 def numeric_answer(tolerance: float = 1e-6) -> RewardFunc:
@@ -151,7 +155,7 @@ def numeric_answer(tolerance: float = 1e-6) -> RewardFunc:
             scores.append(1.0 if got is not None and abs(got - want) <= tolerance else 0.0)
         return scores
 
-    return _named(reward, "numeric_answer", numeric_answer.__doc__)
+    return _named(reward, "numeric_answer", numeric_answer.__doc__, needs=("answer",))
 
 
 def brevity(max_chars: int = 200) -> RewardFunc:
@@ -186,6 +190,7 @@ def length_target(target_chars: int = 100) -> RewardFunc:
         reward,
         "length_target",
         f"1 - |characters - {target_chars}| / {target_chars}, clipped at 0 (a `target_chars` column overrides it).",
+        optional=("target_chars",),
     )
 
 
@@ -209,7 +214,7 @@ def keyword_presence(keywords: Iterable[str] | None = None) -> RewardFunc:
             scores.append(hits / len(words))
         return scores
 
-    return _named(reward, "keyword_presence", keyword_presence.__doc__)
+    return _named(reward, "keyword_presence", keyword_presence.__doc__, needs=() if fixed is not None else ("keywords",))
 
 
 def _keyword_list(value: Any) -> list[str]:
@@ -259,6 +264,28 @@ REWARDS: dict[str, RewardFunc] = {
 def describe_rewards(rewards: dict[str, RewardFunc] | None = None) -> dict[str, str]:
     """Name -> one line saying what the reward gives (the first line of its docstring)."""
     return {name: ((inspect.getdoc(f) or "").splitlines() or [""])[0] for name, f in (rewards or REWARDS).items()}
+
+
+# What TRL passes every reward besides the dataset's columns.
+TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
+
+
+def reward_columns(func: Callable) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(columns the reward needs, columns it reads when present).
+
+    Built-in rewards declare them (`needs_columns`, `optional_columns`); a
+    function of a reward file may declare them the same way, else its
+    signature tells: a parameter beyond TRL's own is a column, needed when it
+    has no default.
+    """
+    if hasattr(func, "needs_columns"):
+        return tuple(func.needs_columns), tuple(getattr(func, "optional_columns", ()))
+    needs, optional = [], []
+    for param in inspect.signature(func).parameters.values():
+        if param.name in TRL_ARGUMENTS or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            continue
+        (needs if param.default is param.empty else optional).append(param.name)
+    return tuple(needs), tuple(optional)
 
 
 def get_reward(name: str, extra: dict[str, RewardFunc] | None = None) -> RewardFunc:

@@ -56,10 +56,7 @@ def build(ctx: UIContext) -> None:
 
     def run_dir(run_id) -> Path | None:
         """The run's folder when the id (from the browser) names one inside the runs folder."""
-        try:
-            return runfolder.run_dir_in(runs_dir, run_id) if run_id else None
-        except runfolder.RunIdError:
-            return None
+        return runfolder.picked_run_dir(runs_dir, run_id)
 
     def checkpoint_choices(run_id: str | None, current: str | None = None) -> gr.Dropdown:
         folder = run_dir(run_id)
