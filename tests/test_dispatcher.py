@@ -178,8 +178,13 @@ def test_a_queued_run_starts_by_itself_when_the_run_before_it_ends(runs_dir):
 def test_the_queue_outlives_the_processes_that_kept_it(runs_dir, holder):
     sleeping = holder()
     run_id = launcher.start(RunConfig(**TINY), runs_dir)
-    for process in dispatcher_processes(runs_dir):
+    deadline = time.monotonic() + 30
+    while not (dispatchers := dispatcher_processes(runs_dir)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # spawned, but between fork and exec it still shows this test's command line
+    assert dispatchers, "the launcher started no dispatcher for the queued run"
+    for process in dispatchers:
         process.kill()
+    psutil.wait_procs(dispatchers, timeout=10)
     sleeping.kill()  # the run it waited for ends while nothing watches the queue
     sleeping.wait()
     time.sleep(1)
