@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from workbench.jobs import runfolder
+from workbench.jobs import probes, runfolder
 
 
 def test_status_is_merged_and_stamped(tmp_path):
@@ -91,3 +91,15 @@ def test_run_ids_from_a_browser_must_name_a_run_folder_inside_the_runs_folder(tm
     for run_id in hostile:
         with pytest.raises(runfolder.RunIdError, match=r"^run: .* is not a run folder inside .*pick a run"):
             runfolder.run_dir_in(runs, run_id)
+
+
+def test_only_the_runs_own_checkpoint_folders_count(tmp_path, make_checkpoint):
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    make_checkpoint(mine, 2)
+    make_checkpoint(other, 5)
+    (other / runfolder.ADAPTER_DIR).mkdir()
+    (other / runfolder.ADAPTER_DIR / "adapter_config.json").write_text("{}")
+    (mine / "checkpoint-9").symlink_to(other / "checkpoint-5", target_is_directory=True)
+    (mine / runfolder.ADAPTER_DIR).symlink_to(other / runfolder.ADAPTER_DIR, target_is_directory=True)
+    assert [path.name for path in runfolder.checkpoint_dirs(mine)] == ["checkpoint-2"]
+    assert [label for label, _ in probes.list_checkpoints(mine)] == ["step 2 (checkpoint-2)"]

@@ -265,26 +265,32 @@ def _refuse_multi_machine(config: RunConfig) -> None:
                                 "in the Setup tab) and start its scripts there")
 
 
-def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False) -> str:
+def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False,
+          owner: str | None = None, import_reward_file: bool = True) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
     Raises ConfigError (nothing started) when the config cannot run. Local
     paths are saved absolute: the trainer runs in the run folder, not here.
+    `owner`: the signed-in user who launched it (status.json's `owner`, see
+    workbench/access/owners.py). `import_reward_file` False: the reward file
+    is checked without running it here; it runs only in the training process.
     """
     config = config.with_absolute_paths()
-    check_config(config)
+    check_config(config, import_reward_file)
     _refuse_multi_machine(config)
     vllm_server.preflight(config)
     run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
     config.save(run_dir / runfolder.CONFIG_FILE)
     runfolder.update_status(run_dir, state="starting", step=0, started_at=time.time(), smoke_test=smoke,
-                            command=build_command(config, run_dir), vllm=vllm_server.server_section(config))
+                            command=build_command(config, run_dir), vllm=vllm_server.server_section(config),
+                            owner=owner)
     pid = _spawn(config, run_dir, resume=False)
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
     return run_dir.name
 
 
-def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> str:
+def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
+               import_reward_file: bool = True) -> str:
     """Start one real optimizer step with the same settings, in its own run folder marked as a smoke test.
 
     It catches what only a real step shows (memory, chat template, reward
@@ -292,7 +298,7 @@ def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> 
     """
     one_step = config.with_changes(max_steps=1, save_steps=max(config.save_steps, 1),
                                    run_name=config.run_name or f"{config.task}")
-    return start(one_step, runs_dir, smoke=True)
+    return start(one_step, runs_dir, smoke=True, owner=owner, import_reward_file=import_reward_file)
 
 
 def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
@@ -373,8 +379,13 @@ def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
     return current
 
 
-def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
-    """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there."""
+def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
+           import_reward_file: bool = True) -> str:
+    """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there.
+
+    A run keeps its owner; `owner` is recorded only for a run that has none
+    (started before the dashboard had accounts). `import_reward_file`: as in `start`.
+    """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
     if current["state"] == runfolder.UNREADABLE:
@@ -388,12 +399,13 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
             f"start a new run instead"
         )
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
-    check_config(config)
+    check_config(config, import_reward_file)
     _refuse_multi_machine(config)
     vllm_server.preflight(config)
     runfolder.update_status(run_dir, state="starting", error=None, finished_at=None, summary=None, note=None,
                             resumed_at=time.time(), vllm=vllm_server.server_section(config),
-                            command=build_command(config, run_dir, resume=True))
+                            command=build_command(config, run_dir, resume=True),
+                            owner=current.get("owner") or owner)
     pid = _spawn(config, run_dir, resume=True)
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
     return run_dir.name
