@@ -22,6 +22,8 @@ from workbench.jobs.runfolder import LOST, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
+# On a dashboard with accounts: who launched each run (an admin's table holds everyone's).
+SHARED_COLUMNS = ("run", "owner", *COLUMNS[1:])
 
 
 def metrics_of_run(run_dir: str | Path) -> list[dict]:
@@ -57,6 +59,7 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         state = f"{state} on {entry['host']}"
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
+        "owner": entry.get("owner") or "—",
         "state": state,
         "model": entry.get("model") or "",
         "task": task,
@@ -76,9 +79,9 @@ def runs_folder_note(runs_dir: str | Path) -> str:
             f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request).")
 
 
-def runs_rows(summaries: Iterable[dict]) -> list[list[Any]]:
-    """Summaries as table rows in COLUMNS order."""
-    return [[summary[column] for column in COLUMNS] for summary in summaries]
+def runs_rows(summaries: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> list[list[Any]]:
+    """Summaries as table rows in `columns` order (COLUMNS, or SHARED_COLUMNS with the owner)."""
+    return [[summary[column] for column in columns] for summary in summaries]
 
 
 def config_diff(configs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:

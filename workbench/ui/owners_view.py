@@ -1,0 +1,63 @@
+"""The runs a viewer may see, and run ids from the browser checked against them. No gradio here.
+
+Every tab lists runs through `visible_run_dirs` / `visible_entries`, and
+turns an id that came from the browser into a folder only through
+`run_dir_for`: first `runfolder.run_dir_in` (a run folder directly inside
+the runs folder: no `..`, no path, no link out), then the owner rule of
+workbench/access/owners.py, on every event. A run another user owns reads,
+to a signed-in user, exactly like a run that does not exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from workbench.access.owners import Viewer, may_control, may_see
+from workbench.jobs import runfolder
+
+
+class RunAccessError(runfolder.RunIdError):
+    """A run id the viewer may not see or control (or that names no run they could)."""
+
+
+def run_owner(run_dir: str | Path) -> str | None:
+    """The user who launched the run (status.json's `owner`), or None when none was recorded."""
+    owner = runfolder.read_status(run_dir).get("owner")
+    return owner if isinstance(owner, str) and owner else None
+
+
+def sees_all(viewer: Viewer) -> bool:
+    return viewer.open or viewer.admin
+
+
+def visible_run_dirs(runs_dir: str | Path, viewer: Viewer) -> list[Path]:
+    """The run folders `viewer` may see, newest first."""
+    run_dirs = runfolder.list_run_dirs(runs_dir)
+    return run_dirs if sees_all(viewer) else [path for path in run_dirs if may_see(viewer, run_owner(path))]
+
+
+def visible_entries(entries: Iterable[dict], viewer: Viewer) -> list[dict]:
+    """The `launcher.list_runs()` entries (each carries its status's `owner`) that `viewer` may see."""
+    return [entry for entry in entries if may_see(viewer, entry.get("owner"))]
+
+
+def run_dir_for(runs_dir: str | Path, run_id, viewer: Viewer, control: bool = False) -> Path:
+    """The folder of `run_id` (from the browser) when `viewer` may see it (`control`: stop, delete, ...).
+
+    Raises RunIdError for an id that names no run folder, and RunAccessError,
+    worded the same for a run of another user and for no run at all, so a
+    signed-in user learns nothing of other users' runs.
+    """
+    try:
+        path = runfolder.run_dir_in(runs_dir, run_id)
+    except runfolder.RunIdError:
+        if sees_all(viewer):
+            raise
+        path = None
+    allowed = may_control if control else may_see
+    if path is None or not allowed(viewer, run_owner(path)):
+        raise RunAccessError(field="run", rule=f"{repr(run_id)[:80]} is not one of your runs",
+                             fix="pick a run from the list: each user sees and controls the runs they launched "
+                                 "(an admin sees every run)")
+    return path
