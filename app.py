@@ -40,9 +40,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {exc}") from None
 
     from workbench.access.uploads import MAX_UPLOAD_BYTES
+    from workbench.jobs import launcher
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
+    launcher.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
     app = build_app(args.runs_dir, users=known)
     sign_in = None
     if known:

@@ -95,3 +95,17 @@ def test_the_change_signature_reveals_no_other_users_run(runs):
     runfolder.update_status(newer, state="starting", owner="alice")
     assert signature(BOB, "20260101-000002-b") == before
     assert signature(ADMIN, "20260101-000002-b") != signature(BOB, "20260101-000002-b"), "an admin's page hears of it"
+
+
+def test_what_a_queued_run_waits_for_names_only_runs_the_viewer_may_see(runs):
+    waits_for = "GPU 0 (run 20260101-000001-a), the CPU (run 20260101-000002-b, queued ahead)"
+    hidden = "GPU 0 (another user's run), the CPU (run 20260101-000002-b, queued ahead)"
+    assert owners_view.hide_other_runs(waits_for, ["20260101-000002-b"]) == hidden
+    assert owners_view.waits_for_seen_by(BOB, runs, waits_for) == hidden
+    assert owners_view.waits_for_seen_by(ADMIN, runs, waits_for) == waits_for
+
+    def read_status(run_dir):
+        return {"state": "queued", "waits_for": waits_for}
+
+    assert owners_view.status_reader(read_status, runs, BOB)(runs / "20260101-000002-b")["waits_for"] == hidden
+    assert owners_view.status_reader(read_status, runs, OPEN) is read_status

@@ -1,5 +1,6 @@
 """The run-folder contract: atomic status, append-only JSON lines, half lines skipped."""
 
+import fcntl
 import json
 
 import pytest
@@ -91,6 +92,28 @@ def test_run_ids_from_a_browser_must_name_a_run_folder_inside_the_runs_folder(tm
     for run_id in hostile:
         with pytest.raises(runfolder.RunIdError, match=r"^run: .* is not a run folder inside .*pick a run"):
             runfolder.run_dir_in(runs, run_id)
+
+
+def test_the_queue_lock_has_one_holder_at_a_time(tmp_path):
+    def try_lock() -> bool:  # a second open file: flock tells it apart from the holder's, as it would another process
+        with open(tmp_path / "runs" / runfolder.QUEUE_LOCK_FILE, "ab") as other:
+            try:
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+    with runfolder.queue_lock(tmp_path / "runs"):  # made with the folder when missing
+        assert not try_lock()
+    assert try_lock()
+
+
+def test_one_dispatcher_holds_its_lock_at_a_time(tmp_path):
+    held = runfolder.hold_dispatcher_lock(tmp_path)
+    assert held is not None and runfolder.dispatcher_running(tmp_path)
+    assert runfolder.hold_dispatcher_lock(tmp_path) is None
+    held.close()
+    assert not runfolder.dispatcher_running(tmp_path)
 
 
 def test_only_the_runs_own_checkpoint_folders_count(tmp_path, make_checkpoint):

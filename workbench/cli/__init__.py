@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "workbench.cli.train",
     "workbench.cli.sample",
     "workbench.cli.export",
+    "workbench.cli.report",
     "workbench.cli.users",
 )
 

@@ -222,7 +222,8 @@ def add_band(fig: go.Figure, steps, lower, upper, colour: str, name: str, yaxis:
     """Shade the area between `lower` and `upper` (a std or min-max band)."""
     if not steps:
         return
-    fig.add_trace(go.Scatter(x=list(steps) + list(steps)[::-1], y=list(upper) + list(lower)[::-1],
+    # mode "lines": plotly's default for a short trace adds markers, which would dot the band's corners.
+    fig.add_trace(go.Scatter(x=list(steps) + list(steps)[::-1], y=list(upper) + list(lower)[::-1], mode="lines",
                              fill="toself", fillcolor=_rgba(colour, BAND_OPACITY), line=dict(width=0),
                              name=name, hoverinfo="skip", showlegend=False, yaxis=yaxis))
 

@@ -5,11 +5,14 @@ turns an id that came from the browser into a folder only through
 `run_dir_for`: first `runfolder.run_dir_in` (a run folder directly inside
 the runs folder: no `..`, no path, no link out), then the owner rule of
 workbench/access/owners.py, on every event. A run another user owns reads,
-to a signed-in user, exactly like a run that does not exist.
+to a signed-in user, exactly like a run that does not exist; where the GPU
+queue names the run a queued run waits for, `hide_other_runs` words another
+user's run without its id.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -61,3 +64,34 @@ def run_dir_for(runs_dir: str | Path, run_id, viewer: Viewer, control: bool = Fa
                              fix="pick a run from the list: each user sees and controls the runs they launched "
                                  "(an admin sees every run)")
     return path
+
+
+# How the GPU queue names a run in what a queued run waits for (jobs/queue.describe_wait): `(run ID, ...)`.
+RUN_NAMED = re.compile(r"\brun ([A-Za-z0-9_.-]+)")
+
+
+def hide_other_runs(text: str, visible: Iterable[str]) -> str:
+    """`text` with each `run ID` whose id is not in `visible` worded as `another user's run`."""
+    shown = set(visible)
+    return RUN_NAMED.sub(lambda m: m.group(0) if m.group(1) in shown else "another user's run", text)
+
+
+def waits_for_seen_by(viewer: Viewer, runs_dir: str | Path, text: str) -> str:
+    """What a queued run waits for (`waits_for`), as `viewer` may read it."""
+    if sees_all(viewer) or not text:
+        return text
+    return hide_other_runs(text, [path.name for path in visible_run_dirs(runs_dir, viewer)])
+
+
+def status_reader(read_status, runs_dir: str | Path, viewer: Viewer):
+    """`read_status` (run folder -> status) for `viewer`: a queued run's `waits_for` names only runs they may see."""
+    if sees_all(viewer):
+        return read_status
+
+    def read(run_dir) -> dict:
+        status = read_status(run_dir)
+        if status.get("waits_for"):
+            status = {**status, "waits_for": waits_for_seen_by(viewer, runs_dir, str(status["waits_for"]))}
+        return status
+
+    return read

@@ -2,10 +2,13 @@
 
 - A table of all runs (state, model, task, generation backend, steps, final reward, started,
   duration), re-read from the run folders when the tab is opened and every few
-  seconds while it is open, and redrawn only when a row changed.
+  seconds while it is open, and redrawn only when a row changed. A queued run
+  shows its place in the GPU queue and what it waits for; each refresh also
+  makes sure the queue has its dispatcher (`launcher.keep_queue_moving`).
 - Compare: tick several runs to overlay one metric's curves on one figure and
   list the settings in which their configs differ.
-- One run: read its completions group by group at any step, or delete it
+- One run: read its completions group by group at any step, write its report
+  (one HTML file, kept in the run folder and offered for download), or delete it
   (after a confirmation; a live run must be stopped first).
 
 Nothing is cached in the process: two browser tabs see the same runs. On a
@@ -56,7 +59,13 @@ def note_html(message: str, kind: str = "info") -> str:
 
 
 def read_rows(runs_dir, viewer: Viewer, columns: tuple[str, ...] = runs_view.COLUMNS) -> list[list]:
-    entries = owners_view.visible_entries(launcher.list_runs(runs_dir), viewer)
+    runs = launcher.list_runs(runs_dir)
+    launcher.keep_queue_moving(runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
+    entries = owners_view.visible_entries(runs, viewer)
+    if not owners_view.sees_all(viewer):  # a queued run waits for runs of others too: not by their ids
+        shown = [entry["run_id"] for entry in entries]
+        entries = [{**entry, "waits_for": owners_view.hide_other_runs(entry["waits_for"], shown)}
+                   if entry.get("waits_for") else entry for entry in entries]
     return runs_view.runs_rows((runs_view.summarise_run(entry) for entry in entries), columns)
 
 
@@ -94,12 +103,15 @@ def build(ctx: UIContext) -> None:
     with gr.Row(equal_height=True):
         one_run = gr.Dropdown(label="Run", choices=[], value=None, scale=4,
                               info="Read its completions group by group, or delete it.")
+        report_button = gr.Button("Report", scale=1, min_width=110, elem_id="wb-runs-report-button")
         delete_button = gr.Button("Delete run…", variant="stop", scale=1, min_width=130)
     with gr.Row(visible=False, elem_id="wb-runs-confirm") as confirm_row:
         confirm_text = gr.Markdown("")
         confirm_button = gr.Button("Yes, delete it", variant="stop", min_width=140, scale=0)
         cancel_button = gr.Button("Cancel", min_width=100, scale=0)
     runs_note = gr.HTML("", css_template=NOTE_CSS, js_on_load=None)
+    report_file = gr.File(label="Run report (HTML, opens offline)", visible=False, interactive=False,
+                          elem_id="wb-runs-report")
     step_slider = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False,
                             info="Pick a step to read its groups of completions.")
     completions = gr.HTML(render_empty_html("Pick a run to read its completions."), js_on_load=None,
@@ -244,3 +256,22 @@ def build(ctx: UIContext) -> None:
     cancel_button.click(lambda: gr.Row(visible=False), outputs=[confirm_row], show_progress="hidden")
     confirm_button.click(delete, inputs=[one_run, rows_state, chosen, metric, smoothing],
                          outputs=[*refresh_outputs, confirm_row, runs_note], show_progress="hidden")
+
+    def write_report(request: gr.Request, run_id: str | None):
+        """The picked run's report, written into its folder and offered for download."""
+        try:
+            run_dir = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
+        except runfolder.RunIdError:
+            return {report_file: gr.File(value=None, visible=False),
+                    runs_note: note_html("Pick the run whose report to write first.", "warn")}
+        try:
+            written, download = runs_view.write_report(run_dir)
+        except OSError as exc:
+            return {report_file: gr.File(value=None, visible=False),
+                    runs_note: note_html(f"The report could not be written: {exc}", "error")}
+        return {report_file: gr.File(value=str(download), visible=True),
+                runs_note: note_html(f"Report written to {written}: one HTML file with the curves, groups and "
+                                     f"settings, readable in any browser without a network.")}
+
+    report_button.click(write_report, inputs=[one_run], outputs=[report_file, runs_note], show_progress="minimal")
+    one_run.input(lambda: gr.File(value=None, visible=False), outputs=[report_file], show_progress="hidden")

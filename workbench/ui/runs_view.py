@@ -1,24 +1,28 @@
-"""The Runs tab's pure parts: one summary row per run, and the diff of run configs.
+"""The Runs tab's pure parts: one summary row per run, the diff of run configs, a run's report.
 
 Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
 status plus its model and task), read from the run folders every time, so two
 browser tabs, a reload or a restarted app see the same runs. The final reward
 comes from the last lines of `metrics.jsonl`, read from its end, so a long run
-costs no more to list than a short one.
+costs no more to list than a short one. A run waiting in the GPU queue shows
+its place and what it waits for in the state column: `queued #2 — waits for
+GPU 0 (run X)`.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.insight import report
 from workbench.insight.resumed import merge_metrics
-from workbench.jobs import runfolder
+from workbench.jobs import probes, runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
-from workbench.jobs.runfolder import LOST, UNREADABLE, last_metric
+from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
@@ -57,6 +61,8 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     state = entry.get("state") or "unknown"
     if runs_elsewhere(entry):
         state = f"{state} on {entry['host']}"
+    if state == QUEUED:
+        state = queued_text(entry)
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
         "owner": entry.get("owner") or "—",
@@ -69,6 +75,13 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         "started": format_started(started),
         "duration": format_duration(duration) if duration is not None else "—",
     }
+
+
+def queued_text(entry: dict) -> str:
+    """`queued #2 — waits for GPU 0 (run X)` from a `list_runs()` entry of a queued run."""
+    position = entry.get("queue_position")
+    text = f"{QUEUED} #{position}" if position else QUEUED
+    return f"{text} — waits for {entry['waits_for']}" if entry.get("waits_for") else text
 
 
 def runs_folder_note(runs_dir: str | Path) -> str:
@@ -115,3 +128,22 @@ def _show(value: Any) -> str:
     if value == "" or value is None:
         return "(empty)"
     return str(value)
+
+
+def write_report(run_dir: str | Path, download_root: str | Path | None = None) -> tuple[Path, Path]:
+    """Write the run's report into its folder (report.html) and a copy to download; returns both paths.
+
+    Gradio hands the browser only files under the working folder or the system's
+    temporary folder, and a runs folder may lie anywhere, so the copy goes to
+    `download_root/<run id>/<run id>-report.html` (the temporary folder by default;
+    the next report of the run replaces it).
+    """
+    run_dir = Path(run_dir)
+    contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
+                                  **runfolder.read_run(run_dir))
+    page = report.build_report(contents).encode("utf-8")
+    written = run_dir / runfolder.REPORT_FILE
+    runfolder.replace_file(written, page)
+    copy = Path(download_root or tempfile.gettempdir()) / "workbench-reports" / run_dir.name / f"{run_dir.name}-report.html"
+    runfolder.replace_file(copy, page)
+    return written, copy

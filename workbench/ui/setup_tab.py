@@ -72,7 +72,7 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, uploads_view
+from workbench.ui import export_view, files_panel, owners_view, uploads_view
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
@@ -187,7 +187,7 @@ def _rows(form: dict, names, defaults: dict, per_row: int = 3) -> None:
 
 def apply_task(task_name: str) -> list:
     """On choosing a task: its description, its rewards and weights, and the settings it presets."""
-    task = TASKS.get(task_name)
+    task = TASKS.get(task_name) if isinstance(task_name, str) else None
     if task is None:
         return [gr.update()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS))
     weights = dict(zip(task.reward_names, task.reward_weights))
@@ -392,10 +392,14 @@ def build(ctx) -> None:
             return None, problems_html(exc.problems), gr.Timer(active=False)
         return run_id, smoke_result_html({"state": "starting", "run_id": run_id}), gr.Timer(active=True)
 
-    def poll_smoke(run_id):
+    def poll_smoke(request: gr.Request, run_id):
         if not run_id:
             return gr.skip(), gr.Timer(active=False)
-        status = launcher.status(run_id, ctx.runs_dir)
+        read_status = owners_view.status_reader(launcher.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
+        try:
+            status = read_status(runfolder.run_dir_in(ctx.runs_dir, run_id))
+        except runfolder.RunIdError:  # deleted meanwhile (the Runs tab)
+            return gr.skip(), gr.Timer(active=False)
         final = status.get("state") in runfolder.FINAL_STATES
         return smoke_result_html(status), gr.Timer(active=not final)
 

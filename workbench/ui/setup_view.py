@@ -50,9 +50,12 @@ def gpu_label(gpu: GpuInfo) -> str:
             f"{gpu.utilization}% busy")
 
 
+BUSY_NOTE = "held by a run: a launch on it waits in the queue"
+
+
 def gpu_choices(gpus: list[GpuInfo], busy: set[int]) -> list[tuple[str, int]]:
-    """(label, index) for GPUs a new run may take: those held by a running run are left out."""
-    return [(gpu_label(gpu), gpu.index) for gpu in gpus if gpu.index not in busy]
+    """(label, index) for every GPU; one a running run holds says that a launch on it waits in the queue."""
+    return [(gpu_label(gpu) + (f" ({BUSY_NOTE})" if gpu.index in busy else ""), gpu.index) for gpu in gpus]
 
 
 def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
@@ -63,7 +66,7 @@ def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
     rows = "".join(
         f"<tr><td>{gpu.index}</td><td>{escape(gpu.name)}</td><td class='wb-num'>{gpu.free_mb:,} / {gpu.total_mb:,} MB"
         f"</td><td class='wb-num'>{gpu.utilization}%</td>"
-        + ("<td class='wb-bad'>busy: another run of this workbench</td>" if gpu.index in busy
+        + (f"<td class='wb-bad'>{BUSY_NOTE}</td>" if gpu.index in busy
            else "<td class='wb-ok'>free</td>") + "</tr>"
         for gpu in gpus
     )
@@ -277,6 +280,9 @@ def smoke_result_html(status: dict) -> str:
             parts.append(f"<details><summary>end of train.log</summary><pre>{escape(str(tail)[-2000:])}</pre></details>")
         return f'<div class="wb-badge wb-badge-invalid">{"".join(parts)}</div>'
     step = status.get("step")
+    if state == "queued" and status.get("waits_for"):
+        return (f'<p class="wb-note">Smoke test queued at position {escape(str(status.get("queue_position")))}: '
+                f"it waits for {escape(str(status['waits_for']))} ... (run {run})</p>")
     return (f'<p class="wb-note">Smoke test {escape(state.replace("_", " "))}'
             + (f", step {step}" if step else "") + f" ... (run {run})</p>")
 

@@ -18,6 +18,8 @@ What the page knows lives in this browser session's
 `gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
 browser's localStorage (`gr.BrowserState`) so a reload re-attaches to it.
 Nothing about runs is kept in the process: two tabs see the same run folders.
+A launch whose devices another run holds waits in the GPU queue: the bar then
+shows its position and what it waits for, and Stop takes it out of the queue.
 
 On a dashboard with accounts every event asks who it comes from: the picker,
 the newest run to follow and the change route hold only runs that user may
@@ -125,6 +127,8 @@ def build(ctx: UIContext) -> None:
                     alarms, step_slider, completions, *plot_list]
 
     runs_dir = ctx.runs_dir
+    # The launcher's status (a dead process shows as failed), with a queued run's place in the GPU queue.
+    read_status = launcher.status_with_queue_place
 
     # ------------------------------------------------------------ rendering
 
@@ -187,8 +191,12 @@ def build(ctx: UIContext) -> None:
 
     def signature_of(viewer: Viewer, run_id: str | None) -> str:
         """The change signature over the runs `viewer` may see (the change route's, for the same viewer)."""
-        return train_view.change_signature(runs_dir, run_id, launcher.status_of_dir,
+        return train_view.change_signature(runs_dir, run_id, status_for(viewer),
                                            owners_view.visible_run_dirs(runs_dir, viewer))
+
+    def status_for(viewer: Viewer):
+        """The status reader for `viewer`: a queued run's place, naming only runs they may see."""
+        return owners_view.status_reader(read_status, runs_dir, viewer)
 
     def visible_entries(viewer: Viewer) -> list[dict]:
         return owners_view.visible_entries(launcher.list_runs(runs_dir), viewer)
@@ -198,7 +206,7 @@ def build(ctx: UIContext) -> None:
         """Start following `run_id`: read all it wrote so far and draw everything (`more_open`: that section too)."""
         watch = replace(train_view.start_watching(runs_dir, run_id, newest_known), more_metrics_open=more_open,
                         signature=signature_of(viewer, run_id))
-        watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
+        watch, changes = train_view.poll_run(watch, runs_dir, status_for(viewer))
         out = render(watch, None, smooth, changes, full=True)
         out[pinned_state] = None
         out[run_picker] = picker_update(viewer, run_id)
@@ -233,7 +241,7 @@ def build(ctx: UIContext) -> None:
         signature = signature_of(viewer, watch.run_id)
         if newest_known != watch.newest_known:
             watch = replace(watch, newest_known=newest_known)
-        new_watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
+        new_watch, changes = train_view.poll_run(watch, runs_dir, status_for(viewer))
         if not changes.anything and signature == watch.signature:
             return {watch_state: new_watch} if newest_known != before else gr.skip()
         new_watch = replace(new_watch, signature=signature)
@@ -288,8 +296,15 @@ def build(ctx: UIContext) -> None:
             return {notice: notice_html(f"Not launched:\n{exc}")}
         out = attach(viewer, run_id, run_id, smooth, watch.more_metrics_open)
         out[remembered] = run_id
-        out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
-                                  f"and the first step is done.", "info")
+        place = launcher.queue_place(run_id, runs_dir)
+        if place:
+            waits_for = owners_view.waits_for_seen_by(viewer, runs_dir, place["waits_for"])
+            out[notice] = notice_html(f"Queued {run_id} at position {place['queue_position']}: it waits for "
+                                      f"{waits_for}. It starts by itself when that is free, with or "
+                                      "without this page open; Stop takes it out of the queue.", "info")
+        else:
+            out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
+                                      f"and the first step is done.", "info")
         return out
 
     def on_stop(request: gr.Request, watch: train_view.RunWatch):
@@ -300,16 +315,18 @@ def build(ctx: UIContext) -> None:
         except runfolder.RunIdError as exc:
             yield {notice: notice_html(f"Not stopped: {exc}")}
             return
+        queued = watch.status.get("state") == runfolder.QUEUED
         yield {stop_button: gr.Button(interactive=False),
-               notice: notice_html("Stopping: the trainer finishes its current step and saves the adapter…",
-                                   "info")}
+               notice: notice_html("Taking it out of the queue…" if queued else
+                                   "Stopping: the trainer finishes its current step and saves the adapter…", "info")}
         try:
             final = launcher.stop(watch.run_id, runs_dir, timeout=STOP_TIMEOUT_S)
         except launcher.LauncherError as exc:
             yield {notice: notice_html(str(exc))}
             return
-        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}.",
-                                   "info")}
+        note = f" ({final['note']})" if final.get("note") else ""
+        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}"
+                                   f"{note}.", "info")}
 
     def on_resume(request: gr.Request, watch: train_view.RunWatch):
         if not watch.run_id:
