@@ -65,6 +65,18 @@ def test_every_field_survives_every_hostile_value(key):
             assert outputs[-1] is False, f"{key} = {label} must not be ready to launch"
 
 
+@pytest.mark.parametrize("key", ["task", "dataset_path", "reward_file", "seed", "use_exact_answer"])
+def test_the_data_preview_survives_every_hostile_value(key):
+    for label, value in HOSTILE.items():
+        form = {**default_values(), key: value}
+        try:
+            html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []})
+        except Exception as exc:
+            pytest.fail(f"{key} = {label}: {type(exc).__name__}: {str(exc)[:300]}")
+        assert "<script" not in html and "<img" not in html, f"{key} = {label} reached the page as markup"
+        assert len(html) < 20_000, f"{key} = {label}: the preview grew to {len(html)} characters"
+
+
 @pytest.mark.parametrize("key", ["dataset_path", "reward_file"])
 def test_a_shared_dashboards_path_fields_survive_every_hostile_value(key, tmp_path):
     """With accounts the two path fields must name files in the user's uploads folder: refused, never a traceback."""
@@ -76,3 +88,7 @@ def test_a_shared_dashboards_path_fields_survive_every_hostile_value(key, tmp_pa
         assert all("<script" not in str(o) and "<img" not in str(o) for o in outputs), f"{key} = {label}"
         if value is not None:
             assert outputs[-1] is False and "is not a file in your uploads folder" in str(outputs[-3]), label
+        form = {**default_values(), key: value}
+        html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []},
+                                      uploads=tmp_path / "uploads" / "bob")
+        assert "<script" not in html and "<img" not in html, f"{key} = {label}: the preview"

@@ -162,6 +162,15 @@ def test_reward_names_are_read_from_the_source_without_running_it(tmp_path, rewa
     assert not marker.exists(), "reading the names runs none of the file"
 
 
+def test_the_columns_a_read_reward_asks_for_are_those_its_loaded_twin_asks_for(tmp_path):
+    path = tmp_path / "graded.py"
+    path.write_text("def graded(prompts, completions, answer, completion_ids=None, *, tolerance=0.1, "
+                    "topic=None, **kwargs):\n    return [0.0 for _ in completions]\n")
+    read = rewards.read_reward_file(path)["graded"]
+    assert (read.needs_columns, read.optional_columns) == (("answer",), ("tolerance", "topic"))
+    assert rewards.reward_columns(read) == rewards.reward_columns(rewards.load_reward_file(path)["graded"])
+
+
 @pytest.mark.parametrize("case", ["missing", "syntax", "no_rewards"], ids=str)
 def test_reading_names_refuses_what_importing_refuses(tmp_path, case):
     source, pattern = BAD_FILES[case]

@@ -92,6 +92,8 @@ def test_run_ids_from_a_browser_must_name_a_run_folder_inside_the_runs_folder(tm
     for run_id in hostile:
         with pytest.raises(runfolder.RunIdError, match=r"^run: .* is not a run folder inside .*pick a run"):
             runfolder.run_dir_in(runs, run_id)
+        assert runfolder.picked_run_dir(runs, run_id) is None  # a picker's stale or forged value: nothing picked
+    assert runfolder.picked_run_dir(runs, good.name) == good
 
 
 def test_the_queue_lock_has_one_holder_at_a_time(tmp_path):

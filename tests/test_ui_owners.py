@@ -195,6 +195,11 @@ def test_every_event_checks_the_run_against_its_user(runs_dir, accounts):
     assert not (runs_dir / ALICE_RUN / runfolder.STOP_FILE).exists()
     assert runfolder.read_status(runs_dir / ALICE_RUN)["state"] == "finished"
     assert (runs_dir / ALICE_RUN).is_dir()
+    export = handler("merge_panel", "start")
+    assert re.search(refusal, said(export(bob, ALICE_RUN, None, "merged", None)))
+    outside = said(export(root, ALICE_RUN, None, str(runs_dir / BOB_RUN / "merged"), None))
+    assert f"is outside the run folder {runs_dir / ALICE_RUN}" in outside
+    assert not (runs_dir / BOB_RUN / "merged").exists()
 
     # An admin may sample alice's run, but only from one of its own checkpoints (tests/test_runfolder.py: no links out).
     refused = said(handler("compare_tab", "on_answer")(root, ALICE_RUN, "checkpoint-1/../../x", "hi", 8, None))

@@ -334,6 +334,14 @@ def run_dir_in(runs_dir: str | os.PathLike | None, run_id: Any) -> Path:
     return path
 
 
+def picked_run_dir(runs_dir: str | os.PathLike | None, run_id: Any) -> Path | None:
+    """`run_dir_in` for a picker's value: None when nothing is picked or the id names no run folder there (any more)."""
+    try:
+        return run_dir_in(runs_dir, run_id) if run_id else None
+    except RunIdError:
+        return None
+
+
 def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
     """Run folders (those with a config.json, and folders that cannot be looked into), newest first."""
     base = runs_root(root)

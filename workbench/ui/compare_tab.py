@@ -59,10 +59,7 @@ def build(ctx: UIContext) -> None:
 
     def run_dir(viewer: Viewer, run_id) -> Path | None:
         """The run's folder when the id (from the browser) names one inside the runs folder that `viewer` may see."""
-        try:
-            return owners_view.run_dir_for(runs_dir, run_id, viewer) if run_id else None
-        except runfolder.RunIdError:
-            return None
+        return owners_view.picked_run_dir_for(runs_dir, run_id, viewer)
 
     def run_ids(viewer: Viewer) -> list[str]:
         return [path.name for path in owners_view.visible_run_dirs(runs_dir, viewer)]

@@ -66,6 +66,14 @@ def run_dir_for(runs_dir: str | Path, run_id, viewer: Viewer, control: bool = Fa
     return path
 
 
+def picked_run_dir_for(runs_dir: str | Path, run_id, viewer: Viewer) -> Path | None:
+    """`run_dir_for` for a picker's value: None when nothing is picked or the viewer may not see that run."""
+    try:
+        return run_dir_for(runs_dir, run_id, viewer) if run_id else None
+    except runfolder.RunIdError:
+        return None
+
+
 # How the GPU queue names a run in what a queued run waits for (jobs/queue.describe_wait): `(run ID, ...)`.
 RUN_NAMED = re.compile(r"\brun ([A-Za-z0-9_.-]+)")
 

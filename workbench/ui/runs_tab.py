@@ -8,7 +8,8 @@
 - Compare: tick several runs to overlay one metric's curves on one figure and
   list the settings in which their configs differ.
 - One run: read its completions group by group at any step, write its report
-  (one HTML file, kept in the run folder and offered for download), or delete it
+  (one HTML file, kept in the run folder and offered for download), export its
+  adapter merged into the base model (workbench/ui/merge_panel.py), or delete it
   (after a confirmation; a live run must be stopped first).
 
 Nothing is cached in the process: two browser tabs see the same runs. On a
@@ -27,7 +28,7 @@ from workbench.access.owners import Viewer
 from workbench.insight import figures
 from workbench.insight.groups import available_steps, groups_for_step
 from workbench.jobs import launcher, runfolder
-from workbench.ui import owners_view, runs_view
+from workbench.ui import merge_panel, owners_view, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 
@@ -112,6 +113,7 @@ def build(ctx: UIContext) -> None:
     runs_note = gr.HTML("", css_template=NOTE_CSS, js_on_load=None)
     report_file = gr.File(label="Run report (HTML, opens offline)", visible=False, interactive=False,
                           elem_id="wb-runs-report")
+    merge_panel.build(ctx, one_run)  # export the picked run's adapter merged into its base model
     step_slider = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False,
                             info="Pick a step to read its groups of completions.")
     completions = gr.HTML(render_empty_html("Pick a run to read its completions."), js_on_load=None,

@@ -22,6 +22,7 @@ process runs it.
 
 from __future__ import annotations
 
+import typing
 from html import escape
 from pathlib import Path
 
@@ -46,6 +47,7 @@ from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARDS, describe_rewards, score
 from workbench.spec.tasks import TASKS
+from workbench.spec.trackers import REPORT_TO
 from workbench.ui.calculator_view import apply_changes, warnings_html
 from workbench.ui.setup_view import (
     BATCH_FIELDS,
@@ -58,12 +60,14 @@ from workbench.ui.setup_view import (
     VLLM_FIELDS,
     command_text,
     config_from_form,
+    data_preview_html,
     error_view,
     gpu_choices,
     hardware_html,
     memory_html,
     parse_columns,
     parse_completions,
+    preview_from_form,
     preview_run_dir,
     problems_html,
     scores_html,
@@ -77,7 +81,7 @@ from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
-           "generation": GENERATIONS}
+           "generation": GENERATIONS, "report_to": REPORT_TO}
 REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
@@ -166,6 +170,8 @@ def _setting(name: str, value):
     info = FIELD_HELP.get(name)
     if name == "steps_per_generation":
         info, value = f"{info} 0 leaves it unset.", value or 0
+    if name in CHOICES and typing.get_origin(kind) is list:  # several of the choices: report_to
+        return gr.CheckboxGroup(choices=list(CHOICES[name]), value=value, label=name, info=info)
     if name in CHOICES:
         return gr.Dropdown(choices=list(CHOICES[name]), value=value, label=name, info=info)
     if kind is bool:
@@ -226,6 +232,12 @@ def try_rewards(prompt: str, completions_text: str, columns_text: str, *values, 
     return scores_html(results, cfg.reward_names)
 
 
+def preview_data(*values, uploads: Path | None = None) -> str:
+    """The data preview of the Setup tab's values (ctx.config_inputs order); `uploads` as in config_from_values."""
+    *form_values, _hardware = values
+    return data_preview_html(preview_from_form(dict(zip(FORM_KEYS, form_values)), uploads))
+
+
 def example_from_task(task_name: str) -> tuple[str, str]:
     """A prompt of the task and the columns its rewards read, to try the rewards on."""
     task = TASKS.get(task_name)
@@ -274,6 +286,9 @@ def build(ctx) -> None:
                     placeholder="optional: a file from your uploads (Your files, below)" if ctx.shared
                     else "optional: data/my_prompts.jsonl")
             task_text = gr.Markdown(apply_task(defaults["task"])[0], elem_classes=["wb-note"])
+            with gr.Accordion("The data: first rows, and the columns the rewards read", open=True):
+                first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
+                data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
             task = TASKS[defaults["task"]]
             weights = dict(zip(task.reward_names, task.reward_weights))
             names = list(REWARDS)
@@ -357,6 +372,16 @@ def build(ctx) -> None:
     form["task"].change(apply_task, inputs=form["task"],
                         outputs=[task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
                         show_progress="hidden")
+    # The preview follows what decides the rows and the columns the rewards read.
+    preview_triggers = [form[name].change for name in ("task", "dataset_path", "reward_file", "seed")]
+    preview_triggers += [form[f"use_{name}"].change for name in REWARDS]
+
+    def live_preview(request: gr.Request, *values) -> str:
+        return preview_data(*values, uploads=ctx.uploads_for(request))
+
+    gr.on(preview_triggers, fn=live_preview, inputs=inputs, outputs=data_preview, show_progress="hidden",
+          trigger_mode="always_last")
+
     def on_score(request: gr.Request, prompt, completions_text, columns_text, *values) -> str:
         return try_rewards(prompt, completions_text, columns_text, *values, uploads=ctx.uploads_for(request))
 
