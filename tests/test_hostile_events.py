@@ -175,7 +175,7 @@ def test_the_app_has_the_events_this_test_walks(app):
 
 def setup_form(app) -> set[int]:
     """The Setup form's fields (as ids): the inputs of its live plan event."""
-    plans = [fn for fn in events(app) if fn.name == "update_plan"]
+    plans = [fn for fn in events(app) if fn.name == "live_plan"]  # setup_tab.update_plan for the event's user
     assert len(plans) == 1
     return {id(component) for component in plans[0].inputs}
 

@@ -53,6 +53,48 @@ def test_start_refuses_a_bad_config_before_anything_runs(runs_dir):
     assert launcher.list_runs(runs_dir) == []
 
 
+@pytest.fixture
+def no_spawn(monkeypatch):
+    """Runs that start no training: `_spawn` records whether it resumed and names a process that has ended."""
+    resumed = []
+
+    def spawn(config, run_dir, resume):
+        resumed.append(resume)
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        return ended.pid
+
+    monkeypatch.setattr(launcher, "_spawn", spawn)
+    return resumed
+
+
+def test_the_launching_user_owns_the_run_and_keeps_it_on_resume(runs_dir, no_spawn, make_checkpoint):
+    def stopped(run_id):
+        runfolder.update_status(runs_dir / run_id, state="stopped")
+        return runs_dir / run_id
+
+    owned = stopped(launcher.start(RunConfig(**TINY), runs_dir, owner="alice"))
+    unowned = stopped(launcher.start(RunConfig(**TINY, run_name="cli"), runs_dir))
+    assert runfolder.read_status(owned)["owner"] == "alice" and runfolder.read_status(unowned)["owner"] is None
+    for run_dir in (owned, unowned):
+        make_checkpoint(run_dir, 1)
+        stopped(launcher.resume(run_dir.name, runs_dir, owner="root"))
+    assert runfolder.read_status(owned)["owner"] == "alice", "an admin's resume leaves the owner alone"
+    assert runfolder.read_status(unowned)["owner"] == "root", "a run without an owner takes its resumer's"
+    assert no_spawn == [False, False, True, True]
+
+
+def test_a_shared_dashboard_launches_without_running_the_reward_file(runs_dir, no_spawn, tmp_path):
+    path = tmp_path / "rewards.py"
+    path.write_text("import no_such_package_here\n\ndef short(prompts, completions, **kwargs):\n    return []\n")
+    config = RunConfig(**TINY, reward_file=str(path), reward_names=["short"])
+    with pytest.raises(ConfigError, match="no_such_package_here"):
+        launcher.start(config, runs_dir)
+    # read, not imported: the missing package is the training process's to report
+    assert launcher.start(config, runs_dir, owner="bob", import_reward_file=False)
+    assert no_spawn == [False]
+
+
 def test_unknown_run_is_named(runs_dir):
     with pytest.raises(launcher.LauncherError, match="no run called 'nope'"):
         launcher.status("nope", runs_dir)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from workbench.jobs import runfolder
+from workbench.jobs import probes, runfolder
 
 
 def test_status_is_merged_and_stamped(tmp_path):
@@ -116,3 +116,15 @@ def test_one_dispatcher_holds_its_lock_at_a_time(tmp_path):
     assert runfolder.hold_dispatcher_lock(tmp_path) is None
     held.close()
     assert not runfolder.dispatcher_running(tmp_path)
+
+
+def test_only_the_runs_own_checkpoint_folders_count(tmp_path, make_checkpoint):
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    make_checkpoint(mine, 2)
+    make_checkpoint(other, 5)
+    (other / runfolder.ADAPTER_DIR).mkdir()
+    (other / runfolder.ADAPTER_DIR / "adapter_config.json").write_text("{}")
+    (mine / "checkpoint-9").symlink_to(other / "checkpoint-5", target_is_directory=True)
+    (mine / runfolder.ADAPTER_DIR).symlink_to(other / runfolder.ADAPTER_DIR, target_is_directory=True)
+    assert [path.name for path in runfolder.checkpoint_dirs(mine)] == ["checkpoint-2"]
+    assert [label for label, _ in probes.list_checkpoints(mine)] == ["step 2 (checkpoint-2)"]

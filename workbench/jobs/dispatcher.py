@@ -60,7 +60,8 @@ def start_queued(run_dir: Path) -> bool:
     resume = bool(runfolder.read_status(run_dir).get("queued_resume"))
     try:
         config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
-        launcher.check_launch(config)
+        # checked again (a file may have moved meanwhile), read not run: the reward file runs only in training
+        launcher.check_launch(config, import_reward_file=False)
         now = time.time()
         launcher.start_process(config, run_dir, resume, queued_resume=None,
                                **({"resumed_at": now} if resume else {"started_at": now}))

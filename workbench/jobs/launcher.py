@@ -379,9 +379,13 @@ def _refuse_multi_machine(config: RunConfig) -> None:
                                 "in the Setup tab) and start its scripts there")
 
 
-def check_launch(config: RunConfig) -> None:
-    """Refuse (ConfigError, LauncherError, VLLMServerError) a config that cannot start here, before anything runs."""
-    check_config(config)
+def check_launch(config: RunConfig, import_reward_file: bool = True) -> None:
+    """Refuse (ConfigError, LauncherError, VLLMServerError) a config that cannot start here, before anything runs.
+
+    `import_reward_file` False: the reward file is checked without running it here (see validate_config);
+    it runs only in the training process.
+    """
+    check_config(config, import_reward_file)
     _refuse_multi_machine(config)
     vllm_server.preflight(config)
 
@@ -403,7 +407,7 @@ def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) ->
 
 
 def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False,
-          owner: str | None = None) -> str:
+          owner: str | None = None, import_reward_file: bool = True) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
     When a live run holds its devices (GPUs, or the CPU) the run waits in the
@@ -412,9 +416,12 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     when the config cannot run, UserLimitError when `owner` already has as many
     runs running or queued as $WORKBENCH_MAX_RUNS_PER_USER allows. Local
     paths are saved absolute: the trainer runs in the run folder, not here.
+    `owner`: the signed-in user who launched it (status.json's `owner`, see
+    workbench/access/owners.py). `import_reward_file` False: the reward file
+    is checked without running it here; it runs only in the training process.
     """
     config = config.with_absolute_paths()
-    check_launch(config)
+    check_launch(config, import_reward_file)
     root = runfolder.runs_root(runs_dir)
     with runfolder.queue_lock(root):
         holding, queued = queue_state(root)
@@ -432,7 +439,8 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     return run_dir.name
 
 
-def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> str:
+def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
+               import_reward_file: bool = True) -> str:
     """Start one real optimizer step with the same settings, in its own run folder marked as a smoke test.
 
     It catches what only a real step shows (memory, chat template, reward
@@ -440,7 +448,7 @@ def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> 
     """
     one_step = config.with_changes(max_steps=1, save_steps=max(config.save_steps, 1),
                                    run_name=config.run_name or f"{config.task}")
-    return start(one_step, runs_dir, smoke=True)
+    return start(one_step, runs_dir, smoke=True, owner=owner, import_reward_file=import_reward_file)
 
 
 def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
@@ -535,10 +543,13 @@ def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
     return current
 
 
-def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
+def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
+           import_reward_file: bool = True) -> str:
     """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there.
 
     Like a launch, it waits in the queue while a live run holds its devices.
+    A run keeps its owner; `owner` is recorded only for a run that has none
+    (started before the dashboard had accounts). `import_reward_file`: as in `start`.
     """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
@@ -553,14 +564,15 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
             f"start a new run instead"
         )
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
-    check_launch(config)
+    check_launch(config, import_reward_file)
+    owner = current.get("owner") or owner
     with runfolder.queue_lock(run_dir.parent):
         holding, queued = queue_state(run_dir.parent)
         state = status_of_dir(run_dir)["state"]
         if state not in runfolder.FINAL_STATES:
             raise LauncherError(f"run {run_dir.name} was resumed meanwhile and is {state}; stop it before resuming")
-        place = _turn(config, run_dir.name, current.get("owner"), holding, queued)
-        fields = {"error": None, "finished_at": None, "summary": None, "note": None}
+        place = _turn(config, run_dir.name, owner, holding, queued)
+        fields = {"error": None, "finished_at": None, "summary": None, "note": None, "owner": owner}
         if place.may_start:
             start_process(config, run_dir, resume=True, resumed_at=time.time(), **fields)
         else:

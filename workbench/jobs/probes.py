@@ -89,7 +89,7 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
     choices = [(side_label(path), str(path))
                for path in runfolder.checkpoint_dirs(run_dir) if (path / "adapter_config.json").is_file()]
     final = run_dir / runfolder.ADAPTER_DIR
-    if (final / "adapter_config.json").is_file():
+    if (final / "adapter_config.json").is_file() and final.resolve().parent == run_dir.resolve():  # no link out
         choices.append((FINAL_LABEL, str(final)))
     return choices
 

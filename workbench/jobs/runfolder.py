@@ -469,11 +469,16 @@ def checkpoint_complete(path: str | os.PathLike) -> bool:
 
 
 def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
-    """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out)."""
+    """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out).
+
+    Only folders of the run itself: a `checkpoint-N` link that leads out of
+    the run folder (into another run, anywhere) is not one of its checkpoints.
+    """
     found = []
+    real_run_dir = Path(run_dir).resolve()
     for path in Path(run_dir).glob("checkpoint-*"):
         step = path.name.removeprefix("checkpoint-")
-        if step.isdigit() and checkpoint_complete(path):
+        if step.isdigit() and path.resolve().parent == real_run_dir and checkpoint_complete(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
 

@@ -77,13 +77,18 @@ class DataPreview:
 
 
 def preview(task: str, dataset_path: str, reward_names: list[str], reward_file: str = "", seed: int = 0,
-            count: int = PREVIEW_ROWS) -> DataPreview:
-    """The Setup tab's preview: never raises; a file that cannot be read shows why."""
+            count: int = PREVIEW_ROWS, import_reward_file: bool = True) -> DataPreview:
+    """The Setup tab's preview: never raises; a file that cannot be read shows why.
+
+    `import_reward_file` False: the reward file's columns are read from its
+    source, never run (a shared dashboard's process; see check_config).
+    """
     source = dataset_path or f"the {task} task"
     extra = {}
     if reward_file:
         try:
-            extra = rewards.load_reward_file(reward_file)
+            extra = rewards.load_reward_file(reward_file) if import_reward_file else \
+                rewards.read_reward_file(reward_file)
         except rewards.RewardError:
             pass  # check_config names the file's problem; its rewards are left out here
     needs = reward_needs(reward_names, extra)

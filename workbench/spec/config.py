@@ -546,7 +546,7 @@ def _plan_problems(cfg: RunConfig) -> tuple[list[ConfigProblem], Any]:
             for error in result.errors], result
 
 
-def _data_problems(cfg: RunConfig) -> list[ConfigProblem]:
+def _data_problems(cfg: RunConfig, import_reward_file: bool = True) -> list[ConfigProblem]:
     from workbench.spec import columns, datasets_io, rewards, tasks
 
     problems = []
@@ -564,7 +564,8 @@ def _data_problems(cfg: RunConfig) -> list[ConfigProblem]:
     extra = {}
     if cfg.reward_file:
         try:
-            extra = rewards.load_reward_file(cfg.reward_file)
+            extra = rewards.load_reward_file(cfg.reward_file) if import_reward_file else \
+                rewards.read_reward_file(cfg.reward_file)
         except rewards.RewardError as exc:
             problems.append(_problem_from("reward_file", exc))
     names = reward_names_for(cfg)
@@ -674,8 +675,13 @@ def _path_problems(cfg: RunConfig) -> list[ConfigProblem]:
     return [problem for name in PATH_FIELDS if (problem := path_problem(name, getattr(cfg, name))) is not None]
 
 
-def validate_config(cfg: RunConfig) -> list[ConfigProblem]:
-    """Every problem with `cfg`, cheaply: nothing loads, nothing trains."""
+def validate_config(cfg: RunConfig, import_reward_file: bool = True) -> list[ConfigProblem]:
+    """Every problem with `cfg`, cheaply: nothing loads, nothing trains.
+
+    `import_reward_file` False: a reward file is read, never run (its function
+    names parsed from the source), for a process that must not run a user's
+    code: the dashboard of a shared server. The training process imports it.
+    """
     from workbench.spec.models import ModelError, check_model
 
     path_problems = _path_problems(cfg)
@@ -688,15 +694,15 @@ def validate_config(cfg: RunConfig) -> list[ConfigProblem]:
         check_model(cfg.model)
     except ModelError as exc:
         problems.append(_problem_from("model", exc))
-    problems += _data_problems(cfg)
+    problems += _data_problems(cfg, import_reward_file)
     problems += _tracker_problems(cfg)
     problems += _hardware_problems(cfg)
     return problems
 
 
-def check_config(cfg: RunConfig) -> None:
-    """Raise ConfigError (field, rule, fix for each problem) when `cfg` cannot run."""
-    problems = validate_config(cfg)
+def check_config(cfg: RunConfig, import_reward_file: bool = True) -> None:
+    """Raise ConfigError (field, rule, fix for each problem) when `cfg` cannot run (see validate_config)."""
+    problems = validate_config(cfg, import_reward_file)
     if problems:
         plan = _plan_problems(cfg)[1] if not _number_problems(cfg) else None
         raise ConfigError(problems, plan)

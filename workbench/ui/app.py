@@ -106,9 +106,14 @@ def launch_options(app: gr.Blocks | None = None) -> dict:
     return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8"), "js": page_js(scripts)}
 
 
-def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
-    """Build the app; nothing starts until it is served (`server.serve`)."""
-    ctx = UIContext(runs_dir=runs_root(runs_dir))
+def build_app(runs_dir: str | Path | None = None, users: dict | None = None) -> gr.Blocks:
+    """Build the app; nothing starts until it is served (`server.serve`).
+
+    `users`: the accounts (access.users.load_users) when it is served with
+    sign-in; then each user sees and controls their own runs (an admin all)
+    and takes dataset and reward files only from their uploads folder.
+    """
+    ctx = UIContext(runs_dir=runs_root(runs_dir), users=dict(users or {}))
     with gr.Blocks(title="GRPO Workbench", analytics_enabled=False) as app:
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):

@@ -26,6 +26,8 @@ from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
+# On a dashboard with accounts: who launched each run (an admin's table holds everyone's).
+SHARED_COLUMNS = ("run", "owner", *COLUMNS[1:])
 
 
 def metrics_of_run(run_dir: str | Path) -> list[dict]:
@@ -63,6 +65,7 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         state = queued_text(entry)
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
+        "owner": entry.get("owner") or "—",
         "state": state,
         "model": entry.get("model") or "",
         "task": task,
@@ -89,9 +92,9 @@ def runs_folder_note(runs_dir: str | Path) -> str:
             f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request).")
 
 
-def runs_rows(summaries: Iterable[dict]) -> list[list[Any]]:
-    """Summaries as table rows in COLUMNS order."""
-    return [[summary[column] for column in COLUMNS] for summary in summaries]
+def runs_rows(summaries: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> list[list[Any]]:
+    """Summaries as table rows in `columns` order (COLUMNS, or SHARED_COLUMNS with the owner)."""
+    return [[summary[column] for column in columns] for summary in summaries]
 
 
 def config_diff(configs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:

@@ -15,6 +15,7 @@ from functools import lru_cache
 from html import escape
 from pathlib import Path
 
+from workbench.access.uploads import UploadError, path_in_uploads
 from workbench.calc import InputError
 from workbench.errors import WorkbenchError
 from workbench.jobs import runfolder
@@ -349,8 +350,12 @@ def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_
 CELL_CHARS = 90  # a preview cell longer than this is cut, with "…"
 
 
-def preview_from_form(form: dict) -> DataPreview:
-    """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked)."""
+def preview_from_form(form: dict, uploads: Path | None = None) -> DataPreview:
+    """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked).
+
+    `uploads`: the user's uploads folder on a shared dashboard: only files there are read, and the reward
+    file's columns come from its source, never from running it.
+    """
     from workbench.spec.tasks import TASKS
 
     task = form.get("task") or RunConfig().task
@@ -361,10 +366,15 @@ def preview_from_form(form: dict) -> DataPreview:
         problem = path_problem(name, value)
         if problem is not None:  # too long to look up: the plan panel names it too
             return DataPreview(f"that {name}", error=str(problem))
+        if uploads is not None:
+            try:
+                paths[name] = path_in_uploads(value, uploads, name)
+            except UploadError as exc:  # nothing outside the user's uploads is read
+                return DataPreview(f"that {name}", error=str(exc))
     names = reward_choice(form)[0] or (list(TASKS[task].reward_names) if task in TASKS else [])
     seed = form.get("seed")
     seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
-    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed)
+    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=uploads is None)
 
 
 def _cell(value) -> str:

@@ -213,7 +213,8 @@ def status_signature(status: dict) -> tuple:
 
 
 def change_signature(runs_dir: str | Path, run_id: str | None,
-                     read_status: Callable[[Path], dict] = runfolder.read_status) -> str:
+                     read_status: Callable[[Path], dict] = runfolder.read_status,
+                     run_dirs: list[Path] | None = None) -> str:
     """A short hash of what the Train tab's view of `run_id` depends on; it changes when a redraw is due.
 
     It covers the newest run in the folder (a run started elsewhere), the size
@@ -221,9 +222,11 @@ def change_signature(runs_dir: str | Path, run_id: str | None,
     resume's rewrite) and the parts of its status the page shows. A few
     `stat` calls and one small JSON read: cheap enough to ask every second.
     A run id that is not a run folder of `runs_dir` (deleted, or not a plain
-    name) reads as gone, never as a path.
+    name) reads as gone, never as a path. `run_dirs`: the run folders the
+    page may see (owners_view.visible_run_dirs; default all of them), so
+    another user's run moves no one else's signature.
     """
-    run_dirs = runfolder.list_run_dirs(runs_dir)
+    run_dirs = runfolder.list_run_dirs(runs_dir) if run_dirs is None else run_dirs
     parts = [run_dirs[0].name if run_dirs else ""]
     run_dir = next((path for path in run_dirs if path.name == run_id), None) if run_id else None
     if run_dir is None:
