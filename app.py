@@ -4,7 +4,9 @@ Binds 127.0.0.1 unless told otherwise (--host or WORKBENCH_HOST). The app
 starts processes and runs reward code, so any other address requires sign-in:
 accounts from --users FILE or WORKBENCH_USERS_FILE (`python -m workbench users
 add NAME --file FILE` writes them); without accounts it refuses to start. With
-accounts it asks for sign-in on loopback too.
+accounts it asks for sign-in on loopback too, and each user sees and controls
+their own runs (an admin every run) and trains on files from their own
+uploads folder (README: "A workbench a class can share").
 """
 
 from __future__ import annotations
@@ -37,15 +39,18 @@ def main(argv: list[str] | None = None) -> None:
     except accounts.UsersError as exc:
         raise SystemExit(f"error: {exc}") from None
 
+    from workbench.access.uploads import MAX_UPLOAD_BYTES
+    from workbench.jobs import launcher
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
-    app = build_app(args.runs_dir)
+    launcher.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
+    app = build_app(args.runs_dir, users=known)
     sign_in = None
     if known:
         def sign_in(name: str, password: str) -> bool:
             return accounts.authenticate(known, name, password) is not None
-    serve(app, args.host, args.port, show_error=True, auth=sign_in,
+    serve(app, args.host, args.port, show_error=True, auth=sign_in, max_file_size=MAX_UPLOAD_BYTES,
           auth_message="GRPO Workbench: sign in with your account." if known else None, **launch_options(app))
 
 

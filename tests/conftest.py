@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -99,3 +100,17 @@ def fill_disk(folder) -> None:
 def fill():
     """`fill(folder)`: write into `folder` until its disk is full."""
     return fill_disk
+
+
+def poll_until(predicate, timeout: float = 180.0, poll: float = 0.2):
+    """The first true value of `predicate()`, asked every `poll` seconds; AssertionError after `timeout`.
+
+    For what a background process does; test files import it (`from conftest import poll_until`).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"condition not met within {timeout} s")

@@ -32,7 +32,9 @@ def test_users_file_lines_are_read_and_bad_ones_named():
     assert users.authenticate(known, "alice", "wrong") is None
     assert users.authenticate(known, "mallory", "s3cret-pass") is None
     for text, words in [("alice admin hunter2", "never as plain text"), ("alice boss pbkdf2_sha256$1$a$b", "role"),
-                        ("al/ce user pbkdf2_sha256$1$a$b", "user name"), ("alice user", "3 fields"),
+                        ("al/ce user pbkdf2_sha256$1$a$b", "user name"),
+                        (".. user pbkdf2_sha256$1$a$b", "not only dots"),
+                        ("alice user", "3 fields"),
                         (f"{line}\n{line}", "listed twice")]:
         with pytest.raises(users.UsersError, match=words) as caught:
             users.parse_users(text, "users.txt")
@@ -80,6 +82,9 @@ def test_users_command_writes_hashes_only(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("short\n"))
     assert cli_main(["users", "add", "bob", "--file", str(path), "--password-stdin"]) == 2
     assert "at least 8 characters" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("a-long-password\n"))
+    assert cli_main(["users", "add", "..", "--file", str(path), "--password-stdin"]) == 2
+    assert "not only dots" in capsys.readouterr().err, "a name is also its uploads folder's name"
 
     assert cli_main(["users", "list", "--file", str(path)]) == 0
     assert capsys.readouterr().out == "alice\tadmin\n"

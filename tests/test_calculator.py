@@ -122,8 +122,11 @@ def test_no_warnings_for_plain_plan():
         (dict(num_train_epochs=0), "num_train_epochs", "> 0"),
         (dict(num_generations=0), "num_generations", "at least 2"),
         (dict(vllm_gpus=-1), "vllm_gpus", ">= 0"),
+        (dict(per_device_train_batch_size=float("nan")), "per_device_train_batch_size", "whole number"),
+        (dict(num_generations=float("inf")), "num_generations", "whole number"),
     ],
-    ids=["zero", "negative", "fraction", "bool", "string", "huge", "missing", "max-steps-0", "epochs-0", "g-0", "vllm-neg"],
+    ids=["zero", "negative", "fraction", "bool", "string", "huge", "missing", "max-steps-0", "epochs-0", "g-0", "vllm-neg",
+         "nan", "inf"],
 )
 def test_bad_input_names_field_and_rule(inputs, field, rule):
     with pytest.raises(InputError) as info:

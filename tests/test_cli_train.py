@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import poll_until
 
 from workbench.cli.train import format_runs_table
 from workbench.jobs import allocator, runfolder
@@ -64,6 +65,41 @@ def test_runs_table_lists_state_and_steps():
     assert lines[0].split() == ["RUN", "STATE", "STEP", "MODEL", "TASK", "STARTED"]
     assert "3/30" in lines[1] and "smollm2-135m-instruct" in lines[1]
     assert "finished (smoke test)" in lines[2]
+
+
+def test_runs_table_shows_a_queued_run_with_its_place():
+    table = format_runs_table([
+        {"run_id": "20260101-000002-b", "state": "queued", "queue_position": 1, "waits_for": "GPU 0 (run a)"},
+        {"run_id": "20260101-000001-a", "state": "training", "step": 1},
+    ])
+    lines = table.splitlines()
+    assert lines[1].split()[:2] == ["20260101-000002-b", "queued"] and "#1" in lines[1]
+    assert lines[-1] == "20260101-000002-b: queued #1, waits for GPU 0 (run a)"
+
+
+@pytest.mark.slow
+def test_background_train_waits_in_the_queue_and_stop_takes_it_out(tmp_path):
+    runs = tmp_path / "runs"
+    holder = runs / "20260101-000000-holder"
+    tiny = ["--model", "tiny", "--max-steps", "1", "--set", "device=cpu", "--set", "max_completion_length=8",
+            "--set", "per_device_train_batch_size=4", "--set", "num_generations=4"]
+    RunConfig(model="tiny", device="cpu").save(holder / runfolder.CONFIG_FILE)
+    live = subprocess.Popen(["sleep", "120"])  # the trainer of a run that holds the CPU
+    try:
+        runfolder.update_status(holder, state="training", pid=live.pid, pgid=live.pid, step=1)
+        started = workbench("train", *tiny, "--background", "--runs-dir", str(runs), cwd=tmp_path)
+        assert started.returncode == 0, started.stderr[-2000:]
+        run_id = started.stdout.split("\t")[0]
+        assert started.stdout.splitlines()[1].startswith(
+            f"queued at position 1, waiting for the CPU (run {holder.name}); it starts by itself")
+        listing = workbench("runs", "--runs-dir", str(runs))
+        assert f"{run_id}: queued #1, waits for the CPU (run {holder.name})" in listing.stdout
+        stopped = workbench("stop", run_id, "--runs-dir", str(runs))
+        assert stopped.stdout.strip() == f"{run_id}: stopped at step 0 (taken out of the queue before it started)"
+    finally:
+        live.kill()
+        live.wait()
+    poll_until(lambda: not runfolder.dispatcher_running(runs), timeout=20)  # nothing queued: the dispatcher ends
 
 
 def test_resume_without_checkpoint_exits_2(tmp_path):

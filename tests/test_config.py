@@ -169,6 +169,26 @@ def test_check_config_refuses_fast_with_field_rule_and_fix(cfg, changes, field, 
     assert all(p.rule for p in info.value.problems)
 
 
+def test_a_reward_file_can_be_checked_without_running_it(cfg, tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "shout.py"
+    path.write_text(f"open({str(marker)!r}, 'w')\nimport no_such_package_here\n\n"
+                    "def shout(prompts, completions, **kwargs):\n    return []\n")
+    # What only running the file shows (a missing package) is left to the training process, which imports it.
+    assert validate_config(cfg.with_changes(reward_file=str(path), reward_names=["shout"]),
+                           import_reward_file=False) == []
+    assert [p.field for p in validate_config(cfg.with_changes(reward_file=str(path), reward_names=["shout"]))] == \
+        ["reward_file", "reward_names"], "imported, as an open dashboard and the CLI do"
+    marker.unlink()
+    problems = validate_config(cfg.with_changes(reward_file=str(path), reward_names=["whisper"]),
+                               import_reward_file=False)
+    assert [p.field for p in problems] == ["reward_names"] and "shout" in str(problems[0])
+    assert not marker.exists()
+    with pytest.raises(ConfigError, match="syntax error on line 1"):
+        path.write_text("def shout(:\n")
+        check_config(cfg.with_changes(reward_file=str(path)), import_reward_file=False)
+
+
 def test_invalid_plan_carries_the_calculator_plan(cfg):
     with pytest.raises(ConfigError) as info:
         check_config(cfg.with_changes(num_generations=3))

@@ -141,7 +141,7 @@ def test_reward_figure_has_total_each_function_and_std_bands():
     band = next(t for t in fig.data if t.name == "total ± std")
     # The band goes out along mean + std and back along mean - std.
     assert band.y[0] == pytest.approx(0.3 + 0.2) and band.y[-1] == pytest.approx(0.3 - 0.2)
-    assert band.fill == "toself"
+    assert band.fill == "toself" and band.mode == "lines"  # no markers at the band's corners
 
 
 def test_length_figure_has_min_max_band_and_clipped_ratio_on_a_right_axis():

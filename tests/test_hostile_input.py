@@ -40,8 +40,9 @@ def default_values() -> dict:
     return form
 
 
-def answer(form: dict) -> list:
-    return setup_tab.update_plan(*[form[key] for key in setup_tab.FORM_KEYS], {"gpus": [], "busy": []})
+def answer(form: dict, uploads=None) -> list:
+    return setup_tab.update_plan(*[form[key] for key in setup_tab.FORM_KEYS], {"gpus": [], "busy": []},
+                                 uploads=uploads)
 
 
 def test_the_untouched_form_is_ready_to_launch():
@@ -62,3 +63,32 @@ def test_every_field_survives_every_hostile_value(key):
             assert "<script" not in text and "<img" not in text, f"{key} = {label} reached the page as markup"
         if label in ("markup", "unicode", "10 MB", "list") and key in ("per_device_train_batch_size", "learning_rate"):
             assert outputs[-1] is False, f"{key} = {label} must not be ready to launch"
+
+
+@pytest.mark.parametrize("key", ["task", "dataset_path", "reward_file", "seed", "use_exact_answer"])
+def test_the_data_preview_survives_every_hostile_value(key):
+    for label, value in HOSTILE.items():
+        form = {**default_values(), key: value}
+        try:
+            html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []})
+        except Exception as exc:
+            pytest.fail(f"{key} = {label}: {type(exc).__name__}: {str(exc)[:300]}")
+        assert "<script" not in html and "<img" not in html, f"{key} = {label} reached the page as markup"
+        assert len(html) < 20_000, f"{key} = {label}: the preview grew to {len(html)} characters"
+
+
+@pytest.mark.parametrize("key", ["dataset_path", "reward_file"])
+def test_a_shared_dashboards_path_fields_survive_every_hostile_value(key, tmp_path):
+    """With accounts the two path fields must name files in the user's uploads folder: refused, never a traceback."""
+    for label, value in HOSTILE.items():
+        try:
+            outputs = answer({**default_values(), key: value}, uploads=tmp_path / "uploads" / "bob")
+        except Exception as exc:
+            pytest.fail(f"{key} = {label}: {type(exc).__name__}: {str(exc)[:300]}")
+        assert all("<script" not in str(o) and "<img" not in str(o) for o in outputs), f"{key} = {label}"
+        if value is not None:
+            assert outputs[-1] is False and "is not a file in your uploads folder" in str(outputs[-3]), label
+        form = {**default_values(), key: value}
+        html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []},
+                                      uploads=tmp_path / "uploads" / "bob")
+        assert "<script" not in html and "<img" not in html, f"{key} = {label}: the preview"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import poll_until as wait_for
 
 from workbench.jobs import allocator, launcher, processes, runfolder
 from workbench.spec.config import ConfigError, RunConfig
@@ -24,16 +25,6 @@ TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_trai
 @pytest.fixture
 def runs_dir(tmp_path):
     return tmp_path / "runs"
-
-
-def wait_for(predicate, timeout=180.0, poll=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def steps_of(run_dir, name):
@@ -60,6 +51,48 @@ def test_start_refuses_a_bad_config_before_anything_runs(runs_dir):
     with pytest.raises(ConfigError, match="num_generations"):
         launcher.start(RunConfig(**{**TINY, "num_generations": 3}), runs_dir)
     assert launcher.list_runs(runs_dir) == []
+
+
+@pytest.fixture
+def no_spawn(monkeypatch):
+    """Runs that start no training: `_spawn` records whether it resumed and names a process that has ended."""
+    resumed = []
+
+    def spawn(config, run_dir, resume):
+        resumed.append(resume)
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        return ended.pid
+
+    monkeypatch.setattr(launcher, "_spawn", spawn)
+    return resumed
+
+
+def test_the_launching_user_owns_the_run_and_keeps_it_on_resume(runs_dir, no_spawn, make_checkpoint):
+    def stopped(run_id):
+        runfolder.update_status(runs_dir / run_id, state="stopped")
+        return runs_dir / run_id
+
+    owned = stopped(launcher.start(RunConfig(**TINY), runs_dir, owner="alice"))
+    unowned = stopped(launcher.start(RunConfig(**TINY, run_name="cli"), runs_dir))
+    assert runfolder.read_status(owned)["owner"] == "alice" and runfolder.read_status(unowned)["owner"] is None
+    for run_dir in (owned, unowned):
+        make_checkpoint(run_dir, 1)
+        stopped(launcher.resume(run_dir.name, runs_dir, owner="root"))
+    assert runfolder.read_status(owned)["owner"] == "alice", "an admin's resume leaves the owner alone"
+    assert runfolder.read_status(unowned)["owner"] == "root", "a run without an owner takes its resumer's"
+    assert no_spawn == [False, False, True, True]
+
+
+def test_a_shared_dashboard_launches_without_running_the_reward_file(runs_dir, no_spawn, tmp_path):
+    path = tmp_path / "rewards.py"
+    path.write_text("import no_such_package_here\n\ndef short(prompts, completions, **kwargs):\n    return []\n")
+    config = RunConfig(**TINY, reward_file=str(path), reward_names=["short"])
+    with pytest.raises(ConfigError, match="no_such_package_here"):
+        launcher.start(config, runs_dir)
+    # read, not imported: the missing package is the training process's to report
+    assert launcher.start(config, runs_dir, owner="bob", import_reward_file=False)
+    assert no_spawn == [False]
 
 
 def test_unknown_run_is_named(runs_dir):
@@ -93,6 +126,15 @@ def test_a_zombie_is_reported_failed(runs_dir):
         assert launcher.status(fake_run(runs_dir, process.pid).name, runs_dir)["state"] == "failed"
     finally:
         process.wait()
+
+
+def test_a_run_being_spawned_is_starting_until_its_pid_is_overdue(runs_dir):
+    run_dir = fake_run(runs_dir, pid=None, state="starting")  # the launcher spawns its process next
+    assert launcher.status(run_dir.name, runs_dir)["state"] == "starting"
+    status = runfolder.read_status(run_dir)
+    status["updated_at"] -= launcher.RECORD_PID_SECONDS + 1  # the launcher died before it recorded one
+    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, status)
+    assert launcher.status(run_dir.name, runs_dir)["state"] == "failed"
 
 
 def test_a_final_state_is_left_alone(runs_dir):

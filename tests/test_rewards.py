@@ -150,6 +150,47 @@ def test_reward_file_that_is_not_python_is_refused(tmp_path):
         rewards.load_reward_file(path)
 
 
+def test_reward_names_are_read_from_the_source_without_running_it(tmp_path, reward_file):
+    assert rewards.read_reward_names(reward_file) == ["says_yes"] == list(rewards.load_reward_file(reward_file))
+    marker = tmp_path / "ran"
+    path = tmp_path / "side_effects.py"
+    path.write_text(f"open({str(marker)!r}, 'w').write('ran')\nimport not_a_real_package_xyz\n\n"
+                    "async def graded(prompts, completions, answer=None, **kwargs):\n    return []\n\n"
+                    "def by_keyword(*, completions):\n    return []\n\n"
+                    "def inner_only():\n    def nested(completions):\n        return []\n")
+    assert rewards.read_reward_names(path) == ["graded", "by_keyword"]
+    assert not marker.exists(), "reading the names runs none of the file"
+
+
+def test_the_columns_a_read_reward_asks_for_are_those_its_loaded_twin_asks_for(tmp_path):
+    path = tmp_path / "graded.py"
+    path.write_text("def graded(prompts, completions, answer, completion_ids=None, *, tolerance=0.1, "
+                    "topic=None, **kwargs):\n    return [0.0 for _ in completions]\n")
+    read = rewards.read_reward_file(path)["graded"]
+    assert (read.needs_columns, read.optional_columns) == (("answer",), ("tolerance", "topic"))
+    assert rewards.reward_columns(read) == rewards.reward_columns(rewards.load_reward_file(path)["graded"])
+
+
+@pytest.mark.parametrize("case", ["missing", "syntax", "no_rewards"], ids=str)
+def test_reading_names_refuses_what_importing_refuses(tmp_path, case):
+    source, pattern = BAD_FILES[case]
+    path = tmp_path / "nope.py"
+    if source is not None:
+        path.write_text(source)
+    with pytest.raises(RewardFileError, match=pattern):
+        rewards.read_reward_names(path)
+
+
+def test_reading_names_refuses_what_is_not_python_source(tmp_path, monkeypatch):
+    path = tmp_path / "nul.py"
+    path.write_bytes(b"def f(completions):\n    return [0\x00]\n")
+    with pytest.raises(RewardFileError, match="nul.py"):
+        rewards.read_reward_names(path)
+    monkeypatch.setattr(rewards, "MAX_REWARD_SOURCE_BYTES", 10)
+    with pytest.raises(RewardFileError, match=r"a reward file is code, at most"):
+        rewards.read_reward_names(path)
+
+
 # ---------------------------------------------------------------- checking outputs
 
 

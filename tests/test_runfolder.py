@@ -1,10 +1,11 @@
 """The run-folder contract: atomic status, append-only JSON lines, half lines skipped."""
 
+import fcntl
 import json
 
 import pytest
 
-from workbench.jobs import runfolder
+from workbench.jobs import probes, runfolder
 
 
 def test_status_is_merged_and_stamped(tmp_path):
@@ -91,3 +92,39 @@ def test_run_ids_from_a_browser_must_name_a_run_folder_inside_the_runs_folder(tm
     for run_id in hostile:
         with pytest.raises(runfolder.RunIdError, match=r"^run: .* is not a run folder inside .*pick a run"):
             runfolder.run_dir_in(runs, run_id)
+        assert runfolder.picked_run_dir(runs, run_id) is None  # a picker's stale or forged value: nothing picked
+    assert runfolder.picked_run_dir(runs, good.name) == good
+
+
+def test_the_queue_lock_has_one_holder_at_a_time(tmp_path):
+    def try_lock() -> bool:  # a second open file: flock tells it apart from the holder's, as it would another process
+        with open(tmp_path / "runs" / runfolder.QUEUE_LOCK_FILE, "ab") as other:
+            try:
+                fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+    with runfolder.queue_lock(tmp_path / "runs"):  # made with the folder when missing
+        assert not try_lock()
+    assert try_lock()
+
+
+def test_one_dispatcher_holds_its_lock_at_a_time(tmp_path):
+    held = runfolder.hold_dispatcher_lock(tmp_path)
+    assert held is not None and runfolder.dispatcher_running(tmp_path)
+    assert runfolder.hold_dispatcher_lock(tmp_path) is None
+    held.close()
+    assert not runfolder.dispatcher_running(tmp_path)
+
+
+def test_only_the_runs_own_checkpoint_folders_count(tmp_path, make_checkpoint):
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    make_checkpoint(mine, 2)
+    make_checkpoint(other, 5)
+    (other / runfolder.ADAPTER_DIR).mkdir()
+    (other / runfolder.ADAPTER_DIR / "adapter_config.json").write_text("{}")
+    (mine / "checkpoint-9").symlink_to(other / "checkpoint-5", target_is_directory=True)
+    (mine / runfolder.ADAPTER_DIR).symlink_to(other / runfolder.ADAPTER_DIR, target_is_directory=True)
+    assert [path.name for path in runfolder.checkpoint_dirs(mine)] == ["checkpoint-2"]
+    assert [label for label, _ in probes.list_checkpoints(mine)] == ["step 2 (checkpoint-2)"]

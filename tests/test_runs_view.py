@@ -57,6 +57,15 @@ def test_live_duration_runs_to_now(make_run):
     assert row["duration"] == "1 min 30 s" and row["steps"] == "2 / 9"
 
 
+def test_a_queued_run_shows_its_place_and_what_it_waits_for(make_run):
+    status = {"state": "queued", "step": 0, "queued_at": 100.0, "queue_position": 2,
+              "waits_for": "GPU 0 (run 20261122-010203-demo)"}
+    row = runs_view.summarise_run(entry(make_run("q", status=status), status), now=190.0)
+    assert row["state"] == "queued #2 — waits for GPU 0 (run 20261122-010203-demo)"
+    assert (row["steps"], row["started"], row["duration"]) == ("0", "—", "—")
+    assert runs_view.queued_text({"state": "queued"}) == "queued"
+
+
 def test_last_metric_reads_only_the_tail(make_run):
     metrics = [{"step": s, "reward": float(s), "pad": "x" * 200} for s in range(1, 200)]
     run_dir = make_run("r", metrics=metrics)

@@ -172,6 +172,19 @@ def test_an_ended_run_has_no_moving_clock():
     assert "data-elapsed" not in text and "wb-progress-left" not in text and "elapsed" in text
 
 
+def test_a_queued_run_shows_its_position_and_what_it_waits_for():
+    status = {"state": "queued", "step": 0, "queued_at": 100.0, "queue_position": 2,
+              "waits_for": "the CPU (run <a>)"}
+    progress = train_view.measure_progress(status, [], now=160.0)
+    assert (progress.queue_position, progress.waits_for, progress.elapsed_s) == (2, "the CPU (run <a>)", None)
+    text = train_view.progress_html("r2", progress)
+    assert ">queued, position 2<" in text
+    assert "waits for the CPU (run &lt;a&gt;); starts by itself when that is free" in text
+    assert "data-elapsed" not in text and "step 0" not in text
+    moved = train_view.status_signature({**status, "queue_position": 1})
+    assert moved != train_view.status_signature(status)  # the bar is redrawn when the queue moves
+
+
 def test_failure_panel_shows_hint_error_and_log_tail():
     status = {"state": "failed", "error": {"type": "ValueError", "message": "bad <thing>",
                                            "hint": "Lower num_generations."}}

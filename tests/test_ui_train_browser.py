@@ -4,8 +4,9 @@ Every run here is a real training process of the tiny model (2 layers, hidden
 16) started by the launcher, on CPU, with 4 completions of at most 8 tokens a
 step so a step takes seconds. The full path is driven as a person does it:
 choose model and CPU in Setup, launch, watch the reward plot and a group of
-completions, reload, stop, find the run in the Runs tab. Screenshots of the
-Train, Compare and Runs tabs land in assets/ for the README.
+completions, kill and restart the app under the live run, stop, find the run
+in the Runs tab. Screenshots of the Train, Compare and Runs tabs land in
+assets/ for the README.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def run_to_the_end(config: RunConfig, runs_dir, timeout_s: float):
     return runs_dir / run_id
 
 
-def test_full_path_setup_launch_watch_stop_and_find_the_run(server, page, stop_runs):
+def test_full_path_setup_launch_watch_stop_and_find_the_run(server, app_factory, page, stop_runs):
     ui = UI(page, server)
     ui.open("Setup")
     setup = ui.panel("Setup")
@@ -159,6 +160,26 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, page, stop_r
     newest = logged_steps(server.runs_dir / run_ids[0])
     wait_for_points(page, newest + 1)
     ui.expect_text(completions, r"Step 2 of \d+")
+
+    # The app process dies (SIGKILL, as an OOM kill or a crash would) while the run it launched trains on.
+    run_dir = server.runs_dir / run_ids[0]
+    trainer_pid = runfolder.read_status(run_dir)["pid"]
+    server.process.kill()
+    server.process.wait(timeout=10)
+    at_kill = logged_steps(run_dir)
+    deadline = time.monotonic() + FIRST_POINTS_TIMEOUT_MS / 1000
+    while logged_steps(run_dir) < at_kill + 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert logged_steps(run_dir) > at_kill, "the run stopped training when the app died"
+    assert launcher.status(run_ids[0], server.runs_dir)["state"] == "training"
+    # A new app on the same runs folder re-attaches: the same live run, the same process, still controllable.
+    server = app_factory(server.runs_dir)
+    ui = UI(page, server)
+    ui.open("Train")
+    train = ui.panel("Train")
+    ui.expect_text(progress, rf"{run_ids[0]}.*training")
+    wait_for_points(page, logged_steps(run_dir) + 1)
+    assert runfolder.read_status(run_dir)["pid"] == trainer_pid
 
     stop = train.get_by_role("button", name="Stop", exact=True)
     stop.click()

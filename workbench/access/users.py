@@ -7,10 +7,12 @@ from the `WORKBENCH_USERS` environment variable, one account per line:
 
     NAME ROLE pbkdf2_sha256$ITERATIONS$SALT$HASH
 
-ROLE is `user` or `admin`; SALT and HASH are base64. Only hashes are stored:
-`python -m workbench users add NAME` asks for the password and writes the
-line; nothing here ever prints or logs a password. Checking uses
-`hmac.compare_digest`, so a wrong password takes as long as a right one.
+ROLE is `user` or `admin` (`users add NAME --admin`): a user sees and controls
+the runs they launched, an admin every run (access/owners.py). SALT and HASH
+are base64. Only hashes are stored: `python -m workbench users add NAME` asks
+for the password and writes the line; nothing here ever prints or logs a
+password. Checking uses `hmac.compare_digest`, so a wrong password takes as
+long as a right one.
 
 Pure standard library; no gradio, no torch.
 """
@@ -35,7 +37,8 @@ ROLES = ("user", "admin")
 SCHEME = "pbkdf2_sha256"
 # OWASP's 2023 advice for PBKDF2-HMAC-SHA256; about 0.3 s per check on a small CPU, once per sign-in.
 ITERATIONS = 600_000
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# A name is also a folder name (its uploads on a shared dashboard): never "." or "..".
+NAME_PATTERN = re.compile(r"^(?!\.+$)[A-Za-z0-9_.-]{1,64}$")
 MIN_PASSWORD_LENGTH = 8
 
 
@@ -88,7 +91,7 @@ def parse_users(text: str, source: str = "users") -> dict[str, User]:
         name, role, password_hash = fields
         if not NAME_PATTERN.match(name):
             raise UsersError(f"{where}: user name {name[:40]!r} may hold only letters, digits, '.', '_', '-' "
-                             "(1 to 64 characters)")
+                             "(1 to 64 characters, not only dots)")
         if role not in ROLES:
             raise UsersError(f"{where}: role {role[:20]!r} is not one of {', '.join(ROLES)}")
         if not password_hash.startswith(SCHEME + "$") or password_hash.count("$") != 3:
@@ -127,7 +130,8 @@ def authenticate(users: dict[str, User], name: str, password: str) -> User | Non
 def add_user_line(name: str, password: str, role: str = "user") -> str:
     """The users-file line for a new account; refuses a bad name, role or a short password."""
     if not NAME_PATTERN.match(name):
-        raise UsersError(f"user name {name[:40]!r}: only letters, digits, '.', '_', '-' (1 to 64 characters)")
+        raise UsersError(f"user name {name[:40]!r}: only letters, digits, '.', '_', '-' "
+                         "(1 to 64 characters, not only dots)")
     if role not in ROLES:
         raise UsersError(f"role {role!r}: use one of {', '.join(ROLES)}")
     if len(password) < MIN_PASSWORD_LENGTH:

@@ -16,6 +16,7 @@ from workbench.calc.rules import (
     MAX_VALUE,
     NO_LENGTH_ERROR,
     PLAN_DEFAULTS,
+    PLAN_NUMBERS,
     InputError,
     Plan,
     Suggestion,
@@ -25,6 +26,6 @@ from workbench.calc.rules import (
 )
 
 __all__ = [
-    "FRAMEWORKS", "MAX_VALUE", "NO_LENGTH_ERROR", "PLAN_DEFAULTS", "Explanation", "InputError", "Plan", "Suggestion",
+    "FRAMEWORKS", "MAX_VALUE", "NO_LENGTH_ERROR", "PLAN_DEFAULTS", "PLAN_NUMBERS", "Explanation", "InputError", "Plan", "Suggestion",
     "compare_frameworks", "divisors", "explain", "grid", "normalise_inputs", "plan",
 ]

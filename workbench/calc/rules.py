@@ -65,6 +65,30 @@ class Suggestion:
         return {"changes": dict(self.changes), "description": self.description, "plan": self.plan.to_dict()}
 
 
+# (Plan attribute, what it means, how it is counted) for every number of a plan, in reading order:
+# the words the Calculator and Setup tabs and the run report show beside each number.
+PLAN_NUMBERS = (
+    ("generation_batch_size", "completions generated per round", "generation_batch_size"),
+    ("prompts_per_generation", "unique prompts per round (each sampled G times)", "generation_batch_size / num_generations"),
+    ("steps_per_generation", "optimizer micro-steps fed by one round", "steps_per_generation"),
+    ("completions_per_step", "completions per optimizer step (all processes)", "batch x processes x grad. accumulation"),
+    ("prompts_per_step", "prompt groups per optimizer step", "completions per step / G"),
+    ("steps_per_epoch", "optimizer steps per epoch", "needs dataset_size"),
+    ("total_steps", "optimizer steps in the run", "what trainer.state.global_step reaches"),
+    ("prompts_dropped_per_epoch", "prompts dropped each epoch", "dataset_size mod prompts per round"),
+    ("max_generated_tokens_per_step", "tokens generated per step at most", "completions per step x max_completion_length"),
+)
+
+
+def format_plan_number(value) -> str:
+    """A plan number as people read it: thousands separated, fractions to two places, a dash when unknown."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{value:,}"
+
+
 @dataclass
 class Plan:
     """What TRL would make of one set of inputs."""
@@ -83,6 +107,10 @@ class Plan:
     prompts_dropped_per_epoch: int | None  # the sampler drops N % P prompts each epoch
     max_generated_tokens_per_step: int  # completions_per_step x max_completion_length
     suggestions: list[Suggestion] = field(default_factory=list)
+
+    def numbers(self) -> list[tuple[str, str, str]]:
+        """(what it means, how it is counted, the number as text) for each of PLAN_NUMBERS, in reading order."""
+        return [(meaning, how, format_plan_number(getattr(self, attr))) for attr, meaning, how in PLAN_NUMBERS]
 
     def to_dict(self) -> dict:
         data = {k: v for k, v in asdict(self).items() if k != "suggestions"}
@@ -103,6 +131,8 @@ def _whole(field_name: str, value, minimum: int, allow_none: bool = False, hint:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(field_name, f"must be a whole number >= {minimum}, got {value!r}{hint}.")
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(field_name, f"must be a whole number >= {minimum}, got {value!r}{hint}.")
         if not value.is_integer():
             raise InputError(field_name, f"must be a whole number, got {value!r}; use {math.floor(value)} or {math.ceil(value)}.")
         value = int(value)

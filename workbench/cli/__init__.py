@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "workbench.cli.train",
     "workbench.cli.sample",
     "workbench.cli.export",
+    "workbench.cli.report",
+    "workbench.cli.export_model",
     "workbench.cli.users",
 )
 

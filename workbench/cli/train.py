@@ -2,7 +2,7 @@
 
     python -m workbench train                      # the demo task on the bundled model, in the foreground
     python -m workbench train --model tiny --max-steps 3 --set beta=0.0
-    python -m workbench train --config my.json --background   # prints the run id and folder
+    python -m workbench train --config my.json --background   # prints the run id and folder (and its queue place)
     python -m workbench runs                       # a table of runs
     python -m workbench stop RUN                   # graceful stop, kill after a timeout
     python -m workbench resume RUN                 # continue from the last checkpoint
@@ -86,9 +86,16 @@ def run_train(args) -> int:
     config = config_from_args(args)
     _checked(config)
     if args.background:
-        run_id = launcher.start(config, args.runs_dir)
+        try:
+            run_id = launcher.start(config, args.runs_dir)
+        except WorkbenchError as exc:  # a vLLM server address or port, the per-user limit
+            raise ArgumentError(str(exc).replace("\n", "; ")) from None
         run_dir = launcher.run_dir_of(run_id, args.runs_dir)
         print(f"{run_id}\t{run_dir}")
+        place = launcher.queue_place(run_id, args.runs_dir)
+        if place:
+            print(f"queued at position {place['queue_position']}, waiting for {place['waits_for']}; it starts by "
+                  f"itself when that is free (`python -m workbench stop {run_id}` takes it out of the queue)")
         return 0
     if args.from_command_line:
         _start_under_the_run_allocator(config)
@@ -167,7 +174,8 @@ def format_runs_table(runs: list[dict]) -> str:
         started = entry.get("started_at")
         rows.append((
             entry["run_id"],
-            entry.get("state", "?") + (" (smoke test)" if entry.get("smoke_test") else "")
+            entry.get("state", "?") + (f" #{entry['queue_position']}" if entry.get("queue_position") else "")
+            + (" (smoke test)" if entry.get("smoke_test") else "")
             + (f" on {entry['host']}" if runs_elsewhere(entry) else ""),
             f"{entry.get('step', 0)}/{total}" if total else str(entry.get("step", 0)),
             Path(str(entry.get("model") or "")).name,
@@ -178,6 +186,9 @@ def format_runs_table(runs: list[dict]) -> str:
     table = "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
     reasons = [f"{entry['run_id']}: {entry['error']['message']}" for entry in runs
                if entry.get("state") in ("unreadable", "lost") and entry.get("error")]
+    queued = sorted((entry for entry in runs if entry.get("queue_position")), key=lambda e: e["queue_position"])
+    reasons += [f"{entry['run_id']}: queued #{entry['queue_position']}, waits for {entry['waits_for']}"
+                for entry in queued]
     return "\n".join([table, *reasons])
 
 
@@ -189,6 +200,7 @@ def run_runs(args) -> int:
         print("No runs yet; start one with `python -m workbench train`.")
         return 0
     print(format_runs_table(runs))
+    launcher.keep_queue_moving(args.runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
     return 0
 
 
@@ -199,7 +211,8 @@ def run_stop(args) -> int:
         final = launcher.stop(args.run_id, args.runs_dir, timeout=args.timeout)
     except launcher.LauncherError as exc:
         raise ArgumentError(str(exc)) from None
-    print(f"{final['run_id']}: {final['state']} at step {final.get('step', 0)}")
+    note = f" ({final['note']})" if final.get("note") else ""
+    print(f"{final['run_id']}: {final['state']} at step {final.get('step', 0)}{note}")
     return 0
 
 

@@ -1,8 +1,11 @@
 """Reading a run: pure functions from run-folder records to figures, groups and health notes.
 
-- `figures`  plotly figure dicts for reward, KL, loss, lengths and the rest
-- `groups`   completions regrouped by prompt, with their rewards and advantages
-- `health`   alarms in plain words (no learning signal, KL spikes, truncation)
+- `figures`      plotly figure dicts for reward, KL, loss, lengths and the rest
+- `groups`       completions regrouped by prompt, with their rewards and advantages
+- `group_cards`  those groups as HTML cards (the dashboard's and the report's)
+- `health`       alarms in plain words (no learning signal, KL spikes, truncation)
+- `resumed`      which records still count after a resume
+- `report`       the whole run as one self-contained HTML file
 
 No gradio and no torch: the dashboard, the notebooks and reports share them.
 """

@@ -397,7 +397,8 @@ def add_band(drawing: Drawing, steps, lower, upper, colour: str, name: str, yaxi
         return
     shown = thin(upper, lower)
     steps, lower, upper = _points(steps, shown), _points(lower, shown), _points(upper, shown)
-    drawing.add_trace(x=np.concatenate([steps, steps[::-1]]), y=np.concatenate([upper, lower[::-1]]),
+    # mode "lines": plotly's default for a short trace adds markers, which would dot the band's corners.
+    drawing.add_trace(x=np.concatenate([steps, steps[::-1]]), y=np.concatenate([upper, lower[::-1]]), mode="lines",
                       fill="toself", fillcolor=_rgba(colour, BAND_OPACITY), line=dict(width=0),
                       name=name, hoverinfo="skip", showlegend=False, yaxis=yaxis)
 

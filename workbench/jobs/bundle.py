@@ -344,10 +344,14 @@ def requirements_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None) -> Bundle:
-    """Check `cfg` and write its bundle into `out` (created; files already there are replaced)."""
+def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None,
+                 import_reward_file: bool = True) -> Bundle:
+    """Check `cfg` and write its bundle into `out` (created; files already there are replaced).
+
+    `import_reward_file` False: the reward file is checked without running it (see validate_config).
+    """
     cfg = cfg.with_absolute_paths()
-    check_config(cfg)
+    check_config(cfg, import_reward_file)
     folder = Path(out).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     run_id = run_id or runfolder.new_run_id(cfg.run_name or cfg.task)

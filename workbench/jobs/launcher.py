@@ -13,6 +13,13 @@ server ends with the run.
 Nothing here keeps state between calls: `status` and `list_runs` read the run
 folders, so they work after the caller restarts. A run whose process is gone
 while its status is not final (killed, out of memory) is reported as failed.
+
+A launch whose devices (GPUs, or the CPU) a live run holds waits in the GPU
+queue (rules in workbench/jobs/queue.py): its run folder is made with the
+state `queued`, and the runs folder's dispatcher process
+(workbench/jobs/dispatcher.py) starts it once they are free. Every
+check-and-claim holds the runs folder's queue lock, so two launches at once
+never take the same device.
 """
 
 from __future__ import annotations
@@ -23,9 +30,10 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Iterable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, bundle, processes, runfolder, vllm_server
+from workbench.jobs import allocator, bundle, processes, queue, runfolder, vllm_server
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
@@ -35,6 +43,10 @@ STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is fla
 # enough for a shared filesystem's attribute cache (NFS keeps them up to 60 s) to show a live run late.
 LOST_SECONDS = 120.0
 SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
+# A run the launcher has marked `starting` but whose process it has not recorded yet (it is being spawned)
+# counts as starting for this long; after that, as failed.
+RECORD_PID_SECONDS = 30.0
+DISPATCHER_MODULE = "workbench.jobs.dispatcher"  # started as `python -m` while runs are queued
 
 
 class LauncherError(WorkbenchError):
@@ -103,6 +115,7 @@ def run_dir_of(run_id: str | os.PathLike, runs_dir: str | os.PathLike | None = N
 
 
 def _new_run_dir(config: RunConfig, runs_dir, prefix: str = "") -> Path:
+    """A new, empty run folder; made under the queue lock, so two launches in one second get two names."""
     root = runfolder.runs_root(runs_dir)
     label = prefix + (config.run_name or f"{config.task}-{Path(config.model).name}")
     base = runfolder.new_run_id(label)
@@ -154,11 +167,14 @@ def _live_status(run_dir: Path, status: dict) -> dict:
     status.setdefault("state", "starting")
     status["run_id"] = run_dir.name
     status["run_dir"] = str(run_dir)
-    if status["state"] in runfolder.FINAL_STATES:
-        return status
+    if status["state"] in runfolder.FINAL_STATES or status["state"] == runfolder.QUEUED:
+        return status  # a queued run has no process yet: the dispatcher starts it
     updated = float(status.get("updated_at") or 0)
     if runs_elsewhere(status):
         return _remote_status(status, updated)
+    if status["state"] == "starting" and not status.get("pid") and not status.get("pgid") \
+            and time.time() - updated < RECORD_PID_SECONDS:
+        return status  # being spawned: the launcher records the pid next
     if not processes.alive(status.get("pid"), updated or None) and not processes.alive(status.get("pgid"), updated or None):
         status["state"] = "failed"
         status["error"] = {
@@ -203,7 +219,7 @@ def is_running(run_id: str, runs_dir: str | os.PathLike | None = None) -> bool:
 
 def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
     """Every run, newest first: its status plus the config fields a table shows."""
-    runs = []
+    runs, configs = [], []
     for run_dir in runfolder.list_run_dirs(runs_dir):
         entry = status_of_dir(run_dir)
         try:
@@ -213,6 +229,12 @@ def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
         entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes",
                                                          "generation")})
         runs.append(entry)
+        configs.append(config)
+    if any(entry["state"] == runfolder.QUEUED for entry in runs):  # their `queue_position` and `waits_for`
+        holding, queued = _queue_entries((Path(e["run_dir"]), e, c) for e, c in zip(runs, configs))
+        places = {place.entry.run_id: _place_fields(place) for place in queue.plan(queued, holding)}
+        for entry in runs:
+            entry.update(places.get(entry["run_id"], {}))
     return runs
 
 
@@ -228,18 +250,110 @@ def wait(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
 
 
 def busy_gpu_ids(runs_dir: str | os.PathLike | None = None) -> set[int]:
-    """GPUs held by runs that are still going, read from their run folders."""
-    busy: set[int] = set()
-    for run_dir in runfolder.list_run_dirs(runs_dir):
-        current = status_of_dir(run_dir)
-        if current.get("state") in runfolder.FINAL_STATES or runs_elsewhere(current):
+    """GPUs held by runs that are still going (theirs and their vLLM servers'), read from their run folders."""
+    holding, _ = queue_state(runfolder.runs_root(runs_dir))
+    return {index for entry in holding for index in map(queue.gpu_index, entry.devices) if index is not None}
+
+
+# ---------------------------------------------------------------- the GPU queue
+
+
+def _machine_gpus() -> list[int]:
+    """The GPU indexes runs started from here can use: none when this process's CUDA_VISIBLE_DEVICES hides all."""
+    if runs_on_cpu("auto", gpus_present=True):  # true only when CUDA_VISIBLE_DEVICES hides every GPU
+        return []
+    return [g.index for g in list_gpus()]
+
+
+def _number(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def _process_alive(status: dict) -> bool:
+    """Whether a process of a run here (its trainer, or its vLLM server's guard) has not exited yet."""
+    updated = _number(status.get("updated_at")) or None
+    server = status.get("vllm") if isinstance(status.get("vllm"), dict) else {}
+    return any(processes.alive(pid, updated) for pid in (status.get("pgid"), status.get("pid"), server.get("pid"))
+               if isinstance(pid, int))
+
+
+def _queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list[queue.Entry], list[queue.Entry]]:
+    """(runs holding devices, queued runs) among (run folder, status, config or None to read it) triples.
+
+    A run holds its devices while it is live on this machine, and after its
+    status is final (or queued again, to resume) for as long as its processes
+    take to exit: a GPU is free only once they have. Runs on other machines
+    hold nothing here.
+    """
+    holding, queued, gpus = [], [], None
+    for run_dir, status, config in runs:
+        state = status.get("state")
+        if runs_elsewhere(status) or state in (runfolder.UNREADABLE, runfolder.LOST):
             continue
-        config = runfolder.read_config(run_dir)
-        if config.get("device") == "cpu":
+        live = state not in runfolder.FINAL_STATES and state != runfolder.QUEUED
+        ending = not live and _process_alive(status)
+        if not (live or ending or state == runfolder.QUEUED):
             continue
-        ids = config.get("gpu_ids") or [g.index for g in list_gpus()]
-        busy.update(int(i) for i in ids)
-    return busy
+        if gpus is None:
+            gpus = _machine_gpus()
+        devices = queue.devices_of(runfolder.read_config(run_dir) if config is None else config, gpus)
+        owner = status.get("owner")
+        if state == runfolder.QUEUED:
+            queued.append(queue.Entry(run_dir.name, devices, owner, state, _number(status.get("queued_at"))))
+        if live or ending:
+            holding.append(queue.Entry(run_dir.name, devices, owner, state if live else queue.ENDING))
+    return holding, queued
+
+
+def queue_state(root: Path) -> tuple[list[queue.Entry], list[queue.Entry]]:
+    """(runs holding devices, queued runs) of the runs folder `root`, read from the run folders."""
+    return _queue_entries((run_dir, status_of_dir(run_dir), None) for run_dir in runfolder.list_run_dirs(root))
+
+
+def _place_fields(place: queue.Place) -> dict:
+    return {"queue_position": place.position, "waits_for": queue.describe_wait(place.waits_for)}
+
+
+def queue_place(run_id: str, runs_dir: str | os.PathLike | None = None) -> dict | None:
+    """A queued run's `{"queue_position": N, "waits_for": "GPU 0 (run X)"}`; None for a run that is not queued."""
+    holding, queued = queue_state(runfolder.runs_root(runs_dir))
+    return next((_place_fields(p) for p in queue.plan(queued, holding) if p.entry.run_id == run_id), None)
+
+
+def status_with_queue_place(run_dir: str | os.PathLike) -> dict:
+    """`status_of_dir`, plus `queue_position` and `waits_for` while the run is queued."""
+    run_dir = Path(run_dir)
+    current = status_of_dir(run_dir)
+    if current["state"] == runfolder.QUEUED:
+        current.update(queue_place(run_dir.name, run_dir.parent) or {})
+    return current
+
+
+def ensure_dispatcher(runs_dir: str | os.PathLike | None = None) -> bool:
+    """Start the runs folder's dispatcher process unless one is alive; True when this call started one.
+
+    It runs in a session of its own, so it outlives the app and needs no
+    browser; it ends by itself once nothing is queued.
+    """
+    root = runfolder.runs_root(runs_dir)
+    held = runfolder.hold_dispatcher_lock(root)
+    if held is None:
+        return False
+    with held:  # the child inherits the lock: it holds it from its first instant, and this copy lets go
+        processes.spawn([sys.executable, "-m", DISPATCHER_MODULE, "--runs-dir", str(root),
+                         "--lock-fd", str(held.fileno())], root / runfolder.DISPATCHER_LOG_FILE, processes.job_env(),
+                        cwd=root, append=True, reap=True, pass_fds=(held.fileno(),))
+    return True
+
+
+def keep_queue_moving(runs_dir: str | os.PathLike | None = None, runs: list[dict] | None = None) -> bool:
+    """The backstop the app (at start and on each Runs-tab refresh) and `workbench runs` call.
+
+    Starts a dispatcher when a run is queued and none is alive (after a reboot,
+    or one that was killed); `runs` is a `list_runs()` answer already at hand.
+    """
+    runs = list_runs(runs_dir) if runs is None else runs
+    return any(entry.get("state") == runfolder.QUEUED for entry in runs) and ensure_dispatcher(runs_dir)
 
 
 # ---------------------------------------------------------------- start / stop / resume
@@ -265,26 +379,68 @@ def _refuse_multi_machine(config: RunConfig) -> None:
                                 "in the Setup tab) and start its scripts there")
 
 
-def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False) -> str:
-    """Check `config`, make its run folder and start training in the background; returns the run id.
+def check_launch(config: RunConfig, import_reward_file: bool = True) -> None:
+    """Refuse (ConfigError, LauncherError, VLLMServerError) a config that cannot start here, before anything runs.
 
-    Raises ConfigError (nothing started) when the config cannot run. Local
-    paths are saved absolute: the trainer runs in the run folder, not here.
+    `import_reward_file` False: the reward file is checked without running it here (see validate_config);
+    it runs only in the training process.
     """
-    config = config.with_absolute_paths()
-    check_config(config)
+    check_config(config, import_reward_file)
     _refuse_multi_machine(config)
     vllm_server.preflight(config)
-    run_dir = _new_run_dir(config, runs_dir, prefix="smoke-" if smoke else "")
-    config.save(run_dir / runfolder.CONFIG_FILE)
-    runfolder.update_status(run_dir, state="starting", step=0, started_at=time.time(), smoke_test=smoke,
-                            command=build_command(config, run_dir), vllm=vllm_server.server_section(config))
-    pid = _spawn(config, run_dir, resume=False)
+
+
+def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> None:
+    """Write the status `starting` (with `fields`), start the run's processes, record the pid."""
+    runfolder.update_status(run_dir, state="starting", pid=None, pgid=None,  # a resumed run's old process is gone
+                            command=build_command(config, run_dir, resume=resume),
+                            vllm=vllm_server.server_section(config), **fields)
+    pid = _spawn(config, run_dir, resume=resume)
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
+
+
+def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) -> queue.Place:
+    """Where a launch of `config` stands now: first of all, it may not push `owner` over the per-user limit."""
+    queue.check_user_limit(owner, [*holding, *queued], queue.max_runs_per_user(os.environ))
+    entry = queue.Entry(run_id, queue.devices_of(config.to_dict(), _machine_gpus()), owner, queued_at=time.time())
+    return queue.place_of_new(entry, queued, holding)
+
+
+def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False,
+          owner: str | None = None, import_reward_file: bool = True) -> str:
+    """Check `config`, make its run folder and start training in the background; returns the run id.
+
+    When a live run holds its devices (GPUs, or the CPU) the run waits in the
+    queue, state `queued`, and starts by itself once they are free
+    (`queue_place` says where it stands). Raises ConfigError (nothing started)
+    when the config cannot run, UserLimitError when `owner` already has as many
+    runs running or queued as $WORKBENCH_MAX_RUNS_PER_USER allows. Local
+    paths are saved absolute: the trainer runs in the run folder, not here.
+    `owner`: the signed-in user who launched it (status.json's `owner`, see
+    workbench/access/owners.py). `import_reward_file` False: the reward file
+    is checked without running it here; it runs only in the training process.
+    """
+    config = config.with_absolute_paths()
+    check_launch(config, import_reward_file)
+    root = runfolder.runs_root(runs_dir)
+    with runfolder.queue_lock(root):
+        holding, queued = queue_state(root)
+        place = _turn(config, "", owner, holding, queued)
+        run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "")
+        config.save(run_dir / runfolder.CONFIG_FILE)
+        fields = {"step": 0, "smoke_test": smoke, "owner": owner}
+        if place.may_start:
+            start_process(config, run_dir, resume=False, started_at=time.time(), **fields)
+        else:
+            runfolder.update_status(run_dir, state=runfolder.QUEUED, queued_at=place.entry.queued_at,
+                                    command=build_command(config, run_dir), **fields)
+        if queued or not place.may_start:
+            ensure_dispatcher(root)
     return run_dir.name
 
 
-def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> str:
+def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
+               import_reward_file: bool = True) -> str:
     """Start one real optimizer step with the same settings, in its own run folder marked as a smoke test.
 
     It catches what only a real step shows (memory, chat template, reward
@@ -292,7 +448,7 @@ def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None) -> 
     """
     one_step = config.with_changes(max_steps=1, save_steps=max(config.save_steps, 1),
                                    run_name=config.run_name or f"{config.task}")
-    return start(one_step, runs_dir, smoke=True)
+    return start(one_step, runs_dir, smoke=True, owner=owner, import_reward_file=import_reward_file)
 
 
 def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
@@ -332,6 +488,10 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
+    if current["state"] == runfolder.QUEUED:
+        if _take_out_of_queue(run_dir):
+            return status_of_dir(run_dir)
+        current = status_of_dir(run_dir)  # its turn came meanwhile: stop it as any other run
     if runs_elsewhere(current) and current.get("last_state", current["state"]) not in runfolder.FINAL_STATES:
         return _stop_remote(run_dir, current, timeout)
     if current["state"] in runfolder.FINAL_STATES:
@@ -358,6 +518,16 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     return status_of_dir(run_dir)
 
 
+def _take_out_of_queue(run_dir: Path) -> bool:
+    """Stop a queued run before it starts (state `stopped`, nothing else touched); False if it started meanwhile."""
+    with runfolder.queue_lock(run_dir.parent):
+        if runfolder.read_status(run_dir).get("state") != runfolder.QUEUED:
+            return False
+        runfolder.update_status(run_dir, state="stopped", finished_at=time.time(), queued_resume=None,
+                                note="taken out of the queue before it started")
+        return True
+
+
 def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
     """Stop a run on another machine through its folder alone: its pids mean nothing here, so nothing is killed.
 
@@ -373,8 +543,14 @@ def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
     return current
 
 
-def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
-    """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there."""
+def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
+           import_reward_file: bool = True) -> str:
+    """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there.
+
+    Like a launch, it waits in the queue while a live run holds its devices.
+    A run keeps its owner; `owner` is recorded only for a run that has none
+    (started before the dashboard had accounts). `import_reward_file`: as in `start`.
+    """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
     if current["state"] == runfolder.UNREADABLE:
@@ -388,14 +564,22 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None) -> str:
             f"start a new run instead"
         )
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
-    check_config(config)
-    _refuse_multi_machine(config)
-    vllm_server.preflight(config)
-    runfolder.update_status(run_dir, state="starting", error=None, finished_at=None, summary=None, note=None,
-                            resumed_at=time.time(), vllm=vllm_server.server_section(config),
-                            command=build_command(config, run_dir, resume=True))
-    pid = _spawn(config, run_dir, resume=True)
-    runfolder.update_status(run_dir, pid=pid, pgid=pid)
+    check_launch(config, import_reward_file)
+    owner = current.get("owner") or owner
+    with runfolder.queue_lock(run_dir.parent):
+        holding, queued = queue_state(run_dir.parent)
+        state = status_of_dir(run_dir)["state"]
+        if state not in runfolder.FINAL_STATES:
+            raise LauncherError(f"run {run_dir.name} was resumed meanwhile and is {state}; stop it before resuming")
+        place = _turn(config, run_dir.name, owner, holding, queued)
+        fields = {"error": None, "finished_at": None, "summary": None, "note": None, "owner": owner}
+        if place.may_start:
+            start_process(config, run_dir, resume=True, resumed_at=time.time(), **fields)
+        else:
+            runfolder.update_status(run_dir, state=runfolder.QUEUED, queued_at=place.entry.queued_at,
+                                    queued_resume=True, **fields)
+        if queued or not place.may_start:
+            ensure_dispatcher(run_dir.parent)
     return run_dir.name
 
 

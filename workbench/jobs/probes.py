@@ -7,6 +7,7 @@ other so a CPU shared with a training run is not split three ways. Answers
 land in `runs/<run_id>/probes/<side>-<key>.jsonl`, where the key hashes the
 model, adapter, prompts and length: the same question asked again is read
 back at once instead of sampled again, also after a reload.
+`stored_comparisons` reads the finished pairs back (for the run report).
 
 The job (with its process handle) lives in the browser session's `gr.State`;
 `advance_job` is called on each timer tick and starts the next side when one
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -31,6 +33,9 @@ PROBES_DIR = "probes"
 BASE_LABEL = "base model"
 FINAL_LABEL = "final adapter"
 MAX_PROMPTS = 12
+# The longest answer length looked for when a stored side's file name is matched back to its
+# settings: the Compare tab offers 8 to 256 tokens, the `sample` command any number.
+MAX_MATCHED_TOKENS = 4096
 
 
 class ProbeError(WorkbenchError):
@@ -81,12 +86,22 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
-    choices = [(f"step {path.name.removeprefix('checkpoint-')} ({path.name})", str(path))
+    choices = [(side_label(path), str(path))
                for path in runfolder.checkpoint_dirs(run_dir) if (path / "adapter_config.json").is_file()]
     final = run_dir / runfolder.ADAPTER_DIR
-    if (final / "adapter_config.json").is_file():
+    if (final / "adapter_config.json").is_file() and final.resolve().parent == run_dir.resolve():  # no link out
         choices.append((FINAL_LABEL, str(final)))
     return choices
+
+
+def side_label(adapter: str | Path | None) -> str:
+    """How a side is named: the base model, `step N (checkpoint-N)`, or the final adapter."""
+    if not adapter:
+        return BASE_LABEL
+    name = Path(adapter).name
+    if name.startswith("checkpoint-"):
+        return f"step {name.removeprefix('checkpoint-')} ({name})"
+    return FINAL_LABEL if name == runfolder.ADAPTER_DIR else name
 
 
 def default_prompts(config: dict) -> list[str]:
@@ -111,11 +126,15 @@ def parse_prompts(text: str) -> list[str]:
     return prompts
 
 
+def _answers_key(model: str, adapter: str | None, prompts: list, max_new_tokens: int) -> str:
+    key_source = json.dumps([model, adapter and Path(adapter).name, prompts, max_new_tokens])
+    return hashlib.sha1(key_source.encode("utf-8")).hexdigest()[:10]
+
+
 def answers_path(run_dir: str | Path, title: str, model: str, adapter: str | None,
                  prompts: list[str], max_new_tokens: int) -> Path:
     """Where one side's answers are kept: named by side, keyed by everything that changes them."""
-    key_source = json.dumps([model, adapter and Path(adapter).name, prompts, max_new_tokens])
-    key = hashlib.sha1(key_source.encode("utf-8")).hexdigest()[:10]
+    key = _answers_key(model, adapter, prompts, max_new_tokens)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()
     return Path(run_dir) / PROBES_DIR / f"{slug}-{key}.jsonl"
 
@@ -161,3 +180,68 @@ def cancel_job(job: ProbeJob) -> ProbeJob:
     if job.process is not None:
         sampling.cancel_sampling(job.process)
     return replace(job, running=None, process=None, cancelled=True)
+
+
+# ---------------------------------------------------------------- reading stored answers back
+
+
+@dataclass
+class Comparison:
+    """The base model and one checkpoint on the same prompts, read back from the probes folder."""
+
+    label: str            # the trained side: "final adapter" or "step 20 (checkpoint-20)"
+    max_new_tokens: int
+    prompts: list         # text, or chat messages when the `sample` command was given them
+    base: list[str]       # the base model's answers, in prompt order
+    trained: list[str]    # the checkpoint's answers, in prompt order
+
+
+def _finished_side(path: Path) -> tuple[dict, list] | None:
+    """(header, answers in prompt order) of a side that answered every prompt, else None."""
+    records = runfolder.read_jsonl(path)
+    header = next((r for r in records if "total" in r), None)
+    answers = sorted((r for r in records if "answer" in r), key=lambda r: r.get("index", 0))
+    final = next((r for r in records if r.get("done")), None)
+    if header is None or final is None or final.get("error") or len(answers) != header.get("total"):
+        return None
+    return header, answers
+
+
+def _matched_tokens(path: Path, model: str, adapter: str | None, prompts: list) -> int | None:
+    """The answer length a side was asked for, found again from the key in its file name."""
+    key = path.stem.rsplit("-", 1)[-1]
+    return next((tokens for tokens in range(1, MAX_MATCHED_TOKENS + 1)
+                 if _answers_key(model, adapter, prompts, tokens) == key), None)
+
+
+def stored_comparisons(run_dir: str | Path) -> list[Comparison]:
+    """Every finished base-vs-checkpoint pair in the run's probes folder, by step, the final adapter last.
+
+    A checkpoint's side pairs with the base model's side that answered the same
+    prompts with the same model and answer length (the file the Compare tab
+    would read back for it). Sides that were cancelled, failed or are still
+    sampling are left out; [] when nothing was compared.
+    """
+    folder = Path(run_dir) / PROBES_DIR
+    paths = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    comparisons = []
+    for path in paths:
+        side = _finished_side(path)
+        if side is None or not side[0].get("adapter"):
+            continue
+        header, answers = side
+        model, adapter = header.get("model"), header["adapter"]
+        prompts = [answer.get("prompt") for answer in answers]
+        tokens = _matched_tokens(path, model, adapter, prompts)
+        base = None if tokens is None else _finished_side(answers_path(run_dir, BASE_LABEL, model, None, prompts, tokens))
+        if base is not None:
+            comparisons.append(Comparison(side_label(adapter), tokens, prompts,
+                                          [a["answer"] for a in base[1]], [a["answer"] for a in answers]))
+    return sorted(comparisons, key=lambda c: _step_of(c.label))
+
+
+def _step_of(label: str) -> float:
+    """A checkpoint side's step; the final adapter (and any other) after every checkpoint."""
+    match = re.match(r"step (\d+) ", label)
+    return int(match.group(1)) if match else math.inf
+

@@ -47,11 +47,12 @@ def training_env(gpu_ids: list[int], device: str, base: dict | None = None) -> d
 
 
 def spawn(command: list[str], log_path: str | os.PathLike, env: dict, cwd: str | os.PathLike | None = None,
-          append: bool = False, reap: bool = False) -> subprocess.Popen:
+          append: bool = False, reap: bool = False, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """Start `command` in its own session with stdout and stderr in `log_path`; returns at once.
 
     `reap=True` waits for the child on a daemon thread, so a long-lived caller
-    that never waits itself leaves no zombie behind.
+    that never waits itself leaves no zombie behind. `pass_fds` stay open in
+    the child under the same numbers (every other descriptor is closed there).
     """
     with open(log_path, "ab" if append else "wb") as log:
         if append:
@@ -59,7 +60,7 @@ def spawn(command: list[str], log_path: str | os.PathLike, env: dict, cwd: str |
             log.flush()
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=env, cwd=None if cwd is None else str(cwd), start_new_session=True,
+            env=env, cwd=None if cwd is None else str(cwd), start_new_session=True, pass_fds=pass_fds,
         )
     if reap:
         threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()

@@ -13,7 +13,16 @@ files of `runs/<run_id>/`:
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
 - `stop.request`       written by whoever wants the run to stop; the trainer
                        checks for it at the end of every optimizer step
+- `report.html`        the run's report, written on demand (`python -m workbench report`, the Runs tab)
 - `.status-reserve`    space a running trainer holds for its final status on a full disk
+
+A run waiting in the GPU queue (workbench/jobs/queue.py) is a run folder like
+any other, with the state `queued` and its `queued_at` time in status.json;
+its position follows from those times. Two files in the runs folder itself
+belong to the queue: `.queue.lock`, which every check-and-claim holds
+(`queue_lock`, fcntl.flock), and `.queue-dispatcher.lock`, held for its whole
+life by the one dispatcher process of the folder (`.queue-dispatcher.log` is
+its output).
 
 Readers keep no state in globals: they read the folder again, or read only the
 bytes after an offset they hold. A half-written last line is never returned as
@@ -27,15 +36,17 @@ Pure standard library: importable without torch or gradio.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import tempfile
 import time
 import zipfile
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import IO, Any, Iterable, Iterator
 
 from workbench.errors import WorkbenchError
 
@@ -48,9 +59,14 @@ VLLM_LOG_FILE = "vllm_server.log"
 ADAPTER_DIR = "adapter"
 STOP_FILE = "stop.request"
 REWARD_SOURCE_FILE = "reward_file.py"
+REPORT_FILE = "report.html"
+QUEUE_LOCK_FILE = ".queue.lock"
+DISPATCHER_LOCK_FILE = ".queue-dispatcher.lock"
+DISPATCHER_LOG_FILE = ".queue-dispatcher.log"
 
-# Life of a run, in order; the last three are final.
-STATES = ("starting", "loading_model", "training", "saving", "finished", "failed", "stopped")
+# Life of a run, in order; the last three are final. A run whose devices were taken waits `queued` first.
+QUEUED = "queued"
+STATES = (QUEUED, "starting", "loading_model", "training", "saving", "finished", "failed", "stopped")
 # What readers report for a folder they cannot read (permissions, a status.json that is not
 # UTF-8 JSON); no trainer writes it. Nothing runs there as far as they can tell, so it counts as final.
 UNREADABLE = "unreadable"
@@ -139,6 +155,14 @@ def read_config(run_dir: str | os.PathLike) -> dict:
 def read_status(run_dir: str | os.PathLike) -> dict:
     """The run's status.json as a dict ({} when the run has not written one, or it cannot be read)."""
     return _object_or_empty(read_json(Path(run_dir) / STATUS_FILE, default={}))
+
+
+def read_run(run_dir: str | os.PathLike) -> dict:
+    """Everything a reader of the whole run wants at once (a report): `config`, `status`, and the
+    `metrics` and `completions` records as written (a resumed run's repeated steps included)."""
+    run_dir = Path(run_dir)
+    return {"config": read_config(run_dir), "status": read_status(run_dir),
+            "metrics": read_jsonl(run_dir / METRICS_FILE), "completions": read_jsonl(run_dir / COMPLETIONS_FILE)}
 
 
 def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:
@@ -313,6 +337,14 @@ def run_dir_in(runs_dir: str | os.PathLike | None, run_id: Any) -> Path:
     return path
 
 
+def picked_run_dir(runs_dir: str | os.PathLike | None, run_id: Any) -> Path | None:
+    """`run_dir_in` for a picker's value: None when nothing is picked or the id names no run folder there (any more)."""
+    try:
+        return run_dir_in(runs_dir, run_id) if run_id else None
+    except RunIdError:
+        return None
+
+
 def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
     """Run folders (those with a config.json, and folders that cannot be looked into), newest first."""
     base = runs_root(root)
@@ -320,6 +352,55 @@ def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
         return []
     dirs = [p for p in base.iterdir() if is_run_dir(p)]
     return sorted(dirs, key=lambda p: p.name, reverse=True)
+
+
+@contextmanager
+def queue_lock(root: str | os.PathLike) -> Iterator[None]:
+    """Hold the runs folder's queue lock: two launches (or a launch and the dispatcher) check and claim in turn.
+
+    fcntl.flock on `.queue.lock`: the kernel releases it when its holder dies,
+    so a killed process never leaves the queue locked.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / QUEUE_LOCK_FILE, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def hold_dispatcher_lock(root: str | os.PathLike) -> IO | None:
+    """The open, locked `.queue-dispatcher.lock` (closing it lets go), or None while another process holds it.
+
+    The launcher takes it and hands it to the dispatcher it starts, so there is
+    no moment at which a dispatcher runs without holding it.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    handle = open(root / DISPATCHER_LOCK_FILE, "ab")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def dispatcher_running(root: str | os.PathLike) -> bool:
+    """Whether a process holds the folder's dispatcher lock (a dispatcher is alive).
+
+    Read from the kernel's table of locks (/proc/locks), without taking the
+    lock: a look must never make a launcher think a dispatcher runs.
+    """
+    try:
+        info = os.stat(Path(root) / DISPATCHER_LOCK_FILE)
+    except FileNotFoundError:
+        return False
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    with open("/proc/locks", encoding="ascii") as table:  # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+        return any(fields[1] == "FLOCK" and fields[5] == device for fields in map(str.split, table))
 
 
 def request_stop(run_dir: str | os.PathLike) -> None:
@@ -391,11 +472,16 @@ def checkpoint_complete(path: str | os.PathLike) -> bool:
 
 
 def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
-    """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out)."""
+    """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out).
+
+    Only folders of the run itself: a `checkpoint-N` link that leads out of
+    the run folder (into another run, anywhere) is not one of its checkpoints.
+    """
     found = []
+    real_run_dir = Path(run_dir).resolve()
     for path in Path(run_dir).glob("checkpoint-*"):
         step = path.name.removeprefix("checkpoint-")
-        if step.isdigit() and checkpoint_complete(path):
+        if step.isdigit() and path.resolve().parent == real_run_dir and checkpoint_complete(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
 

@@ -29,6 +29,7 @@ from typing import Any
 from workbench.errors import WorkbenchError
 from workbench.spec.cluster import DEFAULT_PORT, DISTRIBUTED_BACKENDS
 from workbench.spec.generation import GENERATIONS, SERVER_GENERATIONS, TRL_MODES
+from workbench.spec.trackers import REPORT_TO
 
 LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -162,6 +163,13 @@ class RunConfig:
     gradient_checkpointing: bool = setting(
         False,
         "Recompute activations to save memory; costs time, useless for small models on CPU.",
+    )
+    report_to: list[str] = setting(
+        [],
+        "Trackers that also receive TRL's metrics, written inside the run folder and offline: tensorboard "
+        "(`tensorboard --logdir runs/<id>/tensorboard`), trackio (`TRACKIO_DIR=runs/<id>/trackio trackio show`). "
+        "Empty: none; the run folder is the record either way.",
+        choices=REPORT_TO,
     )
     # hardware
     device: str = setting("auto", 'auto (GPUs when present, else CPU), cpu, or cuda.', choices=DEVICES)
@@ -538,22 +546,26 @@ def _plan_problems(cfg: RunConfig) -> tuple[list[ConfigProblem], Any]:
             for error in result.errors], result
 
 
-def _data_problems(cfg: RunConfig) -> list[ConfigProblem]:
-    from workbench.spec import datasets_io, rewards, tasks
+def _data_problems(cfg: RunConfig, import_reward_file: bool = True) -> list[ConfigProblem]:
+    from workbench.spec import columns, datasets_io, rewards, tasks
 
     problems = []
+    data_columns = None  # the dataset's columns, when it can be read
     if cfg.task not in tasks.TASKS and not cfg.dataset_path:
         problems.append(ConfigProblem("task", f"unknown task {cfg.task!r}",
                                       f"choose one of {', '.join(tasks.TASKS)}, or give dataset_path"))
+    elif not cfg.dataset_path:
+        data_columns = list(columns.first_rows(cfg.task, seed=cfg.seed, count=1)[0])
     if cfg.dataset_path:
         try:
-            datasets_io.check_dataset_path(cfg.dataset_path)
+            data_columns = datasets_io.check_dataset_path(cfg.dataset_path)
         except ValueError as exc:
             problems.append(_problem_from("dataset_path", exc))
     extra = {}
     if cfg.reward_file:
         try:
-            extra = rewards.load_reward_file(cfg.reward_file)
+            extra = rewards.load_reward_file(cfg.reward_file) if import_reward_file else \
+                rewards.read_reward_file(cfg.reward_file)
         except rewards.RewardError as exc:
             problems.append(_problem_from("reward_file", exc))
     names = reward_names_for(cfg)
@@ -562,6 +574,10 @@ def _data_problems(cfg: RunConfig) -> list[ConfigProblem]:
             rewards.get_reward(name, extra)
         except rewards.RewardError as exc:
             problems.append(_problem_from("reward_names", exc))
+    if data_columns is not None:
+        source = f"dataset_path {Path(cfg.dataset_path).name}" if cfg.dataset_path else f"the {cfg.task} task's data"
+        problems += [ConfigProblem(*found) for found in
+                     columns.missing_problems(data_columns, columns.reward_needs(names, extra), source)]
     if not names and (cfg.task in tasks.TASKS or cfg.dataset_path):
         problems.append(ConfigProblem("reward_names", "no reward function is chosen",
                                       f"name at least one of {', '.join(rewards.REWARDS)}"))
@@ -593,6 +609,12 @@ def reward_weights_for(cfg: RunConfig) -> list[float]:
         if task and getattr(task, "reward_weights", None):
             return [float(w) for w in task.reward_weights]
     return [1.0] * len(reward_names_for(cfg))
+
+
+def _tracker_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    from workbench.spec import trackers
+
+    return [ConfigProblem(*found) for found in trackers.problems(cfg.report_to)]
 
 
 def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
@@ -637,21 +659,29 @@ MAX_NAME_BYTES = 255
 PATH_FIELDS = ("model", "dataset_path", "reward_file")
 
 
+def path_problem(name: str, value: str) -> ConfigProblem | None:
+    """The problem with path field `name` when no file system could hold `value` (looking it up would raise)."""
+    value = value or ""
+    if len(value) > MAX_PATH_CHARS or any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES
+                                          for part in value.split("/")):
+        return ConfigProblem(name, f"is not a usable path ({len(value)} characters; at most "
+                                   f"{MAX_PATH_CHARS}, and {MAX_NAME_BYTES} bytes per folder or file name)",
+                             "give the path of an existing file or folder")
+    return None
+
+
 def _path_problems(cfg: RunConfig) -> list[ConfigProblem]:
     """Path fields no file system could hold (checked first: looking such a path up raises)."""
-    problems = []
-    for name in PATH_FIELDS:
-        value = getattr(cfg, name) or ""
-        if len(value) > MAX_PATH_CHARS or any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES
-                                              for part in value.split("/")):
-            problems.append(ConfigProblem(name, f"is not a usable path ({len(value)} characters; at most "
-                                                f"{MAX_PATH_CHARS}, and {MAX_NAME_BYTES} bytes per folder or file name)",
-                                          "give the path of an existing file or folder"))
-    return problems
+    return [problem for name in PATH_FIELDS if (problem := path_problem(name, getattr(cfg, name))) is not None]
 
 
-def validate_config(cfg: RunConfig) -> list[ConfigProblem]:
-    """Every problem with `cfg`, cheaply: nothing loads, nothing trains."""
+def validate_config(cfg: RunConfig, import_reward_file: bool = True) -> list[ConfigProblem]:
+    """Every problem with `cfg`, cheaply: nothing loads, nothing trains.
+
+    `import_reward_file` False: a reward file is read, never run (its function
+    names parsed from the source), for a process that must not run a user's
+    code: the dashboard of a shared server. The training process imports it.
+    """
     from workbench.spec.models import ModelError, check_model
 
     path_problems = _path_problems(cfg)
@@ -664,14 +694,15 @@ def validate_config(cfg: RunConfig) -> list[ConfigProblem]:
         check_model(cfg.model)
     except ModelError as exc:
         problems.append(_problem_from("model", exc))
-    problems += _data_problems(cfg)
+    problems += _data_problems(cfg, import_reward_file)
+    problems += _tracker_problems(cfg)
     problems += _hardware_problems(cfg)
     return problems
 
 
-def check_config(cfg: RunConfig) -> None:
-    """Raise ConfigError (field, rule, fix for each problem) when `cfg` cannot run."""
-    problems = validate_config(cfg)
+def check_config(cfg: RunConfig, import_reward_file: bool = True) -> None:
+    """Raise ConfigError (field, rule, fix for each problem) when `cfg` cannot run (see validate_config)."""
+    problems = validate_config(cfg, import_reward_file)
     if problems:
         plan = _plan_problems(cfg)[1] if not _number_problems(cfg) else None
         raise ConfigError(problems, plan)

@@ -30,14 +30,24 @@ class DatasetError(WorkbenchError):
     """A dataset file that cannot be used; the message names the path, the rule and a fix."""
 
 
-def check_dataset_path(path: str | Path) -> None:
-    """Refuse, cheaply, a dataset a run could not use: missing, wrong format, empty, no usable `prompt`."""
+def check_dataset_path(path: str | Path) -> list[str]:
+    """Refuse, cheaply, a dataset a run could not use: missing, wrong format, empty, no usable `prompt`.
+
+    Returns its columns (those of the first row, as `datasets` reads them).
+    """
     path = _existing(path)
-    rows = list(islice(_iter_rows(path), CHECK_ROWS)) if path.is_file() else None
-    if rows is None:  # a datasets folder: opening it memory-maps the arrow files, no copy
-        dataset = _load_folder(path)
-        rows = dataset.select(range(min(CHECK_ROWS, len(dataset)))).to_list()
+    rows = first_rows(path, CHECK_ROWS)
     _check_rows(path, rows)
+    return list(rows[0])
+
+
+def first_rows(path: str | Path, count: int) -> list[dict]:
+    """The first `count` rows as they are stored (unchecked); DatasetError when the file cannot be read."""
+    path = _existing(path)
+    if path.is_file():
+        return list(islice(_iter_rows(path), count))
+    dataset = _load_folder(path)  # a datasets folder: opening it memory-maps the arrow files, no copy
+    return dataset.select(range(min(count, len(dataset)))).to_list()
 
 
 def load_user_dataset(path: str | Path):

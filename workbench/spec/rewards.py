@@ -11,7 +11,8 @@ TRL names each function's metric `rewards/<__name__>/mean`, so factories give
 the functions they build a meaningful `__name__`.
 
 Also here: `load_reward_file` (a person's own reward functions from a Python
-file), `score` (try rewards on hand-written completions before training) and
+file; `read_reward_file` reads them from its source without running it),
+`score` (try rewards on hand-written completions before training) and
 `check_reward_output` / `guard_reward` (a reward that raises, returns the
 wrong count, returns nothing usable call after call, or hangs past its time
 limit fails with the function's name). Pure standard library.
@@ -19,6 +20,7 @@ limit fails with the function's name). Pure standard library.
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import inspect
@@ -29,6 +31,7 @@ import sys
 import threading
 import traceback
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -101,11 +104,15 @@ def _column(name: str, function_name: str, values: Any, n: int) -> list:
     return list(values)
 
 
-def _named(func: Callable, name: str, doc: str | None = None) -> Callable:
+def _named(func: Callable, name: str, doc: str | None = None, needs: tuple[str, ...] = (),
+           optional: tuple[str, ...] = ()) -> Callable:
+    """Name a built reward (TRL's metric key) and declare the dataset columns it needs and those it reads if present."""
     func.__name__ = name
     func.__qualname__ = name
     if doc:
         func.__doc__ = doc
+    func.needs_columns = needs
+    func.optional_columns = optional
     return func
 
 
@@ -132,7 +139,7 @@ def exact_answer() -> RewardFunc:
             1.0 if normalise_answer(extract_answer(t)) == normalise_answer(a) else 0.0 for t, a in zip(texts, answers)
         ]
 
-    return _named(reward, "exact_answer", exact_answer.__doc__)
+    return _named(reward, "exact_answer", exact_answer.__doc__, needs=("answer",))
 
 
 def numeric_answer(tolerance: float = 1e-6) -> RewardFunc:
@@ -151,7 +158,7 @@ def numeric_answer(tolerance: float = 1e-6) -> RewardFunc:
             scores.append(1.0 if got is not None and abs(got - want) <= tolerance else 0.0)
         return scores
 
-    return _named(reward, "numeric_answer", numeric_answer.__doc__)
+    return _named(reward, "numeric_answer", numeric_answer.__doc__, needs=("answer",))
 
 
 def brevity(max_chars: int = 200) -> RewardFunc:
@@ -186,6 +193,7 @@ def length_target(target_chars: int = 100) -> RewardFunc:
         reward,
         "length_target",
         f"1 - |characters - {target_chars}| / {target_chars}, clipped at 0 (a `target_chars` column overrides it).",
+        optional=("target_chars",),
     )
 
 
@@ -209,7 +217,7 @@ def keyword_presence(keywords: Iterable[str] | None = None) -> RewardFunc:
             scores.append(hits / len(words))
         return scores
 
-    return _named(reward, "keyword_presence", keyword_presence.__doc__)
+    return _named(reward, "keyword_presence", keyword_presence.__doc__, needs=() if fixed is not None else ("keywords",))
 
 
 def _keyword_list(value: Any) -> list[str]:
@@ -261,6 +269,28 @@ def describe_rewards(rewards: dict[str, RewardFunc] | None = None) -> dict[str, 
     return {name: ((inspect.getdoc(f) or "").splitlines() or [""])[0] for name, f in (rewards or REWARDS).items()}
 
 
+# What TRL passes every reward besides the dataset's columns.
+TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
+
+
+def reward_columns(func: Callable) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(columns the reward needs, columns it reads when present).
+
+    Built-in rewards declare them (`needs_columns`, `optional_columns`); a
+    function of a reward file may declare them the same way, else its
+    signature tells: a parameter beyond TRL's own is a column, needed when it
+    has no default.
+    """
+    if hasattr(func, "needs_columns"):
+        return tuple(func.needs_columns), tuple(getattr(func, "optional_columns", ()))
+    needs, optional = [], []
+    for param in inspect.signature(func).parameters.values():
+        if param.name in TRL_ARGUMENTS or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            continue
+        (needs if param.default is param.empty else optional).append(param.name)
+    return tuple(needs), tuple(optional)
+
+
 def get_reward(name: str, extra: dict[str, RewardFunc] | None = None) -> RewardFunc:
     """The reward called `name`: from `extra` (a user's file) first, then the built-ins."""
     available = {**REWARDS, **(extra or {})}
@@ -275,13 +305,7 @@ def get_reward(name: str, extra: dict[str, RewardFunc] | None = None) -> RewardF
 # ---------------------------------------------------------------- user reward files
 
 
-def load_reward_file(path: str | Path) -> dict[str, RewardFunc]:
-    """Import a Python file and return its public reward functions by name.
-
-    A public reward function is a function defined in that file, whose name does
-    not start with "_", and that accepts `completions` as a keyword (by name or
-    through **kwargs) - so helper functions with other signatures are left out.
-    """
+def _reward_path(path: str | Path) -> Path:
     path = Path(path).expanduser()
     if not path.is_file():
         raise RewardFileError(
@@ -290,6 +314,32 @@ def load_reward_file(path: str | Path) -> dict[str, RewardFunc]:
         )
     if path.suffix != ".py":
         raise RewardFileError(f"reward_file: '{path}' is not a .py file; reward functions must live in a Python file")
+    return path
+
+
+def _syntax_error(path: Path, exc: SyntaxError) -> RewardFileError:
+    return RewardFileError(
+        f"reward_file '{path}' does not import: syntax error on line {exc.lineno}: {exc.msg}; fix that line"
+    )
+
+
+def _no_function_error(path: Path) -> RewardFileError:
+    return RewardFileError(
+        f"reward_file '{path}' defines no reward function; define e.g. "
+        f"`def my_reward(prompts, completions, **kwargs): return [1.0 for _ in completions]`"
+    )
+
+
+def load_reward_file(path: str | Path) -> dict[str, RewardFunc]:
+    """Import a Python file and return its public reward functions by name.
+
+    A public reward function is a function defined in that file, whose name does
+    not start with "_", and that accepts `completions` as a keyword (by name or
+    through **kwargs) - so helper functions with other signatures are left out.
+    Importing runs the file's code: a process that must not run it (the
+    dashboard of a shared server) reads the names with `read_reward_names`.
+    """
+    path = _reward_path(path)
     module_name = f"workbench_user_rewards_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
@@ -298,9 +348,7 @@ def load_reward_file(path: str | Path) -> dict[str, RewardFunc]:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
-        raise RewardFileError(
-            f"reward_file '{path}' does not import: syntax error on line {exc.lineno}: {exc.msg}; fix that line"
-        ) from None
+        raise _syntax_error(path, exc) from None
     except BaseException as exc:  # any error while the user's code runs, reported without a traceback
         sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
@@ -319,11 +367,82 @@ def load_reward_file(path: str | Path) -> dict[str, RewardFunc]:
         and _accepts_completions(func)
     }
     if not functions:
-        raise RewardFileError(
-            f"reward_file '{path}' defines no reward function; define e.g. "
-            f"`def my_reward(prompts, completions, **kwargs): return [1.0 for _ in completions]`"
-        )
+        raise _no_function_error(path)
     return functions
+
+
+# Longest reward file read without running it: code, not data (the parse runs on every Setup keystroke).
+MAX_REWARD_SOURCE_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class RewardSource:
+    """A reward function as its file's source states it, never run: its name and the columns it asks for.
+
+    `needs_columns` / `optional_columns` are what `reward_columns` reads, so
+    the column checks treat it as they treat a loaded function.
+    """
+
+    name: str
+    needs_columns: tuple[str, ...] = ()
+    optional_columns: tuple[str, ...] = ()
+
+
+def read_reward_file(path: str | Path) -> dict[str, RewardSource]:
+    """The reward functions a Python file defines, read from its source without running any of it.
+
+    The same rule as `load_reward_file`, applied to the file's top-level
+    `def`s (`ast`, nothing imported or executed): public names whose
+    parameters include `completions` or `**kwargs`; the columns each needs
+    come from its signature as `reward_columns` reads them. A file that does
+    not parse is refused as one that does not import; what only running it
+    would show (a missing package, an error at import, `needs_columns` set in
+    code) surfaces in the training process, where the file runs.
+    """
+    path = _reward_path(path)
+    info = path.stat()
+    if info.st_size > MAX_REWARD_SOURCE_BYTES:
+        raise RewardFileError(f"reward_file '{path}' is {info.st_size / 1e6:.1f} MB; a reward file is code, at most "
+                              f"{MAX_REWARD_SOURCE_BYTES / 1e6:.0f} MB: move data it reads into the dataset")
+    return {found.name: found for found in _rewards_in_source(str(path), info.st_mtime_ns, info.st_size)}
+
+
+def read_reward_names(path: str | Path) -> list[str]:
+    """The names of the reward functions a file defines, read without running it (see read_reward_file)."""
+    return list(read_reward_file(path))
+
+
+@functools.lru_cache(maxsize=32)
+def _rewards_in_source(path: str, mtime_ns: int, size: int) -> tuple[RewardSource, ...]:
+    """The reward functions in the file as it is at (`mtime_ns`, `size`): parsed once per version."""
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except SyntaxError as exc:
+        raise _syntax_error(Path(path), exc) from None
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # unreadable, NUL bytes, absurdly nested
+        raise RewardFileError(f"reward_file '{path}' cannot be read as Python ({type(exc).__name__}); "
+                              "save it as a plain UTF-8 .py file") from None
+    found = tuple(_reward_source(node) for node in tree.body
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"))
+    found = tuple(reward for reward in found if reward is not None)
+    if not found:
+        raise _no_function_error(Path(path))
+    return found
+
+
+def _reward_source(node: ast.FunctionDef | ast.AsyncFunctionDef) -> RewardSource | None:
+    """The reward a top-level `def` defines (None when it takes no `completions`): its columns from its signature."""
+    args = node.args
+    positional = [*args.posonlyargs, *args.args]
+    # defaults belong to the last positional parameters; kw_defaults holds None for a keyword without one
+    defaulted = {arg.arg for arg in positional[len(positional) - len(args.defaults):]} | \
+        {arg.arg for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
+    names = [arg.arg for arg in (*positional, *args.kwonlyargs)]
+    if args.kwarg is None and "completions" not in names:
+        return None
+    columns = [name for name in names if name not in TRL_ARGUMENTS]
+    return RewardSource(node.name, tuple(c for c in columns if c not in defaulted),
+                        tuple(c for c in columns if c in defaulted))
 
 
 def _accepts_completions(func: Callable) -> bool:

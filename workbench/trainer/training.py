@@ -33,6 +33,7 @@ from workbench.spec.config import (
     trl_vllm_settings,
 )
 from workbench.spec.generation import SERVER_GENERATIONS
+from workbench.spec import trackers
 from workbench.spec.hardware import runs_on_cpu
 from workbench.trainer import vllm_rollout
 from workbench.trainer.recorder import (
@@ -105,7 +106,11 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
 
     return GRPOConfig(
         output_dir=str(run_dir),
-        report_to="none",  # the run folder is the record; no W&B, no TensorBoard
+        # the run folder is the record; trackers the config names get TRL's metrics too, written inside it
+        report_to=list(cfg.report_to) or "none",
+        run_name=run_dir.name,
+        project=trackers.TRACKIO_PROJECT,
+        trackio_static_space_id=False,  # trackio stays local: no Space is made or synced, ever
         disable_tqdm=not show_progress,
         save_strategy="steps",
         logging_steps=cfg.logging_steps,
@@ -228,6 +233,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
                  show_progress: bool = False) -> int:
     """Train `cfg` writing `run_dir`; returns the process exit code (0 finished or stopped, 1 failed)."""
     run_dir = Path(run_dir).resolve()
+    point_trackers_at(cfg.report_to, run_dir)  # before TRL loads: it imports trackio, which reads TRACKIO_DIR once
     is_main = _is_main_process()
     if is_main:  # the other ranks write nothing: on another machine the folder may not even be shared
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -278,6 +284,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
             processing_class=tokenizer,
             peft_config=build_lora_config(cfg),
         )
+        check_trackers_point_at(cfg.report_to, run_dir)
         if cfg.generation == "vllm-server":
             vllm_rollout.attach(trainer, cfg, run_dir, link)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
@@ -322,6 +329,26 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         status.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
+
+
+def point_trackers_at(report_to: list[str], run_dir: Path) -> None:
+    """Send the trackers of `report_to` into the run folder, and trackio nowhere else (this process's environment)."""
+    settings, removed = trackers.environment(report_to, run_dir)
+    os.environ.update(settings)
+    for name in removed:
+        os.environ.pop(name, None)
+
+
+def check_trackers_point_at(report_to: list[str], run_dir: Path) -> None:
+    """Refuse a run whose trackio was imported (by an earlier run in this process) with another folder."""
+    if "trackio" not in report_to or "trackio.utils" not in sys.modules:
+        return
+    wanted = run_dir / trackers.TRACKIO_DIR
+    found = Path(sys.modules["trackio.utils"].TRACKIO_DIR)
+    if found != wanted:
+        raise RuntimeError(f"report_to trackio: trackio was loaded in this process with TRACKIO_DIR {found}, not "
+                           f"{wanted}; start the run in a process of its own (`python -m workbench train` or the "
+                           "launcher)")
 
 
 def wait_for_server(cfg: RunConfig, run_dir: Path, status: StatusWriter):

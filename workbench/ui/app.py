@@ -12,11 +12,14 @@ Gradio 6 takes the theme and the CSS when the app is served, not in
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 from pathlib import Path
 
 import gradio as gr
 
+from workbench.errors import WorkbenchError
 from workbench.jobs.runfolder import runs_root
 from workbench.ui.context import UIContext
 
@@ -103,9 +106,14 @@ def launch_options(app: gr.Blocks | None = None) -> dict:
     return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8"), "js": page_js(scripts)}
 
 
-def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
-    """Build the app; nothing starts until it is served (`server.serve`)."""
-    ctx = UIContext(runs_dir=runs_root(runs_dir))
+def build_app(runs_dir: str | Path | None = None, users: dict | None = None) -> gr.Blocks:
+    """Build the app; nothing starts until it is served (`server.serve`).
+
+    `users`: the accounts (access.users.load_users) when it is served with
+    sign-in; then each user sees and controls their own runs (an admin all)
+    and takes dataset and reward files only from their uploads folder.
+    """
+    ctx = UIContext(runs_dir=runs_root(runs_dir), users=dict(users or {}))
     with gr.Blocks(title="GRPO Workbench", analytics_enabled=False) as app:
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):
@@ -117,10 +125,38 @@ def build_app(runs_dir: str | Path | None = None) -> gr.Blocks:
                     module.build(ctx)
                 tabs[label] = tab
         _poll_only_where_seen(ctx, tabs)
+    for block_fn in app.fns.values():
+        if block_fn.fn is not None:
+            block_fn.fn = refusals_as_messages(block_fn.fn)
     # What serving needs besides the Blocks: the tabs' page scripts and JSON routes (server.serve).
     app.page_scripts = list(ctx.page_scripts)
     app.api_routes = dict(ctx.api_routes)
     return app
+
+
+def refusals_as_messages(fn):
+    """`fn`, with a refusal it lets through (a WorkbenchError: field, rule, fix) shown as Gradio's message.
+
+    Handlers show the refusals they expect in their own panels; this catches
+    the rest (a value no widget can send but a crafted request can, such as a
+    NaN slider), which Gradio would otherwise answer with a bare "Error".
+    """
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def streaming(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except WorkbenchError as exc:
+                raise gr.Error(str(exc), print_exception=False) from exc
+        return streaming
+
+    @functools.wraps(fn)
+    def answering(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except WorkbenchError as exc:
+            raise gr.Error(str(exc), print_exception=False) from exc
+    return answering
 
 
 def _poll_only_where_seen(ctx: UIContext, tabs: dict) -> None:

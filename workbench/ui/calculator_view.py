@@ -29,20 +29,6 @@ SUGGESTION_SLOTS = 4
 HEATMAP_MIN_SPAN = 16
 HEATMAP_MAX_SPAN = 64
 
-# (Plan attribute, what it means) for the numbers table, in reading order.
-NUMBER_ROWS = (
-    ("generation_batch_size", "completions generated per round", "generation_batch_size"),
-    ("prompts_per_generation", "unique prompts per round (each sampled G times)", "generation_batch_size / num_generations"),
-    ("steps_per_generation", "optimizer micro-steps fed by one round", "steps_per_generation"),
-    ("completions_per_step", "completions per optimizer step (all processes)", "batch x processes x grad. accumulation"),
-    ("prompts_per_step", "prompt groups per optimizer step", "completions per step / G"),
-    ("steps_per_epoch", "optimizer steps per epoch", "needs dataset_size"),
-    ("total_steps", "optimizer steps in the run", "what trainer.state.global_step reaches"),
-    ("prompts_dropped_per_epoch", "prompts dropped each epoch", "dataset_size mod prompts per round"),
-    ("max_generated_tokens_per_step", "tokens generated per step at most", "completions per step x max_completion_length"),
-)
-
-
 # Optional inputs a number field shows as 0 when unset: gradio's number field
 # displays an empty value as 0, so 0 is what "unset" looks like on the page.
 UNSET_WHEN_ZERO = ("steps_per_generation", "generation_batch_size", "num_generations_eval", "dataset_size")
@@ -115,24 +101,15 @@ def badge_html(view: PlanView) -> str:
     )
 
 
-def _format_number(value) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.2f}".rstrip("0").rstrip(".")
-    return f"{value:,}"
-
-
 def numbers_html(view: PlanView) -> str:
     """The plan's numbers as a two-column table (blank dashes where TRL cannot know them)."""
     if view.plan is None:
         return '<p class="wb-empty">Numbers appear once every field holds a valid value.</p>'
     rows = []
-    for attr, meaning, how in NUMBER_ROWS:
-        value = getattr(view.plan, attr)
+    for meaning, how, number in view.plan.numbers():
         rows.append(
             f'<tr><td class="wb-what">{escape(meaning)}<br><small>{escape(how)}</small></td>'
-            f'<td class="wb-num">{_format_number(value)}</td></tr>'
+            f'<td class="wb-num">{number}</td></tr>'
         )
     return f'<table class="wb-numbers">{"".join(rows)}</table>'
 

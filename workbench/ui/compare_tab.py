@@ -6,7 +6,9 @@ side" starts `python -m workbench sample` processes (see workbench/jobs/probes.p
 so this page never waits on a model: a timer shows the answers as they come,
 and Cancel kills the sampling process. The UI process itself never imports
 torch. The job lives in this browser session's `gr.State`; closing the
-session cancels it.
+session cancels it. On a dashboard with accounts the run picker holds the
+runs the user may see, and each event checks the run id (and the checkpoint,
+one of that run's own) again on the server (owners_view.run_dir_for).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from pathlib import Path
 
 import gradio as gr
 
+from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
 from workbench.jobs import probes, runfolder
-from workbench.ui import compare_view
+from workbench.ui import compare_view, owners_view
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
@@ -54,28 +57,30 @@ def build(ctx: UIContext) -> None:
                     apply_default_css=False, elem_id="wb-compare-table")
     timer = gr.Timer(TICK_SECONDS, active=False)
 
-    def run_dir(run_id) -> Path | None:
-        """The run's folder when the id (from the browser) names one inside the runs folder."""
-        try:
-            return runfolder.run_dir_in(runs_dir, run_id) if run_id else None
-        except runfolder.RunIdError:
-            return None
+    def run_dir(viewer: Viewer, run_id) -> Path | None:
+        """The run's folder when the id (from the browser) names one inside the runs folder that `viewer` may see."""
+        return owners_view.picked_run_dir_for(runs_dir, run_id, viewer)
 
-    def checkpoint_choices(run_id: str | None, current: str | None = None) -> gr.Dropdown:
-        folder = run_dir(run_id)
+    def run_ids(viewer: Viewer) -> list[str]:
+        return [path.name for path in owners_view.visible_run_dirs(runs_dir, viewer)]
+
+    def checkpoint_choices(viewer: Viewer, run_id: str | None, current: str | None = None) -> gr.Dropdown:
+        folder = run_dir(viewer, run_id)
         labels = [label for label, _ in probes.list_checkpoints(folder)] if folder else []
         value = current if current in labels else (labels[-1] if labels else None)
         return gr.Dropdown(choices=labels, value=value)
 
-    def pick_run(run_id: str | None) -> dict:
-        folder = run_dir(run_id)
+    def pick_run(viewer: Viewer, run_id: str | None) -> dict:
+        folder = run_dir(viewer, run_id)
         config = runfolder.read_config(folder) if folder else {}
-        return {checkpoint: checkpoint_choices(run_id), prompts_box: "\n".join(probes.default_prompts(config))}
+        return {checkpoint: checkpoint_choices(viewer, run_id),
+                prompts_box: "\n".join(probes.default_prompts(config))}
 
-    def on_load():
-        ids = [path.name for path in runfolder.list_run_dirs(runs_dir)]
+    def on_load(request: gr.Request):
+        viewer = ctx.viewer(request)
+        ids = run_ids(viewer)
         run_id = ids[0] if ids else None
-        return {run_picker: gr.Dropdown(choices=ids, value=run_id), **pick_run(run_id)}
+        return {run_picker: gr.Dropdown(choices=ids, value=run_id), **pick_run(viewer, run_id)}
 
     def job_outputs(job: probes.ProbeJob | None) -> dict:
         running = job is not None and not job.finished
@@ -83,22 +88,26 @@ def build(ctx: UIContext) -> None:
                 answer_button: gr.Button(interactive=not running),
                 progress: compare_view.progress_html(compare_view.progress_text(job)), table: compare_view.compare_html(job)}
 
-    def on_answer(run_id, checkpoint_label, prompts_text, tokens, job):
+    def on_answer(request: gr.Request, run_id, checkpoint_label, prompts_text, tokens, job):
         if job is not None and job.process is not None:
             probes.cancel_job(job)
         try:
             if not run_id:
                 raise probes.ProbeError("Run: pick a run first; its base model answers on the left")
-            folder = runfolder.run_dir_in(runs_dir, run_id)  # RunIdError names the field and the fix
+            # RunIdError names the field and the fix; sampling writes into the run folder, so: control
+            folder = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
             prompts = probes.parse_prompts(prompts_text)
             config = runfolder.read_config(folder)
-            chosen = dict(probes.list_checkpoints(folder))
-            side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label in chosen else None
+            chosen = dict(probes.list_checkpoints(folder))  # only the run's own checkpoint-N and adapter folders
+            if checkpoint_label and (not isinstance(checkpoint_label, str) or checkpoint_label not in chosen):
+                raise probes.ProbeError(field="checkpoint", rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint "
+                                        f"of run {folder.name}", fix="pick one from the list")
+            side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label else None
             new_job = probes.advance_job(probes.plan_job(folder, config, side, prompts, int(tokens)))
         except WorkbenchError as exc:  # ProbeError and sampling's own checks name the field and the fix
             text = str(exc)
-            return {**job_outputs(None), progress: compare_view.progress_html(text if text.startswith(("Run:", "Probe"))
-                                                                 else f"Not started: {text}")}
+            return {**job_outputs(None), progress: compare_view.progress_html(
+                text if text.startswith(("Run:", "Probe")) else f"Not started: {text}")}
         return job_outputs(new_job)
 
     def on_tick(job):
@@ -113,13 +122,20 @@ def build(ctx: UIContext) -> None:
     # Answer, tick and Cancel take turns (one queue, one at a time): a tick that read the job just
     # before a Cancel must not write the still-running job back over the cancelled one.
     job_queue = dict(concurrency_id="compare-job", concurrency_limit=1)
+    def on_pick(request: gr.Request, run_id: str | None) -> dict:
+        return pick_run(ctx.viewer(request), run_id)
+
+    def on_picker_focus(request: gr.Request, current: str | None) -> gr.Dropdown:
+        return gr.Dropdown(choices=run_ids(ctx.viewer(request)), value=current)
+
+    def on_checkpoint_focus(request: gr.Request, run_id: str | None, current: str | None) -> gr.Dropdown:
+        return checkpoint_choices(ctx.viewer(request), run_id, current)
+
     ctx.blocks.load(on_load, outputs=[run_picker, checkpoint, prompts_box], show_progress="hidden")
-    run_picker.input(pick_run, inputs=[run_picker], outputs=[checkpoint, prompts_box], show_progress="hidden")
-    run_picker.focus(lambda current: gr.Dropdown(choices=[p.name for p in runfolder.list_run_dirs(runs_dir)],
-                                                 value=current),
-                     inputs=[run_picker], outputs=[run_picker], show_progress="hidden")
+    run_picker.input(on_pick, inputs=[run_picker], outputs=[checkpoint, prompts_box], show_progress="hidden")
+    run_picker.focus(on_picker_focus, inputs=[run_picker], outputs=[run_picker], show_progress="hidden")
     # Checkpoints appear while a run trains: list them again whenever the list is opened.
-    checkpoint.focus(checkpoint_choices, inputs=[run_picker, checkpoint], outputs=[checkpoint],
+    checkpoint.focus(on_checkpoint_focus, inputs=[run_picker, checkpoint], outputs=[checkpoint],
                      show_progress="hidden")
     answer_button.click(on_answer, inputs=[run_picker, checkpoint, prompts_box, max_new_tokens, job_state],
                         outputs=outputs, show_progress="hidden", **job_queue)

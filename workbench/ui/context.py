@@ -4,7 +4,9 @@ Tabs are built one after another inside one `gr.Blocks`; a later tab that
 needs an earlier tab's components (the Train tab's Launch button reads the
 Setup tab's settings) finds them here. Nothing in it outlives the build: run
 state always comes from the run folders, so a reload or a second browser tab
-sees the same runs.
+sees the same runs. The accounts are here too: each event asks `viewer(request)`
+who it comes from, and shows and does only what that person may
+(workbench/access/owners.py).
 """
 
 from __future__ import annotations
@@ -13,10 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.access import owners, uploads
+
 
 @dataclass
 class UIContext:
     runs_dir: Path
+    # The accounts (name -> access.users.User); empty for an open dashboard (loopback, no sign-in).
+    users: dict[str, Any] = field(default_factory=dict)
     # The gr.Blocks being built, for `ctx.blocks.load(...)`; set by build_app.
     blocks: Any = None
     # Components by name, registered by the tab that made them.
@@ -34,3 +40,23 @@ class UIContext:
 
     def register(self, **components: Any) -> None:
         self.components.update(components)
+
+    @property
+    def shared(self) -> bool:
+        """The dashboard has accounts: runs are per user, files come from each user's uploads."""
+        return bool(self.users)
+
+    def viewer(self, request: Any) -> owners.Viewer:
+        """Who an event comes from (`request`: gradio's Request, or None), by its signed-in name."""
+        return self.viewer_named(getattr(request, "username", None))
+
+    def viewer_named(self, name: str | None) -> owners.Viewer:
+        return owners.viewer_for(name, self.users)
+
+    def uploads_of(self, viewer: owners.Viewer) -> Path | None:
+        """The viewer's uploads folder on a shared dashboard; None on an open one (paths work as typed)."""
+        return uploads.uploads_dir(self.runs_dir, viewer.name) if self.shared else None
+
+    def uploads_for(self, request: Any) -> Path | None:
+        """The uploads folder of the user an event comes from (None on an open dashboard)."""
+        return self.uploads_of(self.viewer(request))

@@ -1,32 +1,38 @@
-"""The Runs tab's pure parts: one summary row per run, and the diff of run configs.
+"""The Runs tab's pure parts: one summary row per run, the diff of run configs, a run's report.
 
 Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
 status plus its model and task), read from the run folders every time, so two
 browser tabs, a reload or a restarted app see the same runs. The final reward
 comes from the last lines of `metrics.jsonl`, read from its end, so a long run
-costs no more to list than a short one. The runs overlaid for comparison are
-read as they grow (`read_run_metrics`), and a run's completions through the
-index of where each step's lines lie (`jobs.jsonl_cache`): a run of 640,000
-completions shows a step by parsing that step's lines only.
+costs no more to list than a short one. A run waiting in the GPU queue shows
+its place and what it waits for in the state column: `queued #2 — waits for
+GPU 0 (run X)`. The runs overlaid for comparison are read as they grow
+(`read_run_metrics`), and a run's completions through the index of where each
+step's lines lie (`jobs.jsonl_cache`): a run of 640,000 completions shows a
+step by parsing that step's lines only.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.insight import report
 from workbench.insight.figures import metrics_frame
 from workbench.insight.resumed import merge_metrics
-from workbench.jobs import jsonl_cache, runfolder
+from workbench.jobs import jsonl_cache, probes, runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
-from workbench.jobs.runfolder import LOST, UNREADABLE, last_metric
+from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE, last_metric
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
+# On a dashboard with accounts: who launched each run (an admin's table holds everyone's).
+SHARED_COLUMNS = ("run", "owner", *COLUMNS[1:])
 
 
 def metrics_of_run(run_dir: str | Path) -> list[dict]:
@@ -102,8 +108,11 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     state = entry.get("state") or "unknown"
     if runs_elsewhere(entry):
         state = f"{state} on {entry['host']}"
+    if state == QUEUED:
+        state = queued_text(entry)
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
+        "owner": entry.get("owner") or "—",
         "state": state,
         "model": entry.get("model") or "",
         "task": task,
@@ -115,6 +124,13 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     }
 
 
+def queued_text(entry: dict) -> str:
+    """`queued #2 — waits for GPU 0 (run X)` from a `list_runs()` entry of a queued run."""
+    position = entry.get("queue_position")
+    text = f"{QUEUED} #{position}" if position else QUEUED
+    return f"{text} — waits for {entry['waits_for']}" if entry.get("waits_for") else text
+
+
 def runs_folder_note(runs_dir: str | Path) -> str:
     """Where the table reads runs from, and how runs of other machines get there."""
     return (f"Runs folder: {runs_dir}. Runs on other machines (a cluster bundle's) show here when their run "
@@ -123,9 +139,9 @@ def runs_folder_note(runs_dir: str | Path) -> str:
             f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request).")
 
 
-def runs_rows(summaries: Iterable[dict]) -> list[list[Any]]:
-    """Summaries as table rows in COLUMNS order."""
-    return [[summary[column] for column in COLUMNS] for summary in summaries]
+def runs_rows(summaries: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> list[list[Any]]:
+    """Summaries as table rows in `columns` order (COLUMNS, or SHARED_COLUMNS with the owner)."""
+    return [[summary[column] for column in columns] for summary in summaries]
 
 
 def config_diff(configs: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
@@ -159,3 +175,22 @@ def _show(value: Any) -> str:
     if value == "" or value is None:
         return "(empty)"
     return str(value)
+
+
+def write_report(run_dir: str | Path, download_root: str | Path | None = None) -> tuple[Path, Path]:
+    """Write the run's report into its folder (report.html) and a copy to download; returns both paths.
+
+    Gradio hands the browser only files under the working folder or the system's
+    temporary folder, and a runs folder may lie anywhere, so the copy goes to
+    `download_root/<run id>/<run id>-report.html` (the temporary folder by default;
+    the next report of the run replaces it).
+    """
+    run_dir = Path(run_dir)
+    contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
+                                  **runfolder.read_run(run_dir))
+    page = report.build_report(contents).encode("utf-8")
+    written = run_dir / runfolder.REPORT_FILE
+    runfolder.replace_file(written, page)
+    copy = Path(download_root or tempfile.gettempdir()) / "workbench-reports" / run_dir.name / f"{run_dir.name}-report.html"
+    runfolder.replace_file(copy, page)
+    return written, copy

@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 
 import gradio as gr
-from fastapi import Depends, HTTPException, Request
+from fastapi import HTTPException, Request
 
 # Seconds Gradio's queue sleeps between looks at an empty queue (its default is 0.001).
 QUEUE_IDLE_SLEEP_S = 0.02
@@ -137,7 +137,9 @@ def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
 
     `blocks.api_routes` (path -> handler, from ui/app.build_app) become GET
     routes beside the app: small JSON answers the page's own scripts ask for,
-    behind the same sign-in as the app when `auth` is given.
+    behind the same sign-in as the app when `auth` is given. A handler is
+    called as `handler(user, query)`: the signed-in name (None without
+    sign-in) and the query parameters, so it answers only what that user may see.
     """
     import fastapi
     import uvicorn
@@ -151,12 +153,14 @@ def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
         api.add_middleware(RouteTimer, paths=routes)
     mounted: dict = {}
 
-    def signed_in(request: Request) -> None:
-        require_sign_in(mounted["app"], request)
+    def route(handler):
+        def answer(request: Request):
+            return handler(require_sign_in(mounted["app"], request), request.query_params)
+        return answer
 
     # Added before the app is mounted: the mount at "" would otherwise answer these paths itself.
     for path, handler in routes.items():
-        api.add_api_route(path, handler, methods=["GET"], dependencies=[Depends(signed_in)])
+        api.add_api_route(path, route(handler), methods=["GET"])
     api = gr.mount_gradio_app(api, blocks, path="", server_name=host, server_port=port, **mount_options)
     mounted["app"] = next(route.app for route in api.routes if getattr(route, "path", None) == "")
     quiet_queue(blocks)
@@ -164,15 +168,18 @@ def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
     uvicorn.run(api, host=host, port=port, log_level="warning")
 
 
-def require_sign_in(gradio_app, request: Request) -> None:
-    """Refuse (401) a request without the session cookie of a signed-in user, when the app has sign-in.
+def require_sign_in(gradio_app, request: Request) -> str | None:
+    """The signed-in user's name; 401 without the session cookie of one, when the app has sign-in.
 
     The same rule as gradio's own routes (its `login_check`): the cookie
-    gradio sets at sign-in names a token it keeps in `gradio_app.tokens`.
+    gradio sets at sign-in names a token it keeps in `gradio_app.tokens`,
+    which maps it to the user's name. None when the app has no sign-in.
     """
     if gradio_app.auth is None and gradio_app.auth_dependency is None:
-        return
+        return None
     token = request.cookies.get(f"access-token-{gradio_app.cookie_id}") or \
         request.cookies.get(f"access-token-unsecure-{gradio_app.cookie_id}")
-    if gradio_app.tokens.get(token) is None:
+    user = gradio_app.tokens.get(token)
+    if user is None:
         raise HTTPException(status_code=401, detail="Not signed in")
+    return user

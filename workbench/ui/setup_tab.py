@@ -9,12 +9,22 @@ argument list the launch runs; "Smoke test" starts one real step in the
 background and a timer reports its outcome, so the page never blocks.
 
 For the Train tab this tab registers `ctx.config_inputs` (its inputs, the
-hardware state last), `ctx.config_from_values(*values) -> RunConfig` and
-`ctx.components["plan_valid"]`, a hidden checkbox that is True only when the
-batch plan is valid and nothing else stops a launch.
+hardware state last), `ctx.config_from_values(*values, uploads=None) -> RunConfig`
+and `ctx.components["plan_valid"]`, a hidden checkbox that is True only when
+the batch plan is valid and nothing else stops a launch.
+
+On a dashboard with accounts the tab has "Your files": uploads into the
+user's folder, the only place dataset_path and reward_file may point to
+(ui/uploads_view.py). The chosen reward file's code is shown, read-only,
+and is never imported here: checks read its source, and only the training
+process runs it.
 """
 
 from __future__ import annotations
+
+import typing
+from html import escape
+from pathlib import Path
 
 import gradio as gr
 import psutil
@@ -37,6 +47,7 @@ from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARDS, describe_rewards, score
 from workbench.spec.tasks import TASKS
+from workbench.spec.trackers import REPORT_TO
 from workbench.ui.calculator_view import apply_changes, warnings_html
 from workbench.ui.setup_view import (
     BATCH_FIELDS,
@@ -49,12 +60,14 @@ from workbench.ui.setup_view import (
     VLLM_FIELDS,
     command_text,
     config_from_form,
+    data_preview_html,
     error_view,
     gpu_choices,
     hardware_html,
     memory_html,
     parse_columns,
     parse_completions,
+    preview_from_form,
     preview_run_dir,
     problems_html,
     scores_html,
@@ -63,12 +76,12 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view
+from workbench.ui import export_view, files_panel, owners_view, uploads_view
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
-           "generation": GENERATIONS}
+           "generation": GENERATIONS, "report_to": REPORT_TO}
 REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
@@ -101,23 +114,39 @@ def _free_bytes(cfg: RunConfig, hardware: dict) -> tuple[int | None, str]:
     return (min(g.free_mb for g in chosen) * 2**20 if chosen else None), "cuda"
 
 
-def config_from_values(*values) -> RunConfig:
-    """The RunConfig of the Setup tab's values (ctx.config_inputs order); raises ConfigError naming the field."""
+def config_from_values(*values, uploads: Path | None = None) -> RunConfig:
+    """The RunConfig of the Setup tab's values (ctx.config_inputs order); raises ConfigError naming the field.
+
+    `uploads`: the user's uploads folder on a shared dashboard: dataset_path
+    and reward_file must name files there (and become their absolute paths).
+    """
     *form_values, hardware = values
     gpus = _gpus(hardware)
-    return config_from_form(dict(zip(FORM_KEYS, form_values)), gpus_present=bool(gpus),
-                            all_gpu_ids=tuple(g.index for g in gpus))
+    cfg = config_from_form(dict(zip(FORM_KEYS, form_values)), gpus_present=bool(gpus),
+                           all_gpu_ids=tuple(g.index for g in gpus))
+    if uploads is None:
+        return cfg
+    cfg, problems = uploads_view.confine_to_uploads(cfg, uploads)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
 
 
-def update_plan(*values) -> list:
-    """Every live output of the tab: plan panel, notes, memory, problems, and plan_valid."""
+def update_plan(*values, uploads: Path | None = None) -> list:
+    """Every live output of the tab: plan panel, notes, memory, problems, and plan_valid.
+
+    `uploads`: as in config_from_values; then the reward file is read, never imported.
+    """
     try:
         cfg = config_from_values(*values)
     except ConfigError as exc:
         view = error_view(exc)
         return [*render_plan_panel(view, with_heatmap=False), problems_html(exc.problems), "", False]
+    problems = []
+    if uploads is not None:
+        cfg, problems = uploads_view.confine_to_uploads(cfg, uploads)
     view = setup_plan_view(cfg, task_dataset_size(cfg.task) if not cfg.dataset_path else None)
-    problems = validate_config(cfg)
+    problems += validate_config(cfg, import_reward_file=uploads is None)
     free, device = _free_bytes(cfg, values[-1])
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
@@ -141,6 +170,8 @@ def _setting(name: str, value):
     info = FIELD_HELP.get(name)
     if name == "steps_per_generation":
         info, value = f"{info} 0 leaves it unset.", value or 0
+    if name in CHOICES and typing.get_origin(kind) is list:  # several of the choices: report_to
+        return gr.CheckboxGroup(choices=list(CHOICES[name]), value=value, label=name, info=info)
     if name in CHOICES:
         return gr.Dropdown(choices=list(CHOICES[name]), value=value, label=name, info=info)
     if kind is bool:
@@ -162,7 +193,7 @@ def _rows(form: dict, names, defaults: dict, per_row: int = 3) -> None:
 
 def apply_task(task_name: str) -> list:
     """On choosing a task: its description, its rewards and weights, and the settings it presets."""
-    task = TASKS.get(task_name)
+    task = TASKS.get(task_name) if isinstance(task_name, str) else None
     if task is None:
         return [gr.update()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS))
     weights = dict(zip(task.reward_names, task.reward_weights))
@@ -174,12 +205,19 @@ def apply_task(task_name: str) -> list:
     return [f"**{task.title}.** {task.description}", *reward_updates, *settings]
 
 
-def try_rewards(prompt: str, completions_text: str, columns_text: str, *values) -> str:
-    """Score typed completions with the chosen reward functions and weights, as the trainer would."""
+def try_rewards(prompt: str, completions_text: str, columns_text: str, *values, uploads: Path | None = None) -> str:
+    """Score typed completions with the chosen reward functions and weights, as the trainer would.
+
+    On a shared dashboard (`uploads` given) a reward file is never run here: only built-in rewards are tried.
+    """
     try:
-        cfg = config_from_values(*values)
+        cfg = config_from_values(*values, uploads=uploads)
     except ConfigError as exc:
-        return f'<p class="wb-warn-line">{exc}</p>'
+        return f'<p class="wb-warn-line">{escape(str(exc))}</p>'
+    if uploads is not None and cfg.reward_file:
+        return ('<p class="wb-warn-line">reward_file: on this shared dashboard a reward file\'s code runs only in '
+                "the training process, never in the dashboard; the Smoke test (1 step) tries it. Clear reward_file "
+                "to try the built-in rewards here.</p>")
     completions = parse_completions(completions_text)
     if not completions:
         return '<p class="wb-warn-line">completions: type at least one, one per line.</p>'
@@ -190,8 +228,14 @@ def try_rewards(prompt: str, completions_text: str, columns_text: str, *values) 
         results = score(cfg.reward_names, prompt or "", completions, weights=cfg.reward_weights,
                         reward_file=cfg.reward_file or None, **columns)
     except WorkbenchError as exc:
-        return f'<p class="wb-warn-line">{exc}</p>'
+        return f'<p class="wb-warn-line">{escape(str(exc))}</p>'
     return scores_html(results, cfg.reward_names)
+
+
+def preview_data(*values, uploads: Path | None = None) -> str:
+    """The data preview of the Setup tab's values (ctx.config_inputs order); `uploads` as in config_from_values."""
+    *form_values, _hardware = values
+    return data_preview_html(preview_from_form(dict(zip(FORM_KEYS, form_values)), uploads))
 
 
 def example_from_task(task_name: str) -> tuple[str, str]:
@@ -237,9 +281,14 @@ def build(ctx) -> None:
             with gr.Row():
                 form["task"] = gr.Dropdown(choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
                                            value=defaults["task"], label="task", info=FIELD_HELP["task"])
-                form["dataset_path"] = gr.Textbox(value="", label="dataset_path", info=FIELD_HELP["dataset_path"],
-                                                  placeholder="optional: data/my_prompts.jsonl")
+                form["dataset_path"] = gr.Textbox(
+                    value="", label="dataset_path", info=FIELD_HELP["dataset_path"],
+                    placeholder="optional: a file from your uploads (Your files, below)" if ctx.shared
+                    else "optional: data/my_prompts.jsonl")
             task_text = gr.Markdown(apply_task(defaults["task"])[0], elem_classes=["wb-note"])
+            with gr.Accordion("The data: first rows, and the columns the rewards read", open=True):
+                first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
+                data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
             task = TASKS[defaults["task"]]
             weights = dict(zip(task.reward_names, task.reward_weights))
             names = list(REWARDS)
@@ -256,7 +305,9 @@ def build(ctx) -> None:
                 gr.Markdown("\n".join(f"- `{n}`: {d}" for n, d in describe_rewards().items()),
                             elem_classes=["wb-note"])
             form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
-                                             placeholder="optional: my_rewards.py")
+                                             placeholder="optional: a .py file from your uploads (Your files, below)"
+                                             if ctx.shared else "optional: my_rewards.py")
+            files_panel.build(ctx, form["dataset_path"], form["reward_file"])
             with gr.Accordion("Try the rewards on your own completions", open=False):
                 with gr.Row():
                     try_prompt = gr.Textbox(label="prompt", value="What is the capital of France?", scale=2)
@@ -307,7 +358,11 @@ def build(ctx) -> None:
 
     inputs = [form[key] for key in FORM_KEYS] + [hardware]
     outputs = [badge, *buttons, suggestions, warnings, numbers, problems, memory, plan_valid]
-    gr.on(None, fn=update_plan, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="always_last")
+
+    def live_plan(request: gr.Request, *values) -> list:
+        return update_plan(*values, uploads=ctx.uploads_for(request))
+
+    gr.on(None, fn=live_plan, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="always_last")
 
     settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
     for index, button in enumerate(buttons):
@@ -317,7 +372,20 @@ def build(ctx) -> None:
     form["task"].change(apply_task, inputs=form["task"],
                         outputs=[task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
                         show_progress="hidden")
-    score_button.click(try_rewards, inputs=[try_prompt, try_completions, try_columns, *inputs], outputs=scores_box)
+    # The preview follows what decides the rows and the columns the rewards read.
+    preview_triggers = [form[name].change for name in ("task", "dataset_path", "reward_file", "seed")]
+    preview_triggers += [form[f"use_{name}"].change for name in REWARDS]
+
+    def live_preview(request: gr.Request, *values) -> str:
+        return preview_data(*values, uploads=ctx.uploads_for(request))
+
+    gr.on(preview_triggers, fn=live_preview, inputs=inputs, outputs=data_preview, show_progress="hidden",
+          trigger_mode="always_last")
+
+    def on_score(request: gr.Request, prompt, completions_text, columns_text, *values) -> str:
+        return try_rewards(prompt, completions_text, columns_text, *values, uploads=ctx.uploads_for(request))
+
+    score_button.click(on_score, inputs=[try_prompt, try_completions, try_columns, *inputs], outputs=scores_box)
     example_button.click(example_from_task, inputs=form["task"], outputs=[try_prompt, try_columns])
 
     def refresh_hardware():
@@ -329,9 +397,9 @@ def build(ctx) -> None:
     ctx.blocks.load(refresh_hardware, outputs=[hardware, hardware_box, form["gpu_ids"], form["vllm_gpu_ids"]],
                     show_progress="hidden")
 
-    def preview(*values):
+    def preview(request: gr.Request, *values):
         try:
-            cfg = config_from_values(*values)
+            cfg = config_from_values(*values, uploads=ctx.uploads_for(request))
         except ConfigError as exc:
             return f"Cannot build the command: {exc}"
         run_dir = preview_run_dir(cfg, ctx.runs_dir)
@@ -340,25 +408,32 @@ def build(ctx) -> None:
 
     preview_button.click(preview, inputs=inputs, outputs=command, show_progress="hidden")
 
-    def start_smoke(*values):
+    def start_smoke(request: gr.Request, *values):
+        viewer = ctx.viewer(request)
         try:
-            run_id = launcher.smoke_test(config_from_values(*values), ctx.runs_dir)
+            run_id = launcher.smoke_test(config_from_values(*values, uploads=ctx.uploads_of(viewer)), ctx.runs_dir,
+                                         owner=viewer.name, import_reward_file=not ctx.shared)
         except ConfigError as exc:
             return None, problems_html(exc.problems), gr.Timer(active=False)
         return run_id, smoke_result_html({"state": "starting", "run_id": run_id}), gr.Timer(active=True)
 
-    def poll_smoke(run_id):
+    def poll_smoke(request: gr.Request, run_id):
         if not run_id:
             return gr.skip(), gr.Timer(active=False)
-        status = launcher.status(run_id, ctx.runs_dir)
+        read_status = owners_view.status_reader(launcher.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
+        try:
+            status = read_status(runfolder.run_dir_in(ctx.runs_dir, run_id))
+        except runfolder.RunIdError:  # deleted meanwhile (the Runs tab)
+            return gr.skip(), gr.Timer(active=False)
         final = status.get("state") in runfolder.FINAL_STATES
         return smoke_result_html(status), gr.Timer(active=not final)
 
-    def export(*values):
+    def export(request: gr.Request, *values):
         try:
-            cfg = export_view.cluster_config(config_from_values(*values[len(cluster):]), *values[:len(cluster)])
+            cfg = config_from_values(*values[len(cluster):], uploads=ctx.uploads_for(request))
+            cfg = export_view.cluster_config(cfg, *values[:len(cluster)])
             folder, run_id = export_view.bundle_folder(ctx.runs_dir, cfg)
-            written = bundle.write_bundle(cfg, folder, run_id)
+            written = bundle.write_bundle(cfg, folder, run_id, import_reward_file=not ctx.shared)
         except WorkbenchError as exc:
             return f"Cannot export: {exc}"
         return export_view.export_text(written.folder, written.run_id, written.commands, ctx.runs_dir)

@@ -15,10 +15,13 @@ from functools import lru_cache
 from html import escape
 from pathlib import Path
 
+from workbench.access.uploads import UploadError, path_in_uploads
 from workbench.calc import InputError
 from workbench.errors import WorkbenchError
 from workbench.jobs import runfolder
-from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, plan_for
+from workbench.spec.chat import prompt_text, transcript_text
+from workbench.spec.columns import DataPreview, preview
+from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, path_problem, plan_for
 from workbench.spec.hardware import GpuInfo
 from workbench.spec.rewards import REWARDS
 from workbench.ui.calculator_view import PlanView
@@ -30,7 +33,7 @@ OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta"
                     "scale_rewards", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
-              "gradient_checkpointing")
+              "gradient_checkpointing", "report_to")
 VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
                "vllm_tensor_parallel_size")
 SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS
@@ -50,9 +53,12 @@ def gpu_label(gpu: GpuInfo) -> str:
             f"{gpu.utilization}% busy")
 
 
+BUSY_NOTE = "held by a run: a launch on it waits in the queue"
+
+
 def gpu_choices(gpus: list[GpuInfo], busy: set[int]) -> list[tuple[str, int]]:
-    """(label, index) for GPUs a new run may take: those held by a running run are left out."""
-    return [(gpu_label(gpu), gpu.index) for gpu in gpus if gpu.index not in busy]
+    """(label, index) for every GPU; one a running run holds says that a launch on it waits in the queue."""
+    return [(gpu_label(gpu) + (f" ({BUSY_NOTE})" if gpu.index in busy else ""), gpu.index) for gpu in gpus]
 
 
 def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
@@ -63,7 +69,7 @@ def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
     rows = "".join(
         f"<tr><td>{gpu.index}</td><td>{escape(gpu.name)}</td><td class='wb-num'>{gpu.free_mb:,} / {gpu.total_mb:,} MB"
         f"</td><td class='wb-num'>{gpu.utilization}%</td>"
-        + ("<td class='wb-bad'>busy: another run of this workbench</td>" if gpu.index in busy
+        + (f"<td class='wb-bad'>{BUSY_NOTE}</td>" if gpu.index in busy
            else "<td class='wb-ok'>free</td>") + "</tr>"
         for gpu in gpus
     )
@@ -277,6 +283,9 @@ def smoke_result_html(status: dict) -> str:
             parts.append(f"<details><summary>end of train.log</summary><pre>{escape(str(tail)[-2000:])}</pre></details>")
         return f'<div class="wb-badge wb-badge-invalid">{"".join(parts)}</div>'
     step = status.get("step")
+    if state == "queued" and status.get("waits_for"):
+        return (f'<p class="wb-note">Smoke test queued at position {escape(str(status.get("queue_position")))}: '
+                f"it waits for {escape(str(status['waits_for']))} ... (run {run})</p>")
     return (f'<p class="wb-note">Smoke test {escape(state.replace("_", " "))}'
             + (f", step {step}" if step else "") + f" ... (run {run})</p>")
 
@@ -334,3 +343,78 @@ def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_
     table = (f'<details><summary>breakdown</summary><table class="wb-table"><tr><th>term</th><th>phase</th>'
              f"<th>memory</th></tr>{rows}</table></details>")
     return f'<div class="wb-memory">{head}{warn}{table}</div>'
+
+
+# ---------------------------------------------------------------- the chosen data and the columns rewards read
+
+CELL_CHARS = 90  # a preview cell longer than this is cut, with "…"
+
+
+def preview_from_form(form: dict, uploads: Path | None = None) -> DataPreview:
+    """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked).
+
+    `uploads`: the user's uploads folder on a shared dashboard: only files there are read, and the reward
+    file's columns come from its source, never from running it.
+    """
+    from workbench.spec.tasks import TASKS
+
+    task = form.get("task") or RunConfig().task
+    if not isinstance(task, str):  # only a hand-made request sends one
+        return DataPreview("the chosen task", error="task: is not text; pick a built-in task, or give dataset_path")
+    paths = {name: _text(form.get(name)) for name in ("dataset_path", "reward_file")}
+    for name, value in paths.items():
+        problem = path_problem(name, value)
+        if problem is not None:  # too long to look up: the plan panel names it too
+            return DataPreview(f"that {name}", error=str(problem))
+        if uploads is not None:
+            try:
+                paths[name] = path_in_uploads(value, uploads, name)
+            except UploadError as exc:  # nothing outside the user's uploads is read
+                return DataPreview(f"that {name}", error=str(exc))
+    names = reward_choice(form)[0] or (list(TASKS[task].reward_names) if task in TASKS else [])
+    seed = form.get("seed")
+    seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
+    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=uploads is None)
+
+
+def _cell(value) -> str:
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(map(str, value))  # e.g. keywords
+    else:  # a chat prompt of one message reads as its text; longer ones as `role: content` lines
+        text = prompt_text(value) if isinstance(value, list) and len(value) == 1 else transcript_text(value)
+    text = " ".join(text.split())
+    return escape(text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…")
+
+
+def data_preview_html(data: DataPreview) -> str:
+    """A small table of the first rows (text escaped and cut), which reward reads which column, and a warning
+    for each column a chosen reward needs that the data lacks."""
+    lines = []
+    for need in data.rewards:
+        if not need.needs and not need.optional:
+            lines.append(f"<li><code>{escape(need.reward)}</code> reads no column (only the completion)</li>")
+            continue
+        parts = [f"needs <code>{escape(c)}</code> " + ("<span class='wb-ok'>✓</span>" if c in data.columns or data.error
+                                                         else "<span class='wb-bad'>missing</span>")
+                 for c in need.needs]
+        parts += [f"reads <code>{escape(c)}</code> when present" + ("" if c in data.columns or data.error
+                                                                    else " (absent here: it uses its default)")
+                  for c in need.optional]
+        lines.append(f"<li><code>{escape(need.reward)}</code> {'; '.join(parts)}</li>")
+    needs = f"<ul class='wb-reward-columns'>{''.join(lines)}</ul>" if lines else ""
+    if data.error:
+        error = data.error if len(data.error) <= 600 else data.error[:599] + "…"
+        return f'<div class="wb-data-preview"><p class="wb-warn-line">{escape(error)}</p>{needs}</div>'
+    warnings = "".join(
+        f'<p class="wb-warn-line"><b>{escape(reward)}</b> needs the column <code>{escape(column)}</code> and '
+        f"{escape(data.source)} has none: add it (one value per prompt), or untick {escape(reward)}.</p>"
+        for reward, column in data.missing)
+    read = {c for need in data.rewards for c in need.needs + need.optional}
+    head = "".join(f"<th>{escape(c)}" + (" <span class='wb-ok'>(read by a reward)</span>" if c in read else "")
+                   + "</th>" for c in data.columns)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in data.columns) + "</tr>"
+                   for row in data.rows)
+    intro = (f"<p class='wb-note'>First {len(data.rows)} rows of {escape(data.source)}. Every column but "
+             f"<code>prompt</code> reaches the reward functions, one value per completion.</p>")
+    return (f'<div class="wb-data-preview">{intro}{warnings}<table class="wb-table"><tr>{head}</tr>{body}</table>'
+            f"{needs}</div>")

@@ -18,6 +18,13 @@ What the page knows lives in this browser session's
 `gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
 browser's localStorage (`gr.BrowserState`) so a reload re-attaches to it.
 Nothing about runs is kept in the process: two tabs see the same run folders.
+A launch whose devices another run holds waits in the GPU queue: the bar then
+shows its position and what it waits for, and Stop takes it out of the queue.
+
+On a dashboard with accounts every event asks who it comes from: the picker,
+the newest run to follow and the change route hold only runs that user may
+see, and Launch, Stop and Resume check the run's owner again on the server
+(workbench/access/owners.py); a launched run records its user as its owner.
 """
 
 from __future__ import annotations
@@ -27,12 +34,13 @@ from dataclasses import replace
 
 import gradio as gr
 
+from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
 from workbench.insight import figures
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import launcher, runfolder
-from workbench.ui import server_view, train_view
+from workbench.ui import owners_view, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 from workbench.ui.widgets import figure_payload
@@ -126,6 +134,8 @@ def build(ctx: UIContext) -> None:
     runs_dir = ctx.runs_dir
     # Figures, alarms and groups as drawn for a read of a run's files, for every page showing it.
     drawn = train_view.Drawn()
+    # The launcher's status (a dead process shows as failed), with a queued run's place in the GPU queue.
+    read_status = launcher.status_with_queue_place
 
     # ------------------------------------------------------------ rendering
 
@@ -196,68 +206,83 @@ def build(ctx: UIContext) -> None:
         return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
                 completions: drawn.get(("groups", *train_view.completions_read(watch), step), draw)}
 
-    def picker_update(run_id: str | None) -> gr.Dropdown:
-        choices = [path.name for path in runfolder.list_run_dirs(runs_dir)]
+    def picker_update(viewer: Viewer, run_id: str | None) -> gr.Dropdown:
+        choices = [path.name for path in owners_view.visible_run_dirs(runs_dir, viewer)]
         return gr.Dropdown(choices=choices, value=run_id if run_id in choices else None)
 
-    def attach(run_id: str | None, newest_known: str | None, smooth: float, more_open: bool = False,
-               with_more: bool = True) -> dict:
+    def signature_of(viewer: Viewer, run_id: str | None) -> str:
+        """The change signature over the runs `viewer` may see (the change route's, for the same viewer)."""
+        return train_view.change_signature(runs_dir, run_id, status_for(viewer),
+                                           owners_view.visible_run_dirs(runs_dir, viewer))
+
+    def status_for(viewer: Viewer):
+        """The status reader for `viewer`: a queued run's place, naming only runs they may see."""
+        return owners_view.status_reader(read_status, runs_dir, viewer)
+
+    def visible_entries(viewer: Viewer) -> list[dict]:
+        return owners_view.visible_entries(launcher.list_runs(runs_dir), viewer)
+
+    def attach(viewer: Viewer, run_id: str | None, newest_known: str | None, smooth: float,
+               more_open: bool = False, with_more: bool = True) -> dict:
         """Start following `run_id`: read all it wrote so far and draw everything (More metrics' figures when
         that section is open and `with_more`)."""
         watch = replace(train_view.start_watching(runs_dir, run_id, newest_known), more_metrics_open=more_open,
-                        signature=train_view.change_signature(runs_dir, run_id, launcher.status_of_dir))
-        watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
+                        signature=signature_of(viewer, run_id))
+        watch, changes = train_view.poll_run(watch, runs_dir, status_for(viewer))
         out = render(watch, None, smooth, changes, full=True, with_more=with_more)
         out[pinned_state] = None
-        out[run_picker] = picker_update(run_id)
+        out[run_picker] = picker_update(viewer, run_id)
         return out
 
     # ------------------------------------------------------------ events
 
-    def on_load(remembered_run: str | None, smooth: float):
-        entries = launcher.list_runs(runs_dir)
+    def on_load(request: gr.Request, remembered_run: str | None, smooth: float):
+        viewer = ctx.viewer(request)
+        entries = visible_entries(viewer)
         run_id = train_view.choose_run([(e["run_id"], e) for e in entries], remembered_run)
-        out = attach(run_id, entries[0]["run_id"] if entries else None, smooth)
+        out = attach(viewer, run_id, entries[0]["run_id"] if entries else None, smooth)
         out[remembered] = run_id
         return out
 
-    def on_refresh(watch: train_view.RunWatch, pinned: int | None, smooth: float):
-        run_ids = [path.name for path in runfolder.list_run_dirs(runs_dir)]
+    def on_refresh(request: gr.Request, watch: train_view.RunWatch, pinned: int | None, smooth: float):
+        viewer = ctx.viewer(request)
+        run_ids = [path.name for path in owners_view.visible_run_dirs(runs_dir, viewer)]
         if watch.run_id and watch.run_id not in run_ids:  # deleted from the Runs tab or another tab
-            entries = launcher.list_runs(runs_dir)
-            out = attach(train_view.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known, smooth,
-                         watch.more_metrics_open, with_more=False)
+            entries = visible_entries(viewer)
+            out = attach(viewer, train_view.choose_run([(e["run_id"], e) for e in entries], None), watch.newest_known,
+                         smooth, watch.more_metrics_open, with_more=False)
             out[notice] = notice_html(f"Run {watch.run_id} was deleted.", "info")
             return out
         before = watch.newest_known
         switch_to, newest_known = train_view.new_run_to_follow(run_ids, watch)
         if switch_to:
-            out = attach(switch_to, newest_known, smooth, watch.more_metrics_open, with_more=False)
+            out = attach(viewer, switch_to, newest_known, smooth, watch.more_metrics_open, with_more=False)
             out[remembered] = switch_to
             return out
         # Taken before reading: what lands meanwhile changes the signature, so the page asks again.
-        signature = train_view.change_signature(runs_dir, watch.run_id, launcher.status_of_dir)
+        signature = signature_of(viewer, watch.run_id)
         if newest_known != watch.newest_known:
             watch = replace(watch, newest_known=newest_known)
-        new_watch, changes = train_view.poll_run(watch, runs_dir, launcher.status_of_dir)
+        new_watch, changes = train_view.poll_run(watch, runs_dir, status_for(viewer))
         if not changes.anything and signature == watch.signature:
             return {watch_state: new_watch} if newest_known != before else gr.skip()
         new_watch = replace(new_watch, signature=signature)
         out = render(new_watch, pinned, smooth, changes, with_more=False)
         if changes.status:
-            out[run_picker] = picker_update(new_watch.run_id)
+            out[run_picker] = picker_update(viewer, new_watch.run_id)
         if changes.metrics and not watch.metrics:  # the "first points appear once..." note has come true
             out[notice] = notice_html("")
         return out
 
-    def on_pick(run_id: str | None, watch: train_view.RunWatch, smooth: float):
+    def on_pick(request: gr.Request, run_id: str | None, watch: train_view.RunWatch, smooth: float):
         if not run_id or run_id == watch.run_id:
             return gr.skip()
+        viewer = ctx.viewer(request)
         try:
-            runfolder.run_dir_in(runs_dir, run_id)  # the id comes from the browser
+            owners_view.run_dir_for(runs_dir, run_id, viewer)  # the id comes from the browser
         except runfolder.RunIdError as exc:
             return {notice: notice_html(str(exc))}
-        out = attach(run_id, watch.newest_known, smooth, watch.more_metrics_open)
+        out = attach(viewer, run_id, watch.newest_known, smooth, watch.more_metrics_open)
         out[remembered] = run_id
         out[notice] = notice_html("")
         return out
@@ -287,43 +312,64 @@ def build(ctx: UIContext) -> None:
         out[pinned_state] = pinned
         return out
 
-    def on_launch(watch: train_view.RunWatch, smooth: float, *setup_values):
+    def on_launch(request: gr.Request, watch: train_view.RunWatch, smooth: float, *setup_values):
         if ctx.config_from_values is None:
             return {notice: notice_html("Set up the run in the Setup tab first.")}
+        viewer = ctx.viewer(request)
         try:
-            config = ctx.config_from_values(*setup_values)
-            run_id = launcher.start(config, runs_dir)
+            # on a shared dashboard: dataset and reward files only from this user's uploads
+            config = ctx.config_from_values(*setup_values, uploads=ctx.uploads_of(viewer))
+            run_id = launcher.start(config, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared)
         except WorkbenchError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
             return {notice: notice_html(f"Not launched:\n{exc}")}
-        out = attach(run_id, run_id, smooth, watch.more_metrics_open)
+        out = attach(viewer, run_id, run_id, smooth, watch.more_metrics_open)
         out[remembered] = run_id
-        out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
-                                  f"and the first step is done.", "info")
+        place = launcher.queue_place(run_id, runs_dir)
+        if place:
+            waits_for = owners_view.waits_for_seen_by(viewer, runs_dir, place["waits_for"])
+            out[notice] = notice_html(f"Queued {run_id} at position {place['queue_position']}: it waits for "
+                                      f"{waits_for}. It starts by itself when that is free, with or "
+                                      "without this page open; Stop takes it out of the queue.", "info")
+        else:
+            out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
+                                      f"and the first step is done.", "info")
         return out
 
-    def on_stop(watch: train_view.RunWatch):
+    def on_stop(request: gr.Request, watch: train_view.RunWatch):
         if not watch.run_id:
             return
+        try:
+            owners_view.run_dir_for(runs_dir, watch.run_id, ctx.viewer(request), control=True)
+        except runfolder.RunIdError as exc:
+            yield {notice: notice_html(f"Not stopped: {exc}")}
+            return
+        queued = watch.status.get("state") == runfolder.QUEUED
         yield {stop_button: gr.Button(interactive=False),
-               notice: notice_html("Stopping: the trainer finishes its current step and saves the adapter…",
-                                   "info")}
+               notice: notice_html("Taking it out of the queue…" if queued else
+                                   "Stopping: the trainer finishes its current step and saves the adapter…", "info")}
         try:
             final = launcher.stop(watch.run_id, runs_dir, timeout=STOP_TIMEOUT_S)
         except launcher.LauncherError as exc:
             yield {notice: notice_html(str(exc))}
             return
-        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}.",
-                                   "info")}
+        note = f" ({final['note']})" if final.get("note") else ""
+        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}"
+                                   f"{note}.", "info")}
 
-    def on_resume(watch: train_view.RunWatch):
+    def on_resume(request: gr.Request, watch: train_view.RunWatch):
         if not watch.run_id:
             return gr.skip()
+        viewer = ctx.viewer(request)
         try:
-            launcher.resume(watch.run_id, runs_dir)
+            owners_view.run_dir_for(runs_dir, watch.run_id, viewer, control=True)
+            launcher.resume(watch.run_id, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared)
         except WorkbenchError as exc:  # LauncherError / ConfigError say what to do
             return {notice: notice_html(f"Not resumed: {exc}")}
         return {resume_button: gr.Button(interactive=False),
                 notice: notice_html(f"Resuming {watch.run_id} from its last checkpoint.", "info")}
+
+    def on_picker_focus(request: gr.Request, watch: train_view.RunWatch):
+        return picker_update(ctx.viewer(request), watch.run_id)
 
     load_outputs = [*view_outputs, remembered]
     ctx.blocks.load(on_load, inputs=[remembered, smoothing], outputs=load_outputs, show_progress="hidden")
@@ -334,8 +380,7 @@ def build(ctx: UIContext) -> None:
                        concurrency_limit=None, trigger_mode="once")
     run_picker.input(on_pick, inputs=[run_picker, watch_state, smoothing], outputs=[*load_outputs, notice],
                      show_progress="hidden")
-    run_picker.focus(lambda watch: picker_update(watch.run_id), inputs=[watch_state], outputs=[run_picker],
-                     show_progress="hidden")
+    run_picker.focus(on_picker_focus, inputs=[watch_state], outputs=[run_picker], show_progress="hidden")
     more_metrics.expand(lambda watch, smooth: on_more_metrics(watch, smooth, True), inputs=[watch_state, smoothing],
                         outputs=[watch_state, *plot_list], show_progress="hidden")
     more_metrics.collapse(lambda watch, smooth: on_more_metrics(watch, smooth, False),
@@ -355,5 +400,9 @@ def build(ctx: UIContext) -> None:
                           outputs=[launch_button], show_progress="hidden")
     ctx.register(train_run_picker=run_picker, train_launch=launch_button)
     ctx.page_scripts.append(train_view.WATCH_JS)
-    ctx.api_routes[f"/{train_view.CHANGES_ROUTE}"] = \
-        lambda run="": {"signature": train_view.change_signature(runs_dir, run or None, launcher.status_of_dir)}
+
+    def changes_route(user: str | None, query) -> dict:
+        """The page script's question: the signature of the run it shows, over the runs this user may see."""
+        return {"signature": signature_of(ctx.viewer_named(user), query.get("run") or None)}
+
+    ctx.api_routes[f"/{train_view.CHANGES_ROUTE}"] = changes_route

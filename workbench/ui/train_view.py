@@ -21,7 +21,8 @@ on, and asks for a redraw only when it differs from the one the progress bar
 was drawn from. Between steps that costs a few file stats, not an event.
 
 Also here: the progress numbers (step, total, elapsed, remaining) and their
-HTML, whose clock the page's script keeps moving, and the failure panel (hint,
+HTML, whose clock the page's script keeps moving (for a run waiting in the GPU
+queue: its position and what it waits for), and the failure panel (hint,
 error, tail of train.log). No gradio import.
 """
 
@@ -301,11 +302,13 @@ def status_signature(status: dict) -> tuple:
     """The parts of a status that change what the page shows (not the heartbeat)."""
     error = status.get("error")
     return (status.get("state"), status.get("step"), status.get("total_steps"),
-            status.get("pid"), repr(error) if error else None, repr(status.get("vllm")))
+            status.get("pid"), repr(error) if error else None, repr(status.get("vllm")),
+            status.get("queue_position"), status.get("waits_for"))
 
 
 def change_signature(runs_dir: str | Path, run_id: str | None,
-                     read_status: Callable[[Path], dict] = runfolder.read_status) -> str:
+                     read_status: Callable[[Path], dict] = runfolder.read_status,
+                     run_dirs: list[Path] | None = None) -> str:
     """A short hash of what the Train tab's view of `run_id` depends on; it changes when a redraw is due.
 
     It covers the newest run in the folder (a run started elsewhere), the size
@@ -313,9 +316,11 @@ def change_signature(runs_dir: str | Path, run_id: str | None,
     resume's rewrite) and the parts of its status the page shows. A few
     `stat` calls and one small JSON read: cheap enough to ask every second.
     A run id that is not a run folder of `runs_dir` (deleted, or not a plain
-    name) reads as gone, never as a path.
+    name) reads as gone, never as a path. `run_dirs`: the run folders the
+    page may see (owners_view.visible_run_dirs; default all of them), so
+    another user's run moves no one else's signature.
     """
-    run_dirs = runfolder.list_run_dirs(runs_dir)
+    run_dirs = runfolder.list_run_dirs(runs_dir) if run_dirs is None else run_dirs
     parts = [run_dirs[0].name if run_dirs else ""]
     run_dir = next((path for path in run_dirs if path.name == run_id), None) if run_id else None
     if run_dir is None:
@@ -363,6 +368,9 @@ class Progress:
     total_steps: int | None
     elapsed_s: float | None
     remaining_s: float | None
+    # A queued run's place in the GPU queue and what it waits for (launcher.status_with_queue_place).
+    queue_position: int | None = None
+    waits_for: str = ""
 
     @property
     def fraction(self) -> float:
@@ -392,7 +400,7 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
             per_step = elapsed / step
         if per_step is not None:
             remaining = per_step * (total - step)
-    return Progress(state, step, total, elapsed, remaining)
+    return Progress(state, step, total, elapsed, remaining, status.get("queue_position"), status.get("waits_for") or "")
 
 
 def seconds_per_step(metrics: list[dict]) -> float | None:
@@ -442,6 +450,7 @@ def format_duration(seconds: float | None) -> str:
 
 
 STATE_WORDS = {
+    "queued": "queued",
     "starting": "starting",
     "loading_model": "loading the model",
     "training": "training",
@@ -451,7 +460,8 @@ STATE_WORDS = {
     "stopped": "stopped",
     "unreadable": "unreadable",
 }
-STATE_COLOURS = {"finished": "#059669", "failed": "#dc2626", "stopped": "#d97706", "unreadable": "#dc2626"}
+STATE_COLOURS = {"queued": "#64748b", "finished": "#059669", "failed": "#dc2626", "stopped": "#d97706",
+                 "unreadable": "#dc2626"}
 
 PROGRESS_CSS = """
 .wb-progress { font-size: 0.92rem; color: #1e293b; }
@@ -479,7 +489,7 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
                 'Setup tab and press Launch.</span></div>')
     live = progress.state not in runfolder.FINAL_STATES
     clock = ""
-    if live and progress.elapsed_s is not None:
+    if live and progress.elapsed_s is not None and progress.state != runfolder.QUEUED:
         clock = f' data-elapsed="{progress.elapsed_s:.1f}"'
         if progress.remaining_s is not None:
             clock += f' data-remaining="{progress.remaining_s:.1f}"'
@@ -488,13 +498,18 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
     words = STATE_WORDS.get(progress.state, progress.state)
     left = "" if progress.remaining_s is None else \
         f' · about <span class="wb-progress-left">{format_duration(progress.remaining_s)}</span> left'
+    nums = (f'step {progress.step} / {total}'
+            f' · elapsed <span class="wb-progress-elapsed">{format_duration(progress.elapsed_s)}</span>{left}')
+    if progress.state == runfolder.QUEUED:  # nothing has run yet: where it stands in the queue instead
+        words += f", position {progress.queue_position}" if progress.queue_position else ""
+        nums = html.escape(f"waits for {progress.waits_for}; starts by itself when that is free"
+                           if progress.waits_for else "starts by itself when its devices are free")
     return (
         f'<div class="wb-progress" {attributes}{clock}>'
         '<div class="wb-progress-head">'
         f'<span class="wb-progress-run">{html.escape(run_id)}</span>'
         f'<span class="wb-progress-state" style="color:{colour}">{html.escape(words)}</span>'
-        f'<span class="wb-progress-nums">step {progress.step} / {total}'
-        f' · elapsed <span class="wb-progress-elapsed">{format_duration(progress.elapsed_s)}</span>{left}</span>'
+        f'<span class="wb-progress-nums">{nums}</span>'
         '</div>'
         f'<div class="wb-progress-track" role="progressbar" aria-valuemin="0" '
         f'aria-valuemax="{progress.total_steps or 0}" aria-valuenow="{progress.step}">'

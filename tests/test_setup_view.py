@@ -1,0 +1,63 @@
+"""The Setup tab's pure parts: busy GPUs stay choosable and a queued smoke test says why (the GPU queue);
+the data preview's first rows escaped and cut, which reward reads which column, the warning."""
+
+from __future__ import annotations
+
+import json
+
+from workbench.spec.hardware import GpuInfo
+from workbench.ui import setup_view
+from workbench.ui.setup_view import CELL_CHARS, data_preview_html, preview_from_form
+
+GPUS = [GpuInfo(0, "H100", 81_000, 1_000, 97), GpuInfo(1, "H100", 81_000, 80_000, 0)]
+
+
+def test_a_gpu_a_run_holds_can_be_chosen_and_says_the_launch_waits():
+    choices = setup_view.gpu_choices(GPUS, busy={0})
+    assert [index for _, index in choices] == [0, 1]
+    assert choices[0][0].endswith("(held by a run: a launch on it waits in the queue)")
+    assert "queue" not in choices[1][0]
+    table = setup_view.hardware_html(GPUS, busy={0})
+    assert table.count(setup_view.BUSY_NOTE) == 1 and "free</td>" in table
+
+
+def test_a_queued_smoke_test_says_what_it_waits_for():
+    text = setup_view.smoke_result_html({"state": "queued", "run_id": "s1", "queue_position": 1,
+                                         "waits_for": "GPU 0 (run <x>)"})
+    assert "Smoke test queued at position 1: it waits for GPU 0 (run &lt;x&gt;)" in text and "(run s1)" in text
+    assert "Smoke test loading model" in setup_view.smoke_result_html({"state": "loading_model", "run_id": "s1"})
+
+
+def test_a_task_preview_shows_its_rows_and_the_column_its_reward_needs():
+    html = data_preview_html(preview_from_form({"task": "arithmetic", "seed": 42}))
+    assert "First 5 rows of the arithmetic task" in html
+    assert html.count("<tr>") == 6 and "&lt;answer&gt;" in html  # the rows' text, escaped
+    assert "<code>exact_answer</code> needs <code>answer</code> <span class='wb-ok'>✓</span>" in html
+    assert "<code>format_answer_tag</code> reads no column" in html
+    assert "wb-warn-line" not in html
+
+
+def test_a_ticked_reward_whose_column_is_missing_is_warned_about():
+    form = {"task": "demo", "use_brevity": True, "use_exact_answer": True, "use_length_target": True}
+    html = data_preview_html(preview_from_form(form))
+    assert ("<b>exact_answer</b> needs the column <code>answer</code> and the demo task has none: add it (one value "
+            "per prompt), or untick exact_answer.") in html
+    assert "reads <code>target_chars</code> when present (absent here: it uses its default)" in html
+
+
+def test_a_file_preview_escapes_and_cuts_text(tmp_path):
+    path = tmp_path / "data.jsonl"
+    markup = "<script>alert(1)</script>"
+    rows = [{"prompt": markup + "x" * 500, "answer": "4"},
+            {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "answer": "5"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = data_preview_html(preview_from_form({"task": "demo", "dataset_path": str(path), "use_exact_answer": True}))
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "x" * (CELL_CHARS - 1 - len(markup)) + "…</td>" in html  # cut to CELL_CHARS characters, then escaped
+    assert "system: Be brief. user: Hi" in html  # a conversation reads as its messages
+    assert "answer <span class='wb-ok'>(read by a reward)</span>" in html
+
+
+def test_an_unreadable_file_shows_the_reason_instead_of_rows(tmp_path):
+    html = data_preview_html(preview_from_form({"task": "demo", "dataset_path": str(tmp_path / "gone.csv")}))
+    assert "wb-warn-line" in html and "no file or folder at" in html and "<table" not in html

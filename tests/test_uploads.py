@@ -1,0 +1,122 @@
+"""Each user's uploads on a shared dashboard (access/uploads.py) and the Setup tab's use of them (uploads_view)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.access import uploads
+from workbench.spec import datasets_io
+from workbench.spec.config import RunConfig
+from workbench.ui import uploads_view
+
+REWARD_SOURCE = "import os\n\ndef short(prompts, completions, **kwargs):\n    return [1.0 for _ in completions]\n"
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """Bob's uploads folder with a dataset and a reward file, and files outside it."""
+    mine = uploads.uploads_dir(tmp_path / "runs", "bob")
+    mine.mkdir(parents=True)
+    (mine / "prompts.jsonl").write_text('{"prompt": "What is 2 + 2?"}\n')
+    (mine / "rewards.py").write_text(REWARD_SOURCE)
+    theirs = uploads.uploads_dir(tmp_path / "runs", "alice")
+    theirs.mkdir(parents=True)
+    (theirs / "secret.jsonl").write_text('{"prompt": "alice only"}\n')
+    (tmp_path / "elsewhere.py").write_text(REWARD_SOURCE)
+    (mine / "link.py").symlink_to(tmp_path / "elsewhere.py")
+    return mine
+
+
+def test_the_accepted_suffixes_are_what_datasets_io_reads():
+    assert uploads.DATASET_SUFFIXES == datasets_io.SUPPORTED
+
+
+@pytest.mark.parametrize("name, stored", [
+    ("prompts.jsonl", "prompts.jsonl"), ("My Data (v2).CSV", "My_Data_v2_.csv"), ("../../etc/x.py", "x.py"),
+    ("C:\\Users\\me\\r.py", "r.py"), (".hidden.json", "hidden.json"), ("x..py", "x.py"),
+    ("名前.parquet", "_.parquet"), ("a" * 300 + ".jsonl", "a" * 94 + ".jsonl"),
+], ids=["plain", "spaces-case", "dotdot", "windows", "hidden", "dots-before-suffix", "unicode", "long"])
+def test_upload_names_are_cleaned(name, stored):
+    assert uploads.safe_file_name(name) == stored
+
+
+@pytest.mark.parametrize("name", ["model.bin", "run.sh", "noext", "", "x.py.exe", "..py", "-.py", "..", None], ids=str)
+def test_other_files_are_refused(name):
+    with pytest.raises(uploads.UploadError, match=r"^upload: .* is not a dataset or reward file; upload a"):
+        uploads.safe_file_name(name)
+
+
+@pytest.mark.parametrize("user", ["", ".", "..", "a/b", "a\0b", None], ids=repr)
+def test_no_user_name_reaches_outside_the_uploads_folder(tmp_path, user):
+    with pytest.raises(uploads.UploadError, match="cannot name an uploads folder"):
+        uploads.uploads_dir(tmp_path, user)
+
+
+def test_an_upload_lands_in_the_users_folder_within_the_size_limit(tmp_path, folder, monkeypatch):
+    source = tmp_path / "gradio-temp.jsonl"
+    source.write_text('{"prompt": "hi"}\n')
+    stored = uploads.store_upload(source, "../../prompts two.jsonl", folder)
+    assert stored == folder / "prompts_two.jsonl" and stored.read_text() == '{"prompt": "hi"}\n'
+    # Replacing a link replaces the link, never the file it points to.
+    uploads.store_upload(source, "link.py", folder)
+    assert not (folder / "link.py").is_symlink() and (tmp_path / "elsewhere.py").read_text() == REWARD_SOURCE
+    assert [p.name for p in uploads.list_uploads(folder)] == ["link.py", "prompts.jsonl", "prompts_two.jsonl",
+                                                              "rewards.py"]
+    monkeypatch.setattr(uploads, "MAX_UPLOAD_BYTES", 10)
+    with pytest.raises(uploads.UploadError, match=r"upload: prompts.jsonl is 0.0 MB, over the 50 MB limit"):
+        uploads.store_upload(source, "prompts.jsonl", folder)
+    assert not [p for p in folder.iterdir() if p.name.startswith(".upload-")], "no temporary file left behind"
+
+
+def test_paths_resolve_inside_the_users_folder_only(tmp_path, folder):
+    assert uploads.path_in_uploads("prompts.jsonl", folder, "dataset_path") == str(folder / "prompts.jsonl")
+    assert uploads.path_in_uploads(str(folder / "rewards.py"), folder, "reward_file") == str(folder / "rewards.py")
+    assert uploads.path_in_uploads("", folder, "dataset_path") == ""
+    outside = ["../alice/secret.jsonl", str(folder.parent / "alice" / "secret.jsonl"), "/etc/passwd", "link.py",
+               "missing.jsonl", ".", "x\0y", "n" * 5000, str(tmp_path / "elsewhere.py")]
+    for value in outside:
+        with pytest.raises(uploads.UploadError, match=r"^dataset_path: .* is not a file in your uploads folder .*"
+                                                      r"bob; on a shared dashboard .* upload the file"):
+            uploads.path_in_uploads(value, folder, "dataset_path")
+
+
+def test_a_config_keeps_only_files_of_the_users_uploads(folder):
+    cfg = RunConfig(dataset_path="prompts.jsonl", reward_file="rewards.py")
+    confined, problems = uploads_view.confine_to_uploads(cfg, folder)
+    assert (confined.dataset_path, confined.reward_file, problems) == \
+        (str(folder / "prompts.jsonl"), str(folder / "rewards.py"), [])
+    confined, problems = uploads_view.confine_to_uploads(
+        RunConfig(dataset_path="/etc/passwd", reward_file="../alice/x.py"), folder)
+    assert (confined.dataset_path, confined.reward_file) == ("", ""), "nothing outside is read by later checks"
+    assert [p.field for p in problems] == ["dataset_path", "reward_file"]
+    assert "is not a file in your uploads folder" in problems[0].rule and "upload the file" in problems[0].fix
+
+
+def test_the_reward_code_is_shown_as_text_and_never_run(tmp_path, folder):
+    marker = tmp_path / "ran"  # the file makes it when it runs
+    (folder / "rewards.py").write_text(REWARD_SOURCE + f"open({str(marker)!r}, 'w').write('ran')\n")
+    note, code = uploads_view.reward_source_view("rewards.py", folder)
+    assert "<code>short</code>" in note and "rights of the account serving" in note
+    assert code == (folder / "rewards.py").read_text() and not marker.exists()
+    note, code = uploads_view.reward_source_view(str(tmp_path / "elsewhere.py"), folder)
+    assert code == "" and "is not a file in your uploads folder" in note
+    (folder / "markup.py").write_text("def <script>(:\n")
+    note, code = uploads_view.reward_source_view("markup.py", folder)
+    assert code == "" and "syntax error" in note and "<script>" not in note
+    assert uploads_view.reward_source_view("", folder) == ("", "")
+    note, code = uploads_view.reward_source_view(str(tmp_path / "elsewhere.py"), None)
+    assert "<code>short</code>" in note and code == REWARD_SOURCE, "an open dashboard shows any path typed"
+
+
+def test_uploaded_files_are_listed_with_refusals_escaped(tmp_path, folder):
+    sent = [tmp_path / "a.csv", tmp_path / "<img src=x>.exe"]
+    for path in sent:
+        path.write_text("prompt\nhi\n")
+    stored, refused = uploads_view.store_files([str(p) for p in sent] + [str(tmp_path / "gone.py")], folder)
+    assert stored == [folder / "a.csv"] and len(refused) == 2
+    assert uploads_view.newest_of(stored, uploads.DATASET_SUFFIXES) == str(folder / "a.csv")
+    assert uploads_view.newest_of(stored, uploads.REWARD_SUFFIXES) is None
+    page = uploads_view.uploads_html(folder, refused)
+    assert "<img" not in page and "&lt;img src=x&gt;" in page and "could not be stored" in page
+    assert str(folder / "a.csv") in page
+    assert "No uploads yet" in uploads_view.uploads_html(tmp_path / "empty")

@@ -1,0 +1,115 @@
+"""Each user's own files on a shared dashboard: dataset and reward files, uploaded into one folder per user.
+
+On a dashboard with accounts, `dataset_path` and `reward_file` name files in
+`<runs folder>/uploads/<user>/` and nowhere else: a path typed in the browser
+is resolved (links followed) and refused unless it lands in that folder, so
+`..`, absolute paths elsewhere and links out are refused before anything
+reads them. A bare file name means that file in the user's folder.
+
+Uploaded files keep a cleaned name (letters, digits, `.`, `_`, `-`; no
+folders, no leading dot), one of the accepted suffixes, at most
+MAX_UPLOAD_BYTES. A reward file is Python code that the training process
+runs with the server's rights; the dashboard process only reads its text.
+On an open dashboard (loopback, no accounts) none of this applies: paths
+work as typed. Pure standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+
+UPLOADS_DIR = "uploads"
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+MAX_UPLOAD_TEXT = "50 MB"
+# The formats workbench.spec.datasets_io reads (a test keeps the two lists equal), and reward code.
+DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+REWARD_SUFFIXES = (".py",)
+UPLOAD_SUFFIXES = DATASET_SUFFIXES + REWARD_SUFFIXES
+MAX_NAME_CHARS = 100
+UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class UploadError(WorkbenchError):
+    """An upload or an uploads path that is refused; the message names the field, the rule and a fix."""
+
+
+def uploads_dir(runs_dir: str | os.PathLike, user: str) -> Path:
+    """The folder of `user`'s uploads: `<runs_dir>/uploads/<user>` (not created here)."""
+    if not isinstance(user, str) or not user.strip(".") or any(c in user for c in "/\\\0"):
+        raise UploadError(field="user", rule=f"{user!r:.40} cannot name an uploads folder",
+                          fix="sign in with an account whose name holds letters or digits")
+    return Path(runs_dir) / UPLOADS_DIR / user
+
+
+def safe_file_name(name: str) -> str:
+    """The name an upload is stored under: its last path part, cleaned, with an accepted suffix."""
+    base = re.split(r"[\\/]", name if isinstance(name, str) else "")[-1]
+    clean = UNSAFE_CHARACTERS.sub("_", base).lstrip(".-")
+    stem, suffix = os.path.splitext(clean)
+    if suffix.lower() not in UPLOAD_SUFFIXES:
+        raise UploadError(field="upload", rule=f"{base[:60]!r} is not a dataset or reward file",
+                          fix=f"upload a {', '.join(DATASET_SUFFIXES)} dataset or a .py reward file")
+    return stem.rstrip(".")[:MAX_NAME_CHARS - len(suffix)] + suffix.lower()
+
+
+def store_upload(source: str | os.PathLike, name: str, folder: str | os.PathLike) -> Path:
+    """Copy the uploaded file `source` into `folder` as `safe_file_name(name)`; returns where it landed.
+
+    A file of the same name is replaced (atomically: the copy goes to a
+    temporary file first, and replacing a link replaces the link, never what
+    it points to).
+    """
+    target_name = safe_file_name(name)
+    size = Path(source).stat().st_size
+    if size > MAX_UPLOAD_BYTES:
+        raise UploadError(field="upload", rule=f"{target_name} is {size / 2**20:.1f} MB, over the "
+                          f"{MAX_UPLOAD_TEXT} limit", fix="upload a smaller file (a sample of the rows)")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".upload-")
+    os.close(handle)
+    try:
+        shutil.copyfile(source, temporary)
+        os.replace(temporary, folder / target_name)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+    return folder / target_name
+
+
+def list_uploads(folder: str | os.PathLike) -> list[Path]:
+    """The user's uploaded files, by name ([] before the first upload)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.iterdir()
+                  if path.is_file() and not path.name.startswith(".") and path.suffix in UPLOAD_SUFFIXES)
+
+
+def path_in_uploads(value: str, folder: str | os.PathLike, field: str) -> str:
+    """The absolute path of the file `value` names inside `folder`; UploadError naming `field` otherwise.
+
+    A relative value is taken inside `folder`; the path is resolved (`..` and
+    links followed) before the check, so nothing outside the folder passes.
+    "" (the field left empty) stays "".
+    """
+    if not value:
+        return ""
+    folder = Path(folder)
+    shown = repr(value)[:80]
+    fix = ("on a shared dashboard dataset and reward files come only from your uploads: upload the file "
+           "under 'Your files' in the Setup tab, then use the path it shows")
+    try:
+        path = Path(value)
+        resolved = (path if path.is_absolute() else folder / path).resolve()
+        inside = resolved.is_relative_to(folder.resolve()) and resolved.is_file()
+    except (OSError, ValueError):  # a NUL byte, a name no file system can hold
+        inside = False
+    if not inside:
+        raise UploadError(field=field, rule=f"{shown} is not a file in your uploads folder {folder}", fix=fix)
+    return str(resolved)

@@ -1,0 +1,48 @@
+"""`python -m workbench export-model RUN [--checkpoint N] --out DIR`: the run's adapter merged into its base model.
+
+    python -m workbench export-model 20261122-031502-demo --out merged-demo
+    python -m workbench export-model runs/20261122-031502-demo --checkpoint 10 --out merged-step10
+
+DIR becomes a standard transformers folder (model.safetensors, config,
+tokenizer with its chat template) that `AutoModelForCausalLM.from_pretrained`
+and vLLM load (workbench/jobs/export_model.py). Bad input (a run that does not
+exist, a missing checkpoint, a run without an adapter yet, a DIR that already
+holds files) exits 2 with one line naming the field, the rule and a fix.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from workbench.cli import ArgumentError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("export-model", help="merge a run's LoRA adapter into its base model (a folder "
+                                                        "transformers and vLLM load)")
+    parser.add_argument("source", metavar="RUN", help="a run id in the runs folder, or the path of a run folder")
+    parser.add_argument("--checkpoint", type=int, default=None, metavar="N",
+                        help="merge checkpoint-N instead of the final adapter")
+    parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new, or empty)")
+    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
+    parser.add_argument("--progress", default=None, metavar="FILE",
+                        help="append each stage and the outcome to this JSON-lines file (the dashboard reads it)")
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from workbench.jobs import export_model, runfolder
+
+    try:
+        plan = export_model.plan_export(args.source, args.checkpoint, args.out, args.runs_dir)
+    except export_model.ExportError as exc:
+        if args.progress:
+            runfolder.append_jsonl(args.progress, [{"done": True, "error": str(exc)}])
+        raise ArgumentError(str(exc)) from None
+    source = f"checkpoint-{plan.step}" if plan.step is not None else "the final adapter"
+    print(f"Merging {source} of {plan.run_dir.name} into {plan.model} ...", file=sys.stderr, flush=True)
+    summary = export_model.write_export(plan, args.progress)
+    print(f"Merged model in {summary['out']} ({summary['bytes'] / 2**20:,.0f} MB, {summary['seconds']} s); "
+          f"load it with AutoModelForCausalLM.from_pretrained({summary['out']!r}), or serve it with "
+          f"`python -m vllm.entrypoints.openai.api_server --model {summary['out']}`")
+    return 0

@@ -1,0 +1,100 @@
+"""The dataset columns a run's rewards read: the first rows of the chosen data, and which reward needs which column.
+
+TRL hands every dataset column besides `prompt` to every reward function, one
+value per completion. A reward that needs a column the data lacks (say
+`exact_answer` without an `answer`) would fail at its first call, minutes
+into a run; `missing_columns` finds it before launch, for `check_config` and
+the Setup tab's preview of the first rows. Which columns a reward needs comes
+from `workbench.spec.rewards.reward_columns` (declared, or read off a user
+function's signature). Nothing here loads a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from workbench.spec import datasets_io, rewards, tasks
+
+PREVIEW_ROWS = 5
+
+
+@dataclass(frozen=True)
+class RewardColumns:
+    """The columns one reward needs (it fails without them) and those it reads when present."""
+
+    reward: str
+    needs: tuple[str, ...]
+    optional: tuple[str, ...]
+
+
+def reward_needs(reward_names: list[str], extra: dict[str, Callable] | None = None) -> list[RewardColumns]:
+    """Each named reward's columns; a name that is not a reward is left out (check_config names it)."""
+    found = []
+    for name in reward_names:
+        try:
+            func = rewards.get_reward(name, extra)
+        except rewards.RewardError:
+            continue
+        found.append(RewardColumns(name, *rewards.reward_columns(func)))
+    return found
+
+
+def missing_columns(columns: list[str], needs: list[RewardColumns]) -> list[tuple[str, str]]:
+    """(reward, column) for each column a reward needs that `columns` lacks."""
+    return [(need.reward, column) for need in needs for column in need.needs if column not in columns]
+
+
+def first_rows(task: str, dataset_path: str = "", seed: int = 0, count: int = PREVIEW_ROWS) -> list[dict]:
+    """The first rows a run would read: the user's file, else the built-in task's data (with the run's seed)."""
+    if dataset_path:
+        return datasets_io.first_rows(dataset_path, count)
+    built = tasks.get_task(task)
+    return built.build_rows(min(count, built.default_size or count), seed)
+
+
+def missing_problems(columns: list[str], needs: list[RewardColumns], source: str) -> list[tuple[str, str, str]]:
+    """(field, rule, fix) for each column a chosen reward needs that the data (`source`) lacks."""
+    return [("reward_names", f"{reward} needs the column `{column}`, and {source} has only "
+                             f"{', '.join(f'`{c}`' for c in columns) or 'none'}",
+             f"add the column `{column}` (one value per prompt) to the dataset, or choose a reward other than {reward}")
+            for reward, column in missing_columns(columns, needs)]
+
+
+@dataclass
+class DataPreview:
+    """The first rows of the chosen data, its columns, and the columns each chosen reward reads."""
+
+    source: str
+    rows: list[dict] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    rewards: list[RewardColumns] = field(default_factory=list)
+    error: str = ""  # why the rows cannot be shown (check_config says the same before launch)
+
+    @property
+    def missing(self) -> list[tuple[str, str]]:
+        return missing_columns(self.columns, self.rewards) if not self.error else []
+
+
+def preview(task: str, dataset_path: str, reward_names: list[str], reward_file: str = "", seed: int = 0,
+            count: int = PREVIEW_ROWS, import_reward_file: bool = True) -> DataPreview:
+    """The Setup tab's preview: never raises; a file that cannot be read shows why.
+
+    `import_reward_file` False: the reward file's columns are read from its
+    source, never run (a shared dashboard's process; see check_config).
+    """
+    source = dataset_path or f"the {task} task"
+    extra = {}
+    if reward_file:
+        try:
+            extra = rewards.load_reward_file(reward_file) if import_reward_file else \
+                rewards.read_reward_file(reward_file)
+        except rewards.RewardError:
+            pass  # check_config names the file's problem; its rewards are left out here
+    needs = reward_needs(reward_names, extra)
+    try:
+        rows = first_rows(task, dataset_path, seed, count)
+    except (ValueError, OSError) as exc:  # DatasetError, TaskError, a file that is not text, permissions
+        return DataPreview(source, rewards=needs, error=str(exc))
+    columns = list(rows[0]) if rows else []
+    return DataPreview(source, rows=rows, columns=columns, rewards=needs)

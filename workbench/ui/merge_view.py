@@ -1,0 +1,86 @@
+"""The Runs tab's merged-model export, pure: adapter choices, where it writes, and its progress as HTML.
+
+The dashboard writes merged models only inside the runs folder (by default
+`<run>/merged`, or `<run>/merged-checkpoint-N`): a shared dashboard must not
+create folders elsewhere on the server; the CLI (`python -m workbench
+export-model`) writes anywhere. The export itself runs in its own process
+(workbench/jobs/export_model.py); `progress_html` renders what it reports.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from workbench.jobs import export_model, runfolder
+
+FINAL = "final"  # the choice meaning the final adapter/
+
+NOTE_CSS = """
+.wb-merge-note { font-size: 0.9rem; border-radius: 8px; padding: 8px 12px; }
+.wb-merge-note-info { background: #eff6ff; color: #1e3a8a; border: 1px solid #bfdbfe; }
+.wb-merge-note-ok { background: #f0fdf4; color: #14532d; border: 1px solid #86efac; }
+.wb-merge-note-error { background: #fef2f2; color: #7f1d1d; border: 1px solid #fca5a5; }
+.wb-merge-bar { height: 6px; background: #e5e7eb; border-radius: 3px; margin-top: 6px; overflow: hidden; }
+.wb-merge-bar > div { height: 100%; background: #3b82f6; }
+.wb-merge-note code { word-break: break-all; }
+"""
+
+
+def adapter_choices(run_dir: Path | None) -> list[tuple[str, str]]:
+    """(label, value) for each adapter of the run that can be merged: the final one first, then checkpoints, newest first."""
+    if run_dir is None or not run_dir.is_dir():
+        return []
+    choices = [("final adapter", FINAL)] if export_model.has_adapter(run_dir / runfolder.ADAPTER_DIR) else []
+    return choices + [(f"checkpoint-{step} (step {step})", str(step))
+                      for step in reversed(export_model.checkpoint_steps(run_dir))]
+
+
+def checkpoint_of(choice: str | None) -> int | None:
+    """The checkpoint step a choice names; None for the final adapter (or nothing chosen)."""
+    return int(choice) if isinstance(choice, str) and choice.isdecimal() and len(choice) < 10 else None
+
+
+def default_out_text(run_dir: Path | None, choice: str | None) -> str:
+    return str(export_model.default_out(run_dir, checkpoint_of(choice))) if run_dir is not None else ""
+
+
+def resolve_out(text: str, run_dir: Path, runs_dir: Path) -> Path:
+    """The output folder typed in the tab: relative to the run folder, and inside the runs folder; ExportError otherwise."""
+    text = (text or "").strip()
+    if not text:
+        raise export_model.ExportError(field="out", rule="no output folder given",
+                                       fix=f"use {export_model.default_out(run_dir)}")
+    path = Path(text).expanduser()
+    path = (path if path.is_absolute() else run_dir / path).resolve()
+    root = Path(runs_dir).resolve()
+    if path == root or root not in path.parents:
+        raise export_model.ExportError(field="out", rule=f"{path} is outside the runs folder {root}",
+                                       fix="the dashboard writes only there (e.g. into the run folder); "
+                                           "`python -m workbench export-model` writes anywhere")
+    return path
+
+
+def progress_html(progress: dict | None, seconds: float = 0.0) -> str:
+    """The export's state: the stage it is in with a bar, then where it wrote and how big, or why it failed."""
+    if not progress:
+        return ""
+    if progress.get("error"):
+        return note(f"Export failed: {progress['error']}", "error")
+    if progress.get("done"):
+        out = escape(str(progress.get("out")))
+        size = (progress.get("bytes") or 0) / 2**20
+        return ('<div class="wb-merge-note wb-merge-note-ok">'
+                f"<b>Merged model written</b> to <code>{out}</code> ({size:,.0f} MB, {progress.get('seconds')} s). "
+                f"Load it with <code>AutoModelForCausalLM.from_pretrained(\"{out}\")</code> or serve it with "
+                f"<code>python -m vllm.entrypoints.openai.api_server --model {out}</code>.</div>")
+    stage = progress.get("stage")
+    index = export_model.STAGES.index(stage) + 1 if stage in export_model.STAGES else 0
+    text = export_model.STAGE_TEXT.get(stage, "starting the export process")
+    width = round(100 * index / (len(export_model.STAGES) + 1))
+    return (f'<div class="wb-merge-note wb-merge-note-info">Exporting: step {index} of {len(export_model.STAGES)}, '
+            f"{escape(text)} ({seconds:.0f} s)<div class='wb-merge-bar'><div style='width: {width}%'></div></div></div>")
+
+
+def note(message: str, kind: str = "info") -> str:
+    return f'<div class="wb-merge-note wb-merge-note-{kind}">{escape(message)}</div>' if message else ""

@@ -1,0 +1,105 @@
+"""The runs a viewer may see, and run ids from the browser checked against them. No gradio here.
+
+Every tab lists runs through `visible_run_dirs` / `visible_entries`, and
+turns an id that came from the browser into a folder only through
+`run_dir_for`: first `runfolder.run_dir_in` (a run folder directly inside
+the runs folder: no `..`, no path, no link out), then the owner rule of
+workbench/access/owners.py, on every event. A run another user owns reads,
+to a signed-in user, exactly like a run that does not exist; where the GPU
+queue names the run a queued run waits for, `hide_other_runs` words another
+user's run without its id.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+from workbench.access.owners import Viewer, may_control, may_see
+from workbench.jobs import runfolder
+
+
+class RunAccessError(runfolder.RunIdError):
+    """A run id the viewer may not see or control (or that names no run they could)."""
+
+
+def run_owner(run_dir: str | Path) -> str | None:
+    """The user who launched the run (status.json's `owner`), or None when none was recorded."""
+    owner = runfolder.read_status(run_dir).get("owner")
+    return owner if isinstance(owner, str) and owner else None
+
+
+def sees_all(viewer: Viewer) -> bool:
+    return viewer.open or viewer.admin
+
+
+def visible_run_dirs(runs_dir: str | Path, viewer: Viewer) -> list[Path]:
+    """The run folders `viewer` may see, newest first."""
+    run_dirs = runfolder.list_run_dirs(runs_dir)
+    return run_dirs if sees_all(viewer) else [path for path in run_dirs if may_see(viewer, run_owner(path))]
+
+
+def visible_entries(entries: Iterable[dict], viewer: Viewer) -> list[dict]:
+    """The `launcher.list_runs()` entries (each carries its status's `owner`) that `viewer` may see."""
+    return [entry for entry in entries if may_see(viewer, entry.get("owner"))]
+
+
+def run_dir_for(runs_dir: str | Path, run_id, viewer: Viewer, control: bool = False) -> Path:
+    """The folder of `run_id` (from the browser) when `viewer` may see it (`control`: stop, delete, ...).
+
+    Raises RunIdError for an id that names no run folder, and RunAccessError,
+    worded the same for a run of another user and for no run at all, so a
+    signed-in user learns nothing of other users' runs.
+    """
+    try:
+        path = runfolder.run_dir_in(runs_dir, run_id)
+    except runfolder.RunIdError:
+        if sees_all(viewer):
+            raise
+        path = None
+    allowed = may_control if control else may_see
+    if path is None or not allowed(viewer, run_owner(path)):
+        raise RunAccessError(field="run", rule=f"{repr(run_id)[:80]} is not one of your runs",
+                             fix="pick a run from the list: each user sees and controls the runs they launched "
+                                 "(an admin sees every run)")
+    return path
+
+
+def picked_run_dir_for(runs_dir: str | Path, run_id, viewer: Viewer) -> Path | None:
+    """`run_dir_for` for a picker's value: None when nothing is picked or the viewer may not see that run."""
+    try:
+        return run_dir_for(runs_dir, run_id, viewer) if run_id else None
+    except runfolder.RunIdError:
+        return None
+
+
+# How the GPU queue names a run in what a queued run waits for (jobs/queue.describe_wait): `(run ID, ...)`.
+RUN_NAMED = re.compile(r"\brun ([A-Za-z0-9_.-]+)")
+
+
+def hide_other_runs(text: str, visible: Iterable[str]) -> str:
+    """`text` with each `run ID` whose id is not in `visible` worded as `another user's run`."""
+    shown = set(visible)
+    return RUN_NAMED.sub(lambda m: m.group(0) if m.group(1) in shown else "another user's run", text)
+
+
+def waits_for_seen_by(viewer: Viewer, runs_dir: str | Path, text: str) -> str:
+    """What a queued run waits for (`waits_for`), as `viewer` may read it."""
+    if sees_all(viewer) or not text:
+        return text
+    return hide_other_runs(text, [path.name for path in visible_run_dirs(runs_dir, viewer)])
+
+
+def status_reader(read_status, runs_dir: str | Path, viewer: Viewer):
+    """`read_status` (run folder -> status) for `viewer`: a queued run's `waits_for` names only runs they may see."""
+    if sees_all(viewer):
+        return read_status
+
+    def read(run_dir) -> dict:
+        status = read_status(run_dir)
+        if status.get("waits_for"):
+            status = {**status, "waits_for": waits_for_seen_by(viewer, runs_dir, str(status["waits_for"]))}
+        return status
+
+    return read
