@@ -184,7 +184,7 @@ def test_every_event_checks_the_run_against_its_user(runs_dir, accounts):
 
     bob, root = gr.Request(username="bob"), gr.Request(username="root")
     refusal = rf"run: '{ALICE_RUN}' is not one of your runs"
-    assert re.search(refusal, said(handler("runs_tab", "delete")(bob, ALICE_RUN, [], [], "reward", 0.0)))
+    assert re.search(refusal, said(handler("runs_tab", "delete")(bob, ALICE_RUN, [], [], "reward", 0.0, {})))
     assert re.search(refusal, said(handler("runs_tab", "ask_to_delete")(bob, ALICE_RUN)))
     assert re.search(refusal, said(handler("train_tab", "on_pick")(bob, ALICE_RUN, RunWatch(), 0.5)))
     watching_alice = RunWatch(run_id=ALICE_RUN)
