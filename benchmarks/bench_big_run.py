@@ -115,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     app = build_app(args.dir)
     run_id = run_dir.name
     train = {name: find_event(app, "workbench.ui.train_tab", name) for name in ("on_load", "on_refresh", "on_step")}
-    runs_load = find_event(app, "workbench.ui.runs_tab", "<lambda>", (app, "load"))
-    runs_tick = find_event(app, "workbench.ui.runs_tab", "refresh", (None, "tick"))
-    one_run = find_event(app, "workbench.ui.runs_tab", "<lambda>", (find_component(app, "wb-runs-one"), "input"))
-    runs_step = find_event(app, "workbench.ui.runs_tab", "completions_view")
+    runs_load = find_event(app, "workbench.ui.runs_tab", "on_load", (app, "load"))
+    runs_tick = find_event(app, "workbench.ui.runs_tab", "on_tick", (None, "tick"))
+    one_run = find_event(app, "workbench.ui.runs_tab", "on_one_run", (find_component(app, "wb-runs-one"), "input"))
+    runs_step = find_event(app, "workbench.ui.runs_tab", "on_step")
     choose = find_event(app, "workbench.ui.runs_tab", "on_choose")
-    changes = app.api_routes["/workbench/changes"]
+    changes = app.api_routes["/workbench/changes"]  # (signed-in user or None, query parameters)
     rows: list[tuple[str, str, list[float], list[float], list[int]]] = []
 
     def measure(kind: str, name: str, run, repeats: int = 1, before=None) -> None:
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
         measure("tick", "Train refresh, nothing new", lambda: first.run(train["on_refresh"], [None, None, 0.5]),
                 args.repeats)
-        measure("tick", "GET /workbench/changes (handler)", lambda: changes(run=run_id), args.repeats)
+        measure("tick", "GET /workbench/changes (handler)", lambda: changes(None, {"run": run_id}), args.repeats)
         measure("tick", "Train refresh after a new step", lambda: first.run(train["on_refresh"], [None, None, 0.5]),
                 args.repeats, before=grower.step)
         # A class: every page refreshes after each new step (the first draws, the others take its drawing).

@@ -137,3 +137,10 @@ def test_a_run_s_completions_are_read_one_step_at_a_time(tmp_path):
     assert runs_view.completion_steps(run_dir) == [1, 2, 3]
     assert runs_view.completions_of_step(run_dir, 2) == [r for r in rows if r["step"] == 2]
     assert runs_view.completions_of_step(run_dir, 9) == []
+
+
+@pytest.mark.parametrize("columns, widths", [(runs_view.COLUMNS, runs_view.COLUMN_WIDTHS),
+                                             (runs_view.SHARED_COLUMNS, runs_view.SHARED_COLUMN_WIDTHS)])
+def test_every_column_but_the_last_has_a_width_and_the_last_keeps_room(columns, widths):
+    assert len(widths) == len(columns) - 1
+    assert 85 <= sum(float(width.rstrip("%")) for width in widths) <= 92

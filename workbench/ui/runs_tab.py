@@ -74,9 +74,7 @@ def read_rows(runs_dir, viewer: Viewer, columns: tuple[str, ...] = runs_view.COL
 def build(ctx: UIContext) -> None:
     runs_dir = ctx.runs_dir
     columns = runs_view.SHARED_COLUMNS if ctx.shared else runs_view.COLUMNS
-    # the first columns' widths (the last takes what is left); the owner's comes out of run, model, reward
-    widths = ["20%", "8%", "8%", "13%", "9%", "8%", "8%", "13%", "13%"] if ctx.shared else \
-        ["24%", "8%", "14%", "10%", "8%", "9%", "14%", "13%"]
+    widths = runs_view.SHARED_COLUMN_WIDTHS if ctx.shared else runs_view.COLUMN_WIDTHS
     rows_state = gr.State([])
     # run id -> runs_view.RunMetrics of the runs this page overlays, extended as they grow
     overlaid_state = gr.State({})
@@ -86,7 +84,7 @@ def build(ctx: UIContext) -> None:
     gr.Markdown(runs_view.runs_folder_note(runs_dir), elem_classes=["wb-note"], elem_id="wb-runs-folder")
     table = gr.Dataframe(headers=list(columns), value=[], datatype="str", interactive=False,
                          wrap=True, max_height=320, elem_id="wb-runs-table",
-                         column_widths=widths)
+                         column_widths=list(widths))
 
     gr.Markdown("### Compare runs", elem_classes=["wb-section"])
     with gr.Row():

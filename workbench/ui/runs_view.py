@@ -33,6 +33,9 @@ from workbench.ui.train_view import format_duration, is_live
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
 # On a dashboard with accounts: who launched each run (an admin's table holds everyone's).
 SHARED_COLUMNS = ("run", "owner", *COLUMNS[1:])
+# The widths of all columns but the last, which takes what is left (about a tenth, for the duration).
+COLUMN_WIDTHS = ("21%", "8%", "12%", "8%", "11%", "7%", "9%", "14%")
+SHARED_COLUMN_WIDTHS = ("17%", "8%", "8%", "10%", "7%", "10%", "7%", "8%", "14%")
 
 
 def metrics_of_run(run_dir: str | Path) -> list[dict]:

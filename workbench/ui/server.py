@@ -68,6 +68,44 @@ def quiet_queue(blocks: gr.Blocks, idle_sleep_s: float = QUEUE_IDLE_SLEEP_S) -> 
     queue.progress_update_sleep_when_free = idle_sleep_s
 
 
+def cheap_skips(blocks: gr.Blocks) -> None:
+    """Make an output an event leaves unchanged (`gr.skip()`, or left out of the dict it returns) cost nothing.
+
+    Gradio 6.31 treats such an output as an empty update: it builds the
+    component anew and its config for the session (about 1.5 ms each), for
+    an answer that says only "unchanged". A Train tab refresh leaves most of
+    its ~18 outputs alone, so skips were half of its server time. Here a bare
+    skip takes Gradio's path for a finished generator's output (nothing
+    built, nothing stored) and its answer is then put back: the page gets
+    exactly what Gradio sends for a skip (tests/test_cheap_skips.py compares
+    the two on the Train tab's events).
+    """
+    from gradio import components
+    from gradio.blocks import convert_component_dict_to_list, postprocess_update_dict
+
+    original = type(blocks).postprocess_data
+
+    async def postprocess_data(block_fn, predictions, state):
+        outputs = list(block_fn.outputs)
+        if len(outputs) > 1 and isinstance(predictions, dict) and predictions == gr.skip():
+            predictions = [gr.skip() for _ in outputs]  # one skip for every output, as Gradio reads it
+        elif isinstance(predictions, dict) and len(predictions) > 0:
+            predictions = convert_component_dict_to_list(outputs, predictions)
+        skipped = []
+        if isinstance(predictions, list) and len(outputs) > 1 and len(predictions) == len(outputs):
+            # a State's skip already costs nothing, and Gradio answers it with None
+            skipped = [i for i, value in enumerate(predictions)
+                       if isinstance(value, dict) and value == gr.skip() and not outputs[i].stateful]
+            predictions = [components._Keywords.FINISHED_ITERATING if i in skipped else value
+                           for i, value in enumerate(predictions)]
+        output = await original(blocks, block_fn, predictions, state)
+        for i in skipped:  # Gradio's answer for a skip, from the component as it stands
+            output[i] = postprocess_update_dict(block=outputs[i], update_dict=gr.skip(), postprocess=False)
+        return output
+
+    blocks.postprocess_data = postprocess_data
+
+
 class EarlyScript:
     """ASGI middleware: put `script` first in the <head> of the app's HTML page, before Gradio's own scripts.
 

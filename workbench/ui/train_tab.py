@@ -144,7 +144,7 @@ def build(ctx: UIContext) -> None:
         """Outputs for what changed (everything when `full`; More metrics' figures only `with_more`)."""
         live_run = train_view.is_live(watch.status)
         watch = replace(watch, poll_seconds=train_view.poll_seconds(watch.status, watch.metrics))
-        out: dict = {watch_state: watch}
+        out: dict = {}
         # Always: the bar carries the signature this drawing reflects, and the page's script compares with it.
         out[progress] = train_view.progress_html(
             watch.run_id, train_view.measure_progress(watch.status, watch.metrics) if watch.run_id else None,
@@ -152,22 +152,25 @@ def build(ctx: UIContext) -> None:
         if full or changes.status:
             log_tail = runfolder.read_log_tail(runs_dir / watch.run_id, 3000) if watch.run_id and \
                 watch.status.get("state") == "failed" else ""
-            panel = train_view.failure_html(watch.status, log_tail)
-            out[failure] = gr.HTML(panel, visible=bool(panel))
-            panel = server_view.server_html(watch.status, server_view.server_log_tail(runs_dir / watch.run_id,
-                                                                                      watch.status)) \
-                if watch.run_id else ""
-            out[server] = gr.HTML(panel, visible=bool(panel))
-            out[stop_button] = gr.Button(interactive=live_run)
-            out[resume_button] = gr.Button(interactive=bool(watch.run_id) and not live_run
-                                           and watch.status.get("state") != "finished"
-                                           and runfolder.last_checkpoint(runs_dir / watch.run_id) is not None)
+            failure_panel = train_view.failure_html(watch.status, log_tail)
+            server_panel = server_view.server_html(watch.status, server_view.server_log_tail(
+                runs_dir / watch.run_id, watch.status)) if watch.run_id else ""
+            resumable = bool(watch.run_id) and not live_run and watch.status.get("state") != "finished" \
+                and runfolder.last_checkpoint(runs_dir / watch.run_id) is not None
+            controls = (failure_panel, server_panel, live_run, resumable)
+            if full or controls != watch.controls_shown:  # a live run's status moves every step, these rarely
+                out[failure] = gr.HTML(failure_panel, visible=bool(failure_panel))
+                out[server] = gr.HTML(server_panel, visible=bool(server_panel))
+                out[stop_button] = gr.Button(interactive=live_run)
+                out[resume_button] = gr.Button(interactive=resumable)
+                watch = replace(watch, controls_shown=controls)
         if full or changes.metrics:
             out.update(render_figures(watch, smooth, None if with_more else MAIN_FIGURES))
             out[alarms] = drawn.get(("alarms", *train_view.metrics_read(watch)), lambda: train_view.alarms_html(
                 check_health(metrics_of(watch), watch.config), bool(watch.metrics)))
         if full or changes.completions:
             out.update(render_completions(watch, pinned))
+        out[watch_state] = watch
         return out
 
     def render_figures(watch: train_view.RunWatch, smooth: float, names: tuple[str, ...] | None = None) -> dict:
@@ -206,9 +209,13 @@ def build(ctx: UIContext) -> None:
         return {step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
                 completions: drawn.get(("groups", *train_view.completions_read(watch), step), draw)}
 
-    def picker_update(viewer: Viewer, run_id: str | None) -> gr.Dropdown:
-        choices = [path.name for path in owners_view.visible_run_dirs(runs_dir, viewer)]
-        return gr.Dropdown(choices=choices, value=run_id if run_id in choices else None)
+    def picker_shows(viewer: Viewer, run_id: str | None) -> tuple[tuple[str, ...], str | None]:
+        """The runs the picker offers `viewer`, and the one it shows."""
+        choices = tuple(path.name for path in owners_view.visible_run_dirs(runs_dir, viewer))
+        return choices, run_id if run_id in choices else None
+
+    def picker_update(shows: tuple[tuple[str, ...], str | None]) -> gr.Dropdown:
+        return gr.Dropdown(choices=list(shows[0]), value=shows[1])
 
     def signature_of(viewer: Viewer, run_id: str | None) -> str:
         """The change signature over the runs `viewer` may see (the change route's, for the same viewer)."""
@@ -231,7 +238,9 @@ def build(ctx: UIContext) -> None:
         watch, changes = train_view.poll_run(watch, runs_dir, status_for(viewer))
         out = render(watch, None, smooth, changes, full=True, with_more=with_more)
         out[pinned_state] = None
-        out[run_picker] = picker_update(viewer, run_id)
+        shows = picker_shows(viewer, run_id)
+        out[run_picker] = picker_update(shows)
+        out[watch_state] = replace(out[watch_state], picker_shown=shows)
         return out
 
     # ------------------------------------------------------------ events
@@ -269,7 +278,10 @@ def build(ctx: UIContext) -> None:
         new_watch = replace(new_watch, signature=signature)
         out = render(new_watch, pinned, smooth, changes, with_more=False)
         if changes.status:
-            out[run_picker] = picker_update(viewer, new_watch.run_id)
+            shows = picker_shows(viewer, new_watch.run_id)
+            if shows != new_watch.picker_shown:
+                out[run_picker] = picker_update(shows)
+                out[watch_state] = replace(out[watch_state], picker_shown=shows)
         if changes.metrics and not watch.metrics:  # the "first points appear once..." note has come true
             out[notice] = notice_html("")
         return out
@@ -369,7 +381,7 @@ def build(ctx: UIContext) -> None:
                 notice: notice_html(f"Resuming {watch.run_id} from its last checkpoint.", "info")}
 
     def on_picker_focus(request: gr.Request, watch: train_view.RunWatch):
-        return picker_update(ctx.viewer(request), watch.run_id)
+        return picker_update(picker_shows(ctx.viewer(request), watch.run_id))
 
     load_outputs = [*view_outputs, remembered]
     ctx.blocks.load(on_load, inputs=[remembered, smoothing], outputs=load_outputs, show_progress="hidden")

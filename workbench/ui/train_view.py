@@ -73,6 +73,10 @@ class RunWatch:
     more_metrics_open: bool = False
     # change_signature of the run folder, taken before the reads the page now shows.
     signature: str = ""
+    # What the page's panels and buttons show (failure and server panels, Stop, Resume, the picker's runs):
+    # a refresh sends them again only when that changed. Each update costs Gradio a component built anew.
+    controls_shown: tuple | None = None
+    picker_shown: tuple | None = None
 
 
 @dataclass(frozen=True)
