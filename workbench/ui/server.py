@@ -84,6 +84,12 @@ def cheap_skips(blocks: gr.Blocks) -> None:
     from gradio.blocks import convert_component_dict_to_list, postprocess_update_dict
 
     original = type(blocks).postprocess_data
+    answers: dict[int, dict] = {}  # block id -> Gradio's answer for its skip (the same every time)
+
+    def skip_answer(block) -> dict:
+        if block._id not in answers:
+            answers[block._id] = postprocess_update_dict(block=block, update_dict=gr.skip(), postprocess=False)
+        return dict(answers[block._id])
 
     async def postprocess_data(block_fn, predictions, state):
         outputs = list(block_fn.outputs)
@@ -99,8 +105,8 @@ def cheap_skips(blocks: gr.Blocks) -> None:
             predictions = [components._Keywords.FINISHED_ITERATING if i in skipped else value
                            for i, value in enumerate(predictions)]
         output = await original(blocks, block_fn, predictions, state)
-        for i in skipped:  # Gradio's answer for a skip, from the component as it stands
-            output[i] = postprocess_update_dict(block=outputs[i], update_dict=gr.skip(), postprocess=False)
+        for i in skipped:
+            output[i] = skip_answer(outputs[i])
         return output
 
     blocks.postprocess_data = postprocess_data
