@@ -25,7 +25,7 @@ Rows:
   the Runs tab's 3 s timer with the run ticked for comparison after a new
   step, and reading an earlier step on either tab's slider.
 
-Targets (issue 13): open under 2 s, tick under 50 ms at the median. The files
+Targets: open under 2 s, tick under 50 ms at the median. The files
 are read from the page cache (they were just written or read); a first read
 from disk adds the disk's time to the first open. The steps appended are cut
 off again at the end, so the folder can be used again.

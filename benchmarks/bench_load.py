@@ -29,7 +29,7 @@ and the wait in the queue before it) and the changes route, median and p95;
 and CPU seconds per training step of the server, of the browsers and of the
 HTTP pages (this process).
 
-Targets (issue 13): median tick under 50 ms, step slowdown under 10%. On a
+Targets: median tick under 50 ms, step slowdown under 10%. On a
 machine as small as the reference one (2 cores) the pages of the chromium
 row draw their figures on the cores the run trains on: in a class they run
 on the students' machines. The http row is the server's share; the browsers'

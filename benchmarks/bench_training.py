@@ -5,7 +5,7 @@
     python benchmarks/bench_training.py --overhead      # median step time: workbench run vs bare TRL script
     python benchmarks/bench_training.py --memory        # peak RSS of the training process tree
 
---learning and --memory share one run when both are chosen. Targets (issue 3):
+--learning and --memory share one run when both are chosen. Targets:
 reward +0.3 within 5 minutes of launch, overhead within 5%, peak memory < 3 GB.
 Timings depend on what else the machine is doing; run it on a quiet machine
 for figures to quote.

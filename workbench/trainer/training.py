@@ -147,7 +147,7 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
 
 
 def make_trainer_class():
-    """GRPOTrainer that also writes each generation round's completions to the run folder.
+    """GRPOTrainer that also writes each generation round's completions to the run folder, with its step's metrics.
 
     It reads TRL's `_logs` right after `_generate_and_score_completions` filled
     them (deques sized to one generation batch, so they hold exactly this
@@ -160,6 +160,7 @@ def make_trainer_class():
     class WorkbenchGRPOTrainer(GRPOTrainer):
         completions_path: Path | None = None
         reward_weights_list: list[float] = []
+        _unwritten_completions: list[dict] = []  # this generation round's records, until its step logs
 
         def _save_rng_state(self, output_dir: str) -> None:
             # Every process saves its random state into each checkpoint (the Trainer's own, for an exact
@@ -184,10 +185,20 @@ def make_trainer_class():
             if self.accelerator.num_processes > 1:
                 lengths, truncated = gather_object(lengths), gather_object(truncated)
             if self.accelerator.is_main_process and self.completions_path is not None:
-                records = completion_records(
+                self._unwritten_completions = [*self._unwritten_completions, *completion_records(
                     self._logs, step=self.state.global_step + 1, num_generations=self.num_generations,
                     reward_weights=self.reward_weights_list, lengths=lengths, truncated=truncated,
-                )
+                )]
+
+        def log(self, logs, *args, **kwargs) -> None:
+            # A step's completions land with its metrics (written by the run folder callback's on_log, inside
+            # this call): the run folder changes once a step, so each page watching it refreshes once a step.
+            self.write_completions()
+            super().log(logs, *args, **kwargs)
+
+        def write_completions(self) -> None:
+            if self._unwritten_completions:
+                records, self._unwritten_completions = self._unwritten_completions, []
                 runfolder.append_jsonl(self.completions_path, records)
 
     return WorkbenchGRPOTrainer
