@@ -38,6 +38,8 @@ def test_lora_server_command_on_cpu():
     env = vllm_server.server_env(cfg, base={"PYTHONPATH": "/x", "PATH": "/bin"}, on_cpu=True)
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True" and env["CUDA_VISIBLE_DEVICES"] == ""
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "PYTHONPATH" not in env
+    # one process: no worker, the engine inside the server (each spawned process re-imports vLLM)
+    assert flag(command, "--distributed-executor-backend") == "uni" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
 
 
 def test_lora_server_on_its_gpus():
@@ -47,6 +49,9 @@ def test_lora_server_on_its_gpus():
     assert flag(command, "--max-lora-rank") == "32" and flag(command, "--dtype") == "bfloat16"
     assert flag(command, "--gpu-memory-utilization") == "0.9" and flag(command, "--tensor-parallel-size") == "1"
     assert vllm_server.server_env(cfg, base={}, on_cpu=False)["CUDA_VISIBLE_DEVICES"] == "3"
+    # a GPU server keeps vLLM's own processes (the engine beside the API server, a worker per GPU)
+    assert "--distributed-executor-backend" not in command
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in vllm_server.server_env(cfg, base={}, on_cpu=False)
 
 
 def test_trl_server_command_has_the_flags_trl_documents():
