@@ -168,6 +168,20 @@ def test_stop_for_run_ends_it_at_once(stand_in, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_folder_deleted_under_the_guard_ends_the_server(stand_in, tmp_path):
+    """A finished run deleted (Runs tab, a benchmark's temporary folder) before the guard's next look:
+    nothing is left to read or log to, and the server must still end."""
+    _, section, server = stand_in()
+    guard = psutil.Process(section["pid"])
+    moved = tmp_path.parent / f"{tmp_path.name}-gone"
+    tmp_path.rename(moved)  # what rmtree does to the guard's view of the folder, without losing the log
+    try:
+        assert gone(server) and gone(guard)
+    finally:
+        moved.rename(tmp_path)
+
+
+@pytest.mark.slow
 def test_a_dying_server_is_written_in_its_log(stand_in, tmp_path):
     _, section, server = stand_in()
     guard = psutil.Process(section["pid"])

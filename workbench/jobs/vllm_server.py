@@ -194,7 +194,10 @@ def stop_for_run(run_dir: str | os.PathLike, grace: float = 10.0) -> None:
 
 
 def _run_is_over(run_dir: Path, since: float) -> bool:
-    """A final state, or no live training process (once one has been recorded, or after PID_WAIT_SECONDS)."""
+    """A final state, no live training process (once one has been recorded, or after PID_WAIT_SECONDS), or
+    no run folder any more (a finished run deleted before the guard's next look)."""
+    if not run_dir.is_dir():
+        return True
     status = runfolder.read_status(run_dir)
     if status.get("state") in runfolder.FINAL_STATES:
         return True
@@ -205,8 +208,11 @@ def _run_is_over(run_dir: Path, since: float) -> bool:
 
 
 def _log(path: Path, text: str) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(f"[workbench] {text}\n")
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"[workbench] {text}\n")
+    except OSError:  # the run folder is gone (deleted) or full: the server must still be ended
+        pass
 
 
 def guard(run_dir: Path, model: str, command: list[str]) -> int:
@@ -223,20 +229,21 @@ def guard(run_dir: Path, model: str, command: list[str]) -> int:
     env.pop("PYTHONPATH", None)
     server = processes.spawn(command, log, env, cwd=run_dir, append=True)
     _log(log, f"vLLM server started (pid {server.pid}); this guard (pid {os.getpid()}) ends it with the run")
-    while not stop:
-        code = server.poll()
-        if code is not None:
-            _log(log, f"vLLM server exited with code {code}")
-            processes.end_tree(server.pid, grace=5.0)  # its engine processes, still in its process group
-            return 1
-        if _run_is_over(run_dir, started):
-            _log(log, "the run is over: stopping the vLLM server")
-            break
-        time.sleep(GUARD_POLL_SECONDS)
-    if stop:
-        _log(log, f"{stop[0]}: stopping the vLLM server")
-    processes.end_tree(server.pid, grace=10.0)
-    server.wait()
+    try:
+        while not stop:
+            code = server.poll()
+            if code is not None:
+                _log(log, f"vLLM server exited with code {code}")
+                return 1  # its engine processes, if any are left in its process group, end below
+            if _run_is_over(run_dir, started):
+                _log(log, "the run is over: stopping the vLLM server")
+                break
+            time.sleep(GUARD_POLL_SECONDS)
+        if stop:
+            _log(log, f"{stop[0]}: stopping the vLLM server")
+    finally:  # whatever ends the watch (an error reading the run folder too), the server's tree ends with it
+        processes.end_tree(server.pid, grace=10.0)
+        server.wait()
     _log(log, "vLLM server stopped")
     return 0
 
