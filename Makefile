@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup vllm run test test-fast browser allocators notebooks bench clean
+.PHONY: setup vllm run test test-fast browser sandbox allocators notebooks bench clean
 
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ vllm: $(VLLM_STAMP)
 browser:
 	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium)
 
+# bubblewrap: a dashboard with accounts runs every run in a bwrap sandbox (workbench/jobs/sandbox.py)
+# and refuses to start without it.
+sandbox:
+	@command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap) \
+		|| echo "bubblewrap could not be installed: a dashboard with accounts needs it (or --no-sandbox)"
+
 # tcmalloc: the training processes' allocator (faster steps than glibc's and a lower
 # peak, see the README); without it (no apt, no root) runs fall back to glibc's.
 TCMALLOC := /usr/lib/$(shell uname -m)-linux-gnu/libtcmalloc_minimal.so.4
@@ -53,10 +59,10 @@ allocators:
 	@test -e $(TCMALLOC) || (apt-get update -qq && apt-get install -y -qq libtcmalloc-minimal4 libjemalloc2) \
 		|| echo "tcmalloc could not be installed: training runs use glibc's allocator"
 
-run: setup allocators
+run: setup allocators sandbox
 	$(PY) app.py
 
-test: setup vllm browser allocators
+test: setup vllm browser sandbox allocators
 	$(PY) -m pytest
 
 # The pure tests only (no model training, no subprocess, no browser): seconds.

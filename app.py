@@ -6,7 +6,8 @@ accounts from --users FILE or WORKBENCH_USERS_FILE (`python -m workbench users
 add NAME --file FILE` writes them); without accounts it refuses to start. With
 accounts it asks for sign-in on loopback too, and each user sees and controls
 their own runs (an admin every run) and trains on files from their own
-uploads folder (README: "A workbench a class can share").
+uploads folder, every run in a bubblewrap sandbox (--no-sandbox to serve
+without, with a warning on the page) (README: "A workbench a class can share").
 """
 
 from __future__ import annotations
@@ -23,7 +24,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs-dir", default=None, help="folder of run folders (default: ./runs)")
     parser.add_argument("--users", default=None,
                         help="users file for sign-in (default $WORKBENCH_USERS_FILE); required off loopback")
+    parser.add_argument("--no-sandbox", action="store_true", dest="no_sandbox",
+                        help="with accounts, start runs without their bubblewrap sandbox (the page warns everyone)")
     return parser.parse_args(argv)
+
+
+def sandbox_policy(args: argparse.Namespace, known: dict):
+    """The sandbox runs start in: with accounts, always (SystemExit saying what to install when bwrap cannot make
+    one), unless --no-sandbox; None without accounts (one user on loopback, as before)."""
+    from workbench.access.users import USERS_FILE_ENV
+    from workbench.jobs import sandbox
+
+    if not known or args.no_sandbox:
+        if known:
+            print("warning: --no-sandbox: reward files run with this server's rights", flush=True)
+        return None
+    try:
+        sandbox.check_available()
+    except sandbox.SandboxError as exc:
+        raise SystemExit(f"error: {exc}\n(or start with --no-sandbox to serve without it; every page then "
+                         "says so)") from None
+    users_file = args.users or os.environ.get(USERS_FILE_ENV)
+    return sandbox.Policy(hidden_files=(os.path.abspath(users_file),) if users_file else ())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,8 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
+    policy = sandbox_policy(args, known)
     launcher.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
-    app = build_app(args.runs_dir, users=known)
+    app = build_app(args.runs_dir, users=known, sandbox=policy)
     sign_in = None
     if known:
         def sign_in(name: str, password: str) -> bool:

@@ -89,8 +89,9 @@ def wait_until_serving(url: str, process: subprocess.Popen, log_path: Path, time
                        f"{log_path.read_text(errors='replace')[-3000:]}")
 
 
-def start_app(runs_dir: Path, log_dir: Path | None = None, extra_env: dict | None = None) -> AppServer:
-    """Start the real app on a free port with `runs_dir`; return once it serves."""
+def start_app(runs_dir: Path, log_dir: Path | None = None, extra_env: dict | None = None,
+              args: tuple[str, ...] = ()) -> AppServer:
+    """Start the real app on a free port with `runs_dir` (and app.py's `args`); return once it serves."""
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -99,7 +100,7 @@ def start_app(runs_dir: Path, log_dir: Path | None = None, extra_env: dict | Non
     started = time.monotonic()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, str(REPO / "app.py"), "--port", str(port), "--runs-dir", str(runs_dir)],
+            [sys.executable, str(REPO / "app.py"), "--port", str(port), "--runs-dir", str(runs_dir), *args],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}/"

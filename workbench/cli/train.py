@@ -3,6 +3,7 @@
     python -m workbench train                      # the demo task on the bundled model, in the foreground
     python -m workbench train --model tiny --max-steps 3 --set beta=0.0
     python -m workbench train --config my.json --background   # prints the run id and folder (and its queue place)
+    python -m workbench train --sandbox --set reward_file=theirs.py   # in a bubblewrap sandbox (jobs/sandbox.py)
     python -m workbench runs                       # a table of runs
     python -m workbench stop RUN                   # graceful stop, kill after a timeout
     python -m workbench resume RUN                 # continue from the last checkpoint
@@ -33,6 +34,9 @@ def add_parser(subparsers) -> None:
     train.add_argument("--runs-dir", dest="runs_dir", help="folder holding runs (default $WORKBENCH_RUNS_DIR or ./runs)")
     train.add_argument("--background", action="store_true", help="start in the background; print the run id")
     train.add_argument("--resume", action="store_true", help="continue --run-dir from its last checkpoint")
+    train.add_argument("--sandbox", action="store_true",
+                       help="train inside a bubblewrap sandbox: no network, only its run folder writable, nothing "
+                            "else of the runs folder or the home folders visible (for code you did not write)")
     train.set_defaults(run=run_train)
 
     runs = subparsers.add_parser("runs", help="list training runs")
@@ -85,9 +89,11 @@ def run_train(args) -> int:
 
     config = config_from_args(args)
     _checked(config)
+    if args.sandbox:
+        _check_sandbox()
     if args.background:
         try:
-            run_id = launcher.start(config, args.runs_dir)
+            run_id = launcher.start(config, args.runs_dir, sandboxed=_policy() if args.sandbox else None)
         except WorkbenchError as exc:  # a vLLM server address or port, the per-user limit
             raise ArgumentError(str(exc).replace("\n", "; ")) from None
         run_dir = launcher.run_dir_of(run_id, args.runs_dir)
@@ -97,6 +103,8 @@ def run_train(args) -> int:
             print(f"queued at position {place['queue_position']}, waiting for {place['waits_for']}; it starts by "
                   f"itself when that is free (`python -m workbench stop {run_id}` takes it out of the queue)")
         return 0
+    if args.sandbox:
+        return _train_sandboxed(args, config)
     if args.from_command_line:
         _start_under_the_run_allocator(config)
     from workbench.trainer.training import run_training
@@ -122,6 +130,44 @@ def run_train(args) -> int:
     else:
         print(f"Run {final.get('state')} at step {final.get('step')}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
     return code
+
+
+def _policy():
+    from workbench.jobs import sandbox
+
+    return sandbox.Policy()
+
+
+def _check_sandbox() -> None:
+    from workbench.jobs import sandbox
+
+    try:
+        sandbox.check_available()
+    except WorkbenchError as exc:
+        raise ArgumentError(str(exc)) from None
+
+
+def _train_sandboxed(args, config) -> int:
+    """The foreground run, inside its sandbox: this process waits for it (Ctrl-C reaches it) and prints the end."""
+    from workbench.jobs import launcher, runfolder, sandbox
+
+    config = config.with_absolute_paths()
+    run_dir = Path(args.run_dir).resolve() if args.run_dir else \
+        runfolder.runs_root(args.runs_dir).resolve() / runfolder.new_run_id(config.run_name or config.task)
+    if args.run_dir:
+        _refuse_a_live_run(run_dir)
+    if args.resume and runfolder.last_checkpoint(run_dir) is None:
+        raise ArgumentError(f"--resume: {run_dir} has no checkpoint-* folder; start a new run without --resume")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config.save(run_dir / runfolder.CONFIG_FILE)
+    print(f"Run folder: {run_dir} (sandboxed)", flush=True)
+    runfolder.update_status(run_dir, state="starting", sandbox=_policy().to_status())
+    command = [sys.executable, "-m", "workbench", "train", "--run-dir", str(run_dir),
+               "--config", str(run_dir / runfolder.CONFIG_FILE), *(["--resume"] if args.resume else [])]
+    try:  # the run inside prints how it ended
+        return sandbox.run_foreground(run_dir, command, launcher.launch_env(config))
+    except WorkbenchError as exc:
+        raise ArgumentError(str(exc)) from None
 
 
 def _start_vllm_server(config, run_dir: Path) -> None:

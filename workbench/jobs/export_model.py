@@ -266,16 +266,19 @@ def export_command(plan: ExportPlan) -> list[str]:
     return command + (["--checkpoint", str(plan.step)] if plan.step is not None else [])
 
 
-def start_export(plan: ExportPlan) -> subprocess.Popen:
+def start_export(plan: ExportPlan, confine=None) -> subprocess.Popen:
     """Start the export in its own process (its own session, so Cancel ends it whole); returns at once.
 
     Progress goes to `plan.progress_path` (replaced) and the output to the `.log` beside it.
+    `confine`: a sandbox to start it in (`workbench.jobs.sandbox.confinement`; a dashboard with accounts gives one).
     """
     plan.out.parent.mkdir(parents=True, exist_ok=True)
     plan.progress_path.unlink(missing_ok=True)
+    command, env = export_command(plan), processes.job_env()
+    if confine is not None:
+        command, env = confine(command, env)
     # reaped on a thread: the dashboard drops the handle once the export reports it is done
-    return processes.spawn(export_command(plan), plan.progress_path.with_suffix(".log"), processes.job_env(),
-                           reap=True)
+    return processes.spawn(command, plan.progress_path.with_suffix(".log"), env, reap=True)
 
 
 def read_export(progress_path: str | os.PathLike, process: subprocess.Popen | None = None) -> dict:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, bundle, processes, queue, runfolder, vllm_server
+from workbench.jobs import allocator, bundle, processes, queue, runfolder, sandbox, vllm_server
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
@@ -47,6 +47,7 @@ SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before i
 # counts as starting for this long; after that, as failed.
 RECORD_PID_SECONDS = 30.0
 DISPATCHER_MODULE = "workbench.jobs.dispatcher"  # started as `python -m` while runs are queued
+SANDBOX_MODULE = "workbench.jobs.sandbox"  # a sandboxed run's first process, which becomes its bwrap
 
 
 class LauncherError(WorkbenchError):
@@ -272,9 +273,8 @@ def _number(value) -> float:
 def _process_alive(status: dict) -> bool:
     """Whether a process of a run here (its trainer, or its vLLM server's guard) has not exited yet."""
     updated = _number(status.get("updated_at")) or None
-    server = status.get("vllm") if isinstance(status.get("vllm"), dict) else {}
-    return any(processes.alive(pid, updated) for pid in (status.get("pgid"), status.get("pid"), server.get("pid"))
-               if isinstance(pid, int))
+    return any(processes.alive(pid, updated) for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status))
+               if pid)
 
 
 def _queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list[queue.Entry], list[queue.Entry]]:
@@ -359,12 +359,21 @@ def keep_queue_moving(runs_dir: str | os.PathLike | None = None, runs: list[dict
 # ---------------------------------------------------------------- start / stop / resume
 
 
-def _spawn(config: RunConfig, run_dir: Path, resume: bool) -> int:
+def sandboxed_command(command: list[str], run_dir: Path) -> list[str]:
+    """`command` started through the run's sandbox (workbench/jobs/sandbox.py), which becomes its first process."""
+    return [sys.executable, "-m", SANDBOX_MODULE, "--run-dir", str(run_dir), "--", *command]
+
+
+def _spawn(config: RunConfig, run_dir: Path, resume: bool, sandboxed: bool = False) -> int:
     command = build_command(config, run_dir, resume=resume)
     if config.distributed_backend != "ddp":
         bundle.write_accelerate_config(config, run_dir)
     env = launch_env(config)
-    if vllm_server.manages_server(config):
+    if sandboxed:
+        # its vLLM server, if it has one, starts inside the same sandbox (the trainer starts it there):
+        # the sandbox has a network of its own, which a server started out here could not reach
+        command = sandboxed_command(command, run_dir)
+    elif vllm_server.manages_server(config):
         # the server loads its model while the trainer loads its own; its guard ends it with the run
         runfolder.update_status(run_dir, pid=None, pgid=None, vllm=vllm_server.start_for_run(config, run_dir))
     process = processes.spawn(command, run_dir / runfolder.LOG_FILE, env, cwd=run_dir, append=True, reap=True)
@@ -391,11 +400,16 @@ def check_launch(config: RunConfig, import_reward_file: bool = True) -> None:
 
 
 def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> None:
-    """Write the status `starting` (with `fields`), start the run's processes, record the pid."""
-    runfolder.update_status(run_dir, state="starting", pid=None, pgid=None,  # a resumed run's old process is gone
-                            command=build_command(config, run_dir, resume=resume),
-                            vllm=vllm_server.server_section(config), **fields)
-    pid = _spawn(config, run_dir, resume=resume)
+    """Write the status `starting` (with `fields`), start the run's processes, record the pid.
+
+    A run whose status.json has a `sandbox` section (a launch from a dashboard
+    with accounts, `train --sandbox`) starts in its sandbox, on resume and
+    from the queue too.
+    """
+    status = runfolder.update_status(run_dir, state="starting", pid=None, pgid=None, sandbox_pid=None,
+                                     command=build_command(config, run_dir, resume=resume),
+                                     vllm=vllm_server.server_section(config), **fields)
+    pid = _spawn(config, run_dir, resume=resume, sandboxed=isinstance(status.get("sandbox"), dict))
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
 
 
@@ -407,7 +421,8 @@ def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) ->
 
 
 def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False,
-          owner: str | None = None, import_reward_file: bool = True) -> str:
+          owner: str | None = None, import_reward_file: bool = True,
+          sandboxed: sandbox.Policy | None = None) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
     When a live run holds its devices (GPUs, or the CPU) the run waits in the
@@ -419,16 +434,21 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     `owner`: the signed-in user who launched it (status.json's `owner`, see
     workbench/access/owners.py). `import_reward_file` False: the reward file
     is checked without running it here; it runs only in the training process.
+    `sandboxed`: run it in a bubblewrap sandbox with this policy (a dashboard
+    with accounts does for every run; workbench/jobs/sandbox.py).
     """
     config = config.with_absolute_paths()
     check_launch(config, import_reward_file)
+    if sandboxed is not None:
+        sandbox.check_available()
     root = runfolder.runs_root(runs_dir)
     with runfolder.queue_lock(root):
         holding, queued = queue_state(root)
         place = _turn(config, "", owner, holding, queued)
         run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "")
         config.save(run_dir / runfolder.CONFIG_FILE)
-        fields = {"step": 0, "smoke_test": smoke, "owner": owner}
+        fields = {"step": 0, "smoke_test": smoke, "owner": owner,
+                  "sandbox": None if sandboxed is None else sandboxed.to_status()}
         if place.may_start:
             start_process(config, run_dir, resume=False, started_at=time.time(), **fields)
         else:
@@ -440,7 +460,7 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
 
 
 def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
-               import_reward_file: bool = True) -> str:
+               import_reward_file: bool = True, sandboxed: sandbox.Policy | None = None) -> str:
     """Start one real optimizer step with the same settings, in its own run folder marked as a smoke test.
 
     It catches what only a real step shows (memory, chat template, reward
@@ -448,7 +468,8 @@ def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None, own
     """
     one_step = config.with_changes(max_steps=1, save_steps=max(config.save_steps, 1),
                                    run_name=config.run_name or f"{config.task}")
-    return start(one_step, runs_dir, smoke=True, owner=owner, import_reward_file=import_reward_file)
+    return start(one_step, runs_dir, smoke=True, owner=owner, import_reward_file=import_reward_file,
+                 sandboxed=sandboxed)
 
 
 def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
@@ -544,12 +565,14 @@ def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
 
 
 def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
-           import_reward_file: bool = True) -> str:
+           import_reward_file: bool = True, sandboxed: sandbox.Policy | None = None) -> str:
     """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there.
 
     Like a launch, it waits in the queue while a live run holds its devices.
     A run keeps its owner; `owner` is recorded only for a run that has none
     (started before the dashboard had accounts). `import_reward_file`: as in `start`.
+    A run started in a sandbox resumes in the same one; `sandboxed` puts a run
+    that had none into one.
     """
     run_dir = run_dir_of(run_id, runs_dir)
     current = status_of_dir(run_dir)
@@ -566,13 +589,17 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     check_launch(config, import_reward_file)
     owner = current.get("owner") or owner
+    kept = sandbox.Policy.from_status(current.get("sandbox")) or sandboxed
+    if kept is not None:
+        sandbox.check_available()
     with runfolder.queue_lock(run_dir.parent):
         holding, queued = queue_state(run_dir.parent)
         state = status_of_dir(run_dir)["state"]
         if state not in runfolder.FINAL_STATES:
             raise LauncherError(f"run {run_dir.name} was resumed meanwhile and is {state}; stop it before resuming")
         place = _turn(config, run_dir.name, owner, holding, queued)
-        fields = {"error": None, "finished_at": None, "summary": None, "note": None, "owner": owner}
+        fields = {"error": None, "finished_at": None, "summary": None, "note": None, "owner": owner,
+                  "sandbox": None if kept is None else kept.to_status()}
         if place.may_start:
             start_process(config, run_dir, resume=True, resumed_at=time.time(), **fields)
         else:
@@ -621,8 +648,8 @@ def other_live_process(run_dir: str | os.PathLike) -> int | None:
     me = psutil.Process()
     own = {me.pid, *(parent.pid for parent in me.parents())}
     worker = "LOCAL_RANK" in os.environ  # started by torchrun / accelerate with sibling workers
-    for pid in (status.get("pid"), status.get("pgid")):
-        if isinstance(pid, int) and pid not in own and processes.alive(pid, updated) \
+    for pid in runfolder.pids_here(status):
+        if pid not in own and processes.alive(pid, updated) \
                 and not (worker and _sibling(pid, me.ppid())):
             return pid
     return None

@@ -62,6 +62,7 @@ class ProbeJob:
     running: int | None = None  # index of the side being sampled now
     process: subprocess.Popen | None = field(default=None, repr=False)
     cancelled: bool = False
+    confine: Callable[..., tuple] | None = field(default=None, repr=False)  # the sandbox sampling starts in
 
     @property
     def finished(self) -> bool:
@@ -145,15 +146,18 @@ def side_complete(side: Side) -> bool:
 
 
 def plan_job(run_dir: str | Path, config: dict, checkpoint: tuple[str, str] | None, prompts: list[str],
-             max_new_tokens: int) -> ProbeJob:
-    """The comparison for one run: its base model, and the chosen checkpoint when there is one."""
+             max_new_tokens: int, confine: Callable[..., tuple] | None = None) -> ProbeJob:
+    """The comparison for one run: its base model, and the chosen checkpoint when there is one.
+
+    `confine`: the sandbox its sampling processes start in (workbench.jobs.sandbox.confinement).
+    """
     model = config.get("model")
     if not model:
         raise ProbeError("Run: its config.json names no model; pick another run")
     chosen = [(BASE_LABEL, None)] + ([checkpoint] if checkpoint else [])
     sides = [Side(title, adapter, str(answers_path(run_dir, title, model, adapter, prompts, max_new_tokens)))
              for title, adapter in chosen]
-    return ProbeJob(model=model, prompts=prompts, sides=sides, max_new_tokens=max_new_tokens)
+    return ProbeJob(model=model, prompts=prompts, sides=sides, max_new_tokens=max_new_tokens, confine=confine)
 
 
 def advance_job(job: ProbeJob, start: Callable[..., subprocess.Popen] = sampling.start_sampling) -> ProbeJob:
@@ -170,7 +174,7 @@ def advance_job(job: ProbeJob, start: Callable[..., subprocess.Popen] = sampling
     for index, side in enumerate(job.sides):
         if not side_complete(side):
             process = start(job.model, job.prompts, side.out_path, adapter_dir=side.adapter,
-                            max_new_tokens=job.max_new_tokens)
+                            max_new_tokens=job.max_new_tokens, **({"confine": job.confine} if job.confine else {}))
             return replace(job, running=index, process=process)
     return job
 

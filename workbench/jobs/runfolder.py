@@ -16,6 +16,13 @@ files of `runs/<run_id>/`:
 - `report.html`        the run's report, written on demand (`python -m workbench report`, the Runs tab)
 - `.status-reserve`    space a running trainer holds for its final status on a full disk
 
+Process ids in status.json: `pid` and `pgid` are the host's (what `ps` shows
+there). A run in a sandbox (workbench/jobs/sandbox.py) has a PID namespace of
+its own: outside, `pid`/`pgid` name the process that became its sandbox;
+inside, the trainer records its own pid as `sandbox_pid`, and its vLLM
+server's `vllm.pid` is marked `in_sandbox`. `pids_here` and
+`server_pid_here` give each reader the ids that mean something where it runs.
+
 A run waiting in the GPU queue (workbench/jobs/queue.py) is a run folder like
 any other, with the state `queued` and its `queued_at` time in status.json;
 its position follows from those times. Two files in the runs folder itself
@@ -78,6 +85,7 @@ LOST = "lost"
 FINAL_STATES = ("finished", "failed", "stopped", UNREADABLE, LOST)
 
 RUNS_DIR_ENV = "WORKBENCH_RUNS_DIR"
+SANDBOX_ENV = "WORKBENCH_SANDBOX"  # "1" inside a run's sandbox: its own PID namespace
 
 
 def runs_root(root: str | os.PathLike | None = None) -> Path:
@@ -163,6 +171,32 @@ def read_run(run_dir: str | os.PathLike) -> dict:
     run_dir = Path(run_dir)
     return {"config": read_config(run_dir), "status": read_status(run_dir),
             "metrics": read_jsonl(run_dir / METRICS_FILE), "completions": read_jsonl(run_dir / COMPLETIONS_FILE)}
+
+
+def inside_sandbox() -> bool:
+    """Whether this process runs inside a run's sandbox, where the host's pids mean nothing."""
+    return os.environ.get(SANDBOX_ENV) == "1"
+
+
+def own_pid_fields() -> dict:
+    """The status.json field naming this process: `pid` on the host, `sandbox_pid` inside a sandbox."""
+    return {"sandbox_pid": os.getpid()} if inside_sandbox() else {"pid": os.getpid()}
+
+
+def _pid(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def pids_here(status: dict) -> list[int]:
+    """The run's process ids that mean something in this process's PID namespace (see the module's docstring)."""
+    keys = ("sandbox_pid",) if inside_sandbox() else ("pid", "pgid")
+    return [pid for pid in (_pid(status.get(key)) for key in keys) if pid]
+
+
+def server_pid_here(status: dict) -> int | None:
+    """The pid of the run's own vLLM server guard, when it means something where this process runs."""
+    section = status.get("vllm") if isinstance(status.get("vllm"), dict) else {}
+    return _pid(section.get("pid")) if bool(section.get("in_sandbox")) == inside_sandbox() else None
 
 
 def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:

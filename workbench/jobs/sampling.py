@@ -188,12 +188,14 @@ def sample_command(model: str, prompts_file: Path, out_path: Path, adapter_dir=N
 
 
 def start_sampling(model: str, prompts: list, out_path: str | Path, adapter_dir=None,
-                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0) -> subprocess.Popen:
+                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0,
+                   confine=None) -> subprocess.Popen:
     """Start a sampling process writing to `out_path` (replaced); returns at once.
 
     The prompts go to `<out>.prompts.json` and the process's output to
     `<out>.log` beside it. The process has its own group, so `cancel_sampling`
-    ends it and anything it started.
+    ends it and anything it started. `confine`: a sandbox to start it in
+    (`workbench.jobs.sandbox.confinement`; a dashboard with accounts gives one).
     """
     prompts = check_prompts(prompts)
     check_generation_settings(max_new_tokens, temperature)
@@ -205,7 +207,10 @@ def start_sampling(model: str, prompts: list, out_path: str | Path, adapter_dir=
     prompts_file = out_path.with_suffix(".prompts.json")
     prompts_file.write_text(json.dumps(prompts, ensure_ascii=False), encoding="utf-8")
     command = sample_command(model, prompts_file, out_path, adapter_dir, max_new_tokens, temperature)
-    return processes.spawn(command, out_path.with_suffix(".log"), processes.job_env())
+    env = processes.job_env()
+    if confine is not None:
+        command, env = confine(command, env)
+    return processes.spawn(command, out_path.with_suffix(".log"), env)
 
 
 def read_sampling(out_path: str | Path, process: subprocess.Popen | None = None) -> dict:

@@ -155,7 +155,8 @@ def start_for_run(cfg: RunConfig, run_dir: str | os.PathLike) -> dict:
     env = processes.job_env(server_env(cfg))  # the guard imports this package; it strips PYTHONPATH for the server
     process = processes.spawn(guard, run_dir / runfolder.VLLM_LOG_FILE, env, cwd=run_dir, append=True, reap=True)
     return {"state": "starting", "url": base_url(cfg.vllm_host, port), "pid": process.pid, "command": command,
-            "log": runfolder.VLLM_LOG_FILE, "started_at": time.time(), "on_cpu": server_on_cpu(cfg)}
+            "log": runfolder.VLLM_LOG_FILE, "started_at": time.time(), "on_cpu": server_on_cpu(cfg),
+            "in_sandbox": runfolder.inside_sandbox()}
 
 
 def ensure_for_run(cfg: RunConfig, run_dir: str | os.PathLike) -> None:
@@ -166,12 +167,13 @@ def ensure_for_run(cfg: RunConfig, run_dir: str | os.PathLike) -> None:
     """
     if not manages_server(cfg):
         return
-    section = runfolder.read_status(run_dir).get("vllm") or {}
-    if section.get("pid") and processes.alive(section["pid"], section.get("started_at")):
+    status = runfolder.read_status(run_dir)
+    guard_pid = runfolder.server_pid_here(status)
+    if guard_pid and processes.alive(guard_pid, (status.get("vllm") or {}).get("started_at")):
         return
     preflight(cfg)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    runfolder.update_status(run_dir, state="starting", pid=os.getpid(), vllm=start_for_run(cfg, run_dir))
+    runfolder.update_status(run_dir, state="starting", **runfolder.own_pid_fields(), vllm=start_for_run(cfg, run_dir))
 
 
 def server_section(cfg: RunConfig) -> dict | None:
@@ -184,9 +186,9 @@ def server_section(cfg: RunConfig) -> dict | None:
 
 def stop_for_run(run_dir: str | os.PathLike, grace: float = 10.0) -> None:
     """End the run's server (through its guard) now, and wait until it is gone."""
-    section = runfolder.read_status(run_dir).get("vllm") or {}
-    pid = section.get("pid")
-    if pid and processes.alive(pid, section.get("started_at")):
+    status = runfolder.read_status(run_dir)
+    pid = runfolder.server_pid_here(status)  # a sandboxed run's server ends with its sandbox
+    if pid and processes.alive(pid, (status.get("vllm") or {}).get("started_at")):
         processes.end_tree(pid, grace=grace)
 
 
@@ -201,8 +203,8 @@ def _run_is_over(run_dir: Path, since: float) -> bool:
     status = runfolder.read_status(run_dir)
     if status.get("state") in runfolder.FINAL_STATES:
         return True
-    pids = [status.get("pid"), status.get("pgid")]
-    if not any(pids):
+    pids = runfolder.pids_here(status)
+    if not pids:
         return time.time() - since > PID_WAIT_SECONDS
     return not any(processes.alive(pid) for pid in pids)
 

@@ -308,7 +308,7 @@ class RunConfig:
         from workbench.spec.models import MODEL_CHOICES
 
         changes = {}
-        for name in ("model", "dataset_path", "reward_file"):
+        for name in PATH_FIELDS:
             value = getattr(self, name).strip()
             if not value or (name == "model" and value in MODEL_CHOICES):
                 continue

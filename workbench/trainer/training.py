@@ -250,8 +250,9 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         run_dir.mkdir(parents=True, exist_ok=True)
     cfg = cfg.with_absolute_paths()  # the config.json it saves must work from any folder (a resume)
     status = StatusWriter(run_dir, enabled=is_main)
-    # `host`: readers on other machines judge the run by its heartbeat, not by this pid
-    status.set(state="starting", pid=os.getpid(), host=socket.gethostname(), step=status.status.get("step", 0),
+    # `host`: readers on other machines judge the run by its heartbeat, not by this pid;
+    # in a sandbox the pid is `sandbox_pid` (its own PID namespace), `pid` is the host's, written outside
+    status.set(state="starting", **runfolder.own_pid_fields(), host=socket.gethostname(), step=status.status.get("step", 0),
                started_at=status.status.get("started_at") or time.time(),
                num_processes=int(os.environ.get("WORLD_SIZE", "1")),
                # how this process was started, so a slow or large run can be read back to its settings

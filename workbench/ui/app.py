@@ -21,6 +21,7 @@ import gradio as gr
 
 from workbench.errors import WorkbenchError
 from workbench.jobs.runfolder import runs_root
+from workbench.jobs.sandbox import Policy
 from workbench.ui import server
 from workbench.ui.context import UIContext
 
@@ -35,6 +36,11 @@ TABS = (
     ("Compare", "workbench.ui.compare_tab"),
     ("Runs", "workbench.ui.runs_tab"),
 )
+
+NO_SANDBOX_WARNING = (
+    "<p class='wb-warn-line'><b>Runs on this shared dashboard are not sandboxed</b> (started with --no-sandbox): "
+    "a reward file runs with the server's rights and can read every user's runs and uploads. Ask whoever runs it "
+    "to install bubblewrap and restart it without --no-sandbox.</p>")
 
 SUBTITLE = (
     "LoRA GRPO fine-tuning on TRL's GRPOTrainer: check the batch plan, set up a run, "
@@ -107,18 +113,24 @@ def launch_options(app: gr.Blocks | None = None) -> dict:
     return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8"), "js": page_js(scripts)}
 
 
-def build_app(runs_dir: str | Path | None = None, users: dict | None = None) -> gr.Blocks:
+def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
+              sandbox: Policy | None = None) -> gr.Blocks:
     """Build the app; nothing starts until it is served (`server.serve`).
 
     `users`: the accounts (access.users.load_users) when it is served with
     sign-in; then each user sees and controls their own runs (an admin all)
     and takes dataset and reward files only from their uploads folder.
+    `sandbox`: the bubblewrap sandbox every run and helper process starts in
+    (workbench/jobs/sandbox.py); app.py gives one whenever there are accounts,
+    unless started with --no-sandbox, which the page then says.
     """
-    ctx = UIContext(runs_dir=runs_root(runs_dir), users=dict(users or {}))
+    ctx = UIContext(runs_dir=runs_root(runs_dir), users=dict(users or {}), sandbox=sandbox)
     with gr.Blocks(title="GRPO Workbench", analytics_enabled=False) as app:
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):
             gr.Markdown(f"# GRPO Workbench\n{SUBTITLE}", elem_id="wb-title")
+        if ctx.shared and sandbox is None:
+            gr.HTML(NO_SANDBOX_WARNING, elem_id="wb-no-sandbox")
         tabs = {}
         with gr.Tabs(elem_id="wb-tabs"):
             for label, module in _tab_modules():

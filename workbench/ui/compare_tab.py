@@ -103,7 +103,8 @@ def build(ctx: UIContext) -> None:
                 raise probes.ProbeError(field="checkpoint", rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint "
                                         f"of run {folder.name}", fix="pick one from the list")
             side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label else None
-            new_job = probes.advance_job(probes.plan_job(folder, config, side, prompts, int(tokens)))
+            new_job = probes.advance_job(probes.plan_job(folder, config, side, prompts, int(tokens),
+                                                         confine=ctx.confine_helper(folder, config)))
         except WorkbenchError as exc:  # ProbeError and sampling's own checks name the field and the fix
             text = str(exc)
             return {**job_outputs(None), progress: compare_view.progress_html(

@@ -11,11 +11,12 @@ who it comes from, and shows and does only what that person may
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from workbench.access import owners, uploads
+from workbench.jobs import sandbox
 
 
 @dataclass
@@ -37,6 +38,8 @@ class UIContext:
     # Scripts (`() => {...}`) the page runs once loaded, and small JSON routes they ask (path -> handler).
     page_scripts: list[str] = field(default_factory=list)
     api_routes: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    # The sandbox every run and helper process starts in (a dashboard with accounts); None: no sandbox.
+    sandbox: sandbox.Policy | None = None
 
     def register(self, **components: Any) -> None:
         self.components.update(components)
@@ -60,3 +63,16 @@ class UIContext:
     def uploads_for(self, request: Any) -> Path | None:
         """The uploads folder of the user an event comes from (None on an open dashboard)."""
         return self.uploads_of(self.viewer(request))
+
+    def sandbox_for(self, viewer: owners.Viewer) -> sandbox.Policy | None:
+        """The sandbox a run `viewer` launches starts in: the server's, with the viewer's uploads readable."""
+        if self.sandbox is None:
+            return None
+        folder = self.uploads_of(viewer)
+        return replace(self.sandbox, readable=(str(folder),) if folder else ())
+
+    def confine_helper(self, run_dir: Path, config: dict) -> sandbox.Confine | None:
+        """The sandbox a helper process of the run in `run_dir` (sampling, export) starts in; None without one."""
+        if self.sandbox is None:
+            return None
+        return sandbox.confinement(run_dir, self.runs_dir, config, self.sandbox)

@@ -21,7 +21,7 @@ from pathlib import Path
 import gradio as gr
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import export_model
+from workbench.jobs import export_model, runfolder
 from workbench.ui import merge_view, owners_view
 from workbench.ui.context import UIContext
 
@@ -101,7 +101,8 @@ def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
             plan = export_model.plan_export(folder, merge_view.checkpoint_of(choice), out_folder)
         except WorkbenchError as exc:
             return job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
-        new_job = MergeJob(plan, export_model.start_export(plan))
+        new_job = MergeJob(plan, export_model.start_export(
+            plan, confine=ctx.confine_helper(folder, runfolder.read_config(folder))))
         return job_outputs(new_job, merge_view.progress_html({"stage": None}))
 
     def tick(job):

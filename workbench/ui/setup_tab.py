@@ -412,7 +412,8 @@ def build(ctx) -> None:
         viewer = ctx.viewer(request)
         try:
             run_id = launcher.smoke_test(config_from_values(*values, uploads=ctx.uploads_of(viewer)), ctx.runs_dir,
-                                         owner=viewer.name, import_reward_file=not ctx.shared)
+                                         owner=viewer.name, import_reward_file=not ctx.shared,
+                                         sandboxed=ctx.sandbox_for(viewer))
         except ConfigError as exc:
             return None, problems_html(exc.problems), gr.Timer(active=False)
         return run_id, smoke_result_html({"state": "starting", "run_id": run_id}), gr.Timer(active=True)

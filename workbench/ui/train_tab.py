@@ -331,7 +331,8 @@ def build(ctx: UIContext) -> None:
         try:
             # on a shared dashboard: dataset and reward files only from this user's uploads
             config = ctx.config_from_values(*setup_values, uploads=ctx.uploads_of(viewer))
-            run_id = launcher.start(config, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared)
+            run_id = launcher.start(config, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
+                                    sandboxed=ctx.sandbox_for(viewer))
         except WorkbenchError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
             return {notice: notice_html(f"Not launched:\n{exc}")}
         out = attach(viewer, run_id, run_id, smooth, watch.more_metrics_open)
@@ -374,7 +375,8 @@ def build(ctx: UIContext) -> None:
         viewer = ctx.viewer(request)
         try:
             owners_view.run_dir_for(runs_dir, watch.run_id, viewer, control=True)
-            launcher.resume(watch.run_id, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared)
+            launcher.resume(watch.run_id, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
+                            sandboxed=ctx.sandbox_for(viewer))
         except WorkbenchError as exc:  # LauncherError / ConfigError say what to do
             return {notice: notice_html(f"Not resumed: {exc}")}
         return {resume_button: gr.Button(interactive=False),

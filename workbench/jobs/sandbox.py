@@ -1,0 +1,329 @@
+"""Runs in a bubblewrap sandbox: what a sandboxed process sees, in one list, and the one builder of its command.
+
+A reward file is Python code. On a dashboard with accounts every training
+process, and every helper process that loads a user's model or adapter
+(sampling for the Compare tab, merged-model export), runs inside `bwrap`:
+
+    what it sees                          how
+    the system, Python, the project,      read-only (`--ro-bind / /`, then the homes, /tmp, /run
+    the model caches                      and the runs folder hidden; the project, Python and the
+                                          caches bound back read-only where they lay under those)
+    its own folder (the run's)            read-write
+    its owner's uploads, and the files    read-only
+    its config names (model folder,
+    dataset, reward file)
+    the runs folder                       nothing else of it: no other run, no other user's uploads
+    the users file                        masked (the host's /dev/null in its place, unreadable there)
+    /tmp, /dev/shm, the homes             private and empty (in memory)
+    the network                           none: a loopback of its own (a run's own vLLM server
+                                          starts inside the same sandbox, so they still talk)
+    other processes                       none: a PID namespace of its own
+    capabilities                          none (`--cap-drop ALL`), even when the server runs as root
+    GPUs                                  /dev/nvidia* and /dev/dri bound in
+
+What a run needs from outside is made ready before the sandbox starts
+(`prepare`: the bundled model's one-time conversion, hub models into the
+shared cache), since inside nothing can be downloaded and the caches are
+read-only; inside, `datasets` gets a scratch cache of its own.
+
+PIDs: the sandbox has its own PID namespace, so the pid a process sees for
+itself means nothing outside. status.json's `pid`/`pgid` are written from
+outside (the host's pid of the process that becomes `bwrap`, see `main`), a
+sandboxed trainer writes its own as `sandbox_pid`, and `runfolder.pids_here`
+gives each reader the ones that mean something where it runs. Ending the
+outer process's tree ends the sandbox; when its first process ends, the
+kernel ends every process left inside (a vLLM server included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from workbench.errors import WorkbenchError
+from workbench.jobs import processes, runfolder
+
+BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
+# Set inside every sandbox: pids in status.json are read through runfolder.pids_here.
+INSIDE_ENV = runfolder.SANDBOX_ENV
+SCRATCH = "/tmp/workbench-scratch"  # inside: the private, writable caches
+HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/home", "/root", "/run", "/var/run", "/mnt", "/media")
+GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri")
+# Environment variables a sandboxed process never gets: accounts, and credentials it could copy into its run folder.
+SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_KEY|ACCESS_KEY|^WORKBENCH_USERS|^SSH_|^AWS_|^GOOGLE_",
+                        re.IGNORECASE)
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; `make run` does it), and allow "
+                "unprivileged user namespaces or run the dashboard as root")
+
+
+class SandboxError(WorkbenchError):
+    """A sandbox that cannot be built or started here; the message says what to install or change."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a server adds to a sandbox it starts: files to mask (the users file) and folders to show read-only
+    (its owner's uploads).
+
+    Recorded in a run's status.json (`sandbox`), so the queue's dispatcher
+    and a later resume start the run in the same sandbox.
+    """
+
+    hidden_files: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()
+
+    def to_status(self) -> dict:
+        return {"hidden_files": list(self.hidden_files), "readable": list(self.readable)}
+
+    @classmethod
+    def from_status(cls, section) -> "Policy | None":
+        if not isinstance(section, dict):
+            return None
+
+        def paths(key: str) -> tuple[str, ...]:
+            value = section.get(key)
+            return tuple(str(p) for p in value if isinstance(p, str)) if isinstance(value, list) else ()
+        return cls(paths("hidden_files"), paths("readable"))
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Everything a sandbox shows of the host: its mounts in the order bwrap makes them (later ones lie on top).
+
+    Each mount is (kind, path): `empty` (a private tmpfs), `read-only` and
+    `read-write` (the host's path at the same place), `masked` (the host's
+    /dev/null in the file's place: nothing to read), `device` (a device node bound in).
+    """
+
+    mounts: tuple[tuple[str, str], ...]
+    env: dict = field(default_factory=dict)  # set inside, on top of the caller's cleaned environment
+
+    def paths(self, kind: str) -> list[str]:
+        return [path for mount, path in self.mounts if mount == kind]
+
+    @property
+    def own_dir(self) -> str:
+        return self.paths("read-write")[0]
+
+    def describe(self) -> dict:
+        """For status.json and the README: what the sandbox showed the run."""
+        return {kind: self.paths(kind) for kind in MOUNT_KINDS} | {"network": "none"}
+
+
+MOUNT_KINDS = ("empty", "read-only", "read-write", "masked", "device")
+BWRAP_MOUNT = {"empty": "--tmpfs", "read-only": "--ro-bind", "read-write": "--bind", "device": "--dev-bind"}
+
+
+# ---------------------------------------------------------------- what a sandbox shows
+
+
+def _real(path) -> str:
+    return os.path.realpath(os.path.expanduser(str(path)))
+
+
+def code_paths() -> list[str]:
+    """The project, this Python (the venv and the interpreter it was made from) and its import path."""
+    here = _real(os.getcwd())  # `python -m` puts the working folder on sys.path: it is not code to show
+    paths = [processes.PROJECT_ROOT, sys.prefix, sys.base_prefix, sys.exec_prefix,
+             Path(_real(sys.executable)).parent.parent, *(p for p in sys.path if p and _real(p) != here)]
+    return [p for p in dict.fromkeys(_real(p) for p in paths) if os.path.exists(p)]
+
+
+def cache_paths(env: dict) -> list[str]:
+    """The model caches a run reads (read-only inside): the workbench's converted models and the HF hub cache."""
+    from workbench.spec.models import cache_dir
+
+    hub = env.get("HF_HUB_CACHE") or os.path.join(env.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"),
+                                                   "hub")
+    paths = [str(cache_dir()), hub]
+    return [p for p in dict.fromkeys(_real(p) for p in paths) if os.path.isdir(p)]
+
+
+def named_paths(config: dict) -> list[str]:
+    """The local files and folders a run's config names (model folder, dataset, reward file) that exist."""
+    from workbench.spec.config import PATH_FIELDS
+
+    named = []
+    for name in PATH_FIELDS:
+        value = config.get(name)
+        if isinstance(value, str) and value.strip() and os.path.isabs(os.path.expanduser(value.strip())):
+            path = _real(value.strip())
+            if os.path.exists(path):
+                named.append(path)
+    return named
+
+
+def _under(path: str, roots) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: dict | None = None,
+             policy: Policy | None = None, env: dict | None = None) -> Exposure:
+    """What a sandbox for a process writing `own_dir` (a run folder) shows, given the runs folder it lies in.
+
+    `config`: the run's config (its named files are shown read-only);
+    `policy`: the server's additions (the users file masked, the owner's uploads shown).
+    """
+    policy = policy or Policy()
+    env = dict(os.environ if env is None else env)
+    runs_root, own_dir = _real(runs_root), _real(own_dir)
+    homes = [_real(env["HOME"])] if env.get("HOME") else []
+    hidden = [p for p in dict.fromkeys([*HIDDEN_ROOTS, *homes]) if os.path.isdir(p) and not os.path.islink(p)]
+    # the code and caches are shown again only where a hidden folder covers them; whatever lies
+    # inside the runs folder (a venv there, a cache there) stays hidden with it
+    code = [p for p in [*code_paths(), *cache_paths(env)] if _under(p, hidden) and not _under(p, [runs_root])]
+    readable = [p for p in (_real(f) for f in policy.readable) if os.path.isdir(p)]
+    readable += [p for p in named_paths(config or {}) if not _under(p, [own_dir])]
+    masked = [p for p in (_real(f) for f in policy.hidden_files) if os.path.isfile(p)]
+    devices = sorted(p for pattern in GPU_DEVICE_PATTERNS for p in glob.glob(pattern))
+    mounts = [*(("empty", p) for p in hidden), *(("read-only", p) for p in code),
+              ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
+              *(("read-only", p) for p in dict.fromkeys(readable)), ("read-write", own_dir),
+              *(("masked", p) for p in masked), *(("device", p) for p in devices)]
+    scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp"}
+    hub = _hub_cache(env)
+    return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
+                                    **({"HF_HUB_CACHE": hub} if hub else {})})
+
+
+def _hub_cache(env: dict) -> str | None:
+    caches = [p for p in cache_paths(env) if p.rstrip("/").endswith("hub")]
+    return caches[0] if caches else None
+
+
+def clean_env(env: dict) -> dict:
+    """The caller's environment without accounts or credentials (a reward could copy them into its run folder)."""
+    return {key: value for key, value in env.items() if not SECRET_ENV.search(key)}
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def bwrap_binary(env: dict | None = None) -> str | None:
+    env = os.environ if env is None else env
+    name = env.get(BWRAP_ENV) or "bwrap"
+    return shutil.which(name) if os.sep not in name else (name if os.access(name, os.X_OK) else None)
+
+
+def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", foreground: bool = False) -> list[str]:
+    """The argument list that runs `command` inside the sandbox `exposed` describes (pure).
+
+    `foreground`: the sandbox dies with its caller (a terminal's run) and
+    keeps its terminal; a background run outlives the app that started it,
+    in a session of its own.
+    """
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+    for kind, path in exposed.mounts:
+        argv += ["--ro-bind", "/dev/null", path] if kind == "masked" else [BWRAP_MOUNT[kind], path, *(
+            [] if kind == "empty" else [path])]
+    argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-cgroup-try", "--cap-drop", "ALL",
+             "--chdir", exposed.own_dir]
+    argv += ["--die-with-parent"] if foreground else ["--new-session"]
+    for key, value in exposed.env.items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--", *command]
+
+
+def check_available(env: dict | None = None) -> None:
+    """SandboxError unless bwrap is installed and can make the namespaces a sandbox needs, here and now."""
+    bwrap = bwrap_binary(env)
+    if bwrap is None:
+        raise SandboxError(field="sandbox", rule="bubblewrap (`bwrap`) is not installed, and a dashboard with "
+                           "accounts runs every run in its sandbox", fix=INSTALL_HINT)
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
+             "--cap-drop", "ALL", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxError(field="sandbox", rule=f"bubblewrap could not start here ({exc})", fix=INSTALL_HINT) from None
+    if done.returncode != 0:
+        reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no reason given"]
+        raise SandboxError(field="sandbox", rule=f"bubblewrap cannot create the sandbox's namespaces here "
+                           f"({reason[0][:200]})", fix=INSTALL_HINT)
+
+
+def wrap(command: list[str], exposed: Exposure, env: dict | None = None,
+         foreground: bool = False) -> tuple[list[str], dict]:
+    """(argv, env) that run `command` in the sandbox `exposed` describes, with `env` cleaned of credentials."""
+    env = dict(os.environ if env is None else env)
+    bwrap = bwrap_binary(env)
+    if bwrap is None:
+        check_available(env)  # raises with the reason
+    return bwrap_command(exposed, command, bwrap, foreground), clean_env(env)
+
+
+Confine = Callable[[list, dict], tuple[list, dict]]
+
+
+def confinement(own_dir, runs_root, config: dict | None, policy: Policy) -> Confine:
+    """What a helper process (sampling, merged-model export) of the run in `own_dir` is started through:
+    `confine(command, env) -> (argv, env)`, the same sandbox as the run's (it writes only `own_dir`)."""
+    def confine(command: list, env: dict) -> tuple[list, dict]:
+        return wrap(command, exposure(own_dir, runs_root, config, policy, env), env)
+    return confine
+
+
+# ---------------------------------------------------------------- a sandboxed run
+
+
+def prepare(config: dict) -> None:
+    """Make ready, outside the sandbox, what the run will read read-only inside it: the model, converted or downloaded."""
+    from workbench.spec.models import resolve_model
+
+    model = config.get("model")
+    if isinstance(model, str) and model.strip():
+        resolve_model(model.strip())
+
+
+def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) -> tuple[list[str], dict]:
+    """(argv, env) for the run in `run_dir` (its config.json, and status.json's `sandbox` policy)."""
+    policy = Policy.from_status(runfolder.read_status(run_dir).get("sandbox")) or Policy()
+    exposed = exposure(run_dir, run_dir.parent, runfolder.read_config(run_dir), policy, env)
+    argv, inner_env = wrap(command, exposed, env, foreground)
+    # this process becomes bwrap (background) or waits for it (foreground): its pid is the run's, seen from outside
+    runfolder.update_status(run_dir, pid=os.getpid(), pgid=os.getpid(),
+                            sandbox={**policy.to_status(), "shows": exposed.describe()})
+    return argv, inner_env
+
+
+def start_run(run_dir: Path, command: list[str]) -> None:
+    """Become the sandbox of the run in `run_dir` (exec: the pid the launcher recorded stays the run's)."""
+    try:
+        prepare(runfolder.read_config(run_dir))
+        argv, env = run_command(run_dir, command, dict(os.environ), foreground=False)
+    except Exception as exc:  # a model that cannot be made ready, no bwrap: the run fails with the reason
+        runfolder.update_status(run_dir, state="failed", error={
+            "type": type(exc).__name__, "message": f"the sandbox could not start: {exc}",
+            "hint": INSTALL_HINT if isinstance(exc, SandboxError) else "Read train.log.", "traceback_tail": ""})
+        raise
+    sys.stdout.flush()
+    os.execve(argv[0], argv, env)
+
+
+def run_foreground(run_dir: Path, command: list[str], env: dict) -> int:
+    """Run the run in `run_dir` sandboxed, in this terminal; returns its exit code (`train --sandbox`)."""
+    prepare(runfolder.read_config(run_dir))
+    argv, inner_env = run_command(run_dir, command, env, foreground=True)
+    return subprocess.call(argv, env=inner_env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Start a training run inside its sandbox (the launcher runs this).")
+    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    start_run(args.run_dir.resolve(), command)
+    return 1  # not reached: start_run execs bwrap or raises
+
+
+if __name__ == "__main__":
+    sys.exit(main())
