@@ -327,3 +327,62 @@ def test_a_dashboard_with_accounts_refuses_to_start_without_its_sandbox(tmp_path
         assert "are not sandboxed" in config
     finally:
         app.stop()
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_sampling_and_export_of_a_run_start_in_its_sandbox(tmp_path):
+    from workbench.jobs import export_model, sampling
+
+    runs = tmp_path / "runs"
+    run_id = launcher.start(RunConfig(**TINY, max_steps=1), runs, sandboxed=sandbox.Policy())
+    assert launcher.wait(run_id, runs, timeout=300)["state"] == "finished"
+    run_dir = runs / run_id
+    confine = sandbox.confinement(run_dir, runs, runfolder.read_config(run_dir), sandbox.Policy())
+
+    out = run_dir / "probes" / "answers.jsonl"
+    process = sampling.start_sampling("tiny", ["What is 2 + 2?"], out, adapter_dir=run_dir / runfolder.ADAPTER_DIR,
+                                      max_new_tokens=4, confine=confine)
+    assert Path(process.args[0]).name == "bwrap"
+    process.wait(timeout=300)
+    progress = sampling.read_sampling(out, process)
+    assert progress["done"] and not progress["error"] and len(progress["answers"]) == 1, progress
+
+    plan = export_model.plan_export(run_dir, None, run_dir / "merged")
+    process = export_model.start_export(plan, confine=confine)
+    assert Path(process.args[0]).name == "bwrap"
+    process.wait(timeout=300)
+    assert export_model.read_export(plan.progress_path, process)["error"] is None
+    assert (run_dir / "merged" / "config.json").is_file()
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(tmp_path):
+    """The trainer reaches its server over the sandbox's own loopback; both end with the run."""
+    import psutil
+
+    from workbench.spec import generation
+
+    if generation.find_vllm_python() is None:
+        if os.environ.get("WORKBENCH_SKIP_VLLM") == "1":
+            pytest.skip("WORKBENCH_SKIP_VLLM=1: the real vLLM tests are skipped on purpose")
+        pytest.fail("vLLM is not installed: run `make vllm` (`make test` does)")
+    runs = tmp_path / "runs"
+    config = RunConfig.for_task("demo", generation="vllm-server", max_steps=2, per_device_train_batch_size=4,
+                                num_generations=4, max_completion_length=16, save_steps=2, vllm_max_model_len=512)
+    run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
+    outer = launcher.status(run_id, runs)["pid"]
+    final = launcher.wait(run_id, runs, timeout=900)
+    log = (runs / run_id / runfolder.VLLM_LOG_FILE).read_text(errors="replace")
+    assert final["state"] == "finished", (final.get("error"), log[-3000:])
+    assert final["vllm"]["in_sandbox"] and final["vllm"]["state"] == "ready"
+    assert [m["step"] for m in runfolder.read_jsonl(runs / run_id / runfolder.METRICS_FILE) if "loss" in m] == [1, 2]
+    assert "vLLM server stopped" in log  # ended by the trainer before the sandbox closed
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(outer) and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not psutil.pid_exists(outer) or psutil.Process(outer).status() == psutil.STATUS_ZOMBIE
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(runs / run_id) in " ".join(p.info["cmdline"] or [])
+                and p.status() != psutil.STATUS_ZOMBIE]

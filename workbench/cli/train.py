@@ -123,6 +123,8 @@ def run_train(args) -> int:
     code = run_training(config, run_dir, resume=args.resume, show_progress=sys.stdout.isatty())
     if os.environ.get("RANK", "0") != "0":  # one summary per run, from the main process
         return code
+    if runfolder.inside_sandbox():  # the sandbox ends whatever is left in it once this process ends:
+        _stop_vllm_server(run_dir)  # its vLLM server gets its graceful end first
     final = runfolder.read_status(run_dir)
     if final.get("state") == "failed":
         error = final.get("error") or {}
@@ -178,6 +180,12 @@ def _start_vllm_server(config, run_dir: Path) -> None:
         vllm_server.ensure_for_run(config, run_dir)
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
+
+
+def _stop_vllm_server(run_dir: Path) -> None:
+    from workbench.jobs import vllm_server
+
+    vllm_server.stop_for_run(run_dir)
 
 
 def _refuse_a_live_run(run_dir: Path) -> None:
