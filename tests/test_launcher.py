@@ -58,7 +58,7 @@ def no_spawn(monkeypatch):
     """Runs that start no training: `_spawn` records whether it resumed and names a process that has ended."""
     resumed = []
 
-    def spawn(config, run_dir, resume):
+    def spawn(config, run_dir, resume, sandboxed=False):
         resumed.append(resume)
         ended = subprocess.Popen(["true"])
         ended.wait()
