@@ -386,3 +386,20 @@ def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(tmp_path):
     assert not psutil.pid_exists(outer) or psutil.Process(outer).status() == psutil.STATUS_ZOMBIE
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(runs / run_id) in " ".join(p.info["cmdline"] or [])
                 and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@needs_bwrap
+def test_a_hub_model_is_fetched_before_the_sandbox_or_the_run_fails_saying_why(tmp_path):
+    runs = tmp_path / "runs"
+    env_before = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # no hub here either way: the launcher's fetch must fail cleanly
+    try:
+        run_id = launcher.start(RunConfig(**{**TINY, "model": "no-such-org/no-such-model"}, max_steps=1), runs,
+                                sandboxed=sandbox.Policy())
+    finally:
+        os.environ.pop("HF_HUB_OFFLINE") if env_before is None else os.environ.update(HF_HUB_OFFLINE=env_before)
+    final = launcher.wait(run_id, runs, timeout=120)
+    assert final["state"] == "failed"
+    assert "the sandbox could not start: model: no-such-org/no-such-model is not in the local hub cache" \
+        in final["error"]["message"]
+    assert "Traceback" not in runfolder.read_log_tail(runs / run_id)

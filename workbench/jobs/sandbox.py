@@ -44,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -275,12 +276,29 @@ def confinement(own_dir, runs_root, config: dict | None, policy: Policy) -> Conf
 
 
 def prepare(config: dict) -> None:
-    """Make ready, outside the sandbox, what the run will read read-only inside it: the model, converted or downloaded."""
-    from workbench.spec.models import resolve_model
+    """Make ready, outside the sandbox, what the run reads read-only inside it (no hub can be reached from there).
+
+    The bundled model's one-time conversion lands in the workbench's cache;
+    a hub model is downloaded into the shared hub cache, its progress in the
+    run's train.log. SandboxError when it cannot be.
+    """
+    from workbench.spec.models import hub_unreachable_message, resolve_model
 
     model = config.get("model")
-    if isinstance(model, str) and model.strip():
-        resolve_model(model.strip())
+    if not isinstance(model, str) or not model.strip():
+        return
+    located = resolve_model(model.strip())
+    if os.path.isdir(located):
+        return
+    try:
+        from huggingface_hub import snapshot_download
+
+        print(f"Downloading {located} into the shared hub cache before the sandbox starts...", flush=True)
+        snapshot_download(located)
+    except Exception as exc:  # offline, unknown repository, gated: the run fails with the reason
+        raise SandboxError(field="model", rule=hub_unreachable_message(located).removeprefix("model: ")
+                           + f" ({type(exc).__name__})",
+                           fix="use a model in the hub cache or a local model folder") from None
 
 
 def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) -> tuple[list[str], dict]:
@@ -300,10 +318,10 @@ def start_run(run_dir: Path, command: list[str]) -> None:
         prepare(runfolder.read_config(run_dir))
         argv, env = run_command(run_dir, command, dict(os.environ), foreground=False)
     except Exception as exc:  # a model that cannot be made ready, no bwrap: the run fails with the reason
-        runfolder.update_status(run_dir, state="failed", error={
+        runfolder.update_status(run_dir, state="failed", finished_at=time.time(), error={
             "type": type(exc).__name__, "message": f"the sandbox could not start: {exc}",
-            "hint": INSTALL_HINT if isinstance(exc, SandboxError) else "Read train.log.", "traceback_tail": ""})
-        raise
+            "hint": "Read train.log; the run never started, so nothing of it was lost.", "traceback_tail": ""})
+        raise SystemExit(1) from None
     sys.stdout.flush()
     os.execve(argv[0], argv, env)
 
