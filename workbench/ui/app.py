@@ -21,7 +21,7 @@ import gradio as gr
 
 from workbench.errors import WorkbenchError
 from workbench.jobs.runfolder import runs_root
-from workbench.ui import server
+from workbench.ui import server, sign_in
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -119,6 +119,8 @@ def build_app(runs_dir: str | Path | None = None, users: dict | None = None) -> 
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):
             gr.Markdown(f"# GRPO Workbench\n{SUBTITLE}", elem_id="wb-title")
+            if ctx.shared:
+                sign_in.sign_out_button()
         tabs = {}
         with gr.Tabs(elem_id="wb-tabs"):
             for label, module in _tab_modules():
