@@ -120,7 +120,7 @@ def build_app(runs_dir: str | Path | None = None, users: dict | None = None) -> 
         with gr.Row(elem_id="wb-header"):
             gr.Markdown(f"# GRPO Workbench\n{SUBTITLE}", elem_id="wb-title")
             if ctx.shared:
-                sign_in.sign_out_button()
+                sign_in.sign_out_button(ctx.page_scripts)
         tabs = {}
         with gr.Tabs(elem_id="wb-tabs"):
             for label, module in _tab_modules():

@@ -50,8 +50,8 @@ WAIT_NOTE_ID = "wb-sign-in-wait"
 DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 # Runs first in the page (server.EarlyScript). Gradio's login form shows "Incorrect Credentials" for a 400
-# and reloads on a 200, and shows nothing for any other answer: a 429's wait is shown here, under the
-# form's message, and cleared by the next answer.
+# and reloads on a 200, and shows nothing for any other answer: a 429's wait is shown here, in place of
+# the form's message, and cleared by the next answer.
 PAGE_JS = f"""<script>
 (() => {{
   const fetchBefore = window.fetch.bind(window);
@@ -61,6 +61,8 @@ PAGE_JS = f"""<script>
   }};
   const showWait = (text) => {{
     let note = document.getElementById("{WAIT_NOTE_ID}");
+    // Gradio's "Incorrect Credentials" of the attempt before would read as the answer to this one.
+    document.querySelectorAll("p.creds").forEach((old) => {{ old.style.display = text ? "none" : ""; }});
     if (!text) {{ note && note.remove(); return; }}
     if (!note) {{
       note = document.createElement("p");
@@ -87,20 +89,26 @@ PAGE_JS = f"""<script>
 }})();
 </script>"""
 
-# The Sign out button's click, run in the page: the POST carries the page's Origin, which /logout checks.
-SIGN_OUT_JS = """async () => {
-  await fetch("logout", { method: "POST", credentials: "same-origin" });
-  window.location.reload();
-}"""
+# One of the page's scripts (run once the app has loaded): a click on the Sign out button posts /logout,
+# which checks the page's Origin, then the reload shows the login page. The listener sits on the document,
+# so it outlives any re-render of the button, and the button needs no Gradio event.
+SIGN_OUT_JS = f"""
+() => {{
+  document.addEventListener("click", async (event) => {{
+    if (!event.target.closest || !event.target.closest("#{SIGN_OUT_ID}")) return;
+    await fetch("logout", {{ method: "POST", credentials: "same-origin" }});
+    window.location.reload();
+  }});
+}}
+"""
 
 
-def sign_out_button():
-    """A small Sign out button (in the app's header, on a dashboard with accounts) that ends the session."""
+def sign_out_button(page_scripts: list[str]):
+    """A small Sign out button (the app's header, on a dashboard with accounts); its script joins `page_scripts`."""
     import gradio as gr
 
-    button = gr.Button("Sign out", size="sm", variant="secondary", scale=0, min_width=96, elem_id=SIGN_OUT_ID)
-    button.click(None, js=SIGN_OUT_JS)
-    return button
+    page_scripts.append(SIGN_OUT_JS)
+    return gr.Button("Sign out", size="sm", variant="secondary", scale=0, min_width=96, elem_id=SIGN_OUT_ID)
 
 
 def _authority(scheme: str, netloc: str) -> str:
