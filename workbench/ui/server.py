@@ -43,7 +43,6 @@ from fastapi import HTTPException, Request
 from workbench.access.sessions import DEFAULT_SESSION_HOURS
 from workbench.access.sign_in_limits import SignInLimits
 from workbench.ui import sign_in
-from workbench.ui.sign_in import SignIn
 
 # Seconds Gradio's queue sleeps between looks at an empty queue (its default is 0.001).
 QUEUE_IDLE_SLEEP_S = 0.02
@@ -224,7 +223,7 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, ssl_certfile: str | None =
     # would list every route to anyone, signed in or not: off. Gradio's API page stays behind sign-in.
     api = fastapi.FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     mount_options["app_kwargs"] = {"openapi_url": None, **mount_options.get("app_kwargs", {})}
-    signing_in = SignIn(session_hours * 3600, sign_in_limits) if mount_options.get("auth") else None
+    signing_in = sign_in.SignIn(session_hours * 3600, sign_in_limits) if mount_options.get("auth") else None
     api.add_middleware(EarlyScript, script=FRAME_THROTTLE_JS + (sign_in.PAGE_JS if signing_in else ""))
     same_origin_only(api)
     if signing_in:
