@@ -8,6 +8,7 @@ accounts it asks for sign-in on loopback too, and each user sees and controls
 their own runs (an admin every run) and trains on files from their own
 uploads folder, every run in a bubblewrap sandbox (--no-sandbox to serve
 without, with a warning on the page) (README: "A workbench a class can share").
+--ssl-certfile and --ssl-keyfile serve HTTPS; a sign-in lasts --session-hours (default 12).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="users file for sign-in (default $WORKBENCH_USERS_FILE); required off loopback")
     parser.add_argument("--no-sandbox", action="store_true", dest="no_sandbox",
                         help="with accounts, start runs without their bubblewrap sandbox (the page warns everyone)")
+    parser.add_argument("--ssl-certfile", default=os.environ.get("WORKBENCH_SSL_CERTFILE"),
+                        help="PEM certificate: serve HTTPS (with --ssl-keyfile; README: serving over HTTPS)")
+    parser.add_argument("--ssl-keyfile", default=os.environ.get("WORKBENCH_SSL_KEYFILE"),
+                        help="PEM private key of --ssl-certfile")
+    parser.add_argument("--session-hours", default=os.environ.get("WORKBENCH_SESSION_HOURS"),
+                        help="hours a sign-in lasts before the page asks again (default 12)")
     return parser.parse_args(argv)
 
 
@@ -54,11 +61,18 @@ def main(argv: list[str] | None = None) -> None:
     # No usage reporting or update check: the machines this runs on are often offline.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from workbench.access import users as accounts
+    from workbench.access.sessions import session_hours
+    from workbench.access.sign_in_limits import limits_from_env
+    from workbench.access.tls import check_tls
+    from workbench.errors import WorkbenchError
 
     try:
         known = accounts.load_users(args.users)
         accounts.check_serving(args.host, known)
-    except accounts.UsersError as exc:
+        check_tls(args.ssl_certfile, args.ssl_keyfile)
+        hours = session_hours(args.session_hours)
+        limits = limits_from_env(os.environ)
+    except WorkbenchError as exc:
         raise SystemExit(f"error: {exc}") from None
 
     from workbench.access.uploads import MAX_UPLOAD_BYTES
@@ -74,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         def sign_in(name: str, password: str) -> bool:
             return accounts.authenticate(known, name, password) is not None
     serve(app, args.host, args.port, show_error=True, auth=sign_in, max_file_size=MAX_UPLOAD_BYTES,
-          auth_message="GRPO Workbench: sign in with your account." if known else None, **launch_options(app))
+          auth_message="GRPO Workbench: sign in with your account." if known else None,
+          ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, session_hours=hours,
+          sign_in_limits=limits, **launch_options(app))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -73,13 +74,15 @@ class AppServer:
 
 def wait_until_serving(url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
     """Poll `url` until it answers 200; fail with the server's log if it dies or never answers."""
+    # An https test server has a self-signed certificate: only whether it answers matters here.
+    context = ssl._create_unverified_context() if url.startswith("https:") else None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"app.py exited with code {process.returncode} before serving:\n"
                                f"{log_path.read_text(errors='replace')[-3000:]}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
+            with urllib.request.urlopen(url, timeout=2, context=context) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
@@ -90,8 +93,11 @@ def wait_until_serving(url: str, process: subprocess.Popen, log_path: Path, time
 
 
 def start_app(runs_dir: Path, log_dir: Path | None = None, extra_env: dict | None = None,
-              args: tuple[str, ...] = ()) -> AppServer:
-    """Start the real app on a free port with `runs_dir` (and app.py's `args`); return once it serves."""
+              extra_args: list[str] | tuple = (), scheme: str = "http") -> AppServer:
+    """Start the real app on a free port with `runs_dir` (and `extra_args`); return once it serves.
+
+    `scheme="https"` when `extra_args` give it a certificate (--ssl-certfile, --ssl-keyfile).
+    """
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -100,10 +106,10 @@ def start_app(runs_dir: Path, log_dir: Path | None = None, extra_env: dict | Non
     started = time.monotonic()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, str(REPO / "app.py"), "--port", str(port), "--runs-dir", str(runs_dir), *args],
+            [sys.executable, str(REPO / "app.py"), "--port", str(port), "--runs-dir", str(runs_dir), *extra_args],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
-    url = f"http://127.0.0.1:{port}/"
+    url = f"{scheme}://127.0.0.1:{port}/"
     try:
         wait_until_serving(url, process, log_path, SERVE_TIMEOUT_S)
     except RuntimeError:

@@ -317,7 +317,7 @@ def test_a_dashboard_with_accounts_refuses_to_start_without_its_sandbox(tmp_path
 
     # --no-sandbox serves it anyway, and every page says so
     app = start_app(tmp_path / "runs", extra_env={users.USERS_FILE_ENV: str(users_file),
-                                                  sandbox.BWRAP_ENV: "/nonexistent/bwrap"}, args=("--no-sandbox",))
+                                                  sandbox.BWRAP_ENV: "/nonexistent/bwrap"}, extra_args=("--no-sandbox",))
     try:
         import httpx
 

@@ -22,7 +22,7 @@ import gradio as gr
 from workbench.errors import WorkbenchError
 from workbench.jobs.runfolder import runs_root
 from workbench.jobs.sandbox import Policy
-from workbench.ui import server
+from workbench.ui import server, sign_in
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -129,6 +129,8 @@ def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):
             gr.Markdown(f"# GRPO Workbench\n{SUBTITLE}", elem_id="wb-title")
+            if ctx.shared:
+                sign_in.sign_out_button(ctx.page_scripts)
         if ctx.shared and sandbox is None:
             gr.HTML(NO_SANDBOX_WARNING, elem_id="wb-no-sandbox")
         tabs = {}

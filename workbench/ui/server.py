@@ -19,7 +19,11 @@ kept small (`benchmarks/bench_launch_path.py` prints it per training step):
   loop is still the one it was written for.
 
 The page itself is the one `gr.Blocks.launch` would serve: same theme, CSS,
-scripts and routes.
+scripts and routes, except where a shared dashboard needs more: sign-in and
+sign-out are ui/sign_in.py's (sessions that expire, a wait after wrong
+passwords, sign-out only from the page itself), no other site gets a CORS
+answer (`same_origin_only`), FastAPI's /docs and /openapi.json are off, and
+it serves HTTPS when given a certificate.
 
 With Gradio's own profiling on (`GRADIO_PROFILING=1` in the server's
 environment: each event's queue wait, preprocess, handler and postprocess
@@ -35,6 +39,10 @@ import time
 
 import gradio as gr
 from fastapi import HTTPException, Request
+
+from workbench.access.sessions import DEFAULT_SESSION_HOURS
+from workbench.access.sign_in_limits import SignInLimits
+from workbench.ui import sign_in
 
 # Seconds Gradio's queue sleeps between looks at an empty queue (its default is 0.001).
 QUEUE_IDLE_SLEEP_S = 0.02
@@ -176,22 +184,50 @@ class RouteTimer:
             profiling.collector.add(trace)
 
 
-def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
-    """Serve `blocks` at http://host:port/ until interrupted (mount_options: theme, css, js, auth, ...).
+def same_origin_only(api) -> None:
+    """Answer no other site's cross-origin request: no Access-Control-Allow-Origin for a foreign Origin.
+
+    Gradio's own CORS middleware echoes any Origin back, with credentials
+    allowed, whenever the Host is not a loopback name: served on a network
+    address, any site a signed-in student visits could read the dashboard's
+    answers with the student's cookie. Starlette's CORSMiddleware with no
+    allowed origin answers none, and Gradio leaves CORS to a parent app that
+    configures it (its `mount_gradio_app` says so). The page itself is
+    same-origin and needs no CORS header.
+    """
+    from starlette.middleware.cors import CORSMiddleware
+
+    api.add_middleware(CORSMiddleware, allow_origins=[])
+
+
+def serve(blocks: gr.Blocks, host: str, port: int, *, ssl_certfile: str | None = None,
+          ssl_keyfile: str | None = None, session_hours: float = DEFAULT_SESSION_HOURS,
+          sign_in_limits: SignInLimits = SignInLimits(), **mount_options) -> None:
+    """Serve `blocks` at http(s)://host:port/ until interrupted (mount_options: theme, css, js, auth, ...).
 
     `blocks.api_routes` (path -> handler, from ui/app.build_app) become GET
     routes beside the app: small JSON answers the page's own scripts ask for,
     behind the same sign-in as the app when `auth` is given. A handler is
     called as `handler(user, query)`: the signed-in name (None without
     sign-in) and the query parameters, so it answers only what that user may see.
+    With `auth`, sign-in and sign-out are ui/sign_in.py's: sessions that last
+    `session_hours`, and a wait after too many wrong passwords (`sign_in_limits`).
+    `ssl_certfile`/`ssl_keyfile` (PEM, checked by access/tls.check_tls) serve HTTPS.
     """
     import fastapi
     import uvicorn
 
     from gradio import profiling
 
-    api = fastapi.FastAPI()
-    api.add_middleware(EarlyScript, script=FRAME_THROTTLE_JS)
+    # FastAPI's /docs and /openapi.json (the outer app's, and the mounted Gradio app's own /openapi.json)
+    # would list every route to anyone, signed in or not: off. Gradio's API page stays behind sign-in.
+    api = fastapi.FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    mount_options["app_kwargs"] = {"openapi_url": None, **mount_options.get("app_kwargs", {})}
+    signing_in = sign_in.SignIn(session_hours * 3600, sign_in_limits) if mount_options.get("auth") else None
+    api.add_middleware(EarlyScript, script=FRAME_THROTTLE_JS + (sign_in.PAGE_JS if signing_in else ""))
+    same_origin_only(api)
+    if signing_in:
+        signing_in.add_routes(api)
     routes = getattr(blocks, "api_routes", {})
     if profiling.PROFILING_ENABLED:
         api.add_middleware(RouteTimer, paths=routes)
@@ -207,17 +243,20 @@ def serve(blocks: gr.Blocks, host: str, port: int, **mount_options) -> None:
         api.add_api_route(path, route(handler), methods=["GET"])
     api = gr.mount_gradio_app(api, blocks, path="", server_name=host, server_port=port, **mount_options)
     mounted["app"] = next(route.app for route in api.routes if getattr(route, "path", None) == "")
+    if signing_in:
+        signing_in.attach(mounted["app"])
     quiet_queue(blocks)
-    print(f"GRPO Workbench: http://{host}:{port}/", flush=True)
-    uvicorn.run(api, host=host, port=port, log_level="warning")
+    print(f"GRPO Workbench: {'https' if ssl_certfile else 'http'}://{host}:{port}/", flush=True)
+    uvicorn.run(api, host=host, port=port, log_level="warning", ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
 
 
 def require_sign_in(gradio_app, request: Request) -> str | None:
     """The signed-in user's name; 401 without the session cookie of one, when the app has sign-in.
 
     The same rule as gradio's own routes (its `login_check`): the cookie
-    gradio sets at sign-in names a token it keeps in `gradio_app.tokens`,
-    which maps it to the user's name. None when the app has no sign-in.
+    set at sign-in names a token kept in `gradio_app.tokens`, which maps it
+    to the user's name while the session lasts (ui/sign_in.py). None when the
+    app has no sign-in.
     """
     if gradio_app.auth is None and gradio_app.auth_dependency is None:
         return None
