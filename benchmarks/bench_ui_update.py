@@ -91,10 +91,15 @@ def bench_setup(repeats: int) -> None:
         return
     from workbench.ui import setup_tab
 
+    from workbench.spec.config import RunConfig
+
     print("Setup tab, live plan update (server side, per settings change):")
     values = setup_tab.benchmark_values()
     setup_tab.update_plan(*values)
     report("update_plan", time_calls(lambda: setup_tab.update_plan(*values), repeats))
+    # every update turns the form into a RunConfig: its field types are resolved once per process
+    fields = RunConfig().to_dict()
+    report("RunConfig.from_dict", time_calls(lambda: RunConfig.from_dict(fields), repeats))
 
 
 def free_port() -> int:
