@@ -71,9 +71,8 @@ QUEUE_LOCK_FILE = ".queue.lock"
 DISPATCHER_LOCK_FILE = ".queue-dispatcher.lock"
 DISPATCHER_LOG_FILE = ".queue-dispatcher.log"
 
-# Life of a run, in order; the last three are final. A run whose devices were taken waits `queued` first.
+# A run whose devices a live run holds waits `queued` before it starts.
 QUEUED = "queued"
-STATES = (QUEUED, "starting", "loading_model", "training", "saving", "finished", "failed", "stopped")
 # What readers report for a folder they cannot read (permissions, a status.json that is not
 # UTF-8 JSON); no trainer writes it. Nothing runs there as far as they can tell, so it counts as final.
 UNREADABLE = "unreadable"

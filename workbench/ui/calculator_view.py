@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from html import escape
 
 from workbench.calc import (
-    PLAN_DEFAULTS,
     InputError,
     Plan,
     compare_frameworks,
@@ -207,11 +206,6 @@ def heatmap_figure(view: PlanView) -> dict:
     layout["xaxis"].update(range=[batches[0] - 0.5, batches[-1] + 0.5], dtick=1 if len(batches) <= 24 else 4)
     layout["yaxis"].update(range=[gens[0] - 0.5, gens[-1] + 0.5], dtick=1 if len(gens) <= 24 else 4)
     return {"data": [cells_trace, marker_trace], "layout": layout}
-
-
-def default_inputs() -> dict:
-    """The calculator's starting values: TRL's defaults for one process."""
-    return dict(PLAN_DEFAULTS)
 
 
 # ---------------------------------------------------------------- frameworks and explainer

@@ -67,18 +67,6 @@ def build_verdict() -> tuple[gr.HTML, list[gr.Button], gr.State, gr.HTML]:
     return badge, buttons, suggestions, warnings
 
 
-def build_plan_panel(with_heatmap: bool = True, numbers_title: str = "The numbers") -> PlanPanel:
-    """A compact panel: verdict on the left, numbers (and the heatmap below them) on the right."""
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1):
-            badge, buttons, suggestions, warnings = build_verdict()
-        with gr.Column(scale=1):
-            gr.Markdown(f"#### {numbers_title}", elem_classes=["wb-section"])
-            numbers = gr.HTML()
-    heatmap = gr.Plot(show_label=False, container=False) if with_heatmap else None
-    return PlanPanel(badge, buttons, suggestions, warnings, numbers, heatmap)
-
-
 def plot_payload(spec: dict) -> PlotData:
     """A plotly figure given as a plain dict, in the form gr.Plot sends to the browser.
 
