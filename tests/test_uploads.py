@@ -112,7 +112,8 @@ def test_uploaded_files_are_listed_with_refusals_escaped(tmp_path, folder):
     sent = [tmp_path / "a.csv", tmp_path / "<img src=x>.exe"]
     for path in sent:
         path.write_text("prompt\nhi\n")
-    stored, refused = uploads_view.store_files([str(p) for p in sent] + [str(tmp_path / "gone.py")], folder)
+    stored, refused = uploads_view.store_files([str(p) for p in sent] + [str(tmp_path / "gone.py")], folder,
+                                               upload_folder=str(tmp_path))
     assert stored == [folder / "a.csv"] and len(refused) == 2
     assert uploads_view.newest_of(stored, uploads.DATASET_SUFFIXES) == str(folder / "a.csv")
     assert uploads_view.newest_of(stored, uploads.REWARD_SUFFIXES) is None
@@ -120,3 +121,21 @@ def test_uploaded_files_are_listed_with_refusals_escaped(tmp_path, folder):
     assert "<img" not in page and "&lt;img src=x&gt;" in page and "could not be stored" in page
     assert str(folder / "a.csv") in page
     assert "No uploads yet" in uploads_view.uploads_html(tmp_path / "empty")
+
+
+def test_only_files_in_the_upload_folder_are_stored(tmp_path, folder):
+    """What the browser's upload route wrote is stored; another user's file, or a link out of it, never is."""
+    sent = tmp_path / "gradio" / "abc123"
+    sent.mkdir(parents=True)
+    (sent / "mine.jsonl").write_text('{"prompt": "mine"}\n')
+    theirs = tmp_path / "runs" / "uploads" / "alice" / "secret.jsonl"
+    (sent / "link.jsonl").symlink_to(theirs)
+    paths = [str(sent / "mine.jsonl"), str(theirs), str(sent / "link.jsonl"), str(sent / ".." / ".." / "elsewhere.py"),
+             "relative.py", "nul\0.py"]
+    stored, refused = uploads_view.store_files(paths, folder, upload_folder=str(tmp_path / "gradio"))
+    assert stored == [folder / "mine.jsonl"]
+    assert refused == [f"upload: {name!r} was not uploaded through this page; upload the file with the upload box "
+                       "under 'Your files' in the Setup tab"
+                       for name in ["secret.jsonl", "link.jsonl", "elsewhere.py", "relative.py", "nul\0.py"]]
+    assert not (folder / "secret.jsonl").exists()
+

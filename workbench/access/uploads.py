@@ -11,7 +11,11 @@ folders, no leading dot), one of the accepted suffixes, at most
 MAX_UPLOAD_BYTES. A reward file is Python code that the training process
 runs with the server's rights; the dashboard process only reads its text.
 On an open dashboard (loopback, no accounts) none of this applies: paths
-work as typed. Pure standard library.
+work as typed.
+
+A file the browser sends is read only where the browser's upload put it
+(`is_inside` the upload folder; ui/browser_files.py checks every event):
+`not_uploaded` is the refusal of any other path. Pure standard library.
 """
 
 from __future__ import annotations
@@ -56,6 +60,22 @@ def safe_file_name(name: str) -> str:
         raise UploadError(field="upload", rule=f"{base[:60]!r} is not a dataset or reward file",
                           fix=f"upload a {', '.join(DATASET_SUFFIXES)} dataset or a .py reward file")
     return stem.rstrip(".")[:MAX_NAME_CHARS - len(suffix)] + suffix.lower()
+
+
+def is_inside(path: str | os.PathLike, roots) -> bool:
+    """Whether `path`, resolved (`..` and links followed), lies inside one of the folders `roots`."""
+    try:
+        resolved = Path(path).resolve()
+        return any(resolved.is_relative_to(Path(root).resolve()) for root in roots)
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name no file system holds, a link loop
+        return False
+
+
+def not_uploaded(path: str) -> UploadError:
+    """The refusal of a file the browser names that its upload did not put in the upload folder."""
+    name = re.split(r"[\\/]", path if isinstance(path, str) else "")[-1]
+    return UploadError(field="upload", rule=f"{name[:60]!r} was not uploaded through this page",
+                       fix="upload the file with the upload box under 'Your files' in the Setup tab")
 
 
 def store_upload(source: str | os.PathLike, name: str, folder: str | os.PathLike) -> Path:
@@ -104,12 +124,11 @@ def path_in_uploads(value: str, folder: str | os.PathLike, field: str) -> str:
     shown = repr(value)[:80]
     fix = ("on a shared dashboard dataset and reward files come only from your uploads: upload the file "
            "under 'Your files' in the Setup tab, then use the path it shows")
+    path = folder / value  # an absolute value stays itself
     try:
-        path = Path(value)
-        resolved = (path if path.is_absolute() else folder / path).resolve()
-        inside = resolved.is_relative_to(folder.resolve()) and resolved.is_file()
-    except (OSError, ValueError):  # a NUL byte, a name no file system can hold
+        inside = is_inside(path, [folder]) and path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system
         inside = False
     if not inside:
         raise UploadError(field=field, rule=f"{shown} is not a file in your uploads folder {folder}", fix=fix)
-    return str(resolved)
+    return str(path.resolve())

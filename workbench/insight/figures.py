@@ -38,6 +38,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
+from workbench.spec.run_records import metric_problem, well_formed
 
 STEP = "step"
 MAX_SMOOTHING = 0.99
@@ -97,7 +98,9 @@ def metrics_frame(records: Iterable[Mapping],
     twice the later record wins; records read from a resumed run's file go
     through `resumed.merge_metrics` first, which also drops the later steps
     logged before the resume. Values that are not numbers (None, text) become
-    NaN, so a figure shows a gap, not an error.
+    NaN, so a figure shows a gap, not an error; a record of the wrong shape
+    (`spec.run_records.metric_problem`: not an object, a step that is not a
+    number, a list for a value) is left out.
 
     `previous` is (records, frame) of an earlier call. When these records are
     those same record objects with more appended, or with the last one
@@ -114,14 +117,15 @@ def metrics_frame(records: Iterable[Mapping],
 
 
 def _build_frame(records: list, first_position: int = 1) -> pd.DataFrame:
+    kept = well_formed(records, metric_problem)
     rows = []
-    for position, record in enumerate(records, start=first_position):
+    for position, record in enumerate(kept, start=first_position):
         row = dict(record)
         row.setdefault(STEP, position)
         rows.append(row)
     if not rows:
         frame = pd.DataFrame({STEP: pd.Series(dtype="float64")})
-        frame.attrs[ROWS_ARE_RECORDS] = True
+        frame.attrs[ROWS_ARE_RECORDS] = not records
         return frame
     frame = pd.DataFrame(rows)
     # Columns pandas already holds as numbers (or booleans) are what to_numeric would give back.
@@ -129,7 +133,8 @@ def _build_frame(records: list, first_position: int = 1) -> pd.DataFrame:
     if odd:
         frame[odd] = frame[odd].apply(pd.to_numeric, errors="coerce")
     frame = frame[frame[STEP].notna()]
-    in_order = len(frame) == len(rows) and frame[STEP].is_monotonic_increasing and frame[STEP].is_unique
+    in_order = len(frame) == len(rows) == len(records) and frame[STEP].is_monotonic_increasing and \
+        frame[STEP].is_unique
     if not in_order:
         frame = frame.drop_duplicates(subset=STEP, keep="last").sort_values(STEP, kind="stable")
     frame = frame.reset_index(drop=True)

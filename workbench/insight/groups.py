@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping
 from workbench.errors import WorkbenchError
 from workbench.insight.resumed import latest_round
 from workbench.spec.chat import transcript_text
+from workbench.spec.run_records import completion_problem, well_formed
 
 # TRL adds this to the std before dividing, so equal rewards give 0, not 0/0.
 STD_EPSILON = 1e-4
@@ -169,7 +170,7 @@ def _arithmetic(reward: float | None, mean: float | None, std: float | None, sca
 
 def available_steps(records: Iterable[Mapping]) -> list[int]:
     """The steps that have completions, ascending."""
-    steps = {int(r["step"]) for r in records if _number(r.get("step")) is not None}
+    steps = {int(r["step"]) for r in records if isinstance(r, Mapping) and _number(r.get("step")) is not None}
     return sorted(steps)
 
 
@@ -202,10 +203,12 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
     `records` are in the order they were written: a step recorded twice
     (before a crash and after the resume) shows its newest round only
     (`resumed.latest_round`; `num_generations`, the run's G, helps tell rounds apart).
+    A record of the wrong shape (`spec.run_records.completion_problem`) is left out: the
+    readers of the run folder have already skipped and reported those lines.
     """
     if scale_rewards is not None and scale_rewards not in SCALINGS:
         raise WorkbenchError(f"scale_rewards: got {scale_rewards!r}; TRL accepts one of {list(SCALINGS)}")
-    rows = latest_round(records, int(step), num_generations)
+    rows = latest_round(well_formed(records, completion_problem), int(step), num_generations)
     if not rows:
         return []
     by_group: dict[Any, list[Mapping]] = {}

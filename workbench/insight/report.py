@@ -10,7 +10,8 @@ without a network. Its sections, in order:
 - the settings in plain words, with each field's help (`spec.config.FIELD_HELP`);
 - the batch plan as the Calculator tab counts it (`spec.config.plan_for`, `Plan.numbers()`);
 - reward, reward spread, KL, loss and completion-length curves (`figures`);
-- the health notes (`health.check_health`);
+- the health notes (`health.check_health`), and a note for each run file with
+  lines that could not be read (skipped by the reader, `spec.run_records`);
 - completion groups with their advantages (`groups`, drawn as the dashboard's
   cards by `group_cards`): the first, middle and last step with completions,
   then the best and the worst group of the run, the whole groups with the
@@ -45,6 +46,7 @@ from workbench.insight.health import RECENT_WINDOW, check_health
 from workbench.insight.resumed import merge_metrics
 from workbench.spec.chat import transcript_text
 from workbench.spec.config import FIELD_HELP, RunConfig, plan_for
+from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
 from workbench.spec.tasks import TASKS
 
 # The curves of the report, as named in figures.FIGURE_BUILDERS, in reading order.
@@ -127,6 +129,7 @@ class RunContents:
     completions: list[dict]       # completions.jsonl, as written
     comparisons: list = field(default_factory=list)  # probes.Comparison: label, max_new_tokens, prompts, base, trained
     folder: str = ""              # where the run folder lies, named in the footer
+    skipped: dict = field(default_factory=dict)  # lines of each file the reader could not read: {name: Skipped}
 
 
 # ---------------------------------------------------------------- small helpers
@@ -352,8 +355,10 @@ def _curves(metrics: list[dict]) -> str:
     return _section("curves", "Curves", body)
 
 
-def _health(metrics: list[dict], config: Mapping) -> str:
+def _health(metrics: list[dict], config: Mapping, skipped: Mapping[str, Skipped]) -> str:
     alarms = check_health(metrics, config)
+    unreadable = "".join(f'<div class="wb-alarm wb-alarm-warning"><b>Unreadable lines skipped</b>'
+                         f"{escape(lines.note(name))}</div>" for name, lines in sorted(skipped.items()) if lines.count)
     if not metrics:
         body = '<p class="wb-lead">No metrics were logged, so there is nothing to check.</p>'
     elif not alarms:
@@ -364,7 +369,7 @@ def _health(metrics: list[dict], config: Mapping) -> str:
         body = "".join(f'<div class="wb-alarm wb-alarm-{escape(alarm.level)}"><b>{escape(alarm.title)}'
                        f'{f" (step {alarm.step})" if alarm.step is not None else ""}</b>{escape(alarm.message)}</div>'
                        for alarm in alarms)
-    return _section("health", "Health notes", body)
+    return _section("health", "Health notes", unreadable + body)
 
 
 # ---------------------------------------------------------------- completion groups
@@ -493,9 +498,10 @@ def build_report(run: RunContents, plotly_js: str | None = None, written_at: dat
         from plotly.offline import get_plotlyjs
 
         plotly_js = get_plotlyjs()
-    # A line of a JSON-lines file may hold any JSON value; only objects are records.
-    metrics = merge_metrics([], [r for r in run.metrics if isinstance(r, Mapping)])
-    completions = [r for r in run.completions if isinstance(r, Mapping)]
+    # A line of a JSON-lines file may hold any JSON value; only records of the right shape count
+    # (the run folder's readers already skipped the others, and `run.skipped` says how many).
+    metrics = merge_metrics([], well_formed(run.metrics, metric_problem))
+    completions = well_formed(run.completions, completion_problem)
     config = run.config
     plan, plan_problem = _plan_of(config)
     written = (written_at or datetime.now()).strftime("%Y-%m-%d %H:%M")
@@ -508,7 +514,7 @@ def build_report(run: RunContents, plotly_js: str | None = None, written_at: dat
         f'<script type="text/javascript">{plotly_js}</script></head><body>'
         f"{_head(run, metrics)}<main>"
         f'<nav class="wb-toc">{toc}</nav>'
-        f"{_summary(run, metrics, plan, plan_problem)}{_curves(metrics)}{_health(metrics, config)}"
+        f"{_summary(run, metrics, plan, plan_problem)}{_curves(metrics)}{_health(metrics, config, run.skipped)}"
         f"{_groups(completions, config)}{_comparisons(run.comparisons)}{_settings(config)}"
         f"{_batch_plan(plan, plan_problem)}"
         f"<footer>Written by GRPO Workbench on {escape(written)}{escape(where)}. One file: plotly.js inside it "

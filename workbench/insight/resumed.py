@@ -24,7 +24,7 @@ from typing import Iterable, Mapping
 
 
 def _step(record: Mapping) -> float | None:
-    value = record.get("step")
+    value = record.get("step") if isinstance(record, Mapping) else None  # a JSON line may hold any value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return value
@@ -40,6 +40,8 @@ def merge_metrics(old: list[dict], new: Iterable[dict]) -> list[dict]:
     """
     merged = list(old)
     for record in new:
+        if not isinstance(record, Mapping):  # a JSON line may hold any value: only objects are records
+            continue
         step = _step(record)
         last = _step(merged[-1]) if merged else None
         if step is None or last is None or step > last:

@@ -21,19 +21,21 @@ or put where a deleted one was (an inode number used again) is read again
 from the start. Checking those last bytes is part of the same read: a call
 reads FINGERPRINT_BYTES more than was appended.
 As everywhere in the run folder, a half-written last line is left for the
-next call.
+next call, and a line that cannot be read (not UTF-8, not JSON, a record of
+the wrong shape) is skipped, counted in the result and logged once per file
+(`runfolder.parse_lines`).
 
 `step_index(path)` and `records(path)` keep those results per process, for
 every page and tab that reads the same file: a cache of what the file said,
 checked against the file on every call, so it never changes an answer, only
 how much is read. It holds the few files read most recently.
 
-Standard library (and orjson, where installed, to parse faster): importable without torch or gradio.
+Standard library (and orjson, where installed, to parse faster, `runfolder.loads`): importable without torch or
+gradio.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -42,10 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-try:
-    import orjson
-except ImportError:  # the standard library's json reads the same
-    orjson = None
+from workbench.jobs import runfolder
+from workbench.spec.run_records import Skipped
 
 # How much of a file is read at once while indexing it.
 CHUNK_BYTES = 8 << 20
@@ -57,17 +57,6 @@ RECORDS_KEPT = 8
 
 # A stretch of consecutive lines that all begin with the same `{"step": N` (as the recorder writes them).
 _STRETCH = re.compile(rb'\{"step": (-?\d+)[,}][^\n]*\n(?:\{"step": \1[,}][^\n]*\n)*')
-
-
-def _loads(line: bytes) -> Any:
-    """json.loads, by orjson where it can (several times faster; gradio brings it): the same objects for
-    the JSON it reads, and json.loads for what it refuses (NaN, Infinity, integers past 64 bits)."""
-    if orjson is not None:
-        try:
-            return orjson.loads(line)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(line)
 
 
 def _step_of(record: Any) -> int | float | None:
@@ -115,6 +104,7 @@ class RecordsRead:
     tail: bytes = b""  # the last FINGERPRINT_BYTES before `offset`
     records: list = field(default_factory=list)
     bytes_read: int = field(default=0, compare=False)
+    skipped: Skipped = Skipped()  # lines up to `offset` that could not be read
 
 
 def _continue_from(handle, previous, fresh):
@@ -183,8 +173,8 @@ def _index_lines(body: bytes, size: int, base: int, stretches: list, last: dict)
         else:  # a line written some other way: parse it to find its step
             end = body.index(b"\n", position) + 1
             try:
-                step = _step_of(_loads(bytes(body[position:end])))
-            except ValueError:
+                step = _step_of(runfolder.loads(bytes(body[position:end])))
+            except (ValueError, RecursionError):
                 step = None
         start = base + position
         if stretches and (step is None or stretches[-1][0] == step) and stretches[-1][2] == start:
@@ -198,27 +188,22 @@ def _index_lines(body: bytes, size: int, base: int, stretches: list, last: dict)
         position = end
 
 
-def read_span(path: str | os.PathLike, start: int, end: int) -> list[dict]:
-    """The records on the whole lines between bytes `start` and `end` (a stretch of a StepIndex)."""
+def read_span(path: str | os.PathLike, start: int, end: int) -> tuple[list[dict], Skipped]:
+    """The records on the whole lines between bytes `start` and `end` (a stretch of a StepIndex), and the
+    lines there that could not be read."""
     try:
         with open(path, "rb") as handle:
             handle.seek(start)
             chunk = handle.read(max(0, end - start))
     except OSError:
-        return []
-    return _parse_lines(chunk[: chunk.rfind(b"\n") + 1])
+        return [], Skipped()
+    return _parse_lines(path, chunk[: chunk.rfind(b"\n") + 1], start)
 
 
-def _parse_lines(chunk: bytes) -> list[dict]:
-    records = []
-    for line in chunk.splitlines():
-        try:
-            record = _loads(line)
-        except ValueError:  # a complete line that is not JSON is skipped, as runfolder.read_jsonl_from does
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+def _parse_lines(path, chunk: bytes, base: int) -> tuple[list[dict], Skipped]:
+    records, skipped = runfolder.parse_lines(chunk, base, runfolder.rule_of(path))
+    runfolder.say_skipped(path, skipped)
+    return records, skipped
 
 
 def read_records(path: str | os.PathLike, previous: RecordsRead | None = None) -> RecordsRead:
@@ -232,9 +217,9 @@ def read_records(path: str | os.PathLike, previous: RecordsRead | None = None) -
     complete = chunk[: chunk.rfind(b"\n") + 1]
     if not complete:
         return replace(previous, bytes_read=read + len(chunk))
-    new = _parse_lines(complete)
+    new, skipped = _parse_lines(path, complete, previous.offset)
     return RecordsRead(previous.identity, previous.offset + len(complete), _tail(previous.tail, complete),
-                       previous.records + new, read + len(chunk))
+                       previous.records + new, read + len(chunk), previous.skipped + skipped)
 
 
 # ---------------------------------------------------------------- kept per process
@@ -286,7 +271,7 @@ def records_of_step(path: str | os.PathLike, step: int | float) -> list[dict]:
     span = step_index(path).span_of(step)
     if span is None:
         return []
-    return [record for record in read_span(path, *span) if _step_of(record) == step]
+    return [record for record in read_span(path, *span)[0] if _step_of(record) == step]
 
 
 def forget() -> None:

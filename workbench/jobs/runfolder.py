@@ -38,13 +38,20 @@ process, what it has read of a long file and where each step's lines lie; it is
 checked against the file on every read, so it changes how much is read, never
 what a reader sees.)
 
-Pure standard library: importable without torch or gradio.
+A line a reader cannot take (bytes that are not UTF-8, text that is not
+JSON, a record of the wrong shape: `spec.run_records` holds the rule for
+metrics and completions) is skipped, the other records are returned, and the
+reader logs it once per file (`say_skipped`); the readers that return a
+`Skipped` let a page or a report say so too.
+
+Standard library (and orjson, where installed, to parse faster): importable without torch or gradio.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import tempfile
@@ -53,9 +60,15 @@ import zipfile
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from workbench.errors import WorkbenchError
+from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
+
+try:
+    import orjson
+except ImportError:  # the standard library's json reads the same
+    orjson = None
 
 CONFIG_FILE = "config.json"
 STATUS_FILE = "status.json"
@@ -85,6 +98,12 @@ FINAL_STATES = ("finished", "failed", "stopped", UNREADABLE, LOST)
 
 RUNS_DIR_ENV = "WORKBENCH_RUNS_DIR"
 SANDBOX_ENV = "WORKBENCH_SANDBOX"  # "1" inside a run's sandbox: its own PID namespace
+
+# The rule each JSON-lines file's records follow, by file name; other files' lines need only be JSON objects.
+RECORD_RULES: dict[str, Callable[[Any], str | None]] = {
+    METRICS_FILE: metric_problem, COMPLETIONS_FILE: completion_problem}
+
+_log = logging.getLogger(__name__)
 
 
 def runs_root(root: str | os.PathLike | None = None) -> Path:
@@ -165,11 +184,15 @@ def read_status(run_dir: str | os.PathLike) -> dict:
 
 
 def read_run(run_dir: str | os.PathLike) -> dict:
-    """Everything a reader of the whole run wants at once (a report): `config`, `status`, and the
-    `metrics` and `completions` records as written (a resumed run's repeated steps included)."""
+    """Everything a reader of the whole run wants at once (a report): `config`, `status`, the
+    `metrics` and `completions` records as written (a resumed run's repeated steps included), and
+    `skipped`: the lines of each of those two files that could not be read ({file name: Skipped})."""
     run_dir = Path(run_dir)
-    return {"config": read_config(run_dir), "status": read_status(run_dir),
-            "metrics": read_jsonl(run_dir / METRICS_FILE), "completions": read_jsonl(run_dir / COMPLETIONS_FILE)}
+    metrics, _, metrics_skipped = read_records_from(run_dir / METRICS_FILE)
+    completions, _, completions_skipped = read_records_from(run_dir / COMPLETIONS_FILE)
+    return {"config": read_config(run_dir), "status": read_status(run_dir), "metrics": metrics,
+            "completions": completions,
+            "skipped": {METRICS_FILE: metrics_skipped, COMPLETIONS_FILE: completions_skipped}}
 
 
 def inside_sandbox() -> bool:
@@ -221,30 +244,89 @@ def _json_default(value: Any) -> Any:
     return item() if callable(item) else str(value)
 
 
-def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int]:
-    """Records from byte `offset` up to the last complete line, and the next offset.
+def loads(line: bytes) -> Any:
+    """json.loads, by orjson where it can (several times faster; gradio brings it): the same objects for
+    the JSON it reads, and json.loads for what it refuses (NaN, Infinity, integers past 64 bits)."""
+    if orjson is not None:
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
 
-    A half-written last line is left for the next call. A complete line that is
-    not valid JSON is skipped rather than stopping the reader.
+
+def parse_lines(chunk: bytes, base: int = 0, rule: Callable[[Any], str | None] | None = None
+                ) -> tuple[list[dict], Skipped]:
+    """The records on the whole lines of `chunk` (which begins at byte `base` of its file), and those skipped.
+
+    A line is skipped when it is not UTF-8 text, not JSON, not a JSON object,
+    or breaks `rule` (the file's, from `rule_of`); a blank line is passed
+    over without a word.
+    """
+    records: list[dict] = []
+    count, first = 0, ""
+    position = 0
+    for line in chunk.split(b"\n"):
+        start, position = position, position + len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            record = loads(line)
+        except UnicodeDecodeError:
+            problem = "not UTF-8 text"
+        except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than Python parses
+            problem = "not JSON"
+        else:
+            problem = (rule or object_problem)(record)
+            if problem is None:
+                records.append(record)
+                continue
+        count += 1
+        first = first or f"byte {base + start}: {problem}"
+    return records, Skipped(count, first)
+
+
+_said: set[str] = set()  # files whose skipped lines were logged: each is said once per process
+
+
+def say_skipped(path: str | os.PathLike, skipped: Skipped) -> None:
+    """Log the lines a reader skipped in `path`, the first time this process skips any there."""
+    key = os.path.abspath(path)
+    if skipped.count and key not in _said:
+        _said.add(key)
+        _log.warning("%s", skipped.note(key))
+
+
+def rule_of(path: str | os.PathLike) -> Callable[[Any], str | None] | None:
+    """The record rule of the run file `path` names (None for other JSON-lines files)."""
+    return RECORD_RULES.get(Path(path).name)
+
+
+def read_records_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int, Skipped]:
+    """Records from byte `offset` up to the last complete line, the next offset, and the lines skipped.
+
+    A half-written last line is left for the next call. A complete line that
+    cannot be read (see `parse_lines`) is skipped rather than stopping the
+    reader, and logged once per file.
     """
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
             chunk = handle.read()
     except OSError:  # missing, or unreadable (permissions): nothing to show yet
-        return [], offset
+        return [], offset, Skipped()
     end = chunk.rfind(b"\n")
     if end < 0:
-        return [], offset
-    records = []
-    for line in chunk[: end + 1].splitlines():
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records, offset + end + 1
+        return [], offset, Skipped()
+    records, skipped = parse_lines(chunk[: end + 1], offset, rule_of(path))
+    say_skipped(path, skipped)
+    return records, offset + end + 1, skipped
+
+
+def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int]:
+    """Records from byte `offset` up to the last complete line, and the next offset (`read_records_from`)."""
+    records, offset, _ = read_records_from(path, offset)
+    return records, offset
 
 
 def file_identity(path: str | os.PathLike) -> tuple[int, int] | None:
@@ -282,7 +364,7 @@ def _step_at_most(line: bytes, step: int) -> bool:
         return False  # cut short by the kill that ended the earlier process
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested deeper than Python parses
         return False
     value = record.get("step") if isinstance(record, dict) else None
     return not isinstance(value, (int, float)) or value <= step
@@ -308,15 +390,10 @@ def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[di
     except OSError:
         return []
     if start > 0:
-        chunk = chunk[chunk.find(b"\n") + 1:] if b"\n" in chunk else b""
-    records = []
-    for line in chunk[: chunk.rfind(b"\n") + 1].splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
+        cut = chunk.find(b"\n") + 1 if b"\n" in chunk else len(chunk)
+        chunk, start = chunk[cut:], start + cut
+    records, skipped = parse_lines(chunk[: chunk.rfind(b"\n") + 1], start, rule_of(path))
+    say_skipped(path, skipped)
     return records
 
 

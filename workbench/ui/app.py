@@ -22,7 +22,7 @@ import gradio as gr
 from workbench.errors import WorkbenchError
 from workbench.jobs.runfolder import runs_root
 from workbench.jobs.sandbox import Policy
-from workbench.ui import server, sign_in
+from workbench.ui import browser_files, server, sign_in
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -144,6 +144,7 @@ def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
         if block_fn.fn is not None:
             block_fn.fn = refusals_as_messages(block_fn.fn)
     server.cheap_skips(app)
+    browser_files.guard(app)  # a file named by the browser is read only if the browser uploaded it
     # What serving needs besides the Blocks: the tabs' page scripts and JSON routes (server.serve).
     app.page_scripts = list(ctx.page_scripts)
     app.api_routes = dict(ctx.api_routes)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import gradio as gr
 
 from workbench.access.uploads import DATASET_SUFFIXES, MAX_UPLOAD_TEXT, REWARD_SUFFIXES, UPLOAD_SUFFIXES
-from workbench.ui import uploads_view
+from workbench.ui import browser_files, uploads_view
 from workbench.ui.context import UIContext
 
 
@@ -47,7 +47,8 @@ def build(ctx: UIContext, dataset_path: gr.Textbox, reward_file: gr.Textbox) -> 
     def on_upload(request: gr.Request, files):
         folder = ctx.uploads_for(request)
         files = files if isinstance(files, list) else [files] if files else []
-        stored, refused = uploads_view.store_files([str(f) for f in files if isinstance(f, str)], folder)
+        stored, refused = uploads_view.store_files([str(f) for f in files if isinstance(f, str)], folder,
+                                                   browser_files.upload_folder())
         dataset = uploads_view.newest_of(stored, DATASET_SUFFIXES)
         reward = uploads_view.newest_of(stored, REWARD_SUFFIXES)
         return (None, uploads_view.uploads_html(folder, refused),

@@ -166,8 +166,11 @@ def build(ctx: UIContext) -> None:
                 watch = replace(watch, controls_shown=controls)
         if full or changes.metrics:
             out.update(render_figures(watch, smooth, None if with_more else MAIN_FIGURES))
-            out[alarms] = drawn.get(("alarms", *train_view.metrics_read(watch)), lambda: train_view.alarms_html(
-                check_health(metrics_of(watch), watch.config), bool(watch.metrics)))
+        if full or changes.metrics or changes.skipped:  # unreadable lines of the run's files show among the alarms
+            skipped = tuple(sorted(watch.skipped.items()))
+            out[alarms] = drawn.get(("alarms", *train_view.metrics_read(watch), skipped), lambda: train_view.alarms_html(
+                check_health(metrics_of(watch), watch.config) + train_view.skipped_alarms(watch.skipped),
+                bool(watch.metrics)))
         if full or changes.completions:
             out.update(render_completions(watch, pinned))
         out[watch_state] = watch

@@ -40,8 +40,10 @@ from statistics import mean
 from typing import Any, Callable
 
 from workbench.insight.figures import metrics_frame
+from workbench.insight.health import Alarm
 from workbench.insight.resumed import latest_round, merge_metrics
 from workbench.jobs import jsonl_cache, runfolder
+from workbench.spec.run_records import Skipped
 
 # How many of the latest step_time values the remaining-time estimate averages.
 RECENT_STEPS = 5
@@ -77,6 +79,8 @@ class RunWatch:
     # a refresh sends them again only when that changed. Each update costs Gradio a component built anew.
     controls_shown: tuple | None = None
     picker_shown: tuple | None = None
+    # Lines of metrics.jsonl and completions.jsonl this watch read and could not take ({file name: Skipped}).
+    skipped: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,10 +90,11 @@ class Changes:
     metrics: bool = False
     completions: bool = False
     status: bool = False
+    skipped: bool = False  # more lines found unreadable: the alarms' note changes
 
     @property
     def anything(self) -> bool:
-        return self.metrics or self.completions or self.status
+        return self.metrics or self.completions or self.status or self.skipped
 
 
 class Drawn:
@@ -207,12 +212,14 @@ def _fold_step(steps: list, step) -> list:
     return steps
 
 
-def read_completions(path: Path, num_generations: int | None = None) -> tuple[list, list[dict], int, tuple | None]:
-    """(steps with completions, records of the newest step, offset read up to, file identity) of a whole file.
+def read_completions(path: Path, num_generations: int | None = None
+                     ) -> tuple[list, list[dict], int, tuple | None, Skipped]:
+    """(steps with completions, records of the newest step, offset read up to, file identity, lines skipped)
+    of a whole file.
 
     The same as `merge_completions` over every record of the file, read from
     the process's step index (`jsonl_cache.step_index`): only the newest
-    step's lines are parsed.
+    step's lines are parsed (so only those can be found unreadable).
     """
     index = jsonl_cache.step_index(path)
     steps: list = []
@@ -220,11 +227,12 @@ def read_completions(path: Path, num_generations: int | None = None) -> tuple[li
         if not steps or step != steps[-1]:
             steps = _fold_step(steps, step)
     newest: list[dict] = []
+    skipped = Skipped()
     if index.stretches:
         step, start, end = index.stretches[-1]
-        newest = [r for r in jsonl_cache.read_span(path, start, end) if r.get("step") is not None]
+        newest, skipped = jsonl_cache.read_span(path, start, end)
         newest = latest_round(newest, step, num_generations)
-    return steps, newest, index.offset, index.identity
+    return steps, newest, index.offset, index.identity, skipped
 
 
 def poll_run(watch: RunWatch, runs_dir: str | Path,
@@ -244,20 +252,26 @@ def poll_run(watch: RunWatch, runs_dir: str | Path,
     if watch.metrics_offset == 0:  # nothing read of this file yet: what this process has read of it
         read = jsonl_cache.records(metrics_path)
         new_metrics, metrics_offset, metrics_file = read.records, read.offset, read.identity or metrics_file
+        metrics_skipped = read.skipped
     else:
-        new_metrics, metrics_offset = runfolder.read_jsonl_from(metrics_path, watch.metrics_offset)
+        new_metrics, metrics_offset, metrics_skipped = runfolder.read_records_from(metrics_path, watch.metrics_offset)
     new_completions: list[dict] = []
     if watch.completions_offset == 0:  # the newest step only, from the process's index of the file
-        steps, newest, completions_offset, identity = read_completions(completions_path,
-                                                                       watch.config.get("num_generations"))
+        steps, newest, completions_offset, identity, completions_skipped = read_completions(
+            completions_path, watch.config.get("num_generations"))
         completions_file = identity or completions_file
         read_any = bool(steps)
     else:
-        new_completions, completions_offset = runfolder.read_jsonl_from(completions_path, watch.completions_offset)
+        new_completions, completions_offset, completions_skipped = runfolder.read_records_from(
+            completions_path, watch.completions_offset)
         read_any = bool(new_completions)
+    skipped = {**watch.skipped}
+    for name, more in ((runfolder.METRICS_FILE, metrics_skipped), (runfolder.COMPLETIONS_FILE, completions_skipped)):
+        if more.count:
+            skipped[name] = skipped.get(name, Skipped()) + more
     status = read_status(run_dir) or {}
     changes = Changes(metrics=bool(new_metrics) or metrics_replaced,
-                      completions=read_any or completions_replaced,
+                      completions=read_any or completions_replaced, skipped=skipped != watch.skipped,
                       status=status_signature(status) != status_signature(watch.status))
     if not changes.anything:
         return original, changes
@@ -279,6 +293,7 @@ def poll_run(watch: RunWatch, runs_dir: str | Path,
         completion_steps=steps,
         newest_completions=newest,
         status=status,
+        skipped=skipped,
     )
     return updated, changes
 
@@ -294,9 +309,11 @@ def _forget_replaced_files(watch: RunWatch, run_dir: Path) -> tuple[RunWatch, bo
     metrics_replaced = watch.metrics_offset > 0 and metrics_id != watch.metrics_file
     completions_replaced = watch.completions_offset > 0 and completions_id != watch.completions_file
     if metrics_replaced:
-        watch = replace(watch, metrics_offset=0, metrics=[])
+        watch = replace(watch, metrics_offset=0, metrics=[],
+                        skipped={k: v for k, v in watch.skipped.items() if k != runfolder.METRICS_FILE})
     if completions_replaced:
-        watch = replace(watch, completions_offset=0, completion_steps=[], newest_completions=[])
+        watch = replace(watch, completions_offset=0, completion_steps=[], newest_completions=[],
+                        skipped={k: v for k, v in watch.skipped.items() if k != runfolder.COMPLETIONS_FILE})
     if (metrics_id, completions_id) != (watch.metrics_file, watch.completions_file):
         watch = replace(watch, metrics_file=metrics_id, completions_file=completions_id)
     return watch, metrics_replaced, completions_replaced
@@ -643,12 +660,18 @@ ALARMS_CSS = """
 """
 
 
+def skipped_alarms(skipped: dict) -> list[Alarm]:
+    """A note for each run file with lines the page could not read ({file name: Skipped}), to show with the alarms."""
+    return [Alarm("warning", "Unreadable lines skipped", lines.note(name), None, kind="skipped_lines")
+            for name, lines in sorted(skipped.items()) if lines.count]
+
+
 def alarms_html(alarms: list, has_metrics: bool) -> str:
     """Health alarms as coloured notes (title, plain-words message, step); a calm line when all is well.
 
     `alarms` are workbench.insight.health.Alarm objects (level, title, message, step).
     """
-    if not has_metrics:
+    if not has_metrics and not alarms:
         return '<div class="wb-alarms"><span class="wb-alarms-wait">Health checks start with the first logged step.</span></div>'
     if not alarms:
         return ('<div class="wb-alarms"><div class="wb-alarms-ok">No alarms: the run has a learning signal '

@@ -48,11 +48,18 @@ def confine_to_uploads(cfg: RunConfig, folder: Path) -> tuple[RunConfig, list[Co
     return cfg.with_changes(**changes), problems
 
 
-def store_files(paths: list[str], folder: Path) -> tuple[list[Path], list[str]]:
-    """Copy uploaded files (gradio's temporary copies, named as sent) into `folder`: (stored, refusals)."""
+def store_files(paths: list[str], folder: Path, upload_folder: str) -> tuple[list[Path], list[str]]:
+    """Copy uploaded files (gradio's temporary copies, named as sent) into `folder`: (stored, refusals).
+
+    Only a file inside `upload_folder` (where gradio's upload route puts what
+    the browser sends) is copied: every event is already checked so
+    (ui/browser_files.py); this keeps the rule where the copy is made.
+    """
     stored, refused = [], []
     for path in paths:
         try:
+            if not uploads.is_inside(path, [upload_folder]):
+                raise uploads.not_uploaded(path)
             stored.append(uploads.store_upload(path, Path(path).name, folder))
         except WorkbenchError as exc:
             refused.append(str(exc))
