@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping
 from workbench.errors import WorkbenchError
 from workbench.insight.resumed import latest_round
 from workbench.spec.chat import transcript_text
+from workbench.spec.numbers import finite_number
 from workbench.spec.run_records import completion_problem, well_formed
 
 # TRL adds this to the std before dividing, so equal rewards give 0, not 0/0.
@@ -96,16 +97,6 @@ class GroupView:
 
 # ---------------------------------------------------------------- small helpers
 
-def _number(value: Any) -> float | None:
-    """A finite float, or None for missing / NaN / text."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
 
 def format_number(value: float | None) -> str:
     """Two decimals, or three significant digits for small non-zero values."""
@@ -134,10 +125,10 @@ def mean_and_std(values: Iterable[float | None]) -> tuple[float | None, float | 
 
 
 def _total(record: Mapping) -> float | None:
-    total = _number(record.get("reward"))
+    total = finite_number(record.get("reward"))
     if total is not None or "reward" in record:
         return total
-    scores = [_number(v) for v in (record.get("rewards") or {}).values()]
+    scores = [finite_number(v) for v in (record.get("rewards") or {}).values()]
     scores = [s for s in scores if s is not None]
     return sum(scores) if scores else None
 
@@ -170,13 +161,13 @@ def _arithmetic(reward: float | None, mean: float | None, std: float | None, sca
 
 def available_steps(records: Iterable[Mapping]) -> list[int]:
     """The steps that have completions, ascending."""
-    steps = {int(r["step"]) for r in records if isinstance(r, Mapping) and _number(r.get("step")) is not None}
+    steps = {int(r["step"]) for r in records if isinstance(r, Mapping) and finite_number(r.get("step")) is not None}
     return sorted(steps)
 
 
 def _infer_scaling(rows, group_stats, step_std) -> str:
     """The scaling whose recomputation reproduces every recorded advantage."""
-    recorded = [(r, _number(r.get("advantage"))) for r in rows]
+    recorded = [(r, finite_number(r.get("advantage"))) for r in rows]
     recorded = [(r, a) for r, a in recorded if a is not None and _total(r) is not None]
     if not recorded:
         return "group"
@@ -222,7 +213,7 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
     scaling = scale_rewards or _infer_scaling(whole, group_stats, step_std)
 
     groups = []
-    for key in sorted(by_group, key=lambda k: (_number(k) is None, _number(k) or 0, str(k))):
+    for key in sorted(by_group, key=lambda k: (finite_number(k) is None, finite_number(k) or 0, str(k))):
         members = by_group[key]
         mean, std = group_stats[key]
         divisor_std = step_std if scaling == "batch" else std
@@ -246,17 +237,17 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
             recomputed = None
             if total is not None and mean is not None and scaling != "unknown":
                 recomputed = _advantage(total, mean, divisor_std, scaling)
-            recorded = _number(record.get("advantage"))
+            recorded = finite_number(record.get("advantage"))
             # An unscorable completion gets advantage 0 in TRL (nan_to_num).
             shown = recorded if recorded is not None else (recomputed if recomputed is not None else 0.0)
             if recorded is not None and recomputed is not None and \
                     abs(recorded - recomputed) > MATCH_TOLERANCE * max(1.0, abs(recorded)):
                 mismatch = True
-            length = _number(record.get("length"))
+            length = finite_number(record.get("length"))
             views.append(CompletionView(
                 index=index,
                 completion=transcript_text(record.get("completion")),
-                rewards={name: _number(score) for name, score in (record.get("rewards") or {}).items()},
+                rewards={name: finite_number(score) for name, score in (record.get("rewards") or {}).items()},
                 reward=total,
                 advantage=shown,
                 recomputed_advantage=recomputed,
@@ -268,7 +259,7 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
             ))
         if mismatch and len(members) >= expected_size:
             notes.append("Some recorded advantages differ from this recomputation; the recorded ones are shown.")
-        groups.append(GroupView(step=int(step), group=int(_number(key) or 0),
+        groups.append(GroupView(step=int(step), group=int(finite_number(key) or 0),
                                 prompt=transcript_text(members[0].get("prompt")), completions=views, mean=mean, std=std,
                                 scaling=scaling, expected_size=expected_size, notes=notes))
     return groups

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+from workbench.spec.numbers import finite_number
 
 LEVELS = ("error", "warning", "info")  # most serious first
 
@@ -87,16 +88,6 @@ def _setting(config: Any, name: str, default: Any = None) -> Any:
     return getattr(config, name, default)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def metric_series(metrics, name: str) -> Sequence[tuple[int, float]]:
     """(step, value) pairs of one metric, by step, skipping missing and NaN values.
 
@@ -107,9 +98,9 @@ def metric_series(metrics, name: str) -> Sequence[tuple[int, float]]:
         return _frame_series(metrics, name)
     points = {}
     for position, record in enumerate(metrics, start=1):
-        value = _number(record.get(name))
+        value = finite_number(record.get(name))
         if value is not None:
-            step = _number(record.get("step"))
+            step = finite_number(record.get("step"))
             points[int(step) if step is not None else position] = value
     return sorted(points.items())
 

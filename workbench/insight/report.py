@@ -32,7 +32,6 @@ write the file.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
@@ -46,6 +45,7 @@ from workbench.insight.health import RECENT_WINDOW, check_health
 from workbench.insight.resumed import merge_metrics
 from workbench.spec.chat import transcript_text
 from workbench.spec.config import FIELD_HELP, RunConfig, plan_for
+from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
 from workbench.spec.tasks import TASKS
 
@@ -143,20 +143,6 @@ def _text(value: Any) -> str:
     return escape(str(value))
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None or seconds < 0:
-        return "—"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min" if hours else (f"{minutes} min {secs:02d} s" if minutes else f"{secs} s")
-
-
 def _when(timestamp: float | None) -> str:
     try:
         return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M") if timestamp else "—"
@@ -175,10 +161,10 @@ def _plural(count: float, noun: str) -> str:
 # ---------------------------------------------------------------- the run at a glance
 
 def _steps_text(status: Mapping, metrics: list[dict]) -> str:
-    step = _number(status.get("step"))
-    total = _number(status.get("total_steps"))
+    step = finite_number(status.get("step"))
+    total = finite_number(status.get("total_steps"))
     if step is None and metrics:
-        step = _number(metrics[-1].get("step"))
+        step = finite_number(metrics[-1].get("step"))
     if step is None:
         return "no step yet"
     return f"{int(step)} of {int(total)}" if total else str(int(step))
@@ -186,7 +172,7 @@ def _steps_text(status: Mapping, metrics: list[dict]) -> str:
 
 def _head(run: RunContents, metrics: list[dict]) -> str:
     config, status = run.config, run.status
-    started, ended = _number(status.get("started_at")), _number(status.get("updated_at"))
+    started, ended = finite_number(status.get("started_at")), finite_number(status.get("updated_at"))
     task = config.get("task") or ""
     if config.get("dataset_path"):
         task = f"{config['dataset_path']} (file)"
@@ -196,7 +182,7 @@ def _head(run: RunContents, metrics: list[dict]) -> str:
         ("task", task or "unknown"),
         ("steps", _steps_text(status, metrics)),
         ("started", _when(started)),
-        ("duration", _duration(ended - started) if started and ended else "—"),
+        ("duration", format_duration(ended - started) if started and ended else "—"),
     ]
     items = "".join(f"<li><b>{escape(label)}</b>{escape(str(value))}</li>" for label, value in facts)
     return (f'<header class="wb-report-head"><div class="wb-inner"><h1>{escape(run.name)}</h1>'
@@ -207,7 +193,7 @@ def _head(run: RunContents, metrics: list[dict]) -> str:
 def _outcome_words(run: RunContents, metrics: list[dict]) -> str:
     """What the run did to the reward, and whether it is still going."""
     parts = []
-    rewards = [(r.get("step"), _number(r.get("reward"))) for r in metrics if _number(r.get("reward")) is not None]
+    rewards = [(r.get("step"), finite_number(r.get("reward"))) for r in metrics if finite_number(r.get("reward")) is not None]
     if len(rewards) >= 2:
         (first_step, first), (last_step, last) = rewards[0], rewards[-1]
         parts.append(f"The mean reward went from {format_number(first)} at step {first_step} to "
@@ -258,7 +244,7 @@ def _settings_words(config: Mapping) -> str:
     """The run's design as a paragraph a reader follows without knowing TRL's field names."""
     source = f"the data file {config['dataset_path']}" if config.get("dataset_path") else \
         f"the task {config.get('task') or 'unknown'}"
-    beta = _number(config.get("beta"))
+    beta = finite_number(config.get("beta"))
     kl = "no KL penalty (beta = 0)" if beta == 0 else f"a KL penalty of beta = {config.get('beta')} towards the base model"
     return (
         f"The model {config.get('model') or '(unnamed)'} was trained with a LoRA adapter (rank {config.get('lora_r')}, "
@@ -385,7 +371,7 @@ def rounds_by_step(records: list[Mapping]) -> dict[int, list[Mapping]]:
     stretches: dict[int, list[Mapping]] = {}
     previous = None
     for record in records:
-        step = _number(record.get("step"))
+        step = finite_number(record.get("step"))
         if step is None:
             previous = None
             continue

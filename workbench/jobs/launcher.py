@@ -37,6 +37,7 @@ from workbench.jobs import allocator, bundle, processes, queue, runfolder, sandb
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
+from workbench.spec.numbers import finite_number
 
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
 # A run on another machine whose heartbeat (every 2 s) is older than this shows as `lost`: long
@@ -266,13 +267,9 @@ def _machine_gpus() -> list[int]:
     return [g.index for g in list_gpus()]
 
 
-def _number(value) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
-
-
 def _process_alive(status: dict) -> bool:
     """Whether a process of a run here (its trainer, or its vLLM server's guard) has not exited yet."""
-    updated = _number(status.get("updated_at")) or None
+    updated = finite_number(status.get("updated_at"))
     return any(processes.alive(pid, updated) for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status))
                if pid)
 
@@ -299,7 +296,7 @@ def _queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list
         devices = queue.devices_of(runfolder.read_config(run_dir) if config is None else config, gpus)
         owner = status.get("owner")
         if state == runfolder.QUEUED:
-            queued.append(queue.Entry(run_dir.name, devices, owner, state, _number(status.get("queued_at"))))
+            queued.append(queue.Entry(run_dir.name, devices, owner, state, finite_number(status.get("queued_at")) or 0.0))
         if live or ending:
             holding.append(queue.Entry(run_dir.name, devices, owner, state if live else queue.ENDING))
     return holding, queued

@@ -16,7 +16,6 @@ collective calls and nothing else.
 from __future__ import annotations
 
 import errno
-import math
 import os
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any, Callable
 
 from workbench.jobs import runfolder
 from workbench.spec.chat import completion_text, prompt_text
+from workbench.spec.numbers import finite_number
 
 HEARTBEAT_SECONDS = 2.0
 # Space held in the run folder for the last status write on a full disk (a few status.json's worth).
@@ -132,11 +132,6 @@ class StatusWriter:
 # ---------------------------------------------------------------- completions
 
 
-def _number(value: Any) -> float | None:
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
 def completion_records(
     logs: dict,
     step: int,
@@ -159,7 +154,7 @@ def completion_records(
     names = list(per_function)
     records = []
     for i, (prompt, completion) in enumerate(zip(prompts, completions)):
-        rewards = {name: _number(per_function[name][i]) for name in names}
+        rewards = {name: finite_number(per_function[name][i]) for name in names}
         scored = [(rewards[n], w) for n, w in zip(names, reward_weights) if rewards[n] is not None]
         records.append({
             "step": step,

@@ -43,6 +43,7 @@ from workbench.insight.figures import metrics_frame
 from workbench.insight.health import Alarm
 from workbench.insight.resumed import latest_round, merge_metrics
 from workbench.jobs import jsonl_cache, runfolder
+from workbench.spec.numbers import format_duration
 from workbench.spec.run_records import Skipped
 
 # How many of the latest step_time values the remaining-time estimate averages.
@@ -454,20 +455,6 @@ def poll_seconds(status: dict, metrics: list[dict]) -> float:
     if per_step is None:
         return 2.0
     return round(min(MAX_POLL_SECONDS, max(MIN_POLL_SECONDS, per_step / POLLS_PER_STEP)), 1)
-
-
-def format_duration(seconds: float | None) -> str:
-    """`42 s`, `3 min 05 s`, `1 h 02 min`; an em dash when unknown."""
-    if seconds is None:
-        return "—"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 STATE_WORDS = {
