@@ -1,12 +1,15 @@
-"""The package's layout as rules: which part may import which, no import cycles, pure views.
+"""The package's layout as rules: which part may import which, no import cycles, pure views, Gradio's internals
+touched in one module only.
 
 Read from the source with `ast` (imports inside functions count too), so a
 new module that breaks the layering fails here before it confuses anyone.
+Nothing here imports gradio: its submodules are listed from its folder.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,111 @@ def test_calc_exports_the_calculator():
 
     assert calc.explain is explain and calc.compare_frameworks is compare_frameworks
     assert calc.plan(per_device_train_batch_size=1, num_generations=8).suggestions
+
+
+# ---- Gradio's internals: only ui/gradio_compat.py touches them ------------------------------------------
+
+COMPAT = PACKAGE / "ui" / "gradio_compat.py"
+# gradio's submodules that are public API (`gr.themes.Soft`); every other submodule is its internals.
+PUBLIC_GRADIO_MODULES = {"themes"}
+
+
+def gradio_submodules() -> set[str]:
+    """The names of gradio's modules and packages (gradio.blocks, gradio.routes, ...), found without importing it."""
+    folder = Path(importlib.util.find_spec("gradio").submodule_search_locations[0])
+    return {path.stem for path in folder.glob("*.py")} | \
+        {path.name for path in folder.iterdir() if (path / "__init__.py").is_file()}
+
+
+def compat_internal_attributes() -> set[str]:
+    """gradio_compat.INTERNAL_ATTRIBUTES, read from its source (importing it would not import gradio, but stay sure)."""
+    for node in ast.parse(COMPAT.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "INTERNAL_ATTRIBUTES" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("gradio_compat.py has no INTERNAL_ATTRIBUTES")
+
+
+def on_own_object(node: ast.Attribute) -> bool:
+    """`self.x`, `cls.x`, `super().x`: an attribute of the module's own class, not of someone else's object."""
+    base = node.value
+    return (isinstance(base, ast.Name) and base.id in ("self", "cls")) or \
+        (isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super")
+
+
+def gradio_internals(tree: ast.AST, handles_gradio: bool, submodules: set[str], internal: set[str]) -> list[str]:
+    """Each place in the module `tree` that reaches past Gradio's public API, as "line N: what".
+
+    The rule (ARCHITECTURE.md): gradio is imported as `import gradio [as gr]`,
+    `from gradio import <a public name>` or from gradio.themes, never one of its
+    other submodules, whether imported or reached as `gr.<submodule>`. In a module
+    that handles Gradio's objects (`handles_gradio`: every module of ui/, and any
+    that imports gradio), no attribute starting with one underscore and none of
+    gradio_compat.INTERNAL_ATTRIBUTES is touched except on `self`, `cls` or `super()`.
+    """
+    private = submodules - PUBLIC_GRADIO_MODULES
+    aliases = {alias.asname or "gradio" for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for alias in node.names if alias.name == "gradio"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: imports {alias.name}" for alias in node.names
+                      if alias.name.startswith("gradio.") and alias.name.split(".")[1] in private]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "gradio":
+            parts = node.module.split(".")
+            if len(parts) > 1 and parts[1] in private:
+                found.append(f"line {node.lineno}: imports from {node.module}")
+            elif len(parts) == 1:
+                found += [f"line {node.lineno}: imports gradio.{alias.name}" for alias in node.names
+                          if alias.name in private]
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id in aliases and node.attr in private:
+                found.append(f"line {node.lineno}: reaches {node.value.id}.{node.attr}")
+            elif handles_gradio and not on_own_object(node) and (
+                    (node.attr.startswith("_") and not node.attr.startswith("__")) or node.attr in internal):
+                found.append(f"line {node.lineno}: touches .{node.attr}")
+    return sorted(found, key=lambda tie: int(tie.split(":")[0].removeprefix("line ")))
+
+
+def test_only_gradio_compat_touches_gradio_internals():
+    submodules, internal = gradio_submodules(), compat_internal_attributes()
+    found = {}
+    for name, path in MODULES.items():
+        if path == COMPAT:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        handles_gradio = name.startswith("workbench.ui.") or any(
+            (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gradio" for a in node.names)) or
+            (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gradio")
+            for node in ast.walk(tree))
+        problems = gradio_internals(tree, handles_gradio, submodules, internal)
+        if problems:
+            found[name] = problems
+    assert not found, ("only workbench/ui/gradio_compat.py may touch Gradio's internals (move the tie there, "
+                       f"with its check): {found}")
+
+
+def test_the_gradio_rule_finds_each_kind_of_tie():
+    submodules, internal = gradio_submodules(), compat_internal_attributes()
+    assert {"blocks", "routes", "queueing", "profiling", "components", "themes"} <= submodules
+    ties = """
+import gradio as gr
+import gradio.routes
+from gradio import profiling, Blocks
+from gradio.blocks import postprocess_update_dict
+from gradio.components.plot import PlotData
+from gradio.themes import Soft
+queue = blocks._queue
+gr.blocks.convert_component_dict_to_list
+app.tokens = tokens
+gr.themes.Soft(); gr.Button("fine"); self._mine; super()._theirs; self.tokens; x.__name__
+"""
+    found = gradio_internals(ast.parse(ties), True, submodules, internal)
+    assert found == ["line 3: imports gradio.routes", "line 4: imports gradio.profiling",
+                     "line 5: imports from gradio.blocks", "line 6: imports from gradio.components.plot",
+                     "line 8: touches ._queue", "line 9: reaches gr.blocks", "line 10: touches .tokens"], found
+    # Outside the modules that handle Gradio's objects, a private attribute is another library's business
+    # (trainer/ reaches into TRL's, and says so); gradio's submodules stay off limits everywhere.
+    assert gradio_internals(ast.parse("trainer._metrics\nfrom gradio import routes"), False, submodules, internal) == \
+        ["line 2: imports gradio.routes"]
+    # gradio_compat holds the real ties, so the rule has something to find there.
+    assert len(gradio_internals(ast.parse(COMPAT.read_text(encoding="utf-8")), True, submodules, internal)) >= 10

@@ -1,4 +1,4 @@
-"""server.cheap_skips: an output an event leaves unchanged costs nothing, and the page gets what Gradio sends.
+"""gradio_compat.cheap_skips: an output an event leaves unchanged costs nothing, and the page gets what Gradio sends.
 
 Each case runs the same events on two apps, one as the workbench builds it
 (with cheap_skips) and one with Gradio's own postprocessing put back, and
@@ -15,7 +15,7 @@ from gradio import state_holder
 from test_train_tab import STEPS, append_step
 
 from workbench.jobs import runfolder
-from workbench.ui import server
+from workbench.ui import gradio_compat
 from workbench.ui.app import build_app
 
 
@@ -94,7 +94,7 @@ def test_a_single_skip_and_a_state_s_skip_are_answered_as_gradio_does():
         return app, [fn for fn in app.fns.values()]
 
     patched, patched_events = build()
-    server.cheap_skips(patched)
+    gradio_compat.cheap_skips(patched)
     plain, plain_events = build()
     for ours, theirs in zip(patched_events, plain_events):
         assert Page(patched).run(ours, [])["data"] == Page(plain).run(theirs, [])["data"]

@@ -22,7 +22,7 @@ import gradio as gr
 from workbench.errors import WorkbenchError
 from workbench.jobs.runfolder import runs_root
 from workbench.jobs.sandbox import Policy
-from workbench.ui import browser_files, server, sign_in
+from workbench.ui import browser_files, gradio_compat, sign_in
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -140,11 +140,9 @@ def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
                     module.build(ctx)
                 tabs[label] = tab
         _poll_only_where_seen(ctx, tabs)
-    for block_fn in app.fns.values():
-        if block_fn.fn is not None:
-            block_fn.fn = refusals_as_messages(block_fn.fn)
-    server.cheap_skips(app)
-    browser_files.guard(app)  # a file named by the browser is read only if the browser uploaded it
+    gradio_compat.wrap_handlers(app, refusals_as_messages)
+    gradio_compat.cheap_skips(app)
+    browser_files.guard(app, required=ctx.shared)  # a file the browser names: only one it uploaded
     # What serving needs besides the Blocks: the tabs' page scripts and JSON routes (server.serve).
     app.page_scripts = list(ctx.page_scripts)
     app.api_routes = dict(ctx.api_routes)

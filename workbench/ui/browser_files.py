@@ -14,7 +14,8 @@ checks when `blocks.has_launched`, which serving through
 turn on Gradio's check of the files the app itself returns (allowed only under
 the working directory or the temporary folder), so instead `guard` puts the
 upload-time rule in front of Gradio's reading of every event's inputs
-(`Blocks.preprocess_data`, which every event of every route passes through):
+(`Blocks.preprocess_data`, which every event of every route passes through;
+the tie to it is ui/gradio_compat.py's patch `browser_files`):
 any file object at any depth of any input, of any component (a file sent to
 a textbox would be copied into the cache all the same), must resolve (links
 followed) inside the upload folder, or the event is refused with a message
@@ -25,14 +26,9 @@ browser and pass, as in Gradio.
 from __future__ import annotations
 
 import gradio as gr
-from gradio.utils import get_upload_folder
 
 from workbench.access import uploads
-
-
-def upload_folder() -> str:
-    """Where Gradio's upload route puts what the browser sends (the only place a browser's file may be)."""
-    return get_upload_folder()
+from workbench.ui import gradio_compat
 
 
 def named_paths(value) -> list[str]:
@@ -59,15 +55,21 @@ def foreign_paths(inputs, roots) -> list[str]:
     return [path for path in named_paths(inputs) if not uploads.is_inside(path, roots)]
 
 
-def guard(blocks: gr.Blocks) -> None:
-    """Refuse every event whose inputs name a file outside Gradio's upload folder, before Gradio reads it."""
-    original = blocks.preprocess_data
+def upload_folder() -> str:
+    """Where Gradio's upload route puts what the browser sends (the only place a browser's file may be)."""
+    return gradio_compat.upload_folder()
 
-    async def preprocess_data(block_fn, inputs, state, explicit_call: bool = False):
-        if not explicit_call:
-            refused = foreign_paths(inputs, [upload_folder()])
-            if refused:
-                raise gr.Error(str(uploads.not_uploaded(refused[0])), print_exception=False)
-        return await original(block_fn, inputs, state, explicit_call)
 
-    blocks.preprocess_data = preprocess_data
+def refusal(inputs) -> str | None:
+    """The message refusing an event whose inputs name a file the browser did not upload; None when all did."""
+    refused = foreign_paths(inputs, [upload_folder()])
+    return str(uploads.not_uploaded(refused[0])) if refused else None
+
+
+def guard(blocks: gr.Blocks, required: bool = True) -> None:
+    """Refuse every event whose inputs name a file outside Gradio's upload folder, before Gradio reads it.
+
+    `required`: refuse to build the app (GradioChanged) when the installed
+    Gradio cannot be guarded; an open dashboard (one user on loopback) only warns.
+    """
+    gradio_compat.guard_inputs(blocks, refusal, required)

@@ -16,20 +16,23 @@ routes before the mount, so they take precedence):
   `PAGE_JS` shows on the login page. A sign-in posted from another site's
   page (a foreign `Origin`) is refused.
 - The session is a token in `SessionTokens` (access/sessions.py), which
-  replaces Gradio's `app.tokens`: every Gradio route and the dashboard's JSON
-  routes read it, so a token past its hours is refused by all of them. The
+  replaces the sessions of Gradio's app (ui/gradio_compat.py: the one place
+  that touches them): every Gradio route and the dashboard's JSON routes read
+  it, so a token past its hours is refused by all of them. The
   cookie is HttpOnly, SameSite=Lax (a cross-site request carries no
   session), Secure when the page is served over HTTPS, and lives as long.
 - `POST /logout` ends the session on the server, and only when the request
   comes from the dashboard's own page (its `Origin`, or `Referer`, names the
   host it was sent to): the Sign out button (`sign_out_button`) posts it.
   `GET /logout` signs no one out.
+
+Where the installed Gradio keeps its sessions differently, gradio_compat says
+so at start and Gradio's own sign-in serves instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import inspect
 import logging
 import math
@@ -42,6 +45,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from workbench.access.sessions import SessionTokens
 from workbench.access.sign_in_limits import FailedSignIns, SignInLimits, wait_message
+from workbench.ui import gradio_compat
 
 log = logging.getLogger("workbench.sign_in")
 
@@ -62,14 +66,16 @@ PAGE_JS = f"""<script>
   const showWait = (text) => {{
     let note = document.getElementById("{WAIT_NOTE_ID}");
     // Gradio's "Incorrect Credentials" of the attempt before would read as the answer to this one.
-    document.querySelectorAll("p.creds").forEach((old) => {{ old.style.display = text ? "none" : ""; }});
+    document.querySelectorAll("{gradio_compat.LOGIN_WRONG_SELECTOR}").forEach((old) => {{
+      old.style.display = text ? "none" : "";
+    }});
     if (!text) {{ note && note.remove(); return; }}
     if (!note) {{
       note = document.createElement("p");
       note.id = "{WAIT_NOTE_ID}";
       note.setAttribute("role", "alert");
       note.style.cssText = "color: var(--error-text-color, #b91c1c); margin: 8px 0; font-weight: 600;";
-      const anchor = document.querySelector("p.auth") || document.querySelector("h2");
+      const anchor = document.querySelector("{gradio_compat.LOGIN_MESSAGE_SELECTOR}") || document.querySelector("h2");
       anchor ? anchor.insertAdjacentElement("afterend", note) : document.body.prepend(note);
     }}
     note.textContent = text;
@@ -91,12 +97,14 @@ PAGE_JS = f"""<script>
 
 # One of the page's scripts (run once the app has loaded): a click on the Sign out button posts /logout,
 # which checks the page's Origin, then the reload shows the login page. The listener sits on the document,
-# so it outlives any re-render of the button, and the button needs no Gradio event.
+# so it outlives any re-render of the button, and the button needs no Gradio event. A 405 means Gradio's own
+# sign-in serves (gradio_compat found its sessions changed), which signs out by following the link.
 SIGN_OUT_JS = f"""
 () => {{
   document.addEventListener("click", async (event) => {{
     if (!event.target.closest || !event.target.closest("#{SIGN_OUT_ID}")) return;
-    await fetch("logout", {{ method: "POST", credentials: "same-origin" }});
+    const answer = await fetch("logout", {{ method: "POST", credentials: "same-origin" }});
+    if (answer.status === 405) {{ window.location.href = "logout"; return; }}
     window.location.reload();
   }});
 }}
@@ -164,21 +172,15 @@ class SignIn:
 
     def attach(self, gradio_app) -> None:
         """Make the mounted Gradio app keep its sessions here (its routes read `tokens`)."""
-        gradio_app.tokens = self.tokens
+        gradio_compat.keep_sessions_in(gradio_app, self.tokens)
         self.app = gradio_app
-
-    def _password_matches(self, name: str, password: str) -> bool:
-        auth = self.app.auth
-        if callable(auth):
-            return bool(auth(name, password))
-        expected = auth.get(name)  # Gradio keeps (name, password) pairs as a dict
-        return expected is not None and hmac.compare_digest(password.encode(), str(expected).encode())
 
     async def login(self, request: Request):
         if not from_own_page(request, allow_missing=True):
             return PlainTextResponse("Sign in from the dashboard's own page.", status_code=403)
         form = await request.form()
-        name, password = str(form.get("username", "")).strip(), str(form.get("password", ""))
+        name_field, password_field = gradio_compat.LOGIN_FIELDS
+        name, password = str(form.get(name_field, "")).strip(), str(form.get(password_field, ""))
         address = request.client.host if request.client else ""
         # No account name is longer than 64 characters: longer ones share one count, and a stream of
         # huge made-up names holds no memory.
@@ -187,12 +189,12 @@ class SignIn:
         if wait:
             return JSONResponse({"detail": wait_message(wait)}, status_code=429,
                                 headers={"Retry-After": str(math.ceil(wait))})
+        check = gradio_compat.password_check(self.app)
         try:
-            if inspect.iscoroutinefunction(self.app.auth):
-                matched = bool(await self.app.auth(name, password))
+            if inspect.iscoroutinefunction(check):
+                matched = bool(await check(name, password))
             else:  # PBKDF2 in a thread: the event loop keeps answering every other page meanwhile
-                matched = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, self._password_matches, name, password)
+                matched = bool(await asyncio.get_running_loop().run_in_executor(self._pool, check, name, password))
         except BaseException:
             self.failures.failed(counted, address)
             raise
@@ -200,7 +202,7 @@ class SignIn:
             self.failures.failed(counted, address)
             if self.failures.wait_s(counted, address):
                 log.warning("sign-in: %r from %s must wait after too many wrong passwords", counted, address)
-            return JSONResponse({"detail": "Incorrect credentials."}, status_code=400)
+            return JSONResponse({"detail": "Incorrect credentials."}, status_code=gradio_compat.LOGIN_WRONG_STATUS)
         self.failures.succeeded(counted, address)
         token = self.tokens.issue(name)
         response = JSONResponse({"success": True})
@@ -228,4 +230,4 @@ class SignIn:
 
     def _cookie_names(self) -> tuple[str, str]:
         """(the cookie over HTTPS, the cookie over plain HTTP): the two names Gradio's routes read."""
-        return f"access-token-{self.app.cookie_id}", f"access-token-unsecure-{self.app.cookie_id}"
+        return gradio_compat.session_cookie_names(self.app)

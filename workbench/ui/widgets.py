@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass
 
 import gradio as gr
-from gradio.components.plot import PlotData
 
 from workbench.insight.figures import figure_json
+from workbench.ui import gradio_compat
 from workbench.ui.calculator_view import (
     SUGGESTION_SLOTS,
     PlanView,
@@ -67,18 +67,18 @@ def build_verdict() -> tuple[gr.HTML, list[gr.Button], gr.State, gr.HTML]:
     return badge, buttons, suggestions, warnings
 
 
-def plot_payload(spec: dict) -> PlotData:
+def plot_payload(spec: dict):
     """A plotly figure given as a plain dict, in the form gr.Plot sends to the browser.
 
     The same JSON gradio would make from a `go.Figure`, without building one.
     """
-    return PlotData(type="plotly", plot=json.dumps(spec))
+    return gradio_compat.plotly_value(json.dumps(spec))
 
 
-def figure_payload(fig) -> PlotData:
+def figure_payload(fig):
     """A plotly figure (`go.Figure`) in the form gr.Plot sends to the browser, its numbers as plain lists
     (`figures.figure_json`), made faster than gradio makes it."""
-    return PlotData(type="plotly", plot=figure_json(fig))
+    return gradio_compat.plotly_value(figure_json(fig))
 
 
 def render_plan_panel(view: PlanView, with_heatmap: bool = True, allowed_fields=None) -> list:
