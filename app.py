@@ -5,8 +5,10 @@ starts processes and runs reward code, so any other address requires sign-in:
 accounts from --users FILE or WORKBENCH_USERS_FILE (`python -m workbench users
 add NAME --file FILE` writes them); without accounts it refuses to start. With
 accounts it asks for sign-in on loopback too, and each user sees and controls
-their own runs (an admin every run) and trains on files from their own
-uploads folder (README: "A workbench a class can share").
+their own runs (an admin every run) and names paths only in their uploads,
+their runs and the folders --models-dir / --data-dir share; run folders are
+private to the serving account (umask 077). Gradio's upload cache is cleaned
+of day-old files at start and hourly (README: "A workbench a class can share").
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs-dir", default=None, help="folder of run folders (default: ./runs)")
     parser.add_argument("--users", default=None,
                         help="users file for sign-in (default $WORKBENCH_USERS_FILE); required off loopback")
+    parser.add_argument("--models-dir", default=None,
+                        help="with accounts: a folder of models every user may train on (default $WORKBENCH_MODELS_DIR)")
+    parser.add_argument("--data-dir", default=None,
+                        help="with accounts: a folder of datasets every user may use (default $WORKBENCH_DATA_DIR)")
     return parser.parse_args(argv)
 
 
@@ -31,21 +37,32 @@ def main(argv: list[str] | None = None) -> None:
 
     # No usage reporting or update check: the machines this runs on are often offline.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from workbench.access import limits, paths
     from workbench.access import users as accounts
+    from workbench.errors import WorkbenchError
 
     try:
         known = accounts.load_users(args.users)
         accounts.check_serving(args.host, known)
-    except accounts.UsersError as exc:
+        shared = paths.shared_folders(args.models_dir, args.data_dir)
+        limits.max_actions()
+    except WorkbenchError as exc:
         raise SystemExit(f"error: {exc}") from None
+    if known:
+        # Run folders, uploads and everything the runs write are this account's alone (0700 / 0600):
+        # processes started from here (trainers, servers, the queue's dispatcher) inherit the umask.
+        os.umask(0o077)
 
     from workbench.access.uploads import MAX_UPLOAD_BYTES
     from workbench.jobs import launcher
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
+    from workbench.ui import cleanup, runs_view
+
     launcher.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
-    app = build_app(args.runs_dir, users=known)
+    app = build_app(args.runs_dir, users=known, shared_dirs=shared)
+    cleanup.start_cleaning(lambda: [cleanup.upload_cache_folder(), runs_view.reports_root()])
     sign_in = None
     if known:
         def sign_in(name: str, password: str) -> bool:

@@ -128,6 +128,20 @@ def _new_run_dir(config: RunConfig, runs_dir, prefix: str = "") -> Path:
     return path
 
 
+def _claim_run_dir(path: str | os.PathLike, root: Path) -> Path:
+    """The run folder a caller named (`train --background --run-dir`): directly in the runs folder, new or empty."""
+    path = Path(path).resolve()
+    if path.parent != root.resolve():
+        raise LauncherError(field="--run-dir", rule=f"{path} is not directly inside the runs folder {root}",
+                            fix="name a folder inside --runs-dir, or leave --runs-dir out (the run folder's parent "
+                                "is then its runs folder)")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise LauncherError(field="--run-dir", rule=f"{path} already exists and is not an empty folder",
+                            fix="name a new folder, or resume a run there with `python -m workbench resume RUN`")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 # ---------------------------------------------------------------- process liveness
 
 
@@ -407,7 +421,7 @@ def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) ->
 
 
 def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False,
-          owner: str | None = None, import_reward_file: bool = True) -> str:
+          owner: str | None = None, import_reward_file: bool = True, into: str | os.PathLike | None = None) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
     When a live run holds its devices (GPUs, or the CPU) the run waits in the
@@ -419,6 +433,8 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     `owner`: the signed-in user who launched it (status.json's `owner`, see
     workbench/access/owners.py). `import_reward_file` False: the reward file
     is checked without running it here; it runs only in the training process.
+    `into`: the run's folder, new or empty and directly in the runs folder,
+    instead of a new one named after the run (LauncherError otherwise).
     """
     config = config.with_absolute_paths()
     check_launch(config, import_reward_file)
@@ -426,7 +442,8 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     with runfolder.queue_lock(root):
         holding, queued = queue_state(root)
         place = _turn(config, "", owner, holding, queued)
-        run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "")
+        run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None \
+            else _claim_run_dir(into, root)
         config.save(run_dir / runfolder.CONFIG_FILE)
         fields = {"step": 0, "smoke_test": smoke, "owner": owner}
         if place.may_start:
