@@ -28,9 +28,9 @@ from typing import Any, Iterable
 from workbench.insight import report
 from workbench.insight.figures import metrics_frame
 from workbench.insight.resumed import merge_metrics
-from workbench.jobs import jsonl_cache, probes, runfolder
+from workbench.jobs import file_cache, jsonl_cache, probes, runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
-from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE, last_metric
+from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
@@ -105,7 +105,7 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     step = entry.get("step")
     total = entry.get("total_steps")
     steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
-    reward = last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
+    reward = file_cache.last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
     task = entry.get("task") or ""
     if entry.get("dataset_path"):
         task = f"{Path(entry['dataset_path']).name} (file)"
