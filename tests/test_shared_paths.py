@@ -171,6 +171,23 @@ def test_another_users_run_and_any_folder_are_refused_in_the_live_plan_and_at_la
         launcher.stop(queued.name, places["runs"])
 
 
+def test_a_run_that_rewrote_its_config_is_not_resumed_sampled_or_exported(app, places, cpu_held, make_checkpoint):
+    """A run writes its own folder: a config.json it changed to name alice's model is refused like a launch."""
+    mine = places["runs"] / BOB_RUN
+    make_checkpoint(mine, 1)
+    config = json.loads((mine / runfolder.CONFIG_FILE).read_text())
+    (mine / runfolder.CONFIG_FILE).write_text(json.dumps({**config, "model": str(places["alice"])}))
+    bob = gr.Request(username="bob")
+    said = [handler(app, "train_tab", "on_resume")(bob, RunWatch(run_id=BOB_RUN)),
+            handler(app, "compare_tab", "on_answer")(bob, BOB_RUN, None, "What is 2 + 2?", 8, None),
+            handler(app, "merge_panel", "start")(bob, BOB_RUN, None, str(mine / "merged-again"), None)]
+    for out in said:
+        text = " ".join(str(getattr(value, "value", value)) for value in out.values())
+        assert "model: " in text and "is not a folder in your uploads folder" in text, text
+    assert runfolder.read_status(mine)["state"] == "finished" and queued_runs(places["runs"]) == []
+    assert not (mine / "merged-again").exists()
+
+
 def test_previews_read_only_what_the_rule_allows(app, places):
     preview = handler(app, "setup_tab", "live_preview")
     bob = gr.Request(username="bob")

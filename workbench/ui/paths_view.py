@@ -6,8 +6,9 @@ the one rule of workbench/access/paths.py, and `vllm_server_base_url`
 through workbench/access/hosts.py, before anything reads a file or makes a
 request: the Setup tab's live plan and memory estimate, its data preview, the
 reward code view, the command preview, a smoke test, an export and a launch
-all take the config from `confine_config`. `scope_for` builds what one viewer
-may name.
+all take the config from `confine_config`; a resume, sampling and an export
+check the run's saved config again (`check_saved_config`). `scope_for`
+builds what one viewer may name.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from workbench.access import hosts, paths, uploads
 from workbench.access.owners import Viewer, may_control
 from workbench.errors import WorkbenchError
 from workbench.jobs import runfolder
-from workbench.spec.config import PATH_FIELDS, ConfigProblem, RunConfig
+from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
 from workbench.spec.models import MODEL_CHOICES
 from workbench.ui.owners_view import run_owner
 
@@ -60,6 +61,20 @@ def confine_config(cfg: RunConfig, scope: paths.UserScope) -> tuple[RunConfig, l
     except WorkbenchError as exc:
         problems.append(ConfigProblem(exc.field, exc.rule, exc.fix))
     return cfg.with_changes(**changes), problems
+
+
+def check_saved_config(config: dict, scope: paths.UserScope | None) -> None:
+    """Refuse (ConfigError) a run's saved config.json whose paths or server the rules do not allow `scope`.
+
+    A run writes its own folder, config.json included, so what a resume, the
+    Compare tab's sampling or an export would load is checked again as at
+    launch, before anything reads it. None (an open dashboard): nothing to check.
+    """
+    if scope is None:
+        return
+    _, problems = confine_config(RunConfig.from_dict(config), scope)
+    if problems:
+        raise ConfigError(problems)
 
 
 def refused(problems: list[ConfigProblem], field: str) -> bool:

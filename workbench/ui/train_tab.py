@@ -40,7 +40,7 @@ from workbench.insight import figures
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import launcher, runfolder
-from workbench.ui import owners_view, server_view, train_view
+from workbench.ui import owners_view, paths_view, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 from workbench.ui.widgets import figure_payload
@@ -376,7 +376,8 @@ def build(ctx: UIContext) -> None:
             return gr.skip()
         viewer = ctx.viewer(request)
         try:
-            owners_view.run_dir_for(runs_dir, watch.run_id, viewer, control=True)
+            run_dir = owners_view.run_dir_for(runs_dir, watch.run_id, viewer, control=True)
+            paths_view.check_saved_config(runfolder.read_config(run_dir), ctx.scope_of(viewer))
             ctx.actions.take(viewer.name, "resume")
             launcher.resume(watch.run_id, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared)
         except WorkbenchError as exc:  # LauncherError / ConfigError say what to do
