@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.access import uploads
+from workbench.access import paths, uploads
 from workbench.access.owners import Viewer
 from workbench.spec import datasets_io
 from workbench.spec.config import RunConfig
@@ -71,15 +71,16 @@ def test_an_upload_lands_in_the_users_folder_within_the_size_limit(tmp_path, fol
 
 
 def test_paths_resolve_inside_the_users_folder_only(tmp_path, folder):
-    assert uploads.path_in_uploads("prompts.jsonl", folder, "dataset_path") == str(folder / "prompts.jsonl")
-    assert uploads.path_in_uploads(str(folder / "rewards.py"), folder, "reward_file") == str(folder / "rewards.py")
-    assert uploads.path_in_uploads("", folder, "dataset_path") == ""
+    scope = scope_for(folder.parent.parent, Viewer("bob"))
+    assert paths_view.confine_path("dataset_path", "prompts.jsonl", scope) == str(folder / "prompts.jsonl")
+    assert paths_view.confine_path("reward_file", str(folder / "rewards.py"), scope) == str(folder / "rewards.py")
+    assert paths_view.confine_path("dataset_path", "", scope) == ""
     outside = ["../alice/secret.jsonl", str(folder.parent / "alice" / "secret.jsonl"), "/etc/passwd", "link.py",
-               "missing.jsonl", ".", "x\0y", "n" * 5000, str(tmp_path / "elsewhere.py")]
+               "missing.jsonl", "x\0y", "n" * 5000, str(tmp_path / "elsewhere.py")]
     for value in outside:
-        with pytest.raises(uploads.UploadError, match=r"^dataset_path: .* is not a file in your uploads folder .*"
-                                                      r"bob; on a shared dashboard .* upload the file"):
-            uploads.path_in_uploads(value, folder, "dataset_path")
+        with pytest.raises(paths.PathError, match=r"^dataset_path: .* is not a file or folder in your uploads folder "
+                                                  r".*bob, one of your runs; on a shared dashboard .* upload the file"):
+            paths_view.confine_path("dataset_path", value, scope)
 
 
 def test_a_config_keeps_only_files_of_the_users_uploads(folder):

@@ -1,11 +1,8 @@
 """Each user's own files on a shared dashboard: dataset and reward files, uploaded into one folder per user.
 
-On a dashboard with accounts, `dataset_path` and `reward_file` name files in
-`<runs folder>/uploads/<user>/` (or the other places access/paths.py
-allows): a path typed in the browser is resolved (links followed) and
-refused unless it lands there, so `..`, absolute paths elsewhere and links
-out are refused before anything reads them. A bare file name means that
-file in the user's folder.
+On a dashboard with accounts each user uploads dataset and reward files into
+`<runs folder>/uploads/<user>/`, one of the places the path rule of
+access/paths.py lets them name (a bare file name means that file there).
 
 Uploaded files keep a cleaned name (letters, digits, `.`, `_`, `-`; no
 folders, no leading dot), one of the accepted suffixes, at most
@@ -129,27 +126,3 @@ def list_uploads(folder: str | os.PathLike) -> list[Path]:
         return []
     return sorted(path for path in folder.iterdir()
                   if path.is_file() and not path.name.startswith(".") and path.suffix in UPLOAD_SUFFIXES)
-
-
-def path_in_uploads(value: str, folder: str | os.PathLike, field: str) -> str:
-    """The absolute path of the file `value` names inside `folder`; UploadError naming `field` otherwise.
-
-    A relative value is taken inside `folder`; the path is resolved (`..` and
-    links followed) before the check, so nothing outside the folder passes.
-    "" (the field left empty) stays "".
-    """
-    if not value:
-        return ""
-    folder = Path(folder)
-    shown = repr(value)[:80]
-    fix = ("on a shared dashboard dataset and reward files come only from your uploads: upload the file "
-           "under 'Your files' in the Setup tab, then use the path it shows")
-    try:
-        path = Path(value)
-        resolved = (path if path.is_absolute() else folder / path).resolve()
-        inside = resolved.is_relative_to(folder.resolve()) and resolved.is_file()
-    except (OSError, ValueError):  # a NUL byte, a name no file system can hold
-        inside = False
-    if not inside:
-        raise UploadError(field=field, rule=f"{shown} is not a file in your uploads folder {folder}", fix=fix)
-    return str(resolved)
