@@ -13,9 +13,9 @@ dataset file or folder, the reward file) is allowed only when it is
   adapter.
 
 The value is resolved first (`..` and links followed; a relative value is
-taken inside the uploads folder), and deciding looks names up only: no file
-is opened, so a refused path is never read, by this check or by anything
-after it. Everything else is refused naming the field, the rule and a fix.
+taken inside the uploads folder), and deciding looks names up only (and
+reads a run folder's status.json for its owner): a refused path is never
+read, by this check or by anything after it. Everything else is refused naming the field, the rule and a fix.
 On an open dashboard (loopback, no accounts) none of this applies: paths work
 as typed. Pure standard library.
 """
@@ -121,7 +121,8 @@ def confine(field: str, value: str, scope: UserScope, names: tuple[str, ...] = (
     """The value path field `field` may keep under the rule (an absolute path, a name or a hub id), or PathError.
 
     `names`: the bundled models' names (the model field only). "" (the field
-    left empty) stays "". Nothing is opened: names are looked up, no more.
+    left empty) stays "". Nothing the value names is opened: names are looked
+    up, and only a run folder's own status.json is read, to learn its owner.
     """
     if not value:
         return ""
