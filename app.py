@@ -5,10 +5,13 @@ starts processes and runs reward code, so any other address requires sign-in:
 accounts from --users FILE or WORKBENCH_USERS_FILE (`python -m workbench users
 add NAME --file FILE` writes them); without accounts it refuses to start. With
 accounts it asks for sign-in on loopback too, and each user sees and controls
-their own runs (an admin every run) and trains on files from their own
-uploads folder, every run in a bubblewrap sandbox (--no-sandbox to serve
-without, with a warning on the page) (README: "A workbench a class can share").
---ssl-certfile and --ssl-keyfile serve HTTPS; a sign-in lasts --session-hours (default 12).
+their own runs (an admin every run) and names paths only in their uploads,
+their runs and the folders --models-dir / --data-dir share; every run runs in
+a bubblewrap sandbox (--no-sandbox to serve without, with a warning on the
+page); run folders are private to the serving account (umask 077). Gradio's
+upload cache is cleaned of day-old files at start and hourly. --ssl-certfile
+and --ssl-keyfile serve HTTPS; a sign-in lasts --session-hours (default 12)
+(README: "A workbench a class can share").
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="PEM private key of --ssl-certfile")
     parser.add_argument("--session-hours", default=os.environ.get("WORKBENCH_SESSION_HOURS"),
                         help="hours a sign-in lasts before the page asks again (default 12)")
+    parser.add_argument("--models-dir", default=None,
+                        help="with accounts: a folder of models every user may train on (default $WORKBENCH_MODELS_DIR)")
+    parser.add_argument("--data-dir", default=None,
+                        help="with accounts: a folder of datasets every user may use (default $WORKBENCH_DATA_DIR)")
     return parser.parse_args(argv)
 
 
@@ -60,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # No usage reporting or update check: the machines this runs on are often offline.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from workbench.access import limits, paths
     from workbench.access import users as accounts
     from workbench.access.sessions import session_hours
     from workbench.access.sign_in_limits import limits_from_env
@@ -71,18 +79,26 @@ def main(argv: list[str] | None = None) -> None:
         accounts.check_serving(args.host, known)
         check_tls(args.ssl_certfile, args.ssl_keyfile)
         hours = session_hours(args.session_hours)
-        limits = limits_from_env(os.environ)
+        sign_in_limits = limits_from_env(os.environ)
+        shared = paths.shared_folders(args.models_dir, args.data_dir)
+        limits.max_actions()
     except WorkbenchError as exc:
         raise SystemExit(f"error: {exc}") from None
+    if known:
+        # Run folders, uploads and everything the runs write are this account's alone (0700 / 0600):
+        # processes started from here (trainers, servers, the queue's dispatcher) inherit the umask.
+        os.umask(0o077)
 
     from workbench.access.uploads import MAX_UPLOAD_BYTES
     from workbench.jobs import launcher
+    from workbench.ui import cleanup, runs_view
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
     policy = sandbox_policy(args, known)
     launcher.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
-    app = build_app(args.runs_dir, users=known, sandbox=policy)
+    app = build_app(args.runs_dir, users=known, sandbox=policy, shared_dirs=shared)
+    cleanup.start_cleaning(lambda: [cleanup.upload_cache_folder(), runs_view.reports_root()])
     sign_in = None
     if known:
         def sign_in(name: str, password: str) -> bool:
@@ -90,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     serve(app, args.host, args.port, show_error=True, auth=sign_in, max_file_size=MAX_UPLOAD_BYTES,
           auth_message="GRPO Workbench: sign in with your account." if known else None,
           ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, session_hours=hours,
-          sign_in_limits=limits, **launch_options(app))
+          sign_in_limits=sign_in_limits, **launch_options(app))
 
 
 if __name__ == "__main__":

@@ -90,6 +90,51 @@ def test_users_command_writes_hashes_only(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out == "alice\tadmin\n"
 
 
+# Runs `users add` with a hook that, at every audited call of the process (opens, renames, chmods, ...),
+# notes the mode of each file in the users file's folder that holds text: what another account could read.
+WATCHED_USERS_ADD = """
+import os, runpy, sys
+folder, seen, busy = sys.argv[1], set(), []
+def watch(event, args):
+    if busy:
+        return
+    busy.append(1)
+    try:
+        for entry in os.scandir(folder):
+            if entry.is_file() and entry.stat().st_size:
+                seen.add((entry.name, oct(entry.stat().st_mode & 0o777)))
+    finally:
+        busy.pop()
+os.umask(0o022)
+sys.addaudithook(watch)
+sys.argv = ["workbench", *sys.argv[2:]]
+try:
+    runpy.run_module("workbench", run_name="__main__")
+finally:
+    print(sorted(seen))
+"""
+
+
+def test_the_users_file_is_never_readable_by_others_not_even_while_written(tmp_path):
+    folder = tmp_path / "accounts"
+    folder.mkdir()
+    path = folder / "users.txt"
+
+    def add(name: str, *extra: str) -> set:
+        result = subprocess.run([sys.executable, "-c", WATCHED_USERS_ADD, str(folder), "users", "add", name,
+                                 "--file", str(path), "--password-stdin", *extra], input="a-long-password\n",
+                                capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+        assert result.returncode == 0, result.stderr
+        return {mode for _, mode in eval(result.stdout.splitlines()[-1])}
+
+    assert add("alice") == {"0o600"}
+    path.chmod(0o644)  # made readable by hand: the next change makes it private again
+    assert add("bob") >= {"0o600"} and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert add("bob", "--replace") == {"0o600"}
+    assert [line.split()[0] for line in path.read_text().splitlines()] == ["alice", "bob"]
+    assert [p.name for p in folder.iterdir()] == ["users.txt"], "no temporary file left behind"
+
+
 def test_app_refuses_an_open_address_without_accounts(tmp_path):
     result = subprocess.run([sys.executable, "app.py", "--host", "0.0.0.0", "--port", "1",
                              "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1],

@@ -102,6 +102,40 @@ def test_background_train_waits_in_the_queue_and_stop_takes_it_out(tmp_path):
     poll_until(lambda: not runfolder.dispatcher_running(runs), timeout=20)  # nothing queued: the dispatcher ends
 
 
+@pytest.mark.slow
+def test_background_train_writes_into_the_run_dir_it_is_given(tmp_path):
+    runs = tmp_path / "runs"
+    holder = runs / "20260101-000000-holder"
+    tiny = ["--model", "tiny", "--max-steps", "1", "--set", "device=cpu", "--set", "max_completion_length=8",
+            "--set", "per_device_train_batch_size=4", "--set", "num_generations=4"]
+    RunConfig(model="tiny", device="cpu").save(holder / runfolder.CONFIG_FILE)
+    live = subprocess.Popen(["sleep", "120"])  # holds the CPU: the run waits in the queue, nothing trains
+    try:
+        runfolder.update_status(holder, state="training", pid=live.pid, pgid=live.pid, step=1)
+        (runs / "mine").mkdir()  # an empty folder is fine
+        started = workbench("train", *tiny, "--background", "--run-dir", str(runs / "mine"), cwd=tmp_path)
+        assert started.returncode == 0, started.stderr[-2000:]
+        assert started.stdout.splitlines()[0] == f"mine\t{runs / 'mine'}"
+        assert RunConfig.load(runs / "mine" / runfolder.CONFIG_FILE).model == "tiny"
+        assert runfolder.read_status(runs / "mine")["state"] == runfolder.QUEUED
+
+        refused = [(["--run-dir", str(runs / "mine")], "already exists and is not an empty folder"),
+                   (["--run-dir", str(tmp_path / "other" / "x"), "--runs-dir", str(runs)],
+                    "is not directly inside the runs folder")]
+        for args, words in refused:
+            result = workbench("train", *tiny, "--background", *args, cwd=tmp_path)
+            assert result.returncode == 2 and f"--run-dir: {tmp_path}" in result.stderr and words in result.stderr, \
+                result.stderr
+            assert "Traceback" not in result.stderr
+        assert sorted(p.name for p in runs.iterdir() if runfolder.is_run_dir(p)) == [holder.name, "mine"]
+        stopped = workbench("stop", "mine", "--runs-dir", str(runs))
+        assert stopped.stdout.startswith("mine: stopped at step 0"), stopped.stdout
+    finally:
+        live.kill()
+        live.wait()
+    poll_until(lambda: not runfolder.dispatcher_running(runs), timeout=20)
+
+
 def test_resume_without_checkpoint_exits_2(tmp_path):
     run_dir = tmp_path / "20260101-000000-demo"
     RunConfig(model="tiny").save(run_dir / runfolder.CONFIG_FILE)

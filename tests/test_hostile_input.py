@@ -40,9 +40,9 @@ def default_values() -> dict:
     return form
 
 
-def answer(form: dict, uploads=None) -> list:
+def answer(form: dict, scope=None) -> list:
     return setup_tab.update_plan(*[form[key] for key in setup_tab.FORM_KEYS], {"gpus": [], "busy": []},
-                                 uploads=uploads)
+                                 scope=scope)
 
 
 def test_the_untouched_form_is_ready_to_launch():
@@ -77,18 +77,22 @@ def test_the_data_preview_survives_every_hostile_value(key):
         assert len(html) < 20_000, f"{key} = {label}: the preview grew to {len(html)} characters"
 
 
-@pytest.mark.parametrize("key", ["dataset_path", "reward_file"])
+@pytest.mark.parametrize("key", ["model", "dataset_path", "reward_file"])
 def test_a_shared_dashboards_path_fields_survive_every_hostile_value(key, tmp_path):
-    """With accounts the two path fields must name files in the user's uploads folder: refused, never a traceback."""
+    """With accounts the path fields must name what the path rule allows: refused, never a traceback."""
+    from workbench.access.owners import Viewer
+    from workbench.ui.paths_view import scope_for
+
+    scope = scope_for(tmp_path, Viewer("bob"))
     for label, value in HOSTILE.items():
         try:
-            outputs = answer({**default_values(), key: value}, uploads=tmp_path / "uploads" / "bob")
+            outputs = answer({**default_values(), key: value}, scope=scope)
         except Exception as exc:
             pytest.fail(f"{key} = {label}: {type(exc).__name__}: {str(exc)[:300]}")
         assert all("<script" not in str(o) and "<img" not in str(o) for o in outputs), f"{key} = {label}"
         if value is not None:
-            assert outputs[-1] is False and "is not a file in your uploads folder" in str(outputs[-3]), label
+            assert outputs[-1] is False and "in your uploads folder" in str(outputs[-3]), label
         form = {**default_values(), key: value}
         html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []},
-                                      uploads=tmp_path / "uploads" / "bob")
+                                      scope=scope)
         assert "<script" not in html and "<img" not in html, f"{key} = {label}: the preview"

@@ -316,10 +316,23 @@ def test_without_probe_answers_the_report_says_how_to_get_them(default_page):
 def test_runs_tab_writes_the_report_into_the_run_folder_and_a_copy_to_download(write_run, tmp_path, monkeypatch):
     monkeypatch.setattr(report, "build_report", lambda contents: f"<html>{contents.name}</html>")
     run_dir = write_run()
+    (tmp_path / "downloads").mkdir()
     written, copy = runs_view.write_report(run_dir, download_root=tmp_path / "downloads")
     assert written == run_dir / "report.html" and written.read_text() == f"<html>{run_dir.name}</html>"
-    assert copy == tmp_path / "downloads" / "workbench-reports" / run_dir.name / f"{run_dir.name}-report.html"
+    assert copy.parent.parent.parent == tmp_path / "downloads" and copy.name == f"{run_dir.name}-report.html"
     assert copy.read_bytes() == written.read_bytes()
+
+
+def test_report_copies_lie_in_a_private_folder_of_their_own(write_run):
+    """Not /tmp/workbench-reports/<run id>/, which any account of the machine could read or plant a link in."""
+    run_dir = write_run()
+    _, copy = runs_view.write_report(run_dir)
+    root = copy.parent.parent
+    assert root.parent == Path(tempfile.gettempdir()) and root.name != "workbench-reports"
+    assert root.name.startswith(runs_view.REPORTS_PREFIX) and len(root.name) > len(runs_view.REPORTS_PREFIX) + 6
+    assert (root.stat().st_mode & 0o777, copy.stat().st_mode & 0o777) == (0o700, 0o600)
+    assert runs_view.write_report(run_dir)[1] == copy, "the next report of the run replaces the copy"
+    shutil.rmtree(copy.parent)
 
 
 # ---------------------------------------------------------------- in Chromium, offline
@@ -436,5 +449,4 @@ def test_the_runs_tab_writes_the_report_and_offers_it_to_download(ui):
         assert open(download.value.path(), "rb").read() == (run_dir / "report.html").read_bytes()
         assert b"Base model vs final adapter" in (run_dir / "report.html").read_bytes()
     finally:
-        shutil.rmtree(run_dir)
-        shutil.rmtree(Path(tempfile.gettempdir()) / "workbench-reports" / run_dir.name, ignore_errors=True)
+        shutil.rmtree(run_dir)  # the server removes its report copies when it ends

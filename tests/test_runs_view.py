@@ -69,9 +69,9 @@ def test_a_queued_run_shows_its_place_and_what_it_waits_for(make_run):
 def test_last_metric_reads_only_the_tail(make_run):
     metrics = [{"step": s, "reward": float(s), "pad": "x" * 200} for s in range(1, 200)]
     run_dir = make_run("r", metrics=metrics)
-    assert runs_view.last_metric(run_dir, "reward", tail_bytes=1000) == 199.0
-    assert runs_view.last_metric(run_dir, "kl") is None
-    assert runs_view.last_metric(run_dir.parent / "missing", "reward") is None
+    assert runfolder.last_metric(run_dir, "reward", tail_bytes=1000) == 199.0
+    assert runfolder.last_metric(run_dir, "kl") is None
+    assert runfolder.last_metric(run_dir.parent / "missing", "reward") is None
 
 
 @pytest.mark.parametrize(

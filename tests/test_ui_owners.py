@@ -153,7 +153,8 @@ def test_uploads_land_in_the_users_folder_and_other_paths_are_refused(server, cl
     elsewhere = {**form, "dataset_path": "/etc/passwd", "reward_file": str(reward)}
     refused = bob.predict(*[elsewhere[key] for key in setup_tab.FORM_KEYS], api_name="/preview")
     for field in ("dataset_path", "reward_file"):
-        assert re.search(rf"{field}: .* is not a file in your uploads folder .*bob; .*upload", refused), refused
+        assert re.search(rf"{field}: .* is not a file.* in your uploads folder .*bob, one of your runs; .*upload",
+                         refused), refused
 
 
 def test_every_event_checks_the_run_against_its_user(runs_dir, accounts):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.access import uploads
+from workbench.access import paths, uploads
+from workbench.access.owners import Viewer
 from workbench.spec import datasets_io
 from workbench.spec.config import RunConfig
-from workbench.ui import uploads_view
+from workbench.ui import paths_view, uploads_view
+from workbench.ui.paths_view import scope_for
 
 REWARD_SOURCE = "import os\n\ndef short(prompts, completions, **kwargs):\n    return [1.0 for _ in completions]\n"
 
@@ -69,41 +71,44 @@ def test_an_upload_lands_in_the_users_folder_within_the_size_limit(tmp_path, fol
 
 
 def test_paths_resolve_inside_the_users_folder_only(tmp_path, folder):
-    assert uploads.path_in_uploads("prompts.jsonl", folder, "dataset_path") == str(folder / "prompts.jsonl")
-    assert uploads.path_in_uploads(str(folder / "rewards.py"), folder, "reward_file") == str(folder / "rewards.py")
-    assert uploads.path_in_uploads("", folder, "dataset_path") == ""
+    scope = scope_for(folder.parent.parent, Viewer("bob"))
+    assert paths_view.confine_path("dataset_path", "prompts.jsonl", scope) == str(folder / "prompts.jsonl")
+    assert paths_view.confine_path("reward_file", str(folder / "rewards.py"), scope) == str(folder / "rewards.py")
+    assert paths_view.confine_path("dataset_path", "", scope) == ""
     outside = ["../alice/secret.jsonl", str(folder.parent / "alice" / "secret.jsonl"), "/etc/passwd", "link.py",
-               "missing.jsonl", ".", "x\0y", "n" * 5000, str(tmp_path / "elsewhere.py")]
+               "missing.jsonl", "x\0y", "n" * 5000, str(tmp_path / "elsewhere.py")]
     for value in outside:
-        with pytest.raises(uploads.UploadError, match=r"^dataset_path: .* is not a file in your uploads folder .*"
-                                                      r"bob; on a shared dashboard .* upload the file"):
-            uploads.path_in_uploads(value, folder, "dataset_path")
+        with pytest.raises(paths.PathError, match=r"^dataset_path: .* is not a file or folder in your uploads folder "
+                                                  r".*bob, one of your runs; on a shared dashboard .* upload the file"):
+            paths_view.confine_path("dataset_path", value, scope)
 
 
 def test_a_config_keeps_only_files_of_the_users_uploads(folder):
+    scope = scope_for(folder.parent.parent, Viewer("bob"))
     cfg = RunConfig(dataset_path="prompts.jsonl", reward_file="rewards.py")
-    confined, problems = uploads_view.confine_to_uploads(cfg, folder)
+    confined, problems = paths_view.confine_config(cfg, scope)
     assert (confined.dataset_path, confined.reward_file, problems) == \
         (str(folder / "prompts.jsonl"), str(folder / "rewards.py"), [])
-    confined, problems = uploads_view.confine_to_uploads(
-        RunConfig(dataset_path="/etc/passwd", reward_file="../alice/x.py"), folder)
+    confined, problems = paths_view.confine_config(
+        RunConfig(dataset_path="/etc/passwd", reward_file="../alice/x.py"), scope)
     assert (confined.dataset_path, confined.reward_file) == ("", ""), "nothing outside is read by later checks"
     assert [p.field for p in problems] == ["dataset_path", "reward_file"]
-    assert "is not a file in your uploads folder" in problems[0].rule and "upload the file" in problems[0].fix
+    assert "is not a file or folder in your uploads folder" in problems[0].rule and "upload the file" in problems[0].fix
 
 
 def test_the_reward_code_is_shown_as_text_and_never_run(tmp_path, folder):
+    scope = scope_for(folder.parent.parent, Viewer("bob"))
     marker = tmp_path / "ran"  # the file makes it when it runs
     (folder / "rewards.py").write_text(REWARD_SOURCE + f"open({str(marker)!r}, 'w').write('ran')\n")
-    note, code = uploads_view.reward_source_view("rewards.py", folder)
+    note, code = uploads_view.reward_source_view("rewards.py", scope)
     assert "<code>short</code>" in note and "rights of the account serving" in note
     assert code == (folder / "rewards.py").read_text() and not marker.exists()
-    note, code = uploads_view.reward_source_view(str(tmp_path / "elsewhere.py"), folder)
+    note, code = uploads_view.reward_source_view(str(tmp_path / "elsewhere.py"), scope)
     assert code == "" and "is not a file in your uploads folder" in note
     (folder / "markup.py").write_text("def <script>(:\n")
-    note, code = uploads_view.reward_source_view("markup.py", folder)
+    note, code = uploads_view.reward_source_view("markup.py", scope)
     assert code == "" and "syntax error" in note and "<script>" not in note
-    assert uploads_view.reward_source_view("", folder) == ("", "")
+    assert uploads_view.reward_source_view("", scope) == ("", "")
     note, code = uploads_view.reward_source_view(str(tmp_path / "elsewhere.py"), None)
     assert "<code>short</code>" in note and code == REWARD_SOURCE, "an open dashboard shows any path typed"
 

@@ -1,15 +1,15 @@
 """Each user's own files on a shared dashboard: dataset and reward files, uploaded into one folder per user.
 
-On a dashboard with accounts, `dataset_path` and `reward_file` name files in
-`<runs folder>/uploads/<user>/` and nowhere else: a path typed in the browser
-is resolved (links followed) and refused unless it lands in that folder, so
-`..`, absolute paths elsewhere and links out are refused before anything
-reads them. A bare file name means that file in the user's folder.
+On a dashboard with accounts each user uploads dataset and reward files into
+`<runs folder>/uploads/<user>/`, one of the places the path rule of
+access/paths.py lets them name (a bare file name means that file there).
 
 Uploaded files keep a cleaned name (letters, digits, `.`, `_`, `-`; no
 folders, no leading dot), one of the accepted suffixes, at most
-MAX_UPLOAD_BYTES. A reward file is Python code that the training process
-runs with the server's rights; the dashboard process only reads its text.
+MAX_UPLOAD_BYTES; one user keeps at most 200 files and 500 MB in all
+(WORKBENCH_MAX_UPLOAD_FILES, WORKBENCH_MAX_UPLOADS_MB). A reward file is
+Python code that the training process runs with the server's rights; the
+dashboard process only reads its text.
 On an open dashboard (loopback, no accounts) none of this applies: paths
 work as typed.
 
@@ -25,6 +25,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from workbench.errors import WorkbenchError
 
@@ -36,6 +37,11 @@ DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 REWARD_SUFFIXES = (".py",)
 UPLOAD_SUFFIXES = DATASET_SUFFIXES + REWARD_SUFFIXES
 MAX_NAME_CHARS = 100
+# What one user may keep in their uploads folder, all files together.
+MAX_UPLOAD_FILES = 200
+MAX_UPLOADS_MB = 500
+MAX_FILES_ENV = "WORKBENCH_MAX_UPLOAD_FILES"
+MAX_TOTAL_ENV = "WORKBENCH_MAX_UPLOADS_MB"
 UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -91,6 +97,7 @@ def store_upload(source: str | os.PathLike, name: str, folder: str | os.PathLike
         raise UploadError(field="upload", rule=f"{target_name} is {size / 2**20:.1f} MB, over the "
                           f"{MAX_UPLOAD_TEXT} limit", fix="upload a smaller file (a sample of the rows)")
     folder = Path(folder)
+    check_room(folder, target_name, size)
     folder.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".upload-")
     os.close(handle)
@@ -102,6 +109,36 @@ def store_upload(source: str | os.PathLike, name: str, folder: str | os.PathLike
     return folder / target_name
 
 
+def upload_caps(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(files, bytes) one user may keep: WORKBENCH_MAX_UPLOAD_FILES and WORKBENCH_MAX_UPLOADS_MB, or the defaults."""
+    environ = os.environ if environ is None else environ
+    caps = []
+    for name, default, scale in ((MAX_FILES_ENV, MAX_UPLOAD_FILES, 1), (MAX_TOTAL_ENV, MAX_UPLOADS_MB, 2**20)):
+        text = (environ.get(name) or "").strip()
+        if text and not text.isdigit():
+            raise UploadError(field=name, rule=f"{text[:40]!r} is not a whole number",
+                              fix=f"set it to a whole number, or unset it for the default {default}")
+        caps.append(int(text or default) * scale)
+    return caps[0], caps[1]
+
+
+def check_room(folder: str | os.PathLike, name: str, size: int) -> None:
+    """Refuse an upload of `size` bytes stored as `name` that would take the user past their caps.
+
+    A file replacing one of the same name frees that file's room first.
+    """
+    max_files, max_bytes = upload_caps()
+    kept = {path.name: path.stat().st_size for path in list_uploads(folder) if path.name != name}
+    if len(kept) + 1 > max_files:
+        raise UploadError(field="upload", rule=f"{name} would be your upload number {len(kept) + 1}, over the "
+                          f"{max_files} files each user may keep", fix="delete uploads you no longer need, or ask "
+                          "whoever runs the server")
+    if sum(kept.values()) + size > max_bytes:
+        raise UploadError(field="upload", rule=f"{name} would take your uploads to "
+                          f"{(sum(kept.values()) + size) / 2**20:.1f} MB, over the {max_bytes / 2**20:.0f} MB each "
+                          "user may keep", fix="delete uploads you no longer need, or ask whoever runs the server")
+
+
 def list_uploads(folder: str | os.PathLike) -> list[Path]:
     """The user's uploaded files, by name ([] before the first upload)."""
     folder = Path(folder)
@@ -109,26 +146,3 @@ def list_uploads(folder: str | os.PathLike) -> list[Path]:
         return []
     return sorted(path for path in folder.iterdir()
                   if path.is_file() and not path.name.startswith(".") and path.suffix in UPLOAD_SUFFIXES)
-
-
-def path_in_uploads(value: str, folder: str | os.PathLike, field: str) -> str:
-    """The absolute path of the file `value` names inside `folder`; UploadError naming `field` otherwise.
-
-    A relative value is taken inside `folder`; the path is resolved (`..` and
-    links followed) before the check, so nothing outside the folder passes.
-    "" (the field left empty) stays "".
-    """
-    if not value:
-        return ""
-    folder = Path(folder)
-    shown = repr(value)[:80]
-    fix = ("on a shared dashboard dataset and reward files come only from your uploads: upload the file "
-           "under 'Your files' in the Setup tab, then use the path it shows")
-    path = folder / value  # an absolute value stays itself
-    try:
-        inside = is_inside(path, [folder]) and path.is_file()
-    except (OSError, ValueError):  # a name too long for the file system
-        inside = False
-    if not inside:
-        raise UploadError(field=field, rule=f"{shown} is not a file in your uploads folder {folder}", fix=fix)
-    return str(path.resolve())

@@ -30,7 +30,8 @@ def add_parser(subparsers) -> None:
     train.add_argument("--max-steps", type=int, dest="max_steps", help="optimizer steps to train")
     train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="any RunConfig field, e.g. --set beta=0.0 --set num_generations=4 (repeatable)")
-    train.add_argument("--run-dir", dest="run_dir", help="write the run here instead of a new folder under runs/")
+    train.add_argument("--run-dir", dest="run_dir", help="write the run here instead of a new folder under runs/ "
+                       "(with --background: a new or empty folder, whose parent is then the runs folder)")
     train.add_argument("--runs-dir", dest="runs_dir", help="folder holding runs (default $WORKBENCH_RUNS_DIR or ./runs)")
     train.add_argument("--background", action="store_true", help="start in the background; print the run id")
     train.add_argument("--resume", action="store_true", help="continue --run-dir from its last checkpoint")
@@ -93,12 +94,15 @@ def run_train(args) -> int:
         _check_sandbox()
     if args.background:
         try:
-            run_id = launcher.start(config, args.runs_dir, sandboxed=_policy() if args.sandbox else None)
-        except WorkbenchError as exc:  # a vLLM server address or port, the per-user limit
+            # --run-dir: that folder (new or empty); its parent is the runs folder the queue and `runs` read
+            runs_dir = args.runs_dir or (Path(args.run_dir).resolve().parent if args.run_dir else None)
+            run_id = launcher.start(config, runs_dir, into=args.run_dir,
+                                    sandboxed=_policy() if args.sandbox else None)
+        except WorkbenchError as exc:  # a vLLM server address or port, the per-user limit, --run-dir
             raise ArgumentError(str(exc).replace("\n", "; ")) from None
-        run_dir = launcher.run_dir_of(run_id, args.runs_dir)
+        run_dir = launcher.run_dir_of(run_id, runs_dir)
         print(f"{run_id}\t{run_dir}")
-        place = launcher.queue_place(run_id, args.runs_dir)
+        place = launcher.queue_place(run_id, runs_dir)
         if place:
             print(f"queued at position {place['queue_position']}, waiting for {place['waits_for']}; it starts by "
                   f"itself when that is free (`python -m workbench stop {run_id}` takes it out of the queue)")

@@ -15,6 +15,7 @@ import argparse
 import getpass
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from workbench.cli import ArgumentError
@@ -46,6 +47,22 @@ def _read_password(from_stdin: bool) -> str:
     return first
 
 
+def write_private(path: Path, text: str) -> None:
+    """Replace `path` with `text`, readable by this account only at every moment (hashes are nobody else's business).
+
+    The text goes to a temporary file made 0600 before a byte is written, then
+    takes the file's place in one rename; a users file that was readable by
+    others before is not left so.
+    """
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from workbench.access import users
 
@@ -66,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError(str(exc)) from None
     kept = [raw for raw in (path.read_text(encoding="utf-8").splitlines() if path.exists() else [])
             if raw.split()[:1] != [args.name]]
-    path.write_text("\n".join([*kept, line]) + "\n", encoding="utf-8")
-    os.chmod(path, 0o600)  # hashes only, still nobody else's business
+    write_private(path, "\n".join([*kept, line]) + "\n")
     print(f"{'replaced' if args.name in known else 'added'} {args.name} ({'admin' if args.admin else 'user'}) "
           f"in {path}")
     return 0

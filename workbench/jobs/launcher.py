@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, bundle, processes, queue, runfolder, sandbox, vllm_server
+from workbench.jobs import allocator, bundle, file_cache, processes, queue, runfolder, sandbox, vllm_server
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
@@ -130,6 +130,20 @@ def _new_run_dir(config: RunConfig, runs_dir, prefix: str = "") -> Path:
     return path
 
 
+def _claim_run_dir(path: str | os.PathLike, root: Path) -> Path:
+    """The run folder a caller named (`train --background --run-dir`): directly in the runs folder, new or empty."""
+    path = Path(path).resolve()
+    if path.parent != root.resolve():
+        raise LauncherError(field="--run-dir", rule=f"{path} is not directly inside the runs folder {root}",
+                            fix="name a folder inside --runs-dir, or leave --runs-dir out (the run folder's parent "
+                                "is then its runs folder)")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise LauncherError(field="--run-dir", rule=f"{path} already exists and is not an empty folder",
+                            fix="name a new folder, or resume a run there with `python -m workbench resume RUN`")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 # ---------------------------------------------------------------- process liveness
 
 
@@ -147,14 +161,15 @@ def unreadable_status(run_dir: Path, exc: BaseException) -> dict:
     }
 
 
-def status_of_dir(run_dir: str | os.PathLike) -> dict:
+def status_of_dir(run_dir: str | os.PathLike, read=runfolder.read_json_object) -> dict:
     """A run's status as readers should see it: a dead process with a non-final state is `failed`.
 
     A folder that cannot be read is reported `unreadable` with the reason; this never raises.
+    `read`: how status.json is read (`file_cache.read_json_object` for a listing).
     """
     run_dir = Path(run_dir)
     try:
-        return _live_status(run_dir, runfolder.read_json_object(run_dir / runfolder.STATUS_FILE))
+        return _live_status(run_dir, read(os.path.join(run_dir, runfolder.STATUS_FILE)))
     except (OSError, ValueError, TypeError) as exc:
         return unreadable_status(run_dir, exc)
 
@@ -219,18 +234,35 @@ def is_running(run_id: str, runs_dir: str | os.PathLike | None = None) -> bool:
     return status(run_id, runs_dir)["state"] not in runfolder.FINAL_STATES
 
 
+def _listed(run_dir: Path) -> tuple[dict, dict]:
+    """One run's `list_runs` entry (its status as readers see it, and the config fields a table shows) and config."""
+    entry = status_of_dir(run_dir, read=file_cache.read_json_object)
+    try:
+        config = file_cache.read_json_object(os.path.join(run_dir, runfolder.CONFIG_FILE))
+    except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
+        entry, config = unreadable_status(run_dir, exc), {}
+    entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes",
+                                                     "generation")})
+    return entry, config
+
+
+def _settled(listed: tuple[dict, dict]) -> bool:
+    """An entry that only a new status.json changes: a final state read from the file, not a live process's."""
+    return listed[0]["state"] in runfolder.FINAL_STATES and listed[0]["state"] != runfolder.UNREADABLE
+
+
 def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
-    """Every run, newest first: its status plus the config fields a table shows."""
+    """Every run, newest first: its status plus the config fields a table shows.
+
+    The Runs tab lists thousands of runs every 3 s: a finished run's entry is
+    built once per version of its status.json, and each file is parsed once
+    per version (jobs/file_cache.py).
+    """
     runs, configs = [], []
     for run_dir in runfolder.list_run_dirs(runs_dir):
-        entry = status_of_dir(run_dir)
-        try:
-            config = runfolder.read_json_object(run_dir / runfolder.CONFIG_FILE)
-        except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
-            entry, config = unreadable_status(run_dir, exc), {}
-        entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes",
-                                                         "generation")})
-        runs.append(entry)
+        entry, config = file_cache.cached(os.path.join(run_dir, runfolder.STATUS_FILE), lambda _: _listed(run_dir),
+                                          "listed", keep=_settled)
+        runs.append(dict(entry))  # callers add fields (a queued run's place) to their copy
         configs.append(config)
     if any(entry["state"] == runfolder.QUEUED for entry in runs):  # their `queue_position` and `waits_for`
         holding, queued = _queue_entries((Path(e["run_dir"]), e, c) for e, c in zip(runs, configs))
@@ -419,7 +451,7 @@ def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) ->
 
 def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False,
           owner: str | None = None, import_reward_file: bool = True,
-          sandboxed: sandbox.Policy | None = None) -> str:
+          sandboxed: sandbox.Policy | None = None, into: str | os.PathLike | None = None) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
     When a live run holds its devices (GPUs, or the CPU) the run waits in the
@@ -433,6 +465,8 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     is checked without running it here; it runs only in the training process.
     `sandboxed`: run it in a bubblewrap sandbox with this policy (a dashboard
     with accounts does for every run; workbench/jobs/sandbox.py).
+    `into`: the run's folder, new or empty and directly in the runs folder,
+    instead of a new one named after the run (LauncherError otherwise).
     """
     config = config.with_absolute_paths()
     check_launch(config, import_reward_file)
@@ -442,7 +476,8 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     with runfolder.queue_lock(root):
         holding, queued = queue_state(root)
         place = _turn(config, "", owner, holding, queued)
-        run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "")
+        run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None \
+            else _claim_run_dir(into, root)
         config.save(run_dir / runfolder.CONFIG_FILE)
         fields = {"step": 0, "smoke_test": smoke, "owner": owner,
                   "sandbox": None if sandboxed is None else sandboxed.to_status()}

@@ -54,6 +54,7 @@ import json
 import logging
 import os
 import re
+import stat
 import tempfile
 import time
 import zipfile
@@ -417,12 +418,14 @@ def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000, name: str =
         return ""
 
 
-def is_run_dir(path: Path) -> bool:
+def is_run_dir(path: str | os.PathLike) -> bool:
     """A folder with a config.json, or one that cannot be looked into (so readers can flag it)."""
-    try:
-        return (path / CONFIG_FILE).is_file()
+    try:  # strings, not Path objects: a runs folder of thousands of runs is listed every 3 s
+        return stat.S_ISREG(os.stat(os.path.join(path, CONFIG_FILE)).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
     except OSError:  # a folder that cannot be looked into: listed, so readers can flag it `unreadable`
-        return path.is_dir()
+        return os.path.isdir(path)
 
 
 class RunIdError(WorkbenchError):
@@ -460,8 +463,9 @@ def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
     base = runs_root(root)
     if not base.is_dir():
         return []
-    dirs = [p for p in base.iterdir() if is_run_dir(p)]
-    return sorted(dirs, key=lambda p: p.name, reverse=True)
+    with os.scandir(base) as entries:
+        names = [entry.name for entry in entries if is_run_dir(entry.path)]
+    return [base / name for name in sorted(names, reverse=True)]
 
 
 @contextmanager

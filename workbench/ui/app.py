@@ -19,6 +19,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from workbench.access import hosts, paths
 from workbench.errors import WorkbenchError
 from workbench.jobs.runfolder import runs_root
 from workbench.jobs.sandbox import Policy
@@ -114,17 +115,21 @@ def launch_options(app: gr.Blocks | None = None) -> dict:
 
 
 def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
-              sandbox: Policy | None = None) -> gr.Blocks:
+              sandbox: Policy | None = None, shared_dirs: tuple[Path, ...] | None = None) -> gr.Blocks:
     """Build the app; nothing starts until it is served (`server.serve`).
 
     `users`: the accounts (access.users.load_users) when it is served with
     sign-in; then each user sees and controls their own runs (an admin all)
-    and takes dataset and reward files only from their uploads folder.
+    and names paths only where access/paths.py allows: their uploads, their
+    runs, and `shared_dirs` (the admin's models and data folders; default
+    WORKBENCH_MODELS_DIR and WORKBENCH_DATA_DIR).
     `sandbox`: the bubblewrap sandbox every run and helper process starts in
     (workbench/jobs/sandbox.py); app.py gives one whenever there are accounts,
     unless started with --no-sandbox, which the page then says.
     """
-    ctx = UIContext(runs_dir=runs_root(runs_dir), users=dict(users or {}), sandbox=sandbox)
+    ctx = UIContext(runs_dir=runs_root(runs_dir), users=dict(users or {}), sandbox=sandbox,
+                    shared_dirs=paths.shared_folders() if shared_dirs is None else tuple(shared_dirs),
+                    vllm_hosts=hosts.listed_hosts())
     with gr.Blocks(title="GRPO Workbench", analytics_enabled=False) as app:
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):

@@ -20,7 +20,7 @@ import gradio as gr
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
 from workbench.jobs import probes, runfolder
-from workbench.ui import compare_view, owners_view
+from workbench.ui import compare_view, owners_view, paths_view
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
@@ -98,6 +98,7 @@ def build(ctx: UIContext) -> None:
             folder = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
             prompts = probes.parse_prompts(prompts_text)
             config = runfolder.read_config(folder)
+            paths_view.check_saved_config(config, ctx.scope_for(request))  # the run may have rewritten it
             chosen = dict(probes.list_checkpoints(folder))  # only the run's own checkpoint-N and adapter folders
             if checkpoint_label and (not isinstance(checkpoint_label, str) or checkpoint_label not in chosen):
                 raise probes.ProbeError(field="checkpoint", rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint "

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.access import owners, uploads
+from workbench.access import limits, owners, uploads
+from workbench.access.paths import UserScope
 from workbench.jobs import sandbox
+from workbench.ui import paths_view
 
 
 @dataclass
@@ -24,6 +26,12 @@ class UIContext:
     runs_dir: Path
     # The accounts (name -> access.users.User); empty for an open dashboard (loopback, no sign-in).
     users: dict[str, Any] = field(default_factory=dict)
+    # On a shared dashboard: the admin's folders every user may name paths in (access/paths.py),
+    # and the vLLM hosts besides loopback they may name (access/hosts.py).
+    shared_dirs: tuple[Path, ...] = ()
+    vllm_hosts: frozenset[str] = frozenset()
+    # Each user's launches, smoke tests, resumes and stops in the last minute (access/limits.py).
+    actions: limits.ActionLimit = field(default_factory=lambda: limits.ActionLimit(limits.max_actions()))
     # The gr.Blocks being built, for `ctx.blocks.load(...)`; set by build_app.
     blocks: Any = None
     # Components by name, registered by the tab that made them.
@@ -76,3 +84,11 @@ class UIContext:
         if self.sandbox is None:
             return None
         return sandbox.confinement(run_dir, self.runs_dir, config, self.sandbox)
+
+    def scope_of(self, viewer: owners.Viewer) -> UserScope | None:
+        """What the viewer may name as a path or vLLM host on a shared dashboard; None on an open one."""
+        return paths_view.scope_for(self.runs_dir, viewer, self.shared_dirs, self.vllm_hosts) if self.shared else None
+
+    def scope_for(self, request: Any) -> UserScope | None:
+        """`scope_of` the user an event comes from."""
+        return self.scope_of(self.viewer(request))

@@ -30,7 +30,7 @@ def build(ctx: UIContext, dataset_path: gr.Textbox, reward_file: gr.Textbox) -> 
 
     def show_reward_code(request: gr.Request, value):
         note, source = uploads_view.reward_source_view(value if isinstance(value, str) else "",
-                                                       ctx.uploads_for(request))
+                                                       ctx.scope_for(request))
         return note, gr.Code(value=source, visible=bool(source))
 
     reward_file.change(show_reward_code, inputs=[reward_file], outputs=[reward_note, reward_code],

@@ -22,7 +22,7 @@ import gradio as gr
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import export_model, runfolder
-from workbench.ui import merge_view, owners_view
+from workbench.ui import merge_view, owners_view, paths_view
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
@@ -93,6 +93,7 @@ def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
         try:
             # RunIdError names the field and the fix; another user's run reads as none
             folder = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
+            paths_view.check_saved_config(runfolder.read_config(folder), ctx.scope_for(request))
             out_folder = merge_view.resolve_out(out_text, folder, runs_dir)
             if ctx.shared and folder.resolve() not in out_folder.parents:
                 raise export_model.ExportError(field="out", rule=f"{out_folder} is outside the run folder {folder}",

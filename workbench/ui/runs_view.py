@@ -14,7 +14,10 @@ step by parsing that step's lines only.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -25,9 +28,9 @@ from typing import Any, Iterable
 from workbench.insight import report
 from workbench.insight.figures import metrics_frame
 from workbench.insight.resumed import merge_metrics
-from workbench.jobs import jsonl_cache, probes, runfolder
+from workbench.jobs import file_cache, jsonl_cache, probes, runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
-from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE, last_metric
+from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
@@ -102,7 +105,7 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     step = entry.get("step")
     total = entry.get("total_steps")
     steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
-    reward = last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
+    reward = file_cache.last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
     task = entry.get("task") or ""
     if entry.get("dataset_path"):
         task = f"{Path(entry['dataset_path']).name} (file)"
@@ -180,13 +183,30 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+REPORTS_PREFIX = "workbench-reports-"
+
+
+@functools.cache
+def reports_root(download_root: str | Path | None = None) -> Path:
+    """This process's private folder of report copies: made once, 0700, under an unguessable name.
+
+    A fixed name in the shared temporary folder would let another account
+    of the machine read the reports, or plant a link where the next one is
+    written. It goes when the process ends (the browser has its download by then).
+    """
+    root = Path(tempfile.mkdtemp(prefix=REPORTS_PREFIX, dir=download_root))
+    atexit.register(shutil.rmtree, root, True)
+    return root
+
+
 def write_report(run_dir: str | Path, download_root: str | Path | None = None) -> tuple[Path, Path]:
     """Write the run's report into its folder (report.html) and a copy to download; returns both paths.
 
     Gradio hands the browser only files under the working folder or the system's
     temporary folder, and a runs folder may lie anywhere, so the copy goes to
-    `download_root/<run id>/<run id>-report.html` (the temporary folder by default;
-    the next report of the run replaces it).
+    `<reports_root>/<run id>/<run id>-report.html`, in a private folder under
+    `download_root` (the temporary folder by default; the next report of the
+    run replaces it, and ui/cleanup.py removes day-old copies).
     """
     run_dir = Path(run_dir)
     contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
@@ -194,6 +214,6 @@ def write_report(run_dir: str | Path, download_root: str | Path | None = None) -
     page = report.build_report(contents).encode("utf-8")
     written = run_dir / runfolder.REPORT_FILE
     runfolder.replace_file(written, page)
-    copy = Path(download_root or tempfile.gettempdir()) / "workbench-reports" / run_dir.name / f"{run_dir.name}-report.html"
+    copy = reports_root(download_root) / run_dir.name / f"{run_dir.name}-report.html"
     runfolder.replace_file(copy, page)
     return written, copy

@@ -9,26 +9,27 @@ argument list the launch runs; "Smoke test" starts one real step in the
 background and a timer reports its outcome, so the page never blocks.
 
 For the Train tab this tab registers `ctx.config_inputs` (its inputs, the
-hardware state last), `ctx.config_from_values(*values, uploads=None) -> RunConfig`
+hardware state last), `ctx.config_from_values(*values, scope=None) -> RunConfig`
 and `ctx.components["plan_valid"]`, a hidden checkbox that is True only when
 the batch plan is valid and nothing else stops a launch.
 
 On a dashboard with accounts the tab has "Your files": uploads into the
-user's folder, the only place dataset_path and reward_file may point to
-(ui/uploads_view.py). The chosen reward file's code is shown, read-only,
-and is never imported here: checks read its source, and only the training
-process runs it.
+user's folder (ui/uploads_view.py). Every path field (model, dataset_path,
+reward_file) may name only what access/paths.py allows, checked before
+anything reads it (ui/paths_view.py). The chosen reward file's code is
+shown, read-only, and is never imported here: checks read its source, and
+only the training process runs it.
 """
 
 from __future__ import annotations
 
 import typing
 from html import escape
-from pathlib import Path
 
 import gradio as gr
 import psutil
 
+from workbench.access.paths import UserScope
 from workbench.errors import WorkbenchError
 from workbench.jobs import bundle, launcher, runfolder
 from workbench.spec.chat import prompt_text
@@ -76,7 +77,7 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, owners_view, uploads_view
+from workbench.ui import export_view, files_panel, owners_view, paths_view
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
@@ -92,6 +93,8 @@ EXAMPLE_COMPLETIONS = ("Paris.\n"
                        "The capital of France is Paris, which is also its largest city and its cultural centre.")
 # How many tokens the memory estimate allows for a prompt after the chat template.
 PROMPT_TOKENS_ASSUMED = 64
+MODEL_REFUSED_NOTE = ("<p class='wb-note'>Memory estimate: none for a model this shared dashboard refuses "
+                      "(see Before launch).</p>")
 
 
 def _hardware_state(runs_dir) -> dict:
@@ -114,28 +117,30 @@ def _free_bytes(cfg: RunConfig, hardware: dict) -> tuple[int | None, str]:
     return (min(g.free_mb for g in chosen) * 2**20 if chosen else None), "cuda"
 
 
-def config_from_values(*values, uploads: Path | None = None) -> RunConfig:
+def config_from_values(*values, scope: UserScope | None = None) -> RunConfig:
     """The RunConfig of the Setup tab's values (ctx.config_inputs order); raises ConfigError naming the field.
 
-    `uploads`: the user's uploads folder on a shared dashboard: dataset_path
-    and reward_file must name files there (and become their absolute paths).
+    `scope`: what the user may name on a shared dashboard (ctx.scope_of): every
+    path must pass access/paths.py's rule (and becomes absolute), the vLLM
+    server address access/hosts.py's.
     """
     *form_values, hardware = values
     gpus = _gpus(hardware)
     cfg = config_from_form(dict(zip(FORM_KEYS, form_values)), gpus_present=bool(gpus),
                            all_gpu_ids=tuple(g.index for g in gpus))
-    if uploads is None:
+    if scope is None:
         return cfg
-    cfg, problems = uploads_view.confine_to_uploads(cfg, uploads)
+    cfg, problems = paths_view.confine_config(cfg, scope)
     if problems:
         raise ConfigError(problems)
     return cfg
 
 
-def update_plan(*values, uploads: Path | None = None) -> list:
+def update_plan(*values, scope: UserScope | None = None) -> list:
     """Every live output of the tab: plan panel, notes, memory, problems, and plan_valid.
 
-    `uploads`: as in config_from_values; then the reward file is read, never imported.
+    `scope`: as in config_from_values; then the reward file is read, never imported,
+    and a refused path is never looked into (no memory estimate for a refused model).
     """
     try:
         cfg = config_from_values(*values)
@@ -143,15 +148,17 @@ def update_plan(*values, uploads: Path | None = None) -> list:
         view = error_view(exc)
         return [*render_plan_panel(view, with_heatmap=False), problems_html(exc.problems), "", False]
     problems = []
-    if uploads is not None:
-        cfg, problems = uploads_view.confine_to_uploads(cfg, uploads)
+    if scope is not None:
+        cfg, problems = paths_view.confine_config(cfg, scope)
     view = setup_plan_view(cfg, task_dataset_size(cfg.task) if not cfg.dataset_path else None)
-    problems += validate_config(cfg, import_reward_file=uploads is None)
+    model_refused = paths_view.refused(problems, "model")
+    problems += validate_config(cfg, import_reward_file=scope is None)
     free, device = _free_bytes(cfg, values[-1])
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
     panel[-2] = warnings_html(view, extra=setting_notes(cfg, _gpus(values[-1])))  # the plan's warnings and the settings' notes
-    return [*panel, problems_html(problems), memory_html(cfg, free, device, PROMPT_TOKENS_ASSUMED), ready]
+    memory = (MODEL_REFUSED_NOTE if model_refused else memory_html(cfg, free, device, PROMPT_TOKENS_ASSUMED))
+    return [*panel, problems_html(problems), memory, ready]
 
 
 def benchmark_values() -> list:
@@ -205,16 +212,17 @@ def apply_task(task_name: str) -> list:
     return [f"**{task.title}.** {task.description}", *reward_updates, *settings]
 
 
-def try_rewards(prompt: str, completions_text: str, columns_text: str, *values, uploads: Path | None = None) -> str:
+def try_rewards(prompt: str, completions_text: str, columns_text: str, *values,
+                scope: UserScope | None = None) -> str:
     """Score typed completions with the chosen reward functions and weights, as the trainer would.
 
-    On a shared dashboard (`uploads` given) a reward file is never run here: only built-in rewards are tried.
+    On a shared dashboard (`scope` given) a reward file is never run here: only built-in rewards are tried.
     """
     try:
-        cfg = config_from_values(*values, uploads=uploads)
+        cfg = config_from_values(*values, scope=scope)
     except ConfigError as exc:
         return f'<p class="wb-warn-line">{escape(str(exc))}</p>'
-    if uploads is not None and cfg.reward_file:
+    if scope is not None and cfg.reward_file:
         return ('<p class="wb-warn-line">reward_file: on this shared dashboard a reward file\'s code runs only in '
                 "the training process, never in the dashboard; the Smoke test (1 step) tries it. Clear reward_file "
                 "to try the built-in rewards here.</p>")
@@ -232,10 +240,10 @@ def try_rewards(prompt: str, completions_text: str, columns_text: str, *values, 
     return scores_html(results, cfg.reward_names)
 
 
-def preview_data(*values, uploads: Path | None = None) -> str:
-    """The data preview of the Setup tab's values (ctx.config_inputs order); `uploads` as in config_from_values."""
+def preview_data(*values, scope: UserScope | None = None) -> str:
+    """The data preview of the Setup tab's values (ctx.config_inputs order); `scope` as in config_from_values."""
     *form_values, _hardware = values
-    return data_preview_html(preview_from_form(dict(zip(FORM_KEYS, form_values)), uploads))
+    return data_preview_html(preview_from_form(dict(zip(FORM_KEYS, form_values)), scope))
 
 
 def example_from_task(task_name: str) -> tuple[str, str]:
@@ -360,7 +368,7 @@ def build(ctx) -> None:
     outputs = [badge, *buttons, suggestions, warnings, numbers, problems, memory, plan_valid]
 
     def live_plan(request: gr.Request, *values) -> list:
-        return update_plan(*values, uploads=ctx.uploads_for(request))
+        return update_plan(*values, scope=ctx.scope_for(request))
 
     gr.on(None, fn=live_plan, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="always_last")
 
@@ -377,13 +385,13 @@ def build(ctx) -> None:
     preview_triggers += [form[f"use_{name}"].change for name in REWARDS]
 
     def live_preview(request: gr.Request, *values) -> str:
-        return preview_data(*values, uploads=ctx.uploads_for(request))
+        return preview_data(*values, scope=ctx.scope_for(request))
 
     gr.on(preview_triggers, fn=live_preview, inputs=inputs, outputs=data_preview, show_progress="hidden",
           trigger_mode="always_last")
 
     def on_score(request: gr.Request, prompt, completions_text, columns_text, *values) -> str:
-        return try_rewards(prompt, completions_text, columns_text, *values, uploads=ctx.uploads_for(request))
+        return try_rewards(prompt, completions_text, columns_text, *values, scope=ctx.scope_for(request))
 
     score_button.click(on_score, inputs=[try_prompt, try_completions, try_columns, *inputs], outputs=scores_box)
     example_button.click(example_from_task, inputs=form["task"], outputs=[try_prompt, try_columns])
@@ -399,7 +407,7 @@ def build(ctx) -> None:
 
     def preview(request: gr.Request, *values):
         try:
-            cfg = config_from_values(*values, uploads=ctx.uploads_for(request))
+            cfg = config_from_values(*values, scope=ctx.scope_for(request))
         except ConfigError as exc:
             return f"Cannot build the command: {exc}"
         run_dir = preview_run_dir(cfg, ctx.runs_dir)
@@ -411,8 +419,9 @@ def build(ctx) -> None:
     def start_smoke(request: gr.Request, *values):
         viewer = ctx.viewer(request)
         try:
-            run_id = launcher.smoke_test(config_from_values(*values, uploads=ctx.uploads_of(viewer)), ctx.runs_dir,
-                                         owner=viewer.name, import_reward_file=not ctx.shared,
+            config = config_from_values(*values, scope=ctx.scope_of(viewer))
+            ctx.actions.take(viewer.name, "smoke test")  # a refusal shows as the page's message
+            run_id = launcher.smoke_test(config, ctx.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
                                          sandboxed=ctx.sandbox_for(viewer))
         except ConfigError as exc:
             return None, problems_html(exc.problems), gr.Timer(active=False)
@@ -431,7 +440,7 @@ def build(ctx) -> None:
 
     def export(request: gr.Request, *values):
         try:
-            cfg = config_from_values(*values[len(cluster):], uploads=ctx.uploads_for(request))
+            cfg = config_from_values(*values[len(cluster):], scope=ctx.scope_for(request))
             cfg = export_view.cluster_config(cfg, *values[:len(cluster)])
             folder, run_id = export_view.bundle_folder(ctx.runs_dir, cfg)
             written = bundle.write_bundle(cfg, folder, run_id, import_reward_file=not ctx.shared)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from html import escape
 from pathlib import Path
 
-from workbench.access.uploads import UploadError, path_in_uploads
+from workbench.access.paths import PathError, UserScope
 from workbench.calc import InputError
 from workbench.errors import WorkbenchError
 from workbench.jobs import runfolder
@@ -25,6 +25,7 @@ from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_t
 from workbench.spec.hardware import GpuInfo
 from workbench.spec.rewards import REWARDS
 from workbench.ui.calculator_view import PlanView
+from workbench.ui.paths_view import confine_path
 
 # RunConfig fields the Setup tab shows as settings, grouped as on the page.
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
@@ -350,11 +351,11 @@ def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_
 CELL_CHARS = 90  # a preview cell longer than this is cut, with "…"
 
 
-def preview_from_form(form: dict, uploads: Path | None = None) -> DataPreview:
+def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview:
     """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked).
 
-    `uploads`: the user's uploads folder on a shared dashboard: only files there are read, and the reward
-    file's columns come from its source, never from running it.
+    `scope`: what the user may name on a shared dashboard: only paths access/paths.py allows are read, and
+    the reward file's columns come from its source, never from running it.
     """
     from workbench.spec.tasks import TASKS
 
@@ -366,15 +367,15 @@ def preview_from_form(form: dict, uploads: Path | None = None) -> DataPreview:
         problem = path_problem(name, value)
         if problem is not None:  # too long to look up: the plan panel names it too
             return DataPreview(f"that {name}", error=str(problem))
-        if uploads is not None:
+        if scope is not None:
             try:
-                paths[name] = path_in_uploads(value, uploads, name)
-            except UploadError as exc:  # nothing outside the user's uploads is read
+                paths[name] = confine_path(name, value, scope)
+            except PathError as exc:  # nothing the rule refuses is read
                 return DataPreview(f"that {name}", error=str(exc))
     names = reward_choice(form)[0] or (list(TASKS[task].reward_names) if task in TASKS else [])
     seed = form.get("seed")
     seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
-    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=uploads is None)
+    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=scope is None)
 
 
 def _cell(value) -> str:

@@ -40,7 +40,7 @@ from workbench.insight import figures
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import launcher, runfolder
-from workbench.ui import owners_view, server_view, train_view
+from workbench.ui import owners_view, paths_view, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 from workbench.ui.widgets import figure_payload
@@ -332,8 +332,9 @@ def build(ctx: UIContext) -> None:
             return {notice: notice_html("Set up the run in the Setup tab first.")}
         viewer = ctx.viewer(request)
         try:
-            # on a shared dashboard: dataset and reward files only from this user's uploads
-            config = ctx.config_from_values(*setup_values, uploads=ctx.uploads_of(viewer))
+            # on a shared dashboard: every path only where access/paths.py allows this user
+            config = ctx.config_from_values(*setup_values, scope=ctx.scope_of(viewer))
+            ctx.actions.take(viewer.name, "launch")
             run_id = launcher.start(config, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
                                     sandboxed=ctx.sandbox_for(viewer))
         except WorkbenchError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
@@ -354,9 +355,11 @@ def build(ctx: UIContext) -> None:
     def on_stop(request: gr.Request, watch: train_view.RunWatch):
         if not watch.run_id:
             return
+        viewer = ctx.viewer(request)
         try:
-            owners_view.run_dir_for(runs_dir, watch.run_id, ctx.viewer(request), control=True)
-        except runfolder.RunIdError as exc:
+            owners_view.run_dir_for(runs_dir, watch.run_id, viewer, control=True)
+            ctx.actions.take(viewer.name, "stop")
+        except WorkbenchError as exc:  # another user's run, or too many stops and launches this minute
             yield {notice: notice_html(f"Not stopped: {exc}")}
             return
         queued = watch.status.get("state") == runfolder.QUEUED
@@ -377,7 +380,9 @@ def build(ctx: UIContext) -> None:
             return gr.skip()
         viewer = ctx.viewer(request)
         try:
-            owners_view.run_dir_for(runs_dir, watch.run_id, viewer, control=True)
+            run_dir = owners_view.run_dir_for(runs_dir, watch.run_id, viewer, control=True)
+            paths_view.check_saved_config(runfolder.read_config(run_dir), ctx.scope_of(viewer))
+            ctx.actions.take(viewer.name, "resume")
             launcher.resume(watch.run_id, runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
                             sandboxed=ctx.sandbox_for(viewer))
         except WorkbenchError as exc:  # LauncherError / ConfigError say what to do

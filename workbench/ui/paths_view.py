@@ -1,0 +1,82 @@
+"""A run's paths and server address on a shared dashboard, through the access rules. No gradio here.
+
+On a dashboard with accounts every path field of a RunConfig
+(`spec.config.PATH_FIELDS`: model, dataset_path, reward_file) goes through
+the one rule of workbench/access/paths.py, and `vllm_server_base_url`
+through workbench/access/hosts.py, before anything reads a file or makes a
+request: the Setup tab's live plan and memory estimate, its data preview, the
+reward code view, the command preview, a smoke test, an export and a launch
+all take the config from `confine_config`; a resume, sampling and an export
+check the run's saved config again (`check_saved_config`). `scope_for`
+builds what one viewer may name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.access import hosts, paths, uploads
+from workbench.access.owners import Viewer, may_control
+from workbench.errors import WorkbenchError
+from workbench.jobs import runfolder
+from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
+from workbench.spec.models import MODEL_CHOICES
+from workbench.ui.owners_view import run_owner
+
+
+def scope_for(runs_dir: Path, viewer: Viewer, shared: tuple[Path, ...] = (),
+              vllm_hosts: frozenset[str] = frozenset()) -> paths.UserScope:
+    """What `viewer` may name: their uploads, the runs they may control, the admin's shared folders."""
+    def own_run(folder: Path) -> bool:
+        try:
+            return runfolder.is_run_dir(folder) and may_control(viewer, run_owner(folder))
+        except OSError:  # a folder that cannot be looked into is no one's to name
+            return False
+
+    return paths.UserScope(uploads.uploads_dir(runs_dir, viewer.name), Path(runs_dir), own_run, tuple(shared),
+                           frozenset(vllm_hosts))
+
+
+def confine_path(field: str, value: str, scope: paths.UserScope) -> str:
+    """One path field's value under the rule (an absolute path, a bundled name or a hub id); PathError if refused."""
+    return paths.confine(field, value, scope, MODEL_CHOICES if field == "model" else ())
+
+
+def confine_config(cfg: RunConfig, scope: paths.UserScope) -> tuple[RunConfig, list[ConfigProblem]]:
+    """`cfg` with its paths as the rule allows them, and the problems found (field, rule, fix).
+
+    A refused path is cleared, so the checks after this one never read what
+    it names (a cleared model reads as the bundled one, which the problem
+    listed still stops from launching).
+    """
+    changes, problems = {}, []
+    for name in PATH_FIELDS:
+        try:
+            changes[name] = confine_path(name, getattr(cfg, name), scope)
+        except paths.PathError as exc:
+            problems.append(ConfigProblem(name, exc.rule, exc.fix))
+            changes[name] = ""
+    try:
+        hosts.check_server_url(cfg.vllm_server_base_url, scope.vllm_hosts)
+    except WorkbenchError as exc:
+        problems.append(ConfigProblem(exc.field, exc.rule, exc.fix))
+    return cfg.with_changes(**changes), problems
+
+
+def check_saved_config(config: dict, scope: paths.UserScope | None) -> None:
+    """Refuse (ConfigError) a run's saved config.json whose paths or server the rules do not allow `scope`.
+
+    A run writes its own folder, config.json included, so what a resume, the
+    Compare tab's sampling or an export would load is checked again as at
+    launch, before anything reads it. None (an open dashboard): nothing to check.
+    """
+    if scope is None:
+        return
+    _, problems = confine_config(RunConfig.from_dict(config), scope)
+    if problems:
+        raise ConfigError(problems)
+
+
+def refused(problems: list[ConfigProblem], field: str) -> bool:
+    """Whether `confine_config` refused `field` (its value was cleared)."""
+    return any(problem.field == field for problem in problems)
