@@ -23,9 +23,9 @@ EVERY_SECONDS = 3600.0
 
 def upload_cache_folder() -> Path:
     """Gradio's upload cache, where it puts files uploaded to this app (and those it serves)."""
-    from gradio.utils import get_upload_folder
+    from workbench.ui import gradio_compat
 
-    return Path(get_upload_folder())
+    return Path(gradio_compat.upload_folder())
 
 
 def remove_old_files(folder: str | os.PathLike, max_age: float = MAX_AGE_SECONDS, now: float | None = None) -> int:
