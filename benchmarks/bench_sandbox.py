@@ -8,9 +8,11 @@ the same seed) twice through `launcher.start`: once plain, once with
 `sandboxed=Policy()` (what every run of a dashboard with accounts gets).
 Rows alternate so a machine that slows down over the benchmark slows both.
 It prints, per row, the median step time (TRL's `step_time`, the first step
-left out), the seconds from the launch to the first step's record (the
-sandbox's start, bwrap and the wrapper that becomes it, falls there), and the
-sandboxed / plain ratio of both.
+left out), the CPU seconds a step takes (the run's process tree, between its
+first and last step records: much less moved than wall time when other work
+shares the machine), the seconds from the launch to the first step's record
+(the sandbox's start, bwrap and the wrapper that becomes it, falls there), and
+the sandboxed / plain ratios.
 
 Target: the sandbox adds nothing measurable to a step (ratio <= 1.02) and
 under a second to the start. Run it on a quiet machine.
@@ -32,23 +34,54 @@ from workbench.jobs import launcher, runfolder, sandbox  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
 
+def tree_cpu_seconds(pid: int, seen: dict) -> float:
+    """User + system CPU seconds of the process `pid` and its descendants; `seen` keeps each one's last reading,
+    so a process that has ended still counts."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        for process in [root, *root.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+                seen[process.pid] = times.user + times.system + times.children_user + times.children_system
+            except psutil.Error:
+                pass
+    except psutil.Error:
+        pass
+    return sum(seen.values())
+
+
 def timed_run(config: RunConfig, runs: Path, sandboxed: bool) -> dict:
-    """Launch `config`, wait for it, and return its median step time and time to its first step."""
+    """Launch `config`, wait for it; its median step time, CPU seconds per step and time to its first step.
+
+    CPU per step is the run's process tree's CPU between its first and last step
+    records over the steps between them: less moved than wall time by other work on the machine.
+    """
     started = time.monotonic()
     run_id = launcher.start(config, runs, sandboxed=sandbox.Policy() if sandboxed else None)
     metrics_file = runs / run_id / runfolder.METRICS_FILE
-    first_step = None
+    while not launcher.status(run_id, runs).get("pid"):  # queued while the previous run's processes exit
+        time.sleep(0.05)
+    pid = launcher.status(run_id, runs)["pid"]
+    first_step, seen, readings = None, {}, []  # readings: (steps recorded, tree CPU seconds)
     while True:
         status = launcher.status(run_id, runs)
-        if first_step is None and metrics_file.exists() and metrics_file.stat().st_size:
+        cpu = tree_cpu_seconds(pid, seen)
+        steps_done = len(runfolder.read_jsonl(metrics_file)) if metrics_file.exists() else 0
+        if steps_done and first_step is None:
             first_step = time.monotonic() - started
+        if steps_done and (not readings or readings[-1][0] != steps_done):
+            readings.append((steps_done, cpu))
         if status["state"] in runfolder.FINAL_STATES:
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     if status["state"] != "finished":
         raise SystemExit(f"run {run_id} ended {status['state']}: {status.get('error')}")
     steps = [m["step_time"] for m in runfolder.read_jsonl(metrics_file) if "step_time" in m][1:]
-    return {"step_time": statistics.median(steps), "first_step_s": first_step}
+    (first_n, first_cpu), (last_n, last_cpu) = readings[0], readings[-1]
+    cpu_per_step = (last_cpu - first_cpu) / (last_n - first_n) if last_n > first_n else float("nan")
+    return {"step_time": statistics.median(steps), "cpu_per_step": cpu_per_step, "first_step_s": first_step}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,16 +98,18 @@ def main(argv: list[str] | None = None) -> None:
                 result = timed_run(config, Path(folder) / "runs", sandboxed)
                 rows[sandboxed].append(result)
                 print(f"round {round_ + 1} {'sandboxed' if sandboxed else 'plain    '}: "
-                      f"step {result['step_time']:.2f} s, first step after {result['first_step_s']:.1f} s", flush=True)
+                      f"step {result['step_time']:.2f} s, CPU {result['cpu_per_step']:.2f} s a step, "
+                      f"first step after {result['first_step_s']:.1f} s", flush=True)
 
     def median(sandboxed: bool, key: str) -> float:
         return statistics.median(r[key] for r in rows[sandboxed])
 
-    print(f"\n{'row':<10} {'median step (s)':>16} {'launch to first step (s)':>26}")
+    print(f"\n{'row':<10} {'median step (s)':>16} {'CPU a step (s)':>15} {'launch to first step (s)':>26}")
     for sandboxed in (False, True):
         print(f"{'sandboxed' if sandboxed else 'plain':<10} {median(sandboxed, 'step_time'):>16.2f} "
-              f"{median(sandboxed, 'first_step_s'):>26.1f}")
+              f"{median(sandboxed, 'cpu_per_step'):>15.2f} {median(sandboxed, 'first_step_s'):>26.1f}")
     print(f"\nsandboxed / plain: step time x{median(True, 'step_time') / median(False, 'step_time'):.3f}, "
+          f"CPU a step x{median(True, 'cpu_per_step') / median(False, 'cpu_per_step'):.3f}, "
           f"start {median(True, 'first_step_s') - median(False, 'first_step_s'):+.1f} s "
           f"({args.steps} steps, {args.rounds} rounds, demo task on the bundled model)")
 
