@@ -14,7 +14,8 @@ process, and every helper process that loads a user's model or adapter
     dataset, reward file)
     the runs folder                       nothing else of it: no other run, no other user's uploads
     the users file                        masked (the host's /dev/null in its place, unreadable there)
-    /tmp, /dev/shm, the homes             private and empty (in memory)
+    /tmp, /dev/shm, the homes, /run,      private and empty (in memory)
+    /mnt, /media, /srv
     the network                           none: a loopback of its own (a run's own vLLM server
                                           starts inside the same sandbox, so they still talk)
     other processes                       none: a PID namespace of its own
@@ -56,7 +57,7 @@ BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PA
 # Set inside every sandbox: pids in status.json are read through runfolder.pids_here.
 INSIDE_ENV = runfolder.SANDBOX_ENV
 SCRATCH = "/tmp/workbench-scratch"  # inside: the private, writable caches
-HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/home", "/root", "/run", "/var/run", "/mnt", "/media")
+HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/home", "/root", "/run", "/var/run", "/mnt", "/media", "/srv")
 GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri")
 # Environment variables a sandboxed process never gets: accounts, and credentials it could copy into its run folder.
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_KEY|ACCESS_KEY|^WORKBENCH_USERS|^SSH_|^AWS_|^GOOGLE_",
