@@ -8,7 +8,7 @@ and Cancel kills the sampling process. The UI process itself never imports
 torch. The job lives in this browser session's `gr.State`; closing the
 session cancels it. On a dashboard with accounts the run picker holds the
 runs the user may see, and each event checks the run id (and the checkpoint,
-one of that run's own) again on the server (owners_view.run_dir_for).
+one of that run's own) again on the server (run_access.run_dir_for).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import gradio as gr
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
 from workbench.jobs import probes, runfolder
-from workbench.ui import compare_view, owners_view, paths_view
+from workbench.ui import compare_view, run_access, paths_view
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
@@ -59,10 +59,10 @@ def build(ctx: UIContext) -> None:
 
     def run_dir(viewer: Viewer, run_id) -> Path | None:
         """The run's folder when the id (from the browser) names one inside the runs folder that `viewer` may see."""
-        return owners_view.picked_run_dir_for(runs_dir, run_id, viewer)
+        return run_access.picked_run_dir_for(runs_dir, run_id, viewer)
 
     def run_ids(viewer: Viewer) -> list[str]:
-        return [path.name for path in owners_view.visible_run_dirs(runs_dir, viewer)]
+        return [path.name for path in run_access.visible_run_dirs(runs_dir, viewer)]
 
     def checkpoint_choices(viewer: Viewer, run_id: str | None, current: str | None = None) -> gr.Dropdown:
         folder = run_dir(viewer, run_id)
@@ -95,7 +95,7 @@ def build(ctx: UIContext) -> None:
             if not run_id:
                 raise probes.ProbeError("Run: pick a run first; its base model answers on the left")
             # RunIdError names the field and the fix; sampling writes into the run folder, so: control
-            folder = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
+            folder = run_access.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
             prompts = probes.parse_prompts(prompts_text)
             config = runfolder.read_config(folder)
             paths_view.check_saved_config(config, ctx.scope_for(request))  # the run may have rewritten it

@@ -22,7 +22,7 @@ import gradio as gr
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import export_model, runfolder
-from workbench.ui import merge_view, owners_view, paths_view
+from workbench.ui import merge_view, run_access, paths_view
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
@@ -64,7 +64,7 @@ def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
     timer = gr.Timer(TICK_SECONDS, active=False)
 
     def picked(request: gr.Request | None, run_id) -> Path | None:
-        return owners_view.picked_run_dir_for(runs_dir, run_id, ctx.viewer(request))
+        return run_access.picked_run_dir_for(runs_dir, run_id, ctx.viewer(request))
 
     def pick_run(request: gr.Request, run_id, job):
         if job is not None:  # the running export goes on; its panel keeps showing it
@@ -92,7 +92,7 @@ def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
             return gr.skip()
         try:
             # RunIdError names the field and the fix; another user's run reads as none
-            folder = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
+            folder = run_access.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
             paths_view.check_saved_config(runfolder.read_config(folder), ctx.scope_for(request))
             out_folder = merge_view.resolve_out(out_text, folder, runs_dir)
             if ctx.shared and folder.resolve() not in out_folder.parents:

@@ -15,7 +15,7 @@
 Nothing is cached in the process: two browser tabs see the same runs. On a
 dashboard with accounts each user's table, overlays and pickers hold only the
 runs they may see (an admin's hold all, with an owner column), and every event
-checks the ids the browser sends against that rule again (owners_view.run_dir_for).
+checks the ids the browser sends against that rule again (run_access.run_dir_for).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from workbench.access.owners import Viewer
 from workbench.insight import figures
 from workbench.insight.groups import groups_for_step
 from workbench.jobs import launcher, runfolder
-from workbench.ui import merge_panel, owners_view, runs_view
+from workbench.ui import merge_panel, run_access, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
 from workbench.ui.widgets import figure_payload
@@ -63,10 +63,10 @@ def note_html(message: str, kind: str = "info") -> str:
 def read_rows(runs_dir, viewer: Viewer, columns: tuple[str, ...] = runs_view.COLUMNS) -> list[list]:
     runs = launcher.list_runs(runs_dir)
     launcher.keep_queue_moving(runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
-    entries = owners_view.visible_entries(runs, viewer)
-    if not owners_view.sees_all(viewer):  # a queued run waits for runs of others too: not by their ids
+    entries = run_access.visible_entries(runs, viewer)
+    if not run_access.sees_all(viewer):  # a queued run waits for runs of others too: not by their ids
         shown = [entry["run_id"] for entry in entries]
-        entries = [{**entry, "waits_for": owners_view.hide_other_runs(entry["waits_for"], shown)}
+        entries = [{**entry, "waits_for": run_access.hide_other_runs(entry["waits_for"], shown)}
                    if entry.get("waits_for") else entry for entry in entries]
     return runs_view.runs_rows((runs_view.summarise_run(entry) for entry in entries), columns)
 
@@ -131,7 +131,7 @@ def build(ctx: UIContext) -> None:
         kept = []
         for run_id in run_ids if isinstance(run_ids, list) else []:
             try:
-                kept.append(owners_view.run_dir_for(runs_dir, run_id, viewer).name)
+                kept.append(run_access.run_dir_for(runs_dir, run_id, viewer).name)
             except runfolder.RunIdError:
                 pass
         return kept
@@ -236,7 +236,7 @@ def build(ctx: UIContext) -> None:
         if not run_id:
             return {runs_note: note_html("Pick the run to delete first.", "warn"), confirm_row: gr.Row(visible=False)}
         try:
-            owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
+            run_access.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
         except runfolder.RunIdError as exc:
             return {runs_note: note_html(f"Not deleted: {exc}", "error"), confirm_row: gr.Row(visible=False)}
         return {confirm_row: gr.Row(visible=True), runs_note: "",
@@ -250,7 +250,7 @@ def build(ctx: UIContext) -> None:
             return hide
         viewer = ctx.viewer(request)
         try:
-            launcher.delete_run(owners_view.run_dir_for(runs_dir, run_id, viewer, control=True).name, runs_dir)
+            launcher.delete_run(run_access.run_dir_for(runs_dir, run_id, viewer, control=True).name, runs_dir)
         except (launcher.LauncherError, runfolder.RunIdError) as exc:
             return {**hide, runs_note: note_html(f"Not deleted: {exc}", "error")}
         out = refresh(viewer, rows, selected, None, metric_name, smooth, overlaid, force=True)
@@ -267,7 +267,7 @@ def build(ctx: UIContext) -> None:
     def write_report(request: gr.Request, run_id: str | None):
         """The picked run's report, written into its folder and offered for download."""
         try:
-            run_dir = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
+            run_dir = run_access.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
         except runfolder.RunIdError:
             return {report_file: gr.File(value=None, visible=False),
                     runs_note: note_html("Pick the run whose report to write first.", "warn")}

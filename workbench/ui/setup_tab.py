@@ -77,7 +77,7 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, owners_view, paths_view
+from workbench.ui import export_view, files_panel, run_access, paths_view
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel
 
@@ -430,7 +430,7 @@ def build(ctx) -> None:
     def poll_smoke(request: gr.Request, run_id):
         if not run_id:
             return gr.skip(), gr.Timer(active=False)
-        read_status = owners_view.status_reader(launcher.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
+        read_status = run_access.status_reader(launcher.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
         try:
             status = read_status(runfolder.run_dir_in(ctx.runs_dir, run_id))
         except runfolder.RunIdError:  # deleted meanwhile (the Runs tab)

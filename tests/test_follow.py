@@ -1,0 +1,133 @@
+"""Following a run (workbench/insight/follow.py): looks that read only new bytes, what changed, the
+signature a page asks for, and the follower a terminal or a notebook uses."""
+
+import json
+
+import pytest
+
+from workbench.insight import follow
+from workbench.jobs import runfolder
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """An empty run folder `runs/r1` that has started training."""
+    path = tmp_path / "r1"
+    path.mkdir()
+    (path / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny"}))
+    runfolder.update_status(path, state="training", step=0, total_steps=10, started_at=1000.0, pid=1)
+    return path
+
+
+def completion(step, group=0, reward=0.5):
+    return {"step": step, "group": group, "prompt": "p", "completion": "c", "reward": reward}
+
+
+def test_merge_completions_tracks_steps_and_newest_group():
+    steps, newest = follow.merge_completions([], [], [completion(1), completion(1, 1), completion(2)])
+    assert steps == [1, 2] and newest == [completion(2)]
+    steps, newest = follow.merge_completions(steps, newest, [completion(2, 1)])
+    assert steps == [1, 2] and len(newest) == 2
+    steps, newest = follow.merge_completions(steps, newest, [completion(1, 0, 0.9)])  # resumed
+    assert steps == [1] and newest == [completion(1, 0, 0.9)]
+
+
+def test_poll_reads_only_new_bytes_and_reports_changes(run_dir):
+    watch = follow.Seen()
+    watch, changes = follow.look(watch, run_dir)
+    assert changes.status and not changes.metrics and watch.status["state"] == "training"
+
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 1, "reward": 0.1}])
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(1), completion(1, 1)])
+    watch, changes = follow.look(watch, run_dir)
+    assert changes.metrics and changes.completions
+    assert watch.metrics == [{"step": 1, "reward": 0.1}] and watch.completion_steps == [1]
+    assert watch.metrics_offset == (run_dir / runfolder.METRICS_FILE).stat().st_size
+
+    same, changes = follow.look(watch, run_dir)
+    assert not changes.anything and same is watch
+
+    with open(run_dir / runfolder.METRICS_FILE, "a") as handle:
+        handle.write('{"step": 2, "rew')  # the trainer is mid-line
+    same, changes = follow.look(watch, run_dir)
+    assert not changes.anything
+    with open(run_dir / runfolder.METRICS_FILE, "a") as handle:
+        handle.write('ard": 0.3}\n')
+    watch, changes = follow.look(watch, run_dir)
+    assert changes.metrics and [r["reward"] for r in watch.metrics] == [0.1, 0.3]
+
+
+def test_heartbeat_alone_is_no_change(run_dir):
+    watch, _ = follow.look(follow.Seen(), run_dir)
+    runfolder.update_status(run_dir)  # only updated_at moves
+    _, changes = follow.look(watch, run_dir)
+    assert not changes.anything
+
+
+def test_poll_uses_the_given_status_reader(run_dir):
+    watch, _ = follow.look(follow.Seen(), run_dir,
+                             read_status=lambda d: {**runfolder.read_status(d), "state": "failed"})
+    assert watch.status["state"] == "failed"
+
+
+def test_completions_of_an_earlier_step_come_from_the_file(run_dir):
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
+                           [completion(1), completion(1, 1), completion(2), completion(3), completion(2, 0, 0.9)])
+    assert len(follow.completions_of_step(run_dir, 1)) == 2
+    assert follow.completions_of_step(run_dir, 2) == [completion(2, 0, 0.9)]
+    assert follow.completions_of_step(run_dir, 7) == []
+
+
+def test_poll_starts_again_when_a_resume_cut_the_files_back(run_dir):
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": s, "reward": s / 10} for s in (1, 2, 3)])
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(s) for s in (1, 2, 3)])
+    watch, _ = follow.look(follow.Seen(), run_dir)
+    assert [r["step"] for r in watch.metrics] == [1, 2, 3]
+    # resumed from checkpoint-1: the trainer cuts both files back to step 1, then logs step 2 again
+    for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
+        runfolder.keep_steps_up_to(run_dir / name, 1)
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 2, "reward": 0.9}])
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(2, 0, 0.9)])
+    watch, changes = follow.look(watch, run_dir)
+    assert changes.metrics and changes.completions
+    assert watch.metrics == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
+    assert watch.completion_steps == [1, 2] and watch.newest_completions == [completion(2, 0, 0.9)]
+
+
+def test_the_newest_step_written_twice_in_a_row_keeps_its_last_round(run_dir):
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
+                           [completion(1), completion(1, 1), completion(1, 0, 0.9), completion(1, 1, 0.8)])
+    watch, _ = follow.look(follow.Seen(), run_dir)
+    assert [c["reward"] for c in watch.newest_completions] == [0.9, 0.8]
+    assert [c["reward"] for c in follow.completions_of_step(run_dir, 1)] == [0.9, 0.8]
+
+
+def test_change_signature_moves_with_new_lines_status_and_new_runs(run_dir):
+    runs = run_dir.parent
+    sign = lambda: follow.change_signature(runs, "r1")  # noqa: E731
+    first = sign()
+    assert sign() == first, "nothing written: the same signature"
+    with open(run_dir / runfolder.METRICS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": 9, "reward": 0.5}) + "\n")
+    after_metrics = sign()
+    assert after_metrics != first
+    with open(run_dir / runfolder.COMPLETIONS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": 9, "completion": "x"}) + "\n")
+    after_completions = sign()
+    assert after_completions != after_metrics
+    runfolder.update_status(run_dir, updated_at=123.0)  # a heartbeat only
+    assert sign() == after_completions, "a heartbeat alone does not ask for a redraw"
+    runfolder.update_status(run_dir, step=9)
+    after_step = sign()
+    assert after_step != after_completions
+    newer = runs / "r2"
+    newer.mkdir()
+    (newer / runfolder.CONFIG_FILE).write_text("{}", encoding="utf-8")
+    assert sign() != after_step, "a run started elsewhere changes what the page may follow"
+
+
+def test_change_signature_of_a_missing_or_odd_run_id_is_gone_not_a_path(run_dir):
+    runs = run_dir.parent
+    gone = follow.change_signature(runs, "no-such-run")
+    assert gone == follow.change_signature(runs, "../r1") == follow.change_signature(runs, "/etc")
+    assert gone != follow.change_signature(runs, "r1") != follow.change_signature(runs, None)
