@@ -19,6 +19,20 @@ def run_dir(tmp_path):
     return path
 
 
+@pytest.fixture
+def make_run(tmp_path):
+    """Write a run folder `tmp_path/<run_id>` with a config and metric records."""
+
+    def _make(run_id, metrics=()):
+        path = tmp_path / run_id
+        path.mkdir()
+        (path / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo"}))
+        runfolder.append_jsonl(path / runfolder.METRICS_FILE, metrics)
+        return path
+
+    return _make
+
+
 def completion(step, group=0, reward=0.5):
     return {"step": step, "group": group, "prompt": "p", "completion": "c", "reward": reward}
 
@@ -131,3 +145,44 @@ def test_change_signature_of_a_missing_or_odd_run_id_is_gone_not_a_path(run_dir)
     gone = follow.change_signature(runs, "no-such-run")
     assert gone == follow.change_signature(runs, "../r1") == follow.change_signature(runs, "/etc")
     assert gone != follow.change_signature(runs, "r1") != follow.change_signature(runs, None)
+
+
+def test_overlay_of_a_resumed_run_keeps_no_stale_point(make_run):
+    from workbench.insight import figures
+
+    # steps 1-3, a crash, a resume from checkpoint-1 that has logged step 2 again so far
+    run_dir = make_run("20261122-010203-resumed", metrics=[
+        {"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}, {"step": 2, "reward": 0.9}])
+    assert follow.read_metrics(run_dir).records == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
+    (line,) = figures.overlay_runs({"resumed": follow.read_metrics(run_dir).records}, "reward").data
+    assert list(line.x) == [1, 2] and list(line.y) == [0.1, 0.9]
+
+
+def test_an_overlaid_run_is_read_as_it_grows(make_run):
+    import pandas as pd
+
+    from workbench.insight import figures
+
+    run_dir = make_run("20261122-010203-live", metrics=[{"step": s, "reward": s / 10} for s in (1, 2)])
+    first = follow.read_metrics(run_dir)
+    assert follow.read_metrics(run_dir, first) is first, "nothing new: nothing read, nothing built"
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 3, "reward": 0.3}])
+    grown = follow.read_metrics(run_dir, first)
+    assert [r["step"] for r in grown.records] == [1, 2, 3]
+    assert grown.records[0] is first.records[0], "the records read before are kept, not parsed again"
+    pd.testing.assert_frame_equal(grown.frame, figures.metrics_frame(grown.records))
+    # a resume rewrites the file: the page's read starts over
+    runfolder.keep_steps_up_to(run_dir / runfolder.METRICS_FILE, 1)
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 2, "reward": 0.9}])
+    resumed = follow.read_metrics(run_dir, grown)
+    assert resumed.records == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
+
+
+def test_a_run_s_completions_are_read_one_step_at_a_time(tmp_path):
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    rows = [{"step": s, "group": g, "completion": f"{s}.{g}"} for s in (1, 2, 3) for g in (0, 0, 1, 1)]
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, rows)
+    assert follow.completion_steps(run_dir) == [1, 2, 3]
+    assert follow.records_of_step(run_dir, 2) == [r for r in rows if r["step"] == 2]
+    assert follow.records_of_step(run_dir, 9) == []
