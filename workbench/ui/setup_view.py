@@ -18,7 +18,6 @@ from pathlib import Path
 from workbench.access.paths import PathError, UserScope
 from workbench.calc import InputError
 from workbench.errors import WorkbenchError
-from workbench.jobs import runfolder
 from workbench.spec.chat import prompt_text, transcript_text
 from workbench.spec.columns import DataPreview, preview
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, path_problem, plan_for
@@ -221,10 +220,9 @@ def command_text(command: list[str], env: dict, server: str = "") -> str:
     return f"# training\n{line}\n\n{server}" if server else line
 
 
-def preview_run_dir(cfg: RunConfig, runs_dir: Path) -> Path:
-    """Where a run started now would write (the folder is not created)."""
-    label = cfg.run_name or f"{cfg.task}-{Path(cfg.model).name}"
-    return Path(runs_dir) / runfolder.new_run_id(label)
+def preview_label(cfg: RunConfig) -> str:
+    """The label of the run id a run started now would get (`runfolder.new_run_id(label)`)."""
+    return cfg.run_name or f"{cfg.task}-{Path(cfg.model).name}"
 
 
 def parse_completions(text: str) -> list[str]:
