@@ -26,14 +26,16 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 
 import gradio as gr
 import psutil
 
-from workbench.access.paths import UserScope
+from workbench.access.paths import PathError, UserScope
 from workbench.errors import WorkbenchError
 from workbench.jobs import bundle, launcher, runfolder
 from workbench.spec.chat import prompt_text
+from workbench.spec.columns import DataPreview, preview
 from workbench.spec.config import (
     FIELD_HELP,
     LOSS_TYPES,
@@ -42,6 +44,7 @@ from workbench.spec.config import (
     ConfigError,
     RunConfig,
     field_type,
+    path_problem,
     validate_config,
 )
 from workbench.spec.generation import GENERATIONS
@@ -50,11 +53,12 @@ from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARDS, describe_rewards, score
 from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
-from workbench.ui.calculator_view import apply_changes, warnings_html
+from workbench.ui.calculator_view import warnings_html
 from workbench.ui.setup_view import (
     BATCH_FIELDS,
     CPU_PROCESS_CHOICES,
     LORA_FIELDS,
+    MEMORY_NOT_ON_DISK,
     OPTIMISER_FIELDS,
     PLAN_FIELDS_SETTABLE,
     RUN_FIELDS,
@@ -64,23 +68,26 @@ from workbench.ui.setup_view import (
     config_from_form,
     data_preview_html,
     error_view,
+    form_text,
     gpu_choices,
     hardware_html,
     memory_html,
+    memory_unavailable_html,
     parse_columns,
     parse_completions,
-    preview_from_form,
     preview_label,
     problems_html,
+    reward_choice,
     scores_html,
     setting_notes,
     setup_plan_view,
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, run_access, paths_view
+from workbench.ui import export_view, files_panel, paths_view, run_access
+from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
-from workbench.ui.widgets import build_verdict, render_plan_panel
+from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
            "generation": GENERATIONS, "report_to": REPORT_TO}
@@ -137,6 +144,60 @@ def config_from_values(*values, scope: UserScope | None = None) -> RunConfig:
     return cfg
 
 
+def local_model_folder(model: str) -> Path | None:
+    """The model's folder when it is already on disk (the bundled and tiny models once converted)."""
+    from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL, cache_dir
+
+    name = (model or BUNDLED_MODEL).strip()
+    folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(
+        name, Path(name).expanduser())
+    try:
+        return folder if (folder / "config.json").is_file() else None
+    except OSError:  # a name no file system can look up (the plan panel already says why)
+        return None
+
+
+def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview:
+    """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked).
+
+    `scope`: what the user may name on a shared dashboard: only paths access/paths.py allows are read, and
+    the reward file's columns come from its source, never from running it.
+    """
+    from workbench.spec.tasks import TASKS
+
+    task = form.get("task") or RunConfig().task
+    if not isinstance(task, str):  # only a hand-made request sends one
+        return DataPreview("the chosen task", error="task: is not text; pick a built-in task, or give dataset_path")
+    paths = {name: form_text(form.get(name)) for name in ("dataset_path", "reward_file")}
+    for name, value in paths.items():
+        problem = path_problem(name, value)
+        if problem is not None:  # too long to look up: the plan panel names it too
+            return DataPreview(f"that {name}", error=str(problem))
+        if scope is not None:
+            try:
+                paths[name] = confine_path(name, value, scope)
+            except PathError as exc:  # nothing the rule refuses is read
+                return DataPreview(f"that {name}", error=str(exc))
+    names = reward_choice(form)[0] or (list(TASKS[task].reward_names) if task in TASKS else [])
+    seed = form.get("seed")
+    seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
+    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=scope is None)
+
+
+def memory_panel(cfg: RunConfig, free_bytes: int | None, device: str) -> str:
+    """The memory estimate for the model on disk (its config.json read), or why there is none."""
+    from workbench.spec.memory import estimate_for_config
+
+    folder = local_model_folder(cfg.model)
+    if folder is None:
+        return MEMORY_NOT_ON_DISK
+    try:
+        estimate = estimate_for_config(cfg, folder, max_prompt_length=PROMPT_TOKENS_ASSUMED, device=device)
+    except WorkbenchError as exc:
+        return memory_unavailable_html(exc)
+    return memory_html(estimate, free_bytes, PROMPT_TOKENS_ASSUMED)
+
+
 def update_plan(*values, scope: UserScope | None = None) -> list:
     """Every live output of the tab: plan panel, notes, memory, problems, and plan_valid.
 
@@ -158,7 +219,7 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
     panel[-2] = warnings_html(view, extra=setting_notes(cfg, _gpus(values[-1])))  # the plan's warnings and the settings' notes
-    memory = (MODEL_REFUSED_NOTE if model_refused else memory_html(cfg, free, device, PROMPT_TOKENS_ASSUMED))
+    memory = (MODEL_REFUSED_NOTE if model_refused else memory_panel(cfg, free, device))
     return [*panel, problems_html(problems), memory, ready]
 
 
@@ -492,14 +553,6 @@ class SetupTab:
         return export_view.export_text(written.folder, written.run_id, written.commands, self.ctx.runs_dir)
 
 
-def suggestion_applier(index: int):
-    """The handler of the plan's suggestion button `index`: the settable plan fields after its changes."""
-    def apply_suggestion(slots, *values) -> list:
-        return _apply(index, slots, values)
-
-    return apply_suggestion
-
-
 def build(ctx) -> None:
     """Lay the tab out, wire its events to a `SetupTab`, and register what the Train tab needs."""
     ui = layout(ctx)
@@ -510,8 +563,8 @@ def build(ctx) -> None:
     settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
     _badge, buttons, suggestions, _warnings = ui.plan
     for index, button in enumerate(buttons):
-        button.click(suggestion_applier(index), inputs=[suggestions, *settable], outputs=settable,
-                     show_progress="hidden")
+        button.click(suggestion_applier(PLAN_FIELDS_SETTABLE, index), inputs=[suggestions, *settable],
+                     outputs=settable, show_progress="hidden")
     form["task"].change(apply_task, inputs=form["task"],
                         outputs=[ui.task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
                         show_progress="hidden")
@@ -545,10 +598,3 @@ def _cluster_inputs() -> list:
             gr.Dropdown(choices=list(export_view.BACKEND_CHOICES), value="ddp", label="distributed_backend",
                         info=FIELD_HELP["distributed_backend"]),
             gr.Checkbox(value=False, label="vllm_node", info=FIELD_HELP["vllm_node"])]
-
-
-def _apply(index: int, slots: list, values) -> list:
-    """The settable plan fields after suggestion `index` (unchanged if that button has none)."""
-    current = dict(zip(PLAN_FIELDS_SETTABLE, values))
-    changes = slots[index] if index < len(slots) and slots[index] else {}
-    return list(apply_changes(current, changes).values())
