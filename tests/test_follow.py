@@ -186,3 +186,56 @@ def test_a_run_s_completions_are_read_one_step_at_a_time(tmp_path):
     assert follow.completion_steps(run_dir) == [1, 2, 3]
     assert follow.records_of_step(run_dir, 2) == [r for r in rows if r["step"] == 2]
     assert follow.records_of_step(run_dir, 9) == []
+
+
+def step(number, reward=0.5, **more):
+    return {"step": number, "reward": reward, "reward_std": 0.0, "kl": 0.0, "loss": 0.01 * number, **more}
+
+
+def test_a_follower_reports_each_step_once_and_again_when_a_resume_trains_it_anew(run_dir):
+    follower = follow.RunFollower(run_dir)
+    first = follower.look()
+    assert (first.steps, first.state) == ([], "training") and not follower.over
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(1), step(2)])
+    assert [r["step"] for r in follower.look().steps] == [1, 2]
+    assert not follower.look().anything, "nothing new: no news"
+    # TRL's end-of-run summary shares the last step: it is merged into that record, not a new step
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(3), {"step": 3, "train_runtime": 9.0}])
+    assert [r["step"] for r in follower.look().steps] == [3]
+    assert not follower.look().steps
+    # resumed from checkpoint-1: steps 2 and 3 are trained again, with other values
+    runfolder.keep_steps_up_to(run_dir / runfolder.METRICS_FILE, 1)
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(2, reward=0.9)])
+    assert [(r["step"], r["reward"]) for r in follower.look().steps] == [(2, 0.9)]
+    runfolder.update_status(run_dir, state="finished", step=3)
+    news = follower.look()
+    assert news.state == "finished" and follower.over and news.seen.status["step"] == 3
+
+
+def test_a_follower_reports_an_alarm_when_it_appears(run_dir):
+    follower = follow.RunFollower(run_dir)
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE,
+                           [step(s, frac_reward_zero_std=0.0, reward_std=0.3) for s in (1, 2, 3)])
+    assert follower.look().alarms == []
+    # every group of the next steps gives its completions the same reward: no learning signal
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(s, frac_reward_zero_std=1.0) for s in (4, 5, 6)])
+    alarms = follower.look().alarms
+    assert "no_signal" in [alarm.kind for alarm in alarms]
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(7, frac_reward_zero_std=1.0)])
+    assert "no_signal" not in [alarm.kind for alarm in follower.look().alarms], "still raised: not new"
+
+
+def test_follow_yields_until_the_run_ends_and_reads_what_came_just_before(run_dir):
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(1)])
+    looks = []
+
+    def sleep(seconds):  # the trainer writes between two looks: a step, then its last step and the end
+        looks.append(seconds)
+        runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(len(looks) + 1)])
+        if len(looks) == 2:
+            runfolder.update_status(run_dir, state="finished", step=3)
+
+    news = list(follow.follow(run_dir, interval=0.25, sleep=sleep))
+    assert looks == [0.25, 0.25]
+    assert [r["step"] for n in news for r in n.steps] == [1, 2, 3]
+    assert news[-1].state == "finished" and news[0].state == "training"
