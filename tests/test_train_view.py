@@ -10,20 +10,6 @@ from workbench.jobs import runfolder
 from workbench.ui import train_tab, train_view
 
 
-@pytest.fixture
-def run_dir(tmp_path):
-    """An empty run folder `runs/r1` that has started training."""
-    path = tmp_path / "r1"
-    path.mkdir()
-    (path / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny"}))
-    runfolder.update_status(path, state="training", step=0, total_steps=10, started_at=1000.0, pid=1)
-    return path
-
-
-def completion(step, group=0, reward=0.5):
-    return {"step": step, "group": group, "prompt": "p", "completion": "c", "reward": reward}
-
-
 @pytest.mark.parametrize(
     "runs, remembered, expected",
     [
@@ -142,7 +128,10 @@ def test_failure_panel_shows_hint_error_and_log_tail():
     assert "without saying why" in train_view.failure_html({"state": "failed"}, "")
 
 
-def test_start_watching_reads_the_config(run_dir):
+def test_start_watching_reads_the_config(tmp_path):
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny"}))
     watch = train_tab.start_watching(run_dir.parent, "r1", newest_known="r0")
     assert watch.config == {"model": "tiny"} and watch.newest_known == "r1" and watch.metrics_offset == 0
     assert train_tab.start_watching(run_dir.parent, None, "r0") == train_view.RunWatch(newest_known="r0")
