@@ -398,7 +398,7 @@ class RunFollower:
 def follow(run_dir: str | Path, interval: float = 2.0, read_status: StatusReader = runfolder.read_status,
            sleep: Callable[[float], Any] = time.sleep) -> Iterator[News]:
     """Look at the run every `interval` seconds and yield the `News` of each look that found any (the first
-    look always), until the run reaches a final state; the last `News` carries that state.
+    look always), until the run reaches a final state (the `News` that saw it carries it in `state`).
 
     After the final state is seen the folder is read once more, so lines
     written just before the status said so are not missed.
