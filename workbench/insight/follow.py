@@ -382,6 +382,8 @@ class RunFollower:
             if step is None:
                 continue
             before = self._reported.get(step)
+            if before is record:  # read before, unchanged (merge_metrics keeps the records it had)
+                continue
             if before is None or not before.items() <= record.items():
                 new.append(record)
             self._reported[step] = record
