@@ -1,5 +1,5 @@
-"""The package's layout as rules: which part may import which, no import cycles, pure views, Gradio's internals
-touched in one module only.
+"""The package's layout as rules: which part may import which, no import cycles, pure views that do no I/O,
+short functions in ui/, Gradio's internals touched in one module only.
 
 Read from the source with `ast` (imports inside functions count too), so a
 new module that breaks the layering fails here before it confuses anyone.
@@ -27,6 +27,11 @@ ALLOWED = {
     "trainer": {"spec", "calc", "jobs"},
     "cli": {"calc", "spec", "jobs", "trainer", "insight", "access"},
     "ui": {"calc", "spec", "jobs", "insight", "access"},
+}
+# Single modules a part may import besides its parts: insight/follow.py follows a live run through the run
+# folder's one contract (runfolder) and the reader that reads each byte once (jsonl_cache).
+ALLOWED_MODULES = {
+    "insight": {"workbench.jobs.runfolder", "workbench.jobs.jsonl_cache"},
 }
 
 
@@ -64,7 +69,7 @@ def test_each_part_imports_only_the_parts_below_it(name):
     part = part_of(name)
     for imported in GRAPH[name]:
         other = part_of(imported)
-        if other is None or other == part:
+        if other is None or other == part or imported in ALLOWED_MODULES.get(part, ()):
             continue
         assert other in ALLOWED[part], f"{name} imports {imported}: {part}/ may import only {sorted(ALLOWED[part])}"
 
@@ -108,6 +113,108 @@ def test_every_tab_has_a_pure_view_named_after_it():
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert "gradio" not in imported, f"{view.name} must stay pure (no gradio)"
+
+
+# ---- views do no I/O; functions in ui/ stay short ----------------------------------------------------------
+
+VIEWS = sorted(path for path in (PACKAGE / "ui").glob("*_view.py"))
+# Modules whose use is file or process I/O: a view imports none of them.
+IO_MODULES = {"os", "shutil", "tempfile", "glob", "io", "subprocess", "socket", "fcntl", "mmap", "sqlite3"}
+# pathlib.Path's methods that touch the file system (`Path.replace` is left out: the AST cannot tell it from
+# `str.replace`); a view calls none of them, on any object.
+PATH_IO_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "touch", "mkdir", "rmdir", "unlink",
+                   "rename", "iterdir", "glob", "rglob", "walk", "stat", "lstat", "exists", "is_file", "is_dir",
+                   "is_symlink", "resolve", "samefile", "readlink", "symlink_to", "hardlink_to", "chmod"}
+# The readers of a run folder: a view may name their constants and types (a name that starts with a capital
+# letter: FINAL_STATES, RunIdError, Seen), never call their functions.
+READER_MODULES = {"workbench.jobs.runfolder", "workbench.jobs.jsonl_cache", "workbench.jobs.file_cache",
+                  "workbench.insight.follow"}
+MAX_UI_FUNCTION_LINES = 80
+
+
+def view_io(tree: ast.AST) -> list[str]:
+    """Each place in a view module's `tree` that does or reaches file I/O, as "line N: what" (the rule of
+    ARCHITECTURE.md: no `open(`, no Path file method, no I/O module, the run folder's readers only by their
+    capitalised names)."""
+    readers: set[str] = set()  # local names bound to a reader module
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in IO_MODULES:
+                    found.append(f"line {node.lineno}: imports {alias.name}")
+                if alias.name in READER_MODULES:
+                    readers.add(alias.asname or alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] in IO_MODULES:
+                found.append(f"line {node.lineno}: imports from {node.module}")
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in READER_MODULES:
+                    readers.add(alias.asname or alias.name)
+                elif node.module in READER_MODULES and not alias.name[:1].isupper():
+                    found.append(f"line {node.lineno}: imports {node.module}.{alias.name}")
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "open":
+                found.append(f"line {node.lineno}: calls open(")
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in PATH_IO_METHODS:
+                found.append(f"line {node.lineno}: calls .{node.func.attr}(")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in readers \
+                and not node.attr[:1].isupper():
+            found.append(f"line {node.lineno}: uses {node.value.id}.{node.attr}")
+    return sorted(found, key=lambda place: int(place.split(":")[0].removeprefix("line ")))
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=[path.stem for path in VIEWS])
+def test_views_do_no_io(view):
+    found = view_io(ast.parse(view.read_text(encoding="utf-8")))
+    assert not found, (f"{view.name} must stay pure: the tab reads and writes, the view renders what it is "
+                       f"given: {found}")
+
+
+def test_the_io_rule_finds_each_kind_of_io():
+    code = """
+import os
+from pathlib import Path
+from workbench.jobs import runfolder, jsonl_cache
+from workbench.jobs.runfolder import FINAL_STATES, read_status
+from workbench.insight import follow
+from workbench.insight.follow import Seen
+with open(path) as handle: pass
+Path(x).read_text()
+folder.stat().st_size
+runfolder.read_config(run_dir)
+runfolder.FINAL_STATES, runfolder.RunIdError, follow.Changes, Seen, text.replace("a", "b")
+jsonl_cache.records(path)
+follow.look(seen, run_dir)
+"""
+    assert view_io(ast.parse(code)) == [
+        "line 2: imports os", "line 5: imports workbench.jobs.runfolder.read_status", "line 8: calls open(",
+        "line 9: calls .read_text(", "line 10: calls .stat(", "line 11: uses runfolder.read_config",
+        "line 13: uses jsonl_cache.records", "line 14: uses follow.look"]
+
+
+def long_functions(tree: ast.AST, limit: int = MAX_UI_FUNCTION_LINES) -> list[str]:
+    """Each function (or method, nested ones too) of `tree` longer than `limit` lines, counted from its `def`
+    line to its last line, as "name (line N): L lines"."""
+    return [f"{node.name} (line {node.lineno}): {node.end_lineno - node.lineno + 1} lines"
+            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_no_function_in_ui_is_longer_than_80_lines():
+    found = {path.name: long_functions(ast.parse(path.read_text(encoding="utf-8")))
+             for path in sorted((PACKAGE / "ui").glob("*.py"))}
+    found = {name: functions for name, functions in found.items() if functions}
+    assert not found, (f"functions in ui/ longer than {MAX_UI_FUNCTION_LINES} lines (split the layout into "
+                       f"parts, handlers into methods of the tab's class): {found}")
+
+
+def test_the_length_rule_counts_from_def_to_the_last_line():
+    body = "\n".join(f"    x{i} = {i}" for i in range(79))
+    assert long_functions(ast.parse(f"def fits():\n{body}\n")) == []
+    assert long_functions(ast.parse(f"@decorated\ndef too_long():\n{body}\n    x = 1\n")) == \
+        ["too_long (line 2): 81 lines"]
 
 
 def test_calc_exports_the_calculator():

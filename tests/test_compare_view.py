@@ -7,6 +7,7 @@ import pytest
 
 from workbench.jobs import probes, runfolder, sampling
 from workbench.ui import compare_view
+from workbench.ui.compare_tab import read_sides
 
 JOB_TIMEOUT_S = 180
 
@@ -68,7 +69,7 @@ def test_a_run_without_a_model_is_refused(run_dir):
 def wait_for(job):
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while not job.finished:
-        assert time.monotonic() < deadline, compare_view.progress_text(job)
+        assert time.monotonic() < deadline, compare_view.progress_text(job, read_sides(job))
         time.sleep(0.5)
         job = probes.advance_job(job)
     return job
@@ -80,14 +81,14 @@ def test_base_and_checkpoint_answer_side_by_side_then_come_from_the_cache(run_di
     checkpoint = ("step 2 (checkpoint-2)", str(tiny_adapter))
     job = probes.advance_job(probes.plan_job(run_dir, {"model": "tiny"}, checkpoint, prompts, 6))
     assert job.running == 0 and job.process is not None  # the base model answers first
-    assert "base model" in compare_view.progress_text(job)
+    assert "base model" in compare_view.progress_text(job, read_sides(job))
     job = wait_for(job)
     assert job.error is None and job.running is None
-    page = compare_view.compare_html(job)
+    page = compare_view.compare_html(job, read_sides(job))
     assert page.count("<tr>") == 1 + len(prompts) and "step 2 (checkpoint-2)" in page and "…" not in page
     for side in job.sides:
         assert len(sampling.read_sampling(side.out_path)["answers"]) == len(prompts)
-    assert compare_view.progress_text(job) == "base model: done · step 2 (checkpoint-2): done"
+    assert compare_view.progress_text(job, read_sides(job)) == "base model: done · step 2 (checkpoint-2): done"
 
     again = probes.advance_job(probes.plan_job(run_dir, {"model": "tiny"}, checkpoint, prompts, 6))
     assert again.process is None and again.finished  # read back, not sampled again
@@ -99,7 +100,7 @@ def test_cancel_kills_the_sampling_process(run_dir):
     process = job.process
     job = probes.cancel_job(job)
     assert process.poll() is not None and job.cancelled and job.finished
-    assert compare_view.progress_text(job).startswith("Cancelled.")
+    assert compare_view.progress_text(job, read_sides(job)).startswith("Cancelled.")
     assert probes.advance_job(job).process is None  # a cancelled job starts nothing
 
 
@@ -109,4 +110,4 @@ def test_a_failing_side_reports_its_error(run_dir, tmp_path):
     job = wait_for(probes.advance_job(probes.plan_job(run_dir, config, ("step 2", str(tmp_path)), ["Hi"], 4)))
     assert job.error and job.error.startswith("base model:") and "no-such-model" in job.error
     assert job.running is None and not probes.side_complete(job.sides[1])  # nothing started after the failure
-    assert compare_view.progress_text(job).startswith("Sampling failed. base model:")
+    assert compare_view.progress_text(job, read_sides(job)).startswith("Sampling failed. base model:")

@@ -21,7 +21,8 @@ def test_the_export_multiplies_one_machines_processes(form_cfg):
 
 def test_bundles_land_under_the_runs_folder_and_are_not_runs(form_cfg, tmp_path):
     cfg = export_view.cluster_config(form_cfg, 2, "", 29500, "ddp", False)
-    folder, run_id = export_view.bundle_folder(tmp_path, cfg)
+    run_id = runfolder.new_run_id(cfg.run_name or cfg.task)
+    folder = export_view.bundle_folder(tmp_path, run_id)
     written = bundle.write_bundle(cfg, folder, run_id)
     assert written.folder == tmp_path / "bundles" / run_id
     assert runfolder.list_run_dirs(tmp_path) == []

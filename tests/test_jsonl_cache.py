@@ -10,9 +10,9 @@ import os
 
 import pytest
 
+from workbench.insight import follow
 from workbench.insight.resumed import latest_round
 from workbench.jobs import jsonl_cache, runfolder
-from workbench.ui import train_view
 
 G = 2
 
@@ -68,8 +68,8 @@ def train_view_step(record):
 
 def test_the_train_tab_s_first_read_is_the_fold_of_every_record(written):
     everything = [r for r in runfolder.read_jsonl(written) if train_view_step(r) is not None]
-    steps, newest = train_view.merge_completions([], [], everything, G)
-    read_steps, read_newest, offset, identity, _ = train_view.read_completions(written, G)
+    steps, newest = follow.merge_completions([], [], everything, G)
+    read_steps, read_newest, offset, identity, _ = follow.read_completions(written, G)
     assert (read_steps, read_newest) == (steps, newest)
     assert offset == written.stat().st_size and identity == runfolder.file_identity(written)
 

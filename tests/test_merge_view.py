@@ -7,7 +7,7 @@ import pytest
 from workbench.jobs import runfolder
 from workbench.jobs.export_model import ExportError
 from workbench.spec.config import RunConfig
-from workbench.ui import merge_view
+from workbench.ui import merge_panel, merge_view
 
 
 @pytest.fixture
@@ -21,9 +21,9 @@ def run_dir(tmp_path, make_checkpoint):
 
 
 def test_choices_are_the_final_adapter_then_checkpoints_newest_first(run_dir):
-    assert merge_view.adapter_choices(run_dir) == [("final adapter", "final"), ("checkpoint-10 (step 10)", "10"),
+    assert merge_panel.adapter_choices(run_dir) == [("final adapter", "final"), ("checkpoint-10 (step 10)", "10"),
                                                    ("checkpoint-5 (step 5)", "5")]
-    assert merge_view.adapter_choices(None) == []
+    assert merge_panel.adapter_choices(None) == []
 
 
 @pytest.mark.parametrize("choice, out", [("final", "merged"), ("10", "merged-checkpoint-10"), (None, "merged")])
@@ -34,14 +34,14 @@ def test_the_default_output_lies_in_the_run_folder(run_dir, choice, out):
 
 def test_the_dashboard_writes_only_inside_the_runs_folder(run_dir):
     runs = run_dir.parent
-    assert merge_view.resolve_out("merged-x", run_dir, runs) == run_dir / "merged-x"
-    assert merge_view.resolve_out(str(runs / "elsewhere"), run_dir, runs) == runs / "elsewhere"
+    assert merge_panel.resolve_out("merged-x", run_dir, runs) == run_dir / "merged-x"
+    assert merge_panel.resolve_out(str(runs / "elsewhere"), run_dir, runs) == runs / "elsewhere"
     for text in ("/tmp/model", "../../outside", str(runs)):
         with pytest.raises(ExportError, match=r"^out: .* is outside the runs folder .*`python -m workbench "
                                               r"export-model` writes anywhere"):
-            merge_view.resolve_out(text, run_dir, runs)
+            merge_panel.resolve_out(text, run_dir, runs)
     with pytest.raises(ExportError, match="^out: no output folder given"):
-        merge_view.resolve_out("  ", run_dir, runs)
+        merge_panel.resolve_out("  ", run_dir, runs)
 
 
 def test_progress_shows_the_stage_then_where_and_how_big():

@@ -1,4 +1,4 @@
-"""Per-user runs: the owner rule (access/owners.py) and where the tabs apply it (ui/owners_view.py)."""
+"""Per-user runs: the owner rule (access/owners.py) and where the tabs apply it (ui/run_access.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from workbench.access import owners, users
 from workbench.access.owners import NOBODY, OPEN, Viewer
 from workbench.jobs import runfolder
-from workbench.ui import owners_view, train_view
+from workbench.insight import follow
+from workbench.ui import run_access
 
 ALICE, BOB, ADMIN = Viewer("alice"), Viewer("bob"), Viewer("root", admin=True)
 
@@ -56,36 +57,36 @@ def names(paths):
 
 def test_each_user_lists_only_their_runs_and_an_admin_all(runs):
     everything = names(runfolder.list_run_dirs(runs))
-    assert names(owners_view.visible_run_dirs(runs, OPEN)) == everything
-    assert names(owners_view.visible_run_dirs(runs, ADMIN)) == everything
-    assert names(owners_view.visible_run_dirs(runs, BOB)) == ["20260101-000002-b"]
-    assert "20260101-000001-a" in names(owners_view.visible_run_dirs(runs, ALICE))
-    assert names(owners_view.visible_run_dirs(runs, NOBODY)) == []
+    assert names(run_access.visible_run_dirs(runs, OPEN)) == everything
+    assert names(run_access.visible_run_dirs(runs, ADMIN)) == everything
+    assert names(run_access.visible_run_dirs(runs, BOB)) == ["20260101-000002-b"]
+    assert "20260101-000001-a" in names(run_access.visible_run_dirs(runs, ALICE))
+    assert names(run_access.visible_run_dirs(runs, NOBODY)) == []
     entries = [{"run_id": "a", "owner": "alice"}, {"run_id": "b", "owner": "bob"}, {"run_id": "x"}]
-    assert [e["run_id"] for e in owners_view.visible_entries(entries, BOB)] == ["b"]
-    assert [e["run_id"] for e in owners_view.visible_entries(entries, ADMIN)] == ["a", "b", "x"]
+    assert [e["run_id"] for e in run_access.visible_entries(entries, BOB)] == ["b"]
+    assert [e["run_id"] for e in run_access.visible_entries(entries, ADMIN)] == ["a", "b", "x"]
 
 
 def test_a_run_id_from_the_browser_is_checked_against_the_owner(runs):
-    assert owners_view.run_dir_for(runs, "20260101-000002-b", BOB, control=True) == runs / "20260101-000002-b"
-    assert owners_view.run_dir_for(runs, "20260101-000001-a", ADMIN, control=True).name == "20260101-000001-a"
+    assert run_access.run_dir_for(runs, "20260101-000002-b", BOB, control=True) == runs / "20260101-000002-b"
+    assert run_access.run_dir_for(runs, "20260101-000001-a", ADMIN, control=True).name == "20260101-000001-a"
     # Another user's run, an unowned run, and no run at all read the same to a signed-in user.
     messages = set()
     for run_id in ("20260101-000001-a", "alias", "20260101-000003-x", "no-such-run"):
-        with pytest.raises(owners_view.RunAccessError, match=r"^run: .* is not one of your runs; pick") as refused:
-            owners_view.run_dir_for(runs, run_id, BOB, control=True)
+        with pytest.raises(run_access.RunAccessError, match=r"^run: .* is not one of your runs; pick") as refused:
+            run_access.run_dir_for(runs, run_id, BOB, control=True)
         messages.add(str(refused.value).replace(repr(run_id), "ID"))
     assert len(messages) == 1
     # Ids that are not plain run folder names are refused before any owner is read, for everyone.
     for viewer in (OPEN, ADMIN, BOB):
         for run_id in ("..", "../20260101-000002-b", str(runs / "20260101-000002-b"), "a\0b", None, ["x"]):
             with pytest.raises(runfolder.RunIdError):
-                owners_view.run_dir_for(runs, run_id, viewer)
+                run_access.run_dir_for(runs, run_id, viewer)
 
 
 def test_the_change_signature_reveals_no_other_users_run(runs):
     def signature(viewer, run_id):
-        return train_view.change_signature(runs, run_id, run_dirs=owners_view.visible_run_dirs(runs, viewer))
+        return follow.change_signature(runs, run_id, run_dirs=run_access.visible_run_dirs(runs, viewer))
 
     assert signature(BOB, "20260101-000001-a") == signature(BOB, "no-such-run")
     before = signature(BOB, "20260101-000002-b")
@@ -100,12 +101,12 @@ def test_the_change_signature_reveals_no_other_users_run(runs):
 def test_what_a_queued_run_waits_for_names_only_runs_the_viewer_may_see(runs):
     waits_for = "GPU 0 (run 20260101-000001-a), the CPU (run 20260101-000002-b, queued ahead)"
     hidden = "GPU 0 (another user's run), the CPU (run 20260101-000002-b, queued ahead)"
-    assert owners_view.hide_other_runs(waits_for, ["20260101-000002-b"]) == hidden
-    assert owners_view.waits_for_seen_by(BOB, runs, waits_for) == hidden
-    assert owners_view.waits_for_seen_by(ADMIN, runs, waits_for) == waits_for
+    assert run_access.hide_other_runs(waits_for, ["20260101-000002-b"]) == hidden
+    assert run_access.waits_for_seen_by(BOB, runs, waits_for) == hidden
+    assert run_access.waits_for_seen_by(ADMIN, runs, waits_for) == waits_for
 
     def read_status(run_dir):
         return {"state": "queued", "waits_for": waits_for}
 
-    assert owners_view.status_reader(read_status, runs, BOB)(runs / "20260101-000002-b")["waits_for"] == hidden
-    assert owners_view.status_reader(read_status, runs, OPEN) is read_status
+    assert run_access.status_reader(read_status, runs, BOB)(runs / "20260101-000002-b")["waits_for"] == hidden
+    assert run_access.status_reader(read_status, runs, OPEN) is read_status

@@ -20,7 +20,7 @@ from workbench.insight import groups, report
 from workbench.jobs import probes, runfolder
 from workbench.spec.config import RunConfig, plan_for
 from workbench.trainer.recorder import completion_records
-from workbench.ui import runs_view
+from workbench.ui import run_reports
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 FAKE_PLOTLY = "window.Plotly = {newPlot: function () {}};"
@@ -317,7 +317,7 @@ def test_runs_tab_writes_the_report_into_the_run_folder_and_a_copy_to_download(w
     monkeypatch.setattr(report, "build_report", lambda contents: f"<html>{contents.name}</html>")
     run_dir = write_run()
     (tmp_path / "downloads").mkdir()
-    written, copy = runs_view.write_report(run_dir, download_root=tmp_path / "downloads")
+    written, copy = run_reports.write_report(run_dir, download_root=tmp_path / "downloads")
     assert written == run_dir / "report.html" and written.read_text() == f"<html>{run_dir.name}</html>"
     assert copy.parent.parent.parent == tmp_path / "downloads" and copy.name == f"{run_dir.name}-report.html"
     assert copy.read_bytes() == written.read_bytes()
@@ -326,12 +326,12 @@ def test_runs_tab_writes_the_report_into_the_run_folder_and_a_copy_to_download(w
 def test_report_copies_lie_in_a_private_folder_of_their_own(write_run):
     """Not /tmp/workbench-reports/<run id>/, which any account of the machine could read or plant a link in."""
     run_dir = write_run()
-    _, copy = runs_view.write_report(run_dir)
+    _, copy = run_reports.write_report(run_dir)
     root = copy.parent.parent
     assert root.parent == Path(tempfile.gettempdir()) and root.name != "workbench-reports"
-    assert root.name.startswith(runs_view.REPORTS_PREFIX) and len(root.name) > len(runs_view.REPORTS_PREFIX) + 6
+    assert root.name.startswith(run_reports.REPORTS_PREFIX) and len(root.name) > len(run_reports.REPORTS_PREFIX) + 6
     assert (root.stat().st_mode & 0o777, copy.stat().st_mode & 0o777) == (0o700, 0o600)
-    assert runs_view.write_report(run_dir)[1] == copy, "the next report of the run replaces the copy"
+    assert run_reports.write_report(run_dir)[1] == copy, "the next report of the run replaces the copy"
     shutil.rmtree(copy.parent)
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from workbench.jobs import runfolder
 from workbench.ui import runs_view
+from workbench.ui.runs_tab import with_final_reward
 
 
 @pytest.fixture
@@ -29,8 +30,9 @@ FINISHED = {"state": "finished", "step": 10, "total_steps": 10, "started_at": 1_
 
 
 def entry(run_dir, status, **config):
-    """What `launcher.list_runs()` gives for a run: its status plus config fields."""
-    return {**status, "run_id": run_dir.name, "run_dir": str(run_dir), **config}
+    """What the Runs tab summarises for a run: `launcher.list_runs()`'s status plus config fields, and the
+    final reward the tab reads (runs_tab.with_final_reward)."""
+    return with_final_reward({**status, "run_id": run_dir.name, "run_dir": str(run_dir), **config})
 
 
 def test_summary_row_of_a_finished_run(make_run):
@@ -94,49 +96,8 @@ def test_an_unreadable_run_shows_its_reason_in_the_table(make_run):
 
     run_dir = make_run("20261122-010203-broken")
     (run_dir / runfolder.STATUS_FILE).write_bytes(b"\xff\xfe")
-    rows = [runs_view.summarise_run(e) for e in launcher.list_runs(run_dir.parent)]
+    rows = [runs_view.summarise_run(with_final_reward(e)) for e in launcher.list_runs(run_dir.parent)]
     assert rows[0]["state"] == "unreadable" and "status.json is not UTF-8 text" in rows[0]["task"]
-
-
-def test_overlay_of_a_resumed_run_keeps_no_stale_point(make_run):
-    from workbench.insight import figures
-
-    # steps 1-3, a crash, a resume from checkpoint-1 that has logged step 2 again so far
-    run_dir = make_run("20261122-010203-resumed", metrics=[
-        {"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}, {"step": 2, "reward": 0.9}])
-    assert runs_view.metrics_of_run(run_dir) == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
-    (line,) = figures.overlay_runs({"resumed": runs_view.metrics_of_run(run_dir)}, "reward").data
-    assert list(line.x) == [1, 2] and list(line.y) == [0.1, 0.9]
-
-
-def test_an_overlaid_run_is_read_as_it_grows(make_run):
-    import pandas as pd
-
-    from workbench.insight import figures
-
-    run_dir = make_run("20261122-010203-live", metrics=[{"step": s, "reward": s / 10} for s in (1, 2)])
-    first = runs_view.read_run_metrics(run_dir)
-    assert runs_view.read_run_metrics(run_dir, first) is first, "nothing new: nothing read, nothing built"
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 3, "reward": 0.3}])
-    grown = runs_view.read_run_metrics(run_dir, first)
-    assert [r["step"] for r in grown.records] == [1, 2, 3]
-    assert grown.records[0] is first.records[0], "the records read before are kept, not parsed again"
-    pd.testing.assert_frame_equal(grown.frame, figures.metrics_frame(grown.records))
-    # a resume rewrites the file: the page's read starts over
-    runfolder.keep_steps_up_to(run_dir / runfolder.METRICS_FILE, 1)
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 2, "reward": 0.9}])
-    resumed = runs_view.read_run_metrics(run_dir, grown)
-    assert resumed.records == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
-
-
-def test_a_run_s_completions_are_read_one_step_at_a_time(tmp_path):
-    run_dir = tmp_path / "r"
-    run_dir.mkdir()
-    rows = [{"step": s, "group": g, "completion": f"{s}.{g}"} for s in (1, 2, 3) for g in (0, 0, 1, 1)]
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, rows)
-    assert runs_view.completion_steps(run_dir) == [1, 2, 3]
-    assert runs_view.completions_of_step(run_dir, 2) == [r for r in rows if r["step"] == 2]
-    assert runs_view.completions_of_step(run_dir, 9) == []
 
 
 @pytest.mark.parametrize("columns, widths", [(runs_view.COLUMNS, runs_view.COLUMN_WIDTHS),

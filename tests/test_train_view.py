@@ -1,25 +1,13 @@
-"""The Train tab's pure steps: which run a page shows, polls that read only new bytes, progress, failure."""
+"""The Train tab's pure steps: which run a page shows, progress, failure (its polls: tests/test_follow.py)."""
 
 import json
 
 import pytest
 
+from workbench.insight import follow
+from workbench.insight.resumed import merge_metrics
 from workbench.jobs import runfolder
-from workbench.ui import train_view
-
-
-@pytest.fixture
-def run_dir(tmp_path):
-    """An empty run folder `runs/r1` that has started training."""
-    path = tmp_path / "r1"
-    path.mkdir()
-    (path / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny"}))
-    runfolder.update_status(path, state="training", step=0, total_steps=10, started_at=1000.0, pid=1)
-    return path
-
-
-def completion(step, group=0, reward=0.5):
-    return {"step": step, "group": group, "prompt": "p", "completion": "c", "reward": reward}
+from workbench.ui import train_tab, train_view
 
 
 @pytest.mark.parametrize(
@@ -50,72 +38,17 @@ def test_choose_run(runs, remembered, expected):
     ids=["append", "continue", "resumed-earlier-replaces-later"],
 )
 def test_merge_metrics_keeps_one_record_per_step(old, new, expected_steps):
-    assert [r["step"] for r in train_view.merge_metrics(old, new)] == expected_steps
+    assert [r["step"] for r in merge_metrics(old, new)] == expected_steps
 
 
 def test_summary_record_on_last_step_is_merged():
-    merged = train_view.merge_metrics([{"step": 5, "reward": 0.4}], [{"step": 5, "train_runtime": 12.0}])
+    merged = merge_metrics([{"step": 5, "reward": 0.4}], [{"step": 5, "train_runtime": 12.0}])
     assert merged == [{"step": 5, "reward": 0.4, "train_runtime": 12.0}]
-
-
-def test_merge_completions_tracks_steps_and_newest_group():
-    steps, newest = train_view.merge_completions([], [], [completion(1), completion(1, 1), completion(2)])
-    assert steps == [1, 2] and newest == [completion(2)]
-    steps, newest = train_view.merge_completions(steps, newest, [completion(2, 1)])
-    assert steps == [1, 2] and len(newest) == 2
-    steps, newest = train_view.merge_completions(steps, newest, [completion(1, 0, 0.9)])  # resumed
-    assert steps == [1] and newest == [completion(1, 0, 0.9)]
-
-
-def test_poll_reads_only_new_bytes_and_reports_changes(run_dir):
-    watch = train_view.RunWatch(run_id="r1")
-    watch, changes = train_view.poll_run(watch, run_dir.parent)
-    assert changes.status and not changes.metrics and watch.status["state"] == "training"
-
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 1, "reward": 0.1}])
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(1), completion(1, 1)])
-    watch, changes = train_view.poll_run(watch, run_dir.parent)
-    assert changes.metrics and changes.completions
-    assert watch.metrics == [{"step": 1, "reward": 0.1}] and watch.completion_steps == [1]
-    assert watch.metrics_offset == (run_dir / runfolder.METRICS_FILE).stat().st_size
-
-    same, changes = train_view.poll_run(watch, run_dir.parent)
-    assert not changes.anything and same is watch
-
-    with open(run_dir / runfolder.METRICS_FILE, "a") as handle:
-        handle.write('{"step": 2, "rew')  # the trainer is mid-line
-    same, changes = train_view.poll_run(watch, run_dir.parent)
-    assert not changes.anything
-    with open(run_dir / runfolder.METRICS_FILE, "a") as handle:
-        handle.write('ard": 0.3}\n')
-    watch, changes = train_view.poll_run(watch, run_dir.parent)
-    assert changes.metrics and [r["reward"] for r in watch.metrics] == [0.1, 0.3]
-
-
-def test_heartbeat_alone_is_no_change(run_dir):
-    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent)
-    runfolder.update_status(run_dir)  # only updated_at moves
-    _, changes = train_view.poll_run(watch, run_dir.parent)
-    assert not changes.anything
-
-
-def test_poll_uses_the_given_status_reader(run_dir):
-    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent,
-                             read_status=lambda d: {**runfolder.read_status(d), "state": "failed"})
-    assert watch.status["state"] == "failed"
 
 
 def test_poll_without_a_run_does_nothing(tmp_path):
     watch = train_view.RunWatch()
-    assert train_view.poll_run(watch, tmp_path) == (watch, train_view.Changes())
-
-
-def test_completions_of_an_earlier_step_come_from_the_file(run_dir):
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
-                           [completion(1), completion(1, 1), completion(2), completion(3), completion(2, 0, 0.9)])
-    assert len(train_view.completions_of_step(run_dir.parent, "r1", 1)) == 2
-    assert train_view.completions_of_step(run_dir.parent, "r1", 2) == [completion(2, 0, 0.9)]
-    assert train_view.completions_of_step(run_dir.parent, "r1", 7) == []
+    assert train_tab.poll_run(watch, tmp_path) == (watch, follow.Changes())
 
 
 @pytest.mark.parametrize(
@@ -181,8 +114,8 @@ def test_a_queued_run_shows_its_position_and_what_it_waits_for():
     assert ">queued, position 2<" in text
     assert "waits for the CPU (run &lt;a&gt;); starts by itself when that is free" in text
     assert "data-elapsed" not in text and "step 0" not in text
-    moved = train_view.status_signature({**status, "queue_position": 1})
-    assert moved != train_view.status_signature(status)  # the bar is redrawn when the queue moves
+    moved = follow.status_signature({**status, "queue_position": 1})
+    assert moved != follow.status_signature(status)  # the bar is redrawn when the queue moves
 
 
 def test_failure_panel_shows_hint_error_and_log_tail():
@@ -195,10 +128,13 @@ def test_failure_panel_shows_hint_error_and_log_tail():
     assert "without saying why" in train_view.failure_html({"state": "failed"}, "")
 
 
-def test_start_watching_reads_the_config(run_dir):
-    watch = train_view.start_watching(run_dir.parent, "r1", newest_known="r0")
+def test_start_watching_reads_the_config(tmp_path):
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny"}))
+    watch = train_tab.start_watching(run_dir.parent, "r1", newest_known="r0")
     assert watch.config == {"model": "tiny"} and watch.newest_known == "r1" and watch.metrics_offset == 0
-    assert train_view.start_watching(run_dir.parent, None, "r0") == train_view.RunWatch(newest_known="r0")
+    assert train_tab.start_watching(run_dir.parent, None, "r0") == train_view.RunWatch(newest_known="r0")
 
 
 @pytest.mark.parametrize(
@@ -237,61 +173,6 @@ def test_polling_pace_follows_the_step_time(state, step_times, expected):
     status = {"state": state, "pid": 1}
     metrics = [{"step": i + 1, "step_time": t} for i, t in enumerate(step_times)]
     assert train_view.poll_seconds(status, metrics) == expected
-
-
-def test_poll_starts_again_when_a_resume_cut_the_files_back(run_dir):
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": s, "reward": s / 10} for s in (1, 2, 3)])
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(s) for s in (1, 2, 3)])
-    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent)
-    assert [r["step"] for r in watch.metrics] == [1, 2, 3]
-    # resumed from checkpoint-1: the trainer cuts both files back to step 1, then logs step 2 again
-    for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
-        runfolder.keep_steps_up_to(run_dir / name, 1)
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 2, "reward": 0.9}])
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [completion(2, 0, 0.9)])
-    watch, changes = train_view.poll_run(watch, run_dir.parent)
-    assert changes.metrics and changes.completions
-    assert watch.metrics == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
-    assert watch.completion_steps == [1, 2] and watch.newest_completions == [completion(2, 0, 0.9)]
-
-
-def test_the_newest_step_written_twice_in_a_row_keeps_its_last_round(run_dir):
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
-                           [completion(1), completion(1, 1), completion(1, 0, 0.9), completion(1, 1, 0.8)])
-    watch, _ = train_view.poll_run(train_view.RunWatch(run_id="r1"), run_dir.parent)
-    assert [c["reward"] for c in watch.newest_completions] == [0.9, 0.8]
-    assert [c["reward"] for c in train_view.completions_of_step(run_dir.parent, "r1", 1)] == [0.9, 0.8]
-
-
-def test_change_signature_moves_with_new_lines_status_and_new_runs(run_dir):
-    runs = run_dir.parent
-    sign = lambda: train_view.change_signature(runs, "r1")  # noqa: E731
-    first = sign()
-    assert sign() == first, "nothing written: the same signature"
-    with open(run_dir / runfolder.METRICS_FILE, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"step": 9, "reward": 0.5}) + "\n")
-    after_metrics = sign()
-    assert after_metrics != first
-    with open(run_dir / runfolder.COMPLETIONS_FILE, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"step": 9, "completion": "x"}) + "\n")
-    after_completions = sign()
-    assert after_completions != after_metrics
-    runfolder.update_status(run_dir, updated_at=123.0)  # a heartbeat only
-    assert sign() == after_completions, "a heartbeat alone does not ask for a redraw"
-    runfolder.update_status(run_dir, step=9)
-    after_step = sign()
-    assert after_step != after_completions
-    newer = runs / "r2"
-    newer.mkdir()
-    (newer / runfolder.CONFIG_FILE).write_text("{}", encoding="utf-8")
-    assert sign() != after_step, "a run started elsewhere changes what the page may follow"
-
-
-def test_change_signature_of_a_missing_or_odd_run_id_is_gone_not_a_path(run_dir):
-    runs = run_dir.parent
-    gone = train_view.change_signature(runs, "no-such-run")
-    assert gone == train_view.change_signature(runs, "../r1") == train_view.change_signature(runs, "/etc")
-    assert gone != train_view.change_signature(runs, "r1") != train_view.change_signature(runs, None)
 
 
 def test_what_one_page_drew_is_taken_by_the_others():

@@ -8,7 +8,7 @@ from workbench.access import paths, uploads
 from workbench.access.owners import Viewer
 from workbench.spec import datasets_io
 from workbench.spec.config import RunConfig
-from workbench.ui import paths_view, uploads_view
+from workbench.ui import files_panel, paths_view, uploads_view
 from workbench.ui.paths_view import scope_for
 
 REWARD_SOURCE = "import os\n\ndef short(prompts, completions, **kwargs):\n    return [1.0 for _ in completions]\n"
@@ -100,16 +100,16 @@ def test_the_reward_code_is_shown_as_text_and_never_run(tmp_path, folder):
     scope = scope_for(folder.parent.parent, Viewer("bob"))
     marker = tmp_path / "ran"  # the file makes it when it runs
     (folder / "rewards.py").write_text(REWARD_SOURCE + f"open({str(marker)!r}, 'w').write('ran')\n")
-    note, code = uploads_view.reward_source_view("rewards.py", scope)
+    note, code = files_panel.reward_source_view("rewards.py", scope)
     assert "<code>short</code>" in note and "rights of the account serving" in note
     assert code == (folder / "rewards.py").read_text() and not marker.exists()
-    note, code = uploads_view.reward_source_view(str(tmp_path / "elsewhere.py"), scope)
+    note, code = files_panel.reward_source_view(str(tmp_path / "elsewhere.py"), scope)
     assert code == "" and "is not a file in your uploads folder" in note
     (folder / "markup.py").write_text("def <script>(:\n")
-    note, code = uploads_view.reward_source_view("markup.py", scope)
+    note, code = files_panel.reward_source_view("markup.py", scope)
     assert code == "" and "syntax error" in note and "<script>" not in note
-    assert uploads_view.reward_source_view("", scope) == ("", "")
-    note, code = uploads_view.reward_source_view(str(tmp_path / "elsewhere.py"), None)
+    assert files_panel.reward_source_view("", scope) == ("", "")
+    note, code = files_panel.reward_source_view(str(tmp_path / "elsewhere.py"), None)
     assert "<code>short</code>" in note and code == REWARD_SOURCE, "an open dashboard shows any path typed"
 
 
@@ -117,15 +117,15 @@ def test_uploaded_files_are_listed_with_refusals_escaped(tmp_path, folder):
     sent = [tmp_path / "a.csv", tmp_path / "<img src=x>.exe"]
     for path in sent:
         path.write_text("prompt\nhi\n")
-    stored, refused = uploads_view.store_files([str(p) for p in sent] + [str(tmp_path / "gone.py")], folder,
+    stored, refused = files_panel.store_files([str(p) for p in sent] + [str(tmp_path / "gone.py")], folder,
                                                upload_folder=str(tmp_path))
     assert stored == [folder / "a.csv"] and len(refused) == 2
     assert uploads_view.newest_of(stored, uploads.DATASET_SUFFIXES) == str(folder / "a.csv")
     assert uploads_view.newest_of(stored, uploads.REWARD_SUFFIXES) is None
-    page = uploads_view.uploads_html(folder, refused)
+    page = files_panel.uploads_html(folder, refused)
     assert "<img" not in page and "&lt;img src=x&gt;" in page and "could not be stored" in page
     assert str(folder / "a.csv") in page
-    assert "No uploads yet" in uploads_view.uploads_html(tmp_path / "empty")
+    assert "No uploads yet" in files_panel.uploads_html(tmp_path / "empty")
 
 
 def test_only_files_in_the_upload_folder_are_stored(tmp_path, folder):
@@ -137,7 +137,7 @@ def test_only_files_in_the_upload_folder_are_stored(tmp_path, folder):
     (sent / "link.jsonl").symlink_to(theirs)
     paths = [str(sent / "mine.jsonl"), str(theirs), str(sent / "link.jsonl"), str(sent / ".." / ".." / "elsewhere.py"),
              "relative.py", "nul\0.py"]
-    stored, refused = uploads_view.store_files(paths, folder, upload_folder=str(tmp_path / "gradio"))
+    stored, refused = files_panel.store_files(paths, folder, upload_folder=str(tmp_path / "gradio"))
     assert stored == [folder / "mine.jsonl"]
     assert refused == [f"upload: {name!r} was not uploaded through this page; upload the file with the upload box "
                        "under 'Your files' in the Setup tab"

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "workbench.cli.sample",
     "workbench.cli.export",
     "workbench.cli.report",
+    "workbench.cli.watch",
     "workbench.cli.export_model",
     "workbench.cli.users",
 )

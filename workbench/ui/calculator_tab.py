@@ -18,7 +18,6 @@ import gradio as gr
 
 from workbench.calc import PLAN_DEFAULTS
 from workbench.ui.calculator_view import (
-    apply_changes,
     explain_html,
     frameworks_html,
     make_plan_view,
@@ -27,6 +26,7 @@ from workbench.ui.widgets import (
     PlanPanel,
     build_verdict,
     render_plan_panel,
+    suggestion_applier,
     whole_number,
 )
 
@@ -73,9 +73,7 @@ def update_calculator(*values) -> list:
 
 def apply_suggestion(index: int, slots: list, *values) -> list:
     """The field values after clicking suggestion button `index` (unchanged if it has none)."""
-    current = dict(zip(FIELDS, values))
-    changes = slots[index] if index < len(slots) and slots[index] else {}
-    return list(apply_changes(current, changes).values())
+    return suggestion_applier(FIELDS, index)(slots, *values)
 
 
 def load_explained(inputs: dict | None, *values) -> list:
@@ -140,8 +138,8 @@ def build(ctx) -> None:
     gr.on(None, fn=update_calculator, inputs=[*fields, train_data_ratio], outputs=outputs,
           show_progress="hidden", trigger_mode="always_last")
     for index, button in enumerate(panel.buttons):
-        button.click(lambda slots, *values, i=index: apply_suggestion(i, slots, *values),
-                     inputs=[panel.suggestions, *fields], outputs=fields, show_progress="hidden")
+        button.click(suggestion_applier(FIELDS, index), inputs=[panel.suggestions, *fields], outputs=fields,
+                     show_progress="hidden")
     gr.on([explain_button.click, pasted.submit], explain_html, inputs=pasted, outputs=[explanation, explained_inputs],
           show_progress="hidden")
     load_button.click(load_explained, inputs=[explained_inputs, *fields], outputs=fields, show_progress="hidden")

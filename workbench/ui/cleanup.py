@@ -4,7 +4,7 @@ Gradio copies every uploaded file (and every file it offers for download)
 into its upload cache (GRADIO_TEMP_DIR, else `<system temp>/gradio`) and
 never removes the copies of a server that ran before; on a shared dashboard
 that folder would grow with every upload of every user. The run reports
-offered for download (ui/runs_view.write_report) land in a private
+offered for download (ui/run_reports.write_report) land in a private
 temporary folder of their own. `start_cleaning` cleans these folders when
 the app starts and then hourly in a daemon thread.
 """

@@ -8,23 +8,28 @@ and Cancel kills the sampling process. The UI process itself never imports
 torch. The job lives in this browser session's `gr.State`; closing the
 session cancels it. On a dashboard with accounts the run picker holds the
 runs the user may see, and each event checks the run id (and the checkpoint,
-one of that run's own) again on the server (owners_view.run_dir_for).
+one of that run's own) again on the server (run_access.run_dir_for).
+
+`build` lays the tab out (`layout`) and wires its events to the methods of a
+`CompareTab`, which holds the context and the components.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.jobs import probes, runfolder
-from workbench.ui import compare_view, owners_view, paths_view
+from workbench.jobs import probes, runfolder, sampling
+from workbench.ui import compare_view, paths_view, run_access
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
 DEFAULT_MAX_NEW_TOKENS = 48
+
 
 def cancel_on_close(job: probes.ProbeJob | None) -> None:
     """A closed browser session leaves no sampling process behind."""
@@ -32,10 +37,33 @@ def cancel_on_close(job: probes.ProbeJob | None) -> None:
         probes.cancel_job(job)
 
 
-def build(ctx: UIContext) -> None:
-    runs_dir = ctx.runs_dir
-    job_state = gr.State(None, delete_callback=cancel_on_close)
+def read_sides(job: probes.ProbeJob | None) -> list[dict]:
+    """Each side's sampling progress (its answers file as `sampling.read_sampling` reads it), in order."""
+    return [sampling.read_sampling(side.out_path) for side in job.sides] if job is not None else []
 
+
+@dataclass
+class CompareComponents:
+    """The Compare tab's components, as `layout` makes them."""
+
+    job_state: gr.State
+    run_picker: gr.Dropdown
+    checkpoint: gr.Dropdown
+    max_new_tokens: gr.Slider
+    prompts_box: gr.Textbox
+    answer_button: gr.Button
+    cancel_button: gr.Button
+    progress: gr.HTML
+    table: gr.HTML
+    timer: gr.Timer
+
+    @property
+    def job_outputs(self) -> list:
+        return [self.job_state, self.timer, self.cancel_button, self.answer_button, self.progress, self.table]
+
+
+def layout() -> CompareComponents:
+    job_state = gr.State(None, delete_callback=cancel_on_close)
     gr.Markdown("### Base model vs trained\nThe same prompts answered by the run's base model and by one of "
                 "its checkpoints. Sampling runs in its own process, greedy (the same answer every time), so it "
                 "can go on while training does; answers are kept in the run folder.", elem_classes=["wb-section"])
@@ -56,90 +84,116 @@ def build(ctx: UIContext) -> None:
     table = gr.HTML(compare_view.compare_html(None), css_template=compare_view.COMPARE_CSS, js_on_load=None,
                     apply_default_css=False, elem_id="wb-compare-table")
     timer = gr.Timer(TICK_SECONDS, active=False)
+    return CompareComponents(job_state, run_picker, checkpoint, max_new_tokens, prompts_box, answer_button,
+                             cancel_button, progress, table, timer)
 
-    def run_dir(viewer: Viewer, run_id) -> Path | None:
+
+class CompareTab:
+    """The Compare tab's event handlers, over the context and the components they fill."""
+
+    def __init__(self, ctx: UIContext, ui: CompareComponents):
+        self.ctx = ctx
+        self.ui = ui
+        self.runs_dir = ctx.runs_dir
+
+    def run_dir(self, viewer: Viewer, run_id) -> Path | None:
         """The run's folder when the id (from the browser) names one inside the runs folder that `viewer` may see."""
-        return owners_view.picked_run_dir_for(runs_dir, run_id, viewer)
+        return run_access.picked_run_dir_for(self.runs_dir, run_id, viewer)
 
-    def run_ids(viewer: Viewer) -> list[str]:
-        return [path.name for path in owners_view.visible_run_dirs(runs_dir, viewer)]
+    def run_ids(self, viewer: Viewer) -> list[str]:
+        return [path.name for path in run_access.visible_run_dirs(self.runs_dir, viewer)]
 
-    def checkpoint_choices(viewer: Viewer, run_id: str | None, current: str | None = None) -> gr.Dropdown:
-        folder = run_dir(viewer, run_id)
+    def checkpoint_choices(self, viewer: Viewer, run_id: str | None, current: str | None = None) -> gr.Dropdown:
+        folder = self.run_dir(viewer, run_id)
         labels = [label for label, _ in probes.list_checkpoints(folder)] if folder else []
         value = current if current in labels else (labels[-1] if labels else None)
         return gr.Dropdown(choices=labels, value=value)
 
-    def pick_run(viewer: Viewer, run_id: str | None) -> dict:
-        folder = run_dir(viewer, run_id)
+    def pick_run(self, viewer: Viewer, run_id: str | None) -> dict:
+        folder = self.run_dir(viewer, run_id)
         config = runfolder.read_config(folder) if folder else {}
-        return {checkpoint: checkpoint_choices(viewer, run_id),
-                prompts_box: "\n".join(probes.default_prompts(config))}
+        return {self.ui.checkpoint: self.checkpoint_choices(viewer, run_id),
+                self.ui.prompts_box: "\n".join(probes.default_prompts(config))}
 
-    def on_load(request: gr.Request):
-        viewer = ctx.viewer(request)
-        ids = run_ids(viewer)
+    def job_outputs(self, job: probes.ProbeJob | None) -> dict:
+        ui, running = self.ui, job is not None and not job.finished
+        read = read_sides(job)
+        return {ui.job_state: job, ui.timer: gr.Timer(active=running), ui.cancel_button: gr.Button(interactive=running),
+                ui.answer_button: gr.Button(interactive=not running),
+                ui.progress: compare_view.progress_html(compare_view.progress_text(job, read)),
+                ui.table: compare_view.compare_html(job, read)}
+
+    def plan(self, request: gr.Request, run_id, checkpoint_label, prompts_text, tokens) -> probes.ProbeJob:
+        """The job the Answer button starts: the run's base model, then the checkpoint picked (ProbeError if not)."""
+        if not run_id:
+            raise probes.ProbeError("Run: pick a run first; its base model answers on the left")
+        # RunIdError names the field and the fix; sampling writes into the run folder, so: control
+        folder = run_access.run_dir_for(self.runs_dir, run_id, self.ctx.viewer(request), control=True)
+        prompts = probes.parse_prompts(prompts_text)
+        config = runfolder.read_config(folder)
+        paths_view.check_saved_config(config, self.ctx.scope_for(request))  # the run may have rewritten it
+        chosen = dict(probes.list_checkpoints(folder))  # only the run's own checkpoint-N and adapter folders
+        if checkpoint_label and (not isinstance(checkpoint_label, str) or checkpoint_label not in chosen):
+            raise probes.ProbeError(field="checkpoint", rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint "
+                                    f"of run {folder.name}", fix="pick one from the list")
+        side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label else None
+        return probes.plan_job(folder, config, side, prompts, int(tokens),
+                               confine=self.ctx.confine_helper(folder, config))
+
+    # ------------------------------------------------------------ events
+
+    def on_load(self, request: gr.Request):
+        viewer = self.ctx.viewer(request)
+        ids = self.run_ids(viewer)
         run_id = ids[0] if ids else None
-        return {run_picker: gr.Dropdown(choices=ids, value=run_id), **pick_run(viewer, run_id)}
+        return {self.ui.run_picker: gr.Dropdown(choices=ids, value=run_id), **self.pick_run(viewer, run_id)}
 
-    def job_outputs(job: probes.ProbeJob | None) -> dict:
-        running = job is not None and not job.finished
-        return {job_state: job, timer: gr.Timer(active=running), cancel_button: gr.Button(interactive=running),
-                answer_button: gr.Button(interactive=not running),
-                progress: compare_view.progress_html(compare_view.progress_text(job)), table: compare_view.compare_html(job)}
-
-    def on_answer(request: gr.Request, run_id, checkpoint_label, prompts_text, tokens, job):
+    def on_answer(self, request: gr.Request, run_id, checkpoint_label, prompts_text, tokens, job):
         if job is not None and job.process is not None:
             probes.cancel_job(job)
         try:
-            if not run_id:
-                raise probes.ProbeError("Run: pick a run first; its base model answers on the left")
-            # RunIdError names the field and the fix; sampling writes into the run folder, so: control
-            folder = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
-            prompts = probes.parse_prompts(prompts_text)
-            config = runfolder.read_config(folder)
-            paths_view.check_saved_config(config, ctx.scope_for(request))  # the run may have rewritten it
-            chosen = dict(probes.list_checkpoints(folder))  # only the run's own checkpoint-N and adapter folders
-            if checkpoint_label and (not isinstance(checkpoint_label, str) or checkpoint_label not in chosen):
-                raise probes.ProbeError(field="checkpoint", rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint "
-                                        f"of run {folder.name}", fix="pick one from the list")
-            side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label else None
-            new_job = probes.advance_job(probes.plan_job(folder, config, side, prompts, int(tokens),
-                                                         confine=ctx.confine_helper(folder, config)))
+            new_job = probes.advance_job(self.plan(request, run_id, checkpoint_label, prompts_text, tokens))
         except WorkbenchError as exc:  # ProbeError and sampling's own checks name the field and the fix
             text = str(exc)
-            return {**job_outputs(None), progress: compare_view.progress_html(
+            return {**self.job_outputs(None), self.ui.progress: compare_view.progress_html(
                 text if text.startswith(("Run:", "Probe")) else f"Not started: {text}")}
-        return job_outputs(new_job)
+        return self.job_outputs(new_job)
 
-    def on_tick(job):
+    def on_tick(self, job):
         if job is None:
-            return {timer: gr.Timer(active=False)}
-        return job_outputs(probes.advance_job(job))
+            return {self.ui.timer: gr.Timer(active=False)}
+        return self.job_outputs(probes.advance_job(job))
 
-    def on_cancel(job):
-        return job_outputs(probes.cancel_job(job)) if job is not None else gr.skip()
+    def on_cancel(self, job):
+        return self.job_outputs(probes.cancel_job(job)) if job is not None else gr.skip()
 
-    outputs = [job_state, timer, cancel_button, answer_button, progress, table]
+    def on_pick(self, request: gr.Request, run_id: str | None) -> dict:
+        return self.pick_run(self.ctx.viewer(request), run_id)
+
+    def on_picker_focus(self, request: gr.Request, current: str | None) -> gr.Dropdown:
+        return gr.Dropdown(choices=self.run_ids(self.ctx.viewer(request)), value=current)
+
+    def on_checkpoint_focus(self, request: gr.Request, run_id: str | None, current: str | None) -> gr.Dropdown:
+        return self.checkpoint_choices(self.ctx.viewer(request), run_id, current)
+
+
+def build(ctx: UIContext) -> None:
+    """Lay the tab out and wire its events to a `CompareTab`."""
+    ui = layout()
+    tab = CompareTab(ctx, ui)
+    outputs = ui.job_outputs
     # Answer, tick and Cancel take turns (one queue, one at a time): a tick that read the job just
     # before a Cancel must not write the still-running job back over the cancelled one.
     job_queue = dict(concurrency_id="compare-job", concurrency_limit=1)
-    def on_pick(request: gr.Request, run_id: str | None) -> dict:
-        return pick_run(ctx.viewer(request), run_id)
-
-    def on_picker_focus(request: gr.Request, current: str | None) -> gr.Dropdown:
-        return gr.Dropdown(choices=run_ids(ctx.viewer(request)), value=current)
-
-    def on_checkpoint_focus(request: gr.Request, run_id: str | None, current: str | None) -> gr.Dropdown:
-        return checkpoint_choices(ctx.viewer(request), run_id, current)
-
-    ctx.blocks.load(on_load, outputs=[run_picker, checkpoint, prompts_box], show_progress="hidden")
-    run_picker.input(on_pick, inputs=[run_picker], outputs=[checkpoint, prompts_box], show_progress="hidden")
-    run_picker.focus(on_picker_focus, inputs=[run_picker], outputs=[run_picker], show_progress="hidden")
+    ctx.blocks.load(tab.on_load, outputs=[ui.run_picker, ui.checkpoint, ui.prompts_box], show_progress="hidden")
+    ui.run_picker.input(tab.on_pick, inputs=[ui.run_picker], outputs=[ui.checkpoint, ui.prompts_box],
+                        show_progress="hidden")
+    ui.run_picker.focus(tab.on_picker_focus, inputs=[ui.run_picker], outputs=[ui.run_picker], show_progress="hidden")
     # Checkpoints appear while a run trains: list them again whenever the list is opened.
-    checkpoint.focus(on_checkpoint_focus, inputs=[run_picker, checkpoint], outputs=[checkpoint],
-                     show_progress="hidden")
-    answer_button.click(on_answer, inputs=[run_picker, checkpoint, prompts_box, max_new_tokens, job_state],
-                        outputs=outputs, show_progress="hidden", **job_queue)
-    timer.tick(on_tick, inputs=[job_state], outputs=outputs, show_progress="hidden", trigger_mode="once", **job_queue)
-    cancel_button.click(on_cancel, inputs=[job_state], outputs=outputs, show_progress="hidden", **job_queue)
+    ui.checkpoint.focus(tab.on_checkpoint_focus, inputs=[ui.run_picker, ui.checkpoint], outputs=[ui.checkpoint],
+                        show_progress="hidden")
+    ui.answer_button.click(tab.on_answer, inputs=[ui.run_picker, ui.checkpoint, ui.prompts_box, ui.max_new_tokens,
+                                                  ui.job_state], outputs=outputs, show_progress="hidden", **job_queue)
+    ui.timer.tick(tab.on_tick, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", trigger_mode="once",
+                  **job_queue)
+    ui.cancel_button.click(tab.on_cancel, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", **job_queue)

@@ -1,23 +1,25 @@
 """The Compare tab's pure parts: a probe job's progress line and its side-by-side answers table.
 
-No gradio here; workbench.ui.compare_tab lays the tab out and wires its events.
+No gradio and no file read here: workbench.ui.compare_tab reads each side's
+answers file, lays the tab out and wires its events.
 """
 
 from __future__ import annotations
 
 import html
 
-from workbench.jobs import sampling
 from workbench.jobs.probes import ProbeJob
 
 
-def progress_text(job: ProbeJob | None) -> str:
-    """One line: which side is answering and how far it got, or how the job ended."""
+def progress_text(job: ProbeJob | None, read: list[dict]) -> str:
+    """One line: which side is answering and how far it got, or how the job ended.
+
+    `read`: each side's sampling progress (`sampling.read_sampling` of its answers file), in `job.sides` order.
+    """
     if job is None:
         return ""
     parts = []
-    for index, side in enumerate(job.sides):
-        progress = sampling.read_sampling(side.out_path)
+    for index, (side, progress) in enumerate(zip(job.sides, read)):
         count = len(progress["answers"])
         total = progress["total"] or len(job.prompts)
         if progress["done"] and not progress["error"]:
@@ -47,15 +49,13 @@ table.wb-compare td .wb-seconds { display: block; color: #94a3b8; font-size: 0.7
 """
 
 
-def compare_html(job: ProbeJob | None) -> str:
-    """A table: one row per prompt, one column per side, answers filled in as they come."""
+def compare_html(job: ProbeJob | None, read: list[dict] | None = None) -> str:
+    """A table: one row per prompt, one column per side, answers filled in as they come (`read` as in
+    `progress_text`)."""
     if job is None:
         return ('<p class="wb-empty">Pick a run and a checkpoint, check the probe prompts, and press '
                 '<b>Answer side by side</b>.</p>')
-    answers = []
-    for side in job.sides:
-        by_index = {a["index"]: a for a in sampling.read_sampling(side.out_path)["answers"]}
-        answers.append(by_index)
+    answers = [{a["index"]: a for a in progress["answers"]} for progress in read]
     prompt_width = "28%" if len(job.sides) > 1 else "40%"
     head = "".join(f"<th>{html.escape(side.title)}</th>" for side in job.sides)
     rows = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.jobs import runfolder
+from workbench.jobs.runfolder import RUNS_DIR_ENV
 from workbench.spec.cluster import DISTRIBUTED_BACKENDS
 from workbench.spec.config import RunConfig
 
@@ -28,10 +28,9 @@ def cluster_config(cfg: RunConfig, num_machines: int, main_process_ip: str, main
                             distributed_backend=distributed_backend, vllm_node=bool(vllm_node))
 
 
-def bundle_folder(runs_dir: str | Path, cfg: RunConfig) -> tuple[Path, str]:
-    """Where the Export button writes, and the run id the bundle's run folder gets."""
-    run_id = runfolder.new_run_id(cfg.run_name or cfg.task)
-    return Path(runs_dir) / BUNDLES_DIR / run_id, run_id
+def bundle_folder(runs_dir: str | Path, run_id: str) -> Path:
+    """Where the Export button writes the bundle whose run folder gets `run_id`."""
+    return Path(runs_dir) / BUNDLES_DIR / run_id
 
 
 def export_text(folder: Path, run_id: str, commands: list[str], runs_dir: str | Path) -> str:
@@ -39,7 +38,7 @@ def export_text(folder: Path, run_id: str, commands: list[str], runs_dir: str | 
     return "\n".join([
         f"# bundle written to {folder}",
         "# copy it to the machines (or a shared filesystem); its README.md says the rest.",
-        f"# set {runfolder.RUNS_DIR_ENV}={runs_dir} on machine 0 (a folder this machine shares) and the run "
+        f"# set {RUNS_DIR_ENV}={runs_dir} on machine 0 (a folder this machine shares) and the run "
         f"{run_id} shows in the Runs tab",
         *commands,
     ])

@@ -9,31 +9,106 @@
   `dataset_path` or `reward_file` with its path there, the only place those
   fields may point to (ui/uploads_view.py, workbench/access/uploads.py).
 
-Layout and events only; the pure parts live in ui/uploads_view.py.
+Layout, events and the reads and copies they make (`store_files`,
+`uploads_html`, `reward_source_view`); the HTML lives in ui/uploads_view.py.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gradio as gr
 
+from workbench.access import uploads
+from workbench.access.paths import UserScope
 from workbench.access.uploads import DATASET_SUFFIXES, MAX_UPLOAD_TEXT, REWARD_SUFFIXES, UPLOAD_SUFFIXES
+from workbench.errors import WorkbenchError
+from workbench.spec.rewards import read_reward_names
 from workbench.ui import browser_files, uploads_view
 from workbench.ui.context import UIContext
+from workbench.ui.paths_view import confine_path
+
+
+def store_files(paths: list[str], folder: Path, upload_folder: str) -> tuple[list[Path], list[str]]:
+    """Copy uploaded files (gradio's temporary copies, named as sent) into `folder`: (stored, refusals).
+
+    Only a file inside `upload_folder` (where gradio's upload route puts what
+    the browser sends) is copied: every event is already checked so
+    (ui/browser_files.py); this keeps the rule where the copy is made.
+    """
+    stored, refused = [], []
+    for path in paths:
+        try:
+            if not uploads.is_inside(path, [upload_folder]):
+                raise uploads.not_uploaded(path)
+            stored.append(uploads.store_upload(path, Path(path).name, folder))
+        except WorkbenchError as exc:
+            refused.append(str(exc))
+        except OSError as exc:  # a full disk, a vanished temporary file
+            refused.append(f"upload: {Path(path).name[:60]!r} could not be stored ({exc.strerror or exc}); "
+                           "try again, or ask whoever runs the server")
+    return stored, refused
+
+
+def uploads_html(folder: Path, refused: list[str] = ()) -> str:
+    """The user's uploads folder as listed now, with their sizes, and any refusals (uploads_view.uploads_html)."""
+    files = [(path, path.stat().st_size) for path in uploads.list_uploads(folder)]
+    return uploads_view.uploads_html(folder, files, refused)
+
+
+def reward_source_view(value: str, scope: UserScope | None) -> tuple[str, str]:
+    """(note HTML, code) for the reward file `value` names: its functions and its source, read, never run.
+
+    `scope`: what the user may name on a shared dashboard (only a file the
+    rule of access/paths.py allows is shown); None on an open dashboard.
+    ("", "") when no reward file is set.
+    """
+    if not value or not value.strip():
+        return "", ""
+    try:
+        path = Path(confine_path("reward_file", value.strip(), scope) if scope else value.strip())
+        names = read_reward_names(path)
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            source = handle.read(uploads_view.MAX_SHOWN_CHARS + 1)
+    except WorkbenchError as exc:
+        return uploads_view.refusal_html(str(exc)), ""
+    except OSError as exc:
+        return uploads_view.refusal_html(f"reward_file: cannot be read ({exc.strerror or exc})"), ""
+    return uploads_view.reward_source_html(path, names, source, scope)
+
+
+class FilesPanel:
+    """The panel's event handlers, over the context."""
+
+    def __init__(self, ctx: UIContext):
+        self.ctx = ctx
+
+    def show_reward_code(self, request: gr.Request, value):
+        note, source = reward_source_view(value if isinstance(value, str) else "", self.ctx.scope_for(request))
+        return note, gr.Code(value=source, visible=bool(source))
+
+    def on_upload(self, request: gr.Request, files):
+        folder = self.ctx.uploads_for(request)
+        files = files if isinstance(files, list) else [files] if files else []
+        stored, refused = store_files([str(f) for f in files if isinstance(f, str)], folder,
+                                      browser_files.upload_folder())
+        dataset = uploads_view.newest_of(stored, DATASET_SUFFIXES)
+        reward = uploads_view.newest_of(stored, REWARD_SUFFIXES)
+        return (None, uploads_html(folder, refused),
+                dataset if dataset else gr.skip(), reward if reward else gr.skip())
+
+    def list_uploads(self, request: gr.Request) -> str:
+        return uploads_html(self.ctx.uploads_for(request))
 
 
 def build(ctx: UIContext, dataset_path: gr.Textbox, reward_file: gr.Textbox) -> None:
     """The reward code box (and, on a shared dashboard, the uploads) under the Setup tab's reward_file field."""
+    panel = FilesPanel(ctx)
     reward_note = gr.HTML("", elem_id="wb-reward-note")
     # Read-only text, never imported here; a code box shows it as text, markup and all.
     reward_code = gr.Code(value="", language="python", interactive=False, visible=False,
                           label="reward_file's code (read-only)", elem_id="wb-reward-code")
-
-    def show_reward_code(request: gr.Request, value):
-        note, source = uploads_view.reward_source_view(value if isinstance(value, str) else "",
-                                                       ctx.scope_for(request))
-        return note, gr.Code(value=source, visible=bool(source))
-
-    reward_file.change(show_reward_code, inputs=[reward_file], outputs=[reward_note, reward_code],
+    reward_file.change(panel.show_reward_code, inputs=[reward_file], outputs=[reward_note, reward_code],
                        show_progress="hidden", trigger_mode="always_last")
     if not ctx.shared:
         return
@@ -43,20 +118,6 @@ def build(ctx: UIContext, dataset_path: gr.Textbox, reward_file: gr.Textbox) -> 
         upload = gr.File(label=f"Upload dataset or reward files (at most {MAX_UPLOAD_TEXT} each)",
                          file_count="multiple", file_types=list(UPLOAD_SUFFIXES), elem_id="wb-upload")
         uploads_box = gr.HTML("", elem_id="wb-uploads-list")
-
-    def on_upload(request: gr.Request, files):
-        folder = ctx.uploads_for(request)
-        files = files if isinstance(files, list) else [files] if files else []
-        stored, refused = uploads_view.store_files([str(f) for f in files if isinstance(f, str)], folder,
-                                                   browser_files.upload_folder())
-        dataset = uploads_view.newest_of(stored, DATASET_SUFFIXES)
-        reward = uploads_view.newest_of(stored, REWARD_SUFFIXES)
-        return (None, uploads_view.uploads_html(folder, refused),
-                dataset if dataset else gr.skip(), reward if reward else gr.skip())
-
-    def list_uploads(request: gr.Request) -> str:
-        return uploads_view.uploads_html(ctx.uploads_for(request))
-
-    upload.upload(on_upload, inputs=[upload], outputs=[upload, uploads_box, dataset_path, reward_file],
+    upload.upload(panel.on_upload, inputs=[upload], outputs=[upload, uploads_box, dataset_path, reward_file],
                   show_progress="minimal")
-    ctx.blocks.load(list_uploads, outputs=[uploads_box], show_progress="hidden")
+    ctx.blocks.load(panel.list_uploads, outputs=[uploads_box], show_progress="hidden")

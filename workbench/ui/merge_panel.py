@@ -9,6 +9,10 @@ removes what it had half written. The job lives in this browser session's
 `gr.State`; closing the session cancels it. On a dashboard with accounts
 only a run the user may control is offered and exported, and the output
 folder must lie inside that run's own folder.
+
+`build` lays the panel out and wires its events to the methods of a
+`MergePanel`; `adapter_choices` and `resolve_out` read the run folder for
+the pure parts in ui/merge_view.py.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import gradio as gr
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import export_model, runfolder
-from workbench.ui import merge_view, owners_view, paths_view
+from workbench.ui import merge_view, paths_view, run_access
 from workbench.ui.context import UIContext
 
 TICK_SECONDS = 1.0
@@ -43,9 +47,49 @@ def cancel_on_close(job: MergeJob | None) -> None:
         export_model.cancel_export(job.process, job.plan)
 
 
-def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
-    """The panel, under the Runs tab's one-run picker `run_picker`."""
-    runs_dir = ctx.runs_dir
+def adapter_choices(run_dir: Path | None) -> list[tuple[str, str]]:
+    """(label, value) for each adapter of the run that can be merged: the final one first, then checkpoints, newest first."""
+    if run_dir is None or not run_dir.is_dir():
+        return []
+    final = [("final adapter", merge_view.FINAL)] if export_model.has_adapter(run_dir / runfolder.ADAPTER_DIR) else []
+    return final + [(f"checkpoint-{step} (step {step})", str(step))
+                    for step in reversed(export_model.checkpoint_steps(run_dir))]
+
+
+def resolve_out(text: str, run_dir: Path, runs_dir: Path) -> Path:
+    """The output folder typed in the tab: relative to the run folder, and inside the runs folder; ExportError otherwise."""
+    text = (text or "").strip()
+    if not text:
+        raise export_model.ExportError(field="out", rule="no output folder given",
+                                       fix=f"use {export_model.default_out(run_dir)}")
+    path = Path(text).expanduser()
+    path = (path if path.is_absolute() else run_dir / path).resolve()
+    root = Path(runs_dir).resolve()
+    if path == root or root not in path.parents:
+        raise export_model.ExportError(field="out", rule=f"{path} is outside the runs folder {root}",
+                                       fix="the dashboard writes only there (e.g. into the run folder); "
+                                           "`python -m workbench export-model` writes anywhere")
+    return path
+
+
+@dataclass
+class MergeComponents:
+    """The panel's components, as `layout` makes them."""
+
+    job_state: gr.State
+    adapter: gr.Dropdown
+    out: gr.Textbox
+    export_button: gr.Button
+    cancel_button: gr.Button
+    progress: gr.HTML
+    timer: gr.Timer
+
+    @property
+    def job_outputs(self) -> list:
+        return [self.job_state, self.timer, self.cancel_button, self.export_button, self.progress]
+
+
+def layout() -> MergeComponents:
     job_state = gr.State(None, delete_callback=cancel_on_close)
     with gr.Accordion("Export merged model", open=False, elem_id="wb-merge"):
         gr.Markdown("The run's LoRA adapter merged into its base model: a standard transformers folder "
@@ -62,70 +106,87 @@ def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
             cancel_button = gr.Button("Cancel", variant="stop", scale=0, min_width=110, interactive=False)
         progress = gr.HTML("", css_template=merge_view.NOTE_CSS, js_on_load=None, elem_id="wb-merge-progress")
     timer = gr.Timer(TICK_SECONDS, active=False)
+    return MergeComponents(job_state, adapter, out, export_button, cancel_button, progress, timer)
 
-    def picked(request: gr.Request | None, run_id) -> Path | None:
-        return owners_view.picked_run_dir_for(runs_dir, run_id, ctx.viewer(request))
 
-    def pick_run(request: gr.Request, run_id, job):
+class MergePanel:
+    """The panel's event handlers, over the context and the components they fill."""
+
+    def __init__(self, ctx: UIContext, ui: MergeComponents):
+        self.ctx = ctx
+        self.ui = ui
+        self.runs_dir = ctx.runs_dir
+
+    def picked(self, request: gr.Request | None, run_id) -> Path | None:
+        return run_access.picked_run_dir_for(self.runs_dir, run_id, self.ctx.viewer(request))
+
+    def job_outputs(self, job: MergeJob | None, shown: str) -> dict:
+        ui, running = self.ui, job is not None
+        return {ui.job_state: job, ui.timer: gr.Timer(active=running), ui.cancel_button: gr.Button(interactive=running),
+                ui.export_button: gr.Button(interactive=not running), ui.progress: shown}
+
+    def pick_run(self, request: gr.Request, run_id, job):
         if job is not None:  # the running export goes on; its panel keeps showing it
             return gr.skip(), gr.skip()
-        folder = picked(request, run_id)
-        choices = merge_view.adapter_choices(folder)
+        folder = self.picked(request, run_id)
+        choices = adapter_choices(folder)
         value = choices[0][1] if choices else None
         return gr.Dropdown(choices=choices, value=value), merge_view.default_out_text(folder, value)
 
-    def list_adapters(request: gr.Request, run_id, current):
-        choices = merge_view.adapter_choices(picked(request, run_id))
+    def list_adapters(self, request: gr.Request, run_id, current):
+        choices = adapter_choices(self.picked(request, run_id))
         values = [value for _, value in choices]
         return gr.Dropdown(choices=choices, value=current if current in values else (values[0] if values else None))
 
-    def default_out(request: gr.Request, run_id, choice) -> str:
-        return merge_view.default_out_text(picked(request, run_id), choice)
+    def default_out(self, request: gr.Request, run_id, choice) -> str:
+        return merge_view.default_out_text(self.picked(request, run_id), choice)
 
-    def job_outputs(job: MergeJob | None, shown: str) -> dict:
-        running = job is not None
-        return {job_state: job, timer: gr.Timer(active=running), cancel_button: gr.Button(interactive=running),
-                export_button: gr.Button(interactive=not running), progress: shown}
-
-    def start(request: gr.Request, run_id, choice, out_text, job):
+    def start(self, request: gr.Request, run_id, choice, out_text, job):
         if job is not None:
             return gr.skip()
+        ctx = self.ctx
         try:
             # RunIdError names the field and the fix; another user's run reads as none
-            folder = owners_view.run_dir_for(runs_dir, run_id, ctx.viewer(request), control=True)
+            folder = run_access.run_dir_for(self.runs_dir, run_id, ctx.viewer(request), control=True)
             paths_view.check_saved_config(runfolder.read_config(folder), ctx.scope_for(request))
-            out_folder = merge_view.resolve_out(out_text, folder, runs_dir)
+            out_folder = resolve_out(out_text, folder, self.runs_dir)
             if ctx.shared and folder.resolve() not in out_folder.parents:
                 raise export_model.ExportError(field="out", rule=f"{out_folder} is outside the run folder {folder}",
                                                fix=f"on a shared dashboard an export goes into the run's own folder, "
                                                    f"e.g. {export_model.default_out(folder)}")
             plan = export_model.plan_export(folder, merge_view.checkpoint_of(choice), out_folder)
         except WorkbenchError as exc:
-            return job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
+            return self.job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
         new_job = MergeJob(plan, export_model.start_export(
             plan, confine=ctx.confine_helper(folder, runfolder.read_config(folder))))
-        return job_outputs(new_job, merge_view.progress_html({"stage": None}))
+        return self.job_outputs(new_job, merge_view.progress_html({"stage": None}))
 
-    def tick(job):
+    def tick(self, job):
         if job is None:
-            return {timer: gr.Timer(active=False)}
+            return {self.ui.timer: gr.Timer(active=False)}
         state = export_model.read_export(job.plan.progress_path, job.process)
         shown = merge_view.progress_html(state, time.monotonic() - job.started)
-        return job_outputs(None if state["done"] else job, shown)
+        return self.job_outputs(None if state["done"] else job, shown)
 
-    def cancel(job):
+    def cancel(self, job):
         if job is None:
             return gr.skip()
         export_model.cancel_export(job.process, job.plan)
-        return job_outputs(None, merge_view.note("Export cancelled; nothing was left half-written.", "info"))
+        return self.job_outputs(None, merge_view.note("Export cancelled; nothing was left half-written.", "info"))
 
-    outputs = [job_state, timer, cancel_button, export_button, progress]
+
+def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
+    """The panel, under the Runs tab's one-run picker `run_picker`."""
+    ui = layout()
+    panel = MergePanel(ctx, ui)
+    outputs = ui.job_outputs
     job_queue = dict(concurrency_id="merge-job", concurrency_limit=1)  # start, tick and cancel take turns
-    run_picker.change(pick_run, inputs=[run_picker, job_state], outputs=[adapter, out], show_progress="hidden")
-    adapter.focus(list_adapters, inputs=[run_picker, adapter], outputs=[adapter], show_progress="hidden")
-
-    adapter.input(default_out, inputs=[run_picker, adapter], outputs=[out], show_progress="hidden")
-    export_button.click(start, inputs=[run_picker, adapter, out, job_state], outputs=outputs,
-                        show_progress="hidden", **job_queue)
-    timer.tick(tick, inputs=[job_state], outputs=outputs, show_progress="hidden", trigger_mode="once", **job_queue)
-    cancel_button.click(cancel, inputs=[job_state], outputs=outputs, show_progress="hidden", **job_queue)
+    run_picker.change(panel.pick_run, inputs=[run_picker, ui.job_state], outputs=[ui.adapter, ui.out],
+                      show_progress="hidden")
+    ui.adapter.focus(panel.list_adapters, inputs=[run_picker, ui.adapter], outputs=[ui.adapter], show_progress="hidden")
+    ui.adapter.input(panel.default_out, inputs=[run_picker, ui.adapter], outputs=[ui.out], show_progress="hidden")
+    ui.export_button.click(panel.start, inputs=[run_picker, ui.adapter, ui.out, ui.job_state], outputs=outputs,
+                           show_progress="hidden", **job_queue)
+    ui.timer.tick(panel.tick, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", trigger_mode="once",
+                  **job_queue)
+    ui.cancel_button.click(panel.cancel, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", **job_queue)

@@ -1,10 +1,11 @@
-"""The Runs tab's merged-model export, pure: adapter choices, where it writes, and its progress as HTML.
+"""The Runs tab's merged-model export, pure: the choice of adapter, where it writes, its progress as HTML.
 
 The dashboard writes merged models only inside the runs folder (by default
 `<run>/merged`, or `<run>/merged-checkpoint-N`): a shared dashboard must not
 create folders elsewhere on the server; the CLI (`python -m workbench
 export-model`) writes anywhere. The export itself runs in its own process
 (workbench/jobs/export_model.py); `progress_html` renders what it reports.
+No gradio and no file read: ui/merge_panel.py lists a run's adapters and resolves the folder typed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from workbench.jobs import export_model, runfolder
+from workbench.jobs import export_model
 
 FINAL = "final"  # the choice meaning the final adapter/
 
@@ -27,15 +28,6 @@ NOTE_CSS = """
 """
 
 
-def adapter_choices(run_dir: Path | None) -> list[tuple[str, str]]:
-    """(label, value) for each adapter of the run that can be merged: the final one first, then checkpoints, newest first."""
-    if run_dir is None or not run_dir.is_dir():
-        return []
-    choices = [("final adapter", FINAL)] if export_model.has_adapter(run_dir / runfolder.ADAPTER_DIR) else []
-    return choices + [(f"checkpoint-{step} (step {step})", str(step))
-                      for step in reversed(export_model.checkpoint_steps(run_dir))]
-
-
 def checkpoint_of(choice: str | None) -> int | None:
     """The checkpoint step a choice names; None for the final adapter (or nothing chosen)."""
     return int(choice) if isinstance(choice, str) and choice.isdecimal() and len(choice) < 10 else None
@@ -43,22 +35,6 @@ def checkpoint_of(choice: str | None) -> int | None:
 
 def default_out_text(run_dir: Path | None, choice: str | None) -> str:
     return str(export_model.default_out(run_dir, checkpoint_of(choice))) if run_dir is not None else ""
-
-
-def resolve_out(text: str, run_dir: Path, runs_dir: Path) -> Path:
-    """The output folder typed in the tab: relative to the run folder, and inside the runs folder; ExportError otherwise."""
-    text = (text or "").strip()
-    if not text:
-        raise export_model.ExportError(field="out", rule="no output folder given",
-                                       fix=f"use {export_model.default_out(run_dir)}")
-    path = Path(text).expanduser()
-    path = (path if path.is_absolute() else run_dir / path).resolve()
-    root = Path(runs_dir).resolve()
-    if path == root or root not in path.parents:
-        raise export_model.ExportError(field="out", rule=f"{path} is outside the runs folder {root}",
-                                       fix="the dashboard writes only there (e.g. into the run folder); "
-                                           "`python -m workbench export-model` writes anywhere")
-    return path
 
 
 def progress_html(progress: dict | None, seconds: float = 0.0) -> str:

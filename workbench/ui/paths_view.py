@@ -16,25 +16,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.access import hosts, paths, uploads
-from workbench.access.owners import Viewer, may_control
+from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.jobs import runfolder
 from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
 from workbench.spec.models import MODEL_CHOICES
-from workbench.ui.owners_view import run_owner
+from workbench.ui.run_access import controls_run
 
 
 def scope_for(runs_dir: Path, viewer: Viewer, shared: tuple[Path, ...] = (),
               vllm_hosts: frozenset[str] = frozenset()) -> paths.UserScope:
     """What `viewer` may name: their uploads, the runs they may control, the admin's shared folders."""
-    def own_run(folder: Path) -> bool:
-        try:
-            return runfolder.is_run_dir(folder) and may_control(viewer, run_owner(folder))
-        except OSError:  # a folder that cannot be looked into is no one's to name
-            return False
-
-    return paths.UserScope(uploads.uploads_dir(runs_dir, viewer.name), Path(runs_dir), own_run, tuple(shared),
-                           frozenset(vllm_hosts))
+    return paths.UserScope(uploads.uploads_dir(runs_dir, viewer.name), Path(runs_dir), controls_run(viewer),
+                           tuple(shared), frozenset(vllm_hosts))
 
 
 def confine_path(field: str, value: str, scope: paths.UserScope) -> str:

@@ -1,36 +1,27 @@
-"""The Runs tab's pure parts: one summary row per run, the diff of run configs, a run's report.
+"""The Runs tab's pure parts: one summary row per run, and the diff of run configs.
 
 Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
-status plus its model and task), read from the run folders every time, so two
-browser tabs, a reload or a restarted app see the same runs. The final reward
-comes from the last lines of `metrics.jsonl`, read from its end, so a long run
-costs no more to list than a short one. A run waiting in the GPU queue shows
-its place and what it waits for in the state column: `queued #2 — waits for
-GPU 0 (run X)`. The runs overlaid for comparison are read as they grow
-(`read_run_metrics`), and a run's completions through the index of where each
-step's lines lie (`jobs.jsonl_cache`): a run of 640,000 completions shows a
-step by parsing that step's lines only.
+status plus its model and task), which the tab reads from the run folders
+every time, so two browser tabs, a reload or a restarted app see the same
+runs; the tab adds each run's final reward (`final_reward`, from the last
+lines of `metrics.jsonl`, read from its end, so a long run costs no more to
+list than a short one). A run waiting in the GPU queue shows its place and
+what it waits for in the state column: `queued #2 — waits for GPU 0 (run X)`.
+The runs overlaid for comparison and a run's completions are read by the tab
+through workbench/insight/follow.py; the report it offers, by ui/run_reports.py.
+No gradio, and no file read.
 """
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
-import shutil
-import tempfile
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from workbench.insight import report
-from workbench.insight.figures import metrics_frame
-from workbench.insight.resumed import merge_metrics
-from workbench.jobs import file_cache, jsonl_cache, probes, runfolder
 from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
-from workbench.jobs.runfolder import LOST, QUEUED, UNREADABLE
+from workbench.jobs.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
@@ -41,54 +32,6 @@ COLUMN_WIDTHS = ("21%", "8%", "12%", "8%", "11%", "7%", "9%", "14%")
 SHARED_COLUMN_WIDTHS = ("17%", "8%", "8%", "10%", "7%", "10%", "7%", "8%", "14%")
 
 
-def metrics_of_run(run_dir: str | Path) -> list[dict]:
-    """The run's metric records as they count: after a resume, the newest record of a step wins and
-    the steps logged before the resume past its checkpoint are gone (no stale points on the overlay)."""
-    return read_run_metrics(run_dir).records
-
-
-@dataclass(frozen=True)
-class RunMetrics:
-    """What a page has of one run's metrics: the records as they count and their figures.metrics_frame.
-
-    `read` is how many of the file's records (`jsonl_cache.records`) they hold, and `last_read` the
-    last of those, so the next read folds in only the records after it.
-    """
-
-    records: list = field(default_factory=list)
-    frame: Any = None
-    read: int = 0
-    last_read: Any = None
-
-
-def read_run_metrics(run_dir: str | Path, previous: RunMetrics | None = None) -> RunMetrics:
-    """The run's metrics, folding into `previous` (this page's last read of the run) only the new records.
-
-    The file is read through the process's cache (`jsonl_cache.records`): an overlay redrawn while a run
-    goes parses only the lines appended since, and adds only their rows to the frame. A file read anew
-    (a resume's rewrite) starts over.
-    """
-    everything = jsonl_cache.records(Path(run_dir) / runfolder.METRICS_FILE).records
-    if previous is None or len(everything) < previous.read or \
-            (previous.read and everything[previous.read - 1] is not previous.last_read):
-        previous = RunMetrics()
-    if previous.frame is not None and len(everything) == previous.read:
-        return previous
-    records = merge_metrics(previous.records, everything[previous.read:])
-    frame = metrics_frame(records, previous=(previous.records, previous.frame))
-    return RunMetrics(records, frame, len(everything), everything[-1] if everything else None)
-
-
-def completion_steps(run_dir: str | Path) -> list:
-    """The steps that have completions, ascending, from the process's index of completions.jsonl."""
-    return jsonl_cache.step_index(Path(run_dir) / runfolder.COMPLETIONS_FILE).steps
-
-
-def completions_of_step(run_dir: str | Path, step) -> list[dict]:
-    """The completion records of one step (its last stretch of lines, which holds its newest round)."""
-    return jsonl_cache.records_of_step(Path(run_dir) / runfolder.COMPLETIONS_FILE, step)
-
-
 def format_started(timestamp: float | None) -> str:
     if not timestamp:
         return "—"
@@ -97,7 +40,7 @@ def format_started(timestamp: float | None) -> str:
 
 def summarise_run(entry: dict, now: float | None = None) -> dict:
     """One table row from a `list_runs()` entry: state, model, task, generation backend, steps, final reward,
-    started, duration."""
+    started, duration. The final reward is the entry's `final_reward` (the tab reads it, `with_final_reward`)."""
     now = time.time() if now is None else now
     started = entry.get("started_at")
     end = now if is_live(entry) else entry.get("updated_at")
@@ -105,7 +48,7 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     step = entry.get("step")
     total = entry.get("total_steps")
     steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
-    reward = file_cache.last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
+    reward = entry.get("final_reward")
     task = entry.get("task") or ""
     if entry.get("dataset_path"):
         task = f"{Path(entry['dataset_path']).name} (file)"
@@ -140,7 +83,7 @@ def queued_text(entry: dict) -> str:
 def runs_folder_note(runs_dir: str | Path) -> str:
     """Where the table reads runs from, and how runs of other machines get there."""
     return (f"Runs folder: {runs_dir}. Runs on other machines (a cluster bundle's) show here when their run "
-            f"folder is on a filesystem this machine shares: start the app with {runfolder.RUNS_DIR_ENV} set to "
+            f"folder is on a filesystem this machine shares: start the app with {RUNS_DIR_ENV} set to "
             "that folder. They are followed by their heartbeat, shown as lost when it has been "
             f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request).")
 
@@ -181,39 +124,3 @@ def _show(value: Any) -> str:
     if value == "" or value is None:
         return "(empty)"
     return str(value)
-
-
-REPORTS_PREFIX = "workbench-reports-"
-
-
-@functools.cache
-def reports_root(download_root: str | Path | None = None) -> Path:
-    """This process's private folder of report copies: made once, 0700, under an unguessable name.
-
-    A fixed name in the shared temporary folder would let another account
-    of the machine read the reports, or plant a link where the next one is
-    written. It goes when the process ends (the browser has its download by then).
-    """
-    root = Path(tempfile.mkdtemp(prefix=REPORTS_PREFIX, dir=download_root))
-    atexit.register(shutil.rmtree, root, True)
-    return root
-
-
-def write_report(run_dir: str | Path, download_root: str | Path | None = None) -> tuple[Path, Path]:
-    """Write the run's report into its folder (report.html) and a copy to download; returns both paths.
-
-    Gradio hands the browser only files under the working folder or the system's
-    temporary folder, and a runs folder may lie anywhere, so the copy goes to
-    `<reports_root>/<run id>/<run id>-report.html`, in a private folder under
-    `download_root` (the temporary folder by default; the next report of the
-    run replaces it, and ui/cleanup.py removes day-old copies).
-    """
-    run_dir = Path(run_dir)
-    contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
-                                  **runfolder.read_run(run_dir))
-    page = report.build_report(contents).encode("utf-8")
-    written = run_dir / runfolder.REPORT_FILE
-    runfolder.replace_file(written, page)
-    copy = reports_root(download_root) / run_dir.name / f"{run_dir.name}-report.html"
-    runfolder.replace_file(copy, page)
-    return written, copy

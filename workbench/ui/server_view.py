@@ -63,14 +63,6 @@ def server_html(status: dict, log_tail: str = "") -> str:
     return "".join(parts) + "</div>"
 
 
-def server_log_tail(run_dir, status: dict, max_bytes: int = 2500) -> str:
-    """The end of the run's own server log ('' when the server is the user's or there is none)."""
-    section = status.get("vllm")
-    if not isinstance(section, dict) or section.get("external"):
-        return ""
-    return runfolder.read_log_tail(run_dir, max_bytes, name=runfolder.VLLM_LOG_FILE)
-
-
 def server_command_text(cfg: RunConfig) -> str:
     """The server the run starts, as a shell line (port chosen at launch unless vllm_port is set); '' for none."""
     if cfg.generation not in SERVER_GENERATIONS:

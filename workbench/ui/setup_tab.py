@@ -24,15 +24,18 @@ only the training process runs it.
 from __future__ import annotations
 
 import typing
+from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 
 import gradio as gr
 import psutil
 
-from workbench.access.paths import UserScope
+from workbench.access.paths import PathError, UserScope
 from workbench.errors import WorkbenchError
 from workbench.jobs import bundle, launcher, runfolder
 from workbench.spec.chat import prompt_text
+from workbench.spec.columns import DataPreview, preview
 from workbench.spec.config import (
     FIELD_HELP,
     LOSS_TYPES,
@@ -41,6 +44,7 @@ from workbench.spec.config import (
     ConfigError,
     RunConfig,
     field_type,
+    path_problem,
     validate_config,
 )
 from workbench.spec.generation import GENERATIONS
@@ -49,11 +53,12 @@ from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARDS, describe_rewards, score
 from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
-from workbench.ui.calculator_view import apply_changes, warnings_html
+from workbench.ui.calculator_view import warnings_html
 from workbench.ui.setup_view import (
     BATCH_FIELDS,
     CPU_PROCESS_CHOICES,
     LORA_FIELDS,
+    MEMORY_NOT_ON_DISK,
     OPTIMISER_FIELDS,
     PLAN_FIELDS_SETTABLE,
     RUN_FIELDS,
@@ -63,23 +68,26 @@ from workbench.ui.setup_view import (
     config_from_form,
     data_preview_html,
     error_view,
+    form_text,
     gpu_choices,
     hardware_html,
     memory_html,
+    memory_unavailable_html,
     parse_columns,
     parse_completions,
-    preview_from_form,
-    preview_run_dir,
+    preview_label,
     problems_html,
+    reward_choice,
     scores_html,
     setting_notes,
     setup_plan_view,
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, owners_view, paths_view
+from workbench.ui import export_view, files_panel, paths_view, run_access
+from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
-from workbench.ui.widgets import build_verdict, render_plan_panel
+from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
            "generation": GENERATIONS, "report_to": REPORT_TO}
@@ -136,6 +144,60 @@ def config_from_values(*values, scope: UserScope | None = None) -> RunConfig:
     return cfg
 
 
+def local_model_folder(model: str) -> Path | None:
+    """The model's folder when it is already on disk (the bundled and tiny models once converted)."""
+    from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL, cache_dir
+
+    name = (model or BUNDLED_MODEL).strip()
+    folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(
+        name, Path(name).expanduser())
+    try:
+        return folder if (folder / "config.json").is_file() else None
+    except OSError:  # a name no file system can look up (the plan panel already says why)
+        return None
+
+
+def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview:
+    """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked).
+
+    `scope`: what the user may name on a shared dashboard: only paths access/paths.py allows are read, and
+    the reward file's columns come from its source, never from running it.
+    """
+    from workbench.spec.tasks import TASKS
+
+    task = form.get("task") or RunConfig().task
+    if not isinstance(task, str):  # only a hand-made request sends one
+        return DataPreview("the chosen task", error="task: is not text; pick a built-in task, or give dataset_path")
+    paths = {name: form_text(form.get(name)) for name in ("dataset_path", "reward_file")}
+    for name, value in paths.items():
+        problem = path_problem(name, value)
+        if problem is not None:  # too long to look up: the plan panel names it too
+            return DataPreview(f"that {name}", error=str(problem))
+        if scope is not None:
+            try:
+                paths[name] = confine_path(name, value, scope)
+            except PathError as exc:  # nothing the rule refuses is read
+                return DataPreview(f"that {name}", error=str(exc))
+    names = reward_choice(form)[0] or (list(TASKS[task].reward_names) if task in TASKS else [])
+    seed = form.get("seed")
+    seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
+    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=scope is None)
+
+
+def memory_panel(cfg: RunConfig, free_bytes: int | None, device: str) -> str:
+    """The memory estimate for the model on disk (its config.json read), or why there is none."""
+    from workbench.spec.memory import estimate_for_config
+
+    folder = local_model_folder(cfg.model)
+    if folder is None:
+        return MEMORY_NOT_ON_DISK
+    try:
+        estimate = estimate_for_config(cfg, folder, max_prompt_length=PROMPT_TOKENS_ASSUMED, device=device)
+    except WorkbenchError as exc:
+        return memory_unavailable_html(exc)
+    return memory_html(estimate, free_bytes, PROMPT_TOKENS_ASSUMED)
+
+
 def update_plan(*values, scope: UserScope | None = None) -> list:
     """Every live output of the tab: plan panel, notes, memory, problems, and plan_valid.
 
@@ -157,7 +219,7 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
     panel[-2] = warnings_html(view, extra=setting_notes(cfg, _gpus(values[-1])))  # the plan's warnings and the settings' notes
-    memory = (MODEL_REFUSED_NOTE if model_refused else memory_html(cfg, free, device, PROMPT_TOKENS_ASSUMED))
+    memory = (MODEL_REFUSED_NOTE if model_refused else memory_panel(cfg, free, device))
     return [*panel, problems_html(problems), memory, ready]
 
 
@@ -259,75 +321,56 @@ def example_from_task(task_name: str) -> tuple[str, str]:
     return text, columns
 
 
-def build(ctx) -> None:
+@dataclass
+class SetupComponents:
+    """The Setup tab's components, as `layout` makes them (`form`: the settings by FORM_KEYS name)."""
+
+    form: dict
+    hardware: gr.State
+    hardware_box: gr.HTML
+    task_text: gr.Markdown
+    data_preview: gr.HTML
+    try_prompt: gr.Textbox
+    try_columns: gr.Textbox
+    try_completions: gr.Textbox
+    score_button: gr.Button
+    example_button: gr.Button
+    scores_box: gr.HTML
+    plan: tuple  # the verdict: badge, suggestion buttons, suggestions, warnings
+    numbers: gr.HTML
+    memory: gr.HTML
+    problems: gr.HTML
+    plan_valid: gr.Checkbox
+    preview_button: gr.Button
+    smoke_button: gr.Button
+    command: gr.Textbox
+    smoke_result: gr.HTML
+    smoke_run: gr.State
+    smoke_timer: gr.Timer
+    cluster: list
+    export_button: gr.Button
+    exported: gr.Textbox
+
+    @property
+    def inputs(self) -> list:
+        """The form's values in FORM_KEYS order, then the hardware state (ctx.config_inputs)."""
+        return [self.form[key] for key in FORM_KEYS] + [self.hardware]
+
+    @property
+    def plan_outputs(self) -> list:
+        badge, buttons, suggestions, warnings = self.plan
+        return [badge, *buttons, suggestions, warnings, self.numbers, self.problems, self.memory, self.plan_valid]
+
+
+def layout(ctx) -> SetupComponents:
+    """The form on the left (model and hardware, task and rewards, every setting), the plan on the right."""
     defaults = {**RunConfig().to_dict(), **TASKS[RunConfig().task].settings}
-    hardware_now = _hardware_state(ctx.runs_dir)
-    gpus_present = bool(hardware_now["gpus"])
     form: dict = {}
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=560):
-            gr.Markdown("### Model and hardware", elem_classes=["wb-section"])
-            with gr.Row():
-                form["model"] = gr.Dropdown(
-                    choices=[BUNDLED_MODEL, TINY_MODEL], value=defaults["model"], allow_custom_value=True,
-                    label="model", info=FIELD_HELP["model"], scale=3)
-                form["cpu_processes"] = gr.Radio(
-                    choices=list(CPU_PROCESS_CHOICES), value=1, label="CPU processes", visible=not gpus_present,
-                    info="2 runs DDP over the CPU cores through accelerate", scale=2)
-            hardware = gr.State(hardware_now)
-            hardware_box = gr.HTML(hardware_html(_gpus(hardware_now), set(hardware_now["busy"])))
-            with gr.Row():
-                form["gpu_ids"] = gr.CheckboxGroup(
-                    choices=gpu_choices(_gpus(hardware_now), set(hardware_now["busy"])), value=[],
-                    label="training GPUs", info=FIELD_HELP["gpu_ids"], visible=gpus_present)
-                form["vllm_gpu_ids"] = gr.CheckboxGroup(
-                    choices=gpu_choices(_gpus(hardware_now), set(hardware_now["busy"])), value=[],
-                    label="vLLM server GPUs", info=FIELD_HELP["vllm_gpu_ids"], visible=gpus_present)
-            form["generation"] = _setting("generation", defaults["generation"])
-
-            gr.Markdown("### Task and rewards", elem_classes=["wb-section"])
-            with gr.Row():
-                form["task"] = gr.Dropdown(choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
-                                           value=defaults["task"], label="task", info=FIELD_HELP["task"])
-                form["dataset_path"] = gr.Textbox(
-                    value="", label="dataset_path", info=FIELD_HELP["dataset_path"],
-                    placeholder="optional: a file from your uploads (Your files, below)" if ctx.shared
-                    else "optional: data/my_prompts.jsonl")
-            task_text = gr.Markdown(apply_task(defaults["task"])[0], elem_classes=["wb-note"])
-            with gr.Accordion("The data: first rows, and the columns the rewards read", open=True):
-                first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
-                data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
-            task = TASKS[defaults["task"]]
-            weights = dict(zip(task.reward_names, task.reward_weights))
-            names = list(REWARDS)
-            with gr.Group(elem_classes=["wb-rewards"]):
-                for start in range(0, len(names), 2):
-                    with gr.Row():
-                        for name in names[start:start + 2]:
-                            form[f"use_{name}"] = gr.Checkbox(value=name in weights, label=name, scale=3,
-                                                              container=False, min_width=150)
-                            form[f"weight_{name}"] = gr.Number(value=weights.get(name, 1.0), show_label=False,
-                                                               label=f"weight of {name}", scale=1, min_width=70,
-                                                               container=False)
-            with gr.Accordion("What each reward function computes", open=False):
-                gr.Markdown("\n".join(f"- `{n}`: {d}" for n, d in describe_rewards().items()),
-                            elem_classes=["wb-note"])
-            form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
-                                             placeholder="optional: a .py file from your uploads (Your files, below)"
-                                             if ctx.shared else "optional: my_rewards.py")
-            files_panel.build(ctx, form["dataset_path"], form["reward_file"])
-            with gr.Accordion("Try the rewards on your own completions", open=False):
-                with gr.Row():
-                    try_prompt = gr.Textbox(label="prompt", value="What is the capital of France?", scale=2)
-                    try_columns = gr.Textbox(label="columns the rewards read", lines=2, scale=1,
-                                             placeholder="answer = 42")
-                try_completions = gr.Textbox(label="completions, one per line (or separated by a --- line)",
-                                             lines=3, value=EXAMPLE_COMPLETIONS)
-                with gr.Row():
-                    score_button = gr.Button("Score them", variant="primary", size="sm")
-                    example_button = gr.Button("Take a prompt from the task", size="sm")
-                scores_box = gr.HTML()
-
+            hardware, hardware_box = _model_and_hardware(ctx, form, defaults)
+            task_text, data_preview = _task_and_rewards(ctx, form, defaults)
+            tries = _try_rewards()
             gr.Markdown("### Batch and length", elem_classes=["wb-section"])
             _rows(form, BATCH_FIELDS, defaults)
             with gr.Accordion("Optimiser, loss and sampling", open=False):
@@ -336,88 +379,146 @@ def build(ctx) -> None:
                 _rows(form, LORA_FIELDS, defaults, per_row=2)
             with gr.Accordion("Run, logging and vLLM", open=False):
                 _rows(form, RUN_FIELDS + tuple(f for f in VLLM_FIELDS if f != "generation"), defaults)
-
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
-            gr.Markdown("### Batch plan", elem_classes=["wb-section"])
-            badge, buttons, suggestions, warnings = build_verdict()
-            with gr.Accordion("The numbers", open=False):
-                numbers = gr.HTML()
-            gr.Markdown("### Memory", elem_classes=["wb-section"])
-            memory = gr.HTML()
-            gr.Markdown("### Before launch", elem_classes=["wb-section"])
-            problems = gr.HTML()
-            plan_valid = gr.Checkbox(value=False, visible=False, label="plan_valid")
+            plan_column = _plan_column()
+    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, *plan_column)
+
+
+def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.HTML]:
+    hardware_now = _hardware_state(ctx.runs_dir)
+    gpus, busy = _gpus(hardware_now), set(hardware_now["busy"])
+    gr.Markdown("### Model and hardware", elem_classes=["wb-section"])
+    with gr.Row():
+        form["model"] = gr.Dropdown(
+            choices=[BUNDLED_MODEL, TINY_MODEL], value=defaults["model"], allow_custom_value=True,
+            label="model", info=FIELD_HELP["model"], scale=3)
+        form["cpu_processes"] = gr.Radio(
+            choices=list(CPU_PROCESS_CHOICES), value=1, label="CPU processes", visible=not gpus,
+            info="2 runs DDP over the CPU cores through accelerate", scale=2)
+    hardware = gr.State(hardware_now)
+    hardware_box = gr.HTML(hardware_html(gpus, busy))
+    with gr.Row():
+        form["gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="training GPUs",
+                                           info=FIELD_HELP["gpu_ids"], visible=bool(gpus))
+        form["vllm_gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="vLLM server GPUs",
+                                                info=FIELD_HELP["vllm_gpu_ids"], visible=bool(gpus))
+    form["generation"] = _setting("generation", defaults["generation"])
+    return hardware, hardware_box
+
+
+def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.HTML]:
+    gr.Markdown("### Task and rewards", elem_classes=["wb-section"])
+    with gr.Row():
+        form["task"] = gr.Dropdown(choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
+                                   value=defaults["task"], label="task", info=FIELD_HELP["task"])
+        form["dataset_path"] = gr.Textbox(
+            value="", label="dataset_path", info=FIELD_HELP["dataset_path"],
+            placeholder="optional: a file from your uploads (Your files, below)" if ctx.shared
+            else "optional: data/my_prompts.jsonl")
+    task_text = gr.Markdown(apply_task(defaults["task"])[0], elem_classes=["wb-note"])
+    with gr.Accordion("The data: first rows, and the columns the rewards read", open=True):
+        first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
+        data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
+    task = TASKS[defaults["task"]]
+    weights = dict(zip(task.reward_names, task.reward_weights))
+    names = list(REWARDS)
+    with gr.Group(elem_classes=["wb-rewards"]):
+        for start in range(0, len(names), 2):
             with gr.Row():
-                preview_button = gr.Button("Preview command", size="sm")
-                smoke_button = gr.Button("Smoke test (1 step)", size="sm", variant="primary")
-            command = gr.Textbox(label="command the launch runs", lines=3, buttons=["copy"], interactive=False,
-                                 placeholder="Preview command shows the exact argument list here.",
-                                 elem_classes=["wb-command"])
-            smoke_result = gr.HTML()
-            smoke_run = gr.State(None)
-            smoke_timer = gr.Timer(1.0, active=False)
-            with gr.Accordion("Export for a cluster", open=False):
-                cluster = _cluster_inputs()
-                export_button = gr.Button("Export bundle", size="sm")
-                exported = gr.Textbox(label="bundle and the commands that start it", lines=6, buttons=["copy"],
-                                      interactive=False, elem_classes=["wb-command"],
-                                      placeholder="The training processes above run on each machine; the "
-                                                  "bundle goes to runs/bundles/<run id>.")
+                for name in names[start:start + 2]:
+                    form[f"use_{name}"] = gr.Checkbox(value=name in weights, label=name, scale=3,
+                                                      container=False, min_width=150)
+                    form[f"weight_{name}"] = gr.Number(value=weights.get(name, 1.0), show_label=False,
+                                                       label=f"weight of {name}", scale=1, min_width=70,
+                                                       container=False)
+    with gr.Accordion("What each reward function computes", open=False):
+        gr.Markdown("\n".join(f"- `{n}`: {d}" for n, d in describe_rewards().items()), elem_classes=["wb-note"])
+    form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
+                                     placeholder="optional: a .py file from your uploads (Your files, below)"
+                                     if ctx.shared else "optional: my_rewards.py")
+    files_panel.build(ctx, form["dataset_path"], form["reward_file"])
+    return task_text, data_preview
 
-    inputs = [form[key] for key in FORM_KEYS] + [hardware]
-    outputs = [badge, *buttons, suggestions, warnings, numbers, problems, memory, plan_valid]
 
-    def live_plan(request: gr.Request, *values) -> list:
-        return update_plan(*values, scope=ctx.scope_for(request))
+def _try_rewards() -> tuple:
+    """Try the rewards: prompt, columns, completions, the two buttons and the scores."""
+    with gr.Accordion("Try the rewards on your own completions", open=False):
+        with gr.Row():
+            try_prompt = gr.Textbox(label="prompt", value="What is the capital of France?", scale=2)
+            try_columns = gr.Textbox(label="columns the rewards read", lines=2, scale=1, placeholder="answer = 42")
+        try_completions = gr.Textbox(label="completions, one per line (or separated by a --- line)",
+                                     lines=3, value=EXAMPLE_COMPLETIONS)
+        with gr.Row():
+            score_button = gr.Button("Score them", variant="primary", size="sm")
+            example_button = gr.Button("Take a prompt from the task", size="sm")
+        scores_box = gr.HTML()
+    return try_prompt, try_columns, try_completions, score_button, example_button, scores_box
 
-    gr.on(None, fn=live_plan, inputs=inputs, outputs=outputs, show_progress="hidden", trigger_mode="always_last")
 
-    settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
-    for index, button in enumerate(buttons):
-        button.click(lambda slots, *values, i=index: _apply(i, slots, values),
-                     inputs=[suggestions, *settable], outputs=settable, show_progress="hidden")
+def _plan_column() -> tuple:
+    """The batch plan, memory, what stops a launch, the command preview, the smoke test and the cluster export."""
+    gr.Markdown("### Batch plan", elem_classes=["wb-section"])
+    plan = build_verdict()
+    with gr.Accordion("The numbers", open=False):
+        numbers = gr.HTML()
+    gr.Markdown("### Memory", elem_classes=["wb-section"])
+    memory = gr.HTML()
+    gr.Markdown("### Before launch", elem_classes=["wb-section"])
+    problems = gr.HTML()
+    plan_valid = gr.Checkbox(value=False, visible=False, label="plan_valid")
+    with gr.Row():
+        preview_button = gr.Button("Preview command", size="sm")
+        smoke_button = gr.Button("Smoke test (1 step)", size="sm", variant="primary")
+    command = gr.Textbox(label="command the launch runs", lines=3, buttons=["copy"], interactive=False,
+                         placeholder="Preview command shows the exact argument list here.",
+                         elem_classes=["wb-command"])
+    smoke_result = gr.HTML()
+    smoke_run = gr.State(None)
+    smoke_timer = gr.Timer(1.0, active=False)
+    with gr.Accordion("Export for a cluster", open=False):
+        cluster = _cluster_inputs()
+        export_button = gr.Button("Export bundle", size="sm")
+        exported = gr.Textbox(label="bundle and the commands that start it", lines=6, buttons=["copy"],
+                              interactive=False, elem_classes=["wb-command"],
+                              placeholder="The training processes above run on each machine; the "
+                                          "bundle goes to runs/bundles/<run id>.")
+    return (plan, numbers, memory, problems, plan_valid, preview_button, smoke_button, command, smoke_result,
+            smoke_run, smoke_timer, cluster, export_button, exported)
 
-    form["task"].change(apply_task, inputs=form["task"],
-                        outputs=[task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
-                        show_progress="hidden")
-    # The preview follows what decides the rows and the columns the rewards read.
-    preview_triggers = [form[name].change for name in ("task", "dataset_path", "reward_file", "seed")]
-    preview_triggers += [form[f"use_{name}"].change for name in REWARDS]
 
-    def live_preview(request: gr.Request, *values) -> str:
-        return preview_data(*values, scope=ctx.scope_for(request))
+class SetupTab:
+    """The Setup tab's event handlers, over the context and the components they fill."""
 
-    gr.on(preview_triggers, fn=live_preview, inputs=inputs, outputs=data_preview, show_progress="hidden",
-          trigger_mode="always_last")
+    def __init__(self, ctx, ui: SetupComponents):
+        self.ctx = ctx
+        self.ui = ui
 
-    def on_score(request: gr.Request, prompt, completions_text, columns_text, *values) -> str:
-        return try_rewards(prompt, completions_text, columns_text, *values, scope=ctx.scope_for(request))
+    def live_plan(self, request: gr.Request, *values) -> list:
+        return update_plan(*values, scope=self.ctx.scope_for(request))
 
-    score_button.click(on_score, inputs=[try_prompt, try_completions, try_columns, *inputs], outputs=scores_box)
-    example_button.click(example_from_task, inputs=form["task"], outputs=[try_prompt, try_columns])
+    def live_preview(self, request: gr.Request, *values) -> str:
+        return preview_data(*values, scope=self.ctx.scope_for(request))
 
-    def refresh_hardware():
-        state = _hardware_state(ctx.runs_dir)
+    def on_score(self, request: gr.Request, prompt, completions_text, columns_text, *values) -> str:
+        return try_rewards(prompt, completions_text, columns_text, *values, scope=self.ctx.scope_for(request))
+
+    def refresh_hardware(self):
+        state = _hardware_state(self.ctx.runs_dir)
         gpus, busy = _gpus(state), set(state["busy"])
         choices = gpu_choices(gpus, busy)
         return state, hardware_html(gpus, busy), gr.update(choices=choices), gr.update(choices=choices)
 
-    ctx.blocks.load(refresh_hardware, outputs=[hardware, hardware_box, form["gpu_ids"], form["vllm_gpu_ids"]],
-                    show_progress="hidden")
-
-    def preview(request: gr.Request, *values):
+    def preview(self, request: gr.Request, *values):
         try:
-            cfg = config_from_values(*values, scope=ctx.scope_for(request))
+            cfg = config_from_values(*values, scope=self.ctx.scope_for(request))
         except ConfigError as exc:
             return f"Cannot build the command: {exc}"
-        run_dir = preview_run_dir(cfg, ctx.runs_dir)
+        run_dir = self.ctx.runs_dir / runfolder.new_run_id(preview_label(cfg))  # not created
         return command_text(launcher.build_command(cfg, run_dir), launcher.launch_env(cfg),
                             server_command_text(cfg))
 
-    preview_button.click(preview, inputs=inputs, outputs=command, show_progress="hidden")
-
-    def start_smoke(request: gr.Request, *values):
-        viewer = ctx.viewer(request)
+    def start_smoke(self, request: gr.Request, *values):
+        ctx, viewer = self.ctx, self.ctx.viewer(request)
         try:
             config = config_from_values(*values, scope=ctx.scope_of(viewer))
             ctx.actions.take(viewer.name, "smoke test")  # a refusal shows as the page's message
@@ -427,10 +528,11 @@ def build(ctx) -> None:
             return None, problems_html(exc.problems), gr.Timer(active=False)
         return run_id, smoke_result_html({"state": "starting", "run_id": run_id}), gr.Timer(active=True)
 
-    def poll_smoke(request: gr.Request, run_id):
+    def poll_smoke(self, request: gr.Request, run_id):
         if not run_id:
             return gr.skip(), gr.Timer(active=False)
-        read_status = owners_view.status_reader(launcher.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
+        ctx = self.ctx
+        read_status = run_access.status_reader(launcher.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
         try:
             status = read_status(runfolder.run_dir_in(ctx.runs_dir, run_id))
         except runfolder.RunIdError:  # deleted meanwhile (the Runs tab)
@@ -438,23 +540,52 @@ def build(ctx) -> None:
         final = status.get("state") in runfolder.FINAL_STATES
         return smoke_result_html(status), gr.Timer(active=not final)
 
-    def export(request: gr.Request, *values):
+    def export(self, request: gr.Request, *values):
+        cluster = self.ui.cluster
         try:
-            cfg = config_from_values(*values[len(cluster):], scope=ctx.scope_for(request))
+            cfg = config_from_values(*values[len(cluster):], scope=self.ctx.scope_for(request))
             cfg = export_view.cluster_config(cfg, *values[:len(cluster)])
-            folder, run_id = export_view.bundle_folder(ctx.runs_dir, cfg)
-            written = bundle.write_bundle(cfg, folder, run_id, import_reward_file=not ctx.shared)
+            run_id = runfolder.new_run_id(cfg.run_name or cfg.task)
+            folder = export_view.bundle_folder(self.ctx.runs_dir, run_id)
+            written = bundle.write_bundle(cfg, folder, run_id, import_reward_file=not self.ctx.shared)
         except WorkbenchError as exc:
             return f"Cannot export: {exc}"
-        return export_view.export_text(written.folder, written.run_id, written.commands, ctx.runs_dir)
+        return export_view.export_text(written.folder, written.run_id, written.commands, self.ctx.runs_dir)
 
-    export_button.click(export, inputs=[*cluster, *inputs], outputs=exported, show_progress="hidden")
-    smoke_button.click(start_smoke, inputs=inputs, outputs=[smoke_run, smoke_result, smoke_timer])
-    smoke_timer.tick(poll_smoke, inputs=smoke_run, outputs=[smoke_result, smoke_timer], show_progress="hidden")
 
+def build(ctx) -> None:
+    """Lay the tab out, wire its events to a `SetupTab`, and register what the Train tab needs."""
+    ui = layout(ctx)
+    tab = SetupTab(ctx, ui)
+    form, inputs = ui.form, ui.inputs
+    gr.on(None, fn=tab.live_plan, inputs=inputs, outputs=ui.plan_outputs, show_progress="hidden",
+          trigger_mode="always_last")
+    settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
+    _badge, buttons, suggestions, _warnings = ui.plan
+    for index, button in enumerate(buttons):
+        button.click(suggestion_applier(PLAN_FIELDS_SETTABLE, index), inputs=[suggestions, *settable],
+                     outputs=settable, show_progress="hidden")
+    form["task"].change(apply_task, inputs=form["task"],
+                        outputs=[ui.task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
+                        show_progress="hidden")
+    # The preview follows what decides the rows and the columns the rewards read.
+    preview_triggers = [form[name].change for name in ("task", "dataset_path", "reward_file", "seed")]
+    preview_triggers += [form[f"use_{name}"].change for name in REWARDS]
+    gr.on(preview_triggers, fn=tab.live_preview, inputs=inputs, outputs=ui.data_preview, show_progress="hidden",
+          trigger_mode="always_last")
+    ui.score_button.click(tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *inputs],
+                          outputs=ui.scores_box)
+    ui.example_button.click(example_from_task, inputs=form["task"], outputs=[ui.try_prompt, ui.try_columns])
+    ctx.blocks.load(tab.refresh_hardware, outputs=[ui.hardware, ui.hardware_box, form["gpu_ids"],
+                                                   form["vllm_gpu_ids"]], show_progress="hidden")
+    ui.preview_button.click(tab.preview, inputs=inputs, outputs=ui.command, show_progress="hidden")
+    ui.export_button.click(tab.export, inputs=[*ui.cluster, *inputs], outputs=ui.exported, show_progress="hidden")
+    ui.smoke_button.click(tab.start_smoke, inputs=inputs, outputs=[ui.smoke_run, ui.smoke_result, ui.smoke_timer])
+    ui.smoke_timer.tick(tab.poll_smoke, inputs=ui.smoke_run, outputs=[ui.smoke_result, ui.smoke_timer],
+                        show_progress="hidden")
     ctx.config_inputs = inputs
     ctx.config_from_values = config_from_values
-    ctx.register(plan_valid=plan_valid, setup_form=form, setup_hardware=hardware)
+    ctx.register(plan_valid=ui.plan_valid, setup_form=form, setup_hardware=ui.hardware)
 
 
 def _cluster_inputs() -> list:
@@ -467,10 +598,3 @@ def _cluster_inputs() -> list:
             gr.Dropdown(choices=list(export_view.BACKEND_CHOICES), value="ddp", label="distributed_backend",
                         info=FIELD_HELP["distributed_backend"]),
             gr.Checkbox(value=False, label="vllm_node", info=FIELD_HELP["vllm_node"])]
-
-
-def _apply(index: int, slots: list, values) -> list:
-    """The settable plan fields after suggestion `index` (unchanged if that button has none)."""
-    current = dict(zip(PLAN_FIELDS_SETTABLE, values))
-    changes = slots[index] if index < len(slots) and slots[index] else {}
-    return list(apply_changes(current, changes).values())

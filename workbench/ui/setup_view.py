@@ -15,17 +15,14 @@ from functools import lru_cache
 from html import escape
 from pathlib import Path
 
-from workbench.access.paths import PathError, UserScope
 from workbench.calc import InputError
 from workbench.errors import WorkbenchError
-from workbench.jobs import runfolder
 from workbench.spec.chat import prompt_text, transcript_text
-from workbench.spec.columns import DataPreview, preview
-from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, path_problem, plan_for
+from workbench.spec.columns import DataPreview
+from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, plan_for
 from workbench.spec.hardware import GpuInfo
 from workbench.spec.rewards import REWARDS
 from workbench.ui.calculator_view import PlanView
-from workbench.ui.paths_view import confine_path
 
 # RunConfig fields the Setup tab shows as settings, grouped as on the page.
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
@@ -127,7 +124,7 @@ def _gpu_id_list(values, field: str) -> list[int]:
     return sorted(int(v) for v in values)
 
 
-def _text(value) -> str:
+def form_text(value) -> str:
     """A text field's value, stripped; a non-text value (only a hand-made request sends one) as its text."""
     return value.strip() if isinstance(value, str) else ("" if value is None else str(value))
 
@@ -141,10 +138,10 @@ def config_from_form(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...
     # A blank optional field is unset; a blank text field is its default.
     values = {name: value for name, value in values.items() if not (value is None and name not in OPTIONAL_FIELDS)}
     values.update(
-        model=_text(form.get("model")) or RunConfig().model,
+        model=form_text(form.get("model")) or RunConfig().model,
         task=form.get("task") or RunConfig().task,
-        dataset_path=_text(form.get("dataset_path")),
-        reward_file=_text(form.get("reward_file")),
+        dataset_path=form_text(form.get("dataset_path")),
+        reward_file=form_text(form.get("reward_file")),
         reward_names=names,
         reward_weights=weights,
         **hardware_choice(form, gpus_present, all_gpu_ids),
@@ -221,10 +218,9 @@ def command_text(command: list[str], env: dict, server: str = "") -> str:
     return f"# training\n{line}\n\n{server}" if server else line
 
 
-def preview_run_dir(cfg: RunConfig, runs_dir: Path) -> Path:
-    """Where a run started now would write (the folder is not created)."""
-    label = cfg.run_name or f"{cfg.task}-{Path(cfg.model).name}"
-    return Path(runs_dir) / runfolder.new_run_id(label)
+def preview_label(cfg: RunConfig) -> str:
+    """The label of the run id a run started now would get (`runfolder.new_run_id(label)`)."""
+    return cfg.run_name or f"{cfg.task}-{Path(cfg.model).name}"
 
 
 def parse_completions(text: str) -> list[str]:
@@ -307,31 +303,18 @@ def task_dataset_size(task_name: str) -> int | None:
     return len(task.build_rows(None, 0))
 
 
-def local_model_folder(model: str) -> Path | None:
-    """The model's folder when it is already on disk (the bundled and tiny models once converted)."""
-    from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL, cache_dir
-
-    name = (model or BUNDLED_MODEL).strip()
-    folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(
-        name, Path(name).expanduser())
-    try:
-        return folder if (folder / "config.json").is_file() else None
-    except OSError:  # a name no file system can look up (the plan panel already says why)
-        return None
+MEMORY_NOT_ON_DISK = ('<p class="wb-note">Memory estimate: the model\'s config.json is not on disk yet (the '
+                      "bundled model is converted on its first run or smoke test; hub models once downloaded).</p>")
 
 
-def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_length: int = 64) -> str:
-    """The rough memory estimate for one training process, with a warning past the device's free memory."""
-    from workbench.spec.memory import estimate_for_config
+def memory_unavailable_html(problem: WorkbenchError) -> str:
+    """Why there is no memory estimate (the model's config could not be read or used)."""
+    return f'<p class="wb-note">Memory estimate unavailable: {escape(str(problem))}</p>'
 
-    folder = local_model_folder(cfg.model)
-    if folder is None:
-        return ('<p class="wb-note">Memory estimate: the model\'s config.json is not on disk yet (the bundled model '
-                "is converted on its first run or smoke test; hub models once downloaded).</p>")
-    try:
-        estimate = estimate_for_config(cfg, folder, max_prompt_length=max_prompt_length, device=device)
-    except WorkbenchError as exc:
-        return f'<p class="wb-note">Memory estimate unavailable: {escape(str(exc))}</p>'
+
+def memory_html(estimate, free_bytes: int | None, max_prompt_length: int = 64) -> str:
+    """The rough memory estimate (`spec.memory.estimate_for_config`) for one training process, with a warning
+    past the device's free memory."""
     rows = "".join(
         f"<tr><td>{escape(t.name)}</td><td>{escape(t.phase)}</td><td class='wb-num'>{t.bytes / 2**20:,.0f} MB</td></tr>"
         for t in estimate.terms if t.bytes >= 2**20
@@ -349,33 +332,6 @@ def memory_html(cfg: RunConfig, free_bytes: int | None, device: str, max_prompt_
 # ---------------------------------------------------------------- the chosen data and the columns rewards read
 
 CELL_CHARS = 90  # a preview cell longer than this is cut, with "…"
-
-
-def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview:
-    """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked).
-
-    `scope`: what the user may name on a shared dashboard: only paths access/paths.py allows are read, and
-    the reward file's columns come from its source, never from running it.
-    """
-    from workbench.spec.tasks import TASKS
-
-    task = form.get("task") or RunConfig().task
-    if not isinstance(task, str):  # only a hand-made request sends one
-        return DataPreview("the chosen task", error="task: is not text; pick a built-in task, or give dataset_path")
-    paths = {name: _text(form.get(name)) for name in ("dataset_path", "reward_file")}
-    for name, value in paths.items():
-        problem = path_problem(name, value)
-        if problem is not None:  # too long to look up: the plan panel names it too
-            return DataPreview(f"that {name}", error=str(problem))
-        if scope is not None:
-            try:
-                paths[name] = confine_path(name, value, scope)
-            except PathError as exc:  # nothing the rule refuses is read
-                return DataPreview(f"that {name}", error=str(exc))
-    names = reward_choice(form)[0] or (list(TASKS[task].reward_names) if task in TASKS else [])
-    seed = form.get("seed")
-    seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
-    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=scope is None)
 
 
 def _cell(value) -> str:

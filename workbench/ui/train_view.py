@@ -1,101 +1,65 @@
-"""What one browser session knows about the run it watches, and the pure steps of a poll.
+"""What one browser session knows about the run it watches, and the Train tab's pure view of it.
 
 The Train tab keeps a `RunWatch` in a `gr.State` (one per browser session,
-never a process global): which run it shows, the byte offsets it has read up
-to in `metrics.jsonl` and `completions.jsonl`, the metric records read so far
-(and their table, `figures.metrics_frame`, extended row by row) and the
-completions of the newest step. Every refresh calls `poll_run`, which reads
-only the bytes written since the last one and says what changed, so the tab
-can skip redrawing what did not. The first read of a file takes what this
-process has already read of it (`jobs.jsonl_cache`): the metric records, and
-for completions an index of where each step's lines lie, so a page opening
-a run of 640,000 completions parses only those of its newest step.
+never a process global): what `insight.follow` has read of the run it shows
+(a `RunWatch` is a `follow.Seen`: offsets, metric records and their table,
+the newest step's completions, status, config), plus what the page shows of
+it (which run, the pace of its polling, whether More metrics is open, the
+signature its drawing reflects). The tab calls `follow.look` on every
+refresh, which reads only the bytes written since the last one and says what
+changed, so the tab can skip redrawing what did not.
 
 Which run a freshly loaded page shows is `choose_run`: the one this browser
 watched before (kept in `gr.BrowserState`) unless a newer run is live, else
 the newest live run, else the newest run.
 
 The page does not ask the server to poll: its script (`WATCH_JS`) fetches
-`change_signature` of the run it shows, a short hash of what a redraw depends
-on, and asks for a redraw only when it differs from the one the progress bar
-was drawn from. Between steps that costs a few file stats, not an event.
+`follow.change_signature` of the run it shows, a short hash of what a redraw
+depends on, and asks for a redraw only when it differs from the one the
+progress bar was drawn from. Between steps that costs a few file stats, not an event.
 
 Also here: the progress numbers (step, total, elapsed, remaining) and their
 HTML, whose clock the page's script keeps moving (for a run waiting in the GPU
 queue: its position and what it waits for), and the failure panel (hint,
-error, tail of train.log). No gradio import.
+error, tail of train.log). No gradio, and no file read: the tab reads.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
-import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass
 from statistics import mean
 from typing import Any, Callable
 
-from workbench.insight.figures import metrics_frame
+from workbench.insight.follow import Seen
 from workbench.insight.health import Alarm
-from workbench.insight.resumed import latest_round, merge_metrics
-from workbench.jobs import jsonl_cache, runfolder
+from workbench.jobs.runfolder import FINAL_STATES, QUEUED, UNREADABLE
 from workbench.spec.numbers import format_duration
-from workbench.spec.run_records import Skipped
 
 # How many of the latest step_time values the remaining-time estimate averages.
 RECENT_STEPS = 5
 
 
 @dataclass
-class RunWatch:
-    """The run one browser session shows and what it has read of it."""
+class RunWatch(Seen):
+    """The run one browser session shows, what it has read of it (a `follow.Seen`) and what the page shows."""
 
     run_id: str | None = None
-    metrics_offset: int = 0
-    completions_offset: int = 0
-    # Which file the offsets are in (runfolder.file_identity): a resume replaces the files.
-    metrics_file: tuple | None = None
-    completions_file: tuple | None = None
-    metrics: list[dict] = field(default_factory=list)
-    # figures.metrics_frame(metrics), kept beside them so a new step adds one row instead of building it anew.
-    frame: Any = field(default=None, compare=False, repr=False)
-    # Steps that have completions, ascending, and the records of the newest one.
-    completion_steps: list[int] = field(default_factory=list)
-    newest_completions: list[dict] = field(default_factory=list)
-    status: dict = field(default_factory=dict)
-    config: dict = field(default_factory=dict)
     # The newest run id this session has seen, to notice runs started elsewhere.
     newest_known: str | None = None
     # The pace the page's timer polls at now (seconds; 0 before the first draw).
     poll_seconds: float = 0.0
     # Whether the "More metrics" section is open: its figures are drawn only then.
     more_metrics_open: bool = False
-    # change_signature of the run folder, taken before the reads the page now shows.
+    # follow.change_signature of the run folder, taken before the reads the page now shows.
     signature: str = ""
     # What the page's panels and buttons show (failure and server panels, Stop, Resume, the picker's runs):
     # a refresh sends them again only when that changed. Each update costs Gradio a component built anew.
     controls_shown: tuple | None = None
     picker_shown: tuple | None = None
-    # Lines of metrics.jsonl and completions.jsonl this watch read and could not take ({file name: Skipped}).
-    skipped: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Changes:
-    """What a poll found new, so the tab redraws only that."""
-
-    metrics: bool = False
-    completions: bool = False
-    status: bool = False
-    skipped: bool = False  # more lines found unreadable: the alarms' note changes
-
-    @property
-    def anything(self) -> bool:
-        return self.metrics or self.completions or self.status or self.skipped
 
 
 class Drawn:
@@ -127,19 +91,19 @@ class Drawn:
             return entry[1]
 
 
-def metrics_read(watch: "RunWatch") -> tuple:
+def metrics_read(watch: RunWatch) -> tuple:
     """What the watch's metrics were read from (run, file, offset): the same for every page at that point."""
     return watch.run_id, watch.metrics_file, watch.metrics_offset
 
 
-def completions_read(watch: "RunWatch") -> tuple:
+def completions_read(watch: RunWatch) -> tuple:
     """What the watch's completions were read from (run, file, offset)."""
     return watch.run_id, watch.completions_file, watch.completions_offset
 
 
 def is_live(status: dict) -> bool:
     """A run that has started and not reached a final state."""
-    return bool(status) and status.get("state") not in runfolder.FINAL_STATES
+    return bool(status) and status.get("state") not in FINAL_STATES
 
 
 def choose_run(runs: list[tuple[str, dict]], remembered: str | None) -> str | None:
@@ -162,13 +126,10 @@ def choose_run(runs: list[tuple[str, dict]], remembered: str | None) -> str | No
     return ids[0] if ids else None
 
 
-def start_watching(runs_dir: str | Path, run_id: str | None, newest_known: str | None = None) -> RunWatch:
-    """A fresh watch of `run_id` (nothing read yet but its config)."""
-    config = {}
-    if run_id:
-        config = runfolder.read_config(Path(runs_dir) / run_id)
+def new_watch(run_id: str | None, newest_known: str | None = None) -> RunWatch:
+    """A fresh watch of `run_id`, nothing read yet (`follow.start` reads its config)."""
     newest = max(filter(None, (run_id, newest_known)), default=None)
-    return RunWatch(run_id=run_id, config=config, newest_known=newest)
+    return RunWatch(run_id=run_id, newest_known=newest)
 
 
 def new_run_to_follow(run_ids: list[str], watch: RunWatch) -> tuple[str | None, str | None]:
@@ -185,188 +146,6 @@ def new_run_to_follow(run_ids: list[str], watch: RunWatch) -> tuple[str | None, 
     if watch.run_id and is_live(watch.status):
         return None, newest
     return newest, newest
-
-
-def merge_completions(steps: list[int], newest: list[dict], new: list[dict],
-                      num_generations: int | None = None) -> tuple[list[int], list[dict]]:
-    """Fold new completion records into (steps with completions, records of the newest step)."""
-    steps = list(steps)
-    newest = list(newest)
-    for record in new:
-        step = record.get("step")
-        if step is None:
-            continue
-        if steps and step == steps[-1]:
-            newest.append(record)
-            continue
-        steps = _fold_step(steps, step)
-        newest = [record]
-    # the newest step written twice in a row (a resume right after it was generated): its last round counts
-    return steps, (latest_round(newest, steps[-1], num_generations) if steps else newest)
-
-
-def _fold_step(steps: list, step) -> list:
-    """`steps` after lines of a step other than the last: a resumed run generates earlier steps again."""
-    if steps and step < steps[-1]:
-        steps = [s for s in steps if s < step]  # forget the later ones
-    steps.append(step)
-    return steps
-
-
-def read_completions(path: Path, num_generations: int | None = None
-                     ) -> tuple[list, list[dict], int, tuple | None, Skipped]:
-    """(steps with completions, records of the newest step, offset read up to, file identity, lines skipped)
-    of a whole file.
-
-    The same as `merge_completions` over every record of the file, read from
-    the process's step index (`jsonl_cache.step_index`): only the newest
-    step's lines are parsed (so only those can be found unreadable).
-    """
-    index = jsonl_cache.step_index(path)
-    steps: list = []
-    for step, _, _ in index.stretches:
-        if not steps or step != steps[-1]:
-            steps = _fold_step(steps, step)
-    newest: list[dict] = []
-    skipped = Skipped()
-    if index.stretches:
-        step, start, end = index.stretches[-1]
-        newest, skipped = jsonl_cache.read_span(path, start, end)
-        newest = latest_round(newest, step, num_generations)
-    return steps, newest, index.offset, index.identity, skipped
-
-
-def poll_run(watch: RunWatch, runs_dir: str | Path,
-             read_status: Callable[[Path], dict] = runfolder.read_status) -> tuple[RunWatch, Changes]:
-    """Read what the run wrote since the last poll; return the new watch and what changed.
-
-    `read_status(run_dir)` is injectable so the tab can use the launcher's
-    status, which also notices a process that died without saying so.
-    """
-    if not watch.run_id:
-        return watch, Changes()
-    run_dir = Path(runs_dir) / watch.run_id
-    original = watch
-    watch, metrics_replaced, completions_replaced = _forget_replaced_files(watch, run_dir)
-    metrics_path, completions_path = run_dir / runfolder.METRICS_FILE, run_dir / runfolder.COMPLETIONS_FILE
-    metrics_file, completions_file = watch.metrics_file, watch.completions_file
-    if watch.metrics_offset == 0:  # nothing read of this file yet: what this process has read of it
-        read = jsonl_cache.records(metrics_path)
-        new_metrics, metrics_offset, metrics_file = read.records, read.offset, read.identity or metrics_file
-        metrics_skipped = read.skipped
-    else:
-        new_metrics, metrics_offset, metrics_skipped = runfolder.read_records_from(metrics_path, watch.metrics_offset)
-    new_completions: list[dict] = []
-    if watch.completions_offset == 0:  # the newest step only, from the process's index of the file
-        steps, newest, completions_offset, identity, completions_skipped = read_completions(
-            completions_path, watch.config.get("num_generations"))
-        completions_file = identity or completions_file
-        read_any = bool(steps)
-    else:
-        new_completions, completions_offset, completions_skipped = runfolder.read_records_from(
-            completions_path, watch.completions_offset)
-        read_any = bool(new_completions)
-    skipped = {**watch.skipped}
-    for name, more in ((runfolder.METRICS_FILE, metrics_skipped), (runfolder.COMPLETIONS_FILE, completions_skipped)):
-        if more.count:
-            skipped[name] = skipped.get(name, Skipped()) + more
-    status = read_status(run_dir) or {}
-    changes = Changes(metrics=bool(new_metrics) or metrics_replaced,
-                      completions=read_any or completions_replaced, skipped=skipped != watch.skipped,
-                      status=status_signature(status) != status_signature(watch.status))
-    if not changes.anything:
-        return original, changes
-    if watch.completions_offset != 0:
-        steps, newest = merge_completions(watch.completion_steps, watch.newest_completions, new_completions,
-                                          watch.config.get("num_generations"))
-    metrics, frame = watch.metrics, watch.frame
-    if new_metrics or frame is None:
-        metrics = merge_metrics(watch.metrics, new_metrics) if new_metrics else watch.metrics
-        frame = metrics_frame(metrics, previous=(watch.metrics, watch.frame))
-    updated = replace(
-        watch,
-        metrics_offset=metrics_offset,
-        completions_offset=completions_offset,
-        metrics_file=metrics_file,
-        completions_file=completions_file,
-        metrics=metrics,
-        frame=frame,
-        completion_steps=steps,
-        newest_completions=newest,
-        status=status,
-        skipped=skipped,
-    )
-    return updated, changes
-
-
-def _forget_replaced_files(watch: RunWatch, run_dir: Path) -> tuple[RunWatch, bool, bool]:
-    """The watch with what it read of a file forgotten when that file was replaced, and which were.
-
-    A resumed run cuts its files back to the checkpoint's step by writing them
-    anew: the bytes this watch has read past may be gone, so it reads again from 0.
-    """
-    metrics_id = runfolder.file_identity(run_dir / runfolder.METRICS_FILE)
-    completions_id = runfolder.file_identity(run_dir / runfolder.COMPLETIONS_FILE)
-    metrics_replaced = watch.metrics_offset > 0 and metrics_id != watch.metrics_file
-    completions_replaced = watch.completions_offset > 0 and completions_id != watch.completions_file
-    if metrics_replaced:
-        watch = replace(watch, metrics_offset=0, metrics=[],
-                        skipped={k: v for k, v in watch.skipped.items() if k != runfolder.METRICS_FILE})
-    if completions_replaced:
-        watch = replace(watch, completions_offset=0, completion_steps=[], newest_completions=[],
-                        skipped={k: v for k, v in watch.skipped.items() if k != runfolder.COMPLETIONS_FILE})
-    if (metrics_id, completions_id) != (watch.metrics_file, watch.completions_file):
-        watch = replace(watch, metrics_file=metrics_id, completions_file=completions_id)
-    return watch, metrics_replaced, completions_replaced
-
-
-def status_signature(status: dict) -> tuple:
-    """The parts of a status that change what the page shows (not the heartbeat)."""
-    error = status.get("error")
-    return (status.get("state"), status.get("step"), status.get("total_steps"),
-            status.get("pid"), repr(error) if error else None, repr(status.get("vllm")),
-            status.get("queue_position"), status.get("waits_for"))
-
-
-def change_signature(runs_dir: str | Path, run_id: str | None,
-                     read_status: Callable[[Path], dict] = runfolder.read_status,
-                     run_dirs: list[Path] | None = None) -> str:
-    """A short hash of what the Train tab's view of `run_id` depends on; it changes when a redraw is due.
-
-    It covers the newest run in the folder (a run started elsewhere), the size
-    and identity of the run's metrics and completions files (new lines, a
-    resume's rewrite) and the parts of its status the page shows. A few
-    `stat` calls and one small JSON read: cheap enough to ask every second.
-    A run id that is not a run folder of `runs_dir` (deleted, or not a plain
-    name) reads as gone, never as a path. `run_dirs`: the run folders the
-    page may see (owners_view.visible_run_dirs; default all of them), so
-    another user's run moves no one else's signature.
-    """
-    run_dirs = runfolder.list_run_dirs(runs_dir) if run_dirs is None else run_dirs
-    parts = [run_dirs[0].name if run_dirs else ""]
-    run_dir = next((path for path in run_dirs if path.name == run_id), None) if run_id else None
-    if run_dir is None:
-        parts.append("gone" if run_id else "none")
-    else:
-        for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
-            try:
-                info = os.stat(run_dir / name)
-                parts.append(f"{info.st_ino}:{info.st_size}")
-            except OSError:
-                parts.append("-")
-        parts.append(repr(status_signature(read_status(run_dir) or {})))
-    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
-
-
-def completions_of_step(runs_dir: str | Path, run_id: str, step: int) -> list[dict]:
-    """All completion records of one step (for an earlier step picked on the slider).
-
-    Only that step's lines are read, found in the process's index of the file.
-    """
-    path = Path(runs_dir) / run_id
-    records = jsonl_cache.records_of_step(path / runfolder.COMPLETIONS_FILE, step)
-    # A resumed run may have logged the step twice: the later round is the one that counts.
-    return latest_round(records, step, runfolder.read_config(path).get("num_generations"))
 
 
 def nearest_step(steps: list[int], wanted: int | float | None) -> int | None:
@@ -495,9 +274,9 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
     if not run_id or progress is None:
         return (f'<div class="wb-progress" {attributes}><span class="wb-empty">No run yet: set up a run in the '
                 'Setup tab and press Launch.</span></div>')
-    live = progress.state not in runfolder.FINAL_STATES
+    live = progress.state not in FINAL_STATES
     clock = ""
-    if live and progress.elapsed_s is not None and progress.state != runfolder.QUEUED:
+    if live and progress.elapsed_s is not None and progress.state != QUEUED:
         clock = f' data-elapsed="{progress.elapsed_s:.1f}"'
         if progress.remaining_s is not None:
             clock += f' data-remaining="{progress.remaining_s:.1f}"'
@@ -508,7 +287,7 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
         f' · about <span class="wb-progress-left">{format_duration(progress.remaining_s)}</span> left'
     nums = (f'step {progress.step} / {total}'
             f' · elapsed <span class="wb-progress-elapsed">{format_duration(progress.elapsed_s)}</span>{left}')
-    if progress.state == runfolder.QUEUED:  # nothing has run yet: where it stands in the queue instead
+    if progress.state == QUEUED:  # nothing has run yet: where it stands in the queue instead
         words += f", position {progress.queue_position}" if progress.queue_position else ""
         nums = html.escape(f"waits for {progress.waits_for}; starts by itself when that is free"
                            if progress.waits_for else "starts by itself when its devices are free")
@@ -612,7 +391,7 @@ def failure_html(status: dict, log_tail: str) -> str:
 
     Empty for a run that has not failed (or that cannot be read: the same panel says why).
     """
-    if status.get("state") not in ("failed", runfolder.UNREADABLE):
+    if status.get("state") not in ("failed", UNREADABLE):
         return ""
     error = status.get("error") or {}
     if not isinstance(error, dict):

@@ -4,9 +4,10 @@ On a dashboard with accounts, uploads land in the user's own folder
 (workbench/access/uploads.py), one of the places the path rule of
 workbench/access/paths.py lets `dataset_path` and `reward_file` name
 (ui/paths_view.py applies it). The reward file's code is shown as text
-(`reward_source_view`) and its functions are found by reading the source,
+(`reward_source_html`) and its functions are found by reading the source,
 never by running it: on a shared dashboard it runs only in the training
-process.
+process. No file is read or written here: ui/files_panel.py stores the
+uploads, lists them and reads the reward file.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from pathlib import Path
 
 from workbench.access import uploads
 from workbench.access.paths import UserScope
-from workbench.errors import WorkbenchError
-from workbench.spec.rewards import read_reward_names
-from workbench.ui.paths_view import confine_path
 
 # The most of a reward file the Setup tab shows (a reward file is at most 1 MB; its start says what it is).
 MAX_SHOWN_CHARS = 200_000
@@ -33,61 +31,24 @@ UPLOADS_NOTE = (
     "launch (it is shown below once chosen).</p>")
 
 
-def store_files(paths: list[str], folder: Path, upload_folder: str) -> tuple[list[Path], list[str]]:
-    """Copy uploaded files (gradio's temporary copies, named as sent) into `folder`: (stored, refusals).
-
-    Only a file inside `upload_folder` (where gradio's upload route puts what
-    the browser sends) is copied: every event is already checked so
-    (ui/browser_files.py); this keeps the rule where the copy is made.
-    """
-    stored, refused = [], []
-    for path in paths:
-        try:
-            if not uploads.is_inside(path, [upload_folder]):
-                raise uploads.not_uploaded(path)
-            stored.append(uploads.store_upload(path, Path(path).name, folder))
-        except WorkbenchError as exc:
-            refused.append(str(exc))
-        except OSError as exc:  # a full disk, a vanished temporary file
-            refused.append(f"upload: {Path(path).name[:60]!r} could not be stored ({exc.strerror or exc}); "
-                           "try again, or ask whoever runs the server")
-    return stored, refused
-
-
 def newest_of(stored: list[Path], suffixes: tuple[str, ...]) -> str | None:
     """The path of the last stored file with one of `suffixes` (what a field fills in with), or None."""
     return next((str(path) for path in reversed(stored) if path.suffix in suffixes), None)
 
 
-def uploads_html(folder: Path, refused: list[str] = ()) -> str:
-    """The user's uploaded files with their paths (to paste into dataset_path or reward_file), and any refusals."""
-    files = uploads.list_uploads(folder)
-    items = "".join(f"<li><code>{escape(str(path))}</code> ({path.stat().st_size / 1024:,.1f} KB)</li>"
-                    for path in files)
+def uploads_html(folder: Path, files: list[tuple[Path, int]], refused: list[str] = ()) -> str:
+    """The user's uploaded files (path, size in bytes) with their paths (to paste into dataset_path or
+    reward_file), and any refusals."""
+    items = "".join(f"<li><code>{escape(str(path))}</code> ({size / 1024:,.1f} KB)</li>" for path, size in files)
     listing = (f"<p class='wb-note'>Your uploads ({escape(str(folder))}):</p><ul>{items}</ul>" if files
                else "<p class='wb-note'>No uploads yet.</p>")
     warnings = "".join(f"<p class='wb-warn-line'>{escape(text)}</p>" for text in refused)
     return warnings + listing
 
 
-def reward_source_view(value: str, scope: UserScope | None) -> tuple[str, str]:
-    """(note HTML, code) for the reward file `value` names: its functions and its source, read, never run.
-
-    `scope`: what the user may name on a shared dashboard (only a file the
-    rule of access/paths.py allows is shown); None on an open dashboard.
-    ("", "") when no reward file is set.
-    """
-    if not value or not value.strip():
-        return "", ""
-    try:
-        path = Path(confine_path("reward_file", value.strip(), scope) if scope else value.strip())
-        names = read_reward_names(path)
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            source = handle.read(MAX_SHOWN_CHARS + 1)
-    except WorkbenchError as exc:
-        return f"<p class='wb-warn-line'>{escape(str(exc))}</p>", ""
-    except OSError as exc:
-        return f"<p class='wb-warn-line'>reward_file: cannot be read ({escape(exc.strerror or str(exc))})</p>", ""
+def reward_source_html(path: Path, names: list[str], source: str, scope: UserScope | None) -> tuple[str, str]:
+    """(note HTML, code) for the reward file at `path`: the functions it defines (`names`) and its source,
+    cut at MAX_SHOWN_CHARS. `scope`: set on a shared dashboard (the code runs in a sandbox there)."""
     cut = len(source) > MAX_SHOWN_CHARS
     where = ("in the training process only, with the rights of the account serving this dashboard, confined to "
              "the run's sandbox (your uploads and the run's folder, no network) unless a warning at the top of the "
@@ -98,3 +59,8 @@ def reward_source_view(value: str, scope: UserScope | None) -> tuple[str, str]:
             "before you launch."
             + (f" Showing its first {MAX_SHOWN_CHARS:,} characters." if cut else "") + "</p>")
     return note, source[:MAX_SHOWN_CHARS]
+
+
+def refusal_html(text: str) -> str:
+    """A refusal (field, rule, fix) as the warning line under reward_file."""
+    return f"<p class='wb-warn-line'>{escape(text)}</p>"

@@ -18,6 +18,7 @@ from workbench.ui import gradio_compat
 from workbench.ui.calculator_view import (
     SUGGESTION_SLOTS,
     PlanView,
+    apply_changes,
     badge_html,
     heatmap_figure,
     numbers_html,
@@ -92,3 +93,14 @@ def render_plan_panel(view: PlanView, with_heatmap: bool = True, allowed_fields=
     if with_heatmap:
         values.append(plot_payload(heatmap_figure(view)))
     return values
+
+
+def suggestion_applier(fields: tuple[str, ...], index: int):
+    """The handler of a verdict's suggestion button `index`: the values of `fields` (its inputs after the
+    suggestions) once that suggestion's changes are made; unchanged when the button has none."""
+    def apply_suggestion(slots: list, *values) -> list:
+        current = dict(zip(fields, values))
+        changes = slots[index] if index < len(slots) and slots[index] else {}
+        return list(apply_changes(current, changes).values())
+
+    return apply_suggestion

@@ -1,5 +1,8 @@
 """The runs a viewer may see, and run ids from the browser checked against them. No gradio here.
 
+Not a view: it reads each run's owner from its status.json (`run_owner`)
+and lists the runs folder, for every tab that shows or controls runs.
+
 Every tab lists runs through `visible_run_dirs` / `visible_entries`, and
 turns an id that came from the browser into a folder only through
 `run_dir_for`: first `runfolder.run_dir_in` (a run folder directly inside
@@ -28,6 +31,17 @@ def run_owner(run_dir: str | Path) -> str | None:
     """The user who launched the run (status.json's `owner`), or None when none was recorded."""
     owner = runfolder.read_status(run_dir).get("owner")
     return owner if isinstance(owner, str) and owner else None
+
+
+def controls_run(viewer: Viewer):
+    """A test of a folder: a run folder that `viewer` may control (what access/paths.py lets them name)."""
+    def own_run(folder: Path) -> bool:
+        try:
+            return runfolder.is_run_dir(folder) and may_control(viewer, run_owner(folder))
+        except OSError:  # a folder that cannot be looked into is no one's to name
+            return False
+
+    return own_run
 
 
 def sees_all(viewer: Viewer) -> bool:
