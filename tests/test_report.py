@@ -246,6 +246,69 @@ def test_text_from_the_run_is_shown_never_run(write_run):
     assert page.lower().count("</script") == len(scripts)  # no text from the run closes a script
 
 
+class Shown(HTMLParser):
+    """The text a browser shows in each part of a page (not scripts or styles), by section id ('' outside one)."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.text: dict[str, str] = {}
+        self.where, self.hidden = "", 0
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("script", "style"):
+            self.hidden += 1
+        elif tag == "section" and "wb-section" in (attrs.get("class") or ""):
+            self.where = attrs.get("id", "")
+        elif tag == "footer":
+            self.where = "footer"
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self.hidden -= 1
+
+    def handle_data(self, data):
+        if not self.hidden:
+            self.text[self.where] = self.text.get(self.where, "") + data
+
+
+def test_hostile_text_in_every_field_the_report_shows_is_shown_as_text(write_run):
+    """Every text field of config.json and status.json, every record's text, and a probe side's name."""
+    config = RunConfig.for_task("demo").with_changes(model="tiny").to_dict()
+    texts = [name for name, value in config.items() if isinstance(value, str)]
+    config.update({name: HOSTILE for name in texts}, reward_names=[HOSTILE], reward_weights=[HOSTILE],
+                  report_to=[HOSTILE], gpu_ids=[HOSTILE])
+    status = {"state": "failed", "step": 2, "total_steps": 2, "host": HOSTILE, "owner": HOSTILE,
+              "error": {"type": HOSTILE, "message": HOSTILE, "hint": HOSTILE, "traceback_tail": HOSTILE}}
+    records = [r for s in (1, 2) for r in round_records(s, prompt=HOSTILE, completion=HOSTILE, reward_name=HOSTILE)]
+    run_dir = write_run(HOSTILE.replace("/", "|"), config=config, status=status,
+                        metrics=metric_records(reward_name=HOSTILE), completions=records)
+    side = str(run_dir / "<b onmouseover=alert(3)>side")  # a probe side is named after its adapter folder
+    write_side(run_dir, probes.BASE_LABEL, None, [HOSTILE], [HOSTILE], model=HOSTILE)
+    write_side(run_dir, "trained", side, [HOSTILE], [HOSTILE], model=HOSTILE)
+    page = build(run_dir)
+    tags = Tags(page).tags
+    assert {t for t, _ in tags} <= {"html", "head", "meta", "title", "style", "script", "body", "header", "div",
+                                    "h1", "h2", "h3", "p", "ul", "li", "b", "main", "nav", "a", "section", "table",
+                                    "tr", "th", "td", "code", "details", "summary", "br", "small", "pre", "span",
+                                    "footer"}
+    assert not [(t, a) for t, a in tags if any(name.startswith("on") for name in a)]
+    assert len([t for t, _ in tags if t == "script"]) == 1 + len(report.CURVES)
+    assert page.lower().count("</script") == 1 + len(report.CURVES)
+    shown = Shown(page).text
+    name = HOSTILE.replace("/", "|")
+    assert f"Run report: {name}" in shown[""] and f"model{HOSTILE}" in shown[""] and f"task{HOSTILE} (file)" in shown[""]
+    assert f"on the data file {HOSTILE}" in shown["summary"] and f"The run failed.\n{HOSTILE}\n{HOSTILE}\n{HOSTILE}" \
+        in shown["summary"]
+    assert shown["groups"].count(HOSTILE) >= 3  # prompt, completion, reward name
+    assert "<b onmouseover=alert(3)>side" in shown["probes"] and shown["probes"].count(HOSTILE) == 3
+    assert all(shown["settings"].count(f"{field}{HOSTILE}") == 1 for field in texts)
+    assert name in shown["footer"]
+    state = build(write_run("odd-state", status={"state": HOSTILE}))
+    assert f"state{HOSTILE}" in Shown(state).text[""] and not [t for t, _ in Tags(state).tags if t == "img"]
+
+
 def test_a_run_with_nothing_recorded_still_reports(write_run):
     status = {"state": "failed", "error": {"type": "OSError", "message": "no model", "hint": "Check the model."}}
     page = build(write_run("empty", status=status, metrics=[], completions=[]))

@@ -20,27 +20,35 @@ without a network. Its sections, in order:
 - the base model's and the trained adapter's answers on the probe prompts,
   when the Compare tab sampled them (`jobs.probes.stored_comparisons` reads them).
 
-Every text that comes from the run (its name, settings, prompts, completions,
-reward names, errors) is escaped: the file shows it and never runs it. The
-figures' data is JSON inside a script, where plotly writes `<` as `\\u003c`.
+The page's markup is the Jinja2 template `templates/report.html.j2`; this
+module works out what goes in it. Autoescaping is on, so every text that comes
+from the run (its name, settings, prompts, completions, reward names, errors)
+is escaped: the file shows it and never runs it. The few values that are
+already HTML or script are passed as `Markup` on purpose and named so in the
+template (`plotly_js`, `*_html`, `*_json`); the figures' data is JSON inside a
+script, where plotly writes `<` as `\\u003c`.
 
-Pure: no file is read here, and no gradio or torch is imported. `python -m
+Pure: no run file is read here (only the template, once), and no gradio or torch is imported. `python -m
 workbench report` and the Runs tab's Report button read the run folder and
 write the file.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
 from typing import Any, Iterable, Mapping
 
+import jinja2
+from markupsafe import Markup
+
 from workbench.insight import figures
 from workbench.insight.group_cards import STYLE as CARDS_STYLE
 from workbench.insight.group_cards import render_group
-from workbench.insight.groups import GroupView, available_steps, format_number, format_signed, groups_for_step
+from workbench.insight.groups import SCALINGS, GroupView, available_steps, format_number, format_signed, groups_for_step
 from workbench.insight.health import RECENT_WINDOW, check_health
 from workbench.insight.resumed import merge_metrics
 from workbench.spec.chat import transcript_text
@@ -62,60 +70,8 @@ KEY_SETTINGS = (
 MAX_GROUPS_PER_STEP = 3
 # Plotly's own settings for every figure: no link to plotly's site, resize with the page.
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-
-PAGE_STYLE = """
-<style>
-:root { color-scheme: light; }
-body { margin: 0; background: #f6f7fb; color: #1f2937;
-  font: 15px/1.5 Inter, system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; }
-main { max-width: 1120px; margin: 0 auto; padding: 24px 24px 48px; }
-header.wb-report-head { background: #312e81; color: #fff; padding: 22px 24px 18px; }
-header.wb-report-head .wb-inner { max-width: 1120px; margin: 0 auto; }
-header.wb-report-head h1 { margin: 0 0 2px; font-size: 24px; overflow-wrap: anywhere; }
-header.wb-report-head p { margin: 0 0 10px; color: #c7d2fe; }
-.wb-facts { display: flex; flex-wrap: wrap; gap: 6px 8px; margin: 0; padding: 0; list-style: none; }
-.wb-facts li { background: rgba(255,255,255,0.12); border-radius: 999px; padding: 2px 12px; font-size: 13px;
-  overflow-wrap: anywhere; }
-.wb-facts b { font-weight: 600; color: #e0e7ff; margin-right: 4px; }
-nav.wb-toc { margin: 0 0 8px; font-size: 14px; display: flex; flex-wrap: wrap; gap: 4px 14px; }
-nav.wb-toc a { color: #4338ca; text-decoration: none; }
-section.wb-section { background: #fff; border: 1px solid #e5e7eb; border-radius: 10px; padding: 16px 20px;
-  margin: 16px 0; }
-section.wb-section h2 { margin: 0 0 8px; font-size: 19px; color: #111827; }
-section.wb-section h3 { margin: 18px 0 6px; font-size: 15px; color: #1f2937; }
-.wb-lead { margin: 0 0 12px; max-width: 80ch; }
-.wb-muted { color: #6b7280; }
-table.wb-table { border-collapse: collapse; width: 100%; font-size: 14px; }
-table.wb-table th { text-align: left; font-weight: 600; color: #374151; background: #f3f4f6; padding: 6px 8px; }
-table.wb-table td { padding: 6px 8px; border-top: 1px solid #eef0f3; vertical-align: top; overflow-wrap: anywhere; }
-table.wb-table td.wb-value { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
-  white-space: pre-wrap; }
-table.wb-table td.wb-num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; font-weight: 600; }
-table.wb-table small { color: #6b7280; }
-table.wb-settings td:first-child { white-space: nowrap; }
-table.wb-settings td.wb-value { width: 18%; }
-table.wb-plan { max-width: 760px; }
-details { margin-top: 10px; }
-summary { cursor: pointer; color: #4338ca; }
-.wb-verdict { border-radius: 8px; padding: 8px 12px; margin: 0 0 12px; }
-.wb-verdict-valid { background: #ecfdf5; color: #065f46; border: 1px solid #a7f3d0; }
-.wb-verdict-invalid { background: #fef2f2; color: #7f1d1d; border: 1px solid #fca5a5; }
-.wb-figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 12px; }
-.wb-figure { border: 1px solid #eef0f3; border-radius: 8px; min-height: 300px; }
-.wb-alarm { border-radius: 8px; padding: 8px 12px; margin: 0 0 8px; border-left: 4px solid; background: #f8fafc; }
-.wb-alarm b { display: block; }
-.wb-alarm-error { border-color: #dc2626; background: #fef2f2; }
-.wb-alarm-warning { border-color: #d97706; background: #fffbeb; }
-.wb-alarm-info { border-color: #2563eb; background: #eff6ff; }
-.wb-calm { color: #047857; background: #ecfdf5; border-radius: 8px; padding: 8px 12px; }
-.wb-error { color: #7f1d1d; background: #fef2f2; border: 1px solid #fca5a5; border-radius: 8px; padding: 8px 12px;
-  white-space: pre-wrap; overflow-wrap: anywhere; }
-.wb-groups-block { margin: 0 0 8px; }
-table.wb-probes { table-layout: fixed; }
-table.wb-probes td { white-space: pre-wrap; }
-footer { color: #6b7280; font-size: 13px; margin-top: 24px; overflow-wrap: anywhere; }
-</style>
-"""
+# The page, in workbench/insight/templates/ (shipped as package data).
+TEMPLATE = "report.html.j2"
 
 
 @dataclass
@@ -135,12 +91,12 @@ class RunContents:
 # ---------------------------------------------------------------- small helpers
 
 def _text(value: Any) -> str:
-    """A setting or a fact as escaped text: lists joined, empty values said."""
+    """A setting or a fact as text: lists joined, empty values said."""
     if value is None or value == "" or value == []:
         return "(none)"
     if isinstance(value, (list, tuple)):
-        return escape(", ".join(str(item) for item in value))
-    return escape(str(value))
+        return ", ".join(str(item) for item in value)
+    return str(value)
 
 
 def _when(timestamp: float | None) -> str:
@@ -150,12 +106,13 @@ def _when(timestamp: float | None) -> str:
         return "—"
 
 
-def _section(anchor: str, title: str, body: str) -> str:
-    return f'<section class="wb-section" id="{anchor}"><h2>{escape(title)}</h2>{body}</section>'
-
-
 def _plural(count: float, noun: str) -> str:
     return f"{count:g} {noun}{'' if count == 1 else 's'}"
+
+
+def _json(value: Any) -> Markup:
+    """JSON to sit inside a script: `<` written `\\u003c`, so no value closes the script."""
+    return Markup(json.dumps(value).replace("<", "\\u003c"))
 
 
 # ---------------------------------------------------------------- the run at a glance
@@ -170,24 +127,21 @@ def _steps_text(status: Mapping, metrics: list[dict]) -> str:
     return f"{int(step)} of {int(total)}" if total else str(int(step))
 
 
-def _head(run: RunContents, metrics: list[dict]) -> str:
+def _facts(run: RunContents, metrics: list[dict]) -> list[tuple[str, str]]:
+    """The header's facts: state, model, task, steps, start and duration."""
     config, status = run.config, run.status
     started, ended = finite_number(status.get("started_at")), finite_number(status.get("updated_at"))
     task = config.get("task") or ""
     if config.get("dataset_path"):
         task = f"{config['dataset_path']} (file)"
-    facts = [
-        ("state", status.get("state") or "unknown"),
-        ("model", config.get("model") or "unknown"),
-        ("task", task or "unknown"),
+    return [
+        ("state", str(status.get("state") or "unknown")),
+        ("model", str(config.get("model") or "unknown")),
+        ("task", str(task or "unknown")),
         ("steps", _steps_text(status, metrics)),
         ("started", _when(started)),
         ("duration", format_duration(ended - started) if started and ended else "—"),
     ]
-    items = "".join(f"<li><b>{escape(label)}</b>{escape(str(value))}</li>" for label, value in facts)
-    return (f'<header class="wb-report-head"><div class="wb-inner"><h1>{escape(run.name)}</h1>'
-            f"<p>GRPO run report: LoRA fine-tuning with TRL's GRPOTrainer</p>"
-            f'<ul class="wb-facts">{items}</ul></div></header>')
 
 
 def _outcome_words(run: RunContents, metrics: list[dict]) -> str:
@@ -210,17 +164,17 @@ def _outcome_words(run: RunContents, metrics: list[dict]) -> str:
     return " ".join(parts)
 
 
-def _summary(run: RunContents, metrics: list[dict], plan, plan_problem: str) -> str:
-    """The run in plain words: its outcome, its design, its batch plan, and a failed run's error."""
-    body = f'<p class="wb-lead">{escape(_outcome_words(run, metrics))}</p>'
-    if run.config:
-        body += f'<p class="wb-lead">{escape(_settings_words(run.config))}</p>'
-    body += f'<p class="wb-lead">{escape(_plan_words(plan, plan_problem))}</p>'
+def _summary(run: RunContents, metrics: list[dict], plan, plan_problem: str) -> dict:
+    """The run in plain words: its outcome, its design, its batch plan, and a failed run's error (or None)."""
     error = run.status.get("error")
-    if run.status.get("state") == "failed" and isinstance(error, Mapping):
-        lines = [str(error.get(key)) for key in ("hint", "type", "message") if error.get(key)]
-        body += f'<div class="wb-error"><b>The run failed.</b>\n{escape(chr(10).join(lines))}</div>'
-    return _section("summary", "Summary", body)
+    failed = run.status.get("state") == "failed" and isinstance(error, Mapping)
+    return {
+        "outcome": _outcome_words(run, metrics),
+        "design": _settings_words(run.config) if run.config else "",
+        "plan": _plan_words(plan, plan_problem),
+        "error": "\n".join(str(error.get(key)) for key in ("hint", "type", "message") if error.get(key))
+        if failed else None,
+    }
 
 
 # ---------------------------------------------------------------- settings and batch plan
@@ -256,25 +210,16 @@ def _settings_words(config: Mapping) -> str:
     )
 
 
-def _settings_rows(config: Mapping, names: Iterable[str]) -> str:
-    return "".join(
-        f'<tr><td><code>{escape(name)}</code></td><td class="wb-value">{_text(config.get(name))}</td>'
-        f"<td>{escape(FIELD_HELP.get(name, ''))}</td></tr>"
-        for name in names
-    )
-
-
-def _settings(config: Mapping) -> str:
+def _settings(config: Mapping) -> dict | None:
+    """The key settings' rows and the other settings' rows: (name, value, help); None without a config."""
     if not config:
-        return _section("settings", "Settings", '<p class="wb-lead">This run folder holds no readable config.json.</p>')
-    key = [name for name in KEY_SETTINGS if name in config]
-    rest = [name for name in config if name not in KEY_SETTINGS]
-    head = "<tr><th>setting (TRL's name)</th><th>value</th><th>what it does</th></tr>"
-    body = f'<table class="wb-table wb-settings">{head}{_settings_rows(config, key)}</table>'
-    if rest:
-        body += (f"<details><summary>The other {len(rest)} settings</summary>"
-                 f'<table class="wb-table wb-settings">{head}{_settings_rows(config, rest)}</table></details>')
-    return _section("settings", "Settings", body)
+        return None
+
+    def rows(names: Iterable[str]) -> list[tuple[str, str, str]]:
+        return [(name, _text(config.get(name)), FIELD_HELP.get(name, "")) for name in names]
+
+    return {"key": rows(name for name in KEY_SETTINGS if name in config),
+            "rest": rows(name for name in config if name not in KEY_SETTINGS)}
 
 
 def _plan_of(config: Mapping):
@@ -297,65 +242,21 @@ def _plan_words(plan, problem: str) -> str:
             f"{_plural(plan.completions_per_step, 'completion')} ({_plural(plan.prompts_per_step, 'prompt group')}).")
 
 
-def _batch_plan(plan, problem: str) -> str:
-    title = "Batch plan"
-    if plan is None:
-        return _section("plan", title, f'<p class="wb-lead">{escape(_plan_words(plan, problem))}</p>')
-    if plan.valid:
-        verdict = ('<div class="wb-verdict wb-verdict-valid">Valid: TRL 1.16 accepts these settings. The numbers '
-                   "are the Calculator tab's.</div>")
-    else:
-        errors = "".join(f"<li><code>{escape(error)}</code></li>" for error in plan.errors)
-        verdict = f'<div class="wb-verdict wb-verdict-invalid">GRPOConfig would refuse these settings:<ul>{errors}</ul></div>'
-    rows = "".join(f'<tr><td>{escape(meaning)}<br><small>{escape(how)}</small></td><td class="wb-num">{number}</td></tr>'
-                   for meaning, how, number in plan.numbers())
-    warnings = "".join(f"<li>{escape(warning)}</li>" for warning in plan.warnings)
-    body = (f'{verdict}<table class="wb-table wb-plan"><tr><th>what</th><th>number</th></tr>{rows}</table>'
-            + (f"<h3>Notes on these settings</h3><ul>{warnings}</ul>" if warnings else ""))
-    return _section("plan", title, body)
-
-
 # ---------------------------------------------------------------- curves and health
 
-def _figure_html(name: str, fig) -> str:
-    """One figure: a div and the script that draws it with the page's plotly.js (data escaped by plotly).
-
-    It is drawn once the whole page is laid out, so it takes the width of its grid cell, not
-    that of a grid still holding only the figures before it.
-    """
-    div_id = f"wb-figure-{name}"
-    return (f'<div class="wb-figure" id="{div_id}"></div>'
-            f'<script>document.addEventListener("DOMContentLoaded", function () {{ var f = {fig.to_json()}; '
-            f'Plotly.newPlot("{div_id}", f.data, f.layout, {_json(PLOT_CONFIG)}); }});</script>')
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value).replace("<", "\\u003c")
-
-
-def _curves(metrics: list[dict]) -> str:
+def _figures(metrics: list[dict]) -> list[dict]:
+    """Each curve's div id and its figure as JSON (plotly writes `<` in its JSON as `\\u003c`)."""
     built = figures.build_figures(metrics, names=CURVES)
-    body = ('<p class="wb-lead">Mean over each step\'s completions. The shaded band is one standard deviation '
-            "(for lengths, the shortest to the longest completion).</p>"
-            f'<div class="wb-figures">{"".join(_figure_html(name, fig) for name, fig in built.items())}</div>')
-    return _section("curves", "Curves", body)
+    return [{"div_id": f"wb-figure-{name}", "json": Markup(fig.to_json())} for name, fig in built.items()]
 
 
-def _health(metrics: list[dict], config: Mapping, skipped: Mapping[str, Skipped]) -> str:
-    alarms = check_health(metrics, config)
-    unreadable = "".join(f'<div class="wb-alarm wb-alarm-warning"><b>Unreadable lines skipped</b>'
-                         f"{escape(lines.note(name))}</div>" for name, lines in sorted(skipped.items()) if lines.count)
-    if not metrics:
-        body = '<p class="wb-lead">No metrics were logged, so there is nothing to check.</p>'
-    elif not alarms:
-        body = ('<div class="wb-calm">No alarms. The checks look for prompts whose completions all scored alike '
-                "(no learning signal), a KL spike, completions cut at max_completion_length and lengths collapsing; "
-                f"those about trends need {RECENT_WINDOW} logged steps or more.</div>")
-    else:
-        body = "".join(f'<div class="wb-alarm wb-alarm-{escape(alarm.level)}"><b>{escape(alarm.title)}'
-                       f'{f" (step {alarm.step})" if alarm.step is not None else ""}</b>{escape(alarm.message)}</div>'
-                       for alarm in alarms)
-    return _section("health", "Health notes", unreadable + body)
+def _health(metrics: list[dict], config: Mapping, skipped: Mapping[str, Skipped]) -> dict:
+    return {
+        "unreadable": [lines.note(name) for name, lines in sorted(skipped.items()) if lines.count],
+        "has_metrics": bool(metrics),
+        "alarms": check_health(metrics, config) if metrics else [],
+        "recent_window": RECENT_WINDOW,
+    }
 
 
 # ---------------------------------------------------------------- completion groups
@@ -402,24 +303,23 @@ def _picked_steps(steps: list[int]) -> dict[int, list[str]]:
     return roles
 
 
-def _groups_block(title: str, groups: list[GroupView], count: int, note: str = "") -> str:
-    shown = "".join(render_group(group, group.group + 1, count) for group in groups)
-    more = f'<p class="wb-muted">{escape(note)}</p>' if note else ""
-    return (f'<div class="wb-groups wb-groups-block"><h3>{escape(title)}</h3>{more}{shown}</div>')
+def _groups_block(title: str, groups: list[GroupView], count: int, note: str = "") -> dict:
+    """One titled block of group cards (`cards_html` is group_cards' own HTML, which escapes the run's text)."""
+    cards_html = Markup("".join(render_group(group, group.group + 1, count) for group in groups))
+    return {"title": title, "note": note, "cards_html": cards_html}
 
 
-def _groups(completions: list[dict], config: Mapping) -> str:
-    title = "Completion groups and their advantages"
+def _groups(completions: list[dict], config: Mapping) -> dict | None:
+    """The first, middle and last step's blocks, then the best and the worst group; None without completions."""
     stretches = rounds_by_step(completions)
     steps = available_steps(completions)
     if not steps:
-        return _section("groups", title, '<p class="wb-lead">This run recorded no completions.</p>')
-    by_step = {step: groups_for_step(stretches[step], step, config.get("scale_rewards"),
-                                     config.get("num_generations")) for step in steps}
-    intro = ("GRPO samples each prompt G times and scores every completion. A completion's advantage is its "
-             "reward minus its group's mean, divided by the group's standard deviation: above zero the model is "
-             "pushed towards it, below zero away from it, and a group whose completions all scored alike teaches "
-             "nothing. Each card shows a completion, its scores, its advantage and the arithmetic behind it.")
+        return None
+    # a config.json that names no scaling TRL knows, or no whole G, leaves both to be read from the records
+    scaling = config.get("scale_rewards") if config.get("scale_rewards") in SCALINGS else None
+    count = config.get("num_generations")
+    count = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+    by_step = {step: groups_for_step(stretches[step], step, scaling, count) for step in steps}
     blocks = []
     for step, roles in _picked_steps(steps).items():
         groups = by_step[step]
@@ -428,51 +328,60 @@ def _groups(completions: list[dict], config: Mapping) -> str:
         blocks.append(_groups_block(f"{' and '.join(roles).capitalize()} step: step {step}", shown, len(groups), note))
     all_groups = [group for groups in by_step.values() for group in groups]
     best, worst = best_and_worst(all_groups)
+    if best is None:
+        return {"steps": blocks, "best_and_worst": None}
     whole = sum(1 for g in all_groups if g.complete and g.mean is not None)
-    if best is not None:
-        rule = (f"Best and worst: the groups with the highest and the lowest mean total reward among the "
-                f"run's {_plural(whole, 'whole group')} over {_plural(len(steps), 'step')} (the earliest one "
-                f"when several tie).")
-        blocks.append(f'<p class="wb-lead">{escape(rule)}</p>')
-        if best is worst or best.mean == worst.mean:
-            blocks.append('<p class="wb-muted">Every group had the same mean reward, so one group stands for both.</p>')
-            blocks.append(_groups_block(f"Best and worst group: step {best.step}, mean {format_number(best.mean)}",
-                                        [best], len(by_step[best.step])))
-        else:
-            for label, group in (("Best", best), ("Worst", worst)):
-                blocks.append(_groups_block(f"{label} group: step {group.step}, mean {format_number(group.mean)}",
-                                            [group], len(by_step[group.step])))
-    return _section("groups", title, f'<p class="wb-lead">{escape(intro)}</p>{CARDS_STYLE}{"".join(blocks)}')
+    rule = (f"Best and worst: the groups with the highest and the lowest mean total reward among the "
+            f"run's {_plural(whole, 'whole group')} over {_plural(len(steps), 'step')} (the earliest one "
+            f"when several tie).")
+    tie = best is worst or best.mean == worst.mean
+    if tie:
+        extremes = [_groups_block(f"Best and worst group: step {best.step}, mean {format_number(best.mean)}",
+                                  [best], len(by_step[best.step]))]
+    else:
+        extremes = [_groups_block(f"{label} group: step {group.step}, mean {format_number(group.mean)}",
+                                  [group], len(by_step[group.step])) for label, group in (("Best", best), ("Worst", worst))]
+    return {"steps": blocks, "best_and_worst": {"rule": rule, "tie": tie, "blocks": extremes}}
 
 
 # ---------------------------------------------------------------- base vs trained
 
-def _comparisons(comparisons: list) -> str:
-    title = "Base model vs trained"
-    if not comparisons:
-        return _section("probes", title, '<p class="wb-lead">No probe prompts were answered for this run. The '
-                                         "Compare tab's <b>Answer side by side</b> keeps the base model's and a "
-                                         "checkpoint's answers in the run folder; a report written after that "
-                                         "shows them here.</p>")
-    blocks = []
-    for comparison in comparisons:
-        rows = "".join(f"<tr><td><b>{escape(transcript_text(prompt))}</b></td><td>{escape(base)}</td>"
-                       f"<td>{escape(trained)}</td></tr>"
-                       for prompt, base, trained in zip(comparison.prompts, comparison.base, comparison.trained))
-        blocks.append(f"<h3>Base model vs {escape(comparison.label)}</h3>"
-                      f'<table class="wb-table wb-probes"><tr><th>prompt</th><th>base model</th>'
-                      f"<th>{escape(comparison.label)}</th></tr>{rows}</table>")
-    lead = ("Greedy answers (the same every time) of the base model and of the trained adapter to the same "
-            f"prompts, at most {comparisons[-1].max_new_tokens} tokens each.")
-    if len({c.max_new_tokens for c in comparisons}) > 1:
-        lead = "Greedy answers (the same every time) of the base model and of the trained adapter to the same prompts."
-    return _section("probes", title, f'<p class="wb-lead">{escape(lead)}</p>{"".join(blocks)}')
+def _comparisons(comparisons: list) -> list[dict]:
+    """Each checkpoint's answers beside the base model's: its label and (prompt, base, trained) rows."""
+    return [{"label": comparison.label,
+             "rows": [(transcript_text(prompt), base, trained) for prompt, base, trained
+                      in zip(comparison.prompts, comparison.base, comparison.trained)]}
+            for comparison in comparisons]
+
+
+def _probe_tokens(comparisons: list) -> int | None:
+    """The answers' token limit, when every comparison used the same one."""
+    limits = {c.max_new_tokens for c in comparisons}
+    return comparisons[-1].max_new_tokens if len(limits) == 1 else None
 
 
 # ---------------------------------------------------------------- the page
 
 SECTIONS = (("summary", "Summary"), ("curves", "Curves"), ("health", "Health notes"), ("groups", "Completion groups"),
             ("probes", "Base vs trained"), ("settings", "Settings"), ("plan", "Batch plan"))
+
+
+def _escaped(value: Any) -> Any:
+    """Every value the template prints, escaped as `html.escape` does (`&quot;`, `&#x27;`).
+
+    Autoescaping would escape it too, with other entities for the quotes; this keeps
+    the page's text byte for byte what it was before the template. `Markup` is left as it is.
+    """
+    return value if isinstance(value, Markup) else Markup(escape(str(value)))
+
+
+@functools.lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("workbench.insight", "templates"),
+        autoescape=True, finalize=_escaped, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    return environment.get_template(TEMPLATE)
 
 
 def build_report(run: RunContents, plotly_js: str | None = None, written_at: datetime | None = None) -> str:
@@ -490,20 +399,21 @@ def build_report(run: RunContents, plotly_js: str | None = None, written_at: dat
     completions = well_formed(run.completions, completion_problem)
     config = run.config
     plan, plan_problem = _plan_of(config)
-    written = (written_at or datetime.now()).strftime("%Y-%m-%d %H:%M")
-    toc = "".join(f'<a href="#{anchor}">{escape(label)}</a>' for anchor, label in SECTIONS)
-    where = f" from {run.folder}" if run.folder else ""
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>Run report: {escape(run.name)}</title>{PAGE_STYLE}"
-        f'<script type="text/javascript">{plotly_js}</script></head><body>'
-        f"{_head(run, metrics)}<main>"
-        f'<nav class="wb-toc">{toc}</nav>'
-        f"{_summary(run, metrics, plan, plan_problem)}{_curves(metrics)}{_health(metrics, config, run.skipped)}"
-        f"{_groups(completions, config)}{_comparisons(run.comparisons)}{_settings(config)}"
-        f"{_batch_plan(plan, plan_problem)}"
-        f"<footer>Written by GRPO Workbench on {escape(written)}{escape(where)}. One file: plotly.js inside it "
-        "draws the figures, so it opens without a network.</footer>"
-        "</main></body></html>\n"
+    return _template().render(
+        name=run.name,
+        plotly_js=Markup(plotly_js),  # plotly's own bundle, inlined as it is
+        facts=_facts(run, metrics),
+        sections=SECTIONS,
+        summary=_summary(run, metrics, plan, plan_problem),
+        figures=_figures(metrics),
+        plot_config_json=_json(PLOT_CONFIG),
+        health=_health(metrics, config, run.skipped),
+        cards_style_html=Markup(CARDS_STYLE),  # group_cards' own style sheet
+        groups=_groups(completions, config),
+        comparisons=_comparisons(run.comparisons),
+        probe_tokens=_probe_tokens(run.comparisons) if run.comparisons else None,
+        settings=_settings(config),
+        plan=plan,
+        written=(written_at or datetime.now()).strftime("%Y-%m-%d %H:%M"),
+        folder=run.folder,
     )
