@@ -21,6 +21,8 @@ from pathlib import Path
 from workbench.cli import ArgumentError
 from workbench.errors import WorkbenchError
 
+STOP_SERVER_GRACE_S = 40.0  # a sandboxed run's own vLLM server: how long its guard may take to end it
+
 
 def add_parser(subparsers) -> None:
     train = subparsers.add_parser("train", help="train a LoRA adapter with GRPO (foreground or --background)")
@@ -189,7 +191,8 @@ def _start_vllm_server(config, run_dir: Path) -> None:
 def _stop_vllm_server(run_dir: Path) -> None:
     from workbench.jobs import vllm_server
 
-    vllm_server.stop_for_run(run_dir)
+    # the guard gives its server 10 s to end, then logs that it stopped: wait for both, even on a busy machine
+    vllm_server.stop_for_run(run_dir, grace=STOP_SERVER_GRACE_S)
 
 
 def _refuse_a_live_run(run_dir: Path) -> None:
