@@ -374,16 +374,17 @@ def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(tmp_path):
     run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
     outer = launcher.status(run_id, runs)["pid"]
     final = launcher.wait(run_id, runs, timeout=900)
+    # the final state lands before the server is ended: the sandbox closes once the trainer has ended it
+    deadline = time.monotonic() + 120
+    while psutil.pid_exists(outer) and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not psutil.pid_exists(outer) or psutil.Process(outer).status() == psutil.STATUS_ZOMBIE
     log = (runs / run_id / runfolder.VLLM_LOG_FILE).read_text(errors="replace")
     assert final["state"] == "finished", (final.get("error"), log[-3000:])
     assert final["vllm"]["in_sandbox"] and final["vllm"]["state"] == "ready"
     assert [m["step"] for m in runfolder.read_jsonl(runs / run_id / runfolder.METRICS_FILE) if "loss" in m] == [1, 2]
     assert "vLLM server stopped" in log  # ended by the trainer before the sandbox closed
-    deadline = time.monotonic() + 30
-    while psutil.pid_exists(outer) and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE \
-            and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not psutil.pid_exists(outer) or psutil.Process(outer).status() == psutil.STATUS_ZOMBIE
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(runs / run_id) in " ".join(p.info["cmdline"] or [])
                 and p.status() != psutil.STATUS_ZOMBIE]
 
