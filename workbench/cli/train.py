@@ -20,6 +20,7 @@ from pathlib import Path
 
 from workbench.cli import ArgumentError
 from workbench.errors import WorkbenchError
+from workbench.spec.run_status import RunStatus
 
 STOP_SERVER_GRACE_S = 40.0  # a sandboxed run's own vLLM server: how long its guard may take to end it
 
@@ -131,12 +132,12 @@ def run_train(args) -> int:
         return code
     if runfolder.inside_sandbox():  # the sandbox ends whatever is left in it once this process ends:
         _stop_vllm_server(run_dir)  # its vLLM server gets its graceful end first
-    final = runfolder.read_status(run_dir)
-    if final.get("state") == "failed":
-        error = final.get("error") or {}
+    final = runfolder.read_run_status(run_dir)
+    if final.state == "failed":
+        error = final.error or {}
         print(f"Run failed: {error.get('type')}: {error.get('message')}\n{error.get('hint', '')}", file=sys.stderr)
     else:
-        print(f"Run {final.get('state')} at step {final.get('step')}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
+        print(f"Run {final.state} at step {final.step}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
     return code
 
 
@@ -201,7 +202,7 @@ def _refuse_a_live_run(run_dir: Path) -> None:
 
     pid = launcher.other_live_process(run_dir)
     if pid is not None:
-        state = runfolder.read_status(run_dir).get("state")
+        state = runfolder.read_run_status(run_dir).state
         raise ArgumentError(f"--run-dir: the run in {run_dir} is still {state} (process {pid} is alive); "
                             f"stop it first with `python -m workbench stop {run_dir}`, or wait for it to end")
 
@@ -225,20 +226,20 @@ def _start_under_the_run_allocator(config) -> None:
 
 
 def format_runs_table(runs: list[dict]) -> str:
-    """Runs as an aligned text table (pure)."""
+    """Runs (`launcher.list_runs`: each status with the launcher's and the config's fields) as a text table (pure)."""
     from workbench.jobs.launcher import runs_elsewhere
 
     header = ("RUN", "STATE", "STEP", "MODEL", "TASK", "STARTED")
     rows = [header]
     for entry in runs:
-        total = entry.get("total_steps")
-        started = entry.get("started_at")
+        status = RunStatus.of(entry)
+        total, started = status.total_steps, status.started_at
         rows.append((
             entry["run_id"],
-            entry.get("state", "?") + (f" #{entry['queue_position']}" if entry.get("queue_position") else "")
-            + (" (smoke test)" if entry.get("smoke_test") else "")
-            + (f" on {entry['host']}" if runs_elsewhere(entry) else ""),
-            f"{entry.get('step', 0)}/{total}" if total else str(entry.get("step", 0)),
+            (status.state or "?") + (f" #{entry['queue_position']}" if entry.get("queue_position") else "")
+            + (" (smoke test)" if status.smoke_test else "")
+            + (f" on {status.host}" if runs_elsewhere(status) else ""),
+            f"{status.step or 0}/{total}" if total else str(status.step or 0),
             Path(str(entry.get("model") or "")).name,
             entry.get("task") or "",
             time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
@@ -272,8 +273,9 @@ def run_stop(args) -> int:
         final = launcher.stop(args.run_id, args.runs_dir, timeout=args.timeout)
     except launcher.LauncherError as exc:
         raise ArgumentError(str(exc)) from None
-    note = f" ({final['note']})" if final.get("note") else ""
-    print(f"{final['run_id']}: {final['state']} at step {final.get('step', 0)}{note}")
+    status = RunStatus.of(final)
+    note = f" ({status.note})" if status.note else ""
+    print(f"{final['run_id']}: {status.state} at step {status.step or 0}{note}")
     return 0
 
 

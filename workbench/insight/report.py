@@ -55,6 +55,7 @@ from workbench.spec.chat import transcript_text
 from workbench.spec.config import FIELD_HELP, RunConfig, plan_for
 from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
+from workbench.spec.run_status import RunStatus
 from workbench.spec.tasks import TASKS
 
 # The curves of the report, as named in figures.FIGURE_BUILDERS, in reading order.
@@ -80,12 +81,15 @@ class RunContents:
 
     name: str                     # the run's id: its folder's name
     config: dict                  # config.json
-    status: dict                  # status.json
+    status: RunStatus             # status.json (a dict of it is read as one)
     metrics: list[dict]           # metrics.jsonl, as written
     completions: list[dict]       # completions.jsonl, as written
     comparisons: list = field(default_factory=list)  # probes.Comparison: label, max_new_tokens, prompts, base, trained
     folder: str = ""              # where the run folder lies, named in the footer
     skipped: dict = field(default_factory=dict)  # lines of each file the reader could not read: {name: Skipped}
+
+    def __post_init__(self):
+        self.status = RunStatus.of(self.status)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -117,9 +121,8 @@ def _json(value: Any) -> Markup:
 
 # ---------------------------------------------------------------- the run at a glance
 
-def _steps_text(status: Mapping, metrics: list[dict]) -> str:
-    step = finite_number(status.get("step"))
-    total = finite_number(status.get("total_steps"))
+def _steps_text(status: RunStatus, metrics: list[dict]) -> str:
+    step, total = status.step, status.total_steps
     if step is None and metrics:
         step = finite_number(metrics[-1].get("step"))
     if step is None:
@@ -130,12 +133,12 @@ def _steps_text(status: Mapping, metrics: list[dict]) -> str:
 def _facts(run: RunContents, metrics: list[dict]) -> list[tuple[str, str]]:
     """The header's facts: state, model, task, steps, start and duration."""
     config, status = run.config, run.status
-    started, ended = finite_number(status.get("started_at")), finite_number(status.get("updated_at"))
+    started, ended = status.started_at, status.updated_at
     task = config.get("task") or ""
     if config.get("dataset_path"):
         task = f"{config['dataset_path']} (file)"
     return [
-        ("state", str(status.get("state") or "unknown")),
+        ("state", status.state or "unknown"),
         ("model", str(config.get("model") or "unknown")),
         ("task", str(task or "unknown")),
         ("steps", _steps_text(status, metrics)),
@@ -156,7 +159,7 @@ def _outcome_words(run: RunContents, metrics: list[dict]) -> str:
         parts.append(f"One step logged a reward: {format_number(rewards[0][1])} at step {rewards[0][0]}.")
     else:
         parts.append("No reward was logged.")
-    state = run.status.get("state")
+    state = run.status.state
     if state == "queued":
         parts.append("The report was written while the run waited in the GPU queue: it has not started.")
     elif state in ("starting", "loading_model", "training", "saving"):
@@ -166,8 +169,8 @@ def _outcome_words(run: RunContents, metrics: list[dict]) -> str:
 
 def _summary(run: RunContents, metrics: list[dict], plan, plan_problem: str) -> dict:
     """The run in plain words: its outcome, its design, its batch plan, and a failed run's error (or None)."""
-    error = run.status.get("error")
-    failed = run.status.get("state") == "failed" and isinstance(error, Mapping)
+    error = run.status.error
+    failed = run.status.state == "failed" and error is not None
     return {
         "outcome": _outcome_words(run, metrics),
         "design": _settings_words(run.config) if run.config else "",

@@ -57,7 +57,7 @@ def dispatch_held(root: Path) -> tuple[list[queue.Entry], list[str]]:
 
 def start_queued(run_dir: Path) -> bool:
     """Start a queued run whose turn has come; one that can no longer start ends `failed`, saying why."""
-    resume = bool(runfolder.read_status(run_dir).get("queued_resume"))
+    resume = bool(runfolder.read_run_status(run_dir).queued_resume)
     try:
         config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
         # checked again (a file may have moved meanwhile), read not run: the reward file runs only in training

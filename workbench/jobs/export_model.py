@@ -118,8 +118,8 @@ def adapter_for(run_dir: Path, checkpoint: int | None = None) -> Path:
                           fix=fix)
     if has_adapter(final):
         return final
-    status = runfolder.read_status(run_dir)
-    state = f"it is {status.get('state', 'not started')}, step {status.get('step', 0)}"
+    status = runfolder.read_run_status(run_dir)
+    state = f"it is {status.state or 'not started'}, step {status.step or 0}"
     if steps:
         raise ExportError(field="checkpoint", rule=f"run {run_dir.name} has no final adapter yet ({state})",
                           fix=f"pass a checkpoint: one of {listed}; or wait for the run to end (Stop saves it)")

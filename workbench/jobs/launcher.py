@@ -37,7 +37,7 @@ from workbench.jobs import allocator, bundle, file_cache, processes, queue, runf
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.hardware import cpu_threads, list_gpus, runs_on_cpu
-from workbench.spec.numbers import finite_number
+from workbench.spec.run_status import RunStatus, status_field
 
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
 # A run on another machine whose heartbeat (every 2 s) is older than this shows as `lost`: long
@@ -164,66 +164,71 @@ def unreadable_status(run_dir: Path, exc: BaseException) -> dict:
 def status_of_dir(run_dir: str | os.PathLike, read=runfolder.read_json_object) -> dict:
     """A run's status as readers should see it: a dead process with a non-final state is `failed`.
 
+    It is status.json (`RunStatus.to_dict`, the state judged here) with what the
+    launcher adds: `run_id`, `run_dir`, and `stalled_seconds` for a silent heartbeat,
+    `last_state` for a run on another machine that is `lost`.
     A folder that cannot be read is reported `unreadable` with the reason; this never raises.
     `read`: how status.json is read (`file_cache.read_json_object` for a listing).
     """
     run_dir = Path(run_dir)
     try:
-        return _live_status(run_dir, read(os.path.join(run_dir, runfolder.STATUS_FILE)))
+        return _live_status(run_dir, RunStatus.from_dict(read(os.path.join(run_dir, runfolder.STATUS_FILE))))
     except (OSError, ValueError, TypeError) as exc:
         return unreadable_status(run_dir, exc)
 
 
-def runs_elsewhere(status: dict) -> bool:
+def runs_elsewhere(status: RunStatus | dict) -> bool:
     """Whether the run's process is on another machine (status.json's `host`), where no pid can be looked up."""
-    host = status.get("host")
+    host = status_field(status, "host")
     return bool(host) and host != socket.gethostname()
 
 
-def _live_status(run_dir: Path, status: dict) -> dict:
-    status.setdefault("state", "starting")
-    status["run_id"] = run_dir.name
-    status["run_dir"] = str(run_dir)
-    if status["state"] in runfolder.FINAL_STATES or status["state"] == runfolder.QUEUED:
-        return status  # a queued run has no process yet: the dispatcher starts it
-    updated = float(status.get("updated_at") or 0)
+def _live_status(run_dir: Path, status: RunStatus) -> dict:
+    """`status` judged (`failed` when its process is gone, `lost` when its heartbeat is), with the launcher's fields."""
+    status.update(state=status.state or "starting")
+    seen = {"run_id": run_dir.name, "run_dir": str(run_dir)}
+    if status.state in runfolder.FINAL_STATES or status.state == runfolder.QUEUED:
+        return {**status.to_dict(), **seen}  # a queued run has no process yet: the dispatcher starts it
+    updated = status.updated_at or 0.0
     if runs_elsewhere(status):
-        return _remote_status(status, updated)
-    if status["state"] == "starting" and not status.get("pid") and not status.get("pgid") \
+        seen.update(_remote_judgement(status, updated))
+    elif status.state == "starting" and not status.pid and not status.pgid \
             and time.time() - updated < RECORD_PID_SECONDS:
-        return status  # being spawned: the launcher records the pid next
-    if not processes.alive(status.get("pid"), updated or None) and not processes.alive(status.get("pgid"), updated or None):
-        status["state"] = "failed"
-        status["error"] = {
+        pass  # being spawned: the launcher records the pid next
+    elif not processes.alive(status.pid, updated or None) and not processes.alive(status.pgid, updated or None):
+        status.update(state="failed", error={
             "type": "ProcessDied",
-            "message": f"the training process (pid {status.get('pid')}) ended without recording why",
+            "message": f"the training process (pid {status.pid}) ended without recording why",
             "hint": "It was killed or ran out of memory. Read the end of train.log; if memory ran out, "
                     "lower per_device_train_batch_size, num_generations or max_completion_length.",
             "traceback_tail": runfolder.read_log_tail(run_dir, 2000),
-        }
+        })
     elif updated and time.time() - updated > STALE_SECONDS:
-        status["stalled_seconds"] = round(time.time() - updated, 1)
-    return status
+        seen["stalled_seconds"] = round(time.time() - updated, 1)
+    return {**status.to_dict(), **seen}
 
 
-def _remote_status(status: dict, updated: float) -> dict:
-    """A run on another machine, judged by its heartbeat alone: `lost` once it is older than LOST_SECONDS."""
+def _remote_judgement(status: RunStatus, updated: float) -> dict:
+    """A run on another machine, judged by its heartbeat alone: `lost` once it is older than LOST_SECONDS.
+
+    Sets the state and error of `status`; returns the launcher's fields (`last_state`, `stalled_seconds`).
+    """
     age = time.time() - updated if updated else float("inf")
     if age > LOST_SECONDS:
-        status["last_state"] = status["state"]
-        status["state"] = runfolder.LOST
-        status["error"] = {
+        last_state = status.state
+        status.update(state=runfolder.LOST, error={
             "type": "HeartbeatLost",
-            "message": f"the run on {status['host']} has not written status.json for "
+            "message": f"the run on {status.host} has not written status.json for "
                        + (f"{age:.0f} s" if updated else "ever") + f" (limit {LOST_SECONDS:.0f} s)",
-            "hint": f"Its processes cannot be seen from here. Check on {status['host']} (its terminal or "
+            "hint": f"Its processes cannot be seen from here. Check on {status.host} (its terminal or "
                     "slurm-JOBID.out, and train.log in the run folder) whether it still runs and whether the "
                     "filesystem is still shared; it shows its state again as soon as its heartbeat returns.",
             "traceback_tail": "",
-        }
-    elif age > STALE_SECONDS:
-        status["stalled_seconds"] = round(age, 1)
-    return status
+        })
+        return {"last_state": last_state}
+    if age > STALE_SECONDS:
+        return {"stalled_seconds": round(age, 1)}
+    return {}
 
 
 def status(run_id: str, runs_dir: str | os.PathLike | None = None) -> dict:
@@ -299,11 +304,10 @@ def _machine_gpus() -> list[int]:
     return [g.index for g in list_gpus()]
 
 
-def _process_alive(status: dict) -> bool:
+def _process_alive(status: RunStatus | dict) -> bool:
     """Whether a process of a run here (its trainer, or its vLLM server's guard) has not exited yet."""
-    updated = finite_number(status.get("updated_at"))
-    return any(processes.alive(pid, updated) for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status))
-               if pid)
+    return any(processes.alive(pid, status_field(status, "updated_at"))
+               for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status)) if pid)
 
 
 def _queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list[queue.Entry], list[queue.Entry]]:
@@ -315,8 +319,8 @@ def _queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list
     hold nothing here.
     """
     holding, queued, gpus = [], [], None
-    for run_dir, status, config in runs:
-        state = status.get("state")
+    for run_dir, status, config in runs:  # one field at a time: most of a large folder's runs are skipped at once
+        state = status_field(status, "state")
         if runs_elsewhere(status) or state in (runfolder.UNREADABLE, runfolder.LOST):
             continue
         live = state not in runfolder.FINAL_STATES and state != runfolder.QUEUED
@@ -326,9 +330,9 @@ def _queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list
         if gpus is None:
             gpus = _machine_gpus()
         devices = queue.devices_of(runfolder.read_config(run_dir) if config is None else config, gpus)
-        owner = status.get("owner")
+        owner = status_field(status, "owner")
         if state == runfolder.QUEUED:
-            queued.append(queue.Entry(run_dir.name, devices, owner, state, finite_number(status.get("queued_at")) or 0.0))
+            queued.append(queue.Entry(run_dir.name, devices, owner, state, status_field(status, "queued_at") or 0.0))
         if live or ending:
             holding.append(queue.Entry(run_dir.name, devices, owner, state if live else queue.ENDING))
     return holding, queued
@@ -438,7 +442,7 @@ def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> N
     status = runfolder.update_status(run_dir, state="starting", pid=None, pgid=None, sandbox_pid=None,
                                      command=build_command(config, run_dir, resume=resume),
                                      vllm=vllm_server.server_section(config), **fields)
-    pid = _spawn(config, run_dir, resume=resume, sandboxed=isinstance(status.get("sandbox"), dict))
+    pid = _spawn(config, run_dir, resume=resume, sandboxed=RunStatus.of(status).sandbox is not None)
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
 
 
@@ -550,7 +554,8 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     if current["state"] in runfolder.FINAL_STATES:
         vllm_server.stop_for_run(run_dir)  # its guard ends it anyway; this makes sure before returning
         return current
-    pgid = current.get("pgid") or current.get("pid")
+    written = RunStatus.of(current)
+    pgid = written.pgid or written.pid
     if current["state"] in ("training", "saving"):
         runfolder.request_stop(run_dir)
         wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
@@ -563,8 +568,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     processes.end_tree(pgid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
                        hold_limit=SAVE_WAIT_SECONDS)
     runfolder.clear_stop_request(run_dir)
-    final = runfolder.read_status(run_dir)
-    if final.get("state") not in runfolder.FINAL_STATES:
+    if runfolder.read_run_status(run_dir).state not in runfolder.FINAL_STATES:
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(),
                                 note="killed: it did not stop on request")
     vllm_server.stop_for_run(run_dir)
@@ -574,7 +578,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
 def _take_out_of_queue(run_dir: Path) -> bool:
     """Stop a queued run before it starts (state `stopped`, nothing else touched); False if it started meanwhile."""
     with runfolder.queue_lock(run_dir.parent):
-        if runfolder.read_status(run_dir).get("state") != runfolder.QUEUED:
+        if runfolder.read_run_status(run_dir).state != runfolder.QUEUED:
             return False
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(), queued_resume=None,
                                 note="taken out of the queue before it started")
@@ -620,8 +624,9 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
         )
     config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     check_launch(config, import_reward_file)
-    owner = current.get("owner") or owner
-    kept = sandbox.Policy.from_status(current.get("sandbox")) or sandboxed
+    written = RunStatus.of(current)
+    owner = written.owner or owner
+    kept = sandbox.Policy.from_status(written.sandbox) or sandboxed
     if kept is not None:
         sandbox.check_available()
     with runfolder.queue_lock(run_dir.parent):
@@ -670,13 +675,10 @@ def other_live_process(run_dir: str | os.PathLike) -> int | None:
     """
     import psutil
 
-    status = runfolder.read_status(run_dir)
-    if status.get("state") in runfolder.FINAL_STATES or runs_elsewhere(status):  # a pid on another machine
+    status = runfolder.read_run_status(run_dir)
+    if status.state in runfolder.FINAL_STATES or runs_elsewhere(status):  # a pid on another machine
         return None
-    try:
-        updated = float(status.get("updated_at") or 0) or None
-    except (TypeError, ValueError):
-        updated = None
+    updated = status.updated_at or None
     me = psutil.Process()
     own = {me.pid, *(parent.pid for parent in me.parents())}
     worker = "LOCAL_RANK" in os.environ  # started by torchrun / accelerate with sibling workers

@@ -5,7 +5,8 @@ files of `runs/<run_id>/`:
 
 - `config.json`        the RunConfig that made the run
 - `status.json`        replaced atomically (temp file + `os.replace`), never half-written; `host` names
-                       the machine of the writing process, `updated_at` is its heartbeat
+                       the machine of the writing process, `updated_at` is its heartbeat; every key is
+                       a field of `spec.run_status.RunStatus` (`read_run_status`, `write_run_status`)
 - `metrics.jsonl`      one JSON object per logging step, appended and flushed per line
 - `completions.jsonl`  one JSON object per completion, appended and flushed per line
 - `train.log`          the process's own output
@@ -65,6 +66,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 from workbench.errors import WorkbenchError
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
+from workbench.spec.run_status import RunStatus, status_field
 
 try:
     import orjson
@@ -180,18 +182,31 @@ def read_config(run_dir: str | os.PathLike) -> dict:
 
 
 def read_status(run_dir: str | os.PathLike) -> dict:
-    """The run's status.json as a dict ({} when the run has not written one, or it cannot be read)."""
+    """The run's status.json as written, a dict ({} when the run has not written one, or it cannot be read).
+
+    `read_run_status` reads it typed.
+    """
     return _object_or_empty(read_json(Path(run_dir) / STATUS_FILE, default={}))
 
 
+def read_run_status(run_dir: str | os.PathLike) -> RunStatus:
+    """The run's status.json as a `RunStatus` (empty when the run has not written one, or it cannot be read)."""
+    return RunStatus.from_dict(read_json(Path(run_dir) / STATUS_FILE, default={}))
+
+
+def write_run_status(run_dir: str | os.PathLike, status: RunStatus) -> None:
+    """Replace the run's status.json with `status`, atomically (keys it does not know kept as they were)."""
+    write_json_atomic(Path(run_dir) / STATUS_FILE, status.to_dict())
+
+
 def read_run(run_dir: str | os.PathLike) -> dict:
-    """Everything a reader of the whole run wants at once (a report): `config`, `status`, the
+    """Everything a reader of the whole run wants at once (a report): `config`, `status` (a RunStatus), the
     `metrics` and `completions` records as written (a resumed run's repeated steps included), and
     `skipped`: the lines of each of those two files that could not be read ({file name: Skipped})."""
     run_dir = Path(run_dir)
     metrics, _, metrics_skipped = read_records_from(run_dir / METRICS_FILE)
     completions, _, completions_skipped = read_records_from(run_dir / COMPLETIONS_FILE)
-    return {"config": read_config(run_dir), "status": read_status(run_dir), "metrics": metrics,
+    return {"config": read_config(run_dir), "status": read_run_status(run_dir), "metrics": metrics,
             "completions": completions,
             "skipped": {METRICS_FILE: metrics_skipped, COMPLETIONS_FILE: completions_skipped}}
 
@@ -210,25 +225,24 @@ def _pid(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def pids_here(status: dict) -> list[int]:
+def pids_here(status: RunStatus | dict) -> list[int]:
     """The run's process ids that mean something in this process's PID namespace (see the module's docstring)."""
     keys = ("sandbox_pid",) if inside_sandbox() else ("pid", "pgid")
-    return [pid for pid in (_pid(status.get(key)) for key in keys) if pid]
+    return [pid for pid in (_pid(status_field(status, key)) for key in keys) if pid]
 
 
-def server_pid_here(status: dict) -> int | None:
+def server_pid_here(status: RunStatus | dict) -> int | None:
     """The pid of the run's own vLLM server guard, when it means something where this process runs."""
-    section = status.get("vllm") if isinstance(status.get("vllm"), dict) else {}
+    section = status_field(status, "vllm") or {}
     return _pid(section.get("pid")) if bool(section.get("in_sandbox")) == inside_sandbox() else None
 
 
 def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:
-    """Merge `fields` into status.json, stamp `updated_at`, replace atomically."""
-    status = read_status(run_dir)
-    status.update(fields)
-    status["updated_at"] = time.time()
-    write_json_atomic(Path(run_dir) / STATUS_FILE, status)
-    return status
+    """Merge `fields` (RunStatus's names) into status.json, stamp `updated_at`, replace atomically; the new status."""
+    status = read_run_status(run_dir)
+    status.update(**{**fields, "updated_at": time.time()})
+    write_run_status(run_dir, status)
+    return status.to_dict()
 
 
 def append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:

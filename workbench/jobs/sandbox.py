@@ -304,7 +304,7 @@ def prepare(config: dict) -> None:
 
 def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) -> tuple[list[str], dict]:
     """(argv, env) for the run in `run_dir` (its config.json, and status.json's `sandbox` policy)."""
-    policy = Policy.from_status(runfolder.read_status(run_dir).get("sandbox")) or Policy()
+    policy = Policy.from_status(runfolder.read_run_status(run_dir).sandbox) or Policy()
     exposed = exposure(run_dir, run_dir.parent, runfolder.read_config(run_dir), policy, env)
     argv, inner_env = wrap(command, exposed, env, foreground)
     # this process becomes bwrap (background) or waits for it (foreground): its pid is the run's, seen from outside

@@ -167,9 +167,9 @@ def ensure_for_run(cfg: RunConfig, run_dir: str | os.PathLike) -> None:
     """
     if not manages_server(cfg):
         return
-    status = runfolder.read_status(run_dir)
+    status = runfolder.read_run_status(run_dir)
     guard_pid = runfolder.server_pid_here(status)
-    if guard_pid and processes.alive(guard_pid, (status.get("vllm") or {}).get("started_at")):
+    if guard_pid and processes.alive(guard_pid, (status.vllm or {}).get("started_at")):
         return
     preflight(cfg)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -186,9 +186,9 @@ def server_section(cfg: RunConfig) -> dict | None:
 
 def stop_for_run(run_dir: str | os.PathLike, grace: float = 10.0) -> None:
     """End the run's server (through its guard) now, and wait until it is gone."""
-    status = runfolder.read_status(run_dir)
+    status = runfolder.read_run_status(run_dir)
     pid = runfolder.server_pid_here(status)  # a sandboxed run's server ends with its sandbox
-    if pid and processes.alive(pid, (status.get("vllm") or {}).get("started_at")):
+    if pid and processes.alive(pid, (status.vllm or {}).get("started_at")):
         processes.end_tree(pid, grace=grace)
 
 
@@ -200,8 +200,8 @@ def _run_is_over(run_dir: Path, since: float) -> bool:
     no run folder any more (a finished run deleted before the guard's next look)."""
     if not run_dir.is_dir():
         return True
-    status = runfolder.read_status(run_dir)
-    if status.get("state") in runfolder.FINAL_STATES:
+    status = runfolder.read_run_status(run_dir)
+    if status.state in runfolder.FINAL_STATES:
         return True
     pids = runfolder.pids_here(status)
     if not pids:

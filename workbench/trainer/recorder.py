@@ -25,6 +25,7 @@ from typing import Any, Callable
 from workbench.jobs import runfolder
 from workbench.spec.chat import completion_text, prompt_text
 from workbench.spec.numbers import finite_number
+from workbench.spec.run_status import RunStatus
 
 HEARTBEAT_SECONDS = 2.0
 # Space held in the run folder for the last status write on a full disk (a few status.json's worth).
@@ -52,7 +53,7 @@ def _release_reserve(path: Path) -> bool:
 
 
 class StatusWriter:
-    """status.json as a dict held by the process; every `set` replaces the file atomically.
+    """status.json as a `RunStatus` held by the process; every `set` replaces the file atomically.
 
     On a full disk the last word must still land: the writer keeps a small
     reserve file in the run folder and gives its space up for the final
@@ -65,8 +66,8 @@ class StatusWriter:
         self.run_dir = Path(run_dir)
         self.enabled = enabled
         self._lock = threading.Lock()
-        self._status = runfolder.read_status(run_dir) if enabled else {}
-        self._status.pop("error", None)  # a resumed run starts without its old failure
+        self._status = runfolder.read_run_status(run_dir) if enabled else RunStatus()
+        self._status.drop("error")  # a resumed run starts without its old failure
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.write_error: OSError | None = None
@@ -76,25 +77,25 @@ class StatusWriter:
             self.set(**initial)
 
     @property
-    def status(self) -> dict:
+    def status(self) -> RunStatus:
+        """A copy of the status as last set."""
         with self._lock:
-            return dict(self._status)
+            return self._status.copy()
 
     def set(self, **fields: Any) -> None:
+        """Set `fields` (RunStatus's names), stamp `updated_at` and write status.json."""
         if not self.enabled:
             return
         with self._lock:
-            self._status.update(fields)
-            self._status["updated_at"] = time.time()
-            path = self.run_dir / runfolder.STATUS_FILE
+            self._status.update(**{**fields, "updated_at": time.time()})
             try:
-                runfolder.write_json_atomic(path, self._status)
+                runfolder.write_run_status(self.run_dir, self._status)
             except OSError as exc:
                 # only the final state may spend the reserve: it is the one write that must land
                 final = fields.get("state") in runfolder.FINAL_STATES
                 if exc.errno != errno.ENOSPC or not final or not _release_reserve(self.run_dir / RESERVE_FILE):
                     raise
-                runfolder.write_json_atomic(path, self._status)  # in the space the reserve held
+                runfolder.write_run_status(self.run_dir, self._status)  # in the space the reserve held
 
     def raise_write_error(self) -> None:
         """Raise the error that stopped the heartbeat writing status.json, if any (a full disk)."""

@@ -252,8 +252,8 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
     status = StatusWriter(run_dir, enabled=is_main)
     # `host`: readers on other machines judge the run by its heartbeat, not by this pid;
     # in a sandbox the pid is `sandbox_pid` (its own PID namespace), `pid` is the host's, written outside
-    status.set(state="starting", **runfolder.own_pid_fields(), host=socket.gethostname(), step=status.status.get("step", 0),
-               started_at=status.status.get("started_at") or time.time(),
+    status.set(state="starting", **runfolder.own_pid_fields(), host=socket.gethostname(), step=status.status.step or 0,
+               started_at=status.status.started_at or time.time(),
                num_processes=int(os.environ.get("WORLD_SIZE", "1")),
                # how this process was started, so a slow or large run can be read back to its settings
                allocator=allocator.applied() or "glibc (not chosen by the workbench)",
@@ -286,7 +286,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         model, tokenizer = load_model_and_tokenizer(cfg)
         dataset = load_dataset_for(cfg)
         link = wait_for_server(cfg, run_dir, status) if is_main else None
-        server_url = (runfolder.read_status(run_dir).get("vllm") or {}).get("url")
+        server_url = (runfolder.read_run_status(run_dir).vllm or {}).get("url")
         trainer_class = make_trainer_class()
         trainer = trainer_class(
             model=model,
@@ -326,8 +326,8 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
             print(text, file=sys.stderr, flush=True)
         except OSError:  # train.log is on the same full disk; status.json has the reserve
             pass
-        if isinstance(exc, vllm_rollout.VLLMGenerationError) and status.status.get("vllm"):
-            status.set(vllm={**status.status["vllm"], "state": "failed"})
+        if isinstance(exc, vllm_rollout.VLLMGenerationError) and status.status.vllm:
+            status.set(vllm={**status.status.vllm, "state": "failed"})
         status.set(state="failed", finished_at=time.time(), error={
             "type": type(exc).__name__,
             "message": str(exc),
@@ -368,7 +368,7 @@ def wait_for_server(cfg: RunConfig, run_dir: Path, status: StatusWriter):
     if cfg.generation not in SERVER_GENERATIONS:
         return None
     link = vllm_rollout.link_for_run(cfg, run_dir, status.status)
-    server = {"url": link.url, "external": link.guard_pid is None, **(status.status.get("vllm") or {})}
+    server = {"url": link.url, "external": link.guard_pid is None, **(status.status.vllm or {})}
     status.set(vllm={**server, "state": "starting"})
     seconds = link.wait_until_ready()
     status.set(vllm={**server, "state": "ready", "ready_after_s": round(seconds, 1)})

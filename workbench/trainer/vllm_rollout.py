@@ -38,6 +38,7 @@ import requests
 
 from workbench.jobs import runfolder
 from workbench.spec.config import RunConfig
+from workbench.spec.run_status import RunStatus
 
 ADAPTERS_DIR = ".vllm_adapters"  # in the run folder: the adapter each sync loads, the previous one deleted
 LOG_TAIL_BYTES = 3000
@@ -248,9 +249,9 @@ class VLLMRollout:
         return completion_ids, logprobs
 
 
-def link_for_run(cfg: RunConfig, run_dir: Path, status: dict) -> ServerLink:
+def link_for_run(cfg: RunConfig, run_dir: Path, status: RunStatus) -> ServerLink:
     """The link to the run's server: its own (address and guard in status.json) or the one at vllm_server_base_url."""
-    section = status.get("vllm") or {}
+    section = status.vllm or {}
     url = cfg.vllm_server_base_url.strip() or section.get("url")
     if not url:
         raise VLLMGenerationError(

@@ -1,0 +1,158 @@
+"""A run's status.json as one typed record: `RunStatus`.
+
+Every key a writer puts in status.json (the launcher, the dispatcher, the
+sandbox, the trainer's `StatusWriter`) is a field here, with its type and what
+it means beside it. `RunStatus.from_dict` takes whatever a status.json holds:
+
+- a key it does not know (written by a newer version, or by hand) is kept in
+  `extra` and written back as it was;
+- a known key whose value has the wrong type (`"step": "3"`, a `NaN` time)
+  reads as None, and its value too is kept in `extra`, so reading and writing
+  a file never loses what was in it;
+- a missing key, or null, reads as None (the default of every field), and
+  readers take the two alike; `to_dict` writes null where the file or a
+  writer put null, and leaves out what no one wrote.
+
+A whole number written as a float (`3.0`) reads as an int. Fields are set
+through `update` (which drops what `extra` kept under the name) and taken out
+of the file with `drop`.
+
+Pure: no file is read here (jobs/runfolder.py reads and writes status.json
+with `read_run_status` / `write_run_status`, atomically), so the readers of
+every layer (`insight` included) can take a `RunStatus`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+def _known(kind: type, help: str) -> Any:
+    """A status.json key: None until written, `kind` once it is."""
+    return field(default=None, metadata={"kind": kind, "help": help})
+
+
+@dataclass
+class RunStatus:
+    """status.json, typed; every field is None until some writer sets it (see the module docstring)."""
+
+    # what the run is doing
+    state: str | None = _known(str, "queued, starting, loading_model, training, saving, finished, stopped or failed")
+    step: int | None = _known(int, "the last optimizer step done")
+    total_steps: int | None = _known(int, "the optimizer steps of the whole run (TRL's max_steps)")
+    resumed_from: int | None = _known(int, "the checkpoint's step this process resumed from")
+    smoke_test: bool | None = _known(bool, "a one-step run started to check the settings")
+    note: str | None = _known(str, "why a run stopped the way it did, when it was not by itself")
+    error: dict | None = _known(dict, "a failed run's type, message, hint and traceback_tail")
+    summary: dict | None = _known(dict, "TRL's final train metrics")
+    # when (seconds since the epoch)
+    started_at: float | None = _known(float, "the run's first start")
+    resumed_at: float | None = _known(float, "the last resume")
+    updated_at: float | None = _known(float, "the last write: the writing process's heartbeat")
+    finished_at: float | None = _known(float, "when it reached a final state")
+    queued_at: float | None = _known(float, "when it joined the GPU queue (its place follows from it)")
+    queued_resume: bool | None = _known(bool, "a queued run that resumes from its checkpoint when its turn comes")
+    # who and where
+    owner: str | None = _known(str, "the signed-in user who launched it")
+    host: str | None = _known(str, "the machine of the training process")
+    pid: int | None = _known(int, "the training process (its sandbox's, for a sandboxed run), on the host")
+    pgid: int | None = _known(int, "its process group, on the host")
+    sandbox_pid: int | None = _known(int, "the trainer's pid inside its sandbox's PID namespace")
+    command: list | None = _known(list, "the argument list that started it")
+    num_processes: int | None = _known(int, "the processes training (WORLD_SIZE)")
+    allocator: str | None = _known(str, "the memory allocator the process runs with")
+    cpu_threads: int | None = _known(int, "OMP_NUM_THREADS of the process")
+    sandbox: dict | None = _known(dict, "the run's sandbox policy and what it shows (jobs/sandbox.py)")
+    vllm: dict | None = _known(dict, "the run's own vLLM server: url, state, pid, command, ...")
+    # what a writer this version does not know put there, and known keys of the wrong type, as written
+    extra: dict = field(default_factory=dict)
+    # the fields written, null included (a field that is None and not here is left out of the file)
+    _written: set = field(default_factory=set, init=False, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "RunStatus":
+        """The status a status.json's object holds; anything that is not an object reads as an empty status."""
+        if not isinstance(data, Mapping):
+            return cls()
+        fields, extra = {}, {}
+        for key, value in data.items():  # one pass, no setattr: a listing reads thousands of these
+            kind = FIELDS.get(key)
+            fits, typed = _read(kind, value) if kind else (False, None)
+            if fits:
+                fields[key] = typed
+            else:
+                extra[str(key)] = value
+        status = cls(**fields, extra=extra)
+        status._written = set(fields)
+        return status
+
+    @classmethod
+    def of(cls, status: "RunStatus | Mapping") -> "RunStatus":
+        """`status` itself, or a status dict (status.json's object, or the launcher's view of one) read as one."""
+        return status if isinstance(status, RunStatus) else cls.from_dict(status)
+
+    def to_dict(self) -> dict:
+        """The JSON object to write: `extra` as it was, then every field written (null included)."""
+        written = dict(self.extra)
+        for name in FIELDS:
+            value = getattr(self, name)
+            if value is not None or name in self._written:
+                written[name] = value
+        return written
+
+    def update(self, **fields: Any) -> None:
+        """Set fields by name (a writer's `update_status(state=..., ...)`); other names go to `extra`."""
+        for name, value in fields.items():
+            kind = FIELDS.get(name)
+            fits, typed = _read(kind, value) if kind else (False, None)
+            if kind:
+                setattr(self, name, typed)
+            if fits:
+                self.extra.pop(name, None)
+                self._written.add(name)
+            else:  # unknown, or the wrong type for it: kept as written (a field reads it as None)
+                self.extra[name] = value
+                self._written.discard(name)
+
+    def drop(self, *names: str) -> None:
+        """Take keys out of the status altogether (not even null is written for them)."""
+        for name in names:
+            self.extra.pop(name, None)
+            if name in FIELDS:
+                setattr(self, name, None)
+                self._written.discard(name)
+
+    def copy(self) -> "RunStatus":
+        return RunStatus.from_dict(self.to_dict())
+
+
+# {field name: its JSON type}, in the order of the class.
+FIELDS: dict[str, type] = {f.name: f.metadata["kind"] for f in dataclasses.fields(RunStatus) if "kind" in f.metadata}
+# What each field means, for the docs and the notebooks.
+FIELD_HELP: dict[str, str] = {f.name: f.metadata["help"] for f in dataclasses.fields(RunStatus) if "kind" in f.metadata}
+
+
+def status_field(status: RunStatus | Mapping, name: str) -> Any:
+    """One field of a RunStatus or of a status dict, typed as `RunStatus` reads it, without reading the rest.
+
+    A listing asks thousands of rows for their `host` or `state` every few seconds.
+    """
+    if isinstance(status, RunStatus):
+        return getattr(status, name)
+    return _read(FIELDS[name], status.get(name))[1] if isinstance(status, Mapping) else None
+
+
+def _read(kind: type, value: Any) -> tuple[bool, Any]:
+    """(True, `value` as `kind`) when it is one, or null; (False, None) when it has the wrong type for `kind`."""
+    if value is None or (type(value) is kind and kind is not float):  # the common case, at once
+        return True, value
+    if isinstance(value, bool):  # a bool is an int to Python, never a number in status.json
+        return False, None
+    if kind is int and isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return True, int(value)
+    if kind is float and isinstance(value, (int, float)) and math.isfinite(value):
+        return True, float(value)
+    return (True, value) if isinstance(value, kind) and kind not in (int, float) else (False, None)
