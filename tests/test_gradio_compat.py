@@ -14,6 +14,7 @@ patches end to end.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import re
@@ -122,7 +123,9 @@ def idle_sleeps(app: gr.Blocks, monkeypatch, seconds: float = 0.3) -> set[float]
         await asyncio.gather(*loops)
 
     monkeypatch.setattr(asyncio, "sleep", sleep)
-    asyncio.run(idle())
+    # A thread of its own: a session's Playwright browser keeps an event loop marked running in this one.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, idle()).result()
     monkeypatch.setattr(asyncio, "sleep", real_sleep)
     return set(taken)
 
