@@ -28,6 +28,12 @@ MAX_SECONDS = 300
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def nbformat_imported():
+    """nbformat's import takes about 2 s (jsonschema's validators): once for the module, as a shared fixture."""
+    import nbformat  # noqa: F401
+
+
 def load(path: Path):
     import nbformat
 
