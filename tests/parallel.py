@@ -11,6 +11,9 @@
 - `@pytest.mark.serial`: a test that times things, or needs the CPU to itself. Under xdist it starts
   once no other test is running, and no other test starts until it ends (a readers-writer lock on two
   files the workers share: a gate taken in turn, and a room held shared by every test, alone by it).
+- `@pytest.mark.one_at_a_time("vllm")`: tests naming the same resource never run at once under xdist,
+  while other tests go on beside them. A CPU vLLM server takes every core: two at once each take
+  more than twice as long.
 """
 
 from __future__ import annotations
@@ -115,7 +118,10 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
     shared = Path(item.config.option.basetemp).parent  # the workers' base temp folders share this parent
     alone = item.get_closest_marker("serial") is not None
+    resources = sorted({name for mark in item.iter_markers("one_at_a_time") for name in mark.args})
     with contextlib.ExitStack() as held:
         with file_lock(shared / "serial.gate"):  # taken in turn: a serial test waiting here holds back new tests
             held.enter_context(file_lock(shared / "serial.room", shared=not alone))
+        for name in resources:  # in one order, so two tests never hold one each and wait for the other's
+            held.enter_context(file_lock(shared / f"resource.{name}"))
         return (yield)

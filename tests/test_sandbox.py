@@ -357,6 +357,7 @@ def test_sampling_and_export_of_a_run_start_in_its_sandbox(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_at_a_time("vllm")  # a CPU vLLM server takes every core
 @needs_bwrap
 def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(tmp_path):
     """The trainer reaches its server over the sandbox's own loopback; both end with the run."""
