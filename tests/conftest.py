@@ -19,7 +19,7 @@ import subprocess
 import pytest
 from helpers import fill_disk, poll_until, write_checkpoint  # noqa: F401  (`from conftest import` still works)
 
-pytest_plugins = ["shared_builds", "browser_fixtures", "parallel", "suite_rules"]
+pytest_plugins = ["shared_builds", "browser_fixtures", "parallel", "suite_rules", "pytester"]
 
 
 @pytest.fixture
