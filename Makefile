@@ -62,12 +62,13 @@ allocators:
 run: setup allocators sandbox
 	$(PY) app.py
 
+# The whole suite, on pytest-xdist workers (tests/parallel.py).
 test: setup vllm browser sandbox allocators
 	$(PY) -m pytest
 
-# The pure tests only (no model training, no subprocess, no browser): seconds.
+# The tests not marked slow (no model loaded or trained, no browser), in one process: seconds.
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not browser" -q
+	$(PY) -m pytest -m "not slow and not browser" -q -n 0
 
 # Jupyter on the teaching notebooks, in the project's venv; runs they start land
 # in ./runs, where the app's Runs tab shows them too.

@@ -12,7 +12,7 @@ import re
 import gradio as gr
 from app_events import Page, find_event
 from gradio import state_holder
-from test_train_tab import STEPS, append_step
+from helpers import STEPS, append_step
 
 from workbench.jobs import runfolder
 from workbench.ui import gradio_compat

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import poll_until
+from helpers import poll_until
 
 from workbench.cli.train import format_runs_table
 from workbench.jobs import allocator, runfolder

@@ -13,13 +13,12 @@ import time
 
 import psutil
 import pytest
-from conftest import poll_until as wait_for
+from helpers import poll_until as wait_for, tiny_settings
 
 from workbench.jobs import dispatcher, launcher, queue, runfolder
 from workbench.spec.config import RunConfig
 
-TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4,
-            max_steps=1)
+TINY = tiny_settings(max_steps=1)
 
 
 def stop_queued(runs):

@@ -4,6 +4,7 @@ process, and the bundled SmolLM2 merged, whose greedy answers equal base + adapt
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,6 @@ from workbench.jobs import export_model, runfolder
 from workbench.jobs.export_model import ExportError
 from workbench.spec.config import RunConfig
 
-TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
 PROMPTS = ["What is the capital of France?", "Name a colour of the sky."]
 
 
@@ -104,12 +104,11 @@ def test_the_export_command_is_an_argument_list(tmp_path, make_run):
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """A real 2-step run of the tiny model: a checkpoint per step and the final adapter, as the Trainer saves them."""
-    from workbench.trainer.training import run_training
-
-    run_dir = tmp_path_factory.mktemp("runs") / "20261123-100000-tiny"
-    assert run_training(RunConfig(**TINY, max_steps=2, save_steps=1, beta=0.0), run_dir) == 0
+def tiny_run(tmp_path_factory, tiny_trained_run):
+    """A real 2-step run of the tiny model (a checkpoint per step and the final adapter, as the Trainer saves
+    them), copied: the exports are written into it."""
+    run_dir = tmp_path_factory.mktemp("runs") / tiny_trained_run.name
+    shutil.copytree(tiny_trained_run, run_dir)
     return run_dir
 
 

@@ -26,7 +26,7 @@ import shutil
 import gradio as gr
 import pytest
 from gradio.helpers import special_args
-from test_hostile_input import HOSTILE
+from helpers import HOSTILE
 
 from workbench.jobs import launcher, probes, runfolder
 from workbench.spec.config import RunConfig

@@ -7,37 +7,12 @@ with its panels, and no answer may carry the markup it was given.
 
 from __future__ import annotations
 
-import math
-
 import pytest
+from helpers import HOSTILE, default_values
 
 pytestmark = pytest.mark.slow  # 57 fields x 9 values, 10 MB strings among them: about 40 s
 
-from workbench.spec.config import RunConfig
-from workbench.spec.rewards import REWARDS
 from workbench.ui import setup_tab
-
-HOSTILE = {
-    "huge": 10**30,
-    "nan": math.nan,
-    "inf": math.inf,
-    "negative": -7,
-    "blank": None,
-    "10 MB": "x" * 10_000_000,
-    "unicode": "名前 ∑ 🙂 \u202e",
-    "markup": "<script>alert(1)</script><img src=x onerror=alert(2)>",
-    "list": ["a", 1],
-}
-
-
-def default_values() -> dict:
-    """The form as the page first shows it for the demo task, on a CPU machine."""
-    config = RunConfig.for_task("demo").to_dict()
-    form = {key: config.get(key) for key in setup_tab.FORM_KEYS}
-    form.update({f"use_{name}": name == "brevity" for name in REWARDS})
-    form.update({f"weight_{name}": 1.0 for name in REWARDS})
-    form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
-    return form
 
 
 def answer(form: dict, scope=None) -> list:

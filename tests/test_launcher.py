@@ -13,13 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import poll_until as wait_for
+from helpers import TINY, poll_until as wait_for
 
 from workbench.jobs import allocator, launcher, processes, runfolder
 from workbench.spec.config import ConfigError, RunConfig
 from workbench.spec.hardware import cpu_threads
-
-TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
 
 
 @pytest.fixture
@@ -286,7 +284,8 @@ def slow_trainer(runs_dir, notice, save, step_time=None):
     return run_dir, process
 
 
-@pytest.mark.parametrize("notice, save, step_time", [(0.0, 4.0, None), (3.0, 0.5, 4.0)],
+# A save 4x the stop's timeout, a step noticed 3x later than it: either way the stop must wait, not kill.
+@pytest.mark.parametrize("notice, save, step_time", [(0.0, 2.0, None), (1.5, 0.5, 4.0)],
                          ids=["stop-while-saving", "step-slower-than-the-timeout"])
 def test_stop_waits_for_the_step_and_the_save(runs_dir, notice, save, step_time):
     run_dir, process = slow_trainer(runs_dir, notice, save, step_time)

@@ -5,6 +5,7 @@ import pytest
 from workbench.spec import models
 
 
+@pytest.mark.slow
 def test_bundled_model_is_converted_once_to_a_plain_safetensors_folder():
     """Later loads read safetensors (under a second), not the GGUF file (about 25 s of de-quantising)."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -18,6 +19,7 @@ def test_bundled_model_is_converted_once_to_a_plain_safetensors_folder():
     assert sum(p.numel() for p in model.parameters()) > 100_000_000
 
 
+@pytest.mark.slow
 def test_tiny_model_is_a_real_small_llama_with_a_chat_template():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

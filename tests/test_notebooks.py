@@ -28,6 +28,12 @@ MAX_SECONDS = 300
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def nbformat_imported():
+    """nbformat's import takes about 2 s (jsonschema's validators): once for the module, as a shared fixture."""
+    import nbformat  # noqa: F401
+
+
 def load(path: Path):
     import nbformat
 
@@ -87,7 +93,10 @@ def execute(path: Path, kernels: Path, runs_dir: Path):
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
     }
     client = NotebookClient(notebook, km=manager, timeout=MAX_SECONDS, resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
-    client.execute(env=env)
+    try:
+        client.execute(env=env)
+    finally:  # a client given its kernel manager leaves the kernel running (a model in memory) until pytest exits
+        manager.shutdown_kernel(now=True)
     return notebook
 
 
@@ -100,8 +109,13 @@ def plotly_outputs(notebook) -> int:
     )
 
 
+# the vLLM notebook starts a CPU vLLM server, which takes every core
+RUNS = [pytest.param(path, marks=pytest.mark.one_at_a_time("vllm")) if "vllm" in path.stem else path
+        for path in NOTEBOOKS]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+@pytest.mark.parametrize("path", RUNS, ids=[path.stem for path in NOTEBOOKS])
 def test_runs_top_to_bottom(path, kernel_spec_dir, tmp_path):
     import psutil
 

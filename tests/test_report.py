@@ -495,6 +495,7 @@ def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tm
 
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_the_runs_tab_writes_the_report_and_offers_it_to_download(ui):
     # On the session's shared server (no server of its own to start); the run leaves with the test.
     run_dir = write_demo_run(ui.server.runs_dir / "20261123-101500-report-demo")

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import tiny_settings
 
 from workbench.access import uploads, users
 from workbench.jobs import launcher, runfolder, sandbox
@@ -31,8 +32,7 @@ from workbench.spec.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "the-secret-of-bob-7f3a"
-TINY = dict(model="tiny", task="demo", device="cpu", per_device_train_batch_size=4, num_generations=4,
-            max_completion_length=8, logging_steps=1, save_steps=1000)
+TINY = tiny_settings(task="demo", logging_steps=1, save_steps=1000)
 
 needs_bwrap = pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")
 
@@ -238,7 +238,7 @@ def test_train_sandbox_keeps_a_hostile_reward_from_everything_but_its_run(tmp_pa
 @pytest.mark.slow
 @needs_bwrap
 def test_a_run_launched_from_the_shared_dashboard_runs_sandboxed(shared, listener):
-    from test_hostile_input import default_values
+    from helpers import default_values
 
     from workbench.ui import setup_tab
     from workbench.ui.app import build_app
@@ -357,6 +357,7 @@ def test_sampling_and_export_of_a_run_start_in_its_sandbox(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.one_at_a_time("vllm")  # a CPU vLLM server takes every core
 @needs_bwrap
 def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(tmp_path):
     """The trainer reaches its server over the sandbox's own loopback; both end with the run."""

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import make_certificate
 from starlette.requests import Request
-from test_sign_in_server import make_certificate
 
 from workbench.access import sessions, sign_in_limits, tls, users
 from workbench.access.sign_in_limits import FailedSignIns, SignInLimits
@@ -142,6 +142,7 @@ def _median_seconds(fn, repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
+@pytest.mark.serial  # two timings compared: another test's load would fall on one side
 def test_an_unknown_name_costs_what_a_known_one_does():
     rounds = 100_000
     known = {"alice": users.User("alice", "user", users.hash_password("a-long-password", iterations=rounds))}

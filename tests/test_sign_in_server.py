@@ -17,13 +17,12 @@ from __future__ import annotations
 import contextlib
 import shutil
 import statistics
-import subprocess
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
+from helpers import make_certificate
 
 from workbench.access import users
 
@@ -35,16 +34,6 @@ NAMES = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
 WAIT_S = 3  # the wait after too many wrong passwords, short for the test (5 minutes by default)
 SIGN_IN_WAIT_ENV = "WORKBENCH_SIGN_IN_WAIT_S"
 SESSION_HOURS = 0.002  # 7.2 s
-
-
-def make_certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost, made the way the README says."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +68,7 @@ def sign_in_seconds(url: str, name: str, password: str) -> float:
     return time.perf_counter() - start
 
 
+@pytest.mark.serial  # the page's answers are timed against six sign-ins
 def test_checking_passwords_leaves_the_pages_answering(server):
     with signed_in(server.url, "alice") as page:
         logins, waits, logins_s = sign_in_while_asking(server.url, page)
@@ -125,6 +115,7 @@ def test_five_wrong_passwords_make_a_name_wait_and_say_how_long(server):
     assert httpx.post(server.url + "login", data={"username": "erin", "password": PASSWORD}).status_code == 200
 
 
+@pytest.mark.serial  # two timings compared: another test's load would fall on one side
 def test_an_unknown_name_takes_as_long_as_a_known_one(server):
     known, unknown = [], []
     for i in range(5):  # interleaved, so a busy moment of the machine falls on both

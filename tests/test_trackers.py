@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import TINY
 
 from workbench.jobs import processes, runfolder
 from workbench.spec import trackers
 from workbench.spec.config import RunConfig, validate_config
 
-TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
 
 # Runs the training command in this interpreter, noting every connection or lookup that leaves the machine.
 OFFLINE_TRAIN = """

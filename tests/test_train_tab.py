@@ -13,29 +13,14 @@ import io
 import json
 import os
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from app_events import Page, find_event
+from helpers import G, STEPS, append_step
 
 from workbench.jobs import jsonl_cache, runfolder
 
-G = 4
-STEPS = 40
 WATCHED = (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE)
-
-
-def append_step(run_dir: Path, step: int) -> None:
-    """One step as the trainer writes it: its round of completions, its metric row, the status."""
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [
-        {"step": step, "group": i // G, "prompt": f"question {i // G}", "completion": f"answer {step}.{i} " * (i + 1),
-         "rewards": {"brevity": i / 10}, "reward": i / 10, "advantage": (i % G - 1.5) / 1.29, "length": i + 1,
-         "truncated": False}
-        for i in range(2 * G)])
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [
-        {"step": step, "loss": 0.01, "reward": step / STEPS, "reward_std": 0.2, "kl": 0.01 * step,
-         "frac_reward_zero_std": 0.0, "completions/mean_length": 8.0, "step_time": 2.0}])
-    runfolder.update_status(run_dir, state="training", step=step, total_steps=STEPS * 2)
 
 
 @pytest.fixture

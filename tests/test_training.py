@@ -17,14 +17,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from helpers import TINY, poll_until
 
 from workbench.jobs import runfolder
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig
 from workbench.spec.rewards import RewardFunctionError
 from workbench.trainer.recorder import StatusWriter, completion_records, failure_hint
-
-TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
 
 
 # ---------------------------------------------------------------- pure pieces
@@ -77,7 +76,7 @@ def test_status_heartbeat_keeps_updated_at_fresh(tmp_path):
     writer = StatusWriter(tmp_path, state="training", pid=1)
     first = runfolder.read_status(tmp_path)["updated_at"]
     writer.start_heartbeat(every=0.1)
-    time.sleep(0.5)
+    poll_until(lambda: runfolder.read_status(tmp_path)["updated_at"] > first, timeout=10, poll=0.05)
     writer.stop_heartbeat()
     status = runfolder.read_status(tmp_path)
     assert status["updated_at"] > first and status["state"] == "training"
@@ -115,7 +114,7 @@ def test_a_heartbeat_write_that_fails_is_kept_not_fatal(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runfolder, "write_json_atomic", no_space)
     writer.start_heartbeat(every=0.02)
-    time.sleep(0.2)
+    poll_until(lambda: writer.write_error is not None, timeout=10, poll=0.02)
     try:
         assert writer._thread.is_alive() and writer.write_error.errno == errno.ENOSPC
     finally:
@@ -137,6 +136,7 @@ save_final_adapter(save, run_dir)
 """
 
 
+@pytest.mark.slow
 def test_a_save_killed_halfway_leaves_the_previous_adapter_whole(tmp_path, tiny_adapter):
     from safetensors import safe_open
 

@@ -16,6 +16,7 @@ import re
 import shutil
 import time
 
+import helpers
 import pytest
 from browser_fixtures import UI
 from playwright.sync_api import expect
@@ -34,10 +35,9 @@ LONG_RUN_STEPS = 400
 
 
 def tiny_config(**changes) -> RunConfig:
-    """The smallest real run: tiny model on CPU, one prompt x 4 completions of <= 8 tokens a step."""
-    settings = dict(model="tiny", task="demo", device="cpu", per_device_train_batch_size=4, num_generations=4,
-                    max_completion_length=8, max_steps=LONG_RUN_STEPS, save_steps=2, logging_steps=1)
-    return RunConfig(**{**settings, **changes})
+    """The smallest real run (helpers.TINY) on the demo task, long enough to be stopped while it trains."""
+    return helpers.tiny_config(**{"task": "demo", "max_steps": LONG_RUN_STEPS, "save_steps": 2, "logging_steps": 1,
+                                  **changes})
 
 
 # Steps drawn on a dashboard plot: the distinct x values over its traces (a std band
@@ -94,10 +94,11 @@ def stop_runs(server):
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    """A finished 2-step tiny run with checkpoints and its final adapter, in a runs folder of its own."""
-    config = tiny_config(max_steps=2, save_steps=1, run_name="trained")
-    return run_to_the_end(config, tmp_path_factory.mktemp("trained") / "runs", FIRST_POINTS_TIMEOUT_MS / 1000)
+def trained_run(tmp_path_factory, tiny_trained_run):
+    """The session's finished 2-step tiny run (checkpoints and final adapter), copied into a runs folder of its own."""
+    run_dir = tmp_path_factory.mktemp("trained") / "runs" / tiny_trained_run.name
+    shutil.copytree(tiny_trained_run, run_dir)
+    return run_dir
 
 
 def run_to_the_end(config: RunConfig, runs_dir, timeout_s: float):

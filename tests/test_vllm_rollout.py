@@ -22,7 +22,7 @@ from workbench.jobs import launcher, processes, runfolder, sampling, vllm_server
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.one_at_a_time("vllm")]  # a CPU vLLM server takes every core
 
 RUN_TIMEOUT_S = 900
 PROBES = ["How many legs does a spider have?", "What is the capital of France?"]

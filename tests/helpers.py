@@ -1,0 +1,160 @@
+"""What several test files share, so that tests import helpers and fixtures, never other tests.
+
+- `poll_until(predicate)`: wait on a condition, not for a fixed time;
+- `TINY`, `tiny_settings()`, `tiny_config()`: the smallest real run (the tiny model on the CPU,
+  4 completions of at most 8 tokens a step), written once for every test that trains;
+- `write_checkpoint(run_dir, step)`: a checkpoint folder as the Trainer writes it;
+- `append_step(run_dir, step)`: one step of a long run as the trainer writes it (no training);
+- `fill_disk(folder)`: write until the disk is full;
+- `make_certificate(folder)`: a self-signed certificate for 127.0.0.1, made as the README says;
+- `HOSTILE`, `default_values()`: hostile input values and the Setup form as the page first shows it;
+- `file_lock(path)`: a lock the pytest-xdist workers of one run share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import subprocess
+import time
+from pathlib import Path
+
+# ---------------------------------------------------------------- waiting
+
+
+def poll_until(predicate, timeout: float = 180.0, poll: float = 0.2):
+    """The first true value of `predicate()`, asked every `poll` seconds; AssertionError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+# ---------------------------------------------------------------- the smallest real run
+
+TINY = dict(model="tiny", device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4)
+
+
+def tiny_settings(**changes) -> dict:
+    """`TINY` with `changes`: the settings of a run that trains in seconds on a 2-core CPU."""
+    return {**TINY, **changes}
+
+
+def tiny_config(**changes):
+    """A `RunConfig` of `tiny_settings(**changes)`."""
+    from workbench.spec.config import RunConfig
+
+    return RunConfig(**tiny_settings(**changes))
+
+
+# ---------------------------------------------------------------- files a run writes
+
+
+def write_checkpoint(run_dir, step):
+    """A `checkpoint-<step>` folder with the files transformers' Trainer writes for a LoRA run, each whole."""
+    import torch
+    from safetensors.torch import save_file
+
+    path = run_dir / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    save_file({"lora_A.weight": torch.ones(4, 16), "lora_B.weight": torch.zeros(16, 4)},
+              str(path / "adapter_model.safetensors"))
+    (path / "adapter_config.json").write_text(json.dumps({"r": 4, "peft_type": "LORA"}))
+    torch.save({"state": {}, "param_groups": []}, path / "optimizer.pt")
+    torch.save({"last_epoch": step}, path / "scheduler.pt")
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return path
+
+
+G = 4  # completions per group in `append_step`'s runs
+STEPS = 40  # the length of such a run: `append_step` writes total_steps = 2 * STEPS
+
+
+def append_step(run_dir: Path, step: int) -> None:
+    """One step as the trainer writes it: its round of completions, its metric row, the status."""
+    from workbench.jobs import runfolder
+
+    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [
+        {"step": step, "group": i // G, "prompt": f"question {i // G}", "completion": f"answer {step}.{i} " * (i + 1),
+         "rewards": {"brevity": i / 10}, "reward": i / 10, "advantage": (i % G - 1.5) / 1.29, "length": i + 1,
+         "truncated": False}
+        for i in range(2 * G)])
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [
+        {"step": step, "loss": 0.01, "reward": step / STEPS, "reward_std": 0.2, "kl": 0.01 * step,
+         "frac_reward_zero_std": 0.0, "completions/mean_length": 8.0, "step_time": 2.0}])
+    runfolder.update_status(run_dir, state="training", step=step, total_steps=STEPS * 2)
+
+
+# ---------------------------------------------------------------- the machine
+
+
+def fill_disk(folder) -> None:
+    """Write into `folder` until the disk is full (ENOSPC), as a filling disk would."""
+    with open(os.path.join(folder, "filler"), "wb", buffering=0) as handle:  # nothing left in a buffer
+        try:
+            while True:
+                handle.write(b"x" * 65536)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+
+
+def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost, made the way the README says."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, shared: bool = False):
+    """Hold an flock on `path` (exclusive, or `shared` with other shared holders) for the `with` block.
+
+    The lock belongs to the open file, so it is released when the block ends or the process dies.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------- hostile input
+
+HOSTILE = {
+    "huge": 10**30,
+    "nan": math.nan,
+    "inf": math.inf,
+    "negative": -7,
+    "blank": None,
+    "10 MB": "x" * 10_000_000,
+    "unicode": "名前 ∑ 🙂 \u202e",
+    "markup": "<script>alert(1)</script><img src=x onerror=alert(2)>",
+    "list": ["a", 1],
+}
+
+
+def default_values() -> dict:
+    """The Setup form as the page first shows it for the demo task, on a CPU machine."""
+    from workbench.spec.config import RunConfig
+    from workbench.spec.rewards import REWARDS
+    from workbench.ui import setup_tab
+
+    config = RunConfig.for_task("demo").to_dict()
+    form = {key: config.get(key) for key in setup_tab.FORM_KEYS}
+    form.update({f"use_{name}": name == "brevity" for name in REWARDS})
+    form.update({f"weight_{name}": 1.0 for name in REWARDS})
+    form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
+    return form
