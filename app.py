@@ -90,13 +90,13 @@ def main(argv: list[str] | None = None) -> None:
         os.umask(0o077)
 
     from workbench.access.uploads import MAX_UPLOAD_BYTES
-    from workbench.jobs import launcher
+    from workbench.jobs import run_list
     from workbench.ui import cleanup, run_reports
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
     policy = sandbox_policy(args, known)
-    launcher.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
+    run_list.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
     app = build_app(args.runs_dir, users=known, sandbox=policy, shared_dirs=shared)
     cleanup.start_cleaning(lambda: [cleanup.upload_cache_folder(), run_reports.reports_root()])
     sign_in = None

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_training import tree_rss  # noqa: E402  (same folder)
-from workbench.jobs import allocator, runfolder  # noqa: E402  (after the path fix above)
+from workbench.jobs import allocator  # noqa: E402  (after the path fix above)
+from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
 
 GB = 2**30
 

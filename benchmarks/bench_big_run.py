@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import big_run  # noqa: E402  (same folder)
 from app_events import Page, find_component, find_event  # noqa: E402
 
-from workbench.jobs import runfolder  # noqa: E402
+from workbench.runstore import runfolder  # noqa: E402
 
 OPEN_TARGET_S = 2.0
 TICK_TARGET_MS = 50.0

@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench.jobs import launcher, runfolder  # noqa: E402  (after the path fix above)
+from workbench.jobs import launcher, run_state  # noqa: E402  (after the path fix above)
+from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
 from workbench.spec.config import RunConfig  # noqa: E402
 from workbench.spec.generation import find_vllm_python, vllm_importable_here  # noqa: E402
 from workbench.spec.hardware import list_gpus  # noqa: E402
@@ -86,13 +87,13 @@ def one_run(backend: str, args, runs_dir: Path) -> dict:
     launched = time.monotonic()
     run_id = launcher.start(config, runs_dir)
     try:
-        final = launcher.wait(run_id, runs_dir, timeout=args.timeout)
+        final = run_state.wait(run_id, runs_dir, timeout=args.timeout)
     except BaseException:  # interrupted: the detached run (and its server) must not outlive the benchmark
         launcher.stop(run_id, runs_dir, timeout=0)
         raise
     if final["state"] not in runfolder.FINAL_STATES:
         final = launcher.stop(run_id, runs_dir, timeout=0)
-    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    run_dir = run_state.run_dir_of(run_id, runs_dir)
     steps = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m]
     times = [m["step_time"] for m in steps[1:]] or [m["step_time"] for m in steps]
     completions_per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps

@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' app server and Chr
 
 from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402  (same folder)
 from bench_training import tree_rss  # noqa: E402
-from workbench.jobs import allocator, launcher, runfolder  # noqa: E402
+from workbench.jobs import allocator, launcher, run_state  # noqa: E402
+from workbench.runstore import runfolder  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
 GB = 2**30
@@ -157,12 +158,12 @@ def follow_background_run(run_dir: Path, launched: float) -> Timeline:
     timeline = Timeline(launched)
     try:
         follow(timeline, run_dir / runfolder.METRICS_FILE,
-               lambda: launcher.status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES,
+               lambda: run_state.status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES,
                lambda: runfolder.read_status(run_dir).get("pgid"))
     except BaseException:  # interrupted: the detached run must not outlive the benchmark
         launcher.stop(run_dir, timeout=0)
         raise
-    final = launcher.status_of_dir(run_dir)
+    final = run_state.status_of_dir(run_dir)
     if final["state"] != "finished":
         raise SystemExit(f"{run_dir.name} ended {final['state']}: {final.get('error')}")
     return timeline

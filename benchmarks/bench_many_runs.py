@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from app_events import Page, find_event  # noqa: E402
 
-from workbench.jobs import runfolder  # noqa: E402
+from workbench.runstore import runfolder  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
 USERS = 30

@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench.jobs import launcher, runfolder, sandbox  # noqa: E402
+from workbench.jobs import launcher, run_state, sandbox  # noqa: E402
+from workbench.runstore import runfolder  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
 
@@ -61,12 +62,12 @@ def timed_run(config: RunConfig, runs: Path, sandboxed: bool) -> dict:
     started = time.monotonic()
     run_id = launcher.start(config, runs, sandboxed=sandbox.Policy() if sandboxed else None)
     metrics_file = runs / run_id / runfolder.METRICS_FILE
-    while not launcher.status(run_id, runs).get("pid"):  # queued while the previous run's processes exit
+    while not run_state.status(run_id, runs).get("pid"):  # queued while the previous run's processes exit
         time.sleep(0.05)
-    pid = launcher.status(run_id, runs)["pid"]
+    pid = run_state.status(run_id, runs)["pid"]
     first_step, seen, readings = None, {}, []  # readings: (steps recorded, tree CPU seconds)
     while True:
-        status = launcher.status(run_id, runs)
+        status = run_state.status(run_id, runs)
         cpu = tree_cpu_seconds(pid, seen)
         steps_done = len(runfolder.read_jsonl(metrics_file)) if metrics_file.exists() else 0
         if steps_done and first_step is None:

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402  (same folder)
-from workbench.jobs import launcher, runfolder  # noqa: E402  (after the path fix above)
+from workbench.jobs import commands, launcher, run_state  # noqa: E402  (after the path fix above)
+from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
 from workbench.spec.config import RunConfig  # noqa: E402
 
 GB = 2**30
@@ -58,7 +59,7 @@ def run_and_watch(config: RunConfig, runs_dir: Path, time_limit: float) -> dict:
     state = {}
     try:
         while True:
-            state = launcher.status(run_id, runs_dir)
+            state = run_state.status(run_id, runs_dir)
             if state.get("pgid"):
                 peak = max(peak, tree_rss(int(state["pgid"])))
             if state["state"] in runfolder.FINAL_STATES:
@@ -70,7 +71,7 @@ def run_and_watch(config: RunConfig, runs_dir: Path, time_limit: float) -> dict:
     except BaseException:  # interrupted: the detached run must not outlive the benchmark
         launcher.stop(run_id, runs_dir, timeout=0)
         raise
-    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    run_dir = run_state.run_dir_of(run_id, runs_dir)
     return {
         "run_dir": run_dir,
         "elapsed": time.monotonic() - launched,
@@ -109,7 +110,7 @@ def run_bare_trl(config: RunConfig, workdir: Path) -> dict:
     """TRL alone (benchmarks/bare_trl.py) on `config`'s settings, under the launcher's allocator and threads."""
     settings = {name: getattr(config, name) for name in BARE_SETTINGS}
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings), str(workdir)],
-                   check=True, cwd=ROOT, env={**launcher.launch_env(config), "PYTHONPATH": str(ROOT)},
+                   check=True, cwd=ROOT, env={**commands.launch_env(config), "PYTHONPATH": str(ROOT)},
                    stdout=subprocess.DEVNULL)
     return json.loads((workdir / "summary.json").read_text())
 

@@ -17,9 +17,15 @@ import os
 import subprocess
 
 import pytest
-from helpers import fill_disk, poll_until, write_checkpoint  # noqa: F401  (`from conftest import` still works)
+from helpers import accounts_text, fill_disk, write_checkpoint
 
 pytest_plugins = ["shared_builds", "browser_fixtures", "parallel", "suite_rules", "pytester"]
+
+
+@pytest.fixture(scope="module")
+def accounts():
+    """A users file's text: alice and bob (users) and root (admin), password helpers.PASSWORD."""
+    return accounts_text()
 
 
 @pytest.fixture

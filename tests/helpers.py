@@ -79,7 +79,7 @@ STEPS = 40  # the length of such a run: `append_step` writes total_steps = 2 * S
 
 def append_step(run_dir: Path, step: int) -> None:
     """One step as the trainer writes it: its round of completions, its metric row, the status."""
-    from workbench.jobs import runfolder
+    from workbench.runstore import runfolder
 
     runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [
         {"step": step, "group": i // G, "prompt": f"question {i // G}", "completion": f"answer {step}.{i} " * (i + 1),
@@ -158,3 +158,36 @@ def default_values() -> dict:
     form.update({f"weight_{name}": 1.0 for name in REWARDS})
     form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
     return form
+
+
+# ---- a shared dashboard's accounts and its Setup form
+
+PASSWORD = "a-long-password"  # every test account's password
+
+
+def accounts_text() -> str:
+    """A users file with alice and bob (users) and root (admin), all with PASSWORD.
+
+    Few PBKDF2 iterations: these accounts guard nothing, and each sign-in should be quick.
+    """
+    from workbench.access import users
+
+    lines = [f"{name} {role} {users.hash_password(PASSWORD, iterations=1000)}"
+             for name, role in [("alice", "user"), ("bob", "user"), ("root", "admin")]]
+    return "\n".join(lines) + "\n"
+
+
+def app_handler(app, module: str, name: str):
+    """The event handler `name` of `workbench.ui.<module>` that `app` (a built Blocks) wired."""
+    return next(f.fn for f in app.fns.values() if f.fn is not None
+                and f.fn.__module__ == f"workbench.ui.{module}" and f.fn.__name__ == name)
+
+
+def setup_form_values(**changes) -> list:
+    """The Setup form's values (ctx.config_inputs order, hardware last) on a CPU machine, with `changes`."""
+    from workbench.ui import setup_tab
+
+    values = setup_tab.benchmark_values()
+    form = dict(zip(setup_tab.FORM_KEYS, values))
+    form.update(changes)
+    return [form[key] for key in setup_tab.FORM_KEYS] + [values[-1]]

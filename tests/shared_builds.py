@@ -76,12 +76,13 @@ def tiny_trained_run(tiny_model, tmp_path_factory) -> Path:
     """A finished 2-step run of the tiny model (checkpoint per step, final adapter), to read, not to change."""
 
     def build(folder: Path) -> Path:
-        from workbench.jobs import launcher, runfolder
+        from workbench.jobs import launcher, run_state
+        from workbench.runstore import runfolder
 
         runs = folder / "runs"
         config = tiny_config(task="demo", max_steps=2, save_steps=1, logging_steps=1, run_name="trained")
         run_id = launcher.start(config, runs)
-        final = launcher.wait(run_id, runs, timeout=TRAINED_RUN_TIMEOUT_S)
+        final = run_state.wait(run_id, runs, timeout=TRAINED_RUN_TIMEOUT_S)
         assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(runs / run_id))
         return runs / run_id
 

@@ -3,7 +3,7 @@
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, launcher
+from workbench.jobs import allocator, commands
 from workbench.spec.config import RunConfig
 from workbench.spec.hardware import cpu_threads
 
@@ -49,8 +49,8 @@ def test_cpu_threads_share_the_cores(processes, cores, expected):
 
 def test_launch_env_of_a_cpu_run(monkeypatch):
     monkeypatch.delenv(allocator.ALLOCATOR_ENV_VAR, raising=False)
-    env = launcher.launch_env(RunConfig(device="cpu", num_processes=2), base={"PATH": "/bin"})
+    env = commands.launch_env(RunConfig(device="cpu", num_processes=2), base={"PATH": "/bin"})
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["OMP_NUM_THREADS"] == str(cpu_threads(2))
     assert env[allocator.APPLIED_ENV_VAR] == allocator.choose()
-    mine = launcher.launch_env(RunConfig(device="cpu"), base={"OMP_NUM_THREADS": "1"})
+    mine = commands.launch_env(RunConfig(device="cpu"), base={"OMP_NUM_THREADS": "1"})
     assert mine["OMP_NUM_THREADS"] == "1"  # the caller's own setting wins

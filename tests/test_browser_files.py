@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from browser_fixtures import REPO
-from test_ui_owners import PASSWORD, accounts  # noqa: F401  (the signed-in users' accounts)
+from helpers import PASSWORD
 
 from workbench.access import users
 from workbench.ui import browser_files
@@ -35,7 +35,7 @@ REFUSAL = "was not uploaded through this page"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, accounts):  # noqa: F811
+def server(tmp_path_factory, accounts):
     from browser_fixtures import start_app
 
     base = tmp_path_factory.mktemp("browser-files")

@@ -158,10 +158,10 @@ def test_words_are_shell_quoted():
 
 
 def test_a_local_deepspeed_run_starts_with_trls_accelerate_file(tmp_path):
-    from workbench.jobs import launcher
+    from workbench.jobs import commands
 
     config = RunConfig(model="tiny", device="cuda", num_processes=4, distributed_backend="deepspeed-zero2")
-    command = launcher.build_command(config, tmp_path)
+    command = commands.build_command(config, tmp_path)
     assert command[command.index("--config_file") + 1] == str(tmp_path / bundle.ACCELERATE_FILE)
     assert command[command.index("-m"):][:3] == ["-m", "workbench", "train"]
     written = bundle.write_accelerate_config(config, tmp_path)

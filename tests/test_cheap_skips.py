@@ -14,7 +14,7 @@ from app_events import Page, find_event
 from gradio import state_holder
 from helpers import STEPS, append_step
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.ui import gradio_compat
 from workbench.ui.app import build_app
 

@@ -3,7 +3,7 @@
 import pytest
 
 from workbench.cli import main
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 

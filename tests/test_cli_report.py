@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import main
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]

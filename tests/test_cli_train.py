@@ -10,7 +10,8 @@ import pytest
 from helpers import poll_until
 
 from workbench.cli.train import format_runs_table
-from workbench.jobs import allocator, runfolder
+from workbench.jobs import allocator
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.hardware import cpu_threads
 

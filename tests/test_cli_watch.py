@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import launcher, run_state
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +102,7 @@ def test_a_live_run_is_followed_step_by_step_and_ctrl_c_leaves_it_running(tmp_pa
     try:
         assert interrupted.stdout.readline().startswith(f"Watching {run_id} ")
         deadline = time.monotonic() + 240
-        while launcher.status(run_id, runs)["state"] not in ("training", *runfolder.FINAL_STATES):
+        while run_state.status(run_id, runs)["state"] not in ("training", *runfolder.FINAL_STATES):
             assert time.monotonic() < deadline, runfolder.read_log_tail(runs / run_id)
             time.sleep(0.3)
         interrupted.send_signal(signal.SIGINT)
@@ -113,9 +114,9 @@ def test_a_live_run_is_followed_step_by_step_and_ctrl_c_leaves_it_running(tmp_pa
         for process in (follower, interrupted):
             if process.poll() is None:
                 process.kill()
-        if launcher.is_running(run_id, runs):
+        if run_state.is_running(run_id, runs):
             launcher.stop(run_id, runs, timeout=30)
-    final = launcher.status(run_id, runs)
+    final = run_state.status(run_id, runs)
     assert final["state"] == "finished", runfolder.read_log_tail(runs / run_id)
     assert follower.returncode == 0, out + err
     lines = out.splitlines()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.jobs import bundle, launcher, processes, runfolder
+from workbench.jobs import bundle, processes, run_state
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig, plan_for
 
 pytestmark = pytest.mark.slow
@@ -60,7 +61,7 @@ def test_two_machines_from_the_bundle_train_to_finished(tmp_path, two_machine_co
     assert codes == [0, 0], logs
 
     run_dir = tmp_path / "runs" / "two-machines"
-    status = launcher.status_of_dir(run_dir)
+    status = run_state.status_of_dir(run_dir)
     assert status["state"] == "finished", logs
     expected = plan_for(config, dataset_size=PROMPTS).total_steps
     assert expected == 2 and plan_for(config.with_changes(num_processes=1, num_machines=1),

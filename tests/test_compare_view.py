@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from workbench.jobs import probes, runfolder, sampling
+from workbench.modeltools import probes, sampling
+from workbench.runstore import runfolder
 from workbench.ui import compare_view
 from workbench.ui.compare_tab import read_sides
 

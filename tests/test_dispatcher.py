@@ -15,14 +15,15 @@ import psutil
 import pytest
 from helpers import poll_until as wait_for, tiny_settings
 
-from workbench.jobs import dispatcher, launcher, queue, runfolder
+from workbench.jobs import dispatcher, gpu_queue, launcher, queue, run_list, run_state
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 TINY = tiny_settings(max_steps=1)
 
 
 def stop_queued(runs):
-    for entry in launcher.list_runs(runs):
+    for entry in run_list.list_runs(runs):
         if entry["state"] == runfolder.QUEUED:
             launcher.stop(entry["run_id"], runs)
 
@@ -33,7 +34,7 @@ def runs_dir(tmp_path):
     runs = tmp_path / "runs"
     yield runs
     stop_queued(runs)  # the queued first, so stopping the others starts nothing
-    for entry in launcher.list_runs(runs):
+    for entry in run_list.list_runs(runs):
         if entry["state"] not in runfolder.FINAL_STATES:
             launcher.stop(entry["run_id"], runs, timeout=1)
     wait_for(lambda: not runfolder.dispatcher_running(runs), timeout=30)
@@ -61,12 +62,12 @@ def holder(runs_dir):
 
 
 def state_of(run_id, runs_dir):
-    return launcher.status(run_id, runs_dir)["state"]
+    return run_state.status(run_id, runs_dir)["state"]
 
 
 def dispatcher_processes(runs_dir):
     return [p for p in psutil.process_iter(["cmdline"])
-            if launcher.DISPATCHER_MODULE in (p.info["cmdline"] or []) and str(runs_dir) in p.info["cmdline"]]
+            if gpu_queue.DISPATCHER_MODULE in (p.info["cmdline"] or []) and str(runs_dir) in p.info["cmdline"]]
 
 
 # ---------------------------------------------------------------- waiting, cancelling, the limit
@@ -76,9 +77,9 @@ def dispatcher_processes(runs_dir):
 def test_a_launch_on_a_held_device_waits_and_stop_takes_it_out_of_the_queue(runs_dir, holder):
     holder()
     run_id = launcher.start(RunConfig(**TINY), runs_dir)
-    assert launcher.queue_place(run_id, runs_dir) == {"queue_position": 1,
+    assert gpu_queue.queue_place(run_id, runs_dir) == {"queue_position": 1,
                                                        "waits_for": "the CPU (run 20260101-000000-holder)"}
-    entry = next(e for e in launcher.list_runs(runs_dir) if e["run_id"] == run_id)
+    entry = next(e for e in run_list.list_runs(runs_dir) if e["run_id"] == run_id)
     assert entry["state"] == "queued" and entry["queue_position"] == 1 and "pid" not in entry
     wait_for(lambda: runfolder.dispatcher_running(runs_dir), timeout=30)  # it keeps looking while the run waits
     time.sleep(dispatcher.POLL_SECONDS + 0.5)
@@ -99,9 +100,9 @@ def test_the_per_user_limit_counts_running_and_queued_runs(runs_dir, holder, mon
     with pytest.raises(queue.UserLimitError, match=rf"alice already has 2 runs running or queued "
                                                    rf"\(20260101-000000-holder, {queued}\); each user may have 2"):
         launcher.start(RunConfig(**TINY), runs_dir, owner="alice")
-    assert len(launcher.list_runs(runs_dir)) == 2  # nothing was made for the refused launch
+    assert len(run_list.list_runs(runs_dir)) == 2  # nothing was made for the refused launch
     bob = launcher.start(RunConfig(**TINY), runs_dir, owner="bob")
-    assert launcher.queue_place(bob, runs_dir)["queue_position"] == 2
+    assert gpu_queue.queue_place(bob, runs_dir)["queue_position"] == 2
     assert runfolder.read_status(runs_dir / bob)["owner"] == "bob"
 
 
@@ -112,10 +113,10 @@ def test_the_backstop_starts_a_dispatcher_for_a_queue_left_without_one(runs_dir,
     for process in dispatcher_processes(runs_dir):
         process.kill()  # as after a reboot: the queue is only files now
     wait_for(lambda: not runfolder.dispatcher_running(runs_dir), timeout=10)
-    assert launcher.keep_queue_moving(runs_dir) is True
+    assert run_list.keep_queue_moving(runs_dir) is True
     wait_for(lambda: runfolder.dispatcher_running(runs_dir), timeout=30)
     assert state_of(run_id, runs_dir) == "queued"
-    assert launcher.keep_queue_moving(runs_dir) is False  # one is alive: no second one
+    assert run_list.keep_queue_moving(runs_dir) is False  # one is alive: no second one
 
 
 @pytest.mark.slow
@@ -126,7 +127,7 @@ def test_a_resume_waits_in_the_queue_too_and_keeps_its_checkpoint(runs_dir, hold
     runfolder.update_status(run_dir, state="stopped", step=1, note="stopped on request")
     holder()
     assert launcher.resume(run_dir.name, runs_dir) == run_dir.name
-    status = launcher.status_with_queue_place(run_dir)
+    status = gpu_queue.status_with_queue_place(run_dir)
     assert (status["state"], status["queued_resume"], status["queue_position"]) == ("queued", True, 1)
     assert status["note"] is None and status["step"] == 1
     assert launcher.stop(run_dir.name, runs_dir)["state"] == "stopped"
@@ -143,7 +144,7 @@ def test_a_run_that_can_no_longer_start_when_its_turn_comes_fails_saying_why(run
     sleeping.kill()
     sleeping.wait()
     dispatcher.dispatch(runs_dir)  # the dispatcher process may have been first: either way, once
-    status = launcher.status(run_id, runs_dir)
+    status = run_state.status(run_id, runs_dir)
     assert status["state"] == "failed" and "pid" not in status
     assert status["error"]["message"].startswith("the run could not start when its turn in the queue came: ")
     assert "prompts.jsonl" in status["error"]["message"]
@@ -158,13 +159,13 @@ def test_a_queued_run_starts_by_itself_when_the_run_before_it_ends(runs_dir):
     second = launcher.start(RunConfig(**TINY, run_name="second"), runs_dir)
     third = launcher.start(RunConfig(**TINY, run_name="third"), runs_dir)
     assert state_of(first, runs_dir) != "queued"
-    assert launcher.queue_place(second, runs_dir) == {"queue_position": 1, "waits_for": f"the CPU (run {first})"}
-    assert launcher.queue_place(third, runs_dir)["queue_position"] == 2
+    assert gpu_queue.queue_place(second, runs_dir) == {"queue_position": 1, "waits_for": f"the CPU (run {first})"}
+    assert gpu_queue.queue_place(third, runs_dir)["queue_position"] == 2
     launcher.stop(third, runs_dir)
 
-    done = launcher.wait(first, runs_dir, timeout=240)
+    done = run_state.wait(first, runs_dir, timeout=240)
     assert done["state"] == "finished", (done.get("error"), runfolder.read_log_tail(runs_dir / first))
-    final = launcher.wait(second, runs_dir, timeout=240)
+    final = run_state.wait(second, runs_dir, timeout=240)
     assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(runs_dir / second))
     assert final["started_at"] >= done["updated_at"]  # it started once the first run had ended, not before
     assert final["step"] == 1 and final.get("queued_resume") is None
@@ -194,7 +195,7 @@ def test_the_queue_outlives_the_processes_that_kept_it(runs_dir, holder):
                                                  "print(dispatcher.dispatch(sys.argv[1]))", str(runs_dir)],
                           capture_output=True, text=True, timeout=60)
     assert look.returncode == 0 and look.stdout.strip() == "[]", look.stderr
-    status = launcher.status(run_id, runs_dir)
+    status = run_state.status(run_id, runs_dir)
     assert status["state"] in ("starting", "loading_model", "training"), status  # a live trainer took its turn
     assert psutil.pid_exists(status["pid"]) and status["started_at"] > status["queued_at"]
     # (that a run started by the queue trains to the end is the test above; this one stops it at teardown)

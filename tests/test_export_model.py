@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from workbench import cli
-from workbench.jobs import export_model, runfolder
-from workbench.jobs.export_model import ExportError
+from workbench.modeltools import export_model
+from workbench.runstore import runfolder
+from workbench.modeltools.export_model import ExportError
 from workbench.spec.config import RunConfig
 
 PROMPTS = ["What is the capital of France?", "Name a colour of the sky."]
@@ -175,7 +176,7 @@ def test_merged_smollm_answers_as_base_plus_adapter(tmp_path, one_thread):
     from safetensors import safe_open
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workbench.jobs.sampling import sample_answers
+    from workbench.modeltools.sampling import sample_answers
     from workbench.spec.models import BUNDLED_MODEL, resolve_model
 
     run_dir = tmp_path / "20261123-100000-smollm"

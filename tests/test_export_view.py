@@ -2,7 +2,8 @@
 
 import pytest
 
-from workbench.jobs import bundle, runfolder
+from workbench.jobs import bundle
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.ui import export_view
 

@@ -78,7 +78,7 @@ def test_frame_without_step_uses_position_and_empty_is_empty():
 
 
 def test_frame_reads_records_written_as_json_lines(tmp_path):
-    from workbench.jobs.runfolder import append_jsonl, read_jsonl
+    from workbench.runstore.runfolder import append_jsonl, read_jsonl
 
     path = tmp_path / "metrics.jsonl"
     append_jsonl(path, make_metrics(4))

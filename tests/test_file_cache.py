@@ -1,4 +1,4 @@
-"""Run files parsed once per version (jobs/file_cache.py): what the Runs tab lists stays true as runs change."""
+"""Run files parsed once per version (runstore/file_cache.py): what the Runs tab lists stays true as runs change."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.jobs import file_cache, launcher, runfolder
+from workbench.runstore import file_cache, runfolder
+from workbench.jobs import run_list
 from workbench.spec.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,12 +51,12 @@ def test_list_runs_follows_runs_as_they_change(tmp_path):
     runfolder.update_status(live, state="training", step=1, pid=process.pid, pgid=process.pid)
 
     def states() -> dict:
-        return {entry["run_id"]: entry["state"] for entry in launcher.list_runs(runs)}
+        return {entry["run_id"]: entry["state"] for entry in run_list.list_runs(runs)}
 
     assert states() == {done.name: "finished", live.name: "training"}
-    first = launcher.list_runs(runs)[1]
+    first = run_list.list_runs(runs)[1]
     first["queue_position"] = 9  # a caller's own copy
-    assert "queue_position" not in launcher.list_runs(runs)[1]
+    assert "queue_position" not in run_list.list_runs(runs)[1]
     process.kill()
     process.wait()
     assert states()[live.name] == "failed", "a live run is looked at anew on every listing"

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from workbench.insight import follow
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 
 
 @pytest.fixture

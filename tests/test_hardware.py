@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench.jobs.launcher import busy_gpu_ids
+from workbench.jobs.gpu_queue import busy_gpu_ids
 from workbench.jobs.processes import PROJECT_ROOT, training_env
 from workbench.spec.hardware import GpuInfo, list_gpus, runs_on_cpu, visible_devices
 

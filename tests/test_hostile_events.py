@@ -28,7 +28,9 @@ import pytest
 from gradio.helpers import special_args
 from helpers import HOSTILE
 
-from workbench.jobs import launcher, probes, runfolder
+from workbench.jobs import launcher
+from workbench.modeltools import probes
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.trainer.recorder import completion_records
 from workbench.ui.app import build_app

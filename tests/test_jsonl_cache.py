@@ -12,7 +12,7 @@ import pytest
 
 from workbench.insight import follow
 from workbench.insight.resumed import latest_round
-from workbench.jobs import jsonl_cache, runfolder
+from workbench.runstore import jsonl_cache, runfolder
 
 G = 2
 

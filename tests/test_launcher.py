@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import TINY, poll_until as wait_for
 
-from workbench.jobs import allocator, launcher, processes, runfolder
+from workbench.jobs import allocator, commands, launcher, processes, run_list, run_state
+from workbench.runstore import runfolder
 from workbench.spec.config import ConfigError, RunConfig
 from workbench.spec.hardware import cpu_threads
 
@@ -33,13 +34,13 @@ def steps_of(run_dir, name):
 
 
 def test_one_process_runs_python_m_workbench(tmp_path):
-    command = launcher.build_command(RunConfig(**TINY), tmp_path)
+    command = commands.build_command(RunConfig(**TINY), tmp_path)
     assert command == [sys.executable, "-m", "workbench", "train", "--run-dir", str(tmp_path),
                        "--config", str(tmp_path / "config.json")]
 
 
 def test_several_processes_go_through_accelerate_launch(tmp_path):
-    command = launcher.build_command(RunConfig(**TINY, num_processes=2), tmp_path, resume=True)
+    command = commands.build_command(RunConfig(**TINY, num_processes=2), tmp_path, resume=True)
     assert "launch" in command[:3] and command[command.index("--num_processes") + 1] == "2"
     assert command[-8:] == ["-m", "workbench", "train", "--run-dir", str(tmp_path),
                             "--config", str(tmp_path / "config.json"), "--resume"]
@@ -48,7 +49,7 @@ def test_several_processes_go_through_accelerate_launch(tmp_path):
 def test_start_refuses_a_bad_config_before_anything_runs(runs_dir):
     with pytest.raises(ConfigError, match="num_generations"):
         launcher.start(RunConfig(**{**TINY, "num_generations": 3}), runs_dir)
-    assert launcher.list_runs(runs_dir) == []
+    assert run_list.list_runs(runs_dir) == []
 
 
 @pytest.fixture
@@ -95,7 +96,7 @@ def test_a_shared_dashboard_launches_without_running_the_reward_file(runs_dir, n
 
 def test_unknown_run_is_named(runs_dir):
     with pytest.raises(launcher.LauncherError, match="no run called 'nope'"):
-        launcher.status("nope", runs_dir)
+        run_state.status("nope", runs_dir)
 
 
 # ---------------------------------------------------------------- dead processes
@@ -112,7 +113,7 @@ def fake_run(runs_dir, pid, state="training"):
 def test_a_gone_process_is_reported_failed(runs_dir):
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()
-    status = launcher.status(fake_run(runs_dir, process.pid).name, runs_dir)
+    status = run_state.status(fake_run(runs_dir, process.pid).name, runs_dir)
     assert status["state"] == "failed" and status["error"]["type"] == "ProcessDied"
     assert "last words" in status["error"]["traceback_tail"]
 
@@ -121,22 +122,22 @@ def test_a_zombie_is_reported_failed(runs_dir):
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         wait_for(lambda: __import__("psutil").Process(process.pid).status() == "zombie", timeout=30)
-        assert launcher.status(fake_run(runs_dir, process.pid).name, runs_dir)["state"] == "failed"
+        assert run_state.status(fake_run(runs_dir, process.pid).name, runs_dir)["state"] == "failed"
     finally:
         process.wait()
 
 
 def test_a_run_being_spawned_is_starting_until_its_pid_is_overdue(runs_dir):
     run_dir = fake_run(runs_dir, pid=None, state="starting")  # the launcher spawns its process next
-    assert launcher.status(run_dir.name, runs_dir)["state"] == "starting"
+    assert run_state.status(run_dir.name, runs_dir)["state"] == "starting"
     status = runfolder.read_status(run_dir)
-    status["updated_at"] -= launcher.RECORD_PID_SECONDS + 1  # the launcher died before it recorded one
+    status["updated_at"] -= run_state.RECORD_PID_SECONDS + 1  # the launcher died before it recorded one
     runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, status)
-    assert launcher.status(run_dir.name, runs_dir)["state"] == "failed"
+    assert run_state.status(run_dir.name, runs_dir)["state"] == "failed"
 
 
 def test_a_final_state_is_left_alone(runs_dir):
-    status = launcher.status(fake_run(runs_dir, 999999, state="finished").name, runs_dir)
+    status = run_state.status(fake_run(runs_dir, 999999, state="finished").name, runs_dir)
     assert status["state"] == "finished" and "error" not in status
 
 
@@ -146,8 +147,8 @@ def test_a_final_state_is_left_alone(runs_dir):
 @pytest.mark.slow
 def test_stop_then_resume_continues_the_step_numbers(runs_dir):
     run_id = launcher.start(RunConfig(**TINY, max_steps=3, save_steps=100), runs_dir)
-    run_dir = launcher.run_dir_of(run_id, runs_dir)
-    wait_for(lambda: launcher.status(run_id, runs_dir).get("step", 0) >= 1)
+    run_dir = run_state.run_dir_of(run_id, runs_dir)
+    wait_for(lambda: run_state.status(run_id, runs_dir).get("step", 0) >= 1)
     stopped = launcher.stop(run_id, runs_dir, timeout=120)
     assert stopped["state"] == "stopped", stopped.get("error")
     stop_step = stopped["step"]
@@ -157,7 +158,7 @@ def test_stop_then_resume_continues_the_step_numbers(runs_dir):
     assert not runfolder.stop_requested(run_dir)
 
     assert launcher.resume(run_id, runs_dir) == run_id
-    final = launcher.wait(run_id, runs_dir, timeout=240)
+    final = run_state.wait(run_id, runs_dir, timeout=240)
     assert final["state"] == "finished", final.get("error")
     assert final["step"] == 3 and final["resumed_from"] == stop_step
     assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2, 3]
@@ -167,7 +168,7 @@ def test_stop_then_resume_continues_the_step_numbers(runs_dir):
 @pytest.mark.slow
 def test_stop_before_training_ends_the_process_group(runs_dir):
     run_id = launcher.start(RunConfig(**TINY, max_steps=4), runs_dir)
-    pid = launcher.status(run_id, runs_dir)["pid"]
+    pid = run_state.status(run_id, runs_dir)["pid"]
     stopped = launcher.stop(run_id, runs_dir, timeout=5)
     assert stopped["state"] == "stopped"
     wait_for(lambda: not processes.alive(pid), timeout=10)
@@ -176,31 +177,31 @@ def test_stop_before_training_ends_the_process_group(runs_dir):
 @pytest.mark.slow
 def test_a_run_killed_with_sigkill_is_reported_failed_within_10_s(runs_dir):
     run_id = launcher.start(RunConfig(**TINY, max_steps=50), runs_dir)
-    wait_for(lambda: launcher.status(run_id, runs_dir)["state"] == "training")
-    os.killpg(launcher.status(run_id, runs_dir)["pgid"], signal.SIGKILL)
+    wait_for(lambda: run_state.status(run_id, runs_dir)["state"] == "training")
+    os.killpg(run_state.status(run_id, runs_dir)["pgid"], signal.SIGKILL)
     killed_at = time.monotonic()
-    status = wait_for(lambda: (s := launcher.status(run_id, runs_dir))["state"] == "failed" and s, timeout=10)
+    status = wait_for(lambda: (s := run_state.status(run_id, runs_dir))["state"] == "failed" and s, timeout=10)
     assert time.monotonic() - killed_at < 10
     assert status["error"]["type"] == "ProcessDied"
-    assert launcher.list_runs(runs_dir)[0]["state"] == "failed"
+    assert run_list.list_runs(runs_dir)[0]["state"] == "failed"
 
 
 @pytest.mark.slow
 def test_smoke_test_runs_one_real_step_in_its_own_folder(runs_dir):
     run_id = launcher.smoke_test(RunConfig(**TINY, max_steps=30, run_name="check"), runs_dir)
     assert run_id.endswith("smoke-check")
-    status = launcher.wait(run_id, runs_dir, timeout=180)
+    status = run_state.wait(run_id, runs_dir, timeout=180)
     assert status["state"] == "finished", status.get("error")
     assert status["step"] == 1 and status["smoke_test"] is True
-    assert RunConfig.load(launcher.run_dir_of(run_id, runs_dir) / runfolder.CONFIG_FILE).max_steps == 1
+    assert RunConfig.load(run_state.run_dir_of(run_id, runs_dir) / runfolder.CONFIG_FILE).max_steps == 1
 
 
 @pytest.mark.slow
 def test_two_cpu_processes_through_accelerate(runs_dir):
     cfg = RunConfig(**TINY, max_steps=2, save_steps=100, num_processes=2)
     run_id = launcher.start(cfg, runs_dir)
-    status = launcher.wait(run_id, runs_dir, timeout=300)
-    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    status = run_state.wait(run_id, runs_dir, timeout=300)
+    run_dir = run_state.run_dir_of(run_id, runs_dir)
     assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
     assert status["num_processes"] == 2 and status["cpu_threads"] == cpu_threads(2)
     assert status["allocator"] == allocator.choose()
@@ -244,8 +245,8 @@ def test_relative_model_dataset_and_reward_file_train_in_the_background(tmp_path
     cfg = RunConfig(**{**TINY, "model": os.path.relpath(tiny_model, tmp_path)}, max_steps=1,
                     dataset_path="data/prompts.jsonl", reward_file="my_rewards.py", reward_names=["short"])
     run_id = launcher.start(cfg, "runs")
-    status = launcher.wait(run_id, "runs", timeout=240)
-    run_dir = launcher.run_dir_of(run_id, "runs")
+    status = run_state.wait(run_id, "runs", timeout=240)
+    run_dir = run_state.run_dir_of(run_id, "runs")
     assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
     saved = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     assert saved.model == str(tiny_model)
@@ -260,7 +261,7 @@ def test_relative_model_dataset_and_reward_file_train_in_the_background(tmp_path
 TRAINER = """
 import sys, time
 from pathlib import Path
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 run_dir, notice, save = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 runfolder.update_status(run_dir, state="training")
 while not runfolder.stop_requested(run_dir):
@@ -311,15 +312,15 @@ def test_graceful_wait_covers_a_slow_step():
 @pytest.mark.slow
 def test_save_total_limit_caps_checkpoints_and_resume_skips_a_cut_short_one(runs_dir):
     run_id = launcher.start(RunConfig(**TINY, max_steps=3, save_steps=1, save_total_limit=2), runs_dir)
-    first = launcher.wait(run_id, runs_dir, timeout=240)
-    run_dir = launcher.run_dir_of(run_id, runs_dir)
+    first = run_state.wait(run_id, runs_dir, timeout=240)
+    run_dir = run_state.run_dir_of(run_id, runs_dir)
     assert first["state"] == "finished", (first.get("error"), runfolder.read_log_tail(run_dir))
     assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
     weights = run_dir / "checkpoint-3" / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:200])  # a kill while checkpoint-3 was being written
 
     launcher.resume(run_id, runs_dir)
-    final = launcher.wait(run_id, runs_dir, timeout=240)
+    final = run_state.wait(run_id, runs_dir, timeout=240)
     assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(run_dir))
     assert final["resumed_from"] == 2 and final["step"] == 3
     assert runfolder.last_checkpoint(run_dir).name == "checkpoint-3"  # written again, whole
@@ -347,7 +348,7 @@ def test_an_unreadable_run_folder_is_flagged_and_hides_no_other_run(runs_dir):
     broken_run(runs_dir, "20260103-000000-list", status_bytes=b"[1, 2]")
     broken_run(runs_dir, "20260104-000000-config", status_bytes=b'{"state": "finished"}', config_bytes=b"\xff\xfe{")
     (broken_run(runs_dir, "20260105-000000-folder") / runfolder.STATUS_FILE).mkdir()  # unreadable even for root
-    entries = {entry["run_id"]: entry for entry in launcher.list_runs(runs_dir)}
+    entries = {entry["run_id"]: entry for entry in run_list.list_runs(runs_dir)}
     assert entries.pop(good.name)["state"] == "finished"
     reasons = {name: entry["error"]["message"] for name, entry in entries.items() if entry["state"] == "unreadable"}
     assert set(reasons) == set(entries)
@@ -355,17 +356,17 @@ def test_an_unreadable_run_folder_is_flagged_and_hides_no_other_run(runs_dir):
     assert "status.json holds a JSON list, not an object" in reasons["20260103-000000-list"]
     assert "config.json is not UTF-8 text" in reasons["20260104-000000-config"]
     assert "Is a directory" in reasons["20260105-000000-folder"]
-    assert launcher.status("20260103-000000-list", runs_dir)["state"] == "unreadable"
+    assert run_state.status("20260103-000000-list", runs_dir)["state"] == "unreadable"
     with pytest.raises(launcher.LauncherError, match="cannot be read"):
         launcher.resume("20260103-000000-list", runs_dir)
 
 
 LIST_AS_NOBODY = """
 import os, sys
-from workbench.jobs import launcher
+from workbench.jobs import commands, launcher, run_list, run_state
 import psutil  # everything imported before giving up root: the interpreter lives under /root
 os.setgid(65534); os.setuid(65534)
-for entry in launcher.list_runs(sys.argv[1]):
+for entry in run_list.list_runs(sys.argv[1]):
     print(entry["run_id"], entry["state"], (entry.get("error") or {}).get("message", ""))
 """
 
@@ -387,7 +388,7 @@ def test_a_run_folder_without_permission_is_flagged(tmp_path):
             lines = out.stdout.splitlines()
         else:
             lines = [f"{e['run_id']} {e['state']} {(e.get('error') or {}).get('message', '')}"
-                     for e in launcher.list_runs(runs)]
+                     for e in run_list.list_runs(runs)]
         assert lines[0].startswith("20260102-000000-locked unreadable") and "Permission denied" in lines[0]
         assert lines[1] == "20260101-000000-fake finished "
     finally:
@@ -420,10 +421,10 @@ def test_delete_refuses_folders_outside_the_runs_folder(runs_dir, tmp_path):
 def test_a_run_whose_disk_fills_up_ends_failed_saying_so(small_disk, fill):
     runs = small_disk("8m")  # the run folder only: the model is read from the cache
     run_id = launcher.start(RunConfig(**TINY, max_steps=200, save_steps=1000), runs)
-    run_dir = launcher.run_dir_of(run_id, runs)
-    wait_for(lambda: launcher.status(run_id, runs).get("step", 0) >= 1)
+    run_dir = run_state.run_dir_of(run_id, runs)
+    wait_for(lambda: run_state.status(run_id, runs).get("step", 0) >= 1)
     fill(runs)
-    final = launcher.wait(run_id, runs, timeout=120)
+    final = run_state.wait(run_id, runs, timeout=120)
     assert final["state"] == "failed", final
     assert final["error"]["type"] != "ProcessDied", final["error"]  # the trainer said why, itself
     assert final["error"]["hint"].startswith(f"The disk is full: free space in {run_dir}")

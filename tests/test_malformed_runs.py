@@ -26,7 +26,7 @@ from app_events import Page, find_event
 
 from workbench.insight import report
 from workbench.insight.groups import groups_for_step
-from workbench.jobs import jsonl_cache, runfolder
+from workbench.runstore import jsonl_cache, runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem
 

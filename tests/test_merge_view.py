@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.jobs import runfolder
-from workbench.jobs.export_model import ExportError
+from workbench.runstore import runfolder
+from workbench.modeltools.export_model import ExportError
 from workbench.spec.config import RunConfig
 from workbench.ui import merge_panel, merge_view
 

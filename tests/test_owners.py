@@ -8,7 +8,7 @@ import pytest
 
 from workbench.access import owners, users
 from workbench.access.owners import NOBODY, OPEN, Viewer
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.insight import follow
 from workbench.ui import run_access
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from workbench.insight import groups, report
-from workbench.jobs import probes, runfolder
+from workbench.modeltools import probes
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig, plan_for
 from workbench.trainer.recorder import completion_records
 from workbench.ui import run_reports

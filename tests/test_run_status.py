@@ -13,7 +13,8 @@ import math
 import time
 from pathlib import Path
 
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import launcher, run_list, run_state
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.run_status import FIELDS, RunStatus, status_field
 from workbench.trainer.recorder import StatusWriter
@@ -97,10 +98,10 @@ def test_the_trainer_drops_an_old_failure_and_the_launcher_reads_an_older_status
     runs = tmp_path / "runs"
     run_dir = written(runs / "20260101-000000-old", {**OLDER, "state": "failed", "error": {"message": "boom"}})
     RunConfig.for_task("demo", model="tiny").save(run_dir / runfolder.CONFIG_FILE)
-    seen = launcher.status_of_dir(run_dir)
+    seen = run_state.status_of_dir(run_dir)
     assert seen["state"] == "failed" and seen["error"] == {"message": "boom"} and seen["progress"] == 1.0
     assert seen["run_id"] == run_dir.name and "host" not in seen
-    assert [entry["run_id"] for entry in launcher.list_runs(runs)] == [run_dir.name]
+    assert [entry["run_id"] for entry in run_list.list_runs(runs)] == [run_dir.name]
     StatusWriter(run_dir, state="starting")  # a resume: the old failure is not the new run's
     assert "error" not in on_disk(run_dir) and on_disk(run_dir)["progress"] == 1.0
 
@@ -108,7 +109,7 @@ def test_the_trainer_drops_an_old_failure_and_the_launcher_reads_an_older_status
 def test_a_live_status_without_a_process_is_judged_failed_from_its_typed_fields(tmp_path):
     run_dir = written(tmp_path / "runs" / "20260101-000000-gone",
                       {"state": "training", "pid": 2 ** 22 + 12345, "updated_at": time.time() - 5, "future": [1]})
-    seen = launcher.status_of_dir(run_dir)
+    seen = run_state.status_of_dir(run_dir)
     assert seen["state"] == "failed" and seen["error"]["type"] == "ProcessDied" and seen["future"] == [1]
     assert on_disk(run_dir)["state"] == "training"  # a reader's judgement is never written
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from workbench.jobs import probes, runfolder
+from workbench.modeltools import probes
+from workbench.runstore import runfolder
 
 
 def test_status_is_merged_and_stamped(tmp_path):

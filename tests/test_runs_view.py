@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.ui import runs_view
 from workbench.ui.runs_tab import with_final_reward
 
@@ -30,7 +30,7 @@ FINISHED = {"state": "finished", "step": 10, "total_steps": 10, "started_at": 1_
 
 
 def entry(run_dir, status, **config):
-    """What the Runs tab summarises for a run: `launcher.list_runs()`'s status plus config fields, and the
+    """What the Runs tab summarises for a run: `run_list.list_runs()`'s status plus config fields, and the
     final reward the tab reads (runs_tab.with_final_reward)."""
     return with_final_reward({**status, "run_id": run_dir.name, "run_dir": str(run_dir), **config})
 
@@ -92,11 +92,11 @@ def test_config_diff_lists_only_differences(configs, expected_rows):
 
 
 def test_an_unreadable_run_shows_its_reason_in_the_table(make_run):
-    from workbench.jobs import launcher
+    from workbench.jobs import run_list
 
     run_dir = make_run("20261122-010203-broken")
     (run_dir / runfolder.STATUS_FILE).write_bytes(b"\xff\xfe")
-    rows = [runs_view.summarise_run(with_final_reward(e)) for e in launcher.list_runs(run_dir.parent)]
+    rows = [runs_view.summarise_run(with_final_reward(e)) for e in run_list.list_runs(run_dir.parent)]
     assert rows[0]["state"] == "unreadable" and "status.json is not UTF-8 text" in rows[0]["task"]
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from workbench import cli
-from workbench.jobs import sampling
-from workbench.jobs.runfolder import read_jsonl
-from workbench.jobs.sampling import SamplingError
+from workbench.modeltools import sampling
+from workbench.runstore.runfolder import read_jsonl
+from workbench.modeltools.sampling import SamplingError
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = ["What is the capital of France?", [{"role": "user", "content": "Say hi."}]]

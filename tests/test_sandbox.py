@@ -27,7 +27,8 @@ import pytest
 from helpers import tiny_settings
 
 from workbench.access import uploads, users
-from workbench.jobs import launcher, runfolder, sandbox
+from workbench.jobs import launcher, run_state, sandbox
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -257,7 +258,7 @@ def test_a_run_launched_from_the_shared_dashboard_runs_sandboxed(shared, listene
     run_id, shown, _ = smoke(gr.Request(username="alice"), *[form[key] for key in setup_tab.FORM_KEYS],
                              {"gpus": [], "busy": []})
     assert run_id, shown
-    final = launcher.wait(run_id, shared["runs"], timeout=300)
+    final = run_state.wait(run_id, shared["runs"], timeout=300)
     run_dir = shared["runs"] / run_id
     found = assert_nothing_escaped(run_dir, shared, listener)
     assert found["users_file"] == "PermissionError", found  # masked: /dev/null in its place, unreadable
@@ -273,9 +274,9 @@ def test_a_sandboxed_run_is_watched_and_stopped_through_its_host_pid(tmp_path):
     runs = tmp_path / "runs"
     run_id = launcher.start(RunConfig(**TINY, max_steps=500), runs, sandboxed=sandbox.Policy())
     deadline = time.monotonic() + 120
-    while launcher.status(run_id, runs)["state"] != "training" and time.monotonic() < deadline:
+    while run_state.status(run_id, runs)["state"] != "training" and time.monotonic() < deadline:
         time.sleep(0.3)
-    status = launcher.status(run_id, runs)
+    status = run_state.status(run_id, runs)
     assert status["state"] == "training", runfolder.read_log_tail(runs / run_id)
     sandboxed = psutil.Process(status["pid"])
     assert sandboxed.name() == "bwrap" and status["pgid"] == status["pid"]
@@ -287,7 +288,7 @@ def test_a_sandboxed_run_is_watched_and_stopped_through_its_host_pid(tmp_path):
     assert (runs / run_id / runfolder.ADAPTER_DIR).is_dir()
     gone, alive = psutil.wait_procs(tree, timeout=20)
     assert alive == []
-    assert launcher.status(run_id, runs)["state"] == "stopped"
+    assert run_state.status(run_id, runs)["state"] == "stopped"
 
 
 @pytest.mark.slow
@@ -297,7 +298,7 @@ def test_a_reward_that_crashes_inside_still_fails_the_run_with_its_name(tmp_path
     reward.write_text("def brevity(completions, **kwargs):\n    raise RuntimeError('no score today')\n")
     runs = tmp_path / "runs"
     run_id = launcher.start(RunConfig(**TINY, max_steps=2, reward_file=str(reward)), runs, sandboxed=sandbox.Policy())
-    final = launcher.wait(run_id, runs, timeout=300)
+    final = run_state.wait(run_id, runs, timeout=300)
     assert final["state"] == "failed", final
     assert "brevity" in json.dumps(final["error"]) and "no score today" in json.dumps(final["error"])
 
@@ -332,11 +333,11 @@ def test_a_dashboard_with_accounts_refuses_to_start_without_its_sandbox(tmp_path
 @pytest.mark.slow
 @needs_bwrap
 def test_sampling_and_export_of_a_run_start_in_its_sandbox(tmp_path):
-    from workbench.jobs import export_model, sampling
+    from workbench.modeltools import export_model, sampling
 
     runs = tmp_path / "runs"
     run_id = launcher.start(RunConfig(**TINY, max_steps=1), runs, sandboxed=sandbox.Policy())
-    assert launcher.wait(run_id, runs, timeout=300)["state"] == "finished"
+    assert run_state.wait(run_id, runs, timeout=300)["state"] == "finished"
     run_dir = runs / run_id
     confine = sandbox.confinement(run_dir, runs, runfolder.read_config(run_dir), sandbox.Policy())
 
@@ -373,8 +374,8 @@ def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(tmp_path):
     config = RunConfig.for_task("demo", generation="vllm-server", max_steps=2, per_device_train_batch_size=4,
                                 num_generations=4, max_completion_length=16, save_steps=2, vllm_max_model_len=512)
     run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
-    outer = launcher.status(run_id, runs)["pid"]
-    final = launcher.wait(run_id, runs, timeout=900)
+    outer = run_state.status(run_id, runs)["pid"]
+    final = run_state.wait(run_id, runs, timeout=900)
     # the final state lands before the server is ended: the sandbox closes once the trainer has ended it
     deadline = time.monotonic() + 120
     while psutil.pid_exists(outer) and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE \
@@ -400,7 +401,7 @@ def test_a_hub_model_is_fetched_before_the_sandbox_or_the_run_fails_saying_why(t
                                 sandboxed=sandbox.Policy())
     finally:
         os.environ.pop("HF_HUB_OFFLINE") if env_before is None else os.environ.update(HF_HUB_OFFLINE=env_before)
-    final = launcher.wait(run_id, runs, timeout=120)
+    final = run_state.wait(run_id, runs, timeout=120)
     assert final["state"] == "failed"
     assert "the sandbox could not start: model: no-such-org/no-such-model is not in the local hub cache" \
         in final["error"]["message"]

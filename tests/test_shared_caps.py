@@ -15,15 +15,15 @@ import time
 
 import gradio as gr
 import pytest
+from helpers import app_handler, setup_form_values
 
 from workbench.access import limits, uploads, users
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import launcher
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.ui import cleanup
 from workbench.ui.app import build_app
 from workbench.ui.train_view import RunWatch
-
-from test_shared_paths import form_values, handler
 
 DAY = 24 * 3600
 
@@ -36,7 +36,7 @@ def test_launches_and_stops_per_user_per_minute_are_capped(tmp_path, monkeypatch
     monkeypatch.setenv(limits.MAX_ACTIONS_ENV, "3")
     accounts = {name: users.User(name, "user", "") for name in ("alice", "bob")}
     app = build_app(runs, users=accounts)
-    on_launch, on_stop = handler(app, "train_tab", "on_launch"), handler(app, "train_tab", "on_stop")
+    on_launch, on_stop = app_handler(app, "train_tab", "on_launch"), app_handler(app, "train_tab", "on_stop")
 
     def said(out) -> str:
         return " ".join(str(getattr(value, "value", "")) for value in out.values())
@@ -44,21 +44,21 @@ def test_launches_and_stops_per_user_per_minute_are_capped(tmp_path, monkeypatch
     bob = gr.Request(username="bob")
     try:
         runfolder.update_status(holder, state="training", pid=live.pid, pgid=live.pid, step=1)
-        first = on_launch(bob, RunWatch(), 0.5, *form_values())
+        first = on_launch(bob, RunWatch(), 0.5, *setup_form_values())
         (queued,) = [d.name for d in runfolder.list_run_dirs(runs) if d != holder]
         assert "Queued" in said(first)
         watch = RunWatch(run_id=queued, status={"state": runfolder.QUEUED})
         assert "stopped" in said(list(on_stop(bob, watch))[-1])
-        second = on_launch(bob, RunWatch(), 0.5, *form_values())
+        second = on_launch(bob, RunWatch(), 0.5, *setup_form_values())
         assert "Queued" in said(second), said(second)
         (queued,) = [d.name for d in runfolder.list_run_dirs(runs)
                      if runfolder.read_status(d).get("state") == runfolder.QUEUED]
         refused = said(next(on_stop(bob, RunWatch(run_id=queued, status={"state": runfolder.QUEUED}))))
         assert "Not stopped: stop: bob has started or stopped runs 3 times in the last 60 s" in refused, refused
         assert "wait" in refused and runfolder.read_status(runs / queued)["state"] == runfolder.QUEUED
-        third = said(on_launch(bob, RunWatch(), 0.5, *form_values()))
+        third = said(on_launch(bob, RunWatch(), 0.5, *setup_form_values()))
         assert "Not launched" in third and "launch: bob has started or stopped runs 3 times" in third
-        assert "Queued" in said(on_launch(gr.Request(username="alice"), RunWatch(), 0.5, *form_values())), \
+        assert "Queued" in said(on_launch(gr.Request(username="alice"), RunWatch(), 0.5, *setup_form_values())), \
             "each user has a cap of their own"
     finally:
         live.kill()
@@ -150,7 +150,7 @@ def test_the_app_with_accounts_cleans_the_cache_at_start_and_keeps_its_folders_p
         client = Client(server.url, auth=("bob", "a-long-password"), verbose=False)
         try:
             client.predict([handle_file(str(data))], api_name="/on_upload")
-            client.predict(0.5, *form_values()[:-1], api_name="/on_launch")  # the hardware is a State: not sent
+            client.predict(0.5, *setup_form_values()[:-1], api_name="/on_launch")  # the hardware is a State: not sent
         finally:
             client.close()
         folder = runs / "uploads" / "bob"

@@ -17,12 +17,14 @@ import threading
 
 import gradio as gr
 import pytest
+from helpers import app_handler, setup_form_values
 
 from workbench.access import hosts, paths, users
 from workbench.access.owners import Viewer
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import launcher
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
-from workbench.ui import paths_view, setup_tab
+from workbench.ui import paths_view
 from workbench.ui.app import build_app
 from workbench.ui.train_view import RunWatch
 
@@ -115,19 +117,6 @@ def app(places):
     return build_app(places["runs"], users=accounts, shared_dirs=(places["models"].resolve(),))
 
 
-def handler(app, module: str, name: str):
-    return next(f.fn for f in app.fns.values() if f.fn is not None
-                and f.fn.__module__ == f"workbench.ui.{module}" and f.fn.__name__ == name)
-
-
-def form_values(**changes) -> list:
-    """The Setup form's values (ctx.config_inputs order, hardware last) on a CPU machine, with `changes`."""
-    values = setup_tab.benchmark_values()
-    form = dict(zip(setup_tab.FORM_KEYS, values))
-    form.update(changes)
-    return [form[key] for key in setup_tab.FORM_KEYS] + [values[-1]]
-
-
 @pytest.fixture
 def cpu_held(places):
     """A run of nobody's holds the CPU (its trainer is a sleeping process): launches wait in the queue."""
@@ -142,7 +131,7 @@ def cpu_held(places):
 
 def launch(app, user: str, **changes) -> str:
     """The Train tab's launch as `user`: the notice it shows."""
-    out = handler(app, "train_tab", "on_launch")(gr.Request(username=user), RunWatch(), 0.5, *form_values(**changes))
+    out = app_handler(app, "train_tab", "on_launch")(gr.Request(username=user), RunWatch(), 0.5, *setup_form_values(**changes))
     return next(value.value for value in out.values() if isinstance(value, gr.HTML) and "wb-notice" in value.value)
 
 
@@ -151,10 +140,10 @@ def queued_runs(runs) -> list:
 
 
 def test_another_users_run_and_any_folder_are_refused_in_the_live_plan_and_at_launch(app, places, cpu_held):
-    live_plan = handler(app, "setup_tab", "live_plan")
+    live_plan = app_handler(app, "setup_tab", "live_plan")
     bob = gr.Request(username="bob")
     for model in (places["alice"], places["elsewhere"]):
-        *_, problems, memory, ready = live_plan(bob, *form_values(model=str(model)))
+        *_, problems, memory, ready = live_plan(bob, *setup_form_values(model=str(model)))
         assert ready is False and "<b>model</b>: " in problems and "is not a folder in your uploads folder" in problems
         assert "About" not in memory, "the refused folder's config.json was read for the memory estimate"
         notice = launch(app, "bob", model=str(model))
@@ -162,7 +151,7 @@ def test_another_users_run_and_any_folder_are_refused_in_the_live_plan_and_at_la
     assert queued_runs(places["runs"]) == [], "nothing launched"
 
     for model in (places["bob"], places["models"] / "shared-model"):
-        *_, problems, memory, ready = live_plan(bob, *form_values(model=str(model)))
+        *_, problems, memory, ready = live_plan(bob, *setup_form_values(model=str(model)))
         assert "About" in memory and "<b>model</b>" not in problems, problems
         notice = launch(app, "bob", model=str(model))
         assert "Queued" in notice, notice
@@ -178,9 +167,9 @@ def test_a_run_that_rewrote_its_config_is_not_resumed_sampled_or_exported(app, p
     config = json.loads((mine / runfolder.CONFIG_FILE).read_text())
     (mine / runfolder.CONFIG_FILE).write_text(json.dumps({**config, "model": str(places["alice"])}))
     bob = gr.Request(username="bob")
-    said = [handler(app, "train_tab", "on_resume")(bob, RunWatch(run_id=BOB_RUN)),
-            handler(app, "compare_tab", "on_answer")(bob, BOB_RUN, None, "What is 2 + 2?", 8, None),
-            handler(app, "merge_panel", "start")(bob, BOB_RUN, None, str(mine / "merged-again"), None)]
+    said = [app_handler(app, "train_tab", "on_resume")(bob, RunWatch(run_id=BOB_RUN)),
+            app_handler(app, "compare_tab", "on_answer")(bob, BOB_RUN, None, "What is 2 + 2?", 8, None),
+            app_handler(app, "merge_panel", "start")(bob, BOB_RUN, None, str(mine / "merged-again"), None)]
     for out in said:
         text = " ".join(str(getattr(value, "value", value)) for value in out.values())
         assert "model: " in text and "is not a folder in your uploads folder" in text, text
@@ -189,13 +178,13 @@ def test_a_run_that_rewrote_its_config_is_not_resumed_sampled_or_exported(app, p
 
 
 def test_previews_read_only_what_the_rule_allows(app, places):
-    preview = handler(app, "setup_tab", "live_preview")
+    preview = app_handler(app, "setup_tab", "live_preview")
     bob = gr.Request(username="bob")
-    theirs = preview(bob, *form_values(dataset_path=str(places["runs"] / ALICE_RUN / "prompts.jsonl")))
+    theirs = preview(bob, *setup_form_values(dataset_path=str(places["runs"] / ALICE_RUN / "prompts.jsonl")))
     assert "What is 2 + 2?" not in theirs and "is not a file or folder in your uploads folder" in theirs
-    mine = preview(bob, *form_values(dataset_path=str(places["runs"] / BOB_RUN / "prompts.jsonl")))
+    mine = preview(bob, *setup_form_values(dataset_path=str(places["runs"] / BOB_RUN / "prompts.jsonl")))
     assert "What is 2 + 2?" in mine, "a file of bob's own run is his to use"
-    code = handler(app, "files_panel", "show_reward_code")
+    code = app_handler(app, "files_panel", "show_reward_code")
     alice_reward = places["runs"] / ALICE_RUN / "rewards.py"
     alice_reward.write_text("def alice_secret(prompts, completions, **kw):\n    return [0.0]\n")
     note, box = code(bob, str(alice_reward))
@@ -229,8 +218,8 @@ def test_a_vllm_server_elsewhere_is_refused_before_any_request(app, places):
     threading.Thread(target=accept, daemon=True).start()
     try:
         url = f"http://{address}:{port}"
-        *_, problems, _memory, ready = handler(app, "setup_tab", "live_plan")(
-            gr.Request(username="bob"), *form_values(generation="vllm-server", vllm_server_base_url=url))
+        *_, problems, _memory, ready = app_handler(app, "setup_tab", "live_plan")(
+            gr.Request(username="bob"), *setup_form_values(generation="vllm-server", vllm_server_base_url=url))
         assert ready is False and "<b>vllm_server_base_url</b>: " in problems and "is not on this machine" in problems
         notice = launch(app, "bob", generation="vllm-server", vllm_server_base_url=url)
         assert "Not launched" in notice and "is not on this machine (loopback)" in notice, notice

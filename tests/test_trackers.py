@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import TINY
 
-from workbench.jobs import processes, runfolder
+from workbench.jobs import processes
+from workbench.runstore import runfolder
 from workbench.spec import trackers
 from workbench.spec.config import RunConfig, validate_config
 

@@ -18,7 +18,7 @@ import pytest
 from app_events import Page, find_event
 from helpers import G, STEPS, append_step
 
-from workbench.jobs import jsonl_cache, runfolder
+from workbench.runstore import jsonl_cache, runfolder
 
 WATCHED = (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE)
 

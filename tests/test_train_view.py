@@ -6,7 +6,7 @@ import pytest
 
 from workbench.insight import follow
 from workbench.insight.resumed import merge_metrics
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.ui import train_tab, train_view
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import TINY, poll_until
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig
 from workbench.spec.rewards import RewardFunctionError

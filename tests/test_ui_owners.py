@@ -15,13 +15,13 @@ import json
 import re
 
 import pytest
+from helpers import PASSWORD
 
 from workbench.access import users
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 
 pytestmark = pytest.mark.slow
 
-PASSWORD = "a-long-password"
 ALICE_RUN, BOB_RUN, CLI_RUN = "20260101-000001-alice", "20260101-000002-bob", "20260101-000003-cli"
 
 
@@ -34,14 +34,6 @@ def runs_dir(tmp_path_factory):
         (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo"}))
         runfolder.update_status(run_dir, state="finished", step=1, total_steps=1, owner=owner)
     return root
-
-
-@pytest.fixture(scope="module")
-def accounts():
-    # Few PBKDF2 iterations: these accounts guard nothing, and each sign-in should be quick.
-    lines = [f"{name} {role} {users.hash_password(PASSWORD, iterations=1000)}"
-             for name, role in [("alice", "user"), ("bob", "user"), ("root", "admin")]]
-    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import time
 import pytest
 from browser_fixtures import UI
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

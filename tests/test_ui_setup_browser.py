@@ -12,7 +12,7 @@ import pytest
 from browser_fixtures import UI
 from playwright.sync_api import expect
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -21,7 +21,8 @@ import pytest
 from browser_fixtures import UI
 from playwright.sync_api import expect
 
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import launcher, run_state
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -104,7 +105,7 @@ def trained_run(tmp_path_factory, tiny_trained_run):
 def run_to_the_end(config: RunConfig, runs_dir, timeout_s: float):
     """Launch `config` in `runs_dir`, wait for it to finish, and return its run folder."""
     run_id = launcher.start(config, runs_dir)
-    final = launcher.wait(run_id, runs_dir, timeout=timeout_s)
+    final = run_state.wait(run_id, runs_dir, timeout=timeout_s)
     assert final["state"] == "finished", runfolder.read_log_tail(runs_dir / run_id)
     return runs_dir / run_id
 
@@ -172,7 +173,7 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, app_factory,
     while logged_steps(run_dir) < at_kill + 1 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert logged_steps(run_dir) > at_kill, "the run stopped training when the app died"
-    assert launcher.status(run_ids[0], server.runs_dir)["state"] == "training"
+    assert run_state.status(run_ids[0], server.runs_dir)["state"] == "training"
     # A new app on the same runs folder re-attaches: the same live run, the same process, still controllable.
     server = app_factory(server.runs_dir)
     ui = UI(page, server)
@@ -247,7 +248,7 @@ def test_a_failed_run_shows_its_hint_error_and_log(server, page, tmp_path):
                            "    raise RuntimeError('this reward always fails')\n")
     run_id = launcher.start(tiny_config(max_steps=2, reward_file=str(reward_file), reward_names=["broken"],
                                         reward_weights=[1.0], run_name="broken"), server.runs_dir)
-    assert launcher.wait(run_id, server.runs_dir, timeout=FIRST_POINTS_TIMEOUT_MS / 1000)["state"] == "failed"
+    assert run_state.wait(run_id, server.runs_dir, timeout=FIRST_POINTS_TIMEOUT_MS / 1000)["state"] == "failed"
     ui = UI(page, server)
     ui.open("Train")
     failure = page.locator("#wb-train-failure")

@@ -18,7 +18,9 @@ import psutil
 import pytest
 import requests
 
-from workbench.jobs import launcher, processes, runfolder, sampling, vllm_server
+from workbench.jobs import launcher, processes, run_state, vllm_server
+from workbench.runstore import runfolder
+from workbench.modeltools import sampling
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
 
@@ -69,7 +71,7 @@ def wait_gone(status: dict, timeout: float = 60.0) -> list:
 def finished_run(tmp_path_factory):
     runs = tmp_path_factory.mktemp("vllm") / "runs"
     run_id = launcher.start(small_config(), runs)
-    status = launcher.wait(run_id, runs, timeout=RUN_TIMEOUT_S)
+    status = run_state.wait(run_id, runs, timeout=RUN_TIMEOUT_S)
     return runs / run_id, status
 
 
@@ -144,13 +146,13 @@ def test_killed_server_ends_the_run_failed_with_the_hint(tmp_path):
     # wait for the first step, then kill the server itself (not its guard)
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while runfolder.read_status(run_dir).get("step", 0) < 1:
-        assert launcher.status(run_id, runs)["state"] not in runfolder.FINAL_STATES, launcher.status(run_id, runs)
+        assert run_state.status(run_id, runs)["state"] not in runfolder.FINAL_STATES, run_state.status(run_id, runs)
         assert time.monotonic() < deadline
         time.sleep(0.5)
     guard = psutil.Process(runfolder.read_status(run_dir)["vllm"]["pid"])
     server_process = guard.children()[0]
     os.kill(server_process.pid, signal.SIGKILL)
-    status = launcher.wait(run_id, runs, timeout=300)
+    status = run_state.wait(run_id, runs, timeout=300)
     assert status["state"] == "failed"
     assert status["vllm"]["state"] == "failed"
     assert "vLLM server" in status["error"]["message"] and "exited with code -9" in status["error"]["message"]

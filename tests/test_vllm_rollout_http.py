@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.trainer.training import run_training
 

@@ -15,7 +15,8 @@ import time
 import psutil
 import pytest
 
-from workbench.jobs import processes, runfolder, vllm_server
+from workbench.jobs import processes, vllm_server
+from workbench.runstore import runfolder
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
 from workbench.spec.models import model_location

@@ -28,14 +28,15 @@ def add_parser(subparsers) -> None:
 
 def load_source(source: str, runs_dir: str | None = None):
     """The RunConfig of a config.json file, or of a run given by id or folder."""
-    from workbench.jobs import launcher, runfolder
+    from workbench.jobs import launcher, run_state
+    from workbench.runstore import runfolder
     from workbench.spec.config import RunConfig
 
     path = Path(source)
     if path.is_file():
         return RunConfig.load(path)
     try:
-        return RunConfig.load(launcher.run_dir_of(source, runs_dir) / runfolder.CONFIG_FILE)
+        return RunConfig.load(run_state.run_dir_of(source, runs_dir) / runfolder.CONFIG_FILE)
     except launcher.LauncherError as exc:
         raise ArgumentError(f"CONFIG_OR_RUN: {source!r} is neither a config file nor a run ({exc})") from None
 

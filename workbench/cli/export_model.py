@@ -5,7 +5,7 @@
 
 DIR becomes a standard transformers folder (model.safetensors, config,
 tokenizer with its chat template) that `AutoModelForCausalLM.from_pretrained`
-and vLLM load (workbench/jobs/export_model.py). Bad input (a run that does not
+and vLLM load (workbench/modeltools/export_model.py). Bad input (a run that does not
 exist, a missing checkpoint, a run without an adapter yet, a DIR that already
 holds files) exits 2 with one line naming the field, the rule and a fix.
 """
@@ -31,7 +31,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from workbench.jobs import export_model, runfolder
+    from workbench.modeltools import export_model
+    from workbench.runstore import runfolder
 
     try:
         plan = export_model.plan_export(args.source, args.checkpoint, args.out, args.runs_dir)

@@ -33,10 +33,10 @@ def add_parser(subparsers) -> None:
 
 def find_run(source: str, runs_dir: str | None) -> Path:
     """The run folder RUN names, or ArgumentError saying which runs there are."""
-    from workbench.jobs import launcher
+    from workbench.jobs import launcher, run_state
 
     try:
-        return launcher.run_dir_of(source, runs_dir)
+        return run_state.run_dir_of(source, runs_dir)
     except launcher.LauncherError as exc:
         reason = str(exc).removeprefix("run: ")
         raise ArgumentError(f"RUN: {reason}; give a run id or the path of a run folder (one holding config.json)") from None
@@ -44,7 +44,7 @@ def find_run(source: str, runs_dir: str | None) -> Path:
 
 def output_path(out: str | None, run_dir: Path) -> Path:
     """Where the report goes: --out, or report.html in the run folder; refused when it cannot be a file."""
-    from workbench.jobs.runfolder import REPORT_FILE
+    from workbench.runstore.runfolder import REPORT_FILE
 
     path = Path(out).expanduser() if out else run_dir / REPORT_FILE
     if path.is_dir():
@@ -57,7 +57,8 @@ def output_path(out: str | None, run_dir: Path) -> Path:
 
 def run(args) -> int:
     from workbench.insight import report
-    from workbench.jobs import probes, runfolder
+    from workbench.modeltools import probes
+    from workbench.runstore import runfolder
 
     run_dir = find_run(args.source, args.runs_dir)
     out = output_path(args.out, run_dir)

@@ -5,7 +5,7 @@
         --prompts-file probes.json --out answers.jsonl --max-new-tokens 48
 
 Appends one JSON line per answer to --out as it goes and a final `{"done": true}`
-(see workbench/jobs/sampling.py), so a UI can show progress and cancel by killing it.
+(see workbench/modeltools/sampling.py), so a UI can show progress and cancel by killing it.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.jobs.runfolder import append_jsonl
-    from workbench.jobs.sampling import (
+    from workbench.runstore.runfolder import append_jsonl
+    from workbench.modeltools.sampling import (
         SamplingError,
         check_generation_settings,
         read_prompts_file,

@@ -89,7 +89,8 @@ def _checked(config) -> None:
 
 
 def run_train(args) -> int:
-    from workbench.jobs import launcher, runfolder
+    from workbench.jobs import gpu_queue, launcher, run_state
+    from workbench.runstore import runfolder
 
     config = config_from_args(args)
     _checked(config)
@@ -103,9 +104,9 @@ def run_train(args) -> int:
                                     sandboxed=_policy() if args.sandbox else None)
         except WorkbenchError as exc:  # a vLLM server address or port, the per-user limit, --run-dir
             raise ArgumentError(str(exc).replace("\n", "; ")) from None
-        run_dir = launcher.run_dir_of(run_id, runs_dir)
+        run_dir = run_state.run_dir_of(run_id, runs_dir)
         print(f"{run_id}\t{run_dir}")
-        place = launcher.queue_place(run_id, runs_dir)
+        place = gpu_queue.queue_place(run_id, runs_dir)
         if place:
             print(f"queued at position {place['queue_position']}, waiting for {place['waits_for']}; it starts by "
                   f"itself when that is free (`python -m workbench stop {run_id}` takes it out of the queue)")
@@ -158,7 +159,8 @@ def _check_sandbox() -> None:
 
 def _train_sandboxed(args, config) -> int:
     """The foreground run, inside its sandbox: this process waits for it (Ctrl-C reaches it) and prints the end."""
-    from workbench.jobs import launcher, runfolder, sandbox
+    from workbench.jobs import commands, sandbox
+    from workbench.runstore import runfolder
 
     config = config.with_absolute_paths()
     run_dir = Path(args.run_dir).resolve() if args.run_dir else \
@@ -174,7 +176,7 @@ def _train_sandboxed(args, config) -> int:
     command = [sys.executable, "-m", "workbench", "train", "--run-dir", str(run_dir),
                "--config", str(run_dir / runfolder.CONFIG_FILE), *(["--resume"] if args.resume else [])]
     try:  # the run inside prints how it ended
-        return sandbox.run_foreground(run_dir, command, launcher.launch_env(config))
+        return sandbox.run_foreground(run_dir, command, commands.launch_env(config))
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
 
@@ -198,9 +200,10 @@ def _stop_vllm_server(run_dir: Path) -> None:
 
 def _refuse_a_live_run(run_dir: Path) -> None:
     """Exit 2 when another process still trains into `run_dir` (two trainers would mix their files)."""
-    from workbench.jobs import launcher, runfolder
+    from workbench.jobs import run_state
+    from workbench.runstore import runfolder
 
-    pid = launcher.other_live_process(run_dir)
+    pid = run_state.other_live_process(run_dir)
     if pid is not None:
         state = runfolder.read_run_status(run_dir).state
         raise ArgumentError(f"--run-dir: the run in {run_dir} is still {state} (process {pid} is alive); "
@@ -213,12 +216,12 @@ def _start_under_the_run_allocator(config) -> None:
     The allocator is fixed when a process starts, so a foreground run gets the
     same one as a background run only by starting again; then both step alike.
     """
-    from workbench.jobs import allocator, launcher
+    from workbench.jobs import allocator, commands
 
     if allocator.applied() is not None:
         return
     try:
-        env = launcher.launch_env(config)
+        env = commands.launch_env(config)
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
     sys.stdout.flush()
@@ -226,8 +229,8 @@ def _start_under_the_run_allocator(config) -> None:
 
 
 def format_runs_table(runs: list[dict]) -> str:
-    """Runs (`launcher.list_runs`: each status with the launcher's and the config's fields) as a text table (pure)."""
-    from workbench.jobs.launcher import runs_elsewhere
+    """Runs (`run_list.list_runs`: each status with the launcher's and the config's fields) as a text table (pure)."""
+    from workbench.jobs.run_state import runs_elsewhere
 
     header = ("RUN", "STATE", "STEP", "MODEL", "TASK", "STARTED")
     rows = [header]
@@ -255,14 +258,14 @@ def format_runs_table(runs: list[dict]) -> str:
 
 
 def run_runs(args) -> int:
-    from workbench.jobs import launcher
+    from workbench.jobs import run_list
 
-    runs = launcher.list_runs(args.runs_dir)
+    runs = run_list.list_runs(args.runs_dir)
     if not runs:
         print("No runs yet; start one with `python -m workbench train`.")
         return 0
     print(format_runs_table(runs))
-    launcher.keep_queue_moving(args.runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
+    run_list.keep_queue_moving(args.runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
     return 0
 
 
@@ -280,12 +283,12 @@ def run_stop(args) -> int:
 
 
 def run_resume(args) -> int:
-    from workbench.jobs import launcher
+    from workbench.jobs import launcher, run_state
     from workbench.spec.config import ConfigError
 
     try:
         run_id = launcher.resume(args.run_id, args.runs_dir)
     except (launcher.LauncherError, ConfigError) as exc:
         raise ArgumentError(str(exc).replace("\n", "; ")) from None
-    print(f"{run_id}\t{launcher.run_dir_of(run_id, args.runs_dir)}")
+    print(f"{run_id}\t{run_state.run_dir_of(run_id, args.runs_dir)}")
     return 0

@@ -107,14 +107,14 @@ def final_line(run_id: str, status: dict) -> str:
 def run(args) -> int:
     from workbench.cli.report import find_run
     from workbench.insight import follow
-    from workbench.jobs import launcher
+    from workbench.jobs import gpu_queue
 
     interval = check_interval(args.interval)
     run_dir = find_run(args.source, args.runs_dir)
     print(f"Watching {run_dir.name} ({run_dir}); Ctrl-C stops watching, not the run.", flush=True)
     seen = None
     try:
-        for news in follow.follow(run_dir, interval, read_status=launcher.status_with_queue_place):
+        for news in follow.follow(run_dir, interval, read_status=gpu_queue.status_with_queue_place):
             seen = news.seen
             if news.state and not follow.is_over(seen.status):  # the last line says how it ended
                 print(state_line(seen.status), flush=True)

@@ -13,7 +13,7 @@ watch` and the notebooks (`RunFollower`, `follow`).
 - `start(run_dir)` a fresh `Seen` (the run's config read); `look(seen,
   run_dir)` reads only the bytes written since and says what changed
   (`Changes`), so a page redraws only that. The first look at a file takes
-  what this process has already read of it (`jobs.jsonl_cache`): a page
+  what this process has already read of it (`runstore.jsonl_cache`): a page
   opening a run of 640,000 completions parses only its newest step's lines.
 - `change_signature`: a short hash of what a redraw depends on (a few `stat`
   calls), so a page asks for a look only when something changed.
@@ -24,8 +24,8 @@ watch` and the notebooks (`RunFollower`, `follow`).
 - `completion_steps`, `completions_of_step`, `read_metrics`: one step's
   completions and the metrics of a run read as it grows (the Runs tab's).
 
-This module reads the run folder through `jobs.runfolder` and
-`jobs.jsonl_cache` (the one contract between a training process and its
+This module reads the run folder through `runstore.runfolder` and
+`runstore.jsonl_cache` (the one contract between a training process and its
 readers); the architecture test lets `insight` import those two only.
 No gradio and no torch.
 """
@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from workbench.insight.figures import metrics_frame
 from workbench.insight.health import Alarm, check_health
 from workbench.insight.resumed import latest_round, merge_metrics
-from workbench.jobs import jsonl_cache, runfolder
+from workbench.runstore import jsonl_cache, runfolder
 from workbench.spec.run_records import Skipped
 
 StatusReader = Callable[[Path], dict]

@@ -18,7 +18,7 @@ without a network. Its sections, in order:
   highest and the lowest mean total reward over every step (the earliest one
   when several tie);
 - the base model's and the trained adapter's answers on the probe prompts,
-  when the Compare tab sampled them (`jobs.probes.stored_comparisons` reads them).
+  when the Compare tab sampled them (`modeltools.probes.stored_comparisons` reads them).
 
 The page's markup is the Jinja2 template `templates/report.html.j2`; this
 module works out what goes in it. Autoescaping is on, so every text that comes

@@ -31,7 +31,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 

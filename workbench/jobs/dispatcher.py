@@ -2,7 +2,7 @@
 
     python -m workbench.jobs.dispatcher --runs-dir RUNS
 
-The launcher starts it when it queues a run (`launcher.ensure_dispatcher`), in
+The launcher starts it when it queues a run (`gpu_queue.ensure_dispatcher`), in
 a session of its own: it outlives the app that started it, needs no browser,
 and notices a run that ends in any way (finished, stopped, failed, killed with
 SIGKILL, out of memory) because it looks at the run folders and at the
@@ -18,7 +18,7 @@ look finds no dispatcher and starts a new one, so a queued run is never left
 without one.
 After a reboot nothing runs; the app's start, each Runs-tab refresh and
 `python -m workbench runs` start a dispatcher again when a run is queued
-(`launcher.keep_queue_moving`).
+(`run_list.keep_queue_moving`).
 
 `dispatch` is the one step, safe to call from any process at any time: under
 the queue lock, each queued run starts once. Its output (what it started, and
@@ -34,7 +34,8 @@ import time
 import traceback
 from pathlib import Path
 
-from workbench.jobs import launcher, queue, runfolder
+from workbench.jobs import gpu_queue, launcher, queue
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 POLL_SECONDS = 2.0  # how soon a queued run starts after its devices are free
@@ -49,7 +50,7 @@ def dispatch(runs_dir: str | os.PathLike | None = None) -> list[str]:
 
 def dispatch_held(root: Path) -> tuple[list[queue.Entry], list[str]]:
     """`dispatch` for a caller that holds the queue lock: (runs still queued, runs started)."""
-    holding, queued = launcher.queue_state(root)
+    holding, queued = gpu_queue.queue_state(root)
     due = [place.entry for place in queue.plan(queued, holding) if place.may_start]
     started = [entry.run_id for entry in due if start_queued(root / entry.run_id)]
     return [entry for entry in queued if entry not in due], started

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from workbench.errors import WorkbenchError
-from workbench.jobs.runfolder import QUEUED
+from workbench.runstore.runfolder import QUEUED
 from workbench.spec.generation import SERVER_GENERATIONS
 
 CPU = "CPU"

@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes, runfolder
+from workbench.jobs import processes
+from workbench.runstore import runfolder
 
 BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
 # Set inside every sandbox: pids in status.json are read through runfolder.pids_here.

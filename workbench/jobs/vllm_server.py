@@ -38,7 +38,8 @@ import urllib.request
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes, runfolder
+from workbench.jobs import processes
+from workbench.runstore import runfolder
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
 from workbench.spec.hardware import runs_on_cpu, visible_devices

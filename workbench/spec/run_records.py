@@ -1,6 +1,6 @@
 """The records of a run's JSON-lines files as the trainer writes them, and the lines a reader skips.
 
-`metrics.jsonl` and `completions.jsonl` (workbench/jobs/runfolder.py) hold
+`metrics.jsonl` and `completions.jsonl` (workbench/runstore/runfolder.py) hold
 one JSON object a line. A file cut by a full disk, copied between machines or
 edited by hand may hold a line that is not text (bytes that are not UTF-8),
 not JSON, or not such a record (`"rewards": [1]`, `"step": "3"`). Every

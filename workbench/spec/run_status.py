@@ -17,7 +17,7 @@ A whole number written as a float (`3.0`) reads as an int. Fields are set
 through `update` (which drops what `extra` kept under the name) and taken out
 of the file with `drop`.
 
-Pure: no file is read here (jobs/runfolder.py reads and writes status.json
+Pure: no file is read here (runstore/runfolder.py reads and writes status.json
 with `read_run_status` / `write_run_status`, atomically), so the readers of
 every layer (`insight` included) can take a `RunStatus`.
 """

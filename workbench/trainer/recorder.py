@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec.chat import completion_text, prompt_text
 from workbench.spec.numbers import finite_number
 from workbench.spec.run_status import RunStatus

@@ -3,7 +3,7 @@
 Run as `python -m workbench train --run-dir DIR --config DIR/config.json`
 (the launcher starts exactly that, or `accelerate launch ... -m workbench
 train ...` for several processes). Everything it does lands in the run folder
-(see workbench/jobs/runfolder.py): status.json with a heartbeat, metrics.jsonl with
+(see workbench/runstore/runfolder.py): status.json with a heartbeat, metrics.jsonl with
 every metric TRL logs, completions.jsonl with each generation round's groups,
 LoRA checkpoints every `save_steps`, and the final adapter in `adapter/`.
 
@@ -24,7 +24,8 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from workbench.jobs import allocator, runfolder
+from workbench.jobs import allocator
+from workbench.runstore import runfolder
 from workbench.spec.config import (
     RunConfig,
     check_config,

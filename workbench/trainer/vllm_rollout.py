@@ -36,7 +36,7 @@ from pathlib import Path
 
 import requests
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.run_status import RunStatus
 

@@ -21,7 +21,7 @@ import gradio as gr
 
 from workbench.access import hosts, paths
 from workbench.errors import WorkbenchError
-from workbench.jobs.runfolder import runs_root
+from workbench.runstore.runfolder import runs_root
 from workbench.jobs.sandbox import Policy
 from workbench.ui import browser_files, gradio_compat, sign_in
 from workbench.ui.context import UIContext

@@ -2,7 +2,7 @@
 
 Pick a run (the current one or any past one) and one of its checkpoints; the
 probe prompts come from the run's task and can be edited. "Answer side by
-side" starts `python -m workbench sample` processes (see workbench/jobs/probes.py)
+side" starts `python -m workbench sample` processes (see workbench/modeltools/probes.py)
 so this page never waits on a model: a timer shows the answers as they come,
 and Cancel kills the sampling process. The UI process itself never imports
 torch. The job lives in this browser session's `gr.State`; closing the
@@ -23,7 +23,8 @@ import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.jobs import probes, runfolder, sampling
+from workbench.modeltools import probes, sampling
+from workbench.runstore import runfolder
 from workbench.ui import compare_view, paths_view, run_access
 from workbench.ui.context import UIContext
 

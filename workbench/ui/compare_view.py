@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from workbench.jobs.probes import ProbeJob
+from workbench.modeltools.probes import ProbeJob
 
 
 def progress_text(job: ProbeJob | None, read: list[dict]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.jobs.runfolder import RUNS_DIR_ENV
+from workbench.runstore.runfolder import RUNS_DIR_ENV
 from workbench.spec.cluster import DISTRIBUTED_BACKENDS
 from workbench.spec.config import RunConfig
 

@@ -2,7 +2,7 @@
 
 Pick the final adapter or a checkpoint and an output folder (inside the runs
 folder; `<run>/merged` by default); Export starts `python -m workbench
-export-model` as a process of its own (workbench/jobs/export_model.py), so the
+export-model` as a process of its own (workbench/modeltools/export_model.py), so the
 page never imports torch or waits on a model. A timer shows its stage while
 it runs, then where it wrote and how big the folder is; Cancel ends it and
 removes what it had half written. The job lives in this browser session's
@@ -25,7 +25,8 @@ from pathlib import Path
 import gradio as gr
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import export_model, runfolder
+from workbench.modeltools import export_model
+from workbench.runstore import runfolder
 from workbench.ui import merge_view, paths_view, run_access
 from workbench.ui.context import UIContext
 

@@ -4,7 +4,7 @@ The dashboard writes merged models only inside the runs folder (by default
 `<run>/merged`, or `<run>/merged-checkpoint-N`): a shared dashboard must not
 create folders elsewhere on the server; the CLI (`python -m workbench
 export-model`) writes anywhere. The export itself runs in its own process
-(workbench/jobs/export_model.py); `progress_html` renders what it reports.
+(workbench/modeltools/export_model.py); `progress_html` renders what it reports.
 No gradio and no file read: ui/merge_panel.py lists a run's adapters and resolves the folder typed.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from workbench.jobs import export_model
+from workbench.modeltools import export_model
 
 FINAL = "final"  # the choice meaning the final adapter/
 

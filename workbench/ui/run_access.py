@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.access.owners import Viewer, may_control, may_see
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 
 
 class RunAccessError(runfolder.RunIdError):
@@ -55,7 +55,7 @@ def visible_run_dirs(runs_dir: str | Path, viewer: Viewer) -> list[Path]:
 
 
 def visible_entries(entries: Iterable[dict], viewer: Viewer) -> list[dict]:
-    """The `launcher.list_runs()` entries (each carries its status's `owner`) that `viewer` may see."""
+    """The `run_list.list_runs()` entries (each carries its status's `owner`) that `viewer` may see."""
     return [entry for entry in entries if may_see(viewer, entry.get("owner"))]
 
 

@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from workbench.insight import report
-from workbench.jobs import probes, runfolder
+from workbench.modeltools import probes
+from workbench.runstore import runfolder
 
 REPORTS_PREFIX = "workbench-reports-"
 

@@ -4,7 +4,7 @@
   duration), re-read from the run folders when the tab is opened and every few
   seconds while it is open, and redrawn only when a row changed. A queued run
   shows its place in the GPU queue and what it waits for; each refresh also
-  makes sure the queue has its dispatcher (`launcher.keep_queue_moving`).
+  makes sure the queue has its dispatcher (`run_list.keep_queue_moving`).
 - Compare: tick several runs to overlay one metric's curves on one figure and
   list the settings in which their configs differ.
 - One run: read its completions group by group at any step, write its report
@@ -31,7 +31,8 @@ import gradio as gr
 from workbench.access.owners import Viewer
 from workbench.insight import figures, follow
 from workbench.insight.groups import groups_for_step
-from workbench.jobs import file_cache, launcher, runfolder
+from workbench.runstore import file_cache, runfolder
+from workbench.jobs import launcher, run_list
 from workbench.ui import merge_panel, run_access, run_reports, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
@@ -72,8 +73,8 @@ def with_final_reward(entry: dict) -> dict:
 
 
 def read_rows(runs_dir, viewer: Viewer, columns: tuple[str, ...] = runs_view.COLUMNS) -> list[list]:
-    runs = launcher.list_runs(runs_dir)
-    launcher.keep_queue_moving(runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
+    runs = run_list.list_runs(runs_dir)
+    run_list.keep_queue_moving(runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
     entries = run_access.visible_entries(runs, viewer)
     if not run_access.sees_all(viewer):  # a queued run waits for runs of others too: not by their ids
         shown = [entry["run_id"] for entry in entries]

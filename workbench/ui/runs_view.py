@@ -1,6 +1,6 @@
 """The Runs tab's pure parts: one summary row per run, and the diff of run configs.
 
-Rows are built from `workbench.jobs.launcher.list_runs()` entries (each run's
+Rows are built from `workbench.jobs.run_list.list_runs()` entries (each run's
 status plus its model and task), which the tab reads from the run folders
 every time, so two browser tabs, a reload or a restarted app see the same
 runs; the tab adds each run's final reward (`final_reward`, from the last
@@ -20,8 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from workbench.jobs.launcher import LOST_SECONDS, runs_elsewhere
-from workbench.jobs.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
+from workbench.jobs.run_state import LOST_SECONDS, runs_elsewhere
+from workbench.runstore.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")

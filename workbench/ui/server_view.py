@@ -13,7 +13,8 @@ from __future__ import annotations
 import shlex
 from html import escape
 
-from workbench.jobs import runfolder, vllm_server
+from workbench.runstore import runfolder
+from workbench.jobs import vllm_server
 from workbench.spec.config import RunConfig
 from workbench.spec.generation import SERVER_GENERATIONS
 from workbench.spec.hardware import GpuInfo

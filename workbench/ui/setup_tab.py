@@ -33,7 +33,8 @@ import psutil
 
 from workbench.access.paths import PathError, UserScope
 from workbench.errors import WorkbenchError
-from workbench.jobs import bundle, launcher, runfolder
+from workbench.jobs import bundle, commands, gpu_queue, launcher
+from workbench.runstore import runfolder
 from workbench.spec.chat import prompt_text
 from workbench.spec.columns import DataPreview, preview
 from workbench.spec.config import (
@@ -107,7 +108,7 @@ MODEL_REFUSED_NOTE = ("<p class='wb-note'>Memory estimate: none for a model this
 
 def _hardware_state(runs_dir) -> dict:
     """GPUs as NVML sees them now and those held by running runs (plain data for a gr.State)."""
-    return {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(launcher.busy_gpu_ids(runs_dir))}
+    return {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(gpu_queue.busy_gpu_ids(runs_dir))}
 
 
 def _gpus(hardware: dict):
@@ -514,7 +515,7 @@ class SetupTab:
         except ConfigError as exc:
             return f"Cannot build the command: {exc}"
         run_dir = self.ctx.runs_dir / runfolder.new_run_id(preview_label(cfg))  # not created
-        return command_text(launcher.build_command(cfg, run_dir), launcher.launch_env(cfg),
+        return command_text(commands.build_command(cfg, run_dir), commands.launch_env(cfg),
                             server_command_text(cfg))
 
     def start_smoke(self, request: gr.Request, *values):
@@ -532,7 +533,7 @@ class SetupTab:
         if not run_id:
             return gr.skip(), gr.Timer(active=False)
         ctx = self.ctx
-        read_status = run_access.status_reader(launcher.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
+        read_status = run_access.status_reader(gpu_queue.status_with_queue_place, ctx.runs_dir, ctx.viewer(request))
         try:
             status = read_status(runfolder.run_dir_in(ctx.runs_dir, run_id))
         except runfolder.RunIdError:  # deleted meanwhile (the Runs tab)

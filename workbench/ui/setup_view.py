@@ -208,7 +208,7 @@ LAUNCH_VARIABLES = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "WORKBENCH_ALLOCA
 def command_text(command: list[str], env: dict, server: str = "") -> str:
     """The launch command as one shell line, after the settings the launcher starts it with.
 
-    `env` is the launch environment (workbench.jobs.launcher.launch_env); only the
+    `env` is the launch environment (workbench.jobs.commands.launch_env); only the
     variables that shape the run are shown: GPU visibility, CPU threads, allocator.
     `server`: the vLLM server the run starts beside it (server_view.server_command_text), shown after it.
     """

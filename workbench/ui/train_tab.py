@@ -43,7 +43,8 @@ from workbench.errors import WorkbenchError
 from workbench.insight import figures, follow
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
-from workbench.jobs import launcher, runfolder
+from workbench.jobs import gpu_queue, launcher, run_list
+from workbench.runstore import runfolder
 from workbench.ui import paths_view, run_access, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
@@ -223,7 +224,7 @@ class TrainTab:
     @staticmethod
     def read_status(run_dir) -> dict:
         """The launcher's status (a dead process shows as failed), with a queued run's place in the GPU queue."""
-        return launcher.status_with_queue_place(run_dir)
+        return gpu_queue.status_with_queue_place(run_dir)
 
     def status_for(self, viewer: Viewer):
         """The status reader for `viewer`: a queued run's place, naming only runs they may see."""
@@ -235,7 +236,7 @@ class TrainTab:
                                        run_access.visible_run_dirs(self.runs_dir, viewer))
 
     def visible_entries(self, viewer: Viewer) -> list[dict]:
-        return run_access.visible_entries(launcher.list_runs(self.runs_dir), viewer)
+        return run_access.visible_entries(run_list.list_runs(self.runs_dir), viewer)
 
     def picker_shows(self, viewer: Viewer, run_id: str | None) -> tuple[tuple[str, ...], str | None]:
         """The runs the picker offers `viewer`, and the one it shows."""
@@ -439,7 +440,7 @@ class TrainTab:
             return {notice: notice_html(f"Not launched:\n{exc}")}
         out = self.attach(viewer, run_id, run_id, smooth, watch.more_metrics_open)
         out[self.ui.remembered] = run_id
-        place = launcher.queue_place(run_id, self.runs_dir)
+        place = gpu_queue.queue_place(run_id, self.runs_dir)
         if place:
             waits_for = run_access.waits_for_seen_by(viewer, self.runs_dir, place["waits_for"])
             out[notice] = notice_html(f"Queued {run_id} at position {place['queue_position']}: it waits for "

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from workbench.insight.follow import Seen
 from workbench.insight.health import Alarm
-from workbench.jobs.runfolder import FINAL_STATES, QUEUED, UNREADABLE
+from workbench.runstore.runfolder import FINAL_STATES, QUEUED, UNREADABLE
 from workbench.spec.numbers import format_duration
 
 # How many of the latest step_time values the remaining-time estimate averages.
@@ -169,7 +169,7 @@ class Progress:
     total_steps: int | None
     elapsed_s: float | None
     remaining_s: float | None
-    # A queued run's place in the GPU queue and what it waits for (launcher.status_with_queue_place).
+    # A queued run's place in the GPU queue and what it waits for (gpu_queue.status_with_queue_place).
     queue_position: int | None = None
     waits_for: str = ""
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 from workbench.spec.run_records import Skipped
 
 # How much of a file is read at once while indexing it.

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
-from workbench.jobs.runfolder import append_jsonl, read_jsonl
+from workbench.runstore.runfolder import append_jsonl, read_jsonl
 
 DEFAULT_MAX_NEW_TOKENS = 64
 

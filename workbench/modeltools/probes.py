@@ -2,7 +2,7 @@
 
 A comparison is a `ProbeJob`: the prompts and two sides (the run's base model,
 and one of its checkpoints or its final adapter). Each side is answered by a
-`python -m workbench sample` process (workbench.jobs.sampling), one side after the
+`python -m workbench sample` process (workbench.modeltools.sampling), one side after the
 other so a CPU shared with a training run is not split three ways. Answers
 land in `runs/<run_id>/probes/<side>-<key>.jsonl`, where the key hashes the
 model, adapter, prompts and length: the same question asked again is read
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import runfolder, sampling
+from workbench.runstore import runfolder
+from workbench.modeltools import sampling
 
 PROBES_DIR = "probes"
 BASE_LABEL = "base model"

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes, runfolder
+from workbench.jobs import processes
+from workbench.runstore import runfolder
 
 # What a merge goes through, in order; the UI shows "stage i of n".
 STAGES = ("loading", "merging", "saving")

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from workbench.jobs import runfolder
+from workbench.runstore import runfolder
 
 T = TypeVar("T")
 # (path, what was read) -> (the file's identity, the value): one entry per file and reader.
