@@ -110,9 +110,11 @@ def test_the_per_user_limit_counts_running_and_queued_runs(runs_dir, holder, mon
 def test_the_backstop_starts_a_dispatcher_for_a_queue_left_without_one(runs_dir, holder):
     holder()
     run_id = launcher.start(RunConfig(**TINY), runs_dir)
-    for process in dispatcher_processes(runs_dir):
-        process.kill()  # as after a reboot: the queue is only files now
-    wait_for(lambda: not runfolder.dispatcher_running(runs_dir), timeout=10)
+    # as after a reboot: the queue is only files now (a dispatcher just spawned shows its command line only once
+    # it has exec'd, which takes a moment on a busy machine)
+    for process in wait_for(lambda: dispatcher_processes(runs_dir), timeout=30):
+        process.kill()
+    wait_for(lambda: not runfolder.dispatcher_running(runs_dir), timeout=30)
     assert run_list.keep_queue_moving(runs_dir) is True
     wait_for(lambda: runfolder.dispatcher_running(runs_dir), timeout=30)
     assert state_of(run_id, runs_dir) == "queued"
