@@ -11,6 +11,7 @@
 - `@pytest.mark.serial`: a test that times things, or needs the CPU to itself. Under xdist it starts
   once no other test is running, and no other test starts until it ends (a readers-writer lock on two
   files the workers share: a gate taken in turn, and a room held shared by every test, alone by it).
+- Threads: under xdist every test process and what it starts computes on one thread (`one_thread_each`).
 - `@pytest.mark.one_at_a_time("vllm")`: tests naming the same resource never run at once under xdist,
   while other tests go on beside them. A CPU vLLM server takes every core: two at once each take
   more than twice as long.
@@ -56,6 +57,22 @@ def pytest_cmdline_main(config):
         if option.dist == "no":
             option.dist = "loadfile"
         option.loadscopereorder = False  # xdist would send files with more tests first: keep ours
+    if option.numprocesses:
+        one_thread_each()
+
+
+def one_thread_each() -> None:
+    """Every worker, and every process a test starts (trainers, notebook kernels, vLLM servers), computes on one
+    thread, unless the caller chose.
+
+    Workers beside each other on a 2-core machine, each with two OpenMP threads, wait at every OpenMP barrier for
+    a thread the kernel has parked: measured here, notebook 02 beside a 2-thread torch loop took 120 s with two
+    threads and 64 s with one (alone: 39 s and 45 s). Set before the workers start, so they inherit it; a run's
+    launcher keeps a caller's OMP_NUM_THREADS (jobs/commands.py), and a CPU vLLM server binds its threads to the
+    cores unless told not to.
+    """
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 
 # ---------------------------------------------------------------- longest files first

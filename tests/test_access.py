@@ -115,6 +115,7 @@ finally:
 """
 
 
+@pytest.mark.slow  # three `workbench users add` processes, each hashing a password
 def test_the_users_file_is_never_readable_by_others_not_even_while_written(tmp_path):
     folder = tmp_path / "accounts"
     folder.mkdir()

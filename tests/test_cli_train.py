@@ -7,13 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import poll_until
+from helpers import launched_threads, poll_until
 
 from workbench.cli.train import format_runs_table
 from workbench.jobs import allocator
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
-from workbench.spec.hardware import cpu_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,7 +155,7 @@ def test_train_in_the_foreground_then_list_it(tmp_path):
     status = runfolder.read_status(run_dir)
     assert status["state"] == "finished" and status["step"] == 1
     # the foreground run started itself again under the launcher's allocator and thread count
-    assert status["allocator"] == allocator.choose() and status["cpu_threads"] == cpu_threads(1)
+    assert status["allocator"] == allocator.choose() and status["cpu_threads"] == launched_threads(1)
     saved = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     assert saved.model == "tiny" and saved.max_steps == 1 and saved.num_generations == 4
     listing = workbench("runs", "--runs-dir", str(tmp_path / "runs"))

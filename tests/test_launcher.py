@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import TINY, poll_until as wait_for
+from helpers import TINY, launched_threads, poll_until as wait_for
 
 from workbench.jobs import allocator, commands, launcher, processes, run_list, run_state
 from workbench.runstore import runfolder
 from workbench.spec.config import ConfigError, RunConfig
-from workbench.spec.hardware import cpu_threads
 
 
 @pytest.fixture
@@ -203,7 +202,7 @@ def test_two_cpu_processes_through_accelerate(runs_dir):
     status = run_state.wait(run_id, runs_dir, timeout=300)
     run_dir = run_state.run_dir_of(run_id, runs_dir)
     assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
-    assert status["num_processes"] == 2 and status["cpu_threads"] == cpu_threads(2)
+    assert status["num_processes"] == 2 and status["cpu_threads"] == launched_threads(2)
     assert status["allocator"] == allocator.choose()
     assert "accelerate" in " ".join(status["command"])
     assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2]
