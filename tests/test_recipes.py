@@ -130,3 +130,23 @@ def test_cli_prints_what_the_recipe_changed():
 def test_config_error_names_the_recipe_field():
     with pytest.raises(ConfigError, match="recipe"):
         check_config(RunConfig(recipe="ppo"))
+
+
+@pytest.mark.slow
+def test_a_dapo_run_trains_off_policy_and_records_its_recipe(tiny_model, tmp_path):
+    """`train --recipe dapo` on the tiny model: 2 steps, each generation round split over 4 optimizer steps."""
+    import json
+
+    from helpers import TINY
+
+    settings = [f"--set={name}={value}" for name, value in TINY.items() if name != "model"]
+    done = subprocess.run([sys.executable, "-m", "workbench", "train", "--model", "tiny", "--recipe", "dapo",
+                           "--max-steps", "2", "--run-dir", str(tmp_path / "run"), *settings],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "recipe dapo changed" in done.stderr
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (saved["recipe"], saved["epsilon_high"], saved["steps_per_generation"]) == ("dapo", 0.28, 4)
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "clip_ratio/high_mean" in m]
+    assert [m["step"] for m in steps] == [1, 2]
