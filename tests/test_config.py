@@ -48,7 +48,8 @@ def test_grpo_fields_are_trls_own_names():
             "scale_rewards", "num_iterations", "max_steps", "num_train_epochs", "logging_steps", "save_steps",
             "save_total_limit", "seed", "bf16", "gradient_checkpointing", "vllm_gpu_memory_utilization",
             "vllm_tensor_parallel_size", "vllm_server_base_url", "vllm_server_timeout", "top_k", "repetition_penalty",
-            "lr_scheduler_type", "warmup_steps"}
+            "lr_scheduler_type", "warmup_steps", "epsilon_high", "importance_sampling_level", "mask_truncated_completions",
+            "top_entropy_quantile"}
     assert ours <= set(field_names())
     assert ours <= trl_fields
 

@@ -134,6 +134,86 @@ def test_compare_loss_types_has_one_row_per_type(batch):
     assert all(row["rule"] for row in rows)
 
 
+# --- the variants' knobs: clip-higher (DAPO) and the sequence-level ratio (GSPO) -------
+
+
+@pytest.fixture
+def off_policy(batch):
+    """The batch with old log-probs the policy has moved away from: some tokens and completions clip low, some high."""
+    torch.manual_seed(1)
+    logps = batch["logps"].detach()
+    # rows drift apart in both directions, so every clip side has work to do at both levels
+    shift = torch.tensor([-0.3, 0.3, -0.25, 0.35]).unsqueeze(1)
+    old = logps + shift + 0.4 * torch.randn_like(logps)
+    advantages = torch.tensor([1.2, -0.5, 0.3, -1.0])
+    return {"logps": logps, "old": old, "advantages": advantages, "mask": batch["mask"]}
+
+
+def test_sequence_ratio_is_the_geometric_mean_of_the_token_ratios(off_policy):
+    ratio = losses.importance_ratio(off_policy["logps"], off_policy["old"], off_policy["mask"], "sequence")
+    token = losses.importance_ratio(off_policy["logps"], off_policy["old"])
+    for row, length in enumerate(LENGTHS):
+        expected = torch.prod(token[row, :length]) ** (1 / length)
+        assert ratio[row, 0].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_on_policy_the_variants_change_nothing(batch):
+    """Old log-probs equal to the new ones (TRL's on-policy default): every variant gives the same loss."""
+    rows = losses.compare_variants(batch["logps"].detach(), batch["logps"].detach(), batch["advantages"],
+                                   batch["mask"], max_completion_length=MAX_LEN)
+    assert len({round(row["loss"], 7) for row in rows}) == 1
+    assert all(row["clip_region_mean"] == 0 for row in rows)
+
+
+def test_clip_higher_lets_positive_tokens_rise_further():
+    old = torch.zeros(1, 1)
+    up = losses.per_token_policy_loss(old + 0.22, torch.tensor([1.0]), old_per_token_logps=old)  # ratio 1.246
+    higher = losses.per_token_policy_loss(old + 0.22, torch.tensor([1.0]), old_per_token_logps=old, epsilon_high=0.28)
+    assert up.item() == pytest.approx(-1.2) and higher.item() == pytest.approx(-1.2461, abs=1e-4)
+
+
+def test_sequence_level_needs_the_mask_and_a_known_level(off_policy):
+    with pytest.raises(losses.LossInputError, match="completion_mask"):
+        losses.importance_ratio(off_policy["logps"], off_policy["old"], None, "sequence")
+    with pytest.raises(losses.LossInputError, match="importance_sampling_level"):
+        losses.importance_ratio(off_policy["logps"], off_policy["old"], off_policy["mask"], "word")
+
+
+@pytest.fixture(scope="module")
+def trl_loss():
+    """TRL 1.16's own `_compute_loss` on given tensors (imports TRL once for the module)."""
+    from workbench.teach.trl_loss import trl_loss
+
+    return trl_loss
+
+
+@pytest.mark.parametrize("loss_type", losses.LOSS_TYPES)
+@pytest.mark.parametrize("variant", list(losses.VARIANTS))
+def test_variants_match_trls_own_loss_and_clip_ratios(off_policy, trl_loss, loss_type, variant):
+    knobs = losses.VARIANTS[variant]
+    trl_value, metrics = trl_loss(
+        off_policy["logps"], off_policy["old"], off_policy["advantages"], off_policy["mask"], loss_type=loss_type,
+        epsilon=knobs["epsilon_low"], epsilon_high=knobs["epsilon_high"],
+        importance_sampling_level=knobs["importance_sampling_level"], max_completion_length=MAX_LEN,
+    )
+    ours = losses.compute_loss(off_policy["logps"], off_policy["advantages"], off_policy["mask"], loss_type=loss_type,
+                               old_per_token_logps=off_policy["old"], max_completion_length=MAX_LEN, **knobs)
+    assert ours.loss.item() == pytest.approx(trl_value, abs=1e-6)
+    ratio = losses.importance_ratio(off_policy["logps"], off_policy["old"], off_policy["mask"],
+                                    knobs["importance_sampling_level"])
+    clipped = losses.clip_fractions(ratio, off_policy["advantages"], off_policy["mask"], knobs["epsilon_low"],
+                                    knobs["epsilon_high"])
+    for side in ("low_mean", "high_mean", "region_mean"):
+        assert clipped[side] == pytest.approx(metrics[f"clip_ratio/{side}"], abs=1e-6), side
+    assert clipped["region_mean"] > 0  # the batch really is off-policy enough to clip
+
+
+def test_each_variant_gives_a_different_loss_off_policy(off_policy):
+    rows = losses.compare_variants(off_policy["logps"], off_policy["old"], off_policy["advantages"],
+                                   off_policy["mask"], max_completion_length=MAX_LEN)
+    assert len({round(row["loss"], 6) for row in rows}) == len(losses.VARIANTS)
+
+
 # --- against TRL itself, through workbench.teach.loss_probe ---------------------------
 
 

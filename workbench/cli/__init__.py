@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "workbench.cli.train",
     "workbench.cli.sample",
     "workbench.cli.export",
+    "workbench.cli.export_script",
     "workbench.cli.report",
     "workbench.cli.watch",
     "workbench.cli.export_model",

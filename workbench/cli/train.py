@@ -3,6 +3,7 @@
     python -m workbench train                      # the demo task on the bundled model, in the foreground
     python -m workbench train --model tiny --max-steps 3 --set beta=0.0
     python -m workbench train --config my.json --background   # prints the run id and folder (and its queue place)
+    python -m workbench train --recipe dapo        # a published variant (spec/recipes.py); prints what it changed
     python -m workbench train --sandbox --set reward_file=theirs.py   # in a bubblewrap sandbox (jobs/sandbox.py)
     python -m workbench runs                       # a table of runs
     python -m workbench stop RUN                   # graceful stop, kill after a timeout
@@ -31,6 +32,8 @@ def add_parser(subparsers) -> None:
     train.add_argument("--model", help="smollm2-135m-instruct (default), tiny, a model folder or a hub id")
     train.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords")
     train.add_argument("--max-steps", type=int, dest="max_steps", help="optimizer steps to train")
+    train.add_argument("--recipe", help="a published GRPO variant: grpo, dapo, dr_grpo, gspo (or none); applied "
+                       "before --set, and the fields it changed are printed")
     train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="any RunConfig field, e.g. --set beta=0.0 --set num_generations=4 (repeatable)")
     train.add_argument("--run-dir", dest="run_dir", help="write the run here instead of a new folder under runs/ "
@@ -71,12 +74,31 @@ def config_from_args(args):
         # A saved config is taken as it is; otherwise the task's own settings (as the Setup tab applies them).
         config = RunConfig.load(args.config) if args.config else RunConfig.for_task(args.task or RunConfig().task)
         changes = {name: getattr(args, name) for name in ("model", "task", "max_steps") if getattr(args, name) is not None}
-        for text in args.set:
-            name, value = parse_assignment(text)
-            changes[name] = value
+        config = config.with_changes(**changes) if changes else config
+        # the recipe first (its steps_per_generation follows the batch), so --set can still change any field after it
+        config = _with_recipe(config, getattr(args, "recipe", None))
+        changes = dict(parse_assignment(text) for text in args.set)
         return config.with_changes(**changes) if changes else config
     except ConfigError as exc:
         raise ArgumentError(str(exc).replace("\n", "; ")) from None
+
+
+def _with_recipe(config, name: str | None):
+    """`config` with recipe `name` applied, printing the fields it changed (stderr: stdout stays the run's id)."""
+    if name is None:
+        return config
+    from workbench.spec import recipes
+
+    problem = recipes.recipe_problem(name)
+    if problem:
+        raise ArgumentError(f"--recipe: {problem[1]}; {problem[2]}")
+    new, changed = recipes.apply_recipe(config, name)
+    lines = recipes.describe_changes(config, new, changed)
+    if not os.environ.get("WORKBENCH_RECIPE_SHOWN"):  # a foreground run starts again under its allocator: once
+        print(f"recipe {name} changed {len(changed)} field(s)" + "".join(f"\n  {line}" for line in lines),
+              file=sys.stderr, flush=True)
+        os.environ["WORKBENCH_RECIPE_SHOWN"] = "1"
+    return new
 
 
 def _checked(config) -> None:

@@ -34,6 +34,7 @@ from workbench.spec.trackers import REPORT_TO
 
 LOSS_TYPES = ("dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo")
 SCALE_REWARDS = ("group", "batch", "none")
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
 
@@ -132,6 +133,27 @@ class RunConfig:
         "'kl' plot; 0.04 is the GRPO paper's value.",
     )
     epsilon: float = setting(0.2, "Clipping range of the policy ratio (PPO-style), 0.2 by default.")
+    epsilon_high: float | None = setting(
+        None,
+        "Upper clipping range of the policy ratio (DAPO's clip-higher, 0.28 in the paper); empty means epsilon. "
+        "With loss_type cispo it is the ratio cap (5.0). Acts only when the ratio can move off 1: num_iterations "
+        "> 1 or steps_per_generation > gradient_accumulation_steps.",
+    )
+    importance_sampling_level: str = setting(
+        "token",
+        "token: one policy ratio per token; sequence: one per completion, the mean log-ratio over its tokens "
+        "(GSPO). Acts only when the ratio can move off 1 (see epsilon_high).",
+        choices=IMPORTANCE_SAMPLING_LEVELS,
+    )
+    mask_truncated_completions: bool = setting(
+        False,
+        "Leave completions cut at max_completion_length out of the loss (DAPO: they are not wrong, only unfinished).",
+    )
+    top_entropy_quantile: float = setting(
+        1.0,
+        "Train only on the share of tokens with the highest entropy (0.2 in 'Beyond the 80/20 rule'); 1.0 keeps "
+        "every token.",
+    )
     loss_type: str = setting(
         "dapo",
         "How per-token losses are averaged: grpo (per sequence, as the paper), bnpo (tokens of the "
@@ -144,6 +166,11 @@ class RunConfig:
         choices=SCALE_REWARDS,
     )
     num_iterations: int = setting(1, "Optimizer passes over each generation round (mu in the paper).")
+    recipe: str = setting(
+        "",
+        "The published recipe these settings started from (grpo, dapo, dr_grpo, gspo; see workbench/spec/recipes.py); "
+        "empty: none. A record only: the fields themselves are what the run uses.",
+    )
     max_steps: int = setting(30, "Optimizer steps to train; -1 runs num_train_epochs over the dataset.")
     num_train_epochs: float = setting(1.0, "Passes over the dataset when max_steps is -1.")
     logging_steps: int = setting(1, "Write metrics every this many optimizer steps.")
@@ -508,14 +535,23 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
          "must be a number of seconds >= 0", "use 120, or 0 for no limit"),
         ("num_processes", cfg.num_processes >= 1, "must be >= 1", "use 1, or one per GPU"),
         ("vllm_gpu_memory_utilization", 0 < cfg.vllm_gpu_memory_utilization < 1, "must be in (0, 1)", "use 0.3"),
+        ("epsilon_high", cfg.epsilon_high is None or (cfg.epsilon_high > 0 and math.isfinite(cfg.epsilon_high)),
+         "must be > 0 or empty", "use 0.28 (DAPO), or leave it empty to use epsilon"),
+        ("top_entropy_quantile", 0 <= cfg.top_entropy_quantile <= 1, "must be in [0, 1]",
+         "use 1.0 (every token), or 0.2 as in 'Beyond the 80/20 rule'"),
     ]
     problems = [ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok]
     choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
-               ("lr_scheduler_type", LR_SCHEDULERS)]
+               ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS)]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
             problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",
                                           f"choose one of {', '.join(allowed)}"))
+    from workbench.spec.recipes import recipe_problem
+
+    found = recipe_problem(cfg.recipe)
+    if found:
+        problems.append(ConfigProblem(*found))
     return problems
 
 

@@ -2,9 +2,11 @@
 four ways TRL 1.16 turns a (B, T) grid of per-token losses into one number.
 
 These are the formulas of `GRPOTrainer._compute_loss` in TRL 1.16.0
-(`trl/trainer/grpo_trainer.py`) for the default settings
-(importance_sampling_level="token", no vLLM, no entropy mask, no off-policy
-mask), as plain torch functions so a notebook can compute, print and plot each
+(`trl/trainer/grpo_trainer.py`) without vLLM, entropy mask or off-policy
+mask, with the two knobs the published variants turn: `epsilon_high` (DAPO's
+clip-higher: the ratio may rise to 1 + epsilon_high before it is clipped) and
+`importance_sampling_level="sequence"` (GSPO: one ratio per completion, the
+exponential of its mean token log-ratio), as plain torch functions so a notebook can compute, print and plot each
 piece. `tests/test_losses.py` checks them against the loss TRL itself computes
 and logs for the same batch, so a TRL upgrade that changes a formula fails a
 test instead of silently making the notebook wrong.
@@ -30,6 +32,8 @@ from workbench.errors import WorkbenchError
 # shows them. TRL also has cispo / sapo / vespo / luspo; they change the
 # per-token loss itself, not only its normalisation, and are left out.
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 
 LOSS_TYPE_HELP = {
     "grpo": "mean over completions of each completion's mean token loss (per-sequence, as in the GRPO paper)",
@@ -57,7 +61,7 @@ class LossParts:
     policy_term: torch.Tensor
     kl_term: torch.Tensor
     kl_mean: float | None
-    per_token_loss: torch.Tensor  # (B, T) policy + beta * kl, before aggregation
+    per_token_loss: torch.Tensor  # (B, T) policy + beta * kl, before aggregation ((B, 1) at sequence level, beta 0)
 
     def as_floats(self) -> dict[str, float | None]:
         return {
@@ -108,6 +112,31 @@ def k3_kl(per_token_logps: torch.Tensor, ref_per_token_logps: torch.Tensor) -> t
     return torch.exp(delta) - delta - 1
 
 
+def importance_ratio(
+    per_token_logps: torch.Tensor,
+    old_per_token_logps: torch.Tensor,
+    completion_mask: torch.Tensor | None = None,
+    importance_sampling_level: str = "token",
+) -> torch.Tensor:
+    """The policy ratio new / old: per token (B, T), or per completion (B, 1) at the sequence level.
+
+    At the sequence level (GSPO) every token of a completion shares one ratio,
+    `exp(mean of its token log-ratios)`: the geometric mean of the token
+    ratios, so a long completion's ratio does not run away.
+    """
+    log_ratio = per_token_logps - old_per_token_logps
+    if importance_sampling_level == "token":
+        return torch.exp(log_ratio)
+    if importance_sampling_level != "sequence":
+        raise LossInputError(f"importance_sampling_level: {importance_sampling_level!r} is not one of "
+                             f"{', '.join(IMPORTANCE_SAMPLING_LEVELS)}; use token, or sequence for GSPO")
+    if completion_mask is None:
+        raise LossInputError("completion_mask: the sequence-level ratio averages over each completion's real "
+                             "tokens, so it needs the completion mask; pass it")
+    mask = completion_mask.to(log_ratio.dtype)
+    return torch.exp((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+
+
 def per_token_policy_loss(
     per_token_logps: torch.Tensor,
     advantages: torch.Tensor,
@@ -115,20 +144,25 @@ def per_token_policy_loss(
     epsilon_low: float = 0.2,
     epsilon_high: float | None = None,
     delta: float | None = None,
+    completion_mask: torch.Tensor | None = None,
+    importance_sampling_level: str = "token",
 ) -> torch.Tensor:
-    """The clipped surrogate `-min(ratio * A, clip(ratio, 1-eps_low, 1+eps_high) * A)`, shape (B, T).
+    """The clipped surrogate `-min(ratio * A, clip(ratio, 1-eps_low, 1+eps_high) * A)`.
 
+    Shape (B, T) at the token level, (B, 1) at the sequence level (one value
+    per completion, which aggregation spreads over its tokens as TRL does).
     With one iteration per generation round TRL does not compute the old
     log-probs and uses `per_token_logps.detach()`: the ratio is exactly 1 in
-    value (so each token's loss is -A) while its gradient is still
-    d logp, which is the policy gradient.
+    value (so each token's loss is -A, and epsilon, epsilon_high and the
+    sequence level change nothing) while its gradient is still d logp, which
+    is the policy gradient.
     """
     epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
     if old_per_token_logps is None:
         old_per_token_logps = per_token_logps.detach()
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)  # (B, 1): one advantage per completion, shared by its tokens
-    ratio = torch.exp(per_token_logps - old_per_token_logps)
+    ratio = importance_ratio(per_token_logps, old_per_token_logps, completion_mask, importance_sampling_level)
     clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
     if delta is not None:  # TRL's optional two-sided clipping of the unclipped ratio
         ratio = torch.clamp(ratio, max=delta)
@@ -222,6 +256,7 @@ def compute_loss(
     gradient_accumulation_steps: int = 1,
     steps_per_generation: int | None = None,
     num_processes: int = 1,
+    importance_sampling_level: str = "token",
 ) -> LossParts:
     """TRL's loss for one micro-batch: clipped policy loss plus beta x k3 KL, aggregated by loss_type.
 
@@ -237,8 +272,9 @@ def compute_loss(
             f"ref_per_token_logps: beta={beta} adds a KL term, which needs the reference model's "
             f"log-probs; pass them, or set beta=0"
         )
-    policy = per_token_policy_loss(per_token_logps, advantages, old_per_token_logps, epsilon_low, epsilon_high)
-    kl = k3_kl(per_token_logps, ref_per_token_logps) if beta != 0.0 else torch.zeros_like(policy)
+    policy = per_token_policy_loss(per_token_logps, advantages, old_per_token_logps, epsilon_low, epsilon_high,
+                                   completion_mask=completion_mask, importance_sampling_level=importance_sampling_level)
+    kl = k3_kl(per_token_logps, ref_per_token_logps) if beta != 0.0 else torch.zeros_like(per_token_logps)
     settings = dict(
         completion_mask=completion_mask,
         loss_type=loss_type,
@@ -286,3 +322,61 @@ def compare_loss_types(
         rows.append({"loss_type": loss_type, **parts.as_floats(), "rule": LOSS_TYPE_HELP[loss_type]})
     return rows
 
+
+
+def clip_fractions(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    completion_mask: torch.Tensor,
+    epsilon_low: float = 0.2,
+    epsilon_high: float | None = None,
+) -> dict[str, float]:
+    """TRL's `clip_ratio/low_mean`, `high_mean` and `region_mean`: the share of tokens whose gradient the clip stops.
+
+    A token is clipped low when its ratio fell under 1 - epsilon_low with a
+    negative advantage, high when it rose over 1 + epsilon_high with a positive
+    one. At the sequence level (`ratio` of shape (B, 1)) TRL counts completions, not tokens.
+    """
+    epsilon_high = epsilon_low if epsilon_high is None else epsilon_high
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1)
+    low = (ratio < 1 - epsilon_low) & (advantages < 0)
+    high = (ratio > 1 + epsilon_high) & (advantages > 0)
+
+    def share(flags: torch.Tensor) -> float:
+        if flags.shape[1] == 1:
+            return float(flags.float().mean())
+        mask = completion_mask.to(torch.float32)
+        return float((flags.float() * mask).sum() / mask.sum().clamp(min=1.0))
+
+    return {"low_mean": share(low), "high_mean": share(high), "region_mean": share(low | high)}
+
+
+# The knobs of the published variants, beside plain GRPO clipping, as the notebook compares them.
+VARIANTS = {
+    "clip 0.2 (GRPO)": dict(epsilon_low=0.2, epsilon_high=None, importance_sampling_level="token"),
+    "clip-higher 0.2 / 0.28 (DAPO)": dict(epsilon_low=0.2, epsilon_high=0.28, importance_sampling_level="token"),
+    "sequence ratio, clip 3e-4 / 4e-4 (GSPO)": dict(epsilon_low=3e-4, epsilon_high=4e-4,
+                                                    importance_sampling_level="sequence"),
+}
+
+
+def compare_variants(
+    per_token_logps: torch.Tensor,
+    old_per_token_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    completion_mask: torch.Tensor,
+    loss_type: str = "grpo",
+    max_completion_length: int | None = None,
+) -> list[dict]:
+    """One off-policy batch under each of `VARIANTS`: its loss and the share of tokens (or completions) clipped."""
+    rows = []
+    for name, knobs in VARIANTS.items():
+        parts = compute_loss(per_token_logps, advantages, completion_mask, loss_type=loss_type,
+                             old_per_token_logps=old_per_token_logps, max_completion_length=max_completion_length,
+                             **knobs)
+        ratio = importance_ratio(per_token_logps, old_per_token_logps, completion_mask,
+                                 knobs["importance_sampling_level"])
+        clipped = clip_fractions(ratio, advantages, completion_mask, knobs["epsilon_low"], knobs["epsilon_high"])
+        rows.append({"variant": name, "loss": float(parts.loss.detach()), **{f"clip_{k}": v for k, v in clipped.items()}})
+    return rows

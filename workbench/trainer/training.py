@@ -35,6 +35,7 @@ from workbench.spec.config import (
 )
 from workbench.spec.generation import SERVER_GENERATIONS
 from workbench.spec import trackers
+from workbench.spec.trl_settings import grpo_settings
 from workbench.spec.hardware import runs_on_cpu
 from workbench.trainer import vllm_rollout
 from workbench.trainer.recorder import (
@@ -113,37 +114,9 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         project=trackers.TRACKIO_PROJECT,
         trackio_static_space_id=False,  # trackio stays local: no Space is made or synced, ever
         disable_tqdm=not show_progress,
-        save_strategy="steps",
-        logging_steps=cfg.logging_steps,
-        save_steps=cfg.save_steps,
-        save_total_limit=cfg.save_total_limit,
-        max_steps=cfg.max_steps,
-        num_train_epochs=cfg.num_train_epochs,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler_type,
-        warmup_steps=cfg.warmup_steps,
-        per_device_train_batch_size=cfg.per_device_train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        num_generations=cfg.num_generations,
-        steps_per_generation=cfg.steps_per_generation,
-        max_completion_length=cfg.max_completion_length,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        top_k=cfg.top_k,
-        repetition_penalty=cfg.repetition_penalty,
-        beta=cfg.beta,
-        epsilon=cfg.epsilon,
-        loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards,
-        num_iterations=cfg.num_iterations,
-        reward_weights=reward_weights_for(cfg),
-        seed=cfg.seed,
-        bf16=cfg.bf16,
-        gradient_checkpointing=cfg.gradient_checkpointing,
+        **grpo_settings(cfg),
         use_cpu=runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
         **trl_vllm_settings(cfg, server_url),
-        # LoRA leaves most parameters frozen; DDP must not wait for their gradients
-        ddp_find_unused_parameters=False,
     )
 
 

@@ -23,6 +23,8 @@ only the training process runs it.
 
 from __future__ import annotations
 
+import re
+import tempfile
 import typing
 from dataclasses import dataclass
 from html import escape
@@ -39,10 +41,12 @@ from workbench.spec.chat import prompt_text
 from workbench.spec.columns import DataPreview, preview
 from workbench.spec.config import (
     FIELD_HELP,
+    IMPORTANCE_SAMPLING_LEVELS,
     LOSS_TYPES,
     LR_SCHEDULERS,
     SCALE_REWARDS,
     ConfigError,
+    ConfigProblem,
     RunConfig,
     field_type,
     path_problem,
@@ -51,6 +55,7 @@ from workbench.spec.config import (
 from workbench.spec.generation import GENERATIONS
 from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
+from workbench.spec.recipes import apply_recipe, describe_changes
 from workbench.spec.rewards import REWARDS, describe_rewards, score
 from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
@@ -62,6 +67,7 @@ from workbench.ui.setup_view import (
     MEMORY_NOT_ON_DISK,
     OPTIMISER_FIELDS,
     PLAN_FIELDS_SETTABLE,
+    RECIPE_FORM_FIELDS,
     RUN_FIELDS,
     SETTING_FIELDS,
     VLLM_FIELDS,
@@ -78,6 +84,8 @@ from workbench.ui.setup_view import (
     parse_completions,
     preview_label,
     problems_html,
+    recipe_choices,
+    recipe_note_html,
     reward_choice,
     scores_html,
     setting_notes,
@@ -85,13 +93,13 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, paths_view, run_access
+from workbench.ui import export_view, files_panel, paths_view, run_access, run_reports
 from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
-           "generation": GENERATIONS, "report_to": REPORT_TO}
+           "generation": GENERATIONS, "report_to": REPORT_TO, "importance_sampling_level": IMPORTANCE_SAMPLING_LEVELS}
 REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
@@ -249,7 +257,7 @@ def _setting(name: str, value):
     if kind is int or kind == (int | None):
         # Whole numbers; no gradio minimum, so validate_config names the field and the rule instead.
         return gr.Number(value=value, label=name, info=info, precision=0)
-    if kind is float:
+    if kind is float or kind == (float | None):  # empty stands for None (epsilon_high: same as epsilon)
         return gr.Number(value=value, label=name, info=info)
     return gr.Textbox(value=value, label=name, info=info)
 
@@ -351,6 +359,9 @@ class SetupComponents:
     cluster: list
     export_button: gr.Button
     exported: gr.Textbox
+    script_button: gr.Button
+    script_file: gr.File
+    recipe_note: gr.HTML
 
     @property
     def inputs(self) -> list:
@@ -374,6 +385,7 @@ def layout(ctx) -> SetupComponents:
             tries = _try_rewards()
             gr.Markdown("### Batch and length", elem_classes=["wb-section"])
             _rows(form, BATCH_FIELDS, defaults)
+            recipe_note = _recipe_choice(form, defaults)
             with gr.Accordion("Optimiser, loss and sampling", open=False):
                 _rows(form, OPTIMISER_FIELDS, defaults)
             with gr.Accordion("LoRA", open=False):
@@ -382,7 +394,7 @@ def layout(ctx) -> SetupComponents:
                 _rows(form, RUN_FIELDS + tuple(f for f in VLLM_FIELDS if f != "generation"), defaults)
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
             plan_column = _plan_column()
-    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, *plan_column)
+    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, *plan_column, recipe_note)
 
 
 def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.HTML]:
@@ -441,6 +453,14 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
     return task_text, data_preview
 
 
+def _recipe_choice(form: dict, defaults: dict) -> gr.HTML:
+    """The recipe dropdown (spec/recipes.py) and the note saying which fields choosing one changed."""
+    gr.Markdown("### GRPO variant", elem_classes=["wb-section"])
+    form["recipe"] = gr.Dropdown(choices=recipe_choices(), value=defaults["recipe"], label="recipe",
+                                 info=FIELD_HELP["recipe"], elem_id="wb-recipe")
+    return gr.HTML(recipe_note_html(defaults["recipe"], []), elem_id="wb-recipe-note")
+
+
 def _try_rewards() -> tuple:
     """Try the rewards: prompt, columns, completions, the two buttons and the scores."""
     with gr.Accordion("Try the rewards on your own completions", open=False):
@@ -483,8 +503,13 @@ def _plan_column() -> tuple:
                               interactive=False, elem_classes=["wb-command"],
                               placeholder="The training processes above run on each machine; the "
                                           "bundle goes to runs/bundles/<run id>.")
+    with gr.Accordion("Your own code: this setup as one Python script", open=False):
+        gr.Markdown("One plain script with TRL, PEFT and `datasets` only: the model, the data, the reward "
+                    "functions' source and GRPOConfig with every setting above.", elem_classes=["wb-note"])
+        script_button = gr.Button("Download as a Python script", size="sm", elem_id="wb-script-button")
+        script_file = gr.File(label="training script", visible=False, interactive=False, elem_id="wb-script-file")
     return (plan, numbers, memory, problems, plan_valid, preview_button, smoke_button, command, smoke_result,
-            smoke_run, smoke_timer, cluster, export_button, exported)
+            smoke_run, smoke_timer, cluster, export_button, exported, script_button, script_file)
 
 
 class SetupTab:
@@ -554,6 +579,37 @@ class SetupTab:
         return export_view.export_text(written.folder, written.run_id, written.commands, self.ctx.runs_dir)
 
 
+    def on_recipe(self, *values) -> list:
+        """Choosing a recipe: its settings into the form, and a note naming each field it changed."""
+        form = dict(zip(FORM_KEYS, values[:-1]))
+        try:
+            before = config_from_values(*values)  # reads nothing: the recipe needs the numbers only
+            after, changed = apply_recipe(before, form["recipe"])
+        except (ConfigError, ValueError) as exc:  # a form it cannot read, a name that is no recipe
+            return [gr.update()] * len(RECIPE_FORM_FIELDS) + [recipe_note_html("", [], str(exc))]
+        lines = describe_changes(before, after, [name for name in changed if name != "recipe"])
+        values_now = {name: getattr(after, name) for name in RECIPE_FORM_FIELDS}
+        values_now["steps_per_generation"] = values_now["steps_per_generation"] or 0  # the form's 0 is unset
+        return [gr.update(value=values_now[name]) for name in RECIPE_FORM_FIELDS] + \
+            [recipe_note_html(form["recipe"], lines)]
+
+    def export_script(self, request: gr.Request, *values):
+        """This setup as one Python script, offered for download (a private folder, ui/cleanup.py empties it)."""
+        from workbench.insight import script_export
+
+        try:
+            cfg = config_from_values(*values, scope=self.ctx.scope_for(request))
+            label = preview_label(cfg)
+            text = script_export.build_script(script_export.script_inputs(cfg, title=f"a {label} setup"))
+        except WorkbenchError as exc:
+            return gr.File(value=None, visible=False), problems_html(getattr(exc, "problems", None) or
+                                                                      [ConfigProblem("script", str(exc), "")])
+        folder = Path(tempfile.mkdtemp(prefix="script-", dir=run_reports.reports_root()))
+        path = folder / f"train_{re.sub(r'[^A-Za-z0-9_.-]', '_', label)}.py"
+        path.write_text(text, encoding="utf-8")
+        return gr.File(value=str(path), visible=True), gr.update()
+
+
 def build(ctx) -> None:
     """Lay the tab out, wire its events to a `SetupTab`, and register what the Train tab needs."""
     ui = layout(ctx)
@@ -581,6 +637,9 @@ def build(ctx) -> None:
                                                    form["vllm_gpu_ids"]], show_progress="hidden")
     ui.preview_button.click(tab.preview, inputs=inputs, outputs=ui.command, show_progress="hidden")
     ui.export_button.click(tab.export, inputs=[*ui.cluster, *inputs], outputs=ui.exported, show_progress="hidden")
+    ui.script_button.click(tab.export_script, inputs=inputs, outputs=[ui.script_file, ui.problems])
+    form["recipe"].input(tab.on_recipe, inputs=inputs, outputs=[*[form[k] for k in RECIPE_FORM_FIELDS], ui.recipe_note],
+                         show_progress="hidden")
     ui.smoke_button.click(tab.start_smoke, inputs=inputs, outputs=[ui.smoke_run, ui.smoke_result, ui.smoke_timer])
     ui.smoke_timer.tick(tab.poll_smoke, inputs=ui.smoke_run, outputs=[ui.smoke_result, ui.smoke_timer],
                         show_progress="hidden")

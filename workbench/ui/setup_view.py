@@ -21,6 +21,7 @@ from workbench.spec.chat import prompt_text, transcript_text
 from workbench.spec.columns import DataPreview
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, plan_for
 from workbench.spec.hardware import GpuInfo
+from workbench.spec.recipes import RECIPES, VARIANT_FIELDS
 from workbench.spec.rewards import REWARDS
 from workbench.ui.calculator_view import PlanView
 
@@ -28,13 +29,16 @@ from workbench.ui.calculator_view import PlanView
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
                 "steps_per_generation", "max_completion_length", "max_steps", "num_train_epochs", "num_iterations")
 OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta", "epsilon", "loss_type",
-                    "scale_rewards", "temperature", "top_p", "top_k", "repetition_penalty")
+                    "scale_rewards", "epsilon_high", "importance_sampling_level", "mask_truncated_completions",
+                    "top_entropy_quantile", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
               "gradient_checkpointing", "report_to")
 VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
                "vllm_tensor_parallel_size")
-SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS
+SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS + ("recipe",)
+# What choosing a recipe may change on the form (spec/recipes.py), in the order its handler fills them.
+RECIPE_FORM_FIELDS = (*VARIANT_FIELDS, "steps_per_generation")
 # Settings that may be left blank (None): steps_per_generation, save_total_limit.
 OPTIONAL_FIELDS = tuple(name for name in SETTING_FIELDS if type(None) in typing.get_args(field_type(name)))
 # Plan inputs a suggestion button may change on this tab (processes follow the hardware picker).
@@ -375,3 +379,28 @@ def data_preview_html(data: DataPreview) -> str:
              f"<code>prompt</code> reaches the reward functions, one value per completion.</p>")
     return (f'<div class="wb-data-preview">{intro}{warnings}<table class="wb-table"><tr>{head}</tr>{body}</table>'
             f"{needs}</div>")
+
+
+# ---------------------------------------------------------------- recipes
+
+
+def recipe_choices() -> list[tuple[str, str]]:
+    """The recipe dropdown: (label, value) pairs, "" for none."""
+    return [("none (your own settings)", ""), *((f"{r.title}: {r.name}", r.name) for r in RECIPES.values())]
+
+
+def recipe_note_html(name: str, lines: list[str], error: str = "") -> str:
+    """What choosing recipe `name` did: the fields it changed (`describe_changes` lines), or why it could not."""
+    if error:
+        return f"<p class='wb-note'>Recipe not applied: {escape(error)}</p>"
+    if not name:
+        return "<p class='wb-note'>No recipe: the settings below are your own.</p>"
+    recipe = RECIPES[name]
+    head = f"<b>{escape(recipe.title)}</b> ({escape(recipe.source)}): {escape(recipe.summary)}."
+    if not lines:
+        return f"<p class='wb-note'>{head} The form already had its settings.</p>"
+    items = "".join(f"<li><code>{escape(line)}</code></li>" for line in lines)
+    extra = (" It needs the policy ratio to move off 1, so each generation round is now split over several "
+             "optimizer steps (see the batch plan)." if recipe.needs_off_policy and
+             any(line.startswith("steps_per_generation") for line in lines) else "")
+    return f"<div class='wb-note'>{head} Changed {len(lines)} field(s):<ul>{items}</ul>{escape(extra)}</div>"

@@ -1,0 +1,282 @@
+"""A run's setup as one plain Python script that trains it with TRL, PEFT and `datasets` alone.
+
+`build_script(inputs)` is pure: it writes the script's text from a
+`ScriptInputs` (the RunConfig, where the model lies, the rows of a built-in
+task, the source of the user's reward file); `script_inputs(cfg)` gathers those
+(it reads the task's data and the reward file). The CLI
+(`python -m workbench export-script RUN_OR_CONFIG --out FILE`) and the Setup
+tab's download use both.
+
+The script holds:
+- the model by path or hub id, loaded by GRPOTrainer in the run's dtype;
+- the data: a built-in task's rows as a literal list (the rows the run trains
+  on: same task, size and seed), or the user's file loaded with `datasets`;
+- the reward functions' source: the workbench's built-in rewards copied from
+  their module with every helper they use (read with `inspect` / `ast`, so the
+  script cannot drift from the code the run calls), then the user's reward
+  file as it is;
+- LoraConfig and GRPOConfig with every setting the run used
+  (`spec.trl_settings.grpo_settings`, the list the training process uses).
+
+It leaves out what belongs to the workbench, not to training: the run folder's
+records, the reward time limit and failure checks, the trackers and the
+workbench's own vLLM-server generation (refused: TRL has no such mode).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.spec.config import RunConfig, reward_names_for, reward_weights_for, trl_vllm_settings
+from workbench.spec.trl_settings import grpo_settings
+
+# Top-level modules the script may import besides Python's own.
+ALLOWED_IMPORTS = ("trl", "peft", "datasets")
+# How `datasets` reads each kind of user file.
+LOADERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+class ScriptExportError(WorkbenchError):
+    """A run that cannot become a plain script; the message names the field, the rule and a fix."""
+
+
+@dataclass
+class ScriptInputs:
+    """Everything the script is written from (gathered by `script_inputs`)."""
+
+    config: RunConfig
+    model_path: str  # a folder or a hub id, as from_pretrained takes it
+    rows: list[dict] | None = None  # a built-in task's rows; None when the run reads dataset_path
+    reward_source: str | None = None  # the user's reward file, as written
+    builtin_rewards: dict = field(default_factory=dict)  # name -> built-in reward function the run uses
+    title: str = ""  # the run id or config file it came from
+
+
+def script_inputs(cfg: RunConfig, title: str = "", reward_source: str | None = None) -> ScriptInputs:
+    """Gather what the script needs: the model's location, the task's rows, the reward file's source.
+
+    `reward_source`: the reward file's text when the caller has it (a run's own copy); else it is read from
+    cfg.reward_file.
+    """
+    from workbench.spec import rewards, tasks
+    from workbench.spec.models import model_location
+
+    if cfg.generation == "vllm-server":
+        raise ScriptExportError("generation: the workbench's vllm-server generation has no TRL equivalent; "
+                                "export with generation=transformers (or trl-server / trl-colocate)")
+    rows = None
+    if not cfg.dataset_path:
+        task = tasks.get_task(cfg.task)
+        rows = task.build_rows(task.default_size, cfg.seed)  # what load_task_dataset(task, seed=seed) trains on
+    if cfg.reward_file and reward_source is None:
+        try:
+            reward_source = Path(cfg.reward_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ScriptExportError(f"reward_file: cannot read {cfg.reward_file} ({exc.strerror}); "
+                                    "export the run (it keeps a copy) or give the file's path") from None
+    user_names = set(_defined_functions(reward_source)) if reward_source else set()
+    builtin = {name: rewards.REWARDS[name] for name in reward_names_for(cfg)
+               if name not in user_names and name in rewards.REWARDS}
+    return ScriptInputs(cfg, model_location(cfg.model), rows, reward_source, builtin, title)
+
+
+def build_script(inputs: ScriptInputs) -> str:
+    """The script's text (pure)."""
+    cfg = inputs.config
+    reward_code, imports = _builtin_reward_code(inputs.builtin_rewards)
+    parts = [
+        _header(inputs),
+        "\n".join(["from __future__ import annotations", "", *sorted(imports | {"import json", "import sys"}),
+                   "", "from datasets import Dataset, DatasetDict, load_dataset, load_from_disk",
+                   "from peft import LoraConfig", "from trl import GRPOConfig, GRPOTrainer"]),
+        f"MODEL = {inputs.model_path!r}",
+        _data_code(inputs),
+    ]
+    if reward_code:
+        parts.append("# ---- built-in reward functions of GRPO Workbench (workbench/spec/rewards.py), as the run "
+                     "calls them\n\n" + reward_code)
+    if inputs.reward_source:
+        parts.append("# ---- the run's reward file, as written\n\n" + inputs.reward_source.strip())
+    parts.append(_training_code(cfg, inputs))
+    return "\n\n\n".join(part.rstrip() for part in parts) + "\n"
+
+
+# ---------------------------------------------------------------- the parts
+
+
+def _header(inputs: ScriptInputs) -> str:
+    cfg = inputs.config
+    launch = (f"accelerate launch --num_processes {cfg.num_processes} THIS_FILE.py" if cfg.num_processes > 1
+              else "python THIS_FILE.py")
+    source = f" of {inputs.title}" if inputs.title else ""
+    recipe = f"Recipe: {cfg.recipe} (its settings are in GRPOConfig below).\n" if cfg.recipe else ""
+    return (f'"""GRPO training{source}, exported from GRPO Workbench: TRL, PEFT and datasets only.\n\n'
+            f"{recipe}Run it with `{launch}` (pass --max_steps N to change the step count);\n"
+            "the adapter lands in OUTPUT_DIR/adapter. The workbench's run folder records, reward time limits and\n"
+            'trackers are left out: this is the training itself.\n"""')
+
+
+def _data_code(inputs: ScriptInputs) -> str:
+    cfg = inputs.config
+    if inputs.rows is not None:
+        return (f"# the {cfg.task} task's rows as the run trains on them (seed {cfg.seed})\n"
+                "ROWS = [\n" + "".join(f"    {row!r},\n" for row in inputs.rows) + "]\n"
+                "dataset = Dataset.from_list(ROWS)")
+    path = Path(cfg.dataset_path)
+    if path.suffix.lower() in LOADERS:
+        code = (f"DATA_FILE = {str(path)!r}\n"
+                f"dataset = load_dataset({LOADERS[path.suffix.lower()]!r}, data_files=DATA_FILE, split='train')")
+        if path.suffix.lower() == ".csv":  # a CSV cell holds chat messages as JSON text; the run decodes them
+            code += ("\ndataset = dataset.map(lambda row: {'prompt': json.loads(row['prompt'])} "
+                     "if str(row['prompt']).lstrip().startswith('[') else {})")
+        return code
+    return (f"DATA_FOLDER = {str(path)!r}  # written by datasets' save_to_disk\n"
+            "dataset = load_from_disk(DATA_FOLDER)\n"
+            "if isinstance(dataset, DatasetDict):\n"
+            "    dataset = dataset['train'] if 'train' in dataset else next(iter(dataset.values()))")
+
+
+def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:
+    settings = grpo_settings(cfg)
+    settings.update(trl_vllm_settings(cfg, cfg.vllm_server_base_url or None))
+    if cfg.device == "cpu":
+        settings["use_cpu"] = True
+    settings["report_to"] = "none"
+    settings["model_init_kwargs"] = {"dtype": "bfloat16" if cfg.bf16 else "float32"}
+    targets = cfg.lora_target_modules.strip()
+    targets = targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
+    names = reward_names_for(cfg)
+    lines = [
+        f"REWARD_FUNCS = [{', '.join(_reward_call(name, inputs) for name in names)}]",
+        f"# weights {reward_weights_for(cfg)} go to GRPOConfig.reward_weights, in the same order",
+        "",
+        "OUTPUT_DIR = 'grpo-output'",
+        "args = GRPOConfig(",
+        "    output_dir=OUTPUT_DIR,",
+        *[f"    {name}={value!r}," for name, value in settings.items()],
+        ")",
+        "# `--max_steps N` on the command line changes the step count (e.g. 1 for a quick check)",
+        "if '--max_steps' in sys.argv:",
+        "    args.max_steps = int(sys.argv[sys.argv.index('--max_steps') + 1])",
+        "lora = LoraConfig(",
+        f"    r={cfg.lora_r}, lora_alpha={cfg.lora_alpha}, lora_dropout={cfg.lora_dropout},",
+        f"    target_modules={targets!r}, task_type='CAUSAL_LM',",
+        ")",
+        "",
+        "if __name__ == '__main__':",
+        "    trainer = GRPOTrainer(model=MODEL, reward_funcs=REWARD_FUNCS, args=args, train_dataset=dataset,",
+        "                          peft_config=lora)",
+        "    trainer.train()",
+        "    trainer.save_model(OUTPUT_DIR + '/adapter')",
+    ]
+    return "\n".join(lines)
+
+
+def _reward_call(name: str, inputs: ScriptInputs) -> str:
+    func = inputs.builtin_rewards.get(name)
+    return f"{_factory_of(func)}()" if func is not None else name
+
+
+# ---------------------------------------------------------------- built-in rewards' source
+
+
+def _factory_of(func) -> str:
+    """The factory that made a built-in reward: `brevity` for the closure `brevity.<locals>.reward`."""
+    return func.__code__.co_qualname.split(".")[0]
+
+
+def _builtin_reward_code(builtin: dict) -> tuple[str, set[str]]:
+    """The source of each built-in reward's factory and of everything it uses, and the imports they need."""
+    if not builtin:
+        return "", set()
+    collector = _SourceCollector()
+    for name, func in builtin.items():
+        factory = _factory_of(func)
+        module = sys.modules[func.__module__]
+        made = getattr(module, factory)()
+        if made.__name__ != name:  # the registry built it with arguments the script would not repeat
+            raise ScriptExportError(f"reward_names: built-in reward {name!r} is not {factory}() with its defaults; "
+                                    "copy it into a reward file to export it")
+        collector.add(module.__name__, factory)
+    return "\n\n\n".join(collector.segments), collector.imports
+
+
+class _SourceCollector:
+    """Top-level definitions of workbench modules, each with the definitions it uses, dependencies first."""
+
+    def __init__(self):
+        self.segments: list[str] = []
+        self.imports: set[str] = set()
+        self.done: dict[str, str] = {}  # name -> module it came from
+        self._parsed: dict[str, dict] = {}
+
+    def add(self, module_name: str, name: str) -> None:
+        kind, node, text = self._parts(module_name)[name]
+        if kind == "import":  # the same import from two modules is one line of the script
+            self._add_import(node, name)
+            return
+        if name in self.done:
+            if self.done[name] != module_name:
+                raise ScriptExportError(f"reward_names: two helpers are called {name!r} ({self.done[name]}, "
+                                        f"{module_name}); the script cannot hold both")
+            return
+        self.done[name] = module_name
+        for used in _names_used(node):
+            if used in self._parts(module_name) and used != name:
+                self.add(module_name, used)
+        self.segments.append(text)
+
+    def _add_import(self, node: ast.ImportFrom | ast.Import, name: str) -> None:
+        alias = next(a for a in node.names if (a.asname or a.name).split(".")[0] == name)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("workbench"):
+            self.add(node.module, alias.name)  # a workbench helper: copy its definition too
+            return
+        if isinstance(node, ast.ImportFrom):
+            self.imports.add(f"from {node.module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else ""))
+        else:
+            self.imports.add(f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else ""))
+
+    def _parts(self, module_name: str) -> dict:
+        if module_name not in self._parsed:
+            source = inspect.getsource(sys.modules[module_name])
+            self._parsed[module_name] = _top_level_parts(source)
+        return self._parsed[module_name]
+
+
+def _top_level_parts(source: str) -> dict:
+    """name -> (kind, node, source text) for each top-level import, function, class and assignment."""
+    parts = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                continue
+            for alias in node.names:
+                parts[(alias.asname or alias.name).split(".")[0]] = ("import", node, "")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            decorators = "".join(f"@{ast.get_source_segment(source, d)}\n" for d in node.decorator_list)
+            parts[node.name] = ("def", node, decorators + ast.get_source_segment(source, node))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    parts[target.id] = ("def", node, ast.get_source_segment(source, node))
+    return parts
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    """Every plain name a definition reads (its body, defaults, decorators, bases and annotations)."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _defined_functions(source: str) -> list[str]:
+    """Names of the top-level functions a reward file defines (parsed, never run)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
