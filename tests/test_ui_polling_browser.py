@@ -59,6 +59,18 @@ class RequestCounter:
         self.page.wait_for_timeout(seconds * 1000)
         return self.count
 
+    def quiet(self, seconds: float, timeout: float = TICKS_TIMEOUT_S) -> bool:
+        """True once a window of `seconds` passed with no request, False after `timeout` seconds.
+
+        The page's load events take longer on a busy machine; a timer that ticks more often than
+        the window never leaves one quiet, so waiting for a quiet window proves the same.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.over(seconds) == 0:
+                return True
+        return False
+
     def arrive(self, wanted: int, timeout: float = TICKS_TIMEOUT_S) -> bool:
         """True once `wanted` requests were sent from now on, False after `timeout` seconds."""
         self.count = 0
@@ -72,8 +84,7 @@ def test_timers_run_only_for_the_open_tab_of_a_visible_page(app_factory, tmp_pat
     ui = UI(page, app_factory(tmp_path / "runs"))
     counter = RequestCounter(page)
     ui.open()
-    page.wait_for_timeout(2000)  # the page's load events finish
-    assert counter.over(WINDOW_S) == 0, "the Calculator tab has no timer: nothing should poll"
+    assert counter.quiet(WINDOW_S), "the Calculator tab has no timer: nothing should poll"
 
     ui.open_tab("Runs")
     assert counter.arrive(2), "the open Runs tab refreshes every few seconds"
@@ -136,9 +147,16 @@ def test_an_idle_page_draws_a_few_frames_a_second_not_sixty(app_factory, tmp_pat
     ui = UI(page, app_factory(tmp_path / "runs"))
     ui.open()
     page.wait_for_timeout(8000)  # the page's load events and their transitions are over
-    before = page.evaluate("() => ({...window.wbFrameThrottle})")
-    page.wait_for_timeout(5000)
-    after = page.evaluate("() => ({...window.wbFrameThrottle})")
-    frames_per_second = (after["frames"] - before["frames"]) / 5
-    assert frames_per_second < 10, f"an idle page asked for {frames_per_second:.0f} frames a second"
+    # On a busy machine the load's transitions run longer: the slowest of a few windows counts,
+    # while an unthrottled clock asks for every frame in every window.
+    deadline = time.monotonic() + TICKS_TIMEOUT_S
+    rates = []
+    while time.monotonic() < deadline:
+        before = page.evaluate("() => ({...window.wbFrameThrottle})")
+        page.wait_for_timeout(5000)
+        after = page.evaluate("() => ({...window.wbFrameThrottle})")
+        rates.append((after["frames"] - before["frames"]) / 5)
+        if rates[-1] < 10:
+            break
+    assert min(rates) < 10, f"an idle page asked for {min(rates):.0f} frames a second at the least"
     assert after["slowed"] > before["slowed"], "the throttle no longer finds gradio's clock callback"
