@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from workbench.spec import datasets_io, rewards, tasks
+from workbench.spec import datasets_io, hub_data, rewards, tasks
 
 PREVIEW_ROWS = 5
 
@@ -43,6 +43,36 @@ def reward_needs(reward_names: list[str], extra: dict[str, Callable] | None = No
 def missing_columns(columns: list[str], needs: list[RewardColumns]) -> list[tuple[str, str]]:
     """(reward, column) for each column a reward needs that `columns` lacks."""
     return [(need.reward, column) for need in needs for column in need.needs if column not in columns]
+
+
+@dataclass(frozen=True)
+class SourceRows:
+    """The first rows of the chosen data as stored, and where they came from.
+
+    `rows` None: a hub dataset that is not cached and that the hub will give (its rows are known once downloaded).
+    """
+
+    rows: list[dict] | None
+    source: hub_data.Source | None = None  # None: a built-in task's rows
+
+
+def source_rows(task: str, dataset_name: str = "", config: str = "", split: str = "train", seed: int = 0,
+                count: int = PREVIEW_ROWS, field: str = "dataset_name") -> SourceRows:
+    """The first rows a run would read: the named data (its config and split's slice), else the task's own rows.
+
+    DatasetError (naming the field) when the data cannot be read, or is an uncached hub id the hub cannot give.
+    """
+    if not dataset_name:
+        built = tasks.get_task(task)
+        return SourceRows(built.build_rows(min(count, built.default_size or count), seed))
+    chosen = hub_data.parse_split(split)
+    source = hub_data.locate(dataset_name, field)
+    if not source.cached:
+        problem = hub_data.hub_problem(source.hub_id)
+        if problem:
+            raise datasets_io.DatasetError(problem)
+        return SourceRows(None, source)
+    return SourceRows(hub_data.first_rows(source, config, chosen, count), source)
 
 
 def first_rows(task: str, dataset_path: str = "", seed: int = 0, count: int = PREVIEW_ROWS) -> list[dict]:
