@@ -52,7 +52,7 @@ def test_a_file_preview_escapes_and_cuts_text(tmp_path):
     rows = [{"prompt": markup + "x" * 500, "answer": "4"},
             {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "answer": "5"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    html = data_preview_html(preview_from_form({"task": "demo", "dataset_path": str(path), "use_exact_answer": True}))
+    html = data_preview_html(preview_from_form({"task": "demo", "dataset_name": str(path), "use_exact_answer": True}))
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "x" * (CELL_CHARS - 1 - len(markup)) + "…</td>" in html  # cut to CELL_CHARS characters, then escaped
     assert "system: Be brief. user: Hi" in html  # a conversation reads as its messages
@@ -60,5 +60,5 @@ def test_a_file_preview_escapes_and_cuts_text(tmp_path):
 
 
 def test_an_unreadable_file_shows_the_reason_instead_of_rows(tmp_path):
-    html = data_preview_html(preview_from_form({"task": "demo", "dataset_path": str(tmp_path / "gone.csv")}))
+    html = data_preview_html(preview_from_form({"task": "demo", "dataset_name": str(tmp_path / "gone.csv")}))
     assert "wb-warn-line" in html and "no file or folder at" in html and "<table" not in html
