@@ -8,6 +8,12 @@ and every problem `validate_config` finds. "Preview command" shows the exact
 argument list the launch runs; "Smoke test" starts one real step in the
 background and a timer reports its outcome, so the page never blocks.
 
+The data part names `dataset_name` (a hub id, a hub-layout folder, a
+`save_to_disk` folder or a file), its config and splits, and the column
+mapping; its preview shows the chosen split's first rows, fills the config and
+column dropdowns from what the data has, and shows the exact text the model
+receives for the first row (spec/columns.py, spec/data_mapping.py).
+
 For the Train tab this tab registers `ctx.config_inputs` (its inputs, the
 hardware state last), `ctx.config_from_values(*values, scope=None) -> RunConfig`
 and `ctx.components["plan_valid"]`, a hidden checkbox that is True only when
