@@ -120,3 +120,21 @@ def test_an_uncached_hub_id_offline_is_refused_with_how_to_download_it(tmp_path,
 def test_what_is_neither_a_path_nor_a_hub_id_is_refused():
     with pytest.raises(DatasetError, match=r"^dataset_name: no file or folder at 'no/such/place/here'"):
         hub_data.locate("no/such/place/here")
+
+
+def test_an_unreachable_hub_is_refused_quickly_and_asked_once_a_minute(tmp_path, monkeypatch):
+    import time
+
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    hub_data._hub_answer.cache_clear()
+    started = time.perf_counter()
+    problem = hub_data.hub_problem("someone/some-data")
+    assert problem.startswith("dataset_name: 'someone/some-data' is not in the hub cache and the hub cannot be "
+                              "reached (")
+    assert "hf download --repo-type dataset someone/some-data --local-dir DIR" in problem
+    assert time.perf_counter() - started < hub_data.HUB_TIMEOUT_S + 1
+    assert hub_data.hub_problem("someone/some-data") == problem and hub_data._hub_answer.cache_info().hits == 1

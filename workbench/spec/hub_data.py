@@ -23,8 +23,10 @@ A hub id that is neither cached nor reachable is refused with how to fetch it
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import time
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -33,6 +35,7 @@ from workbench.spec import datasets_io
 from workbench.spec.datasets_io import DatasetError
 
 HUB_TIMEOUT_S = 4.0  # the longest a check waits for the hub before saying it cannot be reached
+HUB_ANSWER_KEPT_S = 60  # how long the hub's answer about one id is reused
 # `owner/name` as the hub spells a dataset repository (a local path of that form is a path).
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 # `train`, `train[:200]`, `train[100:200]`, `train[:10%]`: datasets' split slices, one range.
@@ -130,18 +133,27 @@ def hub_problem(hub_id: str, timeout_s: float = HUB_TIMEOUT_S) -> str | None:
            for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
         reason = "this process is offline (HF_HUB_OFFLINE)"
     else:
-        from huggingface_hub import HfApi
-        from huggingface_hub.errors import RepositoryNotFoundError
-
-        try:
-            HfApi().dataset_info(hub_id, timeout=timeout_s)
-            return None
-        except RepositoryNotFoundError:
-            return (f"dataset_name: no dataset {hub_id!r} on the hub (or it is private); check the id on "
-                    "huggingface.co/datasets, or give a local copy's folder")
-        except Exception as exc:  # no network, DNS, timeout, a proxy: all mean "cannot be fetched from here"
-            reason = f"the hub cannot be reached ({type(exc).__name__})"
+        # the Setup tab checks on every change: the hub's answer is kept for a minute, not asked per keystroke
+        reason = _hub_answer(hub_id, timeout_s, int(time.monotonic() // HUB_ANSWER_KEPT_S))
+        if reason is None or reason.startswith("dataset_name:"):
+            return reason
     return f"dataset_name: {hub_id!r} is not in the hub cache and {reason}; {download_hint(hub_id)}"
+
+
+@functools.lru_cache(maxsize=64)
+def _hub_answer(hub_id: str, timeout_s: float, _period: int) -> str | None:
+    """None when the hub has dataset `hub_id`; else why not (a whole problem for an unknown id, a reason otherwise)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        HfApi().dataset_info(hub_id, timeout=timeout_s)
+        return None
+    except RepositoryNotFoundError:
+        return (f"dataset_name: no dataset {hub_id!r} on the hub (or it is private); check the id on "
+                "huggingface.co/datasets, or give a local copy's folder")
+    except Exception as exc:  # no network, DNS, timeout, a proxy: all mean "cannot be fetched from here"
+        return f"the hub cannot be reached ({type(exc).__name__})"
 
 
 # ---------------------------------------------------------------- configs, splits and rows
