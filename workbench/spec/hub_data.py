@@ -156,6 +156,23 @@ def _hub_answer(hub_id: str, timeout_s: float, _period: int) -> str | None:
         return f"the hub cannot be reached ({type(exc).__name__})"
 
 
+def downloaded_bytes(hub_id: str) -> int:
+    """Bytes of dataset `hub_id` in the hub cache so far (finished files and those still arriving)."""
+    from huggingface_hub import constants
+
+    blobs = Path(constants.HF_HUB_CACHE) / f"datasets--{hub_id.replace('/', '--')}" / "blobs"
+    return sum(f.stat().st_size for f in blobs.iterdir() if f.is_file()) if blobs.is_dir() else 0
+
+
+def repo_bytes(hub_id: str, timeout_s: float = HUB_TIMEOUT_S) -> int | None:
+    """The size of every file of dataset `hub_id` on the hub (what a full download fetches), or None if unknown."""
+    from huggingface_hub import HfApi
+
+    info = HfApi().dataset_info(hub_id, timeout=timeout_s, files_metadata=True)
+    sizes = [sibling.size for sibling in info.siblings or [] if sibling.size is not None]
+    return sum(sizes) if sizes else None
+
+
 # ---------------------------------------------------------------- configs, splits and rows
 
 

@@ -105,7 +105,7 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, paths_view, run_access, run_reports
+from workbench.ui import download_panel, export_view, files_panel, paths_view, run_access, run_reports
 from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
@@ -471,6 +471,7 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
         first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
         _data_fields(form, defaults, first)
         data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
+        download_panel.build(form["dataset_name"])
     task = TASKS[defaults["task"]]
     weights = dict(zip(task.reward_names, task.reward_weights))
     names = list(REWARDS)
