@@ -680,8 +680,9 @@ def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[Conf
     source = f"{field_name} {Path(value).name}" if value else f"the {cfg.task} task's data"
     data_columns = list(found.rows[0]) if found.rows else []
     mapping = column_mapping(cfg, has_template)
+    named = f"the data ({Path(value).name})" if value else source  # the field already names where it is
     problems += [ConfigProblem(*p) for p in data_mapping.mapping_problems(
-        data_columns, found.rows[0] if found.rows else None, mapping, source, cfg.chat_template,
+        data_columns, found.rows[0] if found.rows else None, mapping, named, cfg.chat_template,
         field_name or "task")]
     if cfg.solution_transform not in SOLUTION_TRANSFORM_CHOICES:  # named with the other choices
         return problems
