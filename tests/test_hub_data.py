@@ -88,6 +88,8 @@ def test_save_to_disk_folders_and_files_read_their_slice(tmp_path):
     file = hub_data.locate(str(path))
     assert file.kind == hub_data.FILE
     assert hub_data.load_split(file, "", hub_data.parse_split("train[:3]"))["prompt"] == ["p0", "p1", "p2"]
+    with pytest.raises(DatasetError, match=r"^dataset_train_split: 'test' is not a split .*: a data file is one split"):
+        hub_data.first_rows(file, "", hub_data.parse_split("test"), 1)
 
 
 def test_a_cached_hub_id_is_read_from_its_snapshot(tmp_path, monkeypatch):

@@ -220,6 +220,7 @@ def split_names(source: Source, config: str = "") -> list[str]:
 def first_rows(source: Source, config: str, split: Split, count: int) -> list[dict]:
     """The first `count` rows of the split's slice as stored (no mapping); DatasetError naming what is wrong."""
     if source.kind == FILE:
+        _file_split(source, split)
         return list(islice(datasets_io.iter_rows(Path(source.path)), split.first_row, split.first_row + count))
     if source.kind == SAVED:
         dataset = _saved_split(source.path, split)
@@ -230,6 +231,13 @@ def first_rows(source: Source, config: str, split: Split, count: int) -> list[di
                            f"{f' (config {config})' if config else ''}; its splits: {', '.join(files) or 'none'}")
     rows = (row for path in files[split.name] for row in datasets_io.iter_rows(Path(path)))
     return list(islice(rows, split.first_row, split.first_row + count))
+
+
+def _file_split(source: Source, split: Split) -> None:
+    """A data file is one split, `train` (as `datasets` names a file's rows); another name is refused."""
+    if split.name != "train":
+        raise DatasetError(f"dataset_train_split: {split.name!r} is not a split of '{source.path}': a data file is one "
+                           "split, train (a slice such as train[:200] works)")
 
 
 def _load_saved(path: str):
@@ -256,6 +264,7 @@ def load_split(source: Source, config: str, split: Split):
     """The split's slice as a `datasets.Dataset`, through `datasets.load_dataset` (the HF cache) for folders and
     hub ids; a data file or a save_to_disk folder is read directly."""
     if source.kind == FILE:
+        _file_split(source, split)
         dataset = datasets_io.load_user_dataset(source.path, check_prompt=False)
         return dataset.select(split.rows(len(dataset)))
     if source.kind == SAVED:

@@ -118,7 +118,9 @@ REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_
 FORM_KEYS = ("model", "task", "dataset_name", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
              "vllm_gpu_ids", *SETTING_FIELDS)
 # Settings a task may preset (e.g. the demo's learning rate and batch).
-TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings if k in SETTING_FIELDS}))
+# (dataset_name too: a task may name its data, e.g. a hub dataset and its column mapping)
+TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings
+                                  if k in (*SETTING_FIELDS, "dataset_name")}))
 EXAMPLE_COMPLETIONS = ("Paris.\n"
                        "The capital of France is Paris, which is also its largest city and its cultural centre.")
 # How many tokens the memory estimate allows for a prompt after the chat template.
