@@ -76,12 +76,9 @@ def source_rows(task: str, dataset_name: str = "", config: str = "", split: str 
     return SourceRows(hub_data.first_rows(source, config, chosen, count), source)
 
 
-def first_rows(task: str, dataset_path: str = "", seed: int = 0, count: int = PREVIEW_ROWS) -> list[dict]:
-    """The first rows a run would read: the user's file, else the built-in task's data (with the run's seed)."""
-    if dataset_path:
-        return datasets_io.first_rows(dataset_path, count)
-    built = tasks.get_task(task)
-    return built.build_rows(min(count, built.default_size or count), seed)
+def first_rows(task: str, dataset_name: str = "", seed: int = 0, count: int = PREVIEW_ROWS) -> list[dict]:
+    """The first rows a run would read of the named data's train split, else of the task's (with the run's seed)."""
+    return source_rows(task, dataset_name, seed=seed, count=count).rows or []
 
 
 def missing_problems(columns: list[str], needs: list[RewardColumns], source: str) -> list[tuple[str, str, str]]:
