@@ -2,6 +2,7 @@
 the exact text the model receives (checked against the tokenizer's own apply_chat_template), and the config's
 refusals of a mapping the data cannot follow."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,15 @@ def test_the_older_dataset_path_and_dataset_name_cannot_disagree(gsm_folder, tmp
     problems = validate_config(tiny_config(dataset_name=gsm_folder, dataset_path=str(other)))
     assert [(p.field, p.rule) for p in problems] == [("dataset_path", "is set beside dataset_name, its newer name")]
     assert validate_config(tiny_config(dataset_path=str(other), reward_names=["brevity"])) == []
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([{"prompt": "a"}, {"prompt": ""}], "row 2: the `prompt` is empty"),
+    ([{"prompt": "a"}, {"other": "b"}], "row 2: the `prompt` is NoneType"),
+    ([{"prompt": "a"}, {"prompt": [{"role": "user", "content": "b"}]}], "row 2: some prompts are text and some are"),
+], ids=["empty", "missing", "mixed"])
+def test_every_checked_row_needs_a_usable_prompt_of_one_form(tmp_path, rows, words):
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    problems = validate_config(tiny_config(dataset_name=str(path), reward_names=["brevity"]))
+    assert [p.field for p in problems] == ["dataset_name"] and words in problems[0].rule

@@ -158,7 +158,7 @@ def _with_model_text(shown: DataPreview, choice: DataChoice) -> DataPreview:
     has_template = data_mapping.has_chat_template(choice.model_folder) if choice.model_folder else None
     apply, rule = data_mapping.resolve_chat_template(choice.chat_template, has_template)
     first = shown.rows[0] if shown.rows else None
-    if rule or first is None or data_mapping.mapping_problems(shown.columns, first, choice.mapping, "the data",
+    if rule or first is None or data_mapping.mapping_problems(shown.columns, shown.rows, choice.mapping, "the data",
                                                               choice.chat_template):
         shown.model_note = "The column mapping or chat_template does not fit this data (see Before launch)."
         return shown

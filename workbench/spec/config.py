@@ -655,7 +655,7 @@ def column_mapping(cfg: RunConfig, has_template: bool | None = None):
 def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[ConfigProblem]:
     """The data source, its config and split, the column mapping and the chat template, read cheaply."""
     from workbench.spec import columns, data_mapping, tasks
-    from workbench.spec.datasets_io import DatasetError
+    from workbench.spec.datasets_io import CHECK_ROWS, DatasetError
     from workbench.spec.models import model_location
 
     field_name, value = data_field(cfg)
@@ -666,8 +666,8 @@ def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[Conf
         return [ConfigProblem("task", f"unknown task {cfg.task!r}",
                               f"choose one of {', '.join(tasks.TASKS)}, or give dataset_name")]
     try:
-        found = columns.source_rows(cfg.task, value, cfg.dataset_config, cfg.dataset_train_split, cfg.seed, count=1,
-                                    field=field_name or "dataset_name")
+        found = columns.source_rows(cfg.task, value, cfg.dataset_config, cfg.dataset_train_split, cfg.seed,
+                                    count=CHECK_ROWS if value else 1, field=field_name or "dataset_name")
     except DatasetError as exc:
         return [_problem_from_message(exc, field_name or "dataset_name")]
     has_template = data_mapping.has_chat_template(model_location(cfg.model))
@@ -682,7 +682,7 @@ def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[Conf
     mapping = column_mapping(cfg, has_template)
     named = f"the data ({Path(value).name})" if value else source  # the field already names where it is
     problems += [ConfigProblem(*p) for p in data_mapping.mapping_problems(
-        data_columns, found.rows[0] if found.rows else None, mapping, named, cfg.chat_template,
+        data_columns, found.rows, mapping, named, cfg.chat_template,
         field_name or "task")]
     if cfg.solution_transform not in SOLUTION_TRANSFORM_CHOICES:  # named with the other choices
         return problems

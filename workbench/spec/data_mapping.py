@@ -74,22 +74,23 @@ def map_row(row: dict, mapping: ColumnMapping) -> dict:
     return mapped
 
 
-def mapping_problems(columns: list[str], first: dict | None, mapping: ColumnMapping, source: str,
+def mapping_problems(columns: list[str], rows: list[dict], mapping: ColumnMapping, source: str,
                      chat_template: str = "auto", data_field: str = "dataset_name") -> list[tuple[str, str, str]]:
-    """(field, rule, fix) for each column mapping the data (`columns`, its `first` row) cannot follow.
+    """(field, rule, fix) for each column mapping the data (`columns`, its first `rows`) cannot follow.
 
     A prompt problem under the default prompt_column is the data's (`data_field`): the user named no column.
     """
     problems = []
     listed = ", ".join(f"`{c}`" for c in columns) or "none"
     prompt_field = "prompt_column" if mapping.prompt_column != "prompt" else data_field
+    first = rows[0] if rows else None
+    wrong = _prompt_row_problem(rows, mapping.prompt_column)
     if mapping.prompt_column not in columns:
         problems.append((prompt_field, f"{source} has no `{mapping.prompt_column}` column (columns: {listed})",
                          "set prompt_column to the column holding the questions"))
-    elif first is not None and (problem := prompt_problem(first.get(mapping.prompt_column))):
-        problems.append((prompt_field, f"row 1 of {source}: "
-                         + problem.replace("`prompt`", f"`{mapping.prompt_column}`"),
-                         "set prompt_column to a column of text or chat messages"))
+    elif wrong:
+        problems.append((prompt_field, f"{source}: {wrong}", "set prompt_column to a column of text or chat messages, "
+                         "the same form in every row"))
     elif mapping.prompt_column != "prompt" and "prompt" in columns:
         problems.append(("prompt_column", f"{source} has a `prompt` column besides prompt_column "
                          f"`{mapping.prompt_column}`, and TRL reads `prompt`", "set prompt_column=prompt, or remove "
@@ -101,6 +102,20 @@ def mapping_problems(columns: list[str], first: dict | None, mapping: ColumnMapp
         problems.append(("solution_column", f"{source} has no `{mapping.solution_column}` column (columns: {listed})",
                          "set solution_column to the column holding the reference answers, or leave it empty"))
     return problems
+
+
+def _prompt_row_problem(rows: list[dict], column: str) -> str | None:
+    """What is wrong with the prompts of `rows` (a row without one, not text or messages, or text and messages
+    mixed), naming the row; None when every prompt is usable."""
+    kinds = set()
+    for number, row in enumerate(rows, start=1):
+        problem = prompt_problem(row.get(column))
+        if problem:
+            return f"row {number}: " + problem.replace("`prompt`", f"`{column}`")
+        kinds.add(isinstance(row[column], str))
+        if len(kinds) > 1:
+            return f"row {number}: some prompts are text and some are chat messages; use one form for every row"
+    return None
 
 
 # ---------------------------------------------------------------- the chat template
