@@ -8,7 +8,8 @@
 - `fill_disk(folder)`: write until the disk is full;
 - `make_certificate(folder)`: a self-signed certificate for 127.0.0.1, made as the README says;
 - `HOSTILE`, `default_values()`: hostile input values and the Setup form as the page first shows it;
-- `file_lock(path)`: a lock the pytest-xdist workers of one run share.
+- `file_lock(path)`: a lock the pytest-xdist workers of one run share;
+- `write_hub_dataset(folder, configs)`, `gsm8k_like_rows(n)`: a dataset folder laid out as the hub lays one out.
 """
 
 from __future__ import annotations
@@ -199,3 +200,38 @@ def setup_form_values(**changes) -> list:
     form = dict(zip(setup_tab.FORM_KEYS, values))
     form.update(changes)
     return [form[key] for key in setup_tab.FORM_KEYS] + [values[-1]]
+
+
+# ---------------------------------------------------------------- datasets laid out as the hub lays them out
+
+
+def gsm8k_like_rows(count: int, start: int = 0) -> list[dict]:
+    """GSM8K's shape: a `question` and an `answer` whose final number follows `####` (with a thousands comma)."""
+    return [{"question": f"Tom has {n} apples and buys {n + 2} more. How many apples does he have?",
+             "answer": f"He has {n} + {n + 2} = {2 * n + 2} apples.\n#### {2 * n + 2 + 1000:,}"}
+            for n in range(start, start + count)]
+
+
+def write_hub_dataset(folder: Path, configs: dict[str, dict[str, list[dict]]], fmt: str = "parquet",
+                      default: str | None = None) -> Path:
+    """A dataset repository as the hub lays it out: README.md whose YAML front matter names each config's
+    `data_files` per split, and one data file per split (`<config>/<split>-00000-of-00001.<fmt>`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["---", "configs:"]
+    for config, splits in configs.items():
+        lines += [f"- config_name: {config}", "  data_files:"]
+        for split, rows in splits.items():
+            name = f"{config}/{split}-00000-of-00001.{fmt}"
+            (folder / config).mkdir(exist_ok=True)
+            if fmt == "parquet":
+                pq.write_table(pa.Table.from_pylist(rows), folder / name)
+            else:
+                (folder / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+            lines += [f"  - split: {split}", f"    path: {name}"]
+        if config == (default or next(iter(configs))):
+            lines.append("  default: true")
+    (folder / "README.md").write_text("\n".join([*lines, "---", "", "# A test dataset", ""]), encoding="utf-8")
+    return folder

@@ -65,13 +65,13 @@ def test_first_rows_of_a_task_are_the_runs_own(task, expected):
 def test_first_rows_of_a_file_read_only_the_head(tmp_path):
     path = tmp_path / "data.jsonl"
     path.write_text("".join(json.dumps({"prompt": f"q{i}", "label": str(i)}) + "\n" for i in range(1000)) + "not json\n")
-    preview = columns.preview("demo", str(path), ["brevity"], count=4)
+    preview = columns.preview(columns.DataChoice("demo", str(path)), ["brevity"], count=4)
     assert preview.error == "" and preview.columns == ["prompt", "label"]
     assert [row["prompt"] for row in preview.rows] == ["q0", "q1", "q2", "q3"]
 
 
 def test_a_preview_of_an_unreadable_file_says_why(tmp_path):
-    preview = columns.preview("demo", str(tmp_path / "nope.jsonl"), ["exact_answer"])
+    preview = columns.preview(columns.DataChoice("demo", str(tmp_path / "nope.jsonl")), ["exact_answer"])
     assert "no file or folder" in preview.error and preview.rows == [] and preview.missing == []
     assert preview.rewards == [RewardColumns("exact_answer", ("answer",), ())]
 
@@ -79,7 +79,8 @@ def test_a_preview_of_an_unreadable_file_says_why(tmp_path):
 def test_missing_columns_are_named_per_reward(reward_file, tmp_path):
     path = tmp_path / "data.csv"
     path.write_text("prompt,answer\nWhat is 2 + 2?,4\n")
-    preview = columns.preview("demo", str(path), ["exact_answer", "needs_label", "reads_hint"], str(reward_file))
+    preview = columns.preview(columns.DataChoice("demo", str(path)), ["exact_answer", "needs_label", "reads_hint"],
+                              str(reward_file))
     assert preview.missing == [("needs_label", "label")]
 
 

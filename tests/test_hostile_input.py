@@ -40,19 +40,20 @@ def test_every_field_survives_every_hostile_value(key):
             assert outputs[-1] is False, f"{key} = {label} must not be ready to launch"
 
 
-@pytest.mark.parametrize("key", ["task", "dataset_path", "reward_file", "seed", "use_exact_answer"])
+@pytest.mark.parametrize("key", ["task", "dataset_name", "reward_file", "seed", "use_exact_answer", "prompt_column",
+                                 "solution_column", "solution_transform", "chat_template", "dataset_train_split"])
 def test_the_data_preview_survives_every_hostile_value(key):
     for label, value in HOSTILE.items():
         form = {**default_values(), key: value}
         try:
-            html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []})
+            html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []})[0]
         except Exception as exc:
             pytest.fail(f"{key} = {label}: {type(exc).__name__}: {str(exc)[:300]}")
         assert "<script" not in html and "<img" not in html, f"{key} = {label} reached the page as markup"
         assert len(html) < 20_000, f"{key} = {label}: the preview grew to {len(html)} characters"
 
 
-@pytest.mark.parametrize("key", ["model", "dataset_path", "reward_file"])
+@pytest.mark.parametrize("key", ["model", "dataset_name", "reward_file"])
 def test_a_shared_dashboards_path_fields_survive_every_hostile_value(key, tmp_path):
     """With accounts the path fields must name what the path rule allows: refused, never a traceback."""
     from workbench.access.owners import Viewer

@@ -299,8 +299,8 @@ def test_hostile_text_in_every_field_the_report_shows_is_shown_as_text(write_run
     assert page.lower().count("</script") == 1 + len(report.CURVES)
     shown = Shown(page).text
     name = HOSTILE.replace("/", "|")
-    assert f"Run report: {name}" in shown[""] and f"model{HOSTILE}" in shown[""] and f"task{HOSTILE} (file)" in shown[""]
-    assert f"on the data file {HOSTILE}" in shown["summary"] and f"The run failed.\n{HOSTILE}\n{HOSTILE}\n{HOSTILE}" \
+    assert f"Run report: {name}" in shown[""] and f"model{HOSTILE}" in shown[""] and f"task{HOSTILE} (data)" in shown[""]
+    assert f"on the data {HOSTILE}" in shown["summary"] and f"The run failed.\n{HOSTILE}\n{HOSTILE}\n{HOSTILE}" \
         in shown["summary"]
     assert shown["groups"].count(HOSTILE) >= 3  # prompt, completion, reward name
     assert "<b onmouseover=alert(3)>side" in shown["probes"] and shown["probes"].count(HOSTILE) == 3

@@ -50,7 +50,7 @@ def test_summary_of_a_run_that_has_not_started(make_run):
     row = runs_view.summarise_run(entry(run_dir, {}, model="tiny", dataset_path="/d/mine.jsonl"))
     assert (row["state"], row["steps"], row["final reward"], row["started"], row["duration"]) == \
         ("unknown", "—", "—", "—", "—")
-    assert row["task"] == "mine.jsonl (file)"
+    assert row["task"] == "mine.jsonl (data)"
 
 
 def test_live_duration_runs_to_now(make_run):

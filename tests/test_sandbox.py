@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import tiny_settings
+from helpers import gsm8k_like_rows, tiny_settings, write_hub_dataset
 
 from workbench.access import uploads, users
 from workbench.jobs import launcher, run_state, sandbox
@@ -406,3 +406,27 @@ def test_a_hub_model_is_fetched_before_the_sandbox_or_the_run_fails_saying_why(t
     assert "the sandbox could not start: model: no-such-org/no-such-model is not in the local hub cache" \
         in final["error"]["message"]
     assert "Traceback" not in runfolder.read_log_tail(runs / run_id)
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_sandboxed_run_reads_its_hub_layout_dataset_folder(tmp_path):
+    folder = write_hub_dataset(tmp_path / "data" / "gsm8k", {"main": {"train": gsm8k_like_rows(8)}})
+    runs = tmp_path / "runs"
+    cfg = RunConfig(**TINY, max_steps=1, dataset_name=str(folder), dataset_config="main",
+                    prompt_column="question", solution_column="answer", solution_transform="after_hashes")
+    run_id = launcher.start(cfg, runs, sandboxed=sandbox.Policy())
+    final = run_state.wait(run_id, runs, timeout=300)
+    assert final["state"] == "finished", runfolder.read_log_tail(runs / run_id)
+    assert str(folder) in json.dumps(final["sandbox"]["shows"]), "the dataset folder is shown, read-only"
+
+
+def test_an_uncached_hub_dataset_that_cannot_be_fetched_fails_before_the_sandbox(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(sandbox.SandboxError, match=r"^dataset_name: someone/some-data could not be downloaded .*"
+                                                   r"hf download --repo-type dataset someone/some-data"):
+        sandbox.prepare_dataset({"dataset_name": "someone/some-data"})
+    sandbox.prepare_dataset({"dataset_name": ""})  # nothing named: nothing to fetch

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import tiny_config
+from helpers import gsm8k_like_rows, tiny_config, write_hub_dataset
 from workbench.insight import script_export
 from workbench.spec import rewards
 from workbench.spec.config import RunConfig
@@ -136,3 +136,18 @@ def test_exported_script_of_a_tiny_run_trains_one_step_on_its_own(tiny_model, tm
     logged = state["log_history"][0]
     assert "rewards/brevity/mean" in logged and "rewards/says_paris/mean" in logged
     assert (script.parent / "grpo-output" / "adapter" / "adapter_config.json").is_file()
+
+
+@pytest.mark.slow  # the script imports TRL at its top
+def test_scripts_data_is_the_runs_own_for_a_mapped_hub_layout_folder(tmp_path):
+    from workbench.trainer.training import load_dataset_for
+
+    folder = write_hub_dataset(tmp_path / "gsm8k", {"main": {"train": gsm8k_like_rows(12)}})
+    cfg = tiny_config(dataset_name=str(folder), dataset_config="main", dataset_train_split="train[2:7]",
+                      prompt_column="question", solution_column="answer", solution_transform="after_hashes",
+                      system_prompt="Think first.", reward_names=["brevity"])
+    script = tmp_path / "train.py"
+    script.write_text(script_export.build_script(script_export.script_inputs(cfg)))
+    namespace = runpy.run_path(str(script), run_name="exported")  # not __main__: builds everything, trains nothing
+    assert namespace["dataset"].to_list() == load_dataset_for(cfg).to_list()
+    assert namespace["dataset"][0]["solution"] == "1006"  # row 2 of the slice: "#### 1,006"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from helpers import gsm8k_like_rows, write_hub_dataset
+
 from workbench.spec.hardware import GpuInfo
 from workbench.ui import setup_view
 from workbench.ui.setup_tab import preview_from_form
@@ -52,7 +54,7 @@ def test_a_file_preview_escapes_and_cuts_text(tmp_path):
     rows = [{"prompt": markup + "x" * 500, "answer": "4"},
             {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "answer": "5"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    html = data_preview_html(preview_from_form({"task": "demo", "dataset_path": str(path), "use_exact_answer": True}))
+    html = data_preview_html(preview_from_form({"task": "demo", "dataset_name": str(path), "use_exact_answer": True}))
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "x" * (CELL_CHARS - 1 - len(markup)) + "…</td>" in html  # cut to CELL_CHARS characters, then escaped
     assert "system: Be brief. user: Hi" in html  # a conversation reads as its messages
@@ -60,5 +62,28 @@ def test_a_file_preview_escapes_and_cuts_text(tmp_path):
 
 
 def test_an_unreadable_file_shows_the_reason_instead_of_rows(tmp_path):
-    html = data_preview_html(preview_from_form({"task": "demo", "dataset_path": str(tmp_path / "gone.csv")}))
+    html = data_preview_html(preview_from_form({"task": "demo", "dataset_name": str(tmp_path / "gone.csv")}))
     assert "wb-warn-line" in html and "no file or folder at" in html and "<table" not in html
+
+
+def test_a_hub_layout_split_fills_the_dropdowns_and_shows_its_solution(tmp_path):
+    folder = write_hub_dataset(tmp_path / "gsm8k", {"main": {"train": gsm8k_like_rows(3)},
+                                                    "socratic": {"train": gsm8k_like_rows(1)}})
+    form = {"task": "demo", "dataset_name": str(folder), "dataset_config": "main", "prompt_column": "question",
+            "solution_column": "answer", "solution_transform": "after_hashes", "chat_template": "auto",
+            "model": str(tmp_path / "no-model-yet")}
+    data = preview_from_form(form)
+    assert setup_view.data_choices(data) == (["main", "socratic"], ["question", "answer"],
+                                             [("(none)", ""), ("question", "question"), ("answer", "answer")])
+    html = data_preview_html(data)
+    assert "<code id='wb-first-solution'>1002</code>" in html
+    assert "The model&#x27;s tokenizer is not on disk yet" in html and "wb-model-text" not in html
+    raw = data_preview_html(preview_from_form({**form, "chat_template": "none", "system_prompt": "Be brief."}))
+    assert f"<pre class='wb-model-text' id='wb-model-text'>Be brief.\n\n{gsm8k_like_rows(1)[0]['question']}</pre>" \
+        in raw and "the text goes to the model as it is" in raw
+
+
+def test_a_mapping_that_does_not_fit_says_so_instead_of_a_text(tmp_path):
+    folder = write_hub_dataset(tmp_path / "q", {"default": {"train": [{"question": "1 + 1?"}]}})
+    html = data_preview_html(preview_from_form({"task": "demo", "dataset_name": str(folder)}))
+    assert "1 + 1?" in html and "The column mapping or chat_template does not fit this data" in html

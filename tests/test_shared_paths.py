@@ -180,9 +180,9 @@ def test_a_run_that_rewrote_its_config_is_not_resumed_sampled_or_exported(app, p
 def test_previews_read_only_what_the_rule_allows(app, places):
     preview = app_handler(app, "setup_tab", "live_preview")
     bob = gr.Request(username="bob")
-    theirs = preview(bob, *setup_form_values(dataset_path=str(places["runs"] / ALICE_RUN / "prompts.jsonl")))
+    theirs = preview(bob, *setup_form_values(dataset_name=str(places["runs"] / ALICE_RUN / "prompts.jsonl")))[0]
     assert "What is 2 + 2?" not in theirs and "is not a file or folder in your uploads folder" in theirs
-    mine = preview(bob, *setup_form_values(dataset_path=str(places["runs"] / BOB_RUN / "prompts.jsonl")))
+    mine = preview(bob, *setup_form_values(dataset_name=str(places["runs"] / BOB_RUN / "prompts.jsonl")))[0]
     assert "What is 2 + 2?" in mine, "a file of bob's own run is his to use"
     code = app_handler(app, "files_panel", "show_reward_code")
     alice_reward = places["runs"] / ALICE_RUN / "rewards.py"

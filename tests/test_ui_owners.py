@@ -137,14 +137,14 @@ def test_uploads_land_in_the_users_folder_and_other_paths_are_refused(server, cl
     assert "<code>short</code>" in note and code["value"].strip() == reward.read_text().strip()
 
     form = dict(zip(setup_tab.FORM_KEYS, setup_tab.benchmark_values()))  # the hardware state is the server's
-    form.update(dataset_path=dataset_path, reward_file=reward_file)
+    form.update(dataset_name=dataset_path, reward_file=reward_file)
     command = bob.predict(*[form[key] for key in setup_tab.FORM_KEYS], api_name="/preview")
     assert "workbench train" in command, command
     assert not marker.exists(), "the dashboard never runs the reward file"
 
-    elsewhere = {**form, "dataset_path": "/etc/passwd", "reward_file": str(reward)}
+    elsewhere = {**form, "dataset_name": "/etc/passwd", "reward_file": str(reward)}
     refused = bob.predict(*[elsewhere[key] for key in setup_tab.FORM_KEYS], api_name="/preview")
-    for field in ("dataset_path", "reward_file"):
+    for field in ("dataset_name", "reward_file"):
         assert re.search(rf"{field}: .* is not a file.* in your uploads folder .*bob, one of your runs; .*upload",
                          refused), refused
 

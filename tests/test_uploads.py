@@ -144,3 +144,12 @@ def test_only_files_in_the_upload_folder_are_stored(tmp_path, folder):
                        for name in ["secret.jsonl", "link.jsonl", "elsewhere.py", "relative.py", "nul\0.py"]]
     assert not (folder / "secret.jsonl").exists()
 
+
+
+def test_dataset_name_takes_a_hub_id_or_a_file_of_the_users_uploads(folder):
+    scope = scope_for(folder.parent.parent, Viewer("bob"))
+    assert paths_view.confine_path("dataset_name", "openai/gsm8k", scope) == "openai/gsm8k"
+    assert paths_view.confine_path("dataset_name", "prompts.jsonl", scope) == str(folder / "prompts.jsonl")
+    confined, problems = paths_view.confine_config(RunConfig(dataset_name="/etc/passwd"), scope)
+    assert confined.dataset_name == "" and [p.field for p in problems] == ["dataset_name"]
+    assert "(a dataset may also be a hub id)" in problems[0].fix

@@ -3,8 +3,8 @@
 On a dashboard with accounts, a path typed in the browser (the model, the
 dataset file or folder, the reward file) is allowed only when it is
 
-- a bundled model's name, or a hub id `owner/name` that names no local path
-  (the model only);
+- a bundled model's name (the model only), or a hub id `owner/name` that names
+  no local path (the model and dataset_name);
 - inside the user's own uploads folder (`<runs folder>/uploads/<user>/`);
 - inside a folder the admin shares with everyone: `--models-dir` or
   WORKBENCH_MODELS_DIR, `--data-dir` or WORKBENCH_DATA_DIR (both optional);
@@ -34,7 +34,9 @@ MODELS_DIR_ENV = "WORKBENCH_MODELS_DIR"
 DATA_DIR_ENV = "WORKBENCH_DATA_DIR"
 # What each path field must name once resolved.
 FOLDER, FILE, FILE_OR_FOLDER = "folder", "file", "file or folder"
-FIELD_KINDS = {"model": FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE}
+FIELD_KINDS = {"model": FOLDER, "dataset_name": FILE_OR_FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE}
+# Fields that may also name a hub id (fetched into the shared hub cache before a sandboxed run starts).
+HUB_FIELDS = ("model", "dataset_name")
 # The hub's `owner/name` (as spec/models.py reads a model name), with no `.` or `..` part.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 
@@ -113,7 +115,8 @@ def _refusal(field: str, value: str, kind: str, scope: UserScope, names: tuple[s
                "runs (Runs tab: merged model)")
     else:
         fix = ("on a shared dashboard dataset and reward files come only from your uploads, your runs and the "
-               "shared folders: upload the file under 'Your files' in the Setup tab, then use the path it shows")
+               "shared folders (a dataset may also be a hub id): upload the file under 'Your files' in the Setup "
+               "tab, then use the path it shows")
     return PathError(field=field, rule=rule, fix=fix)
 
 
@@ -127,7 +130,7 @@ def confine(field: str, value: str, scope: UserScope, names: tuple[str, ...] = (
     if not value:
         return ""
     kind = FIELD_KINDS.get(field, FILE_OR_FOLDER)
-    if field == "model" and (value in names or is_hub_id(value)):
+    if field in HUB_FIELDS and (value in names or is_hub_id(value)):
         return value
     try:
         path = Path(value)

@@ -135,8 +135,9 @@ def _facts(run: RunContents, metrics: list[dict]) -> list[tuple[str, str]]:
     config, status = run.config, run.status
     started, ended = status.started_at, status.updated_at
     task = config.get("task") or ""
-    if config.get("dataset_path"):
-        task = f"{config['dataset_path']} (file)"
+    data = config.get("dataset_name") or config.get("dataset_path")
+    if data:
+        task = f"{data} (data)"
     return [
         ("state", status.state or "unknown"),
         ("model", str(config.get("model") or "unknown")),
@@ -187,7 +188,7 @@ def _reward_words(config: Mapping) -> str:
     names = config.get("reward_names") or []
     weights = config.get("reward_weights") or []
     task = TASKS.get(config.get("task")) if isinstance(config.get("task"), str) else None
-    if not names and task is not None and not config.get("dataset_path"):
+    if not names and task is not None and not (config.get("dataset_name") or config.get("dataset_path")):
         names, weights = task.reward_names, weights or task.reward_weights
     if not names:
         return "the task's own reward functions"
@@ -199,8 +200,8 @@ def _reward_words(config: Mapping) -> str:
 
 def _settings_words(config: Mapping) -> str:
     """The run's design as a paragraph a reader follows without knowing TRL's field names."""
-    source = f"the data file {config['dataset_path']}" if config.get("dataset_path") else \
-        f"the task {config.get('task') or 'unknown'}"
+    data = config.get("dataset_name") or config.get("dataset_path")
+    source = f"the data {data}" if data else f"the task {config.get('task') or 'unknown'}"
     beta = finite_number(config.get("beta"))
     kl = "no KL penalty (beta = 0)" if beta == 0 else f"a KL penalty of beta = {config.get('beta')} towards the base model"
     return (

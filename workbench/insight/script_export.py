@@ -10,7 +10,10 @@ tab's download use both.
 The script holds:
 - the model by path or hub id, loaded by GRPOTrainer in the run's dtype;
 - the data: a built-in task's rows as a literal list (the rows the run trains
-  on: same task, size and seed), or the user's file loaded with `datasets`;
+  on: same task, size and seed), or the run's dataset (hub id, hub-layout
+  folder, save_to_disk folder, file) loaded with `datasets`, its split's slice,
+  then its columns mapped and text prompts rendered as the run does (the
+  workbench's own `render_prompt` and solution transform, copied);
 - the reward functions' source: the workbench's built-in rewards copied from
   their module with every helper they use (read with `inspect` / `ast`, so the
   script cannot drift from the code the run calls), then the user's reward
@@ -32,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.spec.config import RunConfig, reward_names_for, reward_weights_for, trl_vllm_settings
+from workbench.spec import data_mapping
+from workbench.spec.config import RunConfig, data_field, reward_names_for, reward_weights_for, trl_vllm_settings
 from workbench.spec.trl_settings import grpo_settings
 
 # Top-level modules the script may import besides Python's own.
@@ -51,10 +55,11 @@ class ScriptInputs:
 
     config: RunConfig
     model_path: str  # a folder or a hub id, as from_pretrained takes it
-    rows: list[dict] | None = None  # a built-in task's rows; None when the run reads dataset_path
+    rows: list[dict] | None = None  # a built-in task's rows; None when the run reads dataset_name
     reward_source: str | None = None  # the user's reward file, as written
     builtin_rewards: dict = field(default_factory=dict)  # name -> built-in reward function the run uses
     title: str = ""  # the run id or config file it came from
+    apply_chat_template: bool = True  # how the run renders a text prompt (its chat_template, for its model)
 
 
 def script_inputs(cfg: RunConfig, title: str = "", reward_source: str | None = None) -> ScriptInputs:
@@ -70,7 +75,7 @@ def script_inputs(cfg: RunConfig, title: str = "", reward_source: str | None = N
         raise ScriptExportError("generation: the workbench's vllm-server generation has no TRL equivalent; "
                                 "export with generation=transformers (or trl-server / trl-colocate)")
     rows = None
-    if not cfg.dataset_path:
+    if not data_field(cfg)[1]:
         task = tasks.get_task(cfg.task)
         rows = task.build_rows(task.default_size, cfg.seed)  # what load_task_dataset(task, seed=seed) trains on
     if cfg.reward_file and reward_source is None:
@@ -82,7 +87,9 @@ def script_inputs(cfg: RunConfig, title: str = "", reward_source: str | None = N
     user_names = set(_defined_functions(reward_source)) if reward_source else set()
     builtin = {name: rewards.REWARDS[name] for name in reward_names_for(cfg)
                if name not in user_names and name in rewards.REWARDS}
-    return ScriptInputs(cfg, model_location(cfg.model), rows, reward_source, builtin, title)
+    apply = data_mapping.resolve_chat_template(cfg.chat_template,
+                                               data_mapping.has_chat_template(model_location(cfg.model)))[0]
+    return ScriptInputs(cfg, model_location(cfg.model), rows, reward_source, builtin, title, apply)
 
 
 def build_script(inputs: ScriptInputs) -> str:
@@ -96,6 +103,7 @@ def build_script(inputs: ScriptInputs) -> str:
                    "from peft import LoraConfig", "from trl import GRPOConfig, GRPOTrainer"]),
         f"MODEL = {inputs.model_path!r}",
         _data_code(inputs),
+        _mapping_code(inputs),
     ]
     if reward_code:
         parts.append("# ---- built-in reward functions of GRPO Workbench (workbench/spec/rewards.py), as the run "
@@ -127,18 +135,59 @@ def _data_code(inputs: ScriptInputs) -> str:
         return (f"# the {cfg.task} task's rows as the run trains on them (seed {cfg.seed})\n"
                 "ROWS = [\n" + "".join(f"    {row!r},\n" for row in inputs.rows) + "]\n"
                 "dataset = Dataset.from_list(ROWS)")
-    path = Path(cfg.dataset_path)
+    from workbench.spec import hub_data
+
+    name = data_field(cfg)[1]
+    split = hub_data.parse_split(cfg.dataset_train_split)
+    path = Path(name)
+    if not path.exists():  # a hub id, or a folder laid out as the hub lays one out: datasets reads the slice
+        return f"dataset = load_dataset({name!r}, {cfg.dataset_config or None!r}, split={split.text!r})"
+    if path.is_dir() and not any((path / marker).is_file() for marker in hub_data.SAVED_MARKERS):
+        return f"dataset = load_dataset({str(path)!r}, {cfg.dataset_config or None!r}, split={split.text!r})"
     if path.suffix.lower() in LOADERS:
         code = (f"DATA_FILE = {str(path)!r}\n"
-                f"dataset = load_dataset({LOADERS[path.suffix.lower()]!r}, data_files=DATA_FILE, split='train')")
+                f"dataset = load_dataset({LOADERS[path.suffix.lower()]!r}, data_files=DATA_FILE, "
+                f"split={'train' + split.text[len(split.name):]!r})")
         if path.suffix.lower() == ".csv":  # a CSV cell holds chat messages as JSON text; the run decodes them
             code += ("\ndataset = dataset.map(lambda row: {'prompt': json.loads(row['prompt'])} "
                      "if str(row['prompt']).lstrip().startswith('[') else {})")
         return code
+    rows = ""
+    if split.text != split.name:
+        if any(bound and (bound.endswith("%") or bound.startswith("-")) for bound in (split.start, split.stop)):
+            raise ScriptExportError(f"dataset_train_split: the script reads a save_to_disk folder's slice by row "
+                                    f"numbers; {split.text!r} is not one: write it as {split.name}[START:STOP]")
+        rows = f"\ndataset = dataset.select(range({split.start or 0}, min(len(dataset), {split.stop or 'len(dataset)'})))"
     return (f"DATA_FOLDER = {str(path)!r}  # written by datasets' save_to_disk\n"
             "dataset = load_from_disk(DATA_FOLDER)\n"
             "if isinstance(dataset, DatasetDict):\n"
-            "    dataset = dataset['train'] if 'train' in dataset else next(iter(dataset.values()))")
+            f"    dataset = dataset[{split.name!r}] if {split.name!r} in dataset else next(iter(dataset.values()))"
+            + rows)
+
+
+def _mapping_code(inputs: ScriptInputs) -> str:
+    """The run's column mapping: `prompt` rendered from the prompt column, `solution` from the solution column,
+    with the workbench's own functions (copied, so the script renders as the run does)."""
+    cfg = inputs.config
+    transform = data_mapping.SOLUTION_TRANSFORMS[cfg.solution_transform][0]
+    solution = ""
+    if cfg.solution_column.strip():
+        call = f"{transform.__name__}(row[SOLUTION_COLUMN])" if cfg.solution_transform != "none" else \
+            "row[SOLUTION_COLUMN]"
+        solution = f"\n    mapped['solution'] = {call}"
+    helpers = [inspect.getsource(data_mapping.render_prompt)]
+    if cfg.solution_column.strip() and cfg.solution_transform != "none":
+        helpers.append(inspect.getsource(transform))
+    return ("# ---- the column mapping and prompt rendering of the run (workbench/spec/data_mapping.py)\n\n"
+            f"PROMPT_COLUMN = {cfg.prompt_column.strip() or 'prompt'!r}\n"
+            f"SOLUTION_COLUMN = {cfg.solution_column.strip()!r}\n"
+            f"SYSTEM_PROMPT = {cfg.system_prompt!r}\n"
+            f"APPLY_CHAT_TEMPLATE = {inputs.apply_chat_template!r}  # chat_template={cfg.chat_template} for this "
+            "model\n\n\n" + "\n\n".join(h.rstrip() for h in helpers) + "\n\n\n"
+            "def to_trl(row):\n"
+            "    mapped = {'prompt': render_prompt(row[PROMPT_COLUMN], SYSTEM_PROMPT, APPLY_CHAT_TEMPLATE)}"
+            f"{solution}\n    return mapped\n\n\n"
+            "dataset = dataset.map(to_trl)")
 
 
 def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:

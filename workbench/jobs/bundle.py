@@ -284,15 +284,18 @@ def _portable(cfg: RunConfig, folder: Path) -> RunConfig:
     if cfg.reward_file and Path(cfg.reward_file).is_file():
         shutil.copyfile(cfg.reward_file, folder / runfolder.REWARD_SOURCE_FILE)
         changes["reward_file"] = runfolder.REWARD_SOURCE_FILE
-    if cfg.dataset_path and Path(cfg.dataset_path).exists():
-        source = Path(cfg.dataset_path)
+    for name in ("dataset_name", "dataset_path"):  # a local dataset travels with the bundle; a hub id stays one
+        value = getattr(cfg, name)
+        if not value or not Path(value).exists():
+            continue
+        source = Path(value)
         target = folder / DATA_DIR / source.name
         if source.is_dir():
             shutil.copytree(source, target, dirs_exist_ok=True)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
-        changes["dataset_path"] = f"{DATA_DIR}/{source.name}"
+        changes[name] = f"{DATA_DIR}/{source.name}"
     return cfg.with_changes(**changes) if changes else cfg
 
 

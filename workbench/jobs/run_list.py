@@ -23,7 +23,7 @@ def _listed(run_dir: Path) -> tuple[dict, dict]:
         config = file_cache.read_json_object(os.path.join(run_dir, runfolder.CONFIG_FILE))
     except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
         entry, config = unreadable_status(run_dir, exc), {}
-    entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_path", "num_processes",
+    entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_name", "dataset_path", "num_processes",
                                                      "generation")})
     return entry, config
 

@@ -286,6 +286,7 @@ def prepare(config: dict) -> None:
     """
     from workbench.spec.models import hub_unreachable_message, resolve_model
 
+    prepare_dataset(config)
     model = config.get("model")
     if not isinstance(model, str) or not model.strip():
         return
@@ -301,6 +302,30 @@ def prepare(config: dict) -> None:
         raise SandboxError(field="model", rule=hub_unreachable_message(located).removeprefix("model: ")
                            + f" ({type(exc).__name__})",
                            fix="use a model in the hub cache or a local model folder") from None
+
+
+def prepare_dataset(config: dict) -> None:
+    """Download a hub dataset the run names (`dataset_name`) into the shared hub cache, where the sandbox reads it;
+    its progress lands in the run's train.log. SandboxError when it cannot be fetched."""
+    from workbench.spec import hub_data
+
+    name = config.get("dataset_name")
+    if not isinstance(name, str) or not name.strip():
+        return
+    try:
+        source = hub_data.locate(name.strip())
+    except hub_data.DatasetError:  # not a hub id: check_config refuses what is nothing at all
+        return
+    if source.cached:
+        return
+    try:
+        from huggingface_hub import snapshot_download
+
+        print(f"Downloading dataset {source.hub_id} into the shared hub cache before the sandbox starts...", flush=True)
+        snapshot_download(source.hub_id, repo_type="dataset")
+    except Exception as exc:  # offline, unknown repository, gated: the run fails with the reason
+        raise SandboxError(field="dataset_name", rule=f"{source.hub_id} could not be downloaded ({type(exc).__name__})",
+                           fix=hub_data.download_hint(source.hub_id)) from None
 
 
 def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) -> tuple[list[str], dict]:

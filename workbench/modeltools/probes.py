@@ -111,7 +111,7 @@ def default_prompts(config: dict) -> list[str]:
     from workbench.spec.tasks import TASKS
 
     task = TASKS.get(config.get("task") or "")
-    if task is None or config.get("dataset_path"):
+    if task is None or config.get("dataset_name") or config.get("dataset_path"):
         return []
     return list(task.probe_prompts)
 

@@ -11,10 +11,11 @@ function's signature). Nothing here loads a model.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
-from workbench.spec import datasets_io, rewards, tasks
+from workbench.spec import data_mapping, datasets_io, hub_data, rewards, tasks
 
 PREVIEW_ROWS = 5
 
@@ -45,12 +46,39 @@ def missing_columns(columns: list[str], needs: list[RewardColumns]) -> list[tupl
     return [(need.reward, column) for need in needs for column in need.needs if column not in columns]
 
 
-def first_rows(task: str, dataset_path: str = "", seed: int = 0, count: int = PREVIEW_ROWS) -> list[dict]:
-    """The first rows a run would read: the user's file, else the built-in task's data (with the run's seed)."""
-    if dataset_path:
-        return datasets_io.first_rows(dataset_path, count)
-    built = tasks.get_task(task)
-    return built.build_rows(min(count, built.default_size or count), seed)
+@dataclass(frozen=True)
+class SourceRows:
+    """The first rows of the chosen data as stored, and where they came from.
+
+    `rows` None: a hub dataset that is not cached and that the hub will give (its rows are known once downloaded).
+    """
+
+    rows: list[dict] | None
+    source: hub_data.Source | None = None  # None: a built-in task's rows
+
+
+def source_rows(task: str, dataset_name: str = "", config: str = "", split: str = "train", seed: int = 0,
+                count: int = PREVIEW_ROWS, field: str = "dataset_name") -> SourceRows:
+    """The first rows a run would read: the named data (its config and split's slice), else the task's own rows.
+
+    DatasetError (naming the field) when the data cannot be read, or is an uncached hub id the hub cannot give.
+    """
+    if not dataset_name:
+        built = tasks.get_task(task)
+        return SourceRows(built.build_rows(min(count, built.default_size or count), seed))
+    chosen = hub_data.parse_split(split)
+    source = hub_data.locate(dataset_name, field)
+    if not source.cached:
+        problem = hub_data.hub_problem(source.hub_id)
+        if problem:
+            raise datasets_io.DatasetError(problem)
+        return SourceRows(None, source)
+    return SourceRows(hub_data.first_rows(source, config, chosen, count), source)
+
+
+def first_rows(task: str, dataset_name: str = "", seed: int = 0, count: int = PREVIEW_ROWS) -> list[dict]:
+    """The first rows a run would read of the named data's train split, else of the task's (with the run's seed)."""
+    return source_rows(task, dataset_name, seed=seed, count=count).rows or []
 
 
 def missing_problems(columns: list[str], needs: list[RewardColumns], source: str) -> list[tuple[str, str, str]]:
@@ -63,27 +91,46 @@ def missing_problems(columns: list[str], needs: list[RewardColumns], source: str
 
 @dataclass
 class DataPreview:
-    """The first rows of the chosen data, its columns, and the columns each chosen reward reads."""
+    """The first rows of the chosen data, its columns and configs, the columns each chosen reward reads, and the
+    first row as the model receives it (mapped, rendered)."""
 
     source: str
     rows: list[dict] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     rewards: list[RewardColumns] = field(default_factory=list)
     error: str = ""  # why the rows cannot be shown (check_config says the same before launch)
+    configs: list[str] = field(default_factory=list)  # a hub-layout dataset's configs
+    mapped: dict | None = None  # the first row as TRL reads it (`prompt`, `solution`), when the mapping fits
+    model_text: str = ""  # the exact text the model receives for the first row
+    model_note: str = ""  # why that text cannot be shown, or what decided it
 
     @property
     def missing(self) -> list[tuple[str, str]]:
         return missing_columns(self.columns, self.rewards) if not self.error else []
 
 
-def preview(task: str, dataset_path: str, reward_names: list[str], reward_file: str = "", seed: int = 0,
-            count: int = PREVIEW_ROWS, import_reward_file: bool = True) -> DataPreview:
-    """The Setup tab's preview: never raises; a file that cannot be read shows why.
+@dataclass(frozen=True)
+class DataChoice:
+    """What decides the rows a run reads and how its first prompt reaches the model (the Setup form's data part)."""
+
+    task: str
+    dataset_name: str = ""
+    config: str = ""
+    split: str = "train"
+    mapping: data_mapping.ColumnMapping = data_mapping.ColumnMapping()
+    chat_template: str = "auto"
+    model_folder: str = ""  # where the model's tokenizer lies (spec.models.model_location)
+    seed: int = 0
+
+
+def preview(choice: DataChoice, reward_names: list[str], reward_file: str = "", count: int = PREVIEW_ROWS,
+            import_reward_file: bool = True) -> DataPreview:
+    """The Setup tab's preview: never raises; data that cannot be read shows why.
 
     `import_reward_file` False: the reward file's columns are read from its
     source, never run (a shared dashboard's process; see check_config).
     """
-    source = dataset_path or f"the {task} task"
+    source = choice.dataset_name or f"the {choice.task} task"
     extra = {}
     if reward_file:
         try:
@@ -93,8 +140,43 @@ def preview(task: str, dataset_path: str, reward_names: list[str], reward_file: 
             pass  # check_config names the file's problem; its rewards are left out here
     needs = reward_needs(reward_names, extra)
     try:
-        rows = first_rows(task, dataset_path, seed, count)
+        found = source_rows(choice.task, choice.dataset_name, choice.config, choice.split, choice.seed, count)
+        configs = hub_data.config_names(found.source) if found.source else []
     except (ValueError, OSError) as exc:  # DatasetError, TaskError, a file that is not text, permissions
         return DataPreview(source, rewards=needs, error=str(exc))
-    columns = list(rows[0]) if rows else []
-    return DataPreview(source, rows=rows, columns=columns, rewards=needs)
+    if found.rows is None:
+        return DataPreview(source, rewards=needs, error=f"{choice.dataset_name} is not in the hub cache yet: a run "
+                           "downloads it when it starts (its progress in the run's train.log), and its rows show "
+                           f"here once it is cached; to see them now, {hub_data.download_hint(choice.dataset_name)}")
+    rows = found.rows
+    shown = DataPreview(source, rows=rows, columns=list(rows[0]) if rows else [], rewards=needs, configs=configs)
+    return _with_model_text(shown, choice)
+
+
+def _with_model_text(shown: DataPreview, choice: DataChoice) -> DataPreview:
+    """`shown` with its first row mapped and rendered as the model receives it, or a note saying why not."""
+    has_template = data_mapping.has_chat_template(choice.model_folder) if choice.model_folder else None
+    apply, rule = data_mapping.resolve_chat_template(choice.chat_template, has_template)
+    first = shown.rows[0] if shown.rows else None
+    if rule or first is None or data_mapping.mapping_problems(shown.columns, shown.rows, choice.mapping, "the data",
+                                                              choice.chat_template):
+        shown.model_note = "The column mapping or chat_template does not fit this data (see Before launch)."
+        return shown
+    shown.mapped = data_mapping.map_row(first, dataclasses.replace(choice.mapping, apply_chat_template=apply))
+    prompt = shown.mapped["prompt"]
+    if isinstance(prompt, str):
+        shown.model_text, shown.model_note = prompt, "chat_template none: the text goes to the model as it is."
+        return shown
+    template = data_mapping.read_chat_template(choice.model_folder) if choice.model_folder else None
+    if template is None:
+        shown.model_note = ("The model's tokenizer is not on disk yet (a hub model before its download, the bundled "
+                            "model before its first run): the text shows once it is.")
+        return shown
+    try:
+        shown.model_text = data_mapping.model_input_text(prompt, template)
+    except Exception as exc:  # a template that raises on these messages (e.g. it refuses a system message)
+        shown.model_note = f"The model's chat template refuses this prompt: {type(exc).__name__}: {exc}"
+        return shown
+    shown.model_note = ("The model's chat template, with the generation prompt TRL adds"
+                        + (", after the system prompt." if choice.mapping.system_prompt else "."))
+    return shown

@@ -29,6 +29,7 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.spec.cluster import DEFAULT_PORT, DISTRIBUTED_BACKENDS
+from workbench.spec.data_mapping import CHAT_TEMPLATE_CHOICES, SOLUTION_TRANSFORMS
 from workbench.spec.generation import GENERATIONS, SERVER_GENERATIONS, TRL_MODES
 from workbench.spec.trackers import REPORT_TO
 
@@ -37,6 +38,7 @@ SCALE_REWARDS = ("group", "batch", "none")
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
+SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
 
 
 def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
@@ -62,10 +64,52 @@ class RunConfig:
         "demo",
         "A built-in task: its prompts and reward functions. 'demo' learns to answer briefly within minutes on CPU.",
     )
+    dataset_name: str = setting(
+        "",
+        "The training data in place of the task's prompts (TRL's dataset_name): a hub id like openai/gsm8k (read "
+        "from the hub cache, or downloaded where the hub can be reached), a folder laid out as the hub lays it out "
+        "(README.md with `configs:`, data files per split), a `save_to_disk` folder, or a JSONL, JSON, CSV or "
+        "Parquet file. Every column reaches the reward functions.",
+    )
+    dataset_config: str = setting("", "The dataset's config (subset), e.g. main for openai/gsm8k; empty: its default.")
+    dataset_train_split: str = setting(
+        "train",
+        "The split to train on; a slice such as train[:200] or train[:10%] reads only those rows.",
+    )
+    dataset_test_split: str = setting(
+        "test",
+        "The split kept for evaluation (recorded with the run; training does not read it).",
+    )
+    prompt_column: str = setting(
+        "prompt",
+        "The column holding the prompts (text, or chat messages used as they are); TRL receives it as `prompt`.",
+    )
+    solution_column: str = setting(
+        "",
+        "The column holding the reference answers (optional); rewards get it under TRL's name `solution` (after "
+        "solution_transform) and under its own name.",
+    )
+    solution_transform: str = setting(
+        "none",
+        "How the reference answer becomes `solution`: none (as it is), after_hashes (GSM8K: the text after "
+        "`####`, stripped, commas removed).",
+        choices=SOLUTION_TRANSFORM_CHOICES,
+    )
+    chat_template: str = setting(
+        "auto",
+        "How a text prompt reaches the model: apply (a user message, after the system prompt, in the model's "
+        "chat template), none (the raw text, TRL's standard format), auto (apply when the model's tokenizer has "
+        "a chat template). Chat-message prompts always use the template.",
+        choices=CHAT_TEMPLATE_CHOICES,
+    )
+    system_prompt: str = setting(
+        "",
+        "System message put before each text prompt (the task's when it has one); empty: none.",
+    )
     dataset_path: str = setting(
         "",
-        "Your own JSONL, CSV or Parquet file (or datasets folder) with a 'prompt' column; replaces "
-        "the task's prompts. Other columns reach the reward functions.",
+        "The older name of dataset_name for a local file or folder, kept so older configs and commands work; "
+        "use dataset_name.",
     )
     reward_names: list[str] = setting([], "Reward functions by name; empty uses the task's own.")
     reward_weights: list[float] = setting(
@@ -542,7 +586,8 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
     ]
     problems = [ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok]
     choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
-               ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS)]
+               ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
+               ("solution_transform", SOLUTION_TRANSFORM_CHOICES), ("chat_template", CHAT_TEMPLATE_CHOICES)]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
             problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",
@@ -589,21 +634,76 @@ def _plan_problems(cfg: RunConfig) -> tuple[list[ConfigProblem], Any]:
             for error in result.errors], result
 
 
+def data_field(cfg: RunConfig) -> tuple[str, str]:
+    """(field, value) of the data a run reads instead of its task's: dataset_name, else the older dataset_path;
+    ("", "") for the task's own prompts."""
+    for name in ("dataset_name", "dataset_path"):
+        value = getattr(cfg, name).strip()
+        if value:
+            return name, value
+    return "", ""
+
+
+def column_mapping(cfg: RunConfig, has_template: bool | None = None):
+    """The run's column mapping (spec/data_mapping.py), the chat template resolved for a model with/without one."""
+    from workbench.spec.data_mapping import ColumnMapping, resolve_chat_template
+
+    return ColumnMapping(cfg.prompt_column.strip() or "prompt", cfg.solution_column.strip(), cfg.solution_transform,
+                         cfg.system_prompt, resolve_chat_template(cfg.chat_template, has_template)[0])
+
+
+def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[ConfigProblem]:
+    """The data source, its config and split, the column mapping and the chat template, read cheaply."""
+    from workbench.spec import columns, data_mapping, tasks
+    from workbench.spec.datasets_io import CHECK_ROWS, DatasetError
+    from workbench.spec.models import model_location
+
+    field_name, value = data_field(cfg)
+    if cfg.dataset_name.strip() and cfg.dataset_path.strip() and cfg.dataset_name.strip() != cfg.dataset_path.strip():
+        return [ConfigProblem("dataset_path", "is set beside dataset_name, its newer name",
+                              "keep one: clear dataset_path and give the data as dataset_name")]
+    if cfg.task not in tasks.TASKS and not value:
+        return [ConfigProblem("task", f"unknown task {cfg.task!r}",
+                              f"choose one of {', '.join(tasks.TASKS)}, or give dataset_name")]
+    try:
+        found = columns.source_rows(cfg.task, value, cfg.dataset_config, cfg.dataset_train_split, cfg.seed,
+                                    count=CHECK_ROWS if value else 1, field=field_name or "dataset_name")
+    except DatasetError as exc:
+        return [_problem_from_message(exc, field_name or "dataset_name")]
+    has_template = data_mapping.has_chat_template(model_location(cfg.model))
+    problems = []
+    rule = data_mapping.resolve_chat_template(cfg.chat_template, has_template)[1]
+    if rule and cfg.chat_template in CHAT_TEMPLATE_CHOICES:  # an unknown choice is named with the other choices
+        problems.append(ConfigProblem("chat_template", rule, "set chat_template=auto, or choose a chat model"))
+    if found.rows is None:  # an uncached hub dataset the hub will give: its columns are known once downloaded
+        return problems
+    source = f"{field_name} {Path(value).name}" if value else f"the {cfg.task} task's data"
+    data_columns = list(found.rows[0]) if found.rows else []
+    mapping = column_mapping(cfg, has_template)
+    named = f"the data ({Path(value).name})" if value else source  # the field already names where it is
+    problems += [ConfigProblem(*p) for p in data_mapping.mapping_problems(
+        data_columns, found.rows, mapping, named, cfg.chat_template,
+        field_name or "task")]
+    if cfg.solution_transform not in SOLUTION_TRANSFORM_CHOICES:  # named with the other choices
+        return problems
+    mapped = data_columns + (["solution"] if mapping.solution_column else [])
+    problems += [ConfigProblem(*p) for p in columns.missing_problems(mapped, columns.reward_needs(names, extra), source)]
+    return problems
+
+
+def _problem_from_message(exc: Exception, default_field: str) -> ConfigProblem:
+    """A ConfigProblem from a message that starts with the field it is about (`field: ...` or `field '...'`)."""
+    text = str(exc)
+    for name in field_names():
+        if text.startswith((f"{name}: ", f"{name} '")):
+            return ConfigProblem(name, text.removeprefix(f"{name}: "), "")
+    return ConfigProblem(default_field, text, "")
+
+
 def _data_problems(cfg: RunConfig, import_reward_file: bool = True) -> list[ConfigProblem]:
-    from workbench.spec import columns, datasets_io, rewards, tasks
+    from workbench.spec import rewards, tasks
 
     problems = []
-    data_columns = None  # the dataset's columns, when it can be read
-    if cfg.task not in tasks.TASKS and not cfg.dataset_path:
-        problems.append(ConfigProblem("task", f"unknown task {cfg.task!r}",
-                                      f"choose one of {', '.join(tasks.TASKS)}, or give dataset_path"))
-    elif not cfg.dataset_path:
-        data_columns = list(columns.first_rows(cfg.task, seed=cfg.seed, count=1)[0])
-    if cfg.dataset_path:
-        try:
-            data_columns = datasets_io.check_dataset_path(cfg.dataset_path)
-        except ValueError as exc:
-            problems.append(_problem_from("dataset_path", exc))
     extra = {}
     if cfg.reward_file:
         try:
@@ -617,11 +717,8 @@ def _data_problems(cfg: RunConfig, import_reward_file: bool = True) -> list[Conf
             rewards.get_reward(name, extra)
         except rewards.RewardError as exc:
             problems.append(_problem_from("reward_names", exc))
-    if data_columns is not None:
-        source = f"dataset_path {Path(cfg.dataset_path).name}" if cfg.dataset_path else f"the {cfg.task} task's data"
-        problems += [ConfigProblem(*found) for found in
-                     columns.missing_problems(data_columns, columns.reward_needs(names, extra), source)]
-    if not names and (cfg.task in tasks.TASKS or cfg.dataset_path):
+    problems += _source_problems(cfg, names, extra)
+    if not names and (cfg.task in tasks.TASKS or data_field(cfg)[1]):
         problems.append(ConfigProblem("reward_names", "no reward function is chosen",
                                       f"name at least one of {', '.join(rewards.REWARDS)}"))
     weights = reward_weights_for(cfg)
@@ -699,7 +796,7 @@ def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
 # Linux's limits: a whole path (PATH_MAX) and one name in it (NAME_MAX, bytes); longer ones cannot even be looked up.
 MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
-PATH_FIELDS = ("model", "dataset_path", "reward_file")
+PATH_FIELDS = ("model", "dataset_name", "dataset_path", "reward_file")
 
 
 def path_problem(name: str, value: str) -> ConfigProblem | None:

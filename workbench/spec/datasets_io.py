@@ -35,7 +35,7 @@ def check_dataset_path(path: str | Path) -> list[str]:
 
     Returns its columns (those of the first row, as `datasets` reads them).
     """
-    path = _existing(path)
+    path = existing(path)
     rows = first_rows(path, CHECK_ROWS)
     _check_rows(path, rows)
     return list(rows[0])
@@ -43,24 +43,29 @@ def check_dataset_path(path: str | Path) -> list[str]:
 
 def first_rows(path: str | Path, count: int) -> list[dict]:
     """The first `count` rows as they are stored (unchecked); DatasetError when the file cannot be read."""
-    path = _existing(path)
+    path = existing(path)
     if path.is_file():
-        return list(islice(_iter_rows(path), count))
+        return list(islice(iter_rows(path), count))
     dataset = _load_folder(path)  # a datasets folder: opening it memory-maps the arrow files, no copy
     return dataset.select(range(min(count, len(dataset)))).to_list()
 
 
-def load_user_dataset(path: str | Path):
-    """The whole file as a `datasets.Dataset`, every row checked; chat prompts stored in CSV cells are decoded."""
+def load_user_dataset(path: str | Path, check_prompt: bool = True):
+    """The whole file as a `datasets.Dataset`, every row checked; chat prompts stored in CSV cells are decoded.
+
+    `check_prompt` False: the rows are not checked for a `prompt` column (the column mapping checks its own).
+    """
     from datasets import Dataset  # heavy import, only when data is actually read
 
-    path = _existing(path)
+    path = existing(path)
     if path.is_dir():
         dataset = _load_folder(path)
-        _check_rows(path, dataset.to_list())
+        if check_prompt:
+            _check_rows(path, dataset.to_list())
         return dataset
-    rows = list(_iter_rows(path))
-    _check_rows(path, rows)
+    rows = list(iter_rows(path))
+    if check_prompt:
+        _check_rows(path, rows)
     try:
         return Dataset.from_list(rows)
     except Exception as exc:  # arrow cannot hold the column types: say which rule was broken
@@ -73,24 +78,26 @@ def load_user_dataset(path: str | Path):
 # ---------------------------------------------------------------- reading
 
 
-def _existing(path: str | Path) -> Path:
+def existing(path: str | Path, field: str = "dataset_path") -> Path:
+    """`path` when it is a folder or a supported, non-empty file; DatasetError naming `field` otherwise."""
     path = Path(path).expanduser()
     if not path.exists():
         raise DatasetError(
-            f"dataset_path: no file or folder at '{path}'; give the path of a {'/'.join(SUPPORTED)} file "
+            f"{field}: no file or folder at '{path}'; give the path of a {'/'.join(SUPPORTED)} file "
             f"or a `datasets.save_to_disk` folder with a `prompt` column, or pick a built-in task"
         )
     if path.is_file() and path.suffix.lower() not in SUPPORTED:
         raise DatasetError(
-            f"dataset_path '{path}': {path.suffix or 'no extension'} is not a supported format; "
+            f"{field} '{path}': {path.suffix or 'no extension'} is not a supported format; "
             f"save it as {', '.join(SUPPORTED)} or a `datasets.save_to_disk` folder"
         )
     if path.is_file() and path.stat().st_size == 0:
-        raise DatasetError(f"dataset_path '{path}': the file is empty; it needs at least one row with a `prompt`")
+        raise DatasetError(f"{field} '{path}': the file is empty; it needs at least one row with a `prompt`")
     return path
 
 
-def _iter_rows(path: Path) -> Iterator[dict]:
+def iter_rows(path: Path) -> Iterator[dict]:
+    """The rows of a data file as stored, one at a time (a Parquet file is read in batches)."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         yield from _iter_parquet(path)

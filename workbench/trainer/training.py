@@ -74,15 +74,28 @@ def load_model_and_tokenizer(cfg: RunConfig):
     return model, tokenizer
 
 
-def load_dataset_for(cfg: RunConfig):
-    """The prompts to train on: the user's file when given, else the task's own data."""
-    if cfg.dataset_path:
-        from workbench.spec.datasets_io import load_user_dataset
+def load_dataset_for(cfg: RunConfig, has_chat_template: bool = True):
+    """The prompts to train on, as TRL reads them: the named data's split (or the task's own rows), its columns
+    mapped (`prompt`, `solution`) and text prompts rendered as the config's chat_template says
+    (`has_chat_template`: whether the model's tokenizer has one)."""
+    from workbench.spec.config import ConfigError, ConfigProblem, column_mapping, data_field
+    from workbench.spec.data_mapping import map_row, resolve_chat_template
 
-        return load_user_dataset(cfg.dataset_path)
-    from workbench.spec.tasks import load_task_dataset
+    field_name, name = data_field(cfg)
+    if name:
+        from workbench.spec import hub_data
 
-    return load_task_dataset(cfg.task, seed=cfg.seed)
+        source = hub_data.locate(name, field_name)
+        dataset = hub_data.load_split(source, cfg.dataset_config, hub_data.parse_split(cfg.dataset_train_split))
+    else:
+        from workbench.spec.tasks import load_task_dataset
+
+        dataset = load_task_dataset(cfg.task, seed=cfg.seed)
+    rule = resolve_chat_template(cfg.chat_template, has_chat_template)[1]
+    if rule:  # a hub model's tokenizer is read only now: check_config could not see it
+        raise ConfigError([ConfigProblem("chat_template", rule, "set chat_template=auto, or choose a chat model")])
+    mapping = column_mapping(cfg, has_chat_template)
+    return dataset.map(lambda row: map_row(row, mapping))
 
 
 def build_lora_config(cfg: RunConfig):
@@ -258,7 +271,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         reward_funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None,
                                        timeout_s=cfg.reward_timeout_s or None, training=True)
         model, tokenizer = load_model_and_tokenizer(cfg)
-        dataset = load_dataset_for(cfg)
+        dataset = load_dataset_for(cfg, has_chat_template=tokenizer.chat_template is not None)
         link = wait_for_server(cfg, run_dir, status) if is_main else None
         server_url = (runfolder.read_run_status(run_dir).vllm or {}).get("url")
         trainer_class = make_trainer_class()

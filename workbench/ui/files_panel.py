@@ -6,7 +6,7 @@
 - With accounts, "Your files": upload dataset (.jsonl, .json, .csv, .parquet)
   and reward (.py) files into the user's own folder
   (`<runs folder>/uploads/<user>/`, at most 50 MB each); an upload fills
-  `dataset_path` or `reward_file` with its path there, the only place those
+  `dataset_name` or `reward_file` with its path there, the only place those
   fields may point to (ui/uploads_view.py, workbench/access/uploads.py).
 
 Layout, events and the reads and copies they make (`store_files`,
@@ -101,7 +101,7 @@ class FilesPanel:
         return uploads_html(self.ctx.uploads_for(request))
 
 
-def build(ctx: UIContext, dataset_path: gr.Textbox, reward_file: gr.Textbox) -> None:
+def build(ctx: UIContext, dataset_name: gr.Textbox, reward_file: gr.Textbox) -> None:
     """The reward code box (and, on a shared dashboard, the uploads) under the Setup tab's reward_file field."""
     panel = FilesPanel(ctx)
     reward_note = gr.HTML("", elem_id="wb-reward-note")
@@ -118,6 +118,6 @@ def build(ctx: UIContext, dataset_path: gr.Textbox, reward_file: gr.Textbox) -> 
         upload = gr.File(label=f"Upload dataset or reward files (at most {MAX_UPLOAD_TEXT} each)",
                          file_count="multiple", file_types=list(UPLOAD_SUFFIXES), elem_id="wb-upload")
         uploads_box = gr.HTML("", elem_id="wb-uploads-list")
-    upload.upload(panel.on_upload, inputs=[upload], outputs=[upload, uploads_box, dataset_path, reward_file],
+    upload.upload(panel.on_upload, inputs=[upload], outputs=[upload, uploads_box, dataset_name, reward_file],
                   show_progress="minimal")
     ctx.blocks.load(panel.list_uploads, outputs=[uploads_box], show_progress="hidden")

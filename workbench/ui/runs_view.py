@@ -50,8 +50,9 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
     reward = entry.get("final_reward")
     task = entry.get("task") or ""
-    if entry.get("dataset_path"):
-        task = f"{Path(entry['dataset_path']).name} (file)"
+    data = entry.get("dataset_name") or entry.get("dataset_path")
+    if data:
+        task = f"{Path(str(data)).name} (data)"
     if entry.get("state") in (UNREADABLE, LOST):  # the reason, where the row has room for it
         task = (entry.get("error") or {}).get("message", "")
     state = entry.get("state") or "unknown"

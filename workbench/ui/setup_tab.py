@@ -8,13 +8,19 @@ and every problem `validate_config` finds. "Preview command" shows the exact
 argument list the launch runs; "Smoke test" starts one real step in the
 background and a timer reports its outcome, so the page never blocks.
 
+The data part names `dataset_name` (a hub id, a hub-layout folder, a
+`save_to_disk` folder or a file), its config and splits, and the column
+mapping; its preview shows the chosen split's first rows, fills the config and
+column dropdowns from what the data has, and shows the exact text the model
+receives for the first row (spec/columns.py, spec/data_mapping.py).
+
 For the Train tab this tab registers `ctx.config_inputs` (its inputs, the
 hardware state last), `ctx.config_from_values(*values, scope=None) -> RunConfig`
 and `ctx.components["plan_valid"]`, a hidden checkbox that is True only when
 the batch plan is valid and nothing else stops a launch.
 
 On a dashboard with accounts the tab has "Your files": uploads into the
-user's folder (ui/uploads_view.py). Every path field (model, dataset_path,
+user's folder (ui/uploads_view.py). Every path field (model, dataset_name,
 reward_file) may name only what access/paths.py allows, checked before
 anything reads it (ui/paths_view.py). The chosen reward file's code is
 shown, read-only, and is never imported here: checks read its source, and
@@ -38,16 +44,20 @@ from workbench.errors import WorkbenchError
 from workbench.jobs import bundle, commands, gpu_queue, launcher
 from workbench.runstore import runfolder
 from workbench.spec.chat import prompt_text
-from workbench.spec.columns import DataPreview, preview
+from workbench.spec.columns import DataChoice, DataPreview, preview
+from workbench.spec.data_mapping import SOLUTION_TRANSFORMS, ColumnMapping
 from workbench.spec.config import (
     FIELD_HELP,
+    CHAT_TEMPLATE_CHOICES,
     IMPORTANCE_SAMPLING_LEVELS,
     LOSS_TYPES,
     LR_SCHEDULERS,
     SCALE_REWARDS,
+    SOLUTION_TRANSFORM_CHOICES,
     ConfigError,
     ConfigProblem,
     RunConfig,
+    data_field,
     field_type,
     path_problem,
     validate_config,
@@ -63,6 +73,7 @@ from workbench.ui.calculator_view import warnings_html
 from workbench.ui.setup_view import (
     BATCH_FIELDS,
     CPU_PROCESS_CHOICES,
+    DATA_FIELDS,
     LORA_FIELDS,
     MEMORY_NOT_ON_DISK,
     OPTIMISER_FIELDS,
@@ -73,6 +84,7 @@ from workbench.ui.setup_view import (
     VLLM_FIELDS,
     command_text,
     config_from_form,
+    data_choices,
     data_preview_html,
     error_view,
     form_text,
@@ -93,19 +105,22 @@ from workbench.ui.setup_view import (
     smoke_result_html,
     task_dataset_size,
 )
-from workbench.ui import export_view, files_panel, paths_view, run_access, run_reports
+from workbench.ui import download_panel, export_view, files_panel, paths_view, run_access, run_reports
 from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
 
 CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
-           "generation": GENERATIONS, "report_to": REPORT_TO, "importance_sampling_level": IMPORTANCE_SAMPLING_LEVELS}
+           "generation": GENERATIONS, "report_to": REPORT_TO, "importance_sampling_level": IMPORTANCE_SAMPLING_LEVELS,
+           "solution_transform": SOLUTION_TRANSFORM_CHOICES, "chat_template": CHAT_TEMPLATE_CHOICES}
 REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
-FORM_KEYS = ("model", "task", "dataset_path", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
+FORM_KEYS = ("model", "task", "dataset_name", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
              "vllm_gpu_ids", *SETTING_FIELDS)
 # Settings a task may preset (e.g. the demo's learning rate and batch).
-TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings if k in SETTING_FIELDS}))
+# (dataset_name too: a task may name its data, e.g. a hub dataset and its column mapping)
+TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings
+                                  if k in (*SETTING_FIELDS, "dataset_name")}))
 EXAMPLE_COMPLETIONS = ("Paris.\n"
                        "The capital of France is Paris, which is also its largest city and its cultural centre.")
 # How many tokens the memory estimate allows for a prompt after the chat template.
@@ -167,7 +182,8 @@ def local_model_folder(model: str) -> Path | None:
 
 
 def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview:
-    """The first rows of the form's data, and the columns its rewards read (the task's rewards when none is ticked).
+    """The first rows of the form's data, the columns its rewards read, and the first row as the model receives it
+    (the task's rewards when none is ticked).
 
     `scope`: what the user may name on a shared dashboard: only paths access/paths.py allows are read, and
     the reward file's columns come from its source, never from running it.
@@ -176,8 +192,8 @@ def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview
 
     task = form.get("task") or RunConfig().task
     if not isinstance(task, str):  # only a hand-made request sends one
-        return DataPreview("the chosen task", error="task: is not text; pick a built-in task, or give dataset_path")
-    paths = {name: form_text(form.get(name)) for name in ("dataset_path", "reward_file")}
+        return DataPreview("the chosen task", error="task: is not text; pick a built-in task, or give dataset_name")
+    paths = {name: form_text(form.get(name)) for name in ("dataset_name", "reward_file", "model")}
     for name, value in paths.items():
         problem = path_problem(name, value)
         if problem is not None:  # too long to look up: the plan panel names it too
@@ -186,11 +202,26 @@ def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview
             try:
                 paths[name] = confine_path(name, value, scope)
             except PathError as exc:  # nothing the rule refuses is read
+                if name == "model":  # no tokenizer to show the text with; the rows still show
+                    paths[name] = ""
+                    continue
                 return DataPreview(f"that {name}", error=str(exc))
     names = reward_choice(form)[0] or (list(TASKS[task].reward_names) if task in TASKS else [])
     seed = form.get("seed")
     seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
-    return preview(task, paths["dataset_path"], names, paths["reward_file"], seed, import_reward_file=scope is None)
+    folder = local_model_folder(paths["model"]) if paths["model"] or scope is None else None
+    choice = DataChoice(task, paths["dataset_name"], form_text(form.get("dataset_config")),
+                        form_text(form.get("dataset_train_split")) or "train", _mapping_from_form(form),
+                        form_text(form.get("chat_template")) or "auto", str(folder) if folder else "", seed)
+    return preview(choice, names, paths["reward_file"], import_reward_file=scope is None)
+
+
+def _mapping_from_form(form: dict) -> ColumnMapping:
+    """The form's column mapping; an unknown transform reads as none (Before launch names it)."""
+    transform = form_text(form.get("solution_transform"))
+    return ColumnMapping(form_text(form.get("prompt_column")) or "prompt", form_text(form.get("solution_column")),
+                         transform if transform in SOLUTION_TRANSFORMS else "none",
+                         form_text(form.get("system_prompt")))
 
 
 def memory_panel(cfg: RunConfig, free_bytes: int | None, device: str) -> str:
@@ -221,7 +252,7 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     problems = []
     if scope is not None:
         cfg, problems = paths_view.confine_config(cfg, scope)
-    view = setup_plan_view(cfg, task_dataset_size(cfg.task) if not cfg.dataset_path else None)
+    view = setup_plan_view(cfg, task_dataset_size(cfg.task) if not data_field(cfg)[1] else None)
     model_refused = paths_view.refused(problems, "model")
     problems += validate_config(cfg, import_reward_file=scope is None)
     free, device = _free_bytes(cfg, values[-1])
@@ -311,10 +342,14 @@ def try_rewards(prompt: str, completions_text: str, columns_text: str, *values,
     return scores_html(results, cfg.reward_names)
 
 
-def preview_data(*values, scope: UserScope | None = None) -> str:
-    """The data preview of the Setup tab's values (ctx.config_inputs order); `scope` as in config_from_values."""
+def preview_data(*values, scope: UserScope | None = None) -> list:
+    """The data preview of the Setup tab's values (ctx.config_inputs order), and the choices of the dropdowns the
+    data fills (dataset_config, prompt_column, solution_column); `scope` as in config_from_values."""
     *form_values, _hardware = values
-    return data_preview_html(preview_from_form(dict(zip(FORM_KEYS, form_values)), scope))
+    data = preview_from_form(dict(zip(FORM_KEYS, form_values)), scope)
+    configs, columns, solutions = data_choices(data)
+    return [data_preview_html(data), gr.update(choices=configs), gr.update(choices=columns),
+            gr.update(choices=solutions)]
 
 
 def example_from_task(task_name: str) -> tuple[str, str]:
@@ -362,6 +397,11 @@ class SetupComponents:
     script_button: gr.Button
     script_file: gr.File
     recipe_note: gr.HTML
+
+    @property
+    def data_dropdowns(self) -> list:
+        """The dropdowns the chosen data fills: dataset_config, prompt_column, solution_column."""
+        return [self.form[name] for name in ("dataset_config", "prompt_column", "solution_column")]
 
     @property
     def inputs(self) -> list:
@@ -424,14 +464,16 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
     with gr.Row():
         form["task"] = gr.Dropdown(choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
                                    value=defaults["task"], label="task", info=FIELD_HELP["task"])
-        form["dataset_path"] = gr.Textbox(
-            value="", label="dataset_path", info=FIELD_HELP["dataset_path"],
-            placeholder="optional: a file from your uploads (Your files, below)" if ctx.shared
-            else "optional: data/my_prompts.jsonl")
+        form["dataset_name"] = gr.Textbox(
+            value="", label="dataset_name", info=FIELD_HELP["dataset_name"],
+            placeholder="optional: a hub id, or a file or folder from your uploads (Your files, below)"
+            if ctx.shared else "optional: openai/gsm8k, data/gsm8k (a hub-layout folder) or data/my_prompts.jsonl")
     task_text = gr.Markdown(apply_task(defaults["task"])[0], elem_classes=["wb-note"])
-    with gr.Accordion("The data: first rows, and the columns the rewards read", open=True):
+    with gr.Accordion("The data: first rows, the column mapping, and what the model receives", open=True):
         first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
+        _data_fields(form, defaults, first)
         data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
+        download_panel.build(form["dataset_name"])
     task = TASKS[defaults["task"]]
     weights = dict(zip(task.reward_names, task.reward_weights))
     names = list(REWARDS)
@@ -449,8 +491,29 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
     form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
                                      placeholder="optional: a .py file from your uploads (Your files, below)"
                                      if ctx.shared else "optional: my_rewards.py")
-    files_panel.build(ctx, form["dataset_path"], form["reward_file"])
+    files_panel.build(ctx, form["dataset_name"], form["reward_file"])
     return task_text, data_preview
+
+
+def _data_fields(form: dict, defaults: dict, first: DataPreview) -> None:
+    """The data's config and splits, the column mapping (dropdowns the data's columns fill) and the chat template."""
+    configs, columns, solutions = data_choices(first)
+    with gr.Row():
+        form["dataset_config"] = gr.Dropdown(choices=configs, value=defaults["dataset_config"], label="dataset_config",
+                                             info=FIELD_HELP["dataset_config"], allow_custom_value=True)
+        for name in ("dataset_train_split", "dataset_test_split"):
+            form[name] = gr.Textbox(value=defaults[name], label=name, info=FIELD_HELP[name])
+    with gr.Row():
+        form["prompt_column"] = gr.Dropdown(choices=columns, value=defaults["prompt_column"], label="prompt_column",
+                                            info=FIELD_HELP["prompt_column"], allow_custom_value=True)
+        form["solution_column"] = gr.Dropdown(choices=solutions, value=defaults["solution_column"],
+                                              label="solution_column", info=FIELD_HELP["solution_column"],
+                                              allow_custom_value=True)
+        form["solution_transform"] = _setting("solution_transform", defaults["solution_transform"])
+    with gr.Row():
+        form["chat_template"] = _setting("chat_template", defaults["chat_template"])
+        form["system_prompt"] = gr.Textbox(value=defaults["system_prompt"], label="system_prompt", lines=2,
+                                           info=FIELD_HELP["system_prompt"])
 
 
 def _recipe_choice(form: dict, defaults: dict) -> gr.HTML:
@@ -522,7 +585,7 @@ class SetupTab:
     def live_plan(self, request: gr.Request, *values) -> list:
         return update_plan(*values, scope=self.ctx.scope_for(request))
 
-    def live_preview(self, request: gr.Request, *values) -> str:
+    def live_preview(self, request: gr.Request, *values) -> list:
         return preview_data(*values, scope=self.ctx.scope_for(request))
 
     def on_score(self, request: gr.Request, prompt, completions_text, columns_text, *values) -> str:
@@ -626,10 +689,11 @@ def build(ctx) -> None:
                         outputs=[ui.task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
                         show_progress="hidden")
     # The preview follows what decides the rows and the columns the rewards read.
-    preview_triggers = [form[name].change for name in ("task", "dataset_path", "reward_file", "seed")]
+    preview_triggers = [form[name].change for name in ("task", "dataset_name", "reward_file", "seed", "model",
+                                                       *DATA_FIELDS) if name != "dataset_test_split"]
     preview_triggers += [form[f"use_{name}"].change for name in REWARDS]
-    gr.on(preview_triggers, fn=tab.live_preview, inputs=inputs, outputs=ui.data_preview, show_progress="hidden",
-          trigger_mode="always_last")
+    gr.on(preview_triggers, fn=tab.live_preview, inputs=inputs, outputs=[ui.data_preview, *ui.data_dropdowns],
+          show_progress="hidden", trigger_mode="always_last")
     ui.score_button.click(tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *inputs],
                           outputs=ui.scores_box)
     ui.example_button.click(example_from_task, inputs=form["task"], outputs=[ui.try_prompt, ui.try_columns])

@@ -36,7 +36,10 @@ RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "se
               "gradient_checkpointing", "report_to")
 VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
                "vllm_tensor_parallel_size")
-SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS + ("recipe",)
+# The data's config, splits, column mapping and chat template (laid out beside dataset_name).
+DATA_FIELDS = ("dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column", "solution_column",
+               "solution_transform", "chat_template", "system_prompt")
+SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS + ("recipe",) + DATA_FIELDS
 # What choosing a recipe may change on the form (spec/recipes.py), in the order its handler fills them.
 RECIPE_FORM_FIELDS = (*VARIANT_FIELDS, "steps_per_generation")
 # Settings that may be left blank (None): steps_per_generation, save_total_limit.
@@ -144,7 +147,8 @@ def config_from_form(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...
     values.update(
         model=form_text(form.get("model")) or RunConfig().model,
         task=form.get("task") or RunConfig().task,
-        dataset_path=form_text(form.get("dataset_path")),
+        dataset_name=form_text(form.get("dataset_name")),
+        dataset_path=form_text(form.get("dataset_path")),  # the older name: only a hand-made request sends it
         reward_file=form_text(form.get("reward_file")),
         reward_names=names,
         reward_weights=weights,
@@ -375,10 +379,28 @@ def data_preview_html(data: DataPreview) -> str:
                    + "</th>" for c in data.columns)
     body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in data.columns) + "</tr>"
                    for row in data.rows)
-    intro = (f"<p class='wb-note'>First {len(data.rows)} rows of {escape(data.source)}. Every column but "
-             f"<code>prompt</code> reaches the reward functions, one value per completion.</p>")
+    intro = (f"<p class='wb-note'>First {len(data.rows)} rows of {escape(data.source)}. Every column reaches the "
+             "reward functions, one value per completion; the prompt column as TRL's <code>prompt</code>, the "
+             "solution column also as <code>solution</code>.</p>")
     return (f'<div class="wb-data-preview">{intro}{warnings}<table class="wb-table"><tr>{head}</tr>{body}</table>'
-            f"{needs}</div>")
+            f"{needs}{model_text_html(data)}</div>")
+
+
+def model_text_html(data: DataPreview) -> str:
+    """The first row as the model receives it (the exact text after the chat template) and its `solution`."""
+    solution = ""
+    if data.mapped is not None and "solution" in data.mapped:
+        solution = (f"<p class='wb-note'>Its <code>solution</code>, as rewards get it: "
+                    f"<code id='wb-first-solution'>{escape(str(data.mapped['solution']))}</code></p>")
+    text = (f"<pre class='wb-model-text' id='wb-model-text'>{escape(data.model_text)}</pre>"
+            if data.model_text else "")
+    return (f"<div class='wb-model-input'><p><b>The exact text the model receives for the first row</b></p>"
+            f"{text}<p class='wb-note'>{escape(data.model_note)}</p>{solution}</div>")
+
+
+def data_choices(data: DataPreview) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """The dropdowns the data fills: its configs, the columns for the prompt, and for the solution (or none)."""
+    return list(data.configs), list(data.columns), [("(none)", ""), *((c, c) for c in data.columns)]
 
 
 # ---------------------------------------------------------------- recipes
