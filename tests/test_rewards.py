@@ -299,6 +299,28 @@ def test_a_hung_reward_is_stopped_after_its_time_limit_with_its_name():
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no alarm left to go off later
 
 
+def test_the_time_limit_survives_a_reward_that_uses_math_verify():
+    # math_verify times its parsing with signal.alarm and cancels any alarm set before it: the guard's timer
+    # must not be that alarm, or a reward that parses with it first and then hangs would never be stopped
+    import time
+
+    from math_verify import parse
+
+    def parses_then_hangs(prompts=None, completions=None, **kwargs):
+        parse("$1$", parsing_timeout=5)
+        while True:
+            time.sleep(0.05)
+
+    started = time.monotonic()
+    with pytest.raises(rewards.RewardFunctionError, match=r"'parses_then_hangs' did not return within 0.5 s"):
+        rewards.guard_reward(parses_then_hangs, timeout_s=0.5)(prompts=["q"], completions=["a"])
+    assert time.monotonic() - started < 3
+    # and math_verify's own timeouts still work under the guard: a parse inside it returns normally
+    checked = rewards.guard_reward(lambda completions=None, **kw: [float(bool(parse("$2$")))] * len(completions),
+                                   "parses", timeout_s=5)
+    assert checked(completions=["a", "b"]) == [1.0, 1.0]
+
+
 def test_a_reward_with_nothing_usable_batch_after_batch_fails_in_training_only():
     def never(prompts=None, completions=None, **kwargs):
         return [float("nan")] * len(completions)

@@ -507,28 +507,63 @@ def check_reward_output(name: str, values: Any, n: int) -> list[float | None]:
 USELESS_CALLS = 3
 
 
+# The guard's timer signal. Not SIGALRM: math_verify (TRL's accuracy rewards) times its own parsing with
+# signal.alarm and cancels any alarm already set when it returns, so an ITIMER_REAL timer around a reward
+# that uses it would be gone after its first parse.
+TIMER_SIGNAL = getattr(signal, "SIGUSR2", None)
+
+
+class _Deadline:
+    """One guarded block's timer: a watcher thread that signals the main thread if the block outlasts it."""
+
+    def __init__(self, seconds: float, name: str):
+        self.seconds, self.name = seconds, name
+        self.armed = True
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name=f"reward-timer-{name}", daemon=True)
+
+    def _watch(self) -> None:
+        if not self.done.wait(self.seconds):
+            with self.lock:
+                if self.armed:
+                    signal.pthread_kill(threading.main_thread().ident, TIMER_SIGNAL)
+
+    def expired(self, signum, frame) -> None:
+        # a signal that arrives after the block ended (sent as it returned) is ignored
+        if self.armed:
+            self.armed = False
+            raise RewardFunctionError(self.name, f"did not return within {self.seconds:g} s (reward_timeout_s); "
+                                                 "make it faster, or raise reward_timeout_s if it is slow by design")
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.armed = False
+        self.done.set()
+        self.thread.join()
+
+
 @contextmanager
 def time_limit(seconds: float | None, name: str):
-    """Raise RewardFunctionError in the block after `seconds` (main thread, POSIX; elsewhere no limit).
+    """Raise RewardFunctionError in the block after `seconds` of wall time (main thread, POSIX; elsewhere no limit).
 
-    A SIGALRM timer: it interrupts pure-Python loops and most blocking calls,
-    which is what a hung reward usually is.
+    A watcher thread sends TIMER_SIGNAL to the main thread when time is up: it
+    interrupts pure-Python loops and blocking calls (a sleep, a socket read),
+    which is what a hung reward usually is, and it survives what a reward
+    does with SIGALRM (math_verify's own timeouts).
     """
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if (not seconds or TIMER_SIGNAL is None or threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "pthread_kill")):
         yield
         return
-
-    def expired(signum, frame):
-        raise RewardFunctionError(name, f"did not return within {seconds:g} s (reward_timeout_s); make it faster, "
-                                        "or raise reward_timeout_s if it is slow by design")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    deadline = _Deadline(seconds, name)
+    previous = signal.signal(TIMER_SIGNAL, deadline.expired)
+    deadline.thread.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        deadline.disarm()
+        signal.signal(TIMER_SIGNAL, previous)
 
 
 def guard_reward(func: RewardFunc, name: str | None = None, timeout_s: float | None = None,
