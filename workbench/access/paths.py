@@ -34,7 +34,7 @@ MODELS_DIR_ENV = "WORKBENCH_MODELS_DIR"
 DATA_DIR_ENV = "WORKBENCH_DATA_DIR"
 # What each path field must name once resolved.
 FOLDER, FILE, FILE_OR_FOLDER = "folder", "file", "file or folder"
-FIELD_KINDS = {"model": FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE}
+FIELD_KINDS = {"model": FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE, "reward_model": FOLDER}
 # The hub's `owner/name` (as spec/models.py reads a model name), with no `.` or `..` part.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 
