@@ -62,3 +62,25 @@ def test_a_file_preview_escapes_and_cuts_text(tmp_path):
 def test_an_unreadable_file_shows_the_reason_instead_of_rows(tmp_path):
     html = data_preview_html(preview_from_form({"task": "demo", "dataset_path": str(tmp_path / "gone.csv")}))
     assert "wb-warn-line" in html and "no file or folder at" in html and "<table" not in html
+
+
+def test_the_reward_picker_offers_trls_rewards_with_their_parameters_and_failure_settings():
+    from helpers import setup_form_values
+
+    from workbench.spec.config import validate_config
+    from workbench.ui import setup_tab
+
+    assert {"accuracy_reward", "cosine_scaled_reward", "repetition_penalty_reward"} <= set(setup_view.PICKER_REWARDS)
+    changes = {"use_brevity": True, "use_repetition_penalty_reward": True, "weight_repetition_penalty_reward": 0.5,
+               "reward_params": '{"repetition_penalty_reward": {"ngram_size": 4}}', "reward_errors": "record",
+               "reward_failure_score": -1.0}
+    form = dict(zip(setup_tab.FORM_KEYS, setup_form_values(**changes)))
+    cfg = setup_view.config_from_form(form, gpus_present=False)
+    assert (cfg.reward_names, cfg.reward_weights) == (["brevity", "repetition_penalty_reward"], [1.0, 0.5])
+    assert cfg.reward_params == {"repetition_penalty_reward": {"ngram_size": 4}}
+    assert (cfg.reward_errors, cfg.reward_failure_score) == ("record", -1.0)
+    # a parameter the reward does not have is named with the field, before anything runs
+    bad = setup_view.config_from_form({**form, "reward_params": '{"repetition_penalty_reward": {"n": 4}}'}, False)
+    assert any(p.field == "reward_params" and "has no parameter 'n'" in p.rule for p in validate_config(bad))
+    help_text = setup_view.rewards_help_markdown()
+    assert "`ngram_size` (default 3)" in help_text and "`accuracy_reward`" in help_text and "`brevity`" in help_text
