@@ -405,15 +405,17 @@ def _add_reward_model(add, shape: ModelShape, dtype_bytes: int, tokens: int) -> 
 def reward_model_shape(name: str) -> tuple[ModelShape | None, int | None, str]:
     """(shape, bytes per weight, note) of a run's reward model: read from its folder's config.json; a hub id's
     config is not on disk, so it is not counted and the note says so."""
-    folder = Path(name).expanduser()
-    if not (folder / "config.json").is_file():
-        return None, None, f"reward_model {name} is not a local folder: its memory is not counted."
+    config_path = Path(name).expanduser() / "config.json"
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, None, f"reward_model {name}: its config.json cannot be read, so its memory is not counted."
+        if not config_path.is_file():
+            return None, None, f"reward_model {name:.200} is not a local folder: its memory is not counted."
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a name no file system holds, or a config that is not JSON
+        return None, None, f"reward_model {name:.200}: its config.json cannot be read, so its memory is not counted."
     dtype = str(config.get("dtype") or config.get("torch_dtype") or "")
-    return model_shape(config, str(folder)), {"float32": 4, "bfloat16": 2, "float16": 2}.get(dtype), ""
+    if not isinstance(config, dict):
+        return None, None, f"reward_model {name:.200}: its config.json is not an object, so its memory is not counted."
+    return model_shape(config, str(config_path)), {"float32": 4, "bfloat16": 2, "float16": 2}.get(dtype), ""
 
 
 def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device: str = "cpu",
