@@ -35,6 +35,8 @@ DATA_DIR_ENV = "WORKBENCH_DATA_DIR"
 # What each path field must name once resolved.
 FOLDER, FILE, FILE_OR_FOLDER = "folder", "file", "file or folder"
 FIELD_KINDS = {"model": FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE, "reward_model": FOLDER}
+# Fields that may name a model on the hub instead of a folder (the policy, and a reward model).
+HUB_FIELDS = ("model", "reward_model")
 # The hub's `owner/name` (as spec/models.py reads a model name), with no `.` or `..` part.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 
@@ -111,6 +113,9 @@ def _refusal(field: str, value: str, kind: str, scope: UserScope, names: tuple[s
         fix = (f"on a shared dashboard use {' or '.join(names) or 'a bundled model'}, a hub id like "
                "Qwen/Qwen2-0.5B-Instruct, a model folder in a shared folder, or a merged model of one of your "
                "runs (Runs tab: merged model)")
+    elif field == "reward_model":
+        fix = ("on a shared dashboard use a hub id of a sequence-classification model, or its folder in a shared "
+               "folder or your uploads")
     else:
         fix = ("on a shared dashboard dataset and reward files come only from your uploads, your runs and the "
                "shared folders: upload the file under 'Your files' in the Setup tab, then use the path it shows")
@@ -127,7 +132,7 @@ def confine(field: str, value: str, scope: UserScope, names: tuple[str, ...] = (
     if not value:
         return ""
     kind = FIELD_KINDS.get(field, FILE_OR_FOLDER)
-    if field == "model" and (value in names or is_hub_id(value)):
+    if field in HUB_FIELDS and (value in names or is_hub_id(value)):
         return value
     try:
         path = Path(value)
