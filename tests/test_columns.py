@@ -34,7 +34,6 @@ def reward_file(tmp_path):
 @pytest.mark.parametrize("name, needs, optional", [
     ("exact_answer", ("answer",), ()), ("numeric_answer", ("answer",), ()), ("keyword_presence", ("keywords",), ()),
     ("length_target", (), ("target_chars",)), ("brevity", (), ()), ("format_answer_tag", (), ()),
-    ("repetition_penalty", (), ()),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_built_in_rewards_declare_their_columns(name, needs, optional):
     assert reward_columns(REWARDS[name]) == (needs, optional)

@@ -39,6 +39,7 @@ def test_every_field_has_help():
     assert all(text.strip() for text in FIELD_HELP.values())
 
 
+@pytest.mark.slow  # imports TRL (about 7 s in a fresh process)
 def test_grpo_fields_are_trls_own_names():
     from trl import GRPOConfig
 

@@ -205,3 +205,17 @@ def test_a_one_group_round_written_twice_is_told_apart_by_num_generations():
     (group,) = groups.groups_for_step(records, 4, num_generations=4)
     assert [c.reward for c in group.completions] == [0.3, 0.3, 0.6, 0.6]
     assert group.std == pytest.approx(0.1732051, abs=1e-6)
+
+
+def test_completions_a_reward_could_not_score_are_counted_and_shown_with_their_error():
+    from workbench.insight.group_cards import render_groups_html
+
+    records = make_round(1, [[1.0, 0.0, 0.0, 1.0]])
+    records[1]["reward_errors"] = {"format": "ValueError: <no tag>"}
+    records[2]["reward_errors"] = {"format": "ValueError: empty"}
+    [group] = groups.groups_for_step(records, 1)
+    assert group.unscored == {"format": 2}
+    assert group.completions[1].reward_errors == {"format": "ValueError: <no tag>"}
+    html = render_groups_html([group])
+    assert "format could not score 2 of 4 completions" in html
+    assert 'title="format: ValueError: &lt;no tag&gt;"' in html  # the error, escaped, on the card's badge

@@ -182,3 +182,16 @@ def test_a_metrics_frame_gives_the_alarms_its_records_give(records):
     from workbench.insight.figures import metrics_frame
 
     assert health.check_health(metrics_frame(records), CONFIG_SEED_002) == health.check_health(records, CONFIG_SEED_002)
+
+
+def test_a_reward_that_could_not_score_some_completions_is_named_with_its_share():
+    metrics = make_metrics(6, **{"rewards/picky/failed": lambda step: 0.25 if step in (2, 5) else 0.0,
+                                 "rewards/fine/failed": 0.0})
+    alarms = [a for a in health.check_health(metrics, {"reward_failure_score": -1.0}) if a.kind == "reward_failures"]
+    assert len(alarms) == 1 and alarms[0].step == 5 and alarms[0].title == "picky could not score some completions"
+    assert "raised on 25% of the completions at step 5 (2 step(s) with failures so far)" in alarms[0].message
+    assert "reward_failure_score (-1.0)" in alarms[0].message and "reward_errors" in alarms[0].message
+    # the frame the dashboard reads gives the same alarm
+    import pandas as pd
+
+    assert health.check_reward_failures(pd.DataFrame(metrics), {"reward_failure_score": -1.0}) == alarms

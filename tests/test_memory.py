@@ -243,3 +243,26 @@ def test_estimate_within_30_percent_of_a_real_cpu_run():
     assert result.returncode in (0, 1), result.stderr[-3000:]
     row = json.loads(result.stdout.strip().splitlines()[-1])
     assert abs(row["relative_error"]) <= 0.30, row
+
+
+def test_a_reward_model_counts_its_weights_for_the_run_and_its_forward_when_scoring(smollm2, tmp_path):
+    folder = tmp_path / "reward-model"
+    folder.mkdir()
+    config = {**llama_config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                             vocab_size=1000, tie_word_embeddings=False),
+              "architectures": ["LlamaForSequenceClassification"], "dtype": "bfloat16"}
+    (folder / "config.json").write_text(json.dumps(config))
+    settings = {"per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": 48}
+    without = memory.estimate_for_config(settings, smollm2, max_prompt_length=64)
+    with_model = memory.estimate_for_config({**settings, "reward_model": str(folder)}, smollm2, max_prompt_length=64)
+    weights = term(with_model, "reward model")
+    shape = memory.model_shape(config)
+    # no LM head (a one-number score head), in the dtype it was saved in
+    assert weights.bytes == (shape.parameter_count() - 1000 * 64) * 2 and weights.phase == "always"
+    forward = term(with_model, "reward model forward")
+    assert forward.phase == "scoring" and "896 tokens" in forward.explanation  # 8 sequences x (64 + 48) tokens
+    assert with_model.total_bytes >= without.total_bytes + weights.bytes
+    # a hub id's config is not on disk: not counted, and the estimate says so
+    hub = memory.estimate_for_config({**settings, "reward_model": "org/reward-model"}, smollm2, max_prompt_length=64)
+    assert hub.total_bytes == without.total_bytes
+    assert any("reward_model org/reward-model is not a local folder" in note for note in hub.notes)

@@ -32,8 +32,6 @@ CASES = [
     ("length_target", ["x" * 100, "x" * 50, "x" * 150, "x" * 300], {}, [1.0, 0.5, 0.5, 0.0]),
     ("keyword_presence", ["A cat and a dog.", "Cats only", "DOG", "nothing"],
      {"keywords": [["cat", "dog"], ["cat"], "cat, dog", ["fish"]]}, [1.0, 0.0, 0.5, 0.0]),
-    ("repetition_penalty", ["one two three four", "a b c a b c", "hi", "go go go go go"], {},
-     [0.0, -0.25, 0.0, -2 / 3]),
 ]
 
 
@@ -78,8 +76,8 @@ def test_reward_needing_a_missing_column_says_which():
 @pytest.mark.parametrize(
     "factory,kwargs",
     [(rewards.brevity, {"max_chars": 0}), (rewards.length_target, {"target_chars": -1}),
-     (rewards.numeric_answer, {"tolerance": -1}), (rewards.repetition_penalty, {"max_penalty": 1})],
-    ids=["brevity", "length_target", "numeric_answer", "repetition_penalty"],
+     (rewards.numeric_answer, {"tolerance": -1})],
+    ids=["brevity", "length_target", "numeric_answer"],
 )
 def test_factories_refuse_bad_settings(factory, kwargs):
     with pytest.raises(RewardError, match=factory.__name__):
@@ -299,6 +297,28 @@ def test_a_hung_reward_is_stopped_after_its_time_limit_with_its_name():
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no alarm left to go off later
 
 
+def test_the_time_limit_survives_a_reward_that_uses_math_verify():
+    # math_verify times its parsing with signal.alarm and cancels any alarm set before it: the guard's timer
+    # must not be that alarm, or a reward that parses with it first and then hangs would never be stopped
+    import time
+
+    from math_verify import parse
+
+    def parses_then_hangs(prompts=None, completions=None, **kwargs):
+        parse("$1$", parsing_timeout=5)
+        while True:
+            time.sleep(0.05)
+
+    started = time.monotonic()
+    with pytest.raises(rewards.RewardFunctionError, match=r"'parses_then_hangs' did not return within 0.5 s"):
+        rewards.guard_reward(parses_then_hangs, timeout_s=0.5)(prompts=["q"], completions=["a"])
+    assert time.monotonic() - started < 3
+    # and math_verify's own timeouts still work under the guard: a parse inside it returns normally
+    checked = rewards.guard_reward(lambda completions=None, **kw: [float(bool(parse("$2$")))] * len(completions),
+                                   "parses", timeout_s=5)
+    assert checked(completions=["a", "b"]) == [1.0, 1.0]
+
+
 def test_a_reward_with_nothing_usable_batch_after_batch_fails_in_training_only():
     def never(prompts=None, completions=None, **kwargs):
         return [float("nan")] * len(completions)
@@ -313,3 +333,61 @@ def test_a_reward_with_nothing_usable_batch_after_batch_fails_in_training_only()
     patient = rewards.guard_reward(lambda completions=None, **kw: next(sometimes), "sometimes", useless_calls=3)
     assert [patient(completions=["a", "b"]) for _ in range(5)][-1] == [None, None]
     assert rewards.guard_reward(never, "never")(completions=["a"]) == [None]
+
+
+# ---------------------------------------------------------------- reward_errors: record and go on
+
+
+def _odd_hater(prompts=None, completions=None, log_extra=None, **kwargs):
+    # raises on any batch holding the text "odd"; logs a column of its own, as TRL's accuracy rewards do
+    if any("odd" in c for c in completions):
+        raise ValueError("cannot parse 'odd'")
+    if log_extra:
+        log_extra("parsed", [c.upper() for c in completions])
+    return [float(len(c)) for c in completions]
+
+
+class _TrlLogs:
+    """What TRL hands a reward besides the data: log_extra (columns) and log_metric (scalars)."""
+
+    def __init__(self):
+        self.extra, self.metrics = {}, {}
+
+    def kwargs(self):
+        return {"log_extra": lambda column, values: self.extra.setdefault(column, []).extend(values),
+                "log_metric": lambda name, value: self.metrics.setdefault(name, []).append(value)}
+
+
+def test_recording_a_failure_scores_that_completion_and_keeps_the_error_aligned():
+    logs = _TrlLogs()
+    guarded = rewards.guard_reward(_odd_hater, errors="record", failure_score=-1.0)
+    got = guarded(prompts=["q"] * 3, completions=["ab", "odd", "abc"], **logs.kwargs())
+    assert got == [2.0, -1.0, 3.0]
+    assert logs.extra[rewards.error_column("_odd_hater")] == [None, "ValueError: cannot parse 'odd'", None]
+    assert logs.extra["parsed"] == ["AB", None, "ABC"]  # the function's own column, one value per completion
+    assert logs.metrics[rewards.failed_metric("_odd_hater")] == [pytest.approx(1 / 3)]
+    # a batch without failures logs an empty error column and a share of 0, so TRL's columns stay aligned
+    assert guarded(completions=["x"], **logs.kwargs()) == [1.0]
+    assert logs.extra[rewards.error_column("_odd_hater")][-1] is None
+    assert logs.metrics[rewards.failed_metric("_odd_hater")][-1] == 0.0
+
+
+def test_failing_fast_stays_the_default_and_failing_everywhere_still_ends_the_run():
+    with pytest.raises(rewards.RewardFunctionError, match="'_odd_hater' raised ValueError"):
+        rewards.guard_reward(_odd_hater)(completions=["ab", "odd"])
+    with pytest.raises(rewards.RewardFunctionError,
+                       match=r"'_odd_hater' raised on every one of the 2 completions of this batch .*cannot parse"):
+        rewards.guard_reward(_odd_hater, errors="record")(completions=["odd", "odd too"])
+
+
+def test_recording_failures_never_hides_a_hang():
+    import time
+
+    def hangs_on_odd(prompts=None, completions=None, **kwargs):
+        if any("odd" in c for c in completions):
+            raise ValueError("odd")
+        while True:
+            time.sleep(0.05)
+
+    with pytest.raises(rewards.RewardTimeoutError, match="did not return within 0.3 s"):
+        rewards.guard_reward(hangs_on_odd, timeout_s=0.3, errors="record")(completions=["odd", "even"])

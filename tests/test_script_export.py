@@ -151,3 +151,20 @@ def test_scripts_data_is_the_runs_own_for_a_mapped_hub_layout_folder(tmp_path):
     namespace = runpy.run_path(str(script), run_name="exported")  # not __main__: builds everything, trains nothing
     assert namespace["dataset"].to_list() == load_dataset_for(cfg).to_list()
     assert namespace["dataset"][0]["solution"] == "1006"  # row 2 of the slice: "#### 1,006"
+
+
+def test_trls_rewards_and_a_reward_model_are_exported_as_trl_takes_them(tmp_path):
+    folder = tmp_path / "reward-model"
+    folder.mkdir()
+    cfg = RunConfig(task="arithmetic", reward_names=["exact_answer", "get_repetition_penalty_reward",
+                                                     "think_format_reward", "reasoning_accuracy_reward"],
+                    reward_params={"get_repetition_penalty_reward": {"ngram_size": 4}}, reward_model=str(folder),
+                    reward_model_weight=0.5, reward_errors="record")
+    text = script_export.build_script(script_export.script_inputs(cfg))
+    assert "import trl.rewards" in text and "import functools" in text
+    assert ("REWARD_FUNCS = [exact_answer(), trl.rewards.get_repetition_penalty_reward(ngram_size=4, "
+            "max_penalty=-1.0), trl.rewards.think_format_reward, functools.partial(trl.rewards."
+            f"reasoning_accuracy_reward, reasoning_delimiters=['</think>']), {str(folder.resolve())!r}]") in text
+    assert "reward_weights=[1.0, 1.0, 1.0, 1.0, 0.5]," in text
+    assert "# reward_errors=record is the workbench's own" in text
+    ast.parse(text)

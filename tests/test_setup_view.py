@@ -87,3 +87,25 @@ def test_a_mapping_that_does_not_fit_says_so_instead_of_a_text(tmp_path):
     folder = write_hub_dataset(tmp_path / "q", {"default": {"train": [{"question": "1 + 1?"}]}})
     html = data_preview_html(preview_from_form({"task": "demo", "dataset_name": str(folder)}))
     assert "1 + 1?" in html and "The column mapping or chat_template does not fit this data" in html
+
+
+def test_the_reward_picker_offers_trls_rewards_with_their_parameters_and_failure_settings():
+    from helpers import setup_form_values
+
+    from workbench.spec.config import validate_config
+    from workbench.ui import setup_tab
+
+    assert {"accuracy_reward", "cosine_scaled_reward", "repetition_penalty_reward"} <= set(setup_view.PICKER_REWARDS)
+    changes = {"use_brevity": True, "use_repetition_penalty_reward": True, "weight_repetition_penalty_reward": 0.5,
+               "reward_params": '{"repetition_penalty_reward": {"ngram_size": 4}}', "reward_errors": "record",
+               "reward_failure_score": -1.0}
+    form = dict(zip(setup_tab.FORM_KEYS, setup_form_values(**changes)))
+    cfg = setup_view.config_from_form(form, gpus_present=False)
+    assert (cfg.reward_names, cfg.reward_weights) == (["brevity", "repetition_penalty_reward"], [1.0, 0.5])
+    assert cfg.reward_params == {"repetition_penalty_reward": {"ngram_size": 4}}
+    assert (cfg.reward_errors, cfg.reward_failure_score) == ("record", -1.0)
+    # a parameter the reward does not have is named with the field, before anything runs
+    bad = setup_view.config_from_form({**form, "reward_params": '{"repetition_penalty_reward": {"n": 4}}'}, False)
+    assert any(p.field == "reward_params" and "has no parameter 'n'" in p.rule for p in validate_config(bad))
+    help_text = setup_view.rewards_help_markdown()
+    assert "`ngram_size` (default 3)" in help_text and "`accuracy_reward`" in help_text and "`brevity`" in help_text

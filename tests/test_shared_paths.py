@@ -226,3 +226,19 @@ def test_a_vllm_server_elsewhere_is_refused_before_any_request(app, places):
         assert accepted == [], "the server was reached"
     finally:
         listener.close()
+
+
+def test_a_reward_model_follows_the_path_rule_of_models(places):
+    runs = places["runs"]
+    bob = paths_view.scope_for(runs, Viewer("bob"), shared=(places["models"].resolve(),))
+    shared = places["models"] / "shared-model"
+    assert paths_view.confine_path("reward_model", str(shared), bob) == str(shared.resolve())
+    assert paths_view.confine_path("reward_model", "org/reward-model", bob) == "org/reward-model"
+    for value in (str(places["alice"]), str(places["elsewhere"])):
+        with pytest.raises(paths.PathError, match=r"^reward_model: .* is not a .* in your uploads folder"):
+            paths_view.confine_path("reward_model", value, bob)
+    cfg, problems = paths_view.confine_config(RunConfig(model="tiny", reward_model=str(places["elsewhere"])), bob)
+    assert cfg.reward_model == "" and [p.field for p in problems] == ["reward_model"]
+    with pytest.raises(paths.PathError) as refused:
+        paths_view.confine_path("reward_model", str(places["elsewhere"]), bob)
+    assert "a hub id of a sequence-classification model" in refused.value.fix

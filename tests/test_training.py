@@ -307,5 +307,5 @@ def test_a_hung_reward_is_stopped_and_fails_the_run_naming_it(tmp_path):
     assert run_training(cfg, run_dir) == 1
     error = runfolder.read_status(run_dir)["error"]
     assert runfolder.read_status(run_dir)["state"] == "failed"
-    assert error["type"] == "RewardFunctionError"
+    assert error["type"] == "RewardTimeoutError"  # a RewardFunctionError: the hint names the function
     assert "'stuck_reward' did not return within 2 s (reward_timeout_s)" in error["message"]

@@ -34,9 +34,11 @@ MODELS_DIR_ENV = "WORKBENCH_MODELS_DIR"
 DATA_DIR_ENV = "WORKBENCH_DATA_DIR"
 # What each path field must name once resolved.
 FOLDER, FILE, FILE_OR_FOLDER = "folder", "file", "file or folder"
-FIELD_KINDS = {"model": FOLDER, "dataset_name": FILE_OR_FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE}
-# Fields that may also name a hub id (fetched into the shared hub cache before a sandboxed run starts).
-HUB_FIELDS = ("model", "dataset_name")
+FIELD_KINDS = {"model": FOLDER, "dataset_name": FILE_OR_FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE,
+               "reward_model": FOLDER}
+# Fields that may also name a hub id (fetched into the shared hub cache before a sandboxed run starts):
+# the policy, a reward model, a dataset.
+HUB_FIELDS = ("model", "reward_model", "dataset_name")
 # The hub's `owner/name` (as spec/models.py reads a model name), with no `.` or `..` part.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 
@@ -113,6 +115,9 @@ def _refusal(field: str, value: str, kind: str, scope: UserScope, names: tuple[s
         fix = (f"on a shared dashboard use {' or '.join(names) or 'a bundled model'}, a hub id like "
                "Qwen/Qwen2-0.5B-Instruct, a model folder in a shared folder, or a merged model of one of your "
                "runs (Runs tab: merged model)")
+    elif field == "reward_model":
+        fix = ("on a shared dashboard use a hub id of a sequence-classification model, or its folder in a shared "
+               "folder or your uploads")
     else:
         fix = ("on a shared dashboard dataset and reward files come only from your uploads, your runs and the "
                "shared folders (a dataset may also be a hub id): upload the file under 'Your files' in the Setup "

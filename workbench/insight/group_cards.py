@@ -67,6 +67,7 @@ STYLE = f"""
 .wb-badge {{ display: inline-block; border-radius: 999px; padding: 0 7px; font-size: 11px; font-weight: 600; }}
 .wb-badge-truncated {{ background: #fef3c7; color: #92400e; }}
 .wb-badge-zero {{ background: #e5e7eb; color: #374151; }}
+.wb-badge-unscored {{ background: #fee2e2; color: #991b1b; }}
 .wb-empty {{ color: #6b7280; padding: 12px; border: 1px dashed #d1d5db; border-radius: 8px; }}
 </style>
 """
@@ -90,8 +91,11 @@ def render_card(item, group_size: int) -> str:
     length = f" · {item.length} tokens" if item.length is not None else ""
     text = (f'<pre class="wb-text">{escape(item.completion)}</pre>' if item.completion.strip()
             else '<div class="wb-text wb-empty-text">(empty completion)</div>')
-    rows = "".join(f"<tr><td>{escape(name)}</td><td>{format_number(score)}</td></tr>"
-                   for name, score in item.rewards.items())
+    for name, error in item.reward_errors.items():
+        badges.append(f'<span class="wb-badge wb-badge-unscored" title="{escape(name)}: {escape(error)}">'
+                      f"{escape(name)} could not score</span>")
+    rows = "".join(f"<tr><td>{escape(name)}{' (failed)' if name in item.reward_errors else ''}</td>"
+                   f"<td>{format_number(score)}</td></tr>" for name, score in item.rewards.items())
     rows += f'<tr class="wb-total"><td>total</td><td>{format_number(item.reward)}</td></tr>'
     return (
         f'<div class="wb-card {sign}">'
@@ -110,7 +114,11 @@ def render_group(group: GroupView, position: int, count: int) -> str:
     std = format_number(group.std) if group.std is not None else "—"
     stats = (f"group mean {format_number(group.mean)} · std {std} · "
              f"{len(group.completions)} of {size} completions")
-    notes = "".join(f'<div class="wb-note">{escape(note)}</div>' for note in group.notes)
+    unscored = [f"{name} could not score {count} of {len(group.completions)} completions"
+                for name, count in group.unscored.items()]
+    if unscored:  # reward_errors=record: those completions got reward_failure_score, their errors are on the cards
+        unscored[-1] += " (they got reward_failure_score; hover a red badge for the error)"
+    notes = "".join(f'<div class="wb-note">{escape(note)}</div>' for note in [*group.notes, *unscored])
     cards = "".join(render_card(item, size) for item in group.completions)
     return (
         f'<section class="wb-group">'

@@ -64,6 +64,8 @@ class CompletionView:
     length: int | None
     truncated: bool
     zero_advantage: bool
+    # reward_errors=record: function -> why it could not score this completion (it got reward_failure_score)
+    reward_errors: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,8 +93,18 @@ class GroupView:
             names.update(dict.fromkeys(item.rewards))
         return list(names)
 
+    @property
+    def unscored(self) -> dict[str, int]:
+        """Function -> how many of the group's completions it could not score (reward_errors=record)."""
+        counts: dict[str, int] = {}
+        for item in self.completions:
+            for name in item.reward_errors:
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "complete": self.complete, "reward_names": self.reward_names}
+        return {**asdict(self), "complete": self.complete, "reward_names": self.reward_names,
+                "unscored": self.unscored}
 
 
 # ---------------------------------------------------------------- small helpers
@@ -256,6 +268,7 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
                 length=int(length) if length is not None else None,
                 truncated=bool(record.get("truncated", False)),
                 zero_advantage=abs(shown) < ZERO_ADVANTAGE_TOLERANCE,
+                reward_errors=_reward_errors(record),
             ))
         if mismatch and len(members) >= expected_size:
             notes.append("Some recorded advantages differ from this recomputation; the recorded ones are shown.")
@@ -263,6 +276,11 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
                                 prompt=transcript_text(members[0].get("prompt")), completions=views, mean=mean, std=std,
                                 scaling=scaling, expected_size=expected_size, notes=notes))
     return groups
+
+
+def _reward_errors(record: Mapping) -> dict[str, str]:
+    errors = record.get("reward_errors")
+    return {str(name): str(error) for name, error in errors.items()} if isinstance(errors, Mapping) else {}
 
 
 def latest_step(records: Iterable[Mapping]) -> int | None:

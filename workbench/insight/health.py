@@ -71,7 +71,7 @@ class Alarm:
     title: str    # a few words, for a badge or a heading
     message: str  # what happens, why it matters, what to change
     step: int | None  # the step it refers to (the latest one for trends)
-    kind: str = ""    # a stable name: no_signal, loss_zero, kl_spike, clipped, length_collapse
+    kind: str = ""    # a stable name: no_signal, loss_zero, kl_spike, clipped, length_collapse, reward_failures
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -284,7 +284,39 @@ def check_length_collapse(metrics, config=None) -> list[Alarm]:
     )]
 
 
-CHECKS = (check_no_signal, check_loss_near_zero, check_kl_spike, check_clipped, check_length_collapse)
+# rewards/<function>/failed: the share of a step's completions the function raised on (reward_errors=record).
+FAILED_PREFIX, FAILED_SUFFIX = "rewards/", "/failed"
+
+
+def _failed_metric_names(metrics) -> list[str]:
+    names = metrics.columns if hasattr(metrics, "columns") else dict.fromkeys(k for r in metrics for k in r)
+    return [n for n in names if isinstance(n, str) and n.startswith(FAILED_PREFIX) and n.endswith(FAILED_SUFFIX)]
+
+
+def check_reward_failures(metrics, config=None) -> list[Alarm]:
+    """Each reward function that could not score some completions (it raised on them, reward_errors=record)."""
+    alarms = []
+    for name in _failed_metric_names(metrics):
+        failing = [(step, value) for step, value in metric_series(metrics, name) if value > 0]
+        if not failing:
+            continue
+        function = name[len(FAILED_PREFIX):-len(FAILED_SUFFIX)]
+        step, share = failing[-1]
+        score = _setting(config, "reward_failure_score", 0.0)
+        alarms.append(Alarm(
+            "warning", f"{function} could not score some completions",
+            f"The reward function {function} raised on {_percent(share)} of the completions at step {step} "
+            f"({len(failing)} step(s) with failures so far). Those completions got reward_failure_score "
+            f"({score}) instead of a real reward, which teaches the model about the failure, not the task. Each "
+            f"error is in completions.jsonl (`reward_errors`) and on the completion's card: fix what the function "
+            f"cannot read, or make it return None for it.",
+            step, "reward_failures",
+        ))
+    return alarms
+
+
+CHECKS = (check_no_signal, check_loss_near_zero, check_kl_spike, check_clipped, check_length_collapse,
+          check_reward_failures)
 
 
 def check_health(metrics: Iterable[Mapping], config: Any = None) -> list[Alarm]:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.spec import data_mapping
-from workbench.spec.config import RunConfig, data_field, reward_names_for, reward_weights_for, trl_vllm_settings
+from workbench.spec.config import RunConfig, data_field, reward_names_for, trl_reward_weights, trl_vllm_settings
 from workbench.spec.trl_settings import grpo_settings
 
 # Top-level modules the script may import besides Python's own.
@@ -98,7 +98,8 @@ def build_script(inputs: ScriptInputs) -> str:
     reward_code, imports = _builtin_reward_code(inputs.builtin_rewards)
     parts = [
         _header(inputs),
-        "\n".join(["from __future__ import annotations", "", *sorted(imports | {"import json", "import sys"}),
+        "\n".join(["from __future__ import annotations", "", *sorted(imports | {"import json", "import sys"}
+                                                                       | _trl_reward_imports(cfg)),
                    "", "from datasets import Dataset, DatasetDict, load_dataset, load_from_disk",
                    "from peft import LoraConfig", "from trl import GRPOConfig, GRPOTrainer"]),
         f"MODEL = {inputs.model_path!r}",
@@ -200,9 +201,16 @@ def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:
     targets = cfg.lora_target_modules.strip()
     targets = targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()]
     names = reward_names_for(cfg)
+    calls = [_reward_call(name, inputs) for name in names]
+    if cfg.reward_model.strip():  # TRL loads a str as AutoModelForSequenceClassification(num_labels=1)
+        from workbench.spec.models import model_location
+
+        calls.append(repr(model_location(cfg.reward_model.strip())))
     lines = [
-        f"REWARD_FUNCS = [{', '.join(_reward_call(name, inputs) for name in names)}]",
-        f"# weights {reward_weights_for(cfg)} go to GRPOConfig.reward_weights, in the same order",
+        f"REWARD_FUNCS = [{', '.join(calls)}]",
+        f"# weights {trl_reward_weights(cfg)} go to GRPOConfig.reward_weights, in the same order",
+        *(["# reward_errors=record is the workbench's own: here a reward that raises ends the run"]
+          if cfg.reward_errors == "record" else []),
         "",
         "OUTPUT_DIR = 'grpo-output'",
         "args = GRPOConfig(",
@@ -226,9 +234,30 @@ def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:
     return "\n".join(lines)
 
 
+def _trl_reward_imports(cfg: RunConfig) -> set[str]:
+    """The imports TRL's rewards need in the script (`trl.rewards`, and functools to bind parameters)."""
+    from workbench.spec.trl_rewards import trl_reward
+
+    found = [trl_reward(name) for name in reward_names_for(cfg)]
+    return {"import trl.rewards", "import functools"} if any(found) else set()
+
+
 def _reward_call(name: str, inputs: ScriptInputs) -> str:
+    from workbench.spec.trl_rewards import resolved_params, trl_reward
+
     func = inputs.builtin_rewards.get(name)
-    return f"{_factory_of(func)}()" if func is not None else name
+    if func is not None:
+        return f"{_factory_of(func)}()"
+    reward = trl_reward(name)
+    if reward is None or name in _defined_functions(inputs.reward_source or ""):  # the reward file's own function
+        return name
+    cfg = inputs.config
+    params = resolved_params(reward, cfg.reward_params.get(name), cfg.max_completion_length)
+    arguments = ", ".join(f"{key}={value!r}" for key, value in params.items())
+    if reward.factory:
+        return f"trl.rewards.{reward.trl_name}({arguments})"
+    return f"functools.partial(trl.rewards.{reward.trl_name}, {arguments})" if arguments else \
+        f"trl.rewards.{reward.trl_name}"
 
 
 # ---------------------------------------------------------------- built-in rewards' source

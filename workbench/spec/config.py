@@ -44,8 +44,8 @@ SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
 def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
     """A RunConfig field with its help text (and allowed values) beside it, as TRL's configs do."""
     metadata = {"help": help} if choices is None else {"help": help, "choices": choices}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=metadata)
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
@@ -111,7 +111,16 @@ class RunConfig:
         "The older name of dataset_name for a local file or folder, kept so older configs and commands work; "
         "use dataset_name.",
     )
-    reward_names: list[str] = setting([], "Reward functions by name; empty uses the task's own.")
+    reward_names: list[str] = setting(
+        [],
+        "Reward functions by name: the workbench's, TRL's (accuracy_reward, cosine_scaled_reward, ...; the README "
+        "lists them all) or your reward file's; empty uses the task's own.",
+    )
+    reward_params: dict = setting(
+        {},
+        'Parameters of TRL\'s rewards, by reward name, e.g. {"repetition_penalty_reward": {"ngram_size": 4}} (JSON '
+        "on the command line); a parameter left out keeps its default.",
+    )
     reward_weights: list[float] = setting(
         [],
         "One weight per reward function (the reward is their weighted sum); empty means the task's weights or all 1.",
@@ -126,6 +135,23 @@ class RunConfig:
         "Longest one call of a reward function may take during training; a call that takes longer ends the "
         "run 'failed' with the function's name (a hung reward never blocks a run forever). 0 = no limit.",
     )
+    reward_errors: str = setting(
+        "fail",
+        "What a reward function that raises does: fail ends the run naming it; record gives each completion it "
+        "raises on reward_failure_score, keeps the error with the completion (completions.jsonl) and trains on. A "
+        "function that raises on every completion of a batch, or hangs, still ends the run.",
+        choices=("fail", "record"),
+    )
+    reward_failure_score: float = setting(
+        0.0,
+        "With reward_errors=record: the reward a completion gets from a function that raised on it.",
+    )
+    reward_model: str = setting(
+        "",
+        "A sequence-classification model (a local folder or a hub id) whose score is one more reward, after "
+        "reward_names: TRL loads it with num_labels=1 and its own tokenizer. Empty: none.",
+    )
+    reward_model_weight: float = setting(1.0, "The reward model's weight in the weighted sum of rewards.")
     # LoRA
     lora_r: int = setting(16, "LoRA rank: size of the trained low-rank update. 8-32 is typical.")
     lora_alpha: int = setting(32, "LoRA scaling; the update is multiplied by lora_alpha / lora_r. Commonly 2 x lora_r.")
@@ -370,7 +396,7 @@ class RunConfig:
         return RunConfig.from_dict({**self.to_dict(), **changes})
 
     def with_absolute_paths(self, base: str | os.PathLike | None = None) -> "RunConfig":
-        """This config with its local paths (model folder, dataset_path, reward_file) made absolute.
+        """This config with its local paths (model folder, dataset_path, reward_file, reward_model) made absolute.
 
         A path typed relative to the app's folder means nothing to the trainer,
         which runs in the run folder; a run's config.json therefore holds
@@ -387,7 +413,7 @@ class RunConfig:
             path = Path(value).expanduser()
             if not path.is_absolute():
                 path = Path(base or os.getcwd()) / path
-            if (path.is_dir() if name == "model" else path.exists()):
+            if (path.is_dir() if name in ("model", "reward_model") else path.exists()):
                 changes[name] = str(path.resolve())
         return self.with_changes(**changes) if changes else self
 
@@ -494,6 +520,12 @@ def _convert(kind: Any, value: Any) -> Any:
         if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
             return None
         return _convert(inner, value)
+    if kind is dict:
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if not isinstance(value, dict):
+            raise TypeError(value)
+        return value
     if origin is list:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
@@ -532,7 +564,8 @@ def _describe_type(kind: Any) -> str:
         return f"a list of {_describe_type(args[0])}s (comma-separated on the command line)"
     if args and type(None) in args:
         return f"{_describe_type([a for a in args if a is not type(None)][0])} or empty"
-    return {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(kind, str(kind))
+    return {int: "a whole number", float: "a number", bool: "true or false", str: "text",
+            dict: "a JSON object"}.get(kind, str(kind))
 
 
 def _default(name: str) -> Any:
@@ -725,6 +758,33 @@ def _data_problems(cfg: RunConfig, import_reward_file: bool = True) -> list[Conf
     if len(weights) != len(names):
         problems.append(ConfigProblem("reward_weights", f"{len(weights)} weights for {len(names)} rewards",
                                       "give one weight per reward, or leave it empty"))
+    return problems + _reward_setting_problems(cfg, names)
+
+
+def _reward_setting_problems(cfg: RunConfig, names: list[str]) -> list[ConfigProblem]:
+    """TRL rewards' parameters, what a raising reward does, and the reward model."""
+    from workbench.spec import trl_rewards
+    from workbench.spec.models import ModelError, check_reward_model
+    from workbench.spec.rewards import REWARD_ERROR_MODES
+
+    problems = [ConfigProblem(*found) for found in
+                trl_rewards.param_problems(cfg.reward_params, names, cfg.max_completion_length)]
+    if cfg.reward_errors not in REWARD_ERROR_MODES:
+        problems.append(ConfigProblem("reward_errors", f"{cfg.reward_errors!r} is not one of "
+                                      f"{', '.join(REWARD_ERROR_MODES)}",
+                                      "use fail (a raising reward ends the run) or record (it scores "
+                                      "reward_failure_score and the run goes on)"))
+    for name in ("reward_failure_score", "reward_model_weight"):
+        if not math.isfinite(getattr(cfg, name)):
+            problems.append(ConfigProblem(name, f"must be a finite number, got {getattr(cfg, name)!r}",
+                                          "use e.g. 0.0" if name == "reward_failure_score" else "use e.g. 1.0"))
+    if cfg.reward_model.strip():
+        try:
+            check_reward_model(cfg.reward_model.strip())
+        except ModelError as exc:
+            problems.append(ConfigProblem("reward_model", str(exc).removeprefix("model: "),
+                                          "give a sequence-classification model's folder or hub id, or clear "
+                                          "reward_model"))
     return problems
 
 
@@ -749,6 +809,11 @@ def reward_weights_for(cfg: RunConfig) -> list[float]:
         if task and getattr(task, "reward_weights", None):
             return [float(w) for w in task.reward_weights]
     return [1.0] * len(reward_names_for(cfg))
+
+
+def trl_reward_weights(cfg: RunConfig) -> list[float]:
+    """TRL's reward_weights: one per reward function, then the reward model's when there is one."""
+    return reward_weights_for(cfg) + ([float(cfg.reward_model_weight)] if cfg.reward_model.strip() else [])
 
 
 def _tracker_problems(cfg: RunConfig) -> list[ConfigProblem]:
@@ -796,7 +861,7 @@ def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
 # Linux's limits: a whole path (PATH_MAX) and one name in it (NAME_MAX, bytes); longer ones cannot even be looked up.
 MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
-PATH_FIELDS = ("model", "dataset_name", "dataset_path", "reward_file")
+PATH_FIELDS = ("model", "dataset_name", "dataset_path", "reward_file", "reward_model")
 
 
 def path_problem(name: str, value: str) -> ConfigProblem | None:

@@ -15,7 +15,9 @@ What is counted, and when it is alive:
   vLLM colocated instead reserves `vllm_gpu_memory_utilization` of the GPU;
 - scoring phase: with beta > 0 the reference log-probs. With LoRA the
   reference model is the base model with adapters disabled: no second copy
-  of the weights, only a no-grad forward over each micro-batch;
+  of the weights, only a no-grad forward over each micro-batch; a reward
+  model (`reward_model`) adds its weights for the whole run and a no-grad
+  forward over the whole generation round (TRL scores it in one call);
 - training phase: the activations autograd keeps for the backward pass of a
   micro-batch of completions at max length, and TRL's fused LM head, which
   projects onto the vocabulary in tiles of up to 4096 tokens x 32768 words
@@ -281,8 +283,14 @@ def estimate_memory(
     vllm_mode: str = "colocate",
     vllm_gpu_memory_utilization: float = 0.3,
     device_total_bytes: int | None = None,
+    reward_model: Any = None,
+    reward_model_dtype_bytes: int | None = None,
 ) -> MemoryEstimate:
     """Peak memory of one training process of a LoRA GRPO run, term by term.
+
+    `reward_model`: the shape (as `model`) of a sequence-classification reward
+    model, None for none; `reward_model_dtype_bytes` its weights' bytes each
+    (transformers loads it in its saved dtype), default `dtype_bytes`.
 
     `model` is a ModelShape, a config.json dict or a model folder.
     `max_prompt_length` is the longest prompt in tokens (after the chat template).
@@ -356,6 +364,9 @@ def estimate_memory(
         add("reference forward", layer_floats * dtype_bytes + tiles, "scoring",
             f"{why}: one layer's activations and the vocabulary tiles of {batch} sequences")
 
+    if reward_model is not None:
+        _add_reward_model(add, _as_shape(reward_model), reward_model_dtype_bytes or dtype_bytes, gen_sequences * seq)
+
     # Training: what autograd keeps for backward, then the head's backward tiles on top.
     per_layer_floats = (HIDDEN_COPIES_SAVED * shape.hidden_size + ATTENTION_COPIES_SAVED * shape.attention_size
                         + INTERMEDIATE_COPIES_SAVED * shape.intermediate_size + rank * len(targets)
@@ -379,14 +390,45 @@ def estimate_memory(
     return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)
 
 
+def _add_reward_model(add, shape: ModelShape, dtype_bytes: int, tokens: int) -> None:
+    """A reward model's weights (no LM head: a one-number score head) and its no-grad forward over `tokens`."""
+    head = 0 if shape.tie_word_embeddings or shape.num_parameters else shape.vocab_size * shape.hidden_size
+    params = shape.parameter_count() - head
+    add("reward model", params * dtype_bytes, "always",
+        f"reward_model: {params / 1e6:.0f}M parameters x {dtype_bytes} bytes, loaded by TRL for the whole run")
+    h_copies, i_copies = INFERENCE_FLOATS_PER_TOKEN
+    add("reward model forward", tokens * (h_copies * shape.hidden_size + i_copies * shape.intermediate_size)
+        * dtype_bytes, "scoring", f"one layer's activations of the reward model over {tokens:,} tokens: the whole "
+                                  "generation round, scored in one no-grad call")
+
+
+def reward_model_shape(name: str) -> tuple[ModelShape | None, int | None, str]:
+    """(shape, bytes per weight, note) of a run's reward model: read from its folder's config.json; a hub id's
+    config is not on disk, so it is not counted and the note says so."""
+    config_path = Path(name).expanduser() / "config.json"
+    try:
+        if not config_path.is_file():
+            return None, None, f"reward_model {name:.200} is not a local folder: its memory is not counted."
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a name no file system holds, or a config that is not JSON
+        return None, None, f"reward_model {name:.200}: its config.json cannot be read, so its memory is not counted."
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or "")
+    if not isinstance(config, dict):
+        return None, None, f"reward_model {name:.200}: its config.json is not an object, so its memory is not counted."
+    return model_shape(config, str(config_path)), {"float32": 4, "bfloat16": 2, "float16": 2}.get(dtype), ""
+
+
 def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device: str = "cpu",
                         device_total_bytes: int | None = None) -> MemoryEstimate:
     """The estimate for a RunConfig (or its dict), reading its fields by TRL's names."""
     def get(name: str, default: Any = None) -> Any:
         return config.get(name, default) if isinstance(config, Mapping) else getattr(config, name, default)
 
-    return estimate_memory(
+    shape, shape_bytes, note = reward_model_shape(get("reward_model").strip()) if get("reward_model", "").strip() \
+        else (None, None, "")
+    estimate = estimate_memory(
         model,
+        reward_model=shape, reward_model_dtype_bytes=shape_bytes,
         lora_r=get("lora_r", 16), lora_target_modules=get("lora_target_modules", "all-linear"),
         per_device_train_batch_size=get("per_device_train_batch_size", 8),
         num_generations=get("num_generations", 8),
@@ -401,3 +443,6 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
     )
+    if note:
+        estimate.notes.append(note)
+    return estimate

@@ -18,6 +18,7 @@ anything loads; the conversions import transformers only when they run.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -173,6 +174,27 @@ def check_model(name: str) -> None:
             f"model: {name!r} is neither a folder nor a hub id like `org/name`; "
             f"use `{BUNDLED_MODEL}`, `{TINY_MODEL}`, a local folder or a hub id"
         )
+
+
+def check_reward_model(name: str) -> None:
+    """Refuse a reward model that cannot work, cheaply: as check_model, and a folder's config must name a
+    sequence-classification architecture (a causal language model has no score head: TRL would add a random one)."""
+    if name in MODEL_CHOICES:
+        raise ModelError(f"reward_model: {name!r} is a causal language model, not a reward model; give the folder "
+                         "or hub id of a sequence-classification model (AutoModelForSequenceClassification)")
+    check_model(name)
+    config = Path(name).expanduser() / "config.json"
+    if not config.is_file():
+        return  # a hub id: checked when the training process loads it
+    try:
+        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        raise ModelError(f"reward_model: {config} is not a readable JSON object; point to the folder that "
+                         "`save_pretrained` wrote") from None
+    if architectures and not any(str(a).endswith("ForSequenceClassification") for a in architectures):
+        raise ModelError(f"reward_model: {name} holds a {', '.join(map(str, architectures))}, not a "
+                         "sequence-classification model; give a reward model's folder (its architecture ends in "
+                         "ForSequenceClassification)")
 
 
 def resolve_model(name: str) -> str:

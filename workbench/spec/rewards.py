@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable
 
 from workbench.errors import WorkbenchError
 from workbench.spec.chat import completion_text
+from workbench.spec.trl_rewards import TRL_REWARDS, TrlReward, describe, trl_reward
 
 RewardFunc = Callable[..., list]
 
@@ -54,6 +55,10 @@ class RewardFunctionError(RewardError):
     def __init__(self, function_name: str, message: str):
         super().__init__(f"reward function '{function_name}' {message}")
         self.function_name = function_name
+
+
+class RewardTimeoutError(RewardFunctionError):
+    """A reward function outlasted reward_timeout_s: a hang, which ends the run whatever reward_errors says."""
 
 
 class RewardFileError(RewardError):
@@ -229,25 +234,6 @@ def _keyword_list(value: Any) -> list[str]:
     return [str(w).strip() for w in value if str(w).strip()]
 
 
-def repetition_penalty(ngram_size: int = 3, max_penalty: float = -1.0) -> RewardFunc:
-    """Share of repeated word n-grams times max_penalty: 0 for no repetition, down to max_penalty."""
-    if ngram_size < 1 or max_penalty > 0:
-        raise RewardError(
-            f"repetition_penalty: needs ngram_size >= 1 and max_penalty <= 0, got {ngram_size}, {max_penalty}"
-        )
-
-    def reward(prompts=None, completions=None, completion_ids=None, **kwargs):
-        scores = []
-        for text in _texts(completions):
-            words = text.lower().split()
-            ngrams = [tuple(words[i : i + ngram_size]) for i in range(len(words) - ngram_size + 1)]
-            repeated = 1.0 - len(set(ngrams)) / len(ngrams) if ngrams else 0.0
-            scores.append(repeated * max_penalty + 0.0)  # + 0.0 turns -0.0 into 0.0
-        return scores
-
-    return _named(reward, "repetition_penalty", repetition_penalty.__doc__)
-
-
 # The registry: name -> reward function with default settings. The key equals
 # each function's __name__, so the UI, the config and TRL's metrics agree.
 REWARDS: dict[str, RewardFunc] = {
@@ -259,7 +245,6 @@ REWARDS: dict[str, RewardFunc] = {
         brevity(),
         length_target(),
         keyword_presence(),
-        repetition_penalty(),
     )
 }
 
@@ -267,6 +252,11 @@ REWARDS: dict[str, RewardFunc] = {
 def describe_rewards(rewards: dict[str, RewardFunc] | None = None) -> dict[str, str]:
     """Name -> one line saying what the reward gives (the first line of its docstring)."""
     return {name: ((inspect.getdoc(f) or "").splitlines() or [""])[0] for name, f in (rewards or REWARDS).items()}
+
+
+def describe_trl_rewards() -> dict[str, str]:
+    """TRL's rewards: name -> what it gives and its parameters with their defaults."""
+    return {name: describe(reward) for name, reward in TRL_REWARDS.items()}
 
 
 # What TRL passes every reward besides the dataset's columns.
@@ -291,15 +281,22 @@ def reward_columns(func: Callable) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(needs), tuple(optional)
 
 
-def get_reward(name: str, extra: dict[str, RewardFunc] | None = None) -> RewardFunc:
-    """The reward called `name`: from `extra` (a user's file) first, then the built-ins."""
+def get_reward(name: str, extra: dict[str, RewardFunc] | None = None) -> RewardFunc | TrlReward:
+    """The reward called `name`: from `extra` (a user's file) first, then the built-ins, then TRL's library.
+
+    A TRL reward comes back as its `TrlReward` description (it declares its
+    columns as the built-ins do); the training process builds the function.
+    """
     available = {**REWARDS, **(extra or {})}
-    if name not in available:
+    if name in available:
+        return available[name]
+    found = trl_reward(name)
+    if found is None:
         raise RewardError(
-            f"reward_names: unknown reward {name!r}; choose from {', '.join(sorted(available))}, "
+            f"reward_names: unknown reward {name!r}; choose from {', '.join(sorted([*available, *TRL_REWARDS]))}, "
             f"or define it in a reward file (reward_file)"
         )
-    return available[name]
+    return found
 
 
 # ---------------------------------------------------------------- user reward files
@@ -457,18 +454,32 @@ def _user_line(exc: BaseException, path: Path) -> str:
 
 
 def resolve_rewards(names: Iterable[str], reward_file: str | Path | None = None,
-                    timeout_s: float | None = None, training: bool = False) -> list[RewardFunc]:
+                    timeout_s: float | None = None, training: bool = False,
+                    build_trl: Callable[[str, TrlReward], RewardFunc] | None = None,
+                    errors: str = "fail", failure_score: float = 0.0) -> list[RewardFunc]:
     """Reward functions for `names`, each guarded so a failure names the function.
 
     `training`: also fail a function that gave no usable reward for a whole
     batch, USELESS_CALLS calls in a row, and one call that outlasts `timeout_s`.
+    `build_trl(name, reward)` makes a TRL reward's function (the training
+    process has it; without it a TRL reward is refused: TRL loads torch).
+    `errors`, `failure_score`: see guard_reward.
     """
     extra = load_reward_file(reward_file) if reward_file else {}
     names = list(names)
     if not names:
         raise RewardError(f"reward_names: choose at least one reward; built-in ones: {', '.join(REWARDS)}")
-    return [guard_reward(get_reward(name, extra), name, timeout_s=timeout_s,
-                         useless_calls=USELESS_CALLS if training else None) for name in names]
+    functions = []
+    for name in names:
+        found = get_reward(name, extra)
+        if isinstance(found, TrlReward):
+            if build_trl is None:
+                raise RewardError(f"reward_names: {name} is TRL's own reward (trl.rewards), which loads TRL and torch, "
+                                  "so it runs only in the training process; try it with a Smoke test (1 step)")
+            found = build_trl(name, found)
+        functions.append(guard_reward(found, name, timeout_s=timeout_s, useless_calls=USELESS_CALLS if training else None,
+                                      errors=errors, failure_score=failure_score))
+    return functions
 
 
 # ---------------------------------------------------------------- checking outputs
@@ -507,36 +518,91 @@ def check_reward_output(name: str, values: Any, n: int) -> list[float | None]:
 USELESS_CALLS = 3
 
 
+# The guard's timer signal. Not SIGALRM: math_verify (TRL's accuracy rewards) times its own parsing with
+# signal.alarm and cancels any alarm already set when it returns, so an ITIMER_REAL timer around a reward
+# that uses it would be gone after its first parse.
+TIMER_SIGNAL = getattr(signal, "SIGUSR2", None)
+
+
+class _Deadline:
+    """One guarded block's timer: a watcher thread that signals the main thread if the block outlasts it."""
+
+    def __init__(self, seconds: float, name: str):
+        self.seconds, self.name = seconds, name
+        self.armed = True
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name=f"reward-timer-{name}", daemon=True)
+
+    def _watch(self) -> None:
+        if not self.done.wait(self.seconds):
+            with self.lock:
+                if self.armed:
+                    signal.pthread_kill(threading.main_thread().ident, TIMER_SIGNAL)
+
+    def expired(self, signum, frame) -> None:
+        # a signal that arrives after the block ended (sent as it returned) is ignored
+        if self.armed:
+            self.armed = False
+            raise RewardTimeoutError(self.name, f"did not return within {self.seconds:g} s (reward_timeout_s); "
+                                                 "make it faster, or raise reward_timeout_s if it is slow by design")
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.armed = False
+        self.done.set()
+        self.thread.join()
+
+
 @contextmanager
 def time_limit(seconds: float | None, name: str):
-    """Raise RewardFunctionError in the block after `seconds` (main thread, POSIX; elsewhere no limit).
+    """Raise RewardFunctionError in the block after `seconds` of wall time (main thread, POSIX; elsewhere no limit).
 
-    A SIGALRM timer: it interrupts pure-Python loops and most blocking calls,
-    which is what a hung reward usually is.
+    A watcher thread sends TIMER_SIGNAL to the main thread when time is up: it
+    interrupts pure-Python loops and blocking calls (a sleep, a socket read),
+    which is what a hung reward usually is, and it survives what a reward
+    does with SIGALRM (math_verify's own timeouts).
     """
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if (not seconds or TIMER_SIGNAL is None or threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "pthread_kill")):
         yield
         return
-
-    def expired(signum, frame):
-        raise RewardFunctionError(name, f"did not return within {seconds:g} s (reward_timeout_s); make it faster, "
-                                        "or raise reward_timeout_s if it is slow by design")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    deadline = _Deadline(seconds, name)
+    previous = signal.signal(TIMER_SIGNAL, deadline.expired)
+    deadline.thread.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        deadline.disarm()
+        signal.signal(TIMER_SIGNAL, previous)
+
+
+# What a reward that raises does to a run (RunConfig.reward_errors).
+REWARD_ERROR_MODES = ("fail", "record")
+
+
+def error_column(name: str) -> str:
+    """The column (TRL's log_extra) where function `name` says, per completion, why it could not score it."""
+    return f"reward_error/{name}"
+
+
+def failed_metric(name: str) -> str:
+    """The metric (TRL's log_metric): the share of a batch's completions function `name` could not score."""
+    return f"rewards/{name}/failed"
 
 
 def guard_reward(func: RewardFunc, name: str | None = None, timeout_s: float | None = None,
-                 useless_calls: int | None = None) -> RewardFunc:
+                 useless_calls: int | None = None, errors: str = "fail", failure_score: float = 0.0) -> RewardFunc:
     """Wrap `func` so an exception or a bad output raises RewardFunctionError naming it; keeps __name__.
 
     `timeout_s`: a call that takes longer fails. `useless_calls`: that many
-    calls in a row with no usable reward (None or NaN for every completion) fail.
+    calls in a row with no usable reward (None or NaN for every completion)
+    fail. `errors` "record": a call that raises is tried again completion by
+    completion; each completion it raises on gets `failure_score`, and the
+    error goes to TRL's `log_extra` column `error_column(name)` (None where it
+    scored) and the share of failures to `log_metric` `failed_metric(name)`.
+    A function that raises on every completion of the batch, or outlasts its
+    time, still fails.
     """
     name = name or getattr(func, "__name__", type(func).__name__)
     useless_in_a_row = 0
@@ -544,14 +610,22 @@ def guard_reward(func: RewardFunc, name: str | None = None, timeout_s: float | N
     @functools.wraps(func)
     def guarded(prompts=None, completions=None, completion_ids=None, **kwargs):
         nonlocal useless_in_a_row
+        count = len(completions or [])
+        failures: list[str | None] = [None] * count
         try:
             with time_limit(timeout_s, name):
                 values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
         except RewardFunctionError:
             raise
         except Exception as exc:
-            raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
-        checked = check_reward_output(name, values, len(completions or []))
+            if errors != "record":
+                raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
+            values, failures = _one_by_one(func, name, timeout_s, failure_score,
+                                           dict(kwargs, prompts=prompts, completions=completions,
+                                                completion_ids=completion_ids), count)
+        checked = check_reward_output(name, values, count)
+        if errors == "record":
+            _log_failures(name, failures, kwargs)
         useless_in_a_row = useless_in_a_row + 1 if checked and all(v is None for v in checked) else 0
         if useless_calls and useless_in_a_row >= useless_calls:
             raise RewardFunctionError(
@@ -561,6 +635,50 @@ def guard_reward(func: RewardFunc, name: str | None = None, timeout_s: float | N
 
     guarded.__name__ = name
     return guarded
+
+
+def _one_by_one(func: RewardFunc, name: str, timeout_s: float | None, failure_score: float, arguments: dict,
+                count: int) -> tuple[list, list[str | None]]:
+    """Score each completion alone: (rewards, the error per completion or None); RewardFunctionError when all fail.
+
+    Every per-completion argument (a list with one value per completion) is cut
+    to that completion's value; `log_extra` calls are gathered and handed on
+    once, with None for the completions that failed, so TRL's columns stay aligned.
+    """
+    log_extra = arguments.get("log_extra")
+    gathered: dict[str, list] = {}
+    values: list = [failure_score] * count
+    failures: list[str | None] = [None] * count
+    for i in range(count):
+        one = {key: [value[i]] if isinstance(value, (list, tuple)) and len(value) == count else value
+               for key, value in arguments.items()}
+        if callable(log_extra):
+            one["log_extra"] = lambda column, logged, i=i: gathered.setdefault(column, [None] * count).__setitem__(
+                i, logged[0] if logged else None)
+        try:
+            with time_limit(timeout_s, name):
+                result = check_reward_output(name, func(**one), 1)
+            values[i] = result[0]
+        except RewardTimeoutError:
+            raise
+        except RewardFunctionError as exc:
+            failures[i] = str(exc).removeprefix(f"reward function '{name}' ")
+        except Exception as exc:
+            failures[i] = f"{type(exc).__name__}: {exc}"
+    if count and all(failures):
+        raise RewardFunctionError(name, f"raised on every one of the {count} completions of this batch (the first: "
+                                        f"{failures[0]}), so no completion was scored; fix it, or choose another reward")
+    for column, logged in gathered.items():
+        log_extra(column, logged)
+    return values, failures
+
+
+def _log_failures(name: str, failures: list[str | None], kwargs: dict) -> None:
+    """Hand the errors and the share of failures to TRL (`log_extra`, `log_metric`), when TRL is the caller."""
+    if callable(kwargs.get("log_extra")):
+        kwargs["log_extra"](error_column(name), list(failures))
+    if callable(kwargs.get("log_metric")) and failures:
+        kwargs["log_metric"](failed_metric(name), sum(1 for f in failures if f) / len(failures))
 
 
 # ---------------------------------------------------------------- try the rewards

@@ -88,7 +88,8 @@ def completion_problem(record: Any) -> str | None:
 
     An object with a numeric step; when present, `group`, `reward`,
     `advantage` and `length` are numbers or null, `rewards` an object
-    {function: score or null}, `truncated` true, false or null, `prompt`
+    {function: score or null}, `reward_errors` an object {function: error text}, `truncated` true, false or
+    null, `prompt`
     and `completion` text or chat messages.
     """
     problem = object_problem(record) or _step_problem(record, required=True)
@@ -105,6 +106,9 @@ def completion_problem(record: Any) -> str | None:
         for name, score in rewards.items():
             if score is not None and not is_number(score):
                 return f"rewards[{shown(name)}] is {shown(score)}, not a number"
+    errors = record.get("reward_errors")
+    if errors is not None and (not isinstance(errors, dict) or not all(isinstance(e, str) for e in errors.values())):
+        return f"reward_errors is {shown(errors)}, not an object {{function: error}}"
     truncated = record.get("truncated")
     if truncated is not None and not isinstance(truncated, bool):
         return f"truncated is {shown(truncated)}, not true or false"

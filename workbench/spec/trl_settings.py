@@ -8,7 +8,7 @@ setting its run used. Pure: no TRL import.
 
 from __future__ import annotations
 
-from workbench.spec.config import RunConfig, reward_weights_for
+from workbench.spec.config import RunConfig, trl_reward_weights
 
 # RunConfig fields passed to GRPOConfig under the same name and value.
 SAME_NAME_FIELDS = (
@@ -24,7 +24,7 @@ SAME_NAME_FIELDS = (
 def grpo_settings(cfg: RunConfig) -> dict:
     """GRPOConfig keyword arguments for `cfg`'s training settings (not the output folder, trackers or device)."""
     settings = {name: getattr(cfg, name) for name in SAME_NAME_FIELDS}
-    settings["reward_weights"] = reward_weights_for(cfg)
+    settings["reward_weights"] = trl_reward_weights(cfg)
     settings["save_strategy"] = "steps"
     # LoRA leaves most parameters frozen; DDP must not wait for their gradients
     settings["ddp_find_unused_parameters"] = False

@@ -25,9 +25,11 @@ from typing import Any, Callable
 from workbench.runstore import runfolder
 from workbench.spec.chat import completion_text, prompt_text
 from workbench.spec.numbers import finite_number
+from workbench.spec.rewards import error_column
 from workbench.spec.run_status import RunStatus
 
 HEARTBEAT_SECONDS = 2.0
+ERROR_COLUMN_PREFIX = error_column("")
 # Space held in the run folder for the last status write on a full disk (a few status.json's worth).
 RESERVE_FILE = ".status-reserve"
 RESERVE_BYTES = 64 * 1024
@@ -153,11 +155,15 @@ def completion_records(
     advantages = list(logs["advantages"])
     per_function = {name: list(values) for name, values in logs["rewards"].items()}
     names = list(per_function)
+    # with reward_errors=record each guarded function logs, per completion, why it could not score it
+    errors = {key.removeprefix(ERROR_COLUMN_PREFIX): list(values) for key, values in logs.get("extra", {}).items()
+              if key.startswith(ERROR_COLUMN_PREFIX)}
     records = []
     for i, (prompt, completion) in enumerate(zip(prompts, completions)):
         rewards = {name: finite_number(per_function[name][i]) for name in names}
         scored = [(rewards[n], w) for n, w in zip(names, reward_weights) if rewards[n] is not None]
-        records.append({
+        failed = {name: str(values[i]) for name, values in errors.items() if i < len(values) and values[i]}
+        record = {
             "step": step,
             "group": i // num_generations,
             "prompt": prompt_text(prompt),
@@ -167,7 +173,10 @@ def completion_records(
             "advantage": float(advantages[i]),
             "length": int(lengths[i]) if i < len(lengths) else None,
             "truncated": bool(truncated[i]) if i < len(truncated) else None,
-        })
+        }
+        if failed:  # the completion and the error of each function that could not score it, kept together
+            record["reward_errors"] = failed
+        records.append(record)
     return records
 
 

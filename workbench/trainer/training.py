@@ -30,7 +30,7 @@ from workbench.spec.config import (
     RunConfig,
     check_config,
     reward_names_for,
-    reward_weights_for,
+    trl_reward_weights,
     trl_vllm_settings,
 )
 from workbench.spec.generation import SERVER_GENERATIONS
@@ -96,6 +96,21 @@ def load_dataset_for(cfg: RunConfig, has_chat_template: bool = True):
         raise ConfigError([ConfigProblem("chat_template", rule, "set chat_template=auto, or choose a chat model")])
     mapping = column_mapping(cfg, has_chat_template)
     return dataset.map(lambda row: map_row(row, mapping))
+
+
+def build_reward_funcs(cfg: RunConfig) -> list:
+    """TRL's `reward_funcs` for the run: its reward functions, each guarded, then its reward model's folder or
+    hub id (a str, which TRL loads as AutoModelForSequenceClassification with num_labels=1 and its own tokenizer)."""
+    from functools import partial
+
+    from workbench.spec.models import resolve_model
+    from workbench.spec.rewards import resolve_rewards
+    from workbench.trainer.trl_rewards import build_trl_reward
+
+    funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None, timeout_s=cfg.reward_timeout_s or None,
+                            training=True, build_trl=partial(build_trl_reward, cfg), errors=cfg.reward_errors,
+                            failure_score=cfg.reward_failure_score)
+    return funcs + ([resolve_model(cfg.reward_model.strip())] if cfg.reward_model.strip() else [])
 
 
 def build_lora_config(cfg: RunConfig):
@@ -266,10 +281,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
                 runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
         status.set(state="loading_model")
-        from workbench.spec.rewards import resolve_rewards
-
-        reward_funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None,
-                                       timeout_s=cfg.reward_timeout_s or None, training=True)
+        reward_funcs = build_reward_funcs(cfg)
         model, tokenizer = load_model_and_tokenizer(cfg)
         dataset = load_dataset_for(cfg, has_chat_template=tokenizer.chat_template is not None)
         link = wait_for_server(cfg, run_dir, status) if is_main else None
@@ -287,7 +299,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         if cfg.generation == "vllm-server":
             vllm_rollout.attach(trainer, cfg, run_dir, link)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
-        trainer.reward_weights_list = reward_weights_for(cfg)
+        trainer.reward_weights_list = trl_reward_weights(cfg)
         callback = make_run_folder_callback(run_dir, status, is_main, _stop_decider(trainer.accelerator))
         trainer.add_callback(callback)
         previous_handler = _stop_on_sigterm(callback)

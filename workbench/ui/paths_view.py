@@ -1,7 +1,7 @@
 """A run's paths and server address on a shared dashboard, through the access rules. No gradio here.
 
 On a dashboard with accounts every path field of a RunConfig
-(`spec.config.PATH_FIELDS`: model, dataset_path, reward_file) goes through
+(`spec.config.PATH_FIELDS`: model, dataset_path, reward_file, reward_model) goes through
 the one rule of workbench/access/paths.py, and `vllm_server_base_url`
 through workbench/access/hosts.py, before anything reads a file or makes a
 request: the Setup tab's live plan and memory estimate, its data preview, the

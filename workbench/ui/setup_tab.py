@@ -29,6 +29,7 @@ only the training process runs it.
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 import typing
@@ -66,7 +67,7 @@ from workbench.spec.generation import GENERATIONS
 from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.recipes import apply_recipe, describe_changes
-from workbench.spec.rewards import REWARDS, describe_rewards, score
+from workbench.spec.rewards import REWARD_ERROR_MODES, score
 from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
 from workbench.ui.calculator_view import warnings_html
@@ -77,8 +78,10 @@ from workbench.ui.setup_view import (
     LORA_FIELDS,
     MEMORY_NOT_ON_DISK,
     OPTIMISER_FIELDS,
+    PICKER_REWARDS,
     PLAN_FIELDS_SETTABLE,
     RECIPE_FORM_FIELDS,
+    REWARD_FIELDS,
     RUN_FIELDS,
     SETTING_FIELDS,
     VLLM_FIELDS,
@@ -99,6 +102,7 @@ from workbench.ui.setup_view import (
     recipe_choices,
     recipe_note_html,
     reward_choice,
+    rewards_help_markdown,
     scores_html,
     setting_notes,
     setup_plan_view,
@@ -110,10 +114,11 @@ from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
 
-CHOICES = {"loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS, "lr_scheduler_type": LR_SCHEDULERS,
+CHOICES = {"reward_errors": REWARD_ERROR_MODES, "loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS,
+           "lr_scheduler_type": LR_SCHEDULERS,
            "generation": GENERATIONS, "report_to": REPORT_TO, "importance_sampling_level": IMPORTANCE_SAMPLING_LEVELS,
            "solution_transform": SOLUTION_TRANSFORM_CHOICES, "chat_template": CHAT_TEMPLATE_CHOICES}
-REWARD_KEYS = tuple(key for name in REWARDS for key in (f"use_{name}", f"weight_{name}"))
+REWARD_KEYS = tuple(key for name in PICKER_REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_name", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
              "vllm_gpu_ids", *SETTING_FIELDS)
@@ -268,8 +273,8 @@ def benchmark_values() -> list:
     defaults = RunConfig.for_task(RunConfig().task).to_dict()
     task = TASKS[defaults["task"]]
     form = {key: defaults.get(key) for key in FORM_KEYS}
-    form.update({f"use_{n}": n in task.reward_names for n in REWARDS})
-    form.update({f"weight_{n}": dict(zip(task.reward_names, task.reward_weights)).get(n, 1.0) for n in REWARDS})
+    form.update({f"use_{n}": n in task.reward_names for n in PICKER_REWARDS})
+    form.update({f"weight_{n}": dict(zip(task.reward_names, task.reward_weights)).get(n, 1.0) for n in PICKER_REWARDS})
     form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
     return [form[key] for key in FORM_KEYS] + [{"gpus": [], "busy": []}]
 
@@ -285,6 +290,9 @@ def _setting(name: str, value):
         return gr.Dropdown(choices=list(CHOICES[name]), value=value, label=name, info=info)
     if kind is bool:
         return gr.Checkbox(value=value, label=name, info=info)
+    if kind is dict:  # JSON text: reward_params
+        return gr.Textbox(value=json.dumps(value) if value else "", label=name, info=info,
+                          placeholder='{"repetition_penalty_reward": {"ngram_size": 4}}')
     if kind is int or kind == (int | None):
         # Whole numbers; no gradio minimum, so validate_config names the field and the rule instead.
         return gr.Number(value=value, label=name, info=info, precision=0)
@@ -307,7 +315,7 @@ def apply_task(task_name: str) -> list:
         return [gr.update()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS))
     weights = dict(zip(task.reward_names, task.reward_weights))
     reward_updates = []
-    for name in REWARDS:
+    for name in PICKER_REWARDS:
         reward_updates += [gr.update(value=name in weights), gr.update(value=weights.get(name, 1.0))]
     preset = RunConfig.for_task(task_name)
     settings = [gr.update(value=getattr(preset, k)) for k in TASK_SETTING_KEYS]
@@ -476,7 +484,7 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
         download_panel.build(form["dataset_name"])
     task = TASKS[defaults["task"]]
     weights = dict(zip(task.reward_names, task.reward_weights))
-    names = list(REWARDS)
+    names = list(PICKER_REWARDS)
     with gr.Group(elem_classes=["wb-rewards"]):
         for start in range(0, len(names), 2):
             with gr.Row():
@@ -486,8 +494,9 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
                     form[f"weight_{name}"] = gr.Number(value=weights.get(name, 1.0), show_label=False,
                                                        label=f"weight of {name}", scale=1, min_width=70,
                                                        container=False)
-    with gr.Accordion("What each reward function computes", open=False):
-        gr.Markdown("\n".join(f"- `{n}`: {d}" for n, d in describe_rewards().items()), elem_classes=["wb-note"])
+    with gr.Accordion("What each reward function computes, and TRL's parameters", open=False):
+        gr.Markdown(rewards_help_markdown(), elem_classes=["wb-note"])
+    _rows(form, REWARD_FIELDS, defaults)
     form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
                                      placeholder="optional: a .py file from your uploads (Your files, below)"
                                      if ctx.shared else "optional: my_rewards.py")
@@ -691,7 +700,7 @@ def build(ctx) -> None:
     # The preview follows what decides the rows and the columns the rewards read.
     preview_triggers = [form[name].change for name in ("task", "dataset_name", "reward_file", "seed", "model",
                                                        *DATA_FIELDS) if name != "dataset_test_split"]
-    preview_triggers += [form[f"use_{name}"].change for name in REWARDS]
+    preview_triggers += [form[f"use_{name}"].change for name in PICKER_REWARDS]
     gr.on(preview_triggers, fn=tab.live_preview, inputs=inputs, outputs=[ui.data_preview, *ui.data_dropdowns],
           show_progress="hidden", trigger_mode="always_last")
     ui.score_button.click(tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *inputs],

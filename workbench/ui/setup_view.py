@@ -22,7 +22,8 @@ from workbench.spec.columns import DataPreview
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, plan_for
 from workbench.spec.hardware import GpuInfo
 from workbench.spec.recipes import RECIPES, VARIANT_FIELDS
-from workbench.spec.rewards import REWARDS
+from workbench.spec.rewards import REWARDS, describe_rewards, describe_trl_rewards
+from workbench.spec.trl_rewards import TRL_REWARDS
 from workbench.ui.calculator_view import PlanView
 
 # RunConfig fields the Setup tab shows as settings, grouped as on the page.
@@ -34,12 +35,17 @@ OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta"
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
               "gradient_checkpointing", "report_to")
+# How rewards are scored besides which: TRL rewards' parameters, failures, a reward model.
+REWARD_FIELDS = ("reward_params", "reward_errors", "reward_failure_score", "reward_model", "reward_model_weight")
 VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
                "vllm_tensor_parallel_size")
 # The data's config, splits, column mapping and chat template (laid out beside dataset_name).
 DATA_FIELDS = ("dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column", "solution_column",
                "solution_transform", "chat_template", "system_prompt")
-SETTING_FIELDS = BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS + ("recipe",) + DATA_FIELDS
+SETTING_FIELDS = (BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS + ("recipe",) + DATA_FIELDS
+                  + REWARD_FIELDS)
+# The reward picker's functions: the workbench's own, then TRL's library (its parameters in reward_params).
+PICKER_REWARDS = (*REWARDS, *TRL_REWARDS)
 # What choosing a recipe may change on the form (spec/recipes.py), in the order its handler fills them.
 RECIPE_FORM_FIELDS = (*VARIANT_FIELDS, "steps_per_generation")
 # Settings that may be left blank (None): steps_per_generation, save_total_limit.
@@ -86,14 +92,23 @@ def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
 
 
 def reward_choice(form: dict) -> tuple[list[str], list[float]]:
-    """The ticked reward functions and their weights, in registry order."""
+    """The ticked reward functions and their weights, in the picker's order."""
     names, weights = [], []
-    for name in REWARDS:
+    for name in PICKER_REWARDS:
         if form.get(f"use_{name}"):
             names.append(name)
             weight = form.get(f"weight_{name}")
             weights.append(1.0 if weight is None else weight)
     return names, weights
+
+
+def rewards_help_markdown() -> str:
+    """What each reward of the picker computes; TRL's with their parameters, set in reward_params."""
+    own = "\n".join(f"- `{name}`: {text}" for name, text in describe_rewards().items())
+    trl = "\n".join(f"- `{name}`: {text}" for name, text in describe_trl_rewards().items())
+    return (f"{own}\n\n**TRL's own rewards** (`trl.rewards`; they run in the training process, so *Try the "
+            f"rewards* leaves them out: the Smoke test tries them). Set a parameter in `reward_params`, e.g. "
+            f'`{{"repetition_penalty_reward": {{"ngram_size": 4}}}}`:\n{trl}')
 
 
 def hardware_choice(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...] = ()) -> dict:
