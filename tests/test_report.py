@@ -304,7 +304,9 @@ def test_hostile_text_in_every_field_the_report_shows_is_shown_as_text(write_run
         in shown["summary"]
     assert shown["groups"].count(HOSTILE) >= 3  # prompt, completion, reward name
     assert "<b onmouseover=alert(3)>side" in shown["probes"] and shown["probes"].count(HOSTILE) == 3
-    assert all(shown["settings"].count(f"{field}{HOSTILE}") == 1 for field in texts)
+    # each once (a field shows inside another's name once more: model in reward_model)
+    assert all(shown["settings"].count(f"{field}{HOSTILE}") == sum(other.endswith(field) for other in texts)
+               for field in texts)
     assert name in shown["footer"]
     state = build(write_run("odd-state", status={"state": HOSTILE}))
     assert f"state{HOSTILE}" in Shown(state).text[""] and not [t for t, _ in Tags(state).tags if t == "img"]

@@ -5,13 +5,16 @@ import pytest
 from workbench.spec import rewards, tasks
 from workbench.spec.tasks import TASKS, TaskError
 
+# Tasks whose rows the workbench builds; gsm8k trains on a dataset it names (tests/test_gsm8k_task.py).
+ROW_TASKS = [name for name, task in TASKS.items() if not task.dataset_required]
+
 
 @pytest.fixture(scope="module")
 def datasets_by_task():
-    return {name: tasks.load_task_dataset(name) for name in TASKS}
+    return {name: tasks.load_task_dataset(name) for name in ROW_TASKS}
 
 
-@pytest.mark.parametrize("name", list(TASKS), ids=list(TASKS))
+@pytest.mark.parametrize("name", ROW_TASKS, ids=ROW_TASKS)
 def test_task_dataset_has_conversational_prompts_and_reward_columns(datasets_by_task, name):
     task, dataset = TASKS[name], datasets_by_task[name]
     assert "prompt" in dataset.column_names
@@ -74,7 +77,7 @@ def test_keywords_reward_counts_the_given_words(datasets_by_task):
     assert all_words > no_words
 
 
-@pytest.mark.parametrize("name", list(TASKS), ids=list(TASKS))
+@pytest.mark.parametrize("name", ROW_TASKS, ids=ROW_TASKS)
 def test_task_data_is_reproducible_and_sized(name):
     first = tasks.load_task_dataset(name, size=10, seed=1)
     again = tasks.load_task_dataset(name, size=10, seed=1)
@@ -95,7 +98,7 @@ def test_task_errors_say_what_to_use(name, size, pattern):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(TASKS), ids=list(TASKS))
+@pytest.mark.parametrize("name", ROW_TASKS, ids=ROW_TASKS)
 def test_task_trains_one_real_grpo_step(tmp_path, name):
     """TRL passes the task's chat prompts through the template and its columns to its rewards."""
     from transformers import TrainerCallback

@@ -107,11 +107,14 @@ def side_label(adapter: str | Path | None) -> str:
 
 
 def default_prompts(config: dict) -> list[str]:
-    """The probe prompts of the run's task ([] for a run on a user's file or an unknown task)."""
+    """The probe prompts of the run's task ([] for a run on a user's file or an unknown task; a task that reads
+    a named dataset keeps its own, whichever copy of that dataset the run names)."""
     from workbench.spec.tasks import TASKS
 
     task = TASKS.get(config.get("task") or "")
-    if task is None or config.get("dataset_name") or config.get("dataset_path"):
+    if task is None:
+        return []
+    if not task.dataset_required and (config.get("dataset_name") or config.get("dataset_path")):
         return []
     return list(task.probe_prompts)
 

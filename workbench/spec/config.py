@@ -698,11 +698,21 @@ def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[Conf
     if cfg.task not in tasks.TASKS and not value:
         return [ConfigProblem("task", f"unknown task {cfg.task!r}",
                               f"choose one of {', '.join(tasks.TASKS)}, or give dataset_name")]
+    task = tasks.TASKS.get(cfg.task)
+    # a task that trains on a hub dataset ships a few of its rows: offline, they are the way to try it
+    sample = f"; to try the task offline, its bundled sample: dataset_name={task.sample_dataset}" \
+        if task and task.sample_dataset else ""
+    if not value and task.dataset_required:
+        return [ConfigProblem("dataset_name", f"is empty, and the {cfg.task} task trains on a dataset",
+                              f"give {task.settings['dataset_name']} (or a local copy's folder){sample}")]
     try:
         found = columns.source_rows(cfg.task, value, cfg.dataset_config, cfg.dataset_train_split, cfg.seed,
                                     count=CHECK_ROWS if value else 1, field=field_name or "dataset_name")
     except DatasetError as exc:
-        return [_problem_from_message(exc, field_name or "dataset_name")]
+        problem = _problem_from_message(exc, field_name or "dataset_name")
+        if task and value == task.settings.get("dataset_name"):  # the task's own hub id, unreachable
+            problem = dataclasses.replace(problem, rule=problem.rule + sample)
+        return [problem]
     has_template = data_mapping.has_chat_template(model_location(cfg.model))
     problems = []
     rule = data_mapping.resolve_chat_template(cfg.chat_template, has_template)[1]

@@ -134,6 +134,19 @@ def format_tag(tag: str = "answer") -> RewardFunc:
     return _named(reward, f"format_{tag}_tag", f"1.0 when the completion holds a non-empty <{tag}>...</{tag}>, else 0.0.")
 
 
+BOXED = re.compile(r"\\boxed\{\s*[^{}\s][^{}]*\}")
+
+
+def boxed_format() -> RewardFunc:
+    """1.0 when the completion gives an answer in `\\boxed{...}` (the form accuracy_reward parses), else 0.0."""
+
+    def reward(prompts=None, completions=None, completion_ids=None, **kwargs):
+        return [1.0 if BOXED.search(t) else 0.0 for t in _texts(completions)]
+
+    return _named(reward, "boxed_format",
+                  "1.0 when the completion gives an answer in \\boxed{...} (the form accuracy_reward parses), else 0.0.")
+
+
 def exact_answer() -> RewardFunc:
     """1.0 when the answer (inside <answer> tags if present) equals the `answer` column, ignoring case and spaces."""
 
@@ -240,6 +253,7 @@ REWARDS: dict[str, RewardFunc] = {
     f.__name__: f
     for f in (
         format_tag("answer"),
+        boxed_format(),
         exact_answer(),
         numeric_answer(),
         brevity(),

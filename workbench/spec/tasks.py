@@ -7,6 +7,11 @@
   column, scored by the exact answer and by the `<answer>` tag format.
 - `keywords`: write a sentence on a topic using given words (a `keywords`
   column), scored by the share of words used and a length target.
+- `gsm8k`: grade-school math word problems from the hub dataset
+  `openai/gsm8k` (or a local copy), reasoning then a `\\boxed{}` answer,
+  scored by TRL's `accuracy_reward` (math_verify) against the number after
+  GSM8K's `####`, and a small format reward. A few of its rows ship in
+  `workbench/spec/data/gsm8k_sample/`, laid out as the hub lays them out.
 
 Datasets are built in code or read from the small files in `workbench/data/`
 (no downloads). Prompts are conversational (`[{"role": "user", ...}]`) so the
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
+from workbench.spec.data_mapping import after_hashes
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -40,6 +46,10 @@ class Task:
     user messages answered by the base model and by checkpoints side by side.
     `settings` are RunConfig fields (TRL names) the task is designed around.
     `default_size` is the number of rows a run uses (None: all the task has).
+    `dataset_required`: the task trains on the dataset its settings name
+    (`dataset_name`), never on `build_rows`, which gives a few rows to show.
+    `sample_dataset`: a folder of a few of its dataset's rows shipped with the workbench.
+    `gpu_settings`: the RunConfig changes that size the task for a GPU.
     """
 
     name: str
@@ -51,6 +61,9 @@ class Task:
     build_rows: Callable[[int | None, int], list[dict]] = field(repr=False)
     default_size: int | None
     settings: dict = field(default_factory=dict)
+    dataset_required: bool = False
+    sample_dataset: str = ""
+    gpu_settings: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Everything but the row builder, for the UI and the run folder."""
@@ -63,6 +76,9 @@ class Task:
             "probe_prompts": list(self.probe_prompts),
             "default_size": self.default_size,
             "settings": dict(self.settings),
+            "dataset_required": self.dataset_required,
+            "sample_dataset": self.sample_dataset,
+            "gpu_settings": dict(self.gpu_settings),
         }
 
 
@@ -152,6 +168,26 @@ def build_keyword_rows(size: int, seed: int) -> list[dict]:
     return rows
 
 
+# ---------------------------------------------------------------- gsm8k: grade-school math
+
+GSM8K_SAMPLE = DATA_DIR / "gsm8k_sample"
+GSM8K_INSTRUCTION = "Solve the problem step by step, then give the final number inside \\boxed{}, e.g. \\boxed{42}."
+
+
+def gsm8k_sample(split: str) -> list[dict]:
+    """The bundled GSM8K rows of `split` (train or test) as the hub stores them: `question`, `answer`."""
+    lines = (GSM8K_SAMPLE / "main" / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def build_gsm8k_rows(size: int | None, seed: int) -> list[dict]:
+    """The bundled train rows as a run sees them (system + user message, `solution` after `####`), to show."""
+    rows = gsm8k_sample("train")[:size]
+    return [{"prompt": [{"role": "system", "content": GSM8K_INSTRUCTION}, *user_message(row["question"])],
+             "solution": after_hashes(row["answer"]), "answer": row["answer"]}
+            for row in rows]
+
+
 # ---------------------------------------------------------------- the registry
 
 
@@ -221,6 +257,39 @@ TASKS: dict[str, Task] = {
             build_rows=build_keyword_rows,
             default_size=256,
             settings={"max_completion_length": 64},
+        ),
+        Task(
+            name="gsm8k",
+            title="Grade-school math (GSM8K)",
+            description=(
+                "GSM8K's word problems (openai/gsm8k, config main; offline, a local copy as dataset_name, or the "
+                f"bundled sample {GSM8K_SAMPLE}). The model reasons, then gives its answer in \\boxed{{}}. Rewards: "
+                "accuracy_reward (TRL's, math_verify: 1.0 when the boxed answer equals the number after GSM8K's "
+                "####) and boxed_format (1.0 when a \\boxed{} answer is there, weight 0.2). The bundled 135M model "
+                "rarely gets one right: a 1.5B model on a GPU is where this task learns."
+            ),
+            reward_names=("accuracy_reward", "boxed_format"),
+            reward_weights=(1.0, 0.2),
+            # the first four problems of GSM8K's test split, never trained on
+            probe_prompts=tuple(f"{row['question']} {GSM8K_INSTRUCTION}" for row in gsm8k_sample("test")),
+            build_rows=build_gsm8k_rows,
+            default_size=None,
+            dataset_required=True,
+            sample_dataset=str(GSM8K_SAMPLE),
+            settings={
+                "dataset_name": "openai/gsm8k", "dataset_config": "main", "dataset_train_split": "train",
+                "dataset_test_split": "test", "prompt_column": "question", "solution_column": "answer",
+                "solution_transform": "after_hashes", "chat_template": "auto", "system_prompt": GSM8K_INSTRUCTION,
+                # sized for the bundled model on a 2-core CPU: room for a short chain of reasoning, 2 prompts a step
+                "max_completion_length": 192, "per_device_train_batch_size": 8, "num_generations": 4,
+                "learning_rate": 2e-5, "temperature": 0.8,
+            },
+            gpu_settings={
+                # a 1.5B instruct model on one GPU, as Open-R1-style GSM8K runs size it
+                "model": "Qwen/Qwen2.5-1.5B-Instruct", "max_completion_length": 512,
+                "per_device_train_batch_size": 16, "num_generations": 8, "gradient_accumulation_steps": 2,
+                "learning_rate": 1e-5, "bf16": True, "max_steps": 200,
+            },
         ),
     )
 }
