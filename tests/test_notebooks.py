@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = ("01_batch_math", "02_loss_normalisation", "03_first_run", "04_reading_a_run", "05_vllm_generation")
+EXPECTED = ("01_batch_math", "02_loss_normalisation", "03_first_run", "04_reading_a_run", "05_vllm_generation",
+            "06_gsm8k_recipe")
 # A stored notebook may carry small outputs at most; executed ones embed
 # plotly.js (megabytes) and must be stripped before committing.
 MAX_STORED_OUTPUT_BYTES = 10_000
