@@ -125,6 +125,12 @@ class RunConfig:
         [],
         "One weight per reward function (the reward is their weighted sum); empty means the task's weights or all 1.",
     )
+    correctness_reward: str = setting(
+        "",
+        "The reward that means 'correct' (full marks = a right answer), e.g. exact_answer or accuracy_reward; the "
+        "run's other rewards are shaping (format, length). Held-out evaluation and the alarms read it. Empty: the "
+        "task's; 'none': the run has no notion of a right answer.",
+    )
     reward_file: str = setting(
         "",
         "A Python file defining your own reward functions f(prompts, completions, **kwargs) -> "
@@ -821,6 +827,38 @@ def reward_weights_for(cfg: RunConfig) -> list[float]:
     return [1.0] * len(reward_names_for(cfg))
 
 
+NO_CORRECTNESS = "none"
+
+
+def correctness_reward_for(cfg: RunConfig) -> str:
+    """The reward that means a right answer: the config's, else the task's when the run uses the task's rewards;
+    "" when the run has none."""
+    chosen = cfg.correctness_reward.strip()
+    if chosen:
+        return "" if chosen == NO_CORRECTNESS else chosen
+    from workbench.spec import tasks
+
+    task = tasks.TASKS.get(cfg.task)
+    if task is None or not task.correctness_reward or task.correctness_reward not in reward_names_for(cfg):
+        return ""
+    return task.correctness_reward
+
+
+def shaping_rewards_for(cfg: RunConfig) -> list[str]:
+    """The run's other rewards: format, length and the like, which pay for something besides a right answer."""
+    correct = correctness_reward_for(cfg)
+    return [name for name in reward_names_for(cfg) if name != correct]
+
+
+def _correctness_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    chosen = cfg.correctness_reward.strip()
+    names = reward_names_for(cfg)
+    if chosen and chosen != NO_CORRECTNESS and chosen not in names:
+        return [ConfigProblem("correctness_reward", f"{chosen!r} is not one of the run's rewards ({', '.join(names)})",
+                              f"name one of them, or '{NO_CORRECTNESS}' when no reward means a right answer")]
+    return []
+
+
 def trl_reward_weights(cfg: RunConfig) -> list[float]:
     """TRL's reward_weights: one per reward function, then the reward model's when there is one."""
     return reward_weights_for(cfg) + ([float(cfg.reward_model_weight)] if cfg.reward_model.strip() else [])
@@ -910,6 +948,7 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True) -> list[Con
     except ModelError as exc:
         problems.append(_problem_from("model", exc))
     problems += _data_problems(cfg, import_reward_file)
+    problems += _correctness_problems(cfg)
     problems += _tracker_problems(cfg)
     problems += _hardware_problems(cfg)
     return problems

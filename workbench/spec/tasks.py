@@ -48,6 +48,8 @@ class Task:
     `default_size` is the number of rows a run uses (None: all the task has).
     `dataset_required`: the task trains on the dataset its settings name
     (`dataset_name`), never on `build_rows`, which gives a few rows to show.
+    `correctness_reward`: the reward whose full marks mean a right answer ("" when the task has no right
+    answer); the task's other rewards shape (format, length).
     `sample_dataset`: a folder of a few of its dataset's rows shipped with the workbench.
     `gpu_settings`: the RunConfig changes that size the task for a GPU.
     """
@@ -61,6 +63,7 @@ class Task:
     build_rows: Callable[[int | None, int], list[dict]] = field(repr=False)
     default_size: int | None
     settings: dict = field(default_factory=dict)
+    correctness_reward: str = ""
     dataset_required: bool = False
     sample_dataset: str = ""
     gpu_settings: dict = field(default_factory=dict)
@@ -76,6 +79,7 @@ class Task:
             "probe_prompts": list(self.probe_prompts),
             "default_size": self.default_size,
             "settings": dict(self.settings),
+            "correctness_reward": self.correctness_reward,
             "dataset_required": self.dataset_required,
             "sample_dataset": self.sample_dataset,
             "gpu_settings": dict(self.gpu_settings),
@@ -236,6 +240,7 @@ TASKS: dict[str, Task] = {
             ),
             build_rows=build_arithmetic_rows,
             default_size=512,
+            correctness_reward="exact_answer",
             settings={"max_completion_length": 64},
         ),
         Task(
@@ -256,6 +261,7 @@ TASKS: dict[str, Task] = {
             ),
             build_rows=build_keyword_rows,
             default_size=256,
+            correctness_reward="keyword_presence",  # full marks: every given word used
             settings={"max_completion_length": 64},
         ),
         Task(
@@ -274,6 +280,7 @@ TASKS: dict[str, Task] = {
             probe_prompts=tuple(f"{row['question']} {GSM8K_INSTRUCTION}" for row in gsm8k_sample("test")),
             build_rows=build_gsm8k_rows,
             default_size=None,
+            correctness_reward="accuracy_reward",
             dataset_required=True,
             sample_dataset=str(GSM8K_SAMPLE),
             settings={
