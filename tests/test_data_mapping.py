@@ -72,6 +72,31 @@ def test_the_text_the_model_receives_is_the_tokenizers_own(tiny_model):
     assert data_mapping.model_input_text("raw text", template) == "raw text"
 
 
+TEMPLATE_WITH_EXTRAS = (
+    "{{ bos_token }}{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
+    "{% if loop.index > 5 %}{% break %}{% endif %}<|{{ m.role }}|>{{ m.content | tojson }}"
+    "{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% endgeneration %}{% endif %}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+@pytest.mark.slow  # imports transformers
+@pytest.mark.parametrize("source", ["bundled", "extras"])
+def test_the_renderer_is_transformers_own_on_its_environments_features(source, tiny_model):
+    """The dashboard renders templates without transformers: what it shows equals transformers' rendering, for
+    the tiny model's template and for one using tojson, loop controls, raise_exception and {% generation %}."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    template = data_mapping.read_chat_template(tiny_model)
+    if source == "extras":
+        template = data_mapping.ChatTemplate(TEMPLATE_WITH_EXTRAS, {"bos_token": "<s>"})
+    messages = [{"role": "system", "content": "Think \"twice\"."}, {"role": "user", "content": "2 + 2? é"},
+                {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3 + 3?"}]
+    theirs = render_jinja_template(conversations=[messages], chat_template=template.template,
+                                   add_generation_prompt=True, **template.special_tokens)[0][0]
+    assert data_mapping.model_input_text(messages, template) == theirs
+
+
 @pytest.fixture
 def gsm_folder(tmp_path):
     return str(write_hub_dataset(tmp_path / "gsm8k", {"main": {"train": gsm8k_like_rows(8),

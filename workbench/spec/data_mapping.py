@@ -20,6 +20,7 @@ chat template renderer from the tokenizer's files (no model, no torch).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,15 +179,50 @@ def model_input_text(prompt: Any, template: ChatTemplate | None) -> str:
     """The exact text the model receives for one rendered prompt (what TRL gives `generate`).
 
     Chat messages go through the model's chat template with the generation prompt added, as TRL does
-    (`apply_chat_template(..., add_generation_prompt=True, tokenize=False)`), rendered by transformers' own
-    renderer; text goes as it is.
+    (`apply_chat_template(..., add_generation_prompt=True, tokenize=False)`), rendered in the Jinja2
+    environment transformers renders templates in (`_compiled_template`); text goes as it is.
     """
     if isinstance(prompt, str):
         return prompt
     if template is None:
         raise ValueError("the prompt is chat messages and the model's tokenizer has no chat template")
-    from transformers.utils.chat_template_utils import render_jinja_template
+    return _compiled_template(template.template).render(messages=list(prompt), add_generation_prompt=True,
+                                                        **template.special_tokens)
 
-    rendered, _ = render_jinja_template(conversations=[list(prompt)], chat_template=template.template,
-                                        add_generation_prompt=True, **template.special_tokens)
-    return rendered[0]
+
+@functools.lru_cache(maxsize=8)
+def _compiled_template(source: str):
+    """A chat template compiled as transformers 5 compiles one (chat_template_utils._compile_jinja_template):
+    a sandboxed environment with trim_blocks and lstrip_blocks, loop controls, the `tojson` filter and the
+    `raise_exception` / `strftime_now` globals; its `{% generation %}` tag (which only marks the assistant's
+    tokens for training masks) renders its body. Written here so the dashboard shows the text without
+    importing transformers; tests/test_data_mapping.py checks it against the tokenizer's own rendering."""
+    from datetime import datetime
+
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class GenerationTag(jinja2.ext.Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller):
+            return caller()
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[GenerationTag, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(source)
