@@ -11,6 +11,10 @@ Sampling draws from a random generator of its own (forked and seeded by step), s
 trains on exactly the random numbers it would have drawn with it off. The time it takes is recorded in
 the record (`eval_seconds`), apart from TRL's step_time. A reward model (reward_model) is not scored here:
 the record holds the reward functions' scores.
+
+Ties to TRL, all public names: GRPOTrainer's `reward_funcs`, `eos_token_ids` (every id that ends a
+completion) and `processing_class`, and `trl.data_utils.maybe_apply_chat_template` (the prompt text TRL
+generates from).
 """
 
 from __future__ import annotations
@@ -105,11 +109,12 @@ class Evaluator:
         texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
         batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         batch = {key: value.to(self.trainer.accelerator.device) for key, value in batch.items()}
+        # sampled as the run samples (top_k 0: no top-k filtering, as in TRL's generation settings)
         settings = dict(do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                        top_k=self.cfg.top_k or None, num_return_sequences=count) if sample else \
+                        top_k=self.cfg.top_k, num_return_sequences=count) if sample else \
             dict(do_sample=False, temperature=None, top_p=None, top_k=None)
         output = model.generate(**batch, max_new_tokens=self.cfg.max_completion_length,
-                                repetition_penalty=self.cfg.repetition_penalty,
+                                repetition_penalty=self.cfg.repetition_penalty, eos_token_id=self.trainer.eos_token_ids,
                                 pad_token_id=tokenizer.pad_token_id, **settings)
         ends = set(self.trainer.eos_token_ids) | {tokenizer.pad_token_id}
         ids = []
