@@ -3,38 +3,39 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
-from helpers import TINY
 
 from workbench.cli import main
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
-from workbench.spec.tasks import GSM8K_INSTRUCTION, GSM8K_SAMPLE, gsm8k_sample
+from workbench.spec.tasks import gsm8k_sample
 
 
-@pytest.mark.slow  # trains the tiny model for 3 steps, evaluating 4 prompts greedily and twice sampled each time
-def test_a_gsm8k_run_evaluates_its_test_split_at_steps_0_1_2_and_a_resume_adds_step_3_only(tmp_path, capsys):
-    from workbench.trainer.training import run_training
-
-    cfg = RunConfig.for_task("gsm8k", **TINY, dataset_name=str(GSM8K_SAMPLE), max_steps=2, save_steps=1,
-                             eval_strategy="steps", eval_steps=1, eval_size=4, eval_pass_k=2)
-    run_dir = tmp_path / "run"
-    assert run_training(cfg, run_dir) == 0, runfolder.read_status(run_dir).get("error")
-
-    assert main(["eval", str(run_dir), "--json", "--per-prompt"]) == 0
+@pytest.mark.slow  # the shared tiny gsm8k run: 2 steps, 4 test prompts answered greedily and twice sampled each time
+def test_a_gsm8k_run_evaluates_its_test_split_at_steps_0_1_2_never_on_training_prompts(tiny_eval_run, capsys):
+    assert main(["eval", str(tiny_eval_run), "--json", "--per-prompt"]) == 0
     points = json.loads(capsys.readouterr().out)
     assert [p["step"] for p in points] == [0, 1, 2]
     assert all(p["n"] == 4 and p["k"] == 2 and set(p["rewards"]) == {"accuracy_reward", "boxed_format"}
                and 0 <= p["accuracy"] <= 1 and 0 <= p["pass_at_k"] <= 1 for p in points)
     asked = {p["prompt"] for p in points[0]["prompts"]}
     assert asked == {row["question"] for row in gsm8k_sample("test")}  # the test split, every row of it
-    trained = {r["prompt"] for r in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)}
+    trained = {r["prompt"] for r in runfolder.read_jsonl(tiny_eval_run / runfolder.COMPLETIONS_FILE)}
     assert trained and not asked & trained
-    record = runfolder.read_jsonl(run_dir / runfolder.EVAL_FILE)[0]
+    record = runfolder.read_jsonl(tiny_eval_run / runfolder.EVAL_FILE)[0]
     assert record["eval_seconds"] > 0 and record["correctness_reward"] == "accuracy_reward"
-    assert GSM8K_INSTRUCTION not in asked  # the prompt is the question; the system prompt went to the model
+    steps_logged = [m["step"] for m in runfolder.read_jsonl(tiny_eval_run / runfolder.METRICS_FILE) if "reward" in m]
+    assert steps_logged == [1, 2]  # evaluation adds no training step and no metric line of its own
 
-    # a resume from checkpoint-2 with one more step: step 2 is not evaluated again, step 3 is
-    assert run_training(cfg.with_changes(max_steps=3), run_dir, resume=True) == 0
+
+@pytest.mark.slow  # resumes the shared run from checkpoint-2 for one more step
+def test_a_resumed_run_continues_the_curve_without_evaluating_a_step_twice(tiny_eval_run, tmp_path):
+    from workbench.trainer.training import run_training
+
+    run_dir = tmp_path / tiny_eval_run.name
+    shutil.copytree(tiny_eval_run, run_dir)
+    cfg = RunConfig.load(run_dir / runfolder.CONFIG_FILE).with_changes(max_steps=3)
+    assert run_training(cfg, run_dir, resume=True) == 0, runfolder.read_status(run_dir).get("error")
     assert [r["step"] for r in runfolder.read_jsonl(run_dir / runfolder.EVAL_FILE)] == [0, 1, 2, 3]
