@@ -39,3 +39,15 @@ def test_a_resumed_run_continues_the_curve_without_evaluating_a_step_twice(tiny_
     cfg = RunConfig.load(run_dir / runfolder.CONFIG_FILE).with_changes(max_steps=3)
     assert run_training(cfg, run_dir, resume=True) == 0, runfolder.read_status(run_dir).get("error")
     assert [r["step"] for r in runfolder.read_jsonl(run_dir / runfolder.EVAL_FILE)] == [0, 1, 2, 3]
+
+
+@pytest.mark.slow  # loads the tiny model twice (checkpoint-2, then the base model) and answers 4 prompts each
+def test_eval_checkpoint_answers_now_as_the_run_answered_at_that_step(tiny_eval_run, capsys):
+    recorded = {r["step"]: r for r in runfolder.read_jsonl(tiny_eval_run / runfolder.EVAL_FILE)}
+    for which, step in (("2", 2), ("base", 0)):
+        assert main(["eval", str(tiny_eval_run), "--checkpoint", which, "--json", "--per-prompt"]) == 0
+        point = json.loads(capsys.readouterr().out)[0]
+        assert point["step"] == step and point["accuracy"] == recorded[step]["accuracy"]
+        assert [p["completion"] for p in point["prompts"]] == [p["completion"] for p in recorded[step]["prompts"]]
+    assert main(["eval", str(tiny_eval_run), "--checkpoint", "7"]) == 2
+    assert "'7' is not latest, base or a saved checkpoint's step (this run has: 1, 2)" in capsys.readouterr().err

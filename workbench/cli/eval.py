@@ -1,7 +1,8 @@
-"""`python -m workbench eval RUN [--json] [--per-prompt]`: a run's held-out evaluation curve.
+"""`python -m workbench eval RUN [--json] [--per-prompt] [--checkpoint latest|N|base]`: a run's held-out evaluation.
 
     python -m workbench eval 20261122-031502-arithmetic
     python -m workbench eval runs/20261122-031502-arithmetic --json --per-prompt
+    python -m workbench eval 20261122-031502-arithmetic --checkpoint 20 --json
 
 Reads the run folder's eval.jsonl (written when the run trained with eval_strategy=steps; see
 workbench/spec/evaluation.py): one point per evaluation, the base model's before any update at step 0.
@@ -9,7 +10,10 @@ Without --json it prints a line per point (step, accuracy, pass@k, each reward's
 answers that changed since step 0; with --json a JSON list of
 `{"step", "accuracy", "pass_at_k", "k", "rewards", "n"}`, and with --per-prompt each point also holds
 `prompts`: `[{"prompt", "completion", "rewards"}]`. A run that never evaluated exits 1 saying how to turn
-evaluation on. Bad input exits 2 with one line naming the argument, the rule and a fix.
+evaluation on. `--checkpoint` evaluates now, in this process, on the same held-out prompts: the base model
+(`base`), a checkpoint (its step) or the newest adapter (`latest`); it prints that one point (nothing is
+written) and works for a run that trained without evaluation too (workbench/trainer/saved_eval.py).
+Bad input exits 2 with one line naming the argument, the rule and a fix.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 
+from workbench.cli import ArgumentError
 from workbench.cli.report import find_run
 
 
@@ -32,6 +37,9 @@ def add_parser(subparsers) -> None:
                         '"k", "rewards", "n"}')
     parser.add_argument("--per-prompt", dest="per_prompt", action="store_true",
                         help="with each point, every held-out prompt with its greedy completion and rewards")
+    parser.add_argument("--checkpoint", metavar="WHICH",
+                        help="evaluate now, in this process: latest (the final adapter, else the newest checkpoint), "
+                             "a checkpoint's step, or base (the model without an adapter)")
     parser.set_defaults(run=run)
 
 
@@ -49,11 +57,22 @@ def print_lines(points: list[dict], changed: list[dict]) -> None:
               f"  before: {item['before']!r}\n  after:  {item['after']!r}")
 
 
+def evaluate_now(run_dir, which: str) -> list[dict]:
+    """The run's policy `which` evaluated now: one record, or ArgumentError naming what is wrong."""
+    from workbench.errors import WorkbenchError
+    from workbench.trainer.saved_eval import evaluate_saved
+
+    try:
+        return [evaluate_saved(run_dir, which)]
+    except WorkbenchError as exc:
+        raise ArgumentError(str(exc)) from None
+
+
 def run(args) -> int:
     from workbench.insight import evaluation
 
     run_dir = find_run(args.source, args.runs_dir)
-    records = evaluation.read_evals(run_dir)
+    records = evaluate_now(run_dir, args.checkpoint) if args.checkpoint else evaluation.read_evals(run_dir)
     points = evaluation.curve_points(records, per_prompt=args.per_prompt)
     if args.json:
         print(json.dumps(points, indent=1))

@@ -20,7 +20,9 @@ generates from).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from workbench.runstore import runfolder
 from workbench.spec.chat import prompt_text
@@ -60,22 +62,41 @@ def recorded_steps(path: Path) -> set[int]:
     return {record["step"] for record in runfolder.read_jsonl(path) if isinstance(record.get("step"), int)}
 
 
-class Evaluator:
-    """Answers and scores the held-out rows with a trainer's current policy."""
+@dataclass
+class Policy:
+    """What answers the held-out prompts: a model (adapter on), its tokenizer, where it runs, the ids that end a
+    completion, and the run's reward functions (TRL's `reward_funcs` order; a reward model, last, is left out)."""
 
-    def __init__(self, trainer, cfg: RunConfig, rows: list[dict]):
-        self.trainer = trainer
+    model: Any
+    tokenizer: Any
+    device: Any
+    eos_token_ids: list[int]
+    reward_funcs: list
+    trainer_state: Any = None
+
+    @classmethod
+    def of_trainer(cls, trainer) -> "Policy":
+        """The policy a GRPOTrainer trains, as it is at the moment of each evaluation."""
+        return cls(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class,
+                   trainer.accelerator.device, list(trainer.eos_token_ids), list(trainer.reward_funcs), trainer.state)
+
+
+class Evaluator:
+    """Answers and scores the held-out rows with a policy."""
+
+    def __init__(self, policy: Policy, cfg: RunConfig, rows: list[dict]):
+        self.policy = policy
         self.cfg = cfg
         self.rows = rows
         self.names = reward_names_for(cfg)
-        self.functions = list(trainer.reward_funcs)[:len(self.names)]  # a reward model, last, is not scored
+        self.functions = policy.reward_funcs[:len(self.names)]
         self.correctness = correctness_reward_for(cfg)
 
     def evaluate(self, step: int) -> dict:
         import torch
 
         started = time.perf_counter()
-        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        model = self.policy.model
         was_training = model.training
         model.eval()
         prompts = [row["prompt"] for row in self.rows]
@@ -105,18 +126,18 @@ class Evaluator:
         """Completions (text) and their token ids up to and including the end token, `count` per prompt in order."""
         from trl.data_utils import maybe_apply_chat_template
 
-        tokenizer = self.trainer.processing_class
+        tokenizer = self.policy.tokenizer
         texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
         batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        batch = {key: value.to(self.trainer.accelerator.device) for key, value in batch.items()}
+        batch = {key: value.to(self.policy.device) for key, value in batch.items()}
         # sampled as the run samples (top_k 0: no top-k filtering, as in TRL's generation settings)
         settings = dict(do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
                         top_k=self.cfg.top_k, num_return_sequences=count) if sample else \
             dict(do_sample=False, temperature=None, top_p=None, top_k=None)
         output = model.generate(**batch, max_new_tokens=self.cfg.max_completion_length,
-                                repetition_penalty=self.cfg.repetition_penalty, eos_token_id=self.trainer.eos_token_ids,
+                                repetition_penalty=self.cfg.repetition_penalty, eos_token_id=self.policy.eos_token_ids,
                                 pad_token_id=tokenizer.pad_token_id, **settings)
-        ends = set(self.trainer.eos_token_ids) | {tokenizer.pad_token_id}
+        ends = set(self.policy.eos_token_ids) | {tokenizer.pad_token_id}
         ids = []
         for row in output[:, batch["input_ids"].shape[1]:].tolist():
             stop = next((i + 1 for i, token in enumerate(row) if token in ends), len(row))
@@ -131,7 +152,7 @@ class Evaluator:
         scores = {}
         for name, function in zip(self.names, self.functions):
             values = function(prompts=prompts, completions=completions, completion_ids=ids,
-                              trainer_state=self.trainer.state, **columns)
+                              trainer_state=self.policy.trainer_state, **columns)
             scores[name] = [None if v is None else float(v) for v in values]
         return scores
 
@@ -144,20 +165,22 @@ def make_eval_callback(evaluator: Evaluator, path: Path, eval_steps: int, is_mai
         def __init__(self) -> None:
             self.done = recorded_steps(path) if is_main else set()
 
-        def evaluate(self, step: int) -> None:
+        def evaluate(self, state) -> None:
+            step = state.global_step
             if not is_main or step in self.done:
                 return
+            evaluator.policy.trainer_state = state  # the Trainer makes a new state when training starts
             runfolder.append_jsonl(path, [evaluator.evaluate(step)])
             self.done.add(step)
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.evaluate(state.global_step)  # step 0: the base policy, before any update
+            self.evaluate(state)  # step 0: the base policy, before any update
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % eval_steps == 0:
-                self.evaluate(state.global_step)
+                self.evaluate(state)
 
         def on_train_end(self, args, state, control, **kwargs):
-            self.evaluate(state.global_step)
+            self.evaluate(state)
 
     return EvalCallback()

@@ -348,7 +348,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
 
 def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:
     """Evaluate the held-out prompts at step 0, every eval_steps and at the end (workbench/trainer/evaluator.py)."""
-    from workbench.trainer.evaluator import Evaluator, load_eval_rows, make_eval_callback
+    from workbench.trainer.evaluator import Evaluator, Policy, load_eval_rows, make_eval_callback
 
     rows = load_eval_rows(cfg, dataset["prompt"], has_chat_template)
     if not rows:
@@ -356,8 +356,8 @@ def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: 
 
         raise ConfigError([ConfigProblem("dataset_test_split", f"{cfg.dataset_test_split!r} holds no prompt that is "
                                          "not also a training prompt", "name a held-out split, e.g. test")])
-    trainer.add_callback(make_eval_callback(Evaluator(trainer, cfg, rows), run_dir / runfolder.EVAL_FILE,
-                                            cfg.eval_steps, is_main))
+    evaluator = Evaluator(Policy.of_trainer(trainer), cfg, rows)
+    trainer.add_callback(make_eval_callback(evaluator, run_dir / runfolder.EVAL_FILE, cfg.eval_steps, is_main))
 
 
 def point_trackers_at(report_to: list[str], run_dir: Path) -> None:
