@@ -51,3 +51,18 @@ def test_eval_checkpoint_answers_now_as_the_run_answered_at_that_step(tiny_eval_
         assert [p["completion"] for p in point["prompts"]] == [p["completion"] for p in recorded[step]["prompts"]]
     assert main(["eval", str(tiny_eval_run), "--checkpoint", "7"]) == 2
     assert "'7' is not latest, base or a saved checkpoint's step (this run has: 1, 2)" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # trains the same 2-step tiny run again with evaluation off
+def test_evaluation_does_not_change_what_the_run_trains_on(tiny_eval_run, tmp_path):
+    from workbench.trainer.training import run_training
+
+    # evaluation samples from a random generator of its own: with it off, the run draws the same completions
+    cfg = RunConfig.load(tiny_eval_run / runfolder.CONFIG_FILE).with_changes(eval_strategy="no", max_steps=1)
+    assert run_training(cfg, tmp_path / "run") == 0, runfolder.read_status(tmp_path / "run").get("error")
+    assert not (tmp_path / "run" / runfolder.EVAL_FILE).exists()
+
+    def first_round(run_dir):
+        return [r["completion"] for r in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE) if r["step"] == 1]
+
+    assert first_round(tmp_path / "run") == first_round(tiny_eval_run)
