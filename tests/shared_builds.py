@@ -10,7 +10,9 @@ first (`shutil.copytree(tiny_trained_run, ...)`).
 - `tiny_model`: the tiny random model (workbench.spec.models.tiny_model_dir, cached once per machine);
 - `tiny_adapter`: a real LoRA adapter of it with random (non-zero) weights, so it changes the answers;
 - `tiny_trained_run`: a finished 2-step run of the tiny model on the demo task, launched as the app
-  launches one: `checkpoint-1`, `checkpoint-2`, the final adapter, metrics and completions.
+  launches one: `checkpoint-1`, `checkpoint-2`, the final adapter, metrics and completions;
+- `tiny_eval_run`: a finished 2-step run of the tiny model on the bundled GSM8K sample with held-out
+  evaluation at every step (eval.jsonl at steps 0, 1, 2; 4 test prompts, pass@2).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import file_lock, tiny_config
+from helpers import file_lock, tiny_config, tiny_settings
 
 TRAINED_RUN_TIMEOUT_S = 300
 
@@ -87,3 +89,26 @@ def tiny_trained_run(tiny_model, tmp_path_factory) -> Path:
         return runs / run_id
 
     return build_once(tmp_path_factory, "tiny-trained-run", build)
+
+
+@pytest.fixture(scope="session")
+def tiny_eval_run(tiny_model, tmp_path_factory) -> Path:
+    """A finished 2-step gsm8k run of the tiny model evaluating its test split at steps 0, 1 and 2, to read."""
+
+    def build(folder: Path) -> Path:
+        from workbench.jobs import launcher, run_state
+        from workbench.runstore import runfolder
+        from workbench.spec.config import RunConfig
+        from workbench.spec.tasks import GSM8K_SAMPLE
+
+        runs = folder / "runs"
+        # the fewest steps that make a curve: step 0 (before any update), 1 and 2; a checkpoint each, to resume
+        config = RunConfig.for_task("gsm8k", **tiny_settings(
+            dataset_name=str(GSM8K_SAMPLE), max_steps=2, save_steps=1, run_name="evaluated",
+            eval_strategy="steps", eval_steps=1, eval_size=4, eval_pass_k=2))
+        run_id = launcher.start(config, runs)
+        final = run_state.wait(run_id, runs, timeout=TRAINED_RUN_TIMEOUT_S)
+        assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(runs / run_id))
+        return runs / run_id
+
+    return build_once(tmp_path_factory, "tiny-eval-run", build)

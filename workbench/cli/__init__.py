@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "workbench.cli.export_script",
     "workbench.cli.report",
     "workbench.cli.watch",
+    "workbench.cli.eval",
     "workbench.cli.export_model",
     "workbench.cli.users",
 )

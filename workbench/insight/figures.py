@@ -605,3 +605,32 @@ def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: 
         if name not in missing:
             add_line(drawing, *_series(frame, metric), name, PALETTE[i % len(PALETTE)], weight)
     return drawing.figure()
+
+
+HELD_OUT_TITLE = "Held-out accuracy (right) beside the training reward"
+NO_EVAL_NOTE = ("This run evaluates no held-out prompts. Train with eval_strategy=steps (and eval_steps, eval_size) "
+                "to see whether a rising reward means right answers on prompts it never trained on.")
+EVAL_WAITING_NOTE = "No evaluation yet: the first, of the base model at step 0, lands before the first update."
+
+
+def held_out_figure(eval_records: list[Mapping], records, smoothing: float = 0.0, evaluates: bool = True) -> go.Figure:
+    """Held-out accuracy and pass@k (eval.jsonl, right-hand 0-100 % axis) on the training reward's step axis.
+
+    `eval_records`: one per evaluation in step order (`insight.evaluation.read_evals`); `records` the run's
+    metrics (or their frame); `evaluates`: whether the run's config turns evaluation on (which note to show).
+    """
+    if not eval_records:
+        return note_figure(HELD_OUT_TITLE, EVAL_WAITING_NOTE if evaluates else NO_EVAL_NOTE)
+    frame = _frame_of(records if isinstance(records, pd.DataFrame) else list(records))
+    drawing = Drawing(HELD_OUT_TITLE, "training reward")
+    if has_metric(frame, "reward"):
+        add_line(drawing, *_series(frame, "reward"), "training reward", PALETTE[0], smoothing)
+    steps = [record["step"] for record in eval_records]
+    for key, name, colour, dash in (("accuracy", "held-out accuracy", PALETTE[2], None),
+                                    ("pass_at_k", f"pass@{eval_records[-1].get('k')}", PALETTE[3], "dot")):
+        values = [record.get(key) for record in eval_records]
+        if any(value is not None for value in values):
+            add_line(drawing, steps, [math.nan if v is None else v for v in values], f"{name} (right)", colour, 0.0,
+                     dash=dash, yaxis="y2")
+    add_fraction_axis(drawing, "share of held-out prompts")
+    return drawing.figure()

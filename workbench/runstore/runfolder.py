@@ -9,6 +9,9 @@ files of `runs/<run_id>/`:
                        a field of `spec.run_status.RunStatus` (`read_run_status`, `write_run_status`)
 - `metrics.jsonl`      one JSON object per logging step, appended and flushed per line
 - `completions.jsonl`  one JSON object per completion, appended and flushed per line
+- `eval.jsonl`         one JSON object per held-out evaluation (eval_strategy=steps; `spec.evaluation`
+                       describes it): step 0 before any update, every eval_steps, the end; a resume
+                       drops the steps after its checkpoint and never writes a step twice
 - `train.log`          the process's own output
 - `vllm_server.log`    the output of the run's own vLLM server (generation=vllm-server / trl-server)
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
@@ -65,6 +68,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
 from workbench.errors import WorkbenchError
+from workbench.spec.evaluation import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
 from workbench.spec.run_status import RunStatus, status_field
 
@@ -77,6 +81,7 @@ CONFIG_FILE = "config.json"
 STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.jsonl"
 COMPLETIONS_FILE = "completions.jsonl"
+EVAL_FILE = "eval.jsonl"
 LOG_FILE = "train.log"
 VLLM_LOG_FILE = "vllm_server.log"
 ADAPTER_DIR = "adapter"
@@ -104,7 +109,7 @@ SANDBOX_ENV = "WORKBENCH_SANDBOX"  # "1" inside a run's sandbox: its own PID nam
 
 # The rule each JSON-lines file's records follow, by file name; other files' lines need only be JSON objects.
 RECORD_RULES: dict[str, Callable[[Any], str | None]] = {
-    METRICS_FILE: metric_problem, COMPLETIONS_FILE: completion_problem}
+    METRICS_FILE: metric_problem, COMPLETIONS_FILE: completion_problem, EVAL_FILE: eval_problem}
 
 _log = logging.getLogger(__name__)
 

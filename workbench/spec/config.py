@@ -39,6 +39,7 @@ IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
 SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
+EVAL_STRATEGIES = ("no", "steps")
 
 
 def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
@@ -78,7 +79,9 @@ class RunConfig:
     )
     dataset_test_split: str = setting(
         "test",
-        "The split kept for evaluation (recorded with the run; training does not read it).",
+        "The split held out for evaluation: with eval_strategy=steps its first eval_size rows are evaluated "
+        "(training never reads it); a slice of the train split such as train[-50:] works when it never overlaps "
+        "dataset_train_split (prompts found in both are left out of the evaluation).",
     )
     prompt_column: str = setting(
         "prompt",
@@ -258,6 +261,24 @@ class RunConfig:
         3,
         "Keep only this many newest checkpoints (older ones are deleted as new ones are saved); empty keeps "
         "all. The final adapter is kept apart.",
+    )
+    # held-out evaluation (workbench/trainer/evaluator.py), under TRL's names where TRL has them
+    eval_strategy: str = setting(
+        "no",
+        "steps: evaluate held-out prompts before the first update (step 0), every eval_steps steps and at the end, "
+        "written to eval.jsonl (accuracy from the correctness reward, pass@k, each reward's mean); no: never.",
+        choices=EVAL_STRATEGIES,
+    )
+    eval_steps: int = setting(10, "With eval_strategy=steps: evaluate every this many optimizer steps.")
+    eval_size: int = setting(
+        16,
+        "Held-out prompts evaluated each time: the first rows of dataset_test_split, or for a built-in task "
+        "questions it generates after the training ones (never trained on).",
+    )
+    eval_pass_k: int = setting(
+        0,
+        "k completions sampled per held-out prompt at the run's temperature, for pass@k (the share of prompts "
+        "with at least one right answer among k); 0: greedy answers only (cheaper).",
     )
     seed: int = setting(42, "Random seed for sampling and initialisation.")
     bf16: bool = setting(
@@ -622,11 +643,15 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
          "must be > 0 or empty", "use 0.28 (DAPO), or leave it empty to use epsilon"),
         ("top_entropy_quantile", 0 <= cfg.top_entropy_quantile <= 1, "must be in [0, 1]",
          "use 1.0 (every token), or 0.2 as in 'Beyond the 80/20 rule'"),
+        ("eval_steps", cfg.eval_steps >= 1, "must be >= 1", "use e.g. 10 (evaluate every 10 steps)"),
+        ("eval_size", cfg.eval_size >= 1, "must be >= 1", "use e.g. 16 held-out prompts"),
+        ("eval_pass_k", cfg.eval_pass_k >= 0, "must be >= 0", "use 0 (greedy only) or e.g. 4"),
     ]
     problems = [ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok]
     choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
                ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
-               ("solution_transform", SOLUTION_TRANSFORM_CHOICES), ("chat_template", CHAT_TEMPLATE_CHOICES)]
+               ("solution_transform", SOLUTION_TRANSFORM_CHOICES), ("chat_template", CHAT_TEMPLATE_CHOICES),
+               ("eval_strategy", EVAL_STRATEGIES)]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
             problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",
@@ -949,6 +974,10 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True) -> list[Con
         problems.append(_problem_from("model", exc))
     problems += _data_problems(cfg, import_reward_file)
     problems += _correctness_problems(cfg)
+    if cfg.eval_strategy == "steps" and not problems:  # the held-out data is looked at once the rest is sound
+        from workbench.spec.evaluation import eval_problems
+
+        problems += [ConfigProblem(*found) for found in eval_problems(cfg, correctness_reward_for(cfg), data_field(cfg))]
     problems += _tracker_problems(cfg)
     problems += _hardware_problems(cfg)
     return problems

@@ -143,6 +143,8 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         trackio_static_space_id=False,  # trackio stays local: no Space is made or synced, ever
         disable_tqdm=not show_progress,
         **grpo_settings(cfg),
+        # held-out evaluation is the run's own callback (trainer/evaluator.py): TRL's eval loop never runs beside it
+        eval_strategy="no",
         use_cpu=runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
         **trl_vllm_settings(cfg, server_url),
     )
@@ -277,7 +279,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         if resume and is_main:
             # the steps after the checkpoint are trained again: their old records must not stay beside the new
             resumed_step = int(checkpoint.name.split("-")[-1]) if checkpoint else 0
-            for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
+            for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE, runfolder.EVAL_FILE):
                 runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
         status.set(state="loading_model")
@@ -302,6 +304,8 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         trainer.reward_weights_list = trl_reward_weights(cfg)
         callback = make_run_folder_callback(run_dir, status, is_main, _stop_decider(trainer.accelerator))
         trainer.add_callback(callback)
+        if cfg.eval_strategy == "steps":
+            add_eval_callback(trainer, cfg, dataset, run_dir, is_main, tokenizer.chat_template is not None)
         previous_handler = _stop_on_sigterm(callback)
 
         status.set(resumed_from=int(checkpoint.name.split("-")[-1]) if checkpoint else None)
@@ -340,6 +344,20 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         status.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
+
+
+def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:
+    """Evaluate the held-out prompts at step 0, every eval_steps and at the end (workbench/trainer/evaluator.py)."""
+    from workbench.trainer.evaluator import Evaluator, Policy, load_eval_rows, make_eval_callback
+
+    rows = load_eval_rows(cfg, dataset["prompt"], has_chat_template)
+    if not rows:
+        from workbench.spec.config import ConfigError, ConfigProblem
+
+        raise ConfigError([ConfigProblem("dataset_test_split", f"{cfg.dataset_test_split!r} holds no prompt that is "
+                                         "not also a training prompt", "name a held-out split, e.g. test")])
+    evaluator = Evaluator(Policy.of_trainer(trainer), cfg, rows)
+    trainer.add_callback(make_eval_callback(evaluator, run_dir / runfolder.EVAL_FILE, cfg.eval_steps, is_main))
 
 
 def point_trackers_at(report_to: list[str], run_dir: Path) -> None:

@@ -3,8 +3,9 @@
 Layout, top to bottom: the run picker with Launch / Stop / Resume; a progress
 bar (step, total, elapsed, remaining); a failed run's hint, error and the end
 of train.log; the main curves (reward, reward std, KL, loss) beside the health
-alarms and the smoothing control; the completions of a step, group by group,
-with a slider over steps; then the other curves.
+alarms and the smoothing control; held-out accuracy (eval.jsonl) on the
+training reward's step axis, with the answers that changed since step 0; the
+completions of a step, group by group, with a slider over steps; then the other curves.
 
 Liveness: the page's script (`train_view.WATCH_JS`) asks the server for the
 shown run's `change_signature` at a pace tied to the run's step time
@@ -40,7 +41,7 @@ import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.insight import figures, follow
+from workbench.insight import evaluation, figures, follow
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
@@ -109,6 +110,8 @@ class TrainComponents:
     plots: dict
     smoothing: gr.Slider
     alarms: gr.HTML
+    held_out: gr.Plot
+    changed_answers: gr.HTML
     step_slider: gr.Slider
     completions: gr.HTML
     more_metrics: gr.Accordion
@@ -127,7 +130,8 @@ class TrainComponents:
     def load_outputs(self) -> list:
         """What attaching to a run draws (the page load's outputs)."""
         return [self.watch_state, self.pinned_state, self.run_picker, self.stop_button, self.resume_button,
-                self.progress, self.failure, self.server, self.alarms, self.step_slider, self.completions,
+                self.progress, self.failure, self.server, self.alarms, self.held_out, self.changed_answers,
+                self.step_slider, self.completions,
                 *self.plot_list, self.remembered]
 
 
@@ -153,6 +157,7 @@ def layout(ctx: UIContext) -> TrainComponents:
     server = gr.HTML("", css_template=server_view.SERVER_CSS, js_on_load=None, elem_id="wb-train-server",
                      visible=False)  # the run's vLLM server, for generation=vllm-server / trl-server
     plots, smoothing, alarms = _curves_and_health()
+    held_out, changed_answers = _held_out()
     step_slider, completions = _completions()
     more_metrics = _more_metrics(plots)
     # Clicked by the page's script (train_view.WATCH_JS) when the run folder changed, and once the page shows
@@ -161,8 +166,8 @@ def layout(ctx: UIContext) -> TrainComponents:
     refresh = gr.Button("refresh", visible="hidden", elem_id=train_view.REFRESH_BUTTON_ID)
     refresh_more = gr.Button("refresh more metrics", visible="hidden", elem_id=train_view.MORE_BUTTON_ID)
     return TrainComponents(remembered, watch_state, pinned_state, run_picker, launch_button, stop_button,
-                           resume_button, notice, progress, failure, server, plots, smoothing, alarms, step_slider,
-                           completions, more_metrics, refresh, refresh_more)
+                           resume_button, notice, progress, failure, server, plots, smoothing, alarms, held_out,
+                           changed_answers, step_slider, completions, more_metrics, refresh, refresh_more)
 
 
 def _curves_and_health() -> tuple[dict, gr.Slider, gr.HTML]:
@@ -181,6 +186,16 @@ def _curves_and_health() -> tuple[dict, gr.Slider, gr.HTML]:
             alarms = gr.HTML(train_view.alarms_html([], False), css_template=train_view.ALARMS_CSS, js_on_load=None,
                              elem_id="wb-train-alarms")
     return plots, smoothing, alarms
+
+
+def _held_out() -> tuple[gr.Plot, gr.HTML]:
+    """Held-out accuracy beside the training reward, and the answers that changed since step 0."""
+    gr.Markdown("### Held-out evaluation\nGreedy answers to prompts the run never trains on (eval_strategy=steps): "
+                "a training reward that rises while held-out accuracy stays flat is memorising or gaming a reward.",
+                elem_classes=["wb-section"])
+    held_out = gr.Plot(show_label=False, elem_id="wb-plot-held-out")
+    changed_answers = gr.HTML("", css_template=train_view.CHANGED_CSS, js_on_load=None, elem_id="wb-train-changed")
+    return held_out, changed_answers
 
 
 def _completions() -> tuple[gr.Slider, gr.HTML]:
@@ -269,6 +284,8 @@ class TrainTab:
                 ("alarms", *train_view.metrics_read(watch), skipped), lambda: train_view.alarms_html(
                     check_health(metrics_of(watch), watch.config) + train_view.skipped_alarms(watch.skipped),
                     bool(watch.metrics)))
+        if full or changes.metrics or changes.status:  # an evaluation lands before its step's metrics, the last one
+            out.update(self.render_held_out(watch, smooth))  # before the run's final state
         if full or changes.completions:
             out.update(self.render_completions(watch, pinned))
         out[ui.watch_state] = watch
@@ -303,6 +320,19 @@ class TrainTab:
 
         sent = self.drawn.get(("figures", *train_view.metrics_read(watch), float(smooth), names), draw)
         return {self.ui.plots[name]: sent[name] for name in names}
+
+    def render_held_out(self, watch: train_view.RunWatch, smooth: float) -> dict:
+        """The held-out figure and the changed answers, from eval.jsonl (read incrementally)."""
+        evals = evaluation.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
+        shown = tuple((e["step"], e.get("accuracy"), e.get("pass_at_k"), e.get("eval_seconds")) for e in evals)
+
+        def draw() -> tuple:
+            evaluates = watch.config.get("eval_strategy") == "steps"
+            figure = figures.held_out_figure(evals, metrics_of(watch), smooth, evaluates)
+            return figure_payload(figure), train_view.changed_answers_html(evals, evaluation.changed_answers(evals))
+
+        figure, changed = self.drawn.get(("held_out", *train_view.metrics_read(watch), shown, float(smooth)), draw)
+        return {self.ui.held_out: figure, self.ui.changed_answers: changed}
 
     def render_completions(self, watch: train_view.RunWatch, pinned: int | None) -> dict:
         ui, steps = self.ui, watch.completion_steps

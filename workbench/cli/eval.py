@@ -1,0 +1,85 @@
+"""`python -m workbench eval RUN [--json] [--per-prompt] [--checkpoint latest|N|base]`: a run's held-out evaluation.
+
+    python -m workbench eval 20261122-031502-arithmetic
+    python -m workbench eval runs/20261122-031502-arithmetic --json --per-prompt
+    python -m workbench eval 20261122-031502-arithmetic --checkpoint 20 --json
+
+Reads the run folder's eval.jsonl (written when the run trained with eval_strategy=steps; see
+workbench/spec/evaluation.py): one point per evaluation, the base model's before any update at step 0.
+Without --json it prints a line per point (step, accuracy, pass@k, each reward's mean, n) and the
+answers that changed since step 0; with --json a JSON list of
+`{"step", "accuracy", "pass_at_k", "k", "rewards", "n"}`, and with --per-prompt each point also holds
+`prompts`: `[{"prompt", "completion", "rewards"}]`. A run that never evaluated exits 1 saying how to turn
+evaluation on. `--checkpoint` evaluates now, in this process, on the same held-out prompts: the base model
+(`base`), a checkpoint (its step) or the newest adapter (`latest`); it prints that one point (nothing is
+written) and works for a run that trained without evaluation too (workbench/trainer/saved_eval.py).
+Bad input exits 2 with one line naming the argument, the rule and a fix.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from workbench.cli import ArgumentError
+from workbench.cli.report import find_run
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "eval", help="print a run's held-out accuracy curve (eval.jsonl), as lines or as JSON",
+        description="Print a run's held-out evaluations: accuracy (greedy answers with full marks from the "
+                    "correctness reward), pass@k, each reward's mean and n, from step 0 (before any update) on.",
+    )
+    parser.add_argument("source", metavar="RUN", help="a run id in the runs folder, or the path of a run folder")
+    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
+    parser.add_argument("--json", action="store_true", help='print a JSON list of {"step", "accuracy", "pass_at_k", '
+                        '"k", "rewards", "n"}')
+    parser.add_argument("--per-prompt", dest="per_prompt", action="store_true",
+                        help="with each point, every held-out prompt with its greedy completion and rewards")
+    parser.add_argument("--checkpoint", metavar="WHICH",
+                        help="evaluate now, in this process: latest (the final adapter, else the newest checkpoint), "
+                             "a checkpoint's step, or base (the model without an adapter)")
+    parser.set_defaults(run=run)
+
+
+def _share(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def print_lines(points: list[dict], changed: list[dict]) -> None:
+    for point in points:
+        rewards = ", ".join(f"{name} {_share(mean)}" for name, mean in (point["rewards"] or {}).items())
+        pass_k = f"  pass@{point['k']} {_share(point['pass_at_k'])}" if point.get("k") else ""
+        print(f"step {point['step']:>5}  accuracy {_share(point['accuracy'])}{pass_k}  n {point['n']}  ({rewards})")
+    for item in changed:
+        print(f"\n{item['change']} (step {item['first_step']} -> {item['last_step']}): {item['prompt']}\n"
+              f"  before: {item['before']!r}\n  after:  {item['after']!r}")
+
+
+def evaluate_now(run_dir, which: str) -> list[dict]:
+    """The run's policy `which` evaluated now: one record, or ArgumentError naming what is wrong."""
+    from workbench.errors import WorkbenchError
+    from workbench.trainer.saved_eval import evaluate_saved
+
+    try:
+        return [evaluate_saved(run_dir, which)]
+    except WorkbenchError as exc:
+        raise ArgumentError(str(exc)) from None
+
+
+def run(args) -> int:
+    from workbench.insight import evaluation
+
+    run_dir = find_run(args.source, args.runs_dir)
+    records = evaluate_now(run_dir, args.checkpoint) if args.checkpoint else evaluation.read_evals(run_dir)
+    points = evaluation.curve_points(records, per_prompt=args.per_prompt)
+    if args.json:
+        print(json.dumps(points, indent=1))
+    elif points:
+        print_lines(points, evaluation.changed_answers(records))
+    if not records:
+        print(f"Run {run_dir.name} has no held-out evaluation (no eval.jsonl): train with --set eval_strategy=steps "
+              f"(and eval_steps, eval_size) to record one.", file=sys.stderr)
+        return 1
+    return 0

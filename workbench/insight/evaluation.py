@@ -1,0 +1,60 @@
+"""Reading a run's held-out evaluations (eval.jsonl): the curve, its JSON form, the answers that changed.
+
+- `read_evals(run_dir)`: the evaluation records that count, one per step in step order, read through the
+  process's cache (`jsonl_cache.records`: only the lines appended since the last read are parsed); a step
+  written twice (a resume) counts once, the newest record winning (`resumed.merge_metrics`).
+- `curve_points(records, per_prompt)`: what `python -m workbench eval RUN --json` prints.
+- `changed_answers(records)`: the prompts whose greedy answer went wrong -> right or right -> wrong between the
+  first evaluation (step 0, before any update) and the latest, with both completions.
+
+The record is described in workbench/spec/evaluation.py. Pure apart from `read_evals`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.insight.resumed import merge_metrics
+from workbench.runstore import jsonl_cache, runfolder
+
+CURVE_KEYS = ("step", "accuracy", "pass_at_k", "k", "rewards", "n")
+PROMPT_KEYS = ("prompt", "completion", "rewards")
+WRONG_TO_RIGHT = "wrong → right"
+RIGHT_TO_WRONG = "right → wrong"
+
+
+def read_evals(run_dir: str | Path) -> list[dict]:
+    """The run's evaluation records, one per step in step order ([] when the run never evaluated)."""
+    return merge_metrics([], jsonl_cache.records(Path(run_dir) / runfolder.EVAL_FILE).records)
+
+
+def curve_points(records: list[dict], per_prompt: bool = False) -> list[dict]:
+    """`{"step", "accuracy", "pass_at_k", "k", "rewards", "n"}` per evaluation; `per_prompt` adds `prompts`."""
+    points = []
+    for record in records:
+        point = {key: record.get(key) for key in CURVE_KEYS}
+        if per_prompt:
+            point["prompts"] = [{key: row.get(key) for key in PROMPT_KEYS} for row in record.get("prompts") or []]
+        points.append(point)
+    return points
+
+
+def changed_answers(records: list[dict]) -> list[dict]:
+    """Prompts whose greedy answer changed verdict from the first evaluation to the latest, wrong → right first.
+
+    Each: `prompt`, `change`, `first_step`, `last_step`, `before` and `after` (the two completions). A prompt is
+    matched by its text; one the two evaluations do not share is left out.
+    """
+    if len(records) < 2:
+        return []
+    first, last = records[0], records[-1]
+    before = {row.get("prompt"): row for row in first.get("prompts") or []}
+    changed = []
+    for row in last.get("prompts") or []:
+        old = before.get(row.get("prompt"))
+        if old is None or bool(old.get("correct")) == bool(row.get("correct")):
+            continue
+        changed.append({"prompt": row.get("prompt"), "change": WRONG_TO_RIGHT if row.get("correct") else RIGHT_TO_WRONG,
+                        "first_step": first["step"], "last_step": last["step"],
+                        "before": old.get("completion", ""), "after": row.get("completion", "")})
+    return sorted(changed, key=lambda item: item["change"] != WRONG_TO_RIGHT)

@@ -1,0 +1,151 @@
+"""Held-out evaluation, the pure part: which prompts, the pass@k estimator, one evaluation's record.
+
+With `eval_strategy="steps"` the training process (workbench/trainer/evaluator.py) answers `eval_size`
+held-out prompts greedily at step 0 (before any update), every `eval_steps` steps and at the end, and writes
+one record per evaluation to the run folder's `eval.jsonl`:
+
+    {"step": 4, "accuracy": 0.25, "pass_at_k": 0.5, "k": 4, "rewards": {"exact_answer": 0.25, ...},
+     "completion_length": 17.5, "n": 16, "eval_seconds": 3.2, "correctness_reward": "exact_answer",
+     "prompts": [{"prompt": ..., "completion": ..., "rewards": {...}, "correct": true, "length": 12}, ...]}
+
+`accuracy` is the share of prompts whose greedy answer gets full marks (>= 1.0) from the correctness
+reward; `pass_at_k` the unbiased estimate of the share with at least one right answer among k samples at
+the run's temperature (None when `eval_pass_k` is 0). Held-out prompts: the first `eval_size` rows of
+`dataset_test_split` for a dataset; for a built-in task, the questions its generator makes right after the
+training ones (it never repeats a question, so none was trained on). Pure: no torch, no file written.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from workbench.spec.chat import prompt_text
+
+# Full marks from the correctness reward: 1.0 (exact_answer, accuracy_reward, every keyword used), up to float error.
+FULL_MARKS = 1.0 - 1e-6
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from n samples of which c are right: 1 - C(n-c, k) / C(n, k) (Chen et al. 2021)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:  # every k-subset holds a right answer
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def is_correct(score: float | None) -> bool:
+    """Whether a correctness reward's score is full marks (a failed or missing score is not)."""
+    return score is not None and math.isfinite(score) and score >= FULL_MARKS
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def eval_record(step: int, prompts: list[Any], completions: list[str], rewards: dict[str, list[float | None]],
+                lengths: list[int], correctness_reward: str, samples_right: list[int] | None = None, k: int = 0,
+                seconds: float = 0.0) -> dict:
+    """One evaluation as eval.jsonl holds it.
+
+    `rewards`: per reward name, one score per greedy completion; `samples_right`: per prompt, how many of its
+    k sampled completions got full marks (None when pass@k is off).
+    """
+    n = len(prompts)
+    correct = [is_correct(score) for score in rewards[correctness_reward]]
+    per_prompt = [{"prompt": prompt_text(prompt), "completion": completion,
+                   "rewards": {name: values[i] for name, values in rewards.items()},
+                   "correct": correct[i], "length": lengths[i]}
+                  for i, (prompt, completion) in enumerate(zip(prompts, completions))]
+    return {
+        "step": int(step),
+        "accuracy": sum(correct) / n if n else None,
+        "pass_at_k": (sum(pass_at_k(k, c, k) for c in samples_right) / n) if samples_right and k else None,
+        "k": k,
+        "rewards": {name: _mean(values) for name, values in rewards.items()},
+        "completion_length": _mean(lengths),
+        "n": n,
+        "eval_seconds": round(seconds, 3),
+        "correctness_reward": correctness_reward,
+        "prompts": per_prompt,
+    }
+
+
+def eval_problem(record: Any) -> str | None:
+    """Why a line of eval.jsonl is not an evaluation record (None when it is one)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if not isinstance(record.get("step"), int) or isinstance(record.get("step"), bool):
+        return "no whole-number step"
+    if not isinstance(record.get("rewards"), dict) or not isinstance(record.get("n"), int):
+        return "no rewards or n"
+    return None
+
+
+# ---------------------------------------------------------------- held-out prompts
+
+
+def held_out_task_rows(task_name: str, eval_size: int, seed: int) -> list[dict]:
+    """A built-in task's held-out rows: the `eval_size` questions its generator makes after the training ones.
+
+    The training rows are the generator's first `default_size` (trainer/training.py `load_dataset_for`); the
+    generators never repeat a question, and any that matches a training prompt is left out all the same.
+    TaskError (naming eval_size) when the task cannot make that many more.
+    """
+    from workbench.spec.tasks import TaskError, get_task
+
+    task = get_task(task_name)
+    if task.default_size is None:
+        raise TaskError(f"eval_size: the {task_name} task trains on every prompt it has, so none is held out; "
+                        "train on a dataset with a test split (dataset_name, dataset_test_split) instead")
+    try:
+        rows = task.build_rows(task.default_size + eval_size, seed)
+    except TaskError as exc:
+        raise TaskError(f"eval_size: the {task_name} task cannot hold out {eval_size} prompts beside its "
+                        f"{task.default_size} training ones ({exc}); use a smaller eval_size") from None
+    trained = {prompt_text(row["prompt"]) for row in rows[:task.default_size]}
+    return [row for row in rows[task.default_size:] if prompt_text(row["prompt"]) not in trained]
+
+
+def eval_problems(cfg, correctness_reward: str, data: tuple[str, str]) -> list[tuple[str, str, str]]:
+    """Why `cfg` (a RunConfig with eval_strategy=steps) cannot evaluate: (field, rule, fix) each, read cheaply.
+
+    `correctness_reward`: the run's (`config.correctness_reward_for`); `data`: (field, value) of the data it
+    trains on (`config.data_field`), ("", "") for a built-in task's own rows.
+    """
+    if not correctness_reward:
+        return [("eval_strategy", "steps needs a correctness reward (the reward whose full marks mean a right "
+                 "answer): this run has none, so held-out accuracy would mean nothing",
+                 "set correctness_reward to one of the run's rewards, or eval_strategy=no")]
+    if cfg.num_processes > 1:
+        return [("eval_strategy", f"steps evaluates in one training process, and this run has {cfg.num_processes}",
+                 "train with num_processes=1, or set eval_strategy=no")]
+    field_name, value = data
+    if value:
+        return _test_split_problems(cfg, field_name, value)
+    from workbench.spec.tasks import TaskError
+
+    try:
+        held_out_task_rows(cfg.task, cfg.eval_size, cfg.seed)
+    except TaskError as exc:
+        return [("eval_size", str(exc).removeprefix("eval_size: "), "")]
+    return []
+
+
+def _test_split_problems(cfg, field_name: str, value: str) -> list[tuple[str, str, str]]:
+    from workbench.spec import hub_data
+    from workbench.spec.datasets_io import DatasetError
+
+    try:
+        split = hub_data.parse_split(cfg.dataset_test_split, "dataset_test_split")
+        source = hub_data.locate(value, field_name)
+        if source.cached and not hub_data.first_rows(source, cfg.dataset_config, split, 1):
+            return [("dataset_test_split", f"{cfg.dataset_test_split!r} holds no rows to evaluate",
+                     "name a split (or slice) with rows, or set eval_strategy=no")]
+    except DatasetError as exc:
+        # the split readers name the train split's field; here the split read is the test split
+        rule = str(exc).replace("dataset_train_split: ", "").removeprefix("dataset_test_split: ")
+        return [("dataset_test_split", rule, "name the data's held-out split (e.g. test), or set eval_strategy=no")]
+    return []

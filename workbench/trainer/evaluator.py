@@ -1,0 +1,186 @@
+"""Held-out evaluation inside the training process: one callback, paid for once per evaluation.
+
+With `eval_strategy="steps"` the `EvalCallback` answers the held-out prompts (`load_eval_rows`) with the
+policy as it is (the LoRA adapter on): greedily, and with `eval_pass_k` samples each at the run's
+temperature; scores the answers with the run's reward functions; and appends one record to the run
+folder's eval.jsonl (workbench/spec/evaluation.py describes it). It runs before the first update (step 0),
+after every `eval_steps`-th optimizer step and when training ends, never twice for one step (a resumed run
+continues the curve). TRL's own eval loop never runs: GRPOConfig keeps its eval_strategy "no".
+
+Sampling draws from a random generator of its own (forked and seeded by step), so a run with evaluation on
+trains on exactly the random numbers it would have drawn with it off. The time it takes is recorded in
+the record (`eval_seconds`), apart from TRL's step_time. A reward model (reward_model) is not scored here:
+the record holds the reward functions' scores.
+
+Ties to TRL, all public names: GRPOTrainer's `reward_funcs`, `eos_token_ids` (every id that ends a
+completion) and `processing_class`, and `trl.data_utils.maybe_apply_chat_template` (the prompt text TRL
+generates from).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.runstore import runfolder
+from workbench.spec.chat import prompt_text
+from workbench.spec.config import RunConfig, column_mapping, correctness_reward_for, data_field, reward_names_for
+from workbench.spec.evaluation import eval_record, held_out_task_rows, is_correct
+
+
+def load_eval_rows(cfg: RunConfig, train_prompts: list, has_chat_template: bool = True) -> list[dict]:
+    """The held-out rows, mapped as training maps its rows (`prompt`, `solution`, the data's columns).
+
+    For a dataset, the first `eval_size` rows of `dataset_test_split`; for a built-in task, the questions it makes
+    after its training ones. A row whose prompt is also a training prompt is left out (said in train.log).
+    """
+    from workbench.spec.data_mapping import map_row
+
+    field_name, name = data_field(cfg)
+    if name:
+        from workbench.spec import hub_data
+
+        split = hub_data.parse_split(cfg.dataset_test_split, "dataset_test_split")
+        dataset = hub_data.load_split(hub_data.locate(name, field_name), cfg.dataset_config, split)
+        rows = dataset.select(range(min(cfg.eval_size, len(dataset)))).to_list()
+    else:
+        rows = held_out_task_rows(cfg.task, cfg.eval_size, cfg.seed)
+    mapping = column_mapping(cfg, has_chat_template)
+    mapped = [map_row(row, mapping) for row in rows]
+    trained = {prompt_text(prompt) for prompt in train_prompts}
+    kept = [row for row in mapped if prompt_text(row["prompt"]) not in trained]
+    if len(kept) < len(mapped):
+        print(f"Evaluation: {len(mapped) - len(kept)} of {len(mapped)} held-out prompts are also training "
+              f"prompts and are left out.", flush=True)
+    return kept
+
+
+def recorded_steps(path: Path) -> set[int]:
+    """The steps eval.jsonl already holds an evaluation of."""
+    return {record["step"] for record in runfolder.read_jsonl(path) if isinstance(record.get("step"), int)}
+
+
+@dataclass
+class Policy:
+    """What answers the held-out prompts: a model (adapter on), its tokenizer, where it runs, the ids that end a
+    completion, and the run's reward functions (TRL's `reward_funcs` order; a reward model, last, is left out)."""
+
+    model: Any
+    tokenizer: Any
+    device: Any
+    eos_token_ids: list[int]
+    reward_funcs: list
+    trainer_state: Any = None
+
+    @classmethod
+    def of_trainer(cls, trainer) -> "Policy":
+        """The policy a GRPOTrainer trains, as it is at the moment of each evaluation."""
+        return cls(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class,
+                   trainer.accelerator.device, list(trainer.eos_token_ids), list(trainer.reward_funcs), trainer.state)
+
+
+class Evaluator:
+    """Answers and scores the held-out rows with a policy."""
+
+    def __init__(self, policy: Policy, cfg: RunConfig, rows: list[dict]):
+        self.policy = policy
+        self.cfg = cfg
+        self.rows = rows
+        self.names = reward_names_for(cfg)
+        self.functions = policy.reward_funcs[:len(self.names)]
+        self.correctness = correctness_reward_for(cfg)
+
+    def evaluate(self, step: int) -> dict:
+        import torch
+
+        started = time.perf_counter()
+        model = self.policy.model
+        was_training = model.training
+        model.eval()
+        prompts = [row["prompt"] for row in self.rows]
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=devices):
+                torch.manual_seed(self.cfg.seed + step)  # the samples of one step are the same on a rerun
+                completions, ids = self._generate(model, prompts, sample=False)
+                rewards = self._score(prompts, completions, ids, self.rows)
+                right, k = None, self.cfg.eval_pass_k
+                if k:
+                    right = self._samples_right(model, prompts, k)
+        finally:
+            if was_training:
+                model.train()
+        return eval_record(step, prompts, completions, rewards, [len(i) for i in ids], self.correctness,
+                           right, k, time.perf_counter() - started)
+
+    def _samples_right(self, model, prompts: list, k: int) -> list[int]:
+        """Per prompt, how many of its k samples get full marks from the correctness reward."""
+        completions, ids = self._generate(model, prompts, sample=True, count=k)
+        rows = [row for row in self.rows for _ in range(k)]
+        scores = self._score([p for p in prompts for _ in range(k)], completions, ids, rows)[self.correctness]
+        return [sum(is_correct(s) for s in scores[i * k:(i + 1) * k]) for i in range(len(prompts))]
+
+    def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> tuple[list[str], list[list[int]]]:
+        """Completions (text) and their token ids up to and including the end token, `count` per prompt in order."""
+        from trl.data_utils import maybe_apply_chat_template
+
+        tokenizer = self.policy.tokenizer
+        texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
+        batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        batch = {key: value.to(self.policy.device) for key, value in batch.items()}
+        # sampled as the run samples (top_k 0: no top-k filtering, as in TRL's generation settings)
+        settings = dict(do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+                        top_k=self.cfg.top_k, num_return_sequences=count) if sample else \
+            dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+        output = model.generate(**batch, max_new_tokens=self.cfg.max_completion_length,
+                                repetition_penalty=self.cfg.repetition_penalty, eos_token_id=self.policy.eos_token_ids,
+                                pad_token_id=tokenizer.pad_token_id, **settings)
+        ends = set(self.policy.eos_token_ids) | {tokenizer.pad_token_id}
+        ids = []
+        for row in output[:, batch["input_ids"].shape[1]:].tolist():
+            stop = next((i + 1 for i, token in enumerate(row) if token in ends), len(row))
+            ids.append(row[:stop])
+        return tokenizer.batch_decode(ids, skip_special_tokens=True), ids
+
+    def _score(self, prompts: list, texts: list[str], ids: list[list[int]], rows: list[dict]) -> dict[str, list]:
+        """Each reward function's score per completion, called as TRL calls it (the rows' columns beside)."""
+        conversational = bool(prompts) and isinstance(prompts[0], list)
+        completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+        columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"} if rows else {}
+        scores = {}
+        for name, function in zip(self.names, self.functions):
+            values = function(prompts=prompts, completions=completions, completion_ids=ids,
+                              trainer_state=self.policy.trainer_state, **columns)
+            scores[name] = [None if v is None else float(v) for v in values]
+        return scores
+
+
+def make_eval_callback(evaluator: Evaluator, path: Path, eval_steps: int, is_main: bool = True):
+    """The TrainerCallback that evaluates at the start, every `eval_steps` and at the end, once per step."""
+    from transformers import TrainerCallback
+
+    class EvalCallback(TrainerCallback):
+        def __init__(self) -> None:
+            self.done = recorded_steps(path) if is_main else set()
+
+        def evaluate(self, state) -> None:
+            step = state.global_step
+            if not is_main or step in self.done:
+                return
+            evaluator.policy.trainer_state = state  # the Trainer makes a new state when training starts
+            runfolder.append_jsonl(path, [evaluator.evaluate(step)])
+            self.done.add(step)
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.evaluate(state)  # step 0: the base policy, before any update
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % eval_steps == 0:
+                self.evaluate(state)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.evaluate(state)
+
+    return EvalCallback()
