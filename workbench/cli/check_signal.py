@@ -40,17 +40,20 @@ def run(args) -> int:
     from workbench.cli.train import _checked, config_from_args
     from workbench.spec.signal_check import report_lines
 
-    if args.groups < 1:
-        raise ArgumentError(f"--groups: must be a whole number >= 1, got {args.groups}; use e.g. 8")
-    config = config_from_args(args)
-    _checked(config)
-    from workbench.trainer.signal_probe import probe_signal
-
     try:
-        report = probe_signal(config, args.groups)
-    except WorkbenchError as exc:  # a model it cannot load, data it cannot read, a reward that refuses
+        if args.groups < 1:
+            raise ArgumentError(f"--groups: must be a whole number >= 1, got {args.groups}; use e.g. 8")
+        config = config_from_args(args)
+        _checked(config)
+        from workbench.trainer.signal_probe import probe_signal
+
+        try:
+            report = probe_signal(config, args.groups)
+        except WorkbenchError as exc:  # a model it cannot load, data it cannot read, a reward that refuses
+            raise ArgumentError(str(exc).replace("\n", "; ")) from None
+    except ArgumentError as exc:  # the reader of --out (the Setup tab) shows the same message
         _write_out(args.out, {"error": str(exc)})
-        raise ArgumentError(str(exc).replace("\n", "; ")) from None
+        raise
     data = report.to_dict()
     _write_out(args.out, data)
     print(json.dumps(data) if args.json else "\n".join(report_lines(report)))
