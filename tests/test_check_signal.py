@@ -4,10 +4,10 @@ cli/check_signal.py, jobs/signal_job.py)."""
 import json
 
 import pytest
-
 from helpers import poll_until
+
 from workbench import cli
-from workbench.jobs import signal_job
+from workbench.jobs import sandbox, signal_job
 from workbench.spec.config import RunConfig
 
 # The tiny random model, short completions, two groups of four: the fewest that make a report.
@@ -47,3 +47,23 @@ def test_background_check_writes_its_report(tmp_path):
     state = poll_until(lambda: (lambda s: s if s["state"] != "running" else None)(signal_job.read_signal_check(job)))
     assert state["state"] == "done", state
     assert state["report"]["groups"] == 1 and "0 of 1 groups" in state["report"]["verdict"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")
+def test_check_from_a_shared_dashboard_runs_in_its_sandbox(tmp_path):
+    import gradio as gr
+    from helpers import accounts_text, app_handler, setup_form_values
+
+    from workbench.access import users
+    from workbench.ui.app import build_app
+
+    app = build_app(tmp_path / "runs", users=users.parse_users(accounts_text()), sandbox=sandbox.Policy())
+    start, poll = (app_handler(app, "setup_tab", name) for name in ("start_signal", "poll_signal"))
+    values = setup_form_values(model="tiny", max_completion_length=8, num_generations=4, per_device_train_batch_size=4)
+    job, shown, _ = start(gr.Request(username="alice"), None, *values)
+    assert job is not None, shown
+    assert (job.folder / signal_job.POLICY_FILE).is_file()  # started through the sandbox's wrapper
+    html = poll_until(lambda: (lambda h, t: h if "Checking" not in h else None)(*poll(job)))
+    assert "wb-signal-verdict" in html and "groups with zero spread" in html, html
+    assert "no correctness reward" in html  # the demo's brevity reward says nothing about right answers
