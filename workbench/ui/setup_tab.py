@@ -681,7 +681,7 @@ class SetupTab:
     def correctness_options(self, task, current, *ticked):
         """The correctness_reward choices follow the rewards ticked (the task's when none is)."""
         names = [name for name, use in zip(PICKER_REWARDS, ticked) if use]
-        if not names and task in TASKS:
+        if not names and isinstance(task, str) and task in TASKS:
             names = list(TASKS[task].reward_names)
         return gr.Dropdown(choices=correctness_choices(names), value=kept_correctness(current, names))
 
