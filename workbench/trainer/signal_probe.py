@@ -33,7 +33,7 @@ def probe_signal(cfg: RunConfig, groups: int = DEFAULT_GROUPS) -> SignalReport:
     """The signal report of `groups` prompts x cfg.num_generations completions of the base model."""
     import torch
 
-    from workbench.trainer.training import build_reward_funcs, load_dataset_for, load_model_and_tokenizer
+    from workbench.trainer.training import load_dataset_for, load_model_and_tokenizer
 
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_model_and_tokenizer(cfg)
@@ -97,6 +97,8 @@ def generate(cfg: RunConfig, model, tokenizer, prompts: list, device: str) -> tu
 def score_rewards(cfg: RunConfig, rows: list[dict], texts: list[str], ids: list[list[int]]) -> dict[str, list]:
     """Each reward function's scores, by name, called as TRL calls it. A reward model (a str in TRL's
     reward_funcs) is left out: it is not loaded for the check."""
+    from workbench.trainer.training import build_reward_funcs
+
     funcs = [f for f in build_reward_funcs(cfg) if callable(f)]
     prompts = [row["prompt"] for row in rows]
     conversational = bool(prompts) and isinstance(prompts[0], list)
