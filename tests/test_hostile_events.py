@@ -28,7 +28,7 @@ import pytest
 from gradio.helpers import special_args
 from helpers import HOSTILE
 
-from workbench.jobs import launcher
+from workbench.jobs import launcher, signal_job
 from workbench.modeltools import probes
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
@@ -123,12 +123,14 @@ def html_outputs(fn, outputs) -> list[str]:
 
 
 def clean_up(runs_dir, outputs) -> None:
-    """Cancel sampling jobs an answer started; stop and remove runs a launch started."""
+    """Cancel sampling jobs an answer started and signal checks; stop and remove runs a launch started."""
     for output in outputs:
         for value in (output.values() if isinstance(output, dict) else
                       output if isinstance(output, (list, tuple)) else [output]):
             if isinstance(value, probes.ProbeJob):
                 probes.cancel_job(value)
+            if isinstance(value, signal_job.SignalJob):
+                signal_job.cancel_signal_check(value)
     for run_dir in runfolder.list_run_dirs(runs_dir):
         if run_dir.name != RUN_ID:
             launcher.stop(run_dir.name, runs_dir, timeout=20)

@@ -1,7 +1,7 @@
 """The Setup tab in a real headless Chromium: CPU hardware line, live plan, one-click fix, command preview,
-and a smoke test that really trains one step.
+a smoke test that really trains one step, and a signal check that really samples the tiny model.
 
-Saves assets/setup.png for the README.
+Saves assets/setup.png and assets/setup_signal.png for the README.
 """
 
 from __future__ import annotations
@@ -67,3 +67,23 @@ def test_smoke_test_runs_one_real_step_and_says_it_passed(page, app_factory, tmp
     status = runfolder.read_status(smoke_dirs[0])
     assert (status["state"], status["step"], status["smoke_test"]) == ("finished", 1, True)
     assert runfolder.read_json(smoke_dirs[0] / runfolder.CONFIG_FILE)["model"] == "tiny"
+
+
+def test_signal_check_says_the_tiny_model_cannot_learn_arithmetic(page, app_factory, tmp_path):
+    ui = UI(page, app_factory(tmp_path / "runs"))
+    ui.open("Setup")
+    setup = ui.panel("Setup")
+    ui.choose("task", "arithmetic: Arithmetic with a tagged answer", setup)
+    ui.choose("model", "tiny", setup)
+    ui.set_number("max_completion_length", 8, setup)
+    setup.get_by_label("correctness_reward", exact=True).click()  # the rewards the task ticked are offered
+    expect(page.get_by_role("option", name="exact_answer", exact=True)).to_be_visible()
+    page.keyboard.press("Escape")
+    setup.get_by_role("button", name="Check the signal").click()
+    verdict = setup.locator("#wb-signal-result")
+    ui.expect_text(verdict, r"Will not learn", timeout=120_000)
+    ui.expect_text(verdict, r"arithmetic on tiny: 0 of 4 groups have any correct answer; nothing will learn")
+    ui.expect_text(verdict, r"correct \(exact_answer full marks\)")
+    verdict.scroll_into_view_if_needed()
+    ui.settle()
+    ui.screenshot("setup_signal.png")

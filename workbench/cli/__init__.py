@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "workbench.cli.calc",
     "workbench.cli.train",
     "workbench.cli.sample",
+    "workbench.cli.check_signal",
     "workbench.cli.export",
     "workbench.cli.export_script",
     "workbench.cli.report",

@@ -42,7 +42,7 @@ import psutil
 
 from workbench.access.paths import PathError, UserScope
 from workbench.errors import WorkbenchError
-from workbench.jobs import bundle, commands, gpu_queue, launcher
+from workbench.jobs import bundle, commands, gpu_queue, launcher, signal_job
 from workbench.runstore import runfolder
 from workbench.spec.chat import prompt_text
 from workbench.spec.columns import DataChoice, DataPreview, preview
@@ -73,6 +73,7 @@ from workbench.spec.trackers import REPORT_TO
 from workbench.ui.calculator_view import warnings_html
 from workbench.ui.setup_view import (
     BATCH_FIELDS,
+    CORRECTNESS_FIELD,
     CPU_PROCESS_CHOICES,
     DATA_FIELDS,
     LORA_FIELDS,
@@ -110,6 +111,7 @@ from workbench.ui.setup_view import (
     task_dataset_size,
 )
 from workbench.ui import download_panel, export_view, files_panel, paths_view, run_access, run_reports
+from workbench.ui.signal_view import correctness_choices, kept_correctness, signal_html
 from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
 from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
@@ -405,6 +407,10 @@ class SetupComponents:
     script_button: gr.Button
     script_file: gr.File
     recipe_note: gr.HTML
+    signal_button: gr.Button
+    signal_result: gr.HTML
+    signal_job: gr.State
+    signal_timer: gr.Timer
 
     @property
     def data_dropdowns(self) -> list:
@@ -442,7 +448,9 @@ def layout(ctx) -> SetupComponents:
                 _rows(form, RUN_FIELDS + tuple(f for f in VLLM_FIELDS if f != "generation"), defaults)
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
             plan_column = _plan_column()
-    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, *plan_column, recipe_note)
+            signal = _signal_check()
+    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, *plan_column, recipe_note,
+                           *signal)
 
 
 def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.HTML]:
@@ -494,6 +502,8 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
                     form[f"weight_{name}"] = gr.Number(value=weights.get(name, 1.0), show_label=False,
                                                        label=f"weight of {name}", scale=1, min_width=70,
                                                        container=False)
+    form[CORRECTNESS_FIELD] = gr.Dropdown(choices=correctness_choices(list(task.reward_names)), value="",
+                                          label=CORRECTNESS_FIELD, info=FIELD_HELP[CORRECTNESS_FIELD])
     with gr.Accordion("What each reward function computes, and TRL's parameters", open=False):
         gr.Markdown(rewards_help_markdown(), elem_classes=["wb-note"])
     _rows(form, REWARD_FIELDS, defaults)
@@ -531,6 +541,18 @@ def _recipe_choice(form: dict, defaults: dict) -> gr.HTML:
     form["recipe"] = gr.Dropdown(choices=recipe_choices(), value=defaults["recipe"], label="recipe",
                                  info=FIELD_HELP["recipe"], elem_id="wb-recipe")
     return gr.HTML(recipe_note_html(defaults["recipe"], []), elem_id="wb-recipe-note")
+
+
+def _signal_check() -> tuple:
+    """Will it learn? The button, the report, the running check and the timer that follows it."""
+    gr.Markdown("### Will it learn?", elem_classes=["wb-section"])
+    gr.Markdown(f"Samples {signal_job.DEFAULT_GROUPS} prompts x num_generations completions from the base model "
+                "with these settings and scores them with the rewards: groups whose completions all score the same "
+                "teach nothing.", elem_classes=["wb-note"])
+    button = gr.Button("Check the signal", size="sm", elem_id="wb-signal-button")
+    result = gr.HTML(elem_id="wb-signal-result")
+    job = gr.State(None, delete_callback=signal_job.cancel_signal_check)
+    return button, result, job, gr.Timer(1.0, active=False)
 
 
 def _try_rewards() -> tuple:
@@ -638,6 +660,31 @@ class SetupTab:
         final = status.get("state") in runfolder.FINAL_STATES
         return smoke_result_html(status), gr.Timer(active=not final)
 
+    def start_signal(self, request: gr.Request, job, *values):
+        """Check the signal of the form's config in a background process (in the sandbox on a shared dashboard)."""
+        ctx, viewer = self.ctx, self.ctx.viewer(request)
+        signal_job.cancel_signal_check(job)  # one check per page at a time: the newest settings win
+        try:
+            config = config_from_values(*values, scope=ctx.scope_of(viewer))
+            ctx.actions.take(viewer.name, "signal check")  # it loads a model: counted like a smoke test
+            started = signal_job.start_signal_check(config, ctx.runs_dir, policy=ctx.sandbox_for(viewer))
+        except ConfigError as exc:
+            return None, problems_html(exc.problems), gr.Timer(active=False)
+        return started, signal_html({"state": "running"}), gr.Timer(active=True)
+
+    def poll_signal(self, job):
+        if job is None:
+            return gr.skip(), gr.Timer(active=False)
+        state = signal_job.read_signal_check(job)
+        return signal_html(state), gr.Timer(active=state["state"] == "running")
+
+    def correctness_options(self, task, current, *ticked):
+        """The correctness_reward choices follow the rewards ticked (the task's when none is)."""
+        names = [name for name, use in zip(PICKER_REWARDS, ticked) if use]
+        if not names and isinstance(task, str) and task in TASKS:
+            names = list(TASKS[task].reward_names)
+        return gr.Dropdown(choices=correctness_choices(names), value=kept_correctness(current, names))
+
     def export(self, request: gr.Request, *values):
         cluster = self.ui.cluster
         try:
@@ -716,6 +763,14 @@ def build(ctx) -> None:
     ui.smoke_button.click(tab.start_smoke, inputs=inputs, outputs=[ui.smoke_run, ui.smoke_result, ui.smoke_timer])
     ui.smoke_timer.tick(tab.poll_smoke, inputs=ui.smoke_run, outputs=[ui.smoke_result, ui.smoke_timer],
                         show_progress="hidden")
+    ui.signal_button.click(tab.start_signal, inputs=[ui.signal_job, *inputs],
+                           outputs=[ui.signal_job, ui.signal_result, ui.signal_timer])
+    ui.signal_timer.tick(tab.poll_signal, inputs=ui.signal_job, outputs=[ui.signal_result, ui.signal_timer],
+                         show_progress="hidden")
+    ticks = [form[f"use_{name}"] for name in PICKER_REWARDS]
+    gr.on([form["task"].change, *[t.change for t in ticks]], fn=tab.correctness_options,
+          inputs=[form["task"], form[CORRECTNESS_FIELD], *ticks], outputs=form[CORRECTNESS_FIELD],
+          show_progress="hidden", trigger_mode="always_last")
     ctx.config_inputs = inputs
     ctx.config_from_values = config_from_values
     ctx.register(plan_valid=ui.plan_valid, setup_form=form, setup_hardware=ui.hardware)

@@ -42,8 +42,10 @@ VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm
 # The data's config, splits, column mapping and chat template (laid out beside dataset_name).
 DATA_FIELDS = ("dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column", "solution_column",
                "solution_transform", "chat_template", "system_prompt")
+# The reward whose full marks mean a right answer: a dropdown of the rewards ticked (ui/signal_view.py).
+CORRECTNESS_FIELD = "correctness_reward"
 SETTING_FIELDS = (BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS + ("recipe",) + DATA_FIELDS
-                  + REWARD_FIELDS)
+                  + REWARD_FIELDS + (CORRECTNESS_FIELD,))
 # The reward picker's functions: the workbench's own, then TRL's library (its parameters in reward_params).
 PICKER_REWARDS = (*REWARDS, *TRL_REWARDS)
 # What choosing a recipe may change on the form (spec/recipes.py), in the order its handler fills them.
