@@ -698,6 +698,24 @@ def _log_failures(name: str, failures: list[str | None], kwargs: dict) -> None:
 # ---------------------------------------------------------------- try the rewards
 
 
+# Row keys TRL keeps from the reward functions' keyword columns (GRPOTrainer._calculate_rewards).
+NOT_REWARD_COLUMNS = ("prompt", "completion", "completion_ids")
+
+
+def call_as_trl(named: Iterable[tuple[str, RewardFunc]], rows: list[dict], texts: list[str],
+                completion_ids: list[list[int]] | None, **extra: Any) -> dict[str, list]:
+    """Each reward function's values for completions of `rows`' prompts, called as TRL calls one: the completions
+    as assistant messages when the prompts are conversations, every other column of the rows beside, and
+    `extra` (trainer_state, TRL's logging hooks)."""
+    prompts = [row["prompt"] for row in rows]
+    conversational = bool(prompts) and isinstance(prompts[0], list)
+    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
+    columns = {key: [row[key] for row in rows] for key in rows[0] if key not in NOT_REWARD_COLUMNS} if rows else {}
+    return {name: list(func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns,
+                            **extra))
+            for name, func in named}
+
+
 def score(
     reward_names: Iterable[str],
     prompts: Any,

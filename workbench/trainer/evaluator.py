@@ -28,6 +28,7 @@ from workbench.runstore import runfolder
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig, column_mapping, correctness_reward_for, data_field, reward_names_for
 from workbench.spec.evaluation import eval_record, held_out_task_rows, is_correct
+from workbench.spec.rewards import call_as_trl
 
 
 def load_eval_rows(cfg: RunConfig, train_prompts: list, has_chat_template: bool = True) -> list[dict]:
@@ -105,7 +106,7 @@ class Evaluator:
             with torch.no_grad(), torch.random.fork_rng(devices=devices):
                 torch.manual_seed(self.cfg.seed + step)  # the samples of one step are the same on a rerun
                 completions, ids = self._generate(model, prompts, sample=False)
-                rewards = self._score(prompts, completions, ids, self.rows)
+                rewards = self._score(completions, ids, self.rows)
                 right, k = None, self.cfg.eval_pass_k
                 if k:
                     right = self._samples_right(model, prompts, k)
@@ -119,7 +120,7 @@ class Evaluator:
         """Per prompt, how many of its k samples get full marks from the correctness reward."""
         completions, ids = self._generate(model, prompts, sample=True, count=k)
         rows = [row for row in self.rows for _ in range(k)]
-        scores = self._score([p for p in prompts for _ in range(k)], completions, ids, rows)[self.correctness]
+        scores = self._score(completions, ids, rows)[self.correctness]
         return [sum(is_correct(s) for s in scores[i * k:(i + 1) * k]) for i in range(len(prompts))]
 
     def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> tuple[list[str], list[list[int]]]:
@@ -144,17 +145,11 @@ class Evaluator:
             ids.append(row[:stop])
         return tokenizer.batch_decode(ids, skip_special_tokens=True), ids
 
-    def _score(self, prompts: list, texts: list[str], ids: list[list[int]], rows: list[dict]) -> dict[str, list]:
-        """Each reward function's score per completion, called as TRL calls it (the rows' columns beside)."""
-        conversational = bool(prompts) and isinstance(prompts[0], list)
-        completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
-        columns = {key: [row[key] for row in rows] for key in rows[0] if key != "prompt"} if rows else {}
-        scores = {}
-        for name, function in zip(self.names, self.functions):
-            values = function(prompts=prompts, completions=completions, completion_ids=ids,
-                              trainer_state=self.policy.trainer_state, **columns)
-            scores[name] = [None if v is None else float(v) for v in values]
-        return scores
+    def _score(self, texts: list[str], ids: list[list[int]], rows: list[dict]) -> dict[str, list]:
+        """Each reward function's score per completion of `rows`' prompts, called as TRL calls it."""
+        scores = call_as_trl(zip(self.names, self.functions), rows, texts, ids,
+                             trainer_state=self.policy.trainer_state)
+        return {name: [None if v is None else float(v) for v in values] for name, values in scores.items()}
 
 
 def make_eval_callback(evaluator: Evaluator, path: Path, eval_steps: int, is_main: bool = True):

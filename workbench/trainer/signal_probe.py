@@ -23,6 +23,7 @@ from workbench.spec.config import (
     reward_names_for,
     reward_weights_for,
 )
+from workbench.spec.rewards import call_as_trl
 from workbench.spec.signal_check import GroupScores, SignalReport, signal_report
 
 DEFAULT_GROUPS = 8
@@ -97,21 +98,14 @@ def generate(cfg: RunConfig, model, tokenizer, prompts: list, device: str) -> tu
 def score_rewards(cfg: RunConfig, rows: list[dict], texts: list[str], ids: list[list[int]]) -> dict[str, list]:
     """Each reward function's scores, by name, called as TRL calls it. A reward model (a str in TRL's
     reward_funcs) is left out: it is not loaded for the check."""
+    from transformers import TrainerState
+
     from workbench.trainer.training import build_reward_funcs
 
     funcs = [f for f in build_reward_funcs(cfg) if callable(f)]
-    prompts = [row["prompt"] for row in rows]
-    conversational = bool(prompts) and isinstance(prompts[0], list)
-    completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
-    columns = {key: [row[key] for row in rows] for key in rows[0] if key not in ("prompt", "completion",
-                                                                                "completion_ids")}
-    from transformers import TrainerState
-
     # step 0 of a run, and TRL's logging hooks, which the check has no table for
-    extra = dict(trainer_state=TrainerState(), log_extra=lambda column, values: None,
-                 log_metric=lambda name, value: None)
-    return {name: list(func(prompts=prompts, completions=completions, completion_ids=ids, **columns, **extra))
-            for name, func in zip(reward_names_for(cfg), funcs)}
+    return call_as_trl(zip(reward_names_for(cfg), funcs), rows, texts, ids, trainer_state=TrainerState(),
+                       log_extra=lambda column, values: None, log_metric=lambda name, value: None)
 
 
 def weighted_totals(per_reward: dict[str, list], weights: list[float]) -> list[float | None]:
