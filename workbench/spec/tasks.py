@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.spec.data_mapping import after_hashes
+from workbench.spec.data_mapping import ColumnMapping, map_row
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -184,12 +184,14 @@ def gsm8k_sample(split: str) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+# GSM8K's columns as a run maps them (the task's settings below say the same to RunConfig)
+GSM8K_MAPPING = ColumnMapping(prompt_column="question", solution_column="answer", solution_transform="after_hashes",
+                              system_prompt=GSM8K_INSTRUCTION)
+
+
 def build_gsm8k_rows(size: int | None, seed: int) -> list[dict]:
     """The bundled train rows as a run sees them (system + user message, `solution` after `####`), to show."""
-    rows = gsm8k_sample("train")[:size]
-    return [{"prompt": [{"role": "system", "content": GSM8K_INSTRUCTION}, *user_message(row["question"])],
-             "solution": after_hashes(row["answer"]), "answer": row["answer"]}
-            for row in rows]
+    return [map_row(row, GSM8K_MAPPING) for row in gsm8k_sample("train")[:size]]
 
 
 # ---------------------------------------------------------------- the registry
@@ -285,8 +287,9 @@ TASKS: dict[str, Task] = {
             sample_dataset=str(GSM8K_SAMPLE),
             settings={
                 "dataset_name": "openai/gsm8k", "dataset_config": "main", "dataset_train_split": "train",
-                "dataset_test_split": "test", "prompt_column": "question", "solution_column": "answer",
-                "solution_transform": "after_hashes", "chat_template": "auto", "system_prompt": GSM8K_INSTRUCTION,
+                "dataset_test_split": "test", "prompt_column": GSM8K_MAPPING.prompt_column,
+                "solution_column": GSM8K_MAPPING.solution_column, "solution_transform": GSM8K_MAPPING.solution_transform,
+                "chat_template": "auto", "system_prompt": GSM8K_MAPPING.system_prompt,
                 # sized for the bundled model on a 2-core CPU: room for a short chain of reasoning, 2 prompts a step
                 "max_completion_length": 192, "per_device_train_batch_size": 8, "num_generations": 4,
                 "learning_rate": 2e-5, "temperature": 0.8,
