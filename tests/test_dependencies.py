@@ -67,3 +67,18 @@ def test_requirements_files_agree_with_pyproject():
     assert pins((REPO / "requirements.txt").read_text().splitlines()) == runtime_and_test
     assert pins((REPO / "requirements-gpu.txt").read_text().splitlines()) == pins(extras["vllm"])
     assert pins((REPO / "requirements-model.txt").read_text().splitlines()) == pins(extras["model"])
+
+
+# The GPU kit's venv pins older versions of these where vLLM 0.31 requires them (requirements-gpu-venv.txt).
+VLLM_BOUND = {"transformers", "huggingface-hub", "numpy"}
+
+
+def test_the_gpu_venv_pins_the_projects_versions_except_where_vllm_bounds_them():
+    own = pins((REPO / "requirements.txt").read_text().splitlines())
+    gpu_venv = pins((REPO / "requirements-gpu-venv.txt").read_text().splitlines())
+    assert gpu_venv["vllm"] == pins(project()["optional-dependencies"]["vllm"])["vllm"]
+    differing = {name for name, version in gpu_venv.items() if name in own and own[name] != version}
+    assert differing == VLLM_BOUND
+    # what a training process imports is all there (the dashboard's packages are not needed in it)
+    for needed in ("torch", "trl", "peft", "accelerate", "datasets", "math-verify", "orjson", "psutil", "pytest"):
+        assert needed in gpu_venv, needed

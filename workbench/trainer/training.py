@@ -37,7 +37,7 @@ from workbench.spec.generation import SERVER_GENERATIONS
 from workbench.spec import trackers
 from workbench.spec.trl_settings import grpo_settings
 from workbench.spec.hardware import runs_on_cpu
-from workbench.trainer import vllm_rollout
+from workbench.trainer import gpu_metrics, vllm_rollout
 from workbench.trainer.recorder import (
     StatusWriter,
     completion_records,
@@ -300,6 +300,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         check_trackers_point_at(cfg.report_to, run_dir)
         if cfg.generation == "vllm-server":
             vllm_rollout.attach(trainer, cfg, run_dir, link)
+        gpu_metrics.attach(trainer, cfg.generation)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
         trainer.reward_weights_list = trl_reward_weights(cfg)
         callback = make_run_folder_callback(run_dir, status, is_main, _stop_decider(trainer.accelerator))
