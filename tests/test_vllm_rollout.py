@@ -2,7 +2,8 @@
 
 Each server start costs about 50 s on a 2-core CPU, so the runs are shrunk
 (4 completions of at most 16 tokens per step) and the tests share what they
-can: the finished run's adapter feeds the greedy-answer comparison. These
+can: two server starts for the three tests, the served-adapter comparison
+asking the server of the run the killed-server test then ends. These
 tests never skip silently: without vLLM they fail with the fix, unless
 WORKBENCH_SKIP_VLLM=1 says to skip them.
 """
@@ -105,50 +106,63 @@ def completion(url: str, model: str, prompt_ids: list[int], max_tokens: int) -> 
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real vLLM server on the CPU, as a run would start it (its guard watches this test process)."""
-    folder = tmp_path_factory.mktemp("server")
-    runfolder.update_status(folder, state="training", pid=os.getpid())
-    cfg = small_config()
-    section = vllm_server.start_for_run(cfg, folder)
-    runfolder.update_status(folder, vllm=section)
-    deadline = time.monotonic() + 300
-    while not vllm_server.is_healthy(section["url"]):
-        assert processes.alive(section["pid"]), runfolder.read_log_tail(folder, 3000, name=runfolder.VLLM_LOG_FILE)
-        assert time.monotonic() < deadline, "the vLLM server was not ready in 300 s"
-        time.sleep(1)
-    yield section["url"]
-    vllm_server.stop_for_run(folder)
+def live_run(tmp_path_factory):
+    """A long run with its own server, past its first checkpoint: the served-adapter test asks its server (the
+    trainer paused), then the killed-server test ends it. One server start serves both."""
+    runs = tmp_path_factory.mktemp("live") / "runs"
+    run_id = launcher.start(small_config(max_steps=50, save_steps=1), runs)
+    run_dir = runs / run_id
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not (run_dir / "checkpoint-1" / "trainer_state.json").is_file():  # written last in a checkpoint
+        assert run_state.status(run_id, runs)["state"] not in runfolder.FINAL_STATES, run_state.status(run_id, runs)
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    yield runs, run_id
+    launcher.stop(run_id, runs, timeout=30)  # whatever the tests left running
 
 
-def test_served_adapter_answers_like_workbench_sample(finished_run, server):
+def requests_running(url: str) -> float:
+    """Requests the server is working on now, from its Prometheus metrics."""
+    text = requests.get(f"{url}/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:num_requests_running"))
+
+
+def test_served_adapter_answers_like_workbench_sample(live_run):
     from transformers import AutoTokenizer
 
     from workbench.spec.models import resolve_model
 
-    run_dir, _ = finished_run
-    adapter = run_dir / runfolder.ADAPTER_DIR
-    loaded = requests.post(f"{server}/v1/load_lora_adapter", json={"lora_name": "trained", "lora_path": str(adapter)},
-                           timeout=60)
-    assert loaded.status_code == 200, loaded.text
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m-instruct"))
-    expected = sampling.sample_answers("smollm2-135m-instruct", PROMPTS := PROBES, adapter_dir=adapter, max_new_tokens=24)
-    for prompt, reference in zip(PROMPTS, expected):
-        ids = tokenizer(sampling.format_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
-        served = tokenizer.decode(completion(server, "trained", ids, 24), skip_special_tokens=True).strip()
-        assert served == reference["answer"], (prompt, served, reference["answer"])
+    runs, run_id = live_run
+    status = runfolder.read_status(runs / run_id)
+    server, adapter = status["vllm"]["url"], runs / run_id / "checkpoint-1"
+    trainer = psutil.Process(status["pid"])
+    # The trainer paused and its last request done: the server answers these prompts alone, batched as
+    # `workbench sample` runs them, so greedy decoding compares like with like.
+    trainer.suspend()
+    try:
+        deadline = time.monotonic() + 120
+        while requests_running(server) > 0:
+            assert time.monotonic() < deadline, "the server did not finish the trainer's request in 120 s"
+            time.sleep(0.5)
+        loaded = requests.post(f"{server}/v1/load_lora_adapter", json={"lora_name": "trained",
+                               "lora_path": str(adapter)}, timeout=60)
+        assert loaded.status_code == 200, loaded.text
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m-instruct"))
+        expected = sampling.sample_answers("smollm2-135m-instruct", PROBES, adapter_dir=adapter, max_new_tokens=24)
+        for prompt, reference in zip(PROBES, expected):
+            ids = tokenizer(sampling.format_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+            served = tokenizer.decode(completion(server, "trained", ids, 24), skip_special_tokens=True).strip()
+            assert served == reference["answer"], (prompt, served, reference["answer"])
+    finally:
+        trainer.resume()
 
 
-def test_killed_server_ends_the_run_failed_with_the_hint(tmp_path):
-    runs = tmp_path / "runs"
-    run_id = launcher.start(small_config(max_steps=50, save_steps=1), runs)
+def test_killed_server_ends_the_run_failed_with_the_hint(live_run):
+    runs, run_id = live_run
     run_dir = runs / run_id
-    # wait for the first step, then kill the server itself (not its guard)
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while runfolder.read_status(run_dir).get("step", 0) < 1:
-        assert run_state.status(run_id, runs)["state"] not in runfolder.FINAL_STATES, run_state.status(run_id, runs)
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
+    # past its first step: kill the server itself (not its guard)
+    assert runfolder.read_status(run_dir).get("step", 0) >= 1
     guard = psutil.Process(runfolder.read_status(run_dir)["vllm"]["pid"])
     server_process = guard.children()[0]
     os.kill(server_process.pid, signal.SIGKILL)
