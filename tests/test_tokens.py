@@ -163,3 +163,37 @@ def test_record_tokens_false_writes_no_tokens(tmp_path):
 
     assert run_training(RunConfig(**TINY, max_steps=1, save_steps=10, record_tokens=False), tmp_path) == 0
     assert (tmp_path / runfolder.COMPLETIONS_FILE).is_file() and not (tmp_path / runfolder.TOKENS_FILE).exists()
+
+
+# ---------------------------------------------------------------- the token view's HTML
+
+
+def test_the_token_view_escapes_model_text_and_shows_every_value_on_hover():
+    from workbench.insight.token_cards import Scale, token_view_html
+
+    record = _record(tokens=["<b>", "&x"], kl=[0.004, 0.0])
+    html = token_view_html(record, Scale.of([record]), "kl", page="t")
+    assert "<b>" not in html.replace("<b>Tokens", "") and "&lt;b&gt;" in html and "&amp;x" in html
+    assert 'class="wb-ch-kl" checked' in html and "KL 0.004" in html and "masked: outside the loss" in html
+    assert "k6" in html  # the step's largest KL gets the darkest colour
+    assert "Nothing is clipped here. On-policy" in html  # ratio null: the clipped channel says why it is empty
+
+
+def test_without_a_kl_term_the_view_offers_no_kl_channel_and_names_the_old_policy():
+    from workbench.insight.token_cards import Scale, token_view_html
+
+    record = _record(kl=None, ref="old policy", ratio=[0.5, 1.0], clipped=[-1, 0], masked=[0, 0], advantage=-1.0)
+    html = token_view_html(record, Scale.of([record]), "kl")
+    assert "wb-ch-kl" not in html and 'class="wb-ch-logprob" checked' in html
+    assert "against the old policy (beta 0)" in html and "clo" in html and "Nothing is clipped" not in html
+
+
+def test_the_step_views_fit_each_card_and_say_where_the_rest_are_past_the_cap(monkeypatch):
+    from workbench.insight import token_cards
+
+    records = {i: _record(index=i, group=i // 2) for i in range(4)}
+    views, header = token_cards.step_token_views(records, group_size=2, step=2)
+    assert set(views) == {(0, 0), (0, 1), (1, 0), (1, 1)} and "Tokens of step 2" in header
+    monkeypatch.setattr(token_cards, "MAX_TOKENS_SHOWN", 5)
+    views, _ = token_cards.step_token_views(records, group_size=2, step=2)
+    assert "workbench tokens RUN --step 2" in views[(1, 1)] and "wb-toks" in views[(0, 0)]

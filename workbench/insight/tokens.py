@@ -124,3 +124,8 @@ def step_summary(records: list[Mapping], count: int = TOP_TOKENS) -> dict:
         "on_policy": on_policy,
         "note": ON_POLICY_NOTE if on_policy else "",
     }
+
+
+def tokens_read(run_dir: str | Path) -> int:
+    """How far the process's index of the run's tokens.jsonl reaches (a drawing made before it grew is stale)."""
+    return jsonl_cache.step_index(Path(run_dir) / runfolder.TOKENS_FILE).offset
