@@ -197,3 +197,16 @@ def test_the_step_views_fit_each_card_and_say_where_the_rest_are_past_the_cap(mo
     monkeypatch.setattr(token_cards, "MAX_TOKENS_SHOWN", 5)
     views, _ = token_cards.step_token_views(records, group_size=2, step=2)
     assert "workbench tokens RUN --step 2" in views[(1, 1)] and "wb-toks" in views[(0, 0)]
+
+
+@pytest.mark.slow  # writes the shared tiny run's report (plotly.js inlined)
+def test_the_report_shows_the_last_steps_highest_and_lowest_advantage_token_by_token(tiny_trained_run, tmp_path):
+    out = tmp_path / "report.html"
+    assert main(["report", str(tiny_trained_run), "--out", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    last = tokens.tokens_of_step(tiny_trained_run, 2)
+    high, low = max(last, key=lambda r: r["advantage"]), min(last, key=lambda r: r["advantage"])
+    assert "Token by token: step 2" in page
+    for label, record in (("Highest", high), ("Lowest", low)):
+        assert f"{label} advantage: completion #{record['index'] + 1} of step 2" in page
+    assert page.count('<details class="wb-tokview" open>') == 2

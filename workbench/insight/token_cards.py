@@ -123,10 +123,11 @@ def _hover(record: Mapping, position: int, push: float | None) -> str:
     return " · ".join(parts)
 
 
-def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", page: str = "wb") -> str:
-    """One completion's tokens as a block to open: channel buttons, legend, tokens coloured, values on hover.
-
-    `page` names the view where it is shown (its buttons' ids must be unique on a page showing two views)."""
+def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", page: str = "wb",
+                    opened: bool = False) -> str:
+    """One completion's tokens as a block to open (`opened`: open already): channel buttons, legend, tokens
+    coloured, values on hover. `page` names the view where it is shown (its buttons' ids must be unique on a
+    page showing two views)."""
     if channel not in CHANNELS or (channel == "kl" and not record.get("kl")):
         channel = "logprob"
     name = f"{page}-tv{record['step']}-{record['round']}-{record['index']}"
@@ -150,7 +151,7 @@ def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", pag
         f'<span class="wb-tok {_classes(record, i, scale, pushes[i])}" title="{escape(_hover(record, i, pushes[i]))}">'
         f"{escape(token)}</span>" for i, token in enumerate(record["tokens"]))
     kind = "reference" if record["ref"] == "reference" else "old policy (beta 0)"
-    return (f'<details class="wb-tokview"><summary>tokens ({len(record["tokens"])}; step {record["step"]}, '
+    return (f'<details class="wb-tokview"{" open" if opened else ""}><summary>tokens ({len(record["tokens"])}; step {record["step"]}, '
             f'against the {kind})</summary>{"".join(buttons)}<div class="wb-legend">{legend}</div>{note}'
             f'<div class="wb-toks">{spans}</div></details>')
 

@@ -126,6 +126,12 @@ def step_summary(records: list[Mapping], count: int = TOP_TOKENS) -> dict:
     }
 
 
+def last_step_tokens(run_dir: str | Path) -> list[dict]:
+    """The token records of the run's last recorded step ([] when it recorded none), for its report."""
+    steps = token_steps(run_dir)
+    return tokens_of_step(run_dir, steps[-1]) if steps else []
+
+
 def tokens_read(run_dir: str | Path) -> int:
     """How far the process's index of the run's tokens.jsonl reaches (a drawing made before it grew is stale)."""
     return jsonl_cache.step_index(Path(run_dir) / runfolder.TOKENS_FILE).offset
