@@ -145,6 +145,8 @@ def test_clipping_shows_on_the_tokens_trl_counts_as_clipped(clipping_run, tiny_m
     assert all(v == 1.0 for r in first for v in r["ratio"])  # old policy computed, nothing moved yet
     assert tokens.step_summary(second)["clipped_low"] > 0 and tokens.step_summary(second)["clipped_high"] > 0
     for step, records in ((1, first), (2, second)):
+        kl = _mean_of_micro_batch_means(records, lambda r: r["kl"])  # two micro-batches: the mean of their means
+        assert math.isclose(kl, metrics[step]["kl"], rel_tol=1e-3, abs_tol=1e-9), (step, kl, metrics[step]["kl"])
         for side, flag in (("low", -1), ("high", 1)):
             ours = _mean_of_micro_batch_means(records, lambda r: [c == flag for c in r["clipped"]])
             assert math.isclose(ours, metrics[step][f"clip_ratio/{side}_mean"], abs_tol=1e-6), (step, side)

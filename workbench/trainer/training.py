@@ -160,6 +160,9 @@ def make_trainer_class():
     round, gathered from every process in group order). Token lengths and
     truncation come from the round's own completion ids and are gathered the
     same way. `_logs` is private: TRL is pinned and tests cover this capture.
+
+    With `record_tokens` it also overrides `_compute_loss` and `_get_per_token_logps_and_entropies` to hand
+    the loss's own per-token tensors to `token_capture` at logging steps (its docstring lists those ties).
     """
     from trl import GRPOTrainer
 
