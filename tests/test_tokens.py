@@ -159,6 +159,19 @@ def test_clipping_shows_on_the_tokens_trl_counts_as_clipped(clipping_run, tiny_m
     assert not tokens.step_summary(second)["on_policy"]
 
 
+@pytest.mark.slow  # reads the 2-step run above (trained for the test before)
+def test_a_round_trained_twice_shows_each_tokens_first_pass_values_on_hover(clipping_run):
+    shown = tokens.tokens_of_round(clipping_run, 1, passes=2)
+    assert {r["step"] for r in shown.values()} == {2}  # the newest pass of each completion
+    completions = jsonl_cache.records_of_step(clipping_run / runfolder.COMPLETIONS_FILE, 1)
+    earlier = tokens.earlier_of_round(clipping_run, shown, {i: c["prompt"] for i, c in enumerate(completions)})
+    first = {r["index"]: r for r in tokens.tokens_of_step(clipping_run, 1)}
+    assert set(earlier) == set(shown)
+    for index, values in earlier.items():  # the same completion at step 1: every token, its step-1 log-probability
+        assert values == [(1, logprob) for logprob in first[index]["logprob"]]
+    assert any(v[1] != now for index, values in earlier.items() for v, now in zip(values, shown[index]["logprob"]))
+
+
 @pytest.mark.slow  # trains 1 tiny step
 def test_record_tokens_false_writes_no_tokens(tmp_path):
     from workbench.trainer.training import run_training
@@ -212,3 +225,20 @@ def test_the_report_shows_the_last_steps_highest_and_lowest_advantage_token_by_t
     for label, record in (("Highest", high), ("Lowest", low)):
         assert f"{label} advantage: completion #{record['index'] + 1} of step 2" in page
     assert page.count('<details class="wb-tokview" open>') == 2
+
+
+def test_the_same_tokens_after_the_same_prefix_at_an_earlier_step_are_found_the_newest_first():
+    earlier = [_record(step=1, ids=[5, 6, 7], logprob=[-1.0, -2.0, -3.0]),
+               _record(step=3, ids=[5, 6, 9], logprob=[-0.5, -1.5, -0.1]),
+               _record(step=2, ids=[8], logprob=[-4.0])]
+    # 5 and 6 were sampled at steps 1 and 3 (step 3 is newer); 7 follows 5 6 only at step 1; then 4 breaks the prefix
+    assert tokens.prefix_matches([5, 6, 7, 4, 6], earlier) == [(3, -0.5), (3, -1.5), (1, -3.0), None, None]
+    assert tokens.prefix_matches([6], earlier) == [None]  # the same token at another place is not the same token
+
+
+def test_the_hover_names_the_earlier_step_of_the_same_token():
+    from workbench.insight.token_cards import Scale, token_view_html
+
+    record = _record()
+    html = token_view_html(record, Scale.of([record]), earlier=[(1, -0.75), None])
+    assert "at step 1, same prompt and tokens before: logprob -0.75" in html and html.count("at step 1") == 1

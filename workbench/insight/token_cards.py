@@ -108,7 +108,7 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def _hover(record: Mapping, position: int, push: float | None) -> str:
+def _hover(record: Mapping, position: int, push: float | None, before: tuple | None = None) -> str:
     ref = "reference" if record["ref"] == "reference" else "old policy"
     kl = record.get("kl")
     ratio = record.get("ratio")
@@ -120,14 +120,18 @@ def _hover(record: Mapping, position: int, push: float | None) -> str:
              f"clipped {({-1: 'low', 1: 'high'}).get(record['clipped'][position], 'no')}"]
     if record["masked"][position]:
         parts.append("masked: outside the loss")
+    if before is not None:
+        parts.append(f"at step {before[0]}, same prompt and tokens before: logprob {_number(before[1])}")
     return " · ".join(parts)
 
 
 def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", page: str = "wb",
-                    opened: bool = False) -> str:
+                    opened: bool = False, earlier: list | None = None) -> str:
     """One completion's tokens as a block to open (`opened`: open already): channel buttons, legend, tokens
     coloured, values on hover. `page` names the view where it is shown (its buttons' ids must be unique on a
-    page showing two views)."""
+    page showing two views). `earlier`: per token, (step, logprob) of the same token after the same tokens
+    when the prompt was sampled at an earlier step (`insight.tokens.prefix_matches`), shown on hover."""
+    before = earlier or [None] * len(record["tokens"])
     if channel not in CHANNELS or (channel == "kl" and not record.get("kl")):
         channel = "logprob"
     name = f"{page}-tv{record['step']}-{record['round']}-{record['index']}"
@@ -148,7 +152,8 @@ def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", pag
     elif not any(record["clipped"]):
         note = '<div class="wb-clipnote">No token of this completion was clipped.</div>'
     spans = "".join(
-        f'<span class="wb-tok {_classes(record, i, scale, pushes[i])}" title="{escape(_hover(record, i, pushes[i]))}">'
+        f'<span class="wb-tok {_classes(record, i, scale, pushes[i])}" '
+        f'title="{escape(_hover(record, i, pushes[i], before[i]))}">'
         f"{escape(token)}</span>" for i, token in enumerate(record["tokens"]))
     kind = "reference" if record["ref"] == "reference" else "old policy (beta 0)"
     return (f'<details class="wb-tokview"{" open" if opened else ""}><summary>tokens ({len(record["tokens"])}; step {record["step"]}, '
@@ -178,9 +183,12 @@ MAX_TOKENS_SHOWN = 20_000
 
 
 def step_token_views(records: Mapping[int, Mapping], group_size: int, step: int, page: str = "wb",
-                     channel: str = "logprob") -> tuple[dict[tuple[int, int], str], str]:
+                     channel: str = "logprob", earlier: Mapping[int, list] | None = None
+                     ) -> tuple[dict[tuple[int, int], str], str]:
     """For the cards of the round recorded at `step`: (group, position) -> its token view, and the HTML to
-    show above the groups (style and the step's summary); `records` from `insight.tokens.tokens_of_round`."""
+    show above the groups (style and the step's summary); `records` from `insight.tokens.tokens_of_round`,
+    `earlier` (index -> values at an earlier step) from `insight.tokens.earlier_of_round`."""
+    earlier = earlier or {}
     from workbench.insight.tokens import card_position, step_summary
 
     if not records:
@@ -191,7 +199,8 @@ def step_token_views(records: Mapping[int, Mapping], group_size: int, step: int,
     for record in chosen:
         shown += len(record["ids"])
         views[card_position(record, group_size)] = (
-            token_view_html(record, scale, channel, page) if shown <= MAX_TOKENS_SHOWN else
+            token_view_html(record, scale, channel, page, earlier=earlier.get(record["index"]))
+            if shown <= MAX_TOKENS_SHOWN else
             f'<div class="wb-tokview">tokens: <code>python -m workbench tokens RUN --step {record["step"]}</code> '
             f"(too many on this page to show them all)</div>")
     return views, STYLE + summary_html(step_summary(chosen), chosen[-1]["step"])

@@ -135,3 +135,60 @@ def last_step_tokens(run_dir: str | Path) -> list[dict]:
 def tokens_read(run_dir: str | Path) -> int:
     """How far the process's index of the run's tokens.jsonl reaches (a drawing made before it grew is stale)."""
     return jsonl_cache.step_index(Path(run_dir) / runfolder.TOKENS_FILE).offset
+
+
+# ---------------------------------------------------------------- the same tokens at an earlier step
+
+LOOK_BACK_STEPS = 10  # recorded steps searched for the same prompt sampled again
+
+
+def prefix_matches(ids: list[int], earlier: list[Mapping]) -> list[tuple[int, float | None] | None]:
+    """Per position of `ids`: (step, logprob) of the same token after the same tokens before it, in the newest
+    of the `earlier` records (of the same prompt) that shares that prefix; None where none does.
+
+    The earlier records go into a tree of their tokens (one branch per prefix), so each lookup follows `ids`
+    down it: linear in the tokens, however long the completions."""
+    root: dict = {}
+    for record in sorted(earlier, key=lambda r: r["step"]):  # newest last: it overwrites the older values
+        node = root
+        for token, logprob in zip(record["ids"], record["logprob"]):
+            value, children = node.get(token, (None, {}))
+            node[token] = ((record["step"], logprob), children)
+            node = children
+    found: list = []
+    node = root
+    for token in ids:
+        if node is None or token not in node:
+            node = None
+            found.append(None)
+            continue
+        value, node = node[token]
+        found.append(value)
+    return found
+
+
+def earlier_of_round(run_dir: str | Path, records: Mapping[int, Mapping], prompts: Mapping[int, str],
+                     look_back: int = LOOK_BACK_STEPS) -> dict[int, list]:
+    """For the token records of a round (index -> record) and their prompts (index -> text): index ->
+    `prefix_matches` against the same prompt's completions at the `look_back` recorded steps before the
+    record's (a round trained on twice: its first pass too)."""
+    run_dir = Path(run_dir)
+    wanted = set(prompts.values())
+    newest = max((record["step"] for record in records.values()), default=0)
+    by_prompt: dict[str, list[dict]] = {}
+    for at in [s for s in token_steps(run_dir) if s < newest][-look_back:]:
+        earlier = tokens_of_step(run_dir, at)
+        rounds: dict[int, list[dict]] = {}
+        for record in earlier:
+            completions = rounds.setdefault(record["round"], jsonl_cache.records_of_step(
+                run_dir / runfolder.COMPLETIONS_FILE, record["round"]))
+            if record["index"] < len(completions):
+                prompt = transcript_text(completions[record["index"]].get("prompt"))
+                if prompt in wanted:
+                    by_prompt.setdefault(prompt, []).append(record)
+    found = {}
+    for index, record in records.items():
+        before = [r for r in by_prompt.get(prompts.get(index), []) if r["step"] < record["step"]]
+        if before:
+            found[index] = prefix_matches(record["ids"], before)
+    return found

@@ -46,6 +46,7 @@ from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
 from workbench.runstore import runfolder
+from workbench.spec.chat import transcript_text
 from workbench.ui import paths_view, run_access, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html, step_token_views
 from workbench.ui.context import UIContext
@@ -349,8 +350,10 @@ class TrainTab:
                                      watch.config.get("num_generations"))
             title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
             size = groups[0].expected_size if groups else 1
-            views, header = step_token_views(tokens.tokens_of_round(run_dir, step, tokens.round_passes(watch.config)),
-                                             size, step, page="train")
+            round_tokens = tokens.tokens_of_round(run_dir, step, tokens.round_passes(watch.config))
+            prompts = {index: transcript_text(record.get("prompt")) for index, record in enumerate(records)}
+            earlier = tokens.earlier_of_round(run_dir, round_tokens, prompts) if round_tokens else {}
+            views, header = step_token_views(round_tokens, size, step, page="train", earlier=earlier)
             return render_groups_html(groups, title, views, header)
 
         # A slider needs two ends; with one step so far it spans step-1..step.
