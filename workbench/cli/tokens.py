@@ -40,7 +40,8 @@ def print_lines(rows: list[dict], summaries: dict[int, dict]) -> None:
         print(f"step {step}: largest KL {top}; clipped low {summary['clipped_low']:.1%} high "
               f"{summary['clipped_high']:.1%}{' (' + summary['note'] + ')' if summary['note'] else ''}")
         for row in (r for r in rows if r["step"] == step):
-            tokens = " ".join(f"{token!r}:{logprob:.2f}" for token, logprob in zip(row["tokens"], row["logprob"]))
+            tokens = " ".join(f"{token!r}:{'—' if logprob is None else f'{logprob:.2f}'}"
+                              for token, logprob in zip(row["tokens"], row["logprob"]))
             print(f"  #{row['index']} advantage {row['advantage']:+.3f}  {tokens}")
 
 

@@ -139,7 +139,9 @@ def tokens_read(run_dir: str | Path) -> int:
 
 # ---------------------------------------------------------------- the same tokens at an earlier step
 
-LOOK_BACK_STEPS = 10  # recorded steps searched for the same prompt sampled again
+# Recorded steps searched for the same prompt sampled again: each is parsed whole to find it, so few (a
+# round trained on several times, a small dataset); a prompt seen again an epoch later is not looked for.
+LOOK_BACK_STEPS = 4
 
 
 def prefix_matches(ids: list[int], earlier: list[Mapping]) -> list[tuple[int, float | None] | None]:
