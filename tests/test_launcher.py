@@ -213,6 +213,16 @@ def test_two_cpu_processes_through_accelerate(runs_dir):
         for group in (0, 1):
             members = [c for c in completions if c["step"] == step and c["group"] == group]
             assert len(members) == 4 and len({m["prompt"] for m in members}) == 1
+    # each process's token records reach the main process's tokens.jsonl, each matched to its own completion
+    token_records = runfolder.read_jsonl(run_dir / runfolder.TOKENS_FILE)
+    metrics = {m["step"]: m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)}
+    for step in (1, 2):
+        records = [r for r in token_records if r["step"] == step]
+        assert sorted(r["index"] for r in records) == list(range(8))
+        mine = [c for c in completions if c["step"] == step]
+        assert all(abs(r["advantage"] - mine[r["index"]]["advantage"]) < 1e-4 for r in records)
+        kept = [k for r in records for k, m in zip(r["kl"], r["masked"]) if not m]
+        assert abs(sum(kept) / len(kept) - metrics[step]["kl"]) <= 1e-3 * abs(metrics[step]["kl"]) + 1e-9
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
 
 

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "workbench.cli.report",
     "workbench.cli.watch",
     "workbench.cli.eval",
+    "workbench.cli.tokens",
     "workbench.cli.export_model",
     "workbench.cli.users",
 )

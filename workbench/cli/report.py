@@ -57,13 +57,14 @@ def output_path(out: str | None, run_dir: Path) -> Path:
 
 def run(args) -> int:
     from workbench.insight import report
+    from workbench.insight import tokens
     from workbench.modeltools import probes
     from workbench.runstore import runfolder
 
     run_dir = find_run(args.source, args.runs_dir)
     out = output_path(args.out, run_dir)
     contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
-                                  **runfolder.read_run(run_dir))
+                                  last_tokens=tokens.last_step_tokens(run_dir), **runfolder.read_run(run_dir))
     page = report.build_report(contents).encode("utf-8")
     try:
         runfolder.replace_file(out, page)

@@ -16,7 +16,7 @@ Plain strings in, a string out: no gradio, no torch.
 from __future__ import annotations
 
 from html import escape
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from workbench.insight.groups import GroupView, format_number, format_signed
 
@@ -79,8 +79,8 @@ def _sign_class(value: float, is_zero: bool) -> str:
     return "wb-positive" if value > 0 else "wb-negative"
 
 
-def render_card(item, group_size: int) -> str:
-    """One completion: text, scores, total, advantage, arithmetic, badges."""
+def render_card(item, group_size: int, tokens_html: str = "") -> str:
+    """One completion: text, scores, total, advantage, arithmetic, badges (and its token view, when recorded)."""
     sign = _sign_class(item.advantage, item.zero_advantage)
     badges = []
     if item.truncated:
@@ -104,12 +104,14 @@ def render_card(item, group_size: int) -> str:
         f'<table class="wb-scores">{rows}</table>'
         f'<div>advantage <span class="wb-advantage {sign}">{format_signed(item.advantage)}</span></div>'
         f'<div class="wb-math">{escape(item.arithmetic)}</div>'
-        f"</div>"
+        f"{tokens_html}</div>"
     )
 
 
-def render_group(group: GroupView, position: int, count: int) -> str:
-    """One prompt: its header with the group's statistics, notes, then the cards."""
+def render_group(group: GroupView, position: int, count: int, token_views: Mapping | None = None) -> str:
+    """One prompt: its header with the group's statistics, notes, then the cards.
+
+    `token_views`: (group, position in the group) -> the HTML of that completion's token view."""
     size = max(group.expected_size, len(group.completions))
     std = format_number(group.std) if group.std is not None else "—"
     stats = (f"group mean {format_number(group.mean)} · std {std} · "
@@ -119,7 +121,8 @@ def render_group(group: GroupView, position: int, count: int) -> str:
     if unscored:  # reward_errors=record: those completions got reward_failure_score, their errors are on the cards
         unscored[-1] += " (they got reward_failure_score; hover a red badge for the error)"
     notes = "".join(f'<div class="wb-note">{escape(note)}</div>' for note in [*group.notes, *unscored])
-    cards = "".join(render_card(item, size) for item in group.completions)
+    views = token_views or {}
+    cards = "".join(render_card(item, size, views.get((group.group, item.index), "")) for item in group.completions)
     return (
         f'<section class="wb-group">'
         f'<div class="wb-group-head"><span class="wb-group-label">Prompt {position} of {count}</span>'
@@ -136,11 +139,13 @@ def render_empty_html(message: str = "No completions yet: the first group appear
     return f'{STYLE}<div class="wb-groups"><div class="wb-empty">{escape(message)}</div></div>'
 
 
-def render_groups_html(groups: Iterable[GroupView], title: str | None = None) -> str:
-    """All groups of a step as one HTML fragment (style included)."""
+def render_groups_html(groups: Iterable[GroupView], title: str | None = None, token_views: Mapping | None = None,
+                       header: str = "") -> str:
+    """All groups of a step as one HTML fragment (style included); `token_views` as for `render_group`, `header`
+    HTML shown above the groups (the step's token summary)."""
     groups = list(groups)
     if not groups:
         return render_empty_html()
     heading = title if title is not None else f"Step {groups[0].step}"
-    body = "".join(render_group(group, i, len(groups)) for i, group in enumerate(groups, start=1))
-    return f'{STYLE}<div class="wb-groups"><div class="wb-step-title">{escape(heading)}</div>{body}</div>'
+    body = "".join(render_group(group, i, len(groups), token_views) for i, group in enumerate(groups, start=1))
+    return f'{STYLE}<div class="wb-groups"><div class="wb-step-title">{escape(heading)}</div>{header}{body}</div>'

@@ -51,11 +51,15 @@ from workbench.insight.group_cards import render_group
 from workbench.insight.groups import SCALINGS, GroupView, available_steps, format_number, format_signed, groups_for_step
 from workbench.insight.health import RECENT_WINDOW, check_health
 from workbench.insight.resumed import merge_metrics
+from workbench.insight.token_cards import STYLE as TOKEN_STYLE
+from workbench.insight.token_cards import Scale, summary_html, token_view_html
+from workbench.insight.tokens import step_summary
 from workbench.spec.chat import transcript_text
 from workbench.spec.config import FIELD_HELP, RunConfig, plan_for
 from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
 from workbench.spec.run_status import RunStatus
+from workbench.spec.token_records import token_problem
 from workbench.spec.tasks import TASKS
 
 # The curves of the report, as named in figures.FIGURE_BUILDERS, in reading order.
@@ -87,6 +91,7 @@ class RunContents:
     comparisons: list = field(default_factory=list)  # probes.Comparison: label, max_new_tokens, prompts, base, trained
     folder: str = ""              # where the run folder lies, named in the footer
     skipped: dict = field(default_factory=dict)  # lines of each file the reader could not read: {name: Skipped}
+    last_tokens: list = field(default_factory=list)  # tokens.jsonl's records of the last recorded step
 
     def __post_init__(self):
         self.status = RunStatus.of(self.status)
@@ -348,6 +353,21 @@ def _groups(completions: list[dict], config: Mapping) -> dict | None:
     return {"steps": blocks, "best_and_worst": {"rule": rule, "tie": tie, "blocks": extremes}}
 
 
+def _tokens(records: list[Mapping]) -> dict | None:
+    """The last recorded step's highest- and lowest-advantage completions token by token; None without tokens."""
+    records = well_formed(records, token_problem)
+    if not records:
+        return None
+    picked = [max(records, key=lambda r: r["advantage"]), min(records, key=lambda r: r["advantage"])]
+    scale = Scale.of(records)
+    channel = "kl" if picked[0].get("kl") else "logprob"
+    views = [{"title": f"{label}: completion #{r['index'] + 1} of step {r['round']}, advantage {format_signed(r['advantage'])}",
+              "html": Markup(token_view_html(r, scale, channel, page="report", opened=True))}
+             for label, r in zip(("Highest advantage", "Lowest advantage"), picked[: 1 if picked[0] is picked[1] else 2])]
+    return {"step": records[0]["step"], "style_html": Markup(TOKEN_STYLE),
+            "summary_html": Markup(summary_html(step_summary(records), records[0]["step"])), "views": views}
+
+
 # ---------------------------------------------------------------- base vs trained
 
 def _comparisons(comparisons: list) -> list[dict]:
@@ -414,6 +434,7 @@ def build_report(run: RunContents, plotly_js: str | None = None, written_at: dat
         health=_health(metrics, config, run.skipped),
         cards_style_html=Markup(CARDS_STYLE),  # group_cards' own style sheet
         groups=_groups(completions, config),
+        tokens=_tokens(run.last_tokens),
         comparisons=_comparisons(run.comparisons),
         probe_tokens=_probe_tokens(run.comparisons) if run.comparisons else None,
         settings=_settings(config),

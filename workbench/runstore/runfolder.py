@@ -12,6 +12,8 @@ files of `runs/<run_id>/`:
 - `eval.jsonl`         one JSON object per held-out evaluation (eval_strategy=steps; `spec.evaluation`
                        describes it): step 0 before any update, every eval_steps, the end; a resume
                        drops the steps after its checkpoint and never writes a step twice
+- `tokens.jsonl`       at logging steps, one JSON object per completion of the step's batch with its values
+                       token by token (`spec.token_records`; record_tokens=false writes none)
 - `train.log`          the process's own output
 - `vllm_server.log`    the output of the run's own vLLM server (generation=vllm-server / trl-server)
 - `checkpoint-*/`      LoRA checkpoints; `adapter/` the final adapter
@@ -71,6 +73,7 @@ from workbench.errors import WorkbenchError
 from workbench.spec.evaluation import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
 from workbench.spec.run_status import RunStatus, status_field
+from workbench.spec.token_records import token_problem
 
 try:
     import orjson
@@ -82,6 +85,7 @@ STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.jsonl"
 COMPLETIONS_FILE = "completions.jsonl"
 EVAL_FILE = "eval.jsonl"
+TOKENS_FILE = "tokens.jsonl"
 LOG_FILE = "train.log"
 VLLM_LOG_FILE = "vllm_server.log"
 ADAPTER_DIR = "adapter"
@@ -109,7 +113,8 @@ SANDBOX_ENV = "WORKBENCH_SANDBOX"  # "1" inside a run's sandbox: its own PID nam
 
 # The rule each JSON-lines file's records follow, by file name; other files' lines need only be JSON objects.
 RECORD_RULES: dict[str, Callable[[Any], str | None]] = {
-    METRICS_FILE: metric_problem, COMPLETIONS_FILE: completion_problem, EVAL_FILE: eval_problem}
+    METRICS_FILE: metric_problem, COMPLETIONS_FILE: completion_problem, EVAL_FILE: eval_problem,
+    TOKENS_FILE: token_problem}
 
 _log = logging.getLogger(__name__)
 

@@ -253,6 +253,11 @@ class RunConfig:
     max_steps: int = setting(30, "Optimizer steps to train; -1 runs num_train_epochs over the dataset.")
     num_train_epochs: float = setting(1.0, "Passes over the dataset when max_steps is -1.")
     logging_steps: int = setting(1, "Write metrics every this many optimizer steps.")
+    record_tokens: bool = setting(
+        True,
+        "At logging steps, record each completion's values token by token (log-probability, reference's, KL, "
+        "entropy, clipped) in tokens.jsonl, for the token view; false records none.",
+    )
     save_steps: int = setting(
         10,
         "Save a LoRA checkpoint every this many optimizer steps (resume starts from the last one).",
@@ -629,6 +634,8 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("max_steps", cfg.max_steps == -1 or cfg.max_steps >= 1, "must be -1 (use epochs) or >= 1", "use e.g. 30"),
         ("num_train_epochs", cfg.num_train_epochs > 0, "must be > 0", "use 1"),
         ("logging_steps", cfg.logging_steps >= 1, "must be >= 1", "use 1 to see every step"),
+        ("record_tokens", isinstance(cfg.record_tokens, bool), "must be true or false",
+         "use true (the token view) or false (no tokens.jsonl)"),
         ("save_steps", cfg.save_steps >= 1, "must be >= 1", "use e.g. 10"),
         ("warmup_steps", cfg.warmup_steps >= 0, "must be >= 0", "use 0"),
         ("save_total_limit", cfg.save_total_limit is None or cfg.save_total_limit >= 1, "must be >= 1 or empty",

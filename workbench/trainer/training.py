@@ -5,6 +5,7 @@ Run as `python -m workbench train --run-dir DIR --config DIR/config.json`
 train ...` for several processes). Everything it does lands in the run folder
 (see workbench/runstore/runfolder.py): status.json with a heartbeat, metrics.jsonl with
 every metric TRL logs, completions.jsonl with each generation round's groups,
+tokens.jsonl with their values token by token at logging steps (trainer/token_capture.py),
 LoRA checkpoints every `save_steps`, and the final adapter in `adapter/`.
 
 With several processes only the global main one (RANK 0, on machine 0 of a
@@ -36,6 +37,7 @@ from workbench.spec.config import (
 from workbench.spec.generation import SERVER_GENERATIONS
 from workbench.spec import trackers
 from workbench.spec.trl_settings import grpo_settings
+from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
 from workbench.trainer import gpu_metrics, vllm_rollout
 from workbench.trainer.recorder import (
@@ -158,6 +160,9 @@ def make_trainer_class():
     round, gathered from every process in group order). Token lengths and
     truncation come from the round's own completion ids and are gathered the
     same way. `_logs` is private: TRL is pinned and tests cover this capture.
+
+    With `record_tokens` it also overrides `_compute_loss` and `_get_per_token_logps_and_entropies` to hand
+    the loss's own per-token tensors to `token_capture` at logging steps (its docstring lists those ties).
     """
     from trl import GRPOTrainer
 
@@ -165,6 +170,8 @@ def make_trainer_class():
         completions_path: Path | None = None
         reward_weights_list: list[float] = []
         _unwritten_completions: list[dict] = []  # this generation round's records, until its step logs
+        token_capture: TokenCapture | None = None  # record_tokens: the per-token values at logging steps
+        _tokens_of: dict | None = None  # the inputs of the loss computation whose tokens are being recorded
 
         def _save_rng_state(self, output_dir: str) -> None:
             # Every process saves its random state into each checkpoint (the Trainer's own, for an exact
@@ -182,6 +189,9 @@ def make_trainer_class():
         def _record_completions(self, output) -> None:
             from accelerate.utils import gather_object
 
+            if self.token_capture is not None:  # rows in TRL's order, before it shuffles them: keyed by their ids
+                offset = self.accelerator.process_index * len(output["completion_ids"])
+                self.token_capture.remember_round(output, self.state.global_step + 1, offset)
             lengths = output["completion_mask"].sum(dim=1).tolist()
             ends = set(self.eos_token_ids) | {self._tokenizer.pad_token_id}
             rows = output["completion_ids"].tolist()
@@ -194,11 +204,40 @@ def make_trainer_class():
                     reward_weights=self.reward_weights_list, lengths=lengths, truncated=truncated,
                 )]
 
+        def _compute_loss(self, model, inputs):
+            # the first call of _get_per_token_logps_and_entropies below is the policy's, with its entropies
+            step = self.state.global_step + 1
+            recording = self.token_capture is not None and self.model.training and step % self.args.logging_steps == 0
+            self._tokens_of = inputs if recording else None
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._tokens_of = None
+
+        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+            output = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            inputs, self._tokens_of = self._tokens_of, None
+            if inputs is not None and output[1] is not None:
+                self.token_capture.capture(self, inputs, output[0], output[1], self.state.global_step + 1)
+            return output
+
         def log(self, logs, *args, **kwargs) -> None:
             # A step's completions land with its metrics (written by the run folder callback's on_log, inside
             # this call): the run folder changes once a step, so each page watching it refreshes once a step.
             self.write_completions()
+            self.write_tokens()
             super().log(logs, *args, **kwargs)
+
+        def write_tokens(self) -> None:
+            if self.token_capture is None:
+                return
+            records = self.token_capture.take()
+            if self.accelerator.num_processes > 1:  # every process logs at the same step: a collective call
+                from accelerate.utils import gather_object
+
+                records = sorted(gather_object(records), key=lambda r: (r["step"], r["round"], r["index"]))
+            if self.accelerator.is_main_process and records and self.completions_path is not None:
+                runfolder.append_jsonl(self.completions_path.parent / runfolder.TOKENS_FILE, records)
 
         def write_completions(self) -> None:
             if self._unwritten_completions:
@@ -279,7 +318,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         if resume and is_main:
             # the steps after the checkpoint are trained again: their old records must not stay beside the new
             resumed_step = int(checkpoint.name.split("-")[-1]) if checkpoint else 0
-            for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE, runfolder.EVAL_FILE):
+            for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE, runfolder.EVAL_FILE, runfolder.TOKENS_FILE):
                 runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
         status.set(state="loading_model")
@@ -303,6 +342,9 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         gpu_metrics.attach(trainer, cfg.generation)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
         trainer.reward_weights_list = trl_reward_weights(cfg)
+        if cfg.record_tokens:
+            trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
+                                                 trainer.num_generations)
         callback = make_run_folder_callback(run_dir, status, is_main, _stop_decider(trainer.accelerator))
         trainer.add_callback(callback)
         if cfg.eval_strategy == "steps":

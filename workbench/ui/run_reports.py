@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from workbench.insight import report
+from workbench.insight import report, tokens
 from workbench.modeltools import probes
 from workbench.runstore import runfolder
 
@@ -44,7 +44,7 @@ def write_report(run_dir: str | Path, download_root: str | Path | None = None) -
     """
     run_dir = Path(run_dir)
     contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
-                                  **runfolder.read_run(run_dir))
+                                  last_tokens=tokens.last_step_tokens(run_dir), **runfolder.read_run(run_dir))
     page = report.build_report(contents).encode("utf-8")
     written = run_dir / runfolder.REPORT_FILE
     runfolder.replace_file(written, page)

@@ -33,7 +33,7 @@ OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta"
                     "scale_rewards", "epsilon_high", "importance_sampling_level", "mask_truncated_completions",
                     "top_entropy_quantile", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
-RUN_FIELDS = ("run_name", "logging_steps", "save_steps", "save_total_limit", "seed", "bf16",
+RUN_FIELDS = ("run_name", "logging_steps", "record_tokens", "save_steps", "save_total_limit", "seed", "bf16",
               "gradient_checkpointing", "report_to", "eval_strategy", "eval_steps", "eval_size", "eval_pass_k")
 # How rewards are scored besides which: TRL rewards' parameters, failures, a reward model.
 REWARD_FIELDS = ("reward_params", "reward_errors", "reward_failure_score", "reward_model", "reward_model_weight")

@@ -41,13 +41,14 @@ import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.insight import evaluation, figures, follow
+from workbench.insight import evaluation, figures, follow, tokens
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
 from workbench.runstore import runfolder
+from workbench.spec.chat import transcript_text
 from workbench.ui import paths_view, run_access, server_view, train_view
-from workbench.ui.completions_view import render_empty_html, render_groups_html
+from workbench.ui.completions_view import render_empty_html, render_groups_html, step_token_views
 from workbench.ui.context import UIContext
 from workbench.ui.widgets import figure_payload
 
@@ -341,18 +342,25 @@ class TrainTab:
                     ui.completions: render_empty_html()}
         step = train_view.nearest_step(steps, pinned)
 
+        run_dir = self.runs_dir / watch.run_id
+
         def draw() -> str:
-            records = watch.newest_completions if step == steps[-1] else \
-                follow.completions_of_step(self.runs_dir / watch.run_id, step)
+            records = watch.newest_completions if step == steps[-1] else follow.completions_of_step(run_dir, step)
             groups = groups_for_step(records, step, watch.config.get("scale_rewards"),
                                      watch.config.get("num_generations"))
             title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
-            return render_groups_html(groups, title)
+            size = groups[0].expected_size if groups else 1
+            round_tokens = tokens.tokens_of_round(run_dir, step, tokens.round_passes(watch.config))
+            prompts = {index: transcript_text(record.get("prompt")) for index, record in enumerate(records)}
+            earlier = tokens.earlier_of_round(run_dir, round_tokens, prompts) if round_tokens else {}
+            views, header = step_token_views(round_tokens, size, step, page="train", earlier=earlier)
+            return render_groups_html(groups, title, views, header)
 
         # A slider needs two ends; with one step so far it spans step-1..step.
         low = steps[0] if len(steps) > 1 else steps[0] - 1
         return {ui.step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
-                ui.completions: self.drawn.get(("groups", *train_view.completions_read(watch), step), draw)}
+                ui.completions: self.drawn.get(("groups", *train_view.completions_read(watch), step,
+                                                tokens.tokens_read(run_dir)), draw)}
 
     def attach(self, viewer: Viewer, run_id: str | None, newest_known: str | None, smooth: float,
                more_open: bool = False, with_more: bool = True) -> dict:
