@@ -4,10 +4,13 @@
   process's cache (`jsonl_cache.records`: only the lines appended since the last read are parsed); a step
   written twice (a resume) counts once, the newest record winning (`resumed.merge_metrics`).
 - `curve_points(records, per_prompt)`: what `python -m workbench eval RUN --json` prints.
+- `best_checkpoint(records, checkpoint_steps)`: the saved checkpoint with the best held-out accuracy (ties: the
+  higher pass@k, then the earlier step; `spec.evaluation.best_evaluation`), the one training keeps whatever
+  save_total_limit prunes; `best_checkpoint_of(run_dir)` reads both from the run folder.
 - `changed_answers(records)`: the prompts whose greedy answer went wrong -> right or right -> wrong between the
   first evaluation (step 0, before any update) and the latest, with both completions.
 
-The record is described in workbench/spec/evaluation.py. Pure apart from `read_evals`.
+The record is described in workbench/spec/evaluation.py. Pure apart from `read_evals` and `best_checkpoint_of`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from workbench.insight.resumed import merge_metrics
 from workbench.runstore import jsonl_cache, runfolder
+from workbench.spec.evaluation import best_evaluation
 
 CURVE_KEYS = ("step", "accuracy", "pass_at_k", "k", "rewards", "n")
 PROMPT_KEYS = ("prompt", "completion", "rewards")
@@ -26,6 +30,19 @@ RIGHT_TO_WRONG = "right → wrong"
 def read_evals(run_dir: str | Path) -> list[dict]:
     """The run's evaluation records, one per step in step order ([] when the run never evaluated)."""
     return merge_metrics([], jsonl_cache.records(Path(run_dir) / runfolder.EVAL_FILE).records)
+
+
+def best_checkpoint(records: list[dict], checkpoint_steps) -> dict | None:
+    """The evaluation record of the best evaluated checkpoint among `checkpoint_steps` (None: none evaluated)."""
+    return best_evaluation(records, {step for step in checkpoint_steps if step > 0})
+
+
+def best_checkpoint_of(run_dir: str | Path) -> dict | None:
+    """The run's best evaluated checkpoint still on disk, as `best_checkpoint` (None without evaluations)."""
+    records = read_evals(run_dir)
+    if not records:
+        return None
+    return best_checkpoint(records, runfolder.checkpoint_steps(run_dir))
 
 
 def curve_points(records: list[dict], per_prompt: bool = False) -> list[dict]:

@@ -619,6 +619,11 @@ def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
+def checkpoint_steps(run_dir: str | os.PathLike) -> list[int]:
+    """The steps of the run's complete checkpoints, oldest first."""
+    return [int(path.name.removeprefix("checkpoint-")) for path in checkpoint_dirs(run_dir)]
+
+
 def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     """The newest complete checkpoint (an earlier one when the newest was cut short), or None."""
     dirs = checkpoint_dirs(run_dir)

@@ -33,7 +33,7 @@ def saved_policy(run_dir: Path, which: str) -> tuple[Path | None, int]:
             raise CheckpointChoiceError("--checkpoint: latest, but the run saved no adapter or checkpoint yet; "
                                         "use --checkpoint base", field="--checkpoint")
         return newest, int(newest.name.split("-")[-1])
-    saved = [int(path.name.split("-")[-1]) for path in runfolder.checkpoint_dirs(run_dir)]
+    saved = runfolder.checkpoint_steps(run_dir)
     if not which.isdigit() or int(which) not in saved:
         listed = ", ".join(str(step) for step in saved) or "none"
         raise CheckpointChoiceError(f"--checkpoint: {which!r} is not latest, base or a saved checkpoint's step "

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from workbench.access.owners import Viewer
-from workbench.insight import figures, follow
+from workbench.insight import evaluation, figures, follow
 from workbench.insight.groups import groups_for_step
 from workbench.runstore import file_cache, runfolder
 from workbench.jobs import launcher, run_list
@@ -67,9 +67,12 @@ def note_html(message: str, kind: str = "info") -> str:
 
 
 def with_final_reward(entry: dict) -> dict:
-    """A `list_runs()` entry with its run's last logged reward (`final_reward`, from the end of metrics.jsonl)."""
-    reward = file_cache.last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
-    return {**entry, "final_reward": reward}
+    """A `list_runs()` entry with its run's last logged reward (`final_reward`, from the end of metrics.jsonl)
+    and its best evaluated checkpoint (`best_checkpoint`, the eval.jsonl record; None without evaluation)."""
+    if not entry.get("run_dir"):
+        return {**entry, "final_reward": None, "best_checkpoint": None}
+    return {**entry, "final_reward": file_cache.last_metric(entry["run_dir"], "reward"),
+            "best_checkpoint": evaluation.best_checkpoint_of(entry["run_dir"])}
 
 
 def read_rows(runs_dir, viewer: Viewer, columns: tuple[str, ...] = runs_view.COLUMNS) -> list[list]:
