@@ -7,6 +7,8 @@
 - `best_checkpoint(records, checkpoint_steps)`: the saved checkpoint with the best held-out accuracy (ties: the
   higher pass@k, then the earlier step; `spec.evaluation.best_evaluation`), the one training keeps whatever
   save_total_limit prunes; `best_checkpoint_of(run_dir)` reads both from the run folder.
+- `as_metrics(records)`: the curve as metric records (`held_out/accuracy`, `held_out/pass_at_k` by step), so
+  the figures that overlay runs' training metrics overlay held-out curves the same way.
 - `changed_answers(records)`: the prompts whose greedy answer went wrong -> right or right -> wrong between the
   first evaluation (step 0, before any update) and the latest, with both completions.
 
@@ -23,6 +25,8 @@ from workbench.spec.evaluation import best_evaluation
 
 CURVE_KEYS = ("step", "accuracy", "pass_at_k", "k", "rewards", "n")
 PROMPT_KEYS = ("prompt", "completion", "rewards")
+# The held-out curve under metric names, for figures that draw metrics (the Runs tab's overlay).
+HELD_OUT_ACCURACY, HELD_OUT_PASS_AT_K = "held_out/accuracy", "held_out/pass_at_k"
 WRONG_TO_RIGHT = "wrong → right"
 RIGHT_TO_WRONG = "right → wrong"
 
@@ -54,6 +58,16 @@ def curve_points(records: list[dict], per_prompt: bool = False) -> list[dict]:
             point["prompts"] = [{key: row.get(key) for key in PROMPT_KEYS} for row in record.get("prompts") or []]
         points.append(point)
     return points
+
+
+def as_metrics(records: list[dict]) -> list[dict]:
+    """`{"step", "held_out/accuracy", "held_out/pass_at_k"}` per evaluation (a missing value left out)."""
+    metrics = []
+    for record in records:
+        point = {"step": record["step"], HELD_OUT_ACCURACY: record.get("accuracy"),
+                 HELD_OUT_PASS_AT_K: record.get("pass_at_k")}
+        metrics.append({key: value for key, value in point.items() if value is not None})
+    return metrics
 
 
 def changed_answers(records: list[dict]) -> list[dict]:
