@@ -15,8 +15,8 @@ the record (`eval_seconds`), apart from TRL's step_time. A reward model (reward_
 the record holds the reward functions' scores.
 
 Ties to TRL, all public names: GRPOTrainer's `reward_funcs`, `eos_token_ids` (every id that ends a
-completion) and `processing_class`, and `trl.data_utils.maybe_apply_chat_template` (the prompt text TRL
-generates from).
+completion) and `processing_class`; the answers come from trainer/answering.py (the prompt text TRL
+generates from, the run's sampling settings), as the signal check's do.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.runstore import runfolder
+from workbench.trainer.answering import Answers, generate
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig, column_mapping, correctness_reward_for, data_field, reward_names_for
 from workbench.spec.evaluation import best_evaluation, eval_record, held_out_task_rows, is_correct
@@ -102,7 +103,8 @@ class Evaluator:
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=devices):
                 torch.manual_seed(self.cfg.seed + step)  # the samples of one step are the same on a rerun
-                completions, ids = self._generate(model, prompts, sample=False)
+                answers = self._generate(model, prompts, sample=False)
+                completions, ids = answers.texts, answers.ids
                 rewards = self._score(completions, ids, self.rows)
                 right, k = None, self.cfg.eval_pass_k
                 if k:
@@ -115,32 +117,15 @@ class Evaluator:
 
     def _samples_right(self, model, prompts: list, k: int) -> list[int]:
         """Per prompt, how many of its k samples get full marks from the correctness reward."""
-        completions, ids = self._generate(model, prompts, sample=True, count=k)
+        answers = self._generate(model, prompts, sample=True, count=k)
         rows = [row for row in self.rows for _ in range(k)]
-        scores = self._score(completions, ids, rows)[self.correctness]
+        scores = self._score(answers.texts, answers.ids, rows)[self.correctness]
         return [sum(is_correct(s) for s in scores[i * k:(i + 1) * k]) for i in range(len(prompts))]
 
-    def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> tuple[list[str], list[list[int]]]:
-        """Completions (text) and their token ids up to and including the end token, `count` per prompt in order."""
-        from trl.data_utils import maybe_apply_chat_template
-
-        tokenizer = self.policy.tokenizer
-        texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
-        batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        batch = {key: value.to(self.policy.device) for key, value in batch.items()}
-        # sampled as the run samples (top_k 0: no top-k filtering, as in TRL's generation settings)
-        settings = dict(do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                        top_k=self.cfg.top_k, num_return_sequences=count) if sample else \
-            dict(do_sample=False, temperature=None, top_p=None, top_k=None)
-        output = model.generate(**batch, max_new_tokens=self.cfg.max_completion_length,
-                                repetition_penalty=self.cfg.repetition_penalty, eos_token_id=self.policy.eos_token_ids,
-                                pad_token_id=tokenizer.pad_token_id, **settings)
-        ends = set(self.policy.eos_token_ids) | {tokenizer.pad_token_id}
-        ids = []
-        for row in output[:, batch["input_ids"].shape[1]:].tolist():
-            stop = next((i + 1 for i, token in enumerate(row) if token in ends), len(row))
-            ids.append(row[:stop])
-        return tokenizer.batch_decode(ids, skip_special_tokens=True), ids
+    def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> Answers:
+        """`count` completions per prompt in order, greedy or sampled as the run samples (trainer/answering.py)."""
+        return generate(model, self.policy.tokenizer, prompts, self.cfg, self.policy.eos_token_ids,
+                        self.policy.device, sample, count)
 
     def _score(self, texts: list[str], ids: list[list[int]], rows: list[dict]) -> dict[str, list]:
         """Each reward function's score per completion of `rows`' prompts, called as TRL calls it."""
