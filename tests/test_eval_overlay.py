@@ -1,4 +1,5 @@
-"""Held-out curves of several runs on the Runs tab's overlay, read from each run's eval.jsonl."""
+"""Held-out curves of several runs on the Runs tab's overlay, read from each run's eval.jsonl; the Compare tab
+picks a run's best evaluated checkpoint first."""
 
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ def test_the_curve_as_metrics_draws_one_line_per_run_and_names_a_run_that_never_
 
 
 @pytest.fixture
-def app(tmp_path):
+def app(tmp_path, make_checkpoint):
     from workbench.ui.app import build_app
 
     runs = tmp_path / "runs"
     evaluated(runs, "20261127-100000-small-lr", [(0, 0.25, 0.5), (5, 0.375, 0.625), (10, 0.5, 0.75)])
-    evaluated(runs, "20261127-110000-large-lr", [(0, 0.25, 0.5), (5, 0.125, 0.25)])
+    evaluated(runs, "20261127-110000-large-lr", [(0, 0.25, 0.5), (5, 0.5, 0.25), (10, 0.125, 0.25)])
+    for step in (5, 10):
+        make_checkpoint(runs / "20261127-110000-large-lr", step)
     jsonl_cache.forget()
     yield build_app(runs)
     jsonl_cache.forget()
@@ -54,4 +57,9 @@ def test_the_runs_tab_overlays_the_held_out_curves_of_the_runs_ticked(app):
     result = page.run(on_metric, [ticked, evaluation.HELD_OUT_ACCURACY, 0.0, {}])
     figure = json.loads(Page.output(on_metric, result, "wb-runs-overlay")["plot"])
     assert [(trace["name"], trace["x"], trace["y"]) for trace in figure["data"]] == [
-        (ticked[0], [0, 5, 10], [0.25, 0.375, 0.5]), (ticked[1], [0, 5], [0.25, 0.125])]
+        (ticked[0], [0, 5, 10], [0.25, 0.375, 0.5]), (ticked[1], [0, 5, 10], [0.25, 0.5, 0.125])]
+    # the Compare tab offers the run's checkpoints, the best evaluated one (step 5, not the newest) picked
+    page.run(find_event(app, "workbench.ui.compare_tab", "on_load"), [])
+    on_pick = find_event(app, "workbench.ui.compare_tab", "on_pick")
+    picked = Page.output(on_pick, page.run(on_pick, [ticked[1]]), "wb-compare-checkpoint")
+    assert picked["value"] == "step 5 (checkpoint-5)"

@@ -72,7 +72,7 @@ def layout() -> CompareComponents:
     with gr.Row():
         run_picker = gr.Dropdown(label="Run", choices=[], value=None, scale=3,
                                  info="The current run or any past one.")
-        checkpoint = gr.Dropdown(label="Checkpoint", choices=[], value=None, scale=2,
+        checkpoint = gr.Dropdown(label="Checkpoint", choices=[], value=None, scale=2, elem_id="wb-compare-checkpoint",
                                  info="Saved every save_steps steps; the final adapter when the run ended. Picked "
                                       "first: the checkpoint with the best held-out accuracy, when the run evaluates.")
         max_new_tokens = gr.Slider(8, 256, value=DEFAULT_MAX_NEW_TOKENS, step=8, label="Longest answer (tokens)",
