@@ -4,9 +4,12 @@
     python benchmarks/bench_training.py --learning      # demo task, bundled model: reward first 3 vs last 3 steps
     python benchmarks/bench_training.py --overhead      # median step time: workbench run vs bare TRL script
     python benchmarks/bench_training.py --memory        # peak RSS of the training process tree
+    python benchmarks/bench_training.py --eval-cost     # step time with held-out evaluation off vs on (arithmetic)
 
 --learning and --memory share one run when both are chosen. Targets:
-reward +0.3 within 5 minutes of launch, overhead within 5%, peak memory < 3 GB.
+reward +0.3 within 5 minutes of launch, overhead within 5%, peak memory < 3 GB;
+held-out evaluation leaves TRL's step_time unchanged (within 5%), its own time
+counted apart (eval.jsonl's eval_seconds). --eval-cost is only run when named.
 Timings depend on what else the machine is doing; run it on a quiet machine
 for figures to quote.
 """
@@ -140,18 +143,48 @@ def report_overhead(config: RunConfig, runs_dir: Path, rounds: int) -> None:
           f"bare TRL {statistics.mean(bare_walls):.2f} s")
 
 
+# ---------------------------------------------------------------- evaluation's cost
+
+
+def report_eval_cost(config: RunConfig, runs_dir: Path, rounds: int) -> None:
+    """Alternate runs with held-out evaluation off and on: TRL's step_time, wall time per step, eval time apart."""
+    on_config = config.with_changes(eval_strategy="steps", eval_steps=2, eval_size=8, eval_pass_k=2)
+    steps = {"off": [], "on": []}
+    walls = {"off": [], "on": []}
+    evals = []
+    for index in range(rounds):
+        for kind in (("off", "on") if index % 2 == 0 else ("on", "off")):
+            result = run_and_watch(on_config if kind == "on" else config, runs_dir, time_limit=3600)
+            steps[kind] += [m["step_time"] for m in result["metrics"] if "step_time" in m][1:]  # first: one-off costs
+            runtime = result["summary"].get("train_runtime")
+            if runtime:
+                walls[kind].append(runtime / max(1, len(result["metrics"])))
+            if kind == "on":
+                evals += [r["eval_seconds"] for r in runfolder.read_jsonl(result["run_dir"] / runfolder.EVAL_FILE)]
+    off, on = statistics.median(steps["off"]), statistics.median(steps["on"])
+    ratio = on / off
+    print(f"eval cost: median step_time over {len(steps['off'])} / {len(steps['on'])} steps: evaluation off {off:.2f} s, "
+          f"on {on:.2f} s, ratio {ratio:.3f} ({'meets' if abs(ratio - 1) <= 0.05 else 'misses'} the within 5% target)")
+    print(f"eval cost: {len(evals)} evaluations of {on_config.eval_size} prompts (greedy + pass@{on_config.eval_pass_k}), "
+          f"median {statistics.median(evals):.2f} s each, counted apart in eval.jsonl")
+    print(f"eval cost: train_runtime / steps (evaluations included when on): off {statistics.mean(walls['off']):.2f} s, "
+          f"on {statistics.mean(walls['on']):.2f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--learning", action="store_true")
     parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--eval-cost", dest="eval_cost", action="store_true",
+                        help="held-out evaluation off vs on, on the arithmetic task (its own rounds of runs)")
     parser.add_argument("--max-steps", type=int, default=30, help="steps of the learning run (default 30)")
     parser.add_argument("--time-limit", type=float, default=300, help="stop the learning run after this many seconds")
     parser.add_argument("--overhead-steps", type=int, default=6, help="steps of each overhead run (default 6)")
     parser.add_argument("--overhead-rounds", type=int, default=2, help="alternating pairs of overhead runs (default 2)")
     parser.add_argument("--model", default="smollm2-135m-instruct")
     args = parser.parse_args(argv)
-    if not (args.learning or args.overhead or args.memory):
+    if not (args.learning or args.overhead or args.memory or args.eval_cost):
         args.learning = args.overhead = args.memory = True
 
     with tempfile.TemporaryDirectory(prefix="bench-training-") as tmp:
@@ -167,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
                 report_memory(result)
         if args.overhead:
             report_overhead(demo.with_changes(max_steps=args.overhead_steps), runs_dir, args.overhead_rounds)
+        if args.eval_cost:  # the demo's brevity reward has no right answer to evaluate: arithmetic has one
+            arithmetic = RunConfig.for_task("arithmetic", model=args.model, device="cpu", save_steps=1000)
+            report_eval_cost(arithmetic.with_changes(max_steps=args.overhead_steps), runs_dir, args.overhead_rounds)
     return 0
 
 

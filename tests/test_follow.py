@@ -225,6 +225,17 @@ def test_a_follower_reports_an_alarm_when_it_appears(run_dir):
     assert "no_signal" not in [alarm.kind for alarm in follower.look().alarms], "still raised: not new"
 
 
+def test_a_follower_reports_held_out_accuracy_falling_as_the_reward_rises(run_dir):
+    follower = follow.RunFollower(run_dir)
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(s, reward=0.1 * s) for s in range(1, 9)])
+    runfolder.append_jsonl(run_dir / runfolder.EVAL_FILE, [{"step": 0, "accuracy": 0.5, "n": 8, "rewards": {}}])
+    assert "held_out_falls" not in [alarm.kind for alarm in follower.look().alarms]
+    # the next evaluation answers 2 of the 8 held-out prompts fewer right (`workbench watch` prints the alarm)
+    runfolder.append_jsonl(run_dir / runfolder.EVAL_FILE, [{"step": 8, "accuracy": 0.25, "n": 8, "rewards": {}}])
+    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(9, reward=0.9)])
+    assert "held_out_falls" in [alarm.kind for alarm in follower.look().alarms]
+
+
 def test_follow_yields_until_the_run_ends_and_reads_what_came_just_before(run_dir):
     runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(1)])
     looks = []

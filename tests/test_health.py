@@ -195,3 +195,64 @@ def test_a_reward_that_could_not_score_some_completions_is_named_with_its_share(
     import pandas as pd
 
     assert health.check_reward_failures(pd.DataFrame(metrics), {"reward_failure_score": -1.0}) == alarms
+
+
+# ---------------------------------------------------------------- the alarms that know which reward means "correct"
+
+ARITHMETIC = {"task": "arithmetic", "reward_names": ["format_answer_tag", "exact_answer"], "reward_weights": [0.2, 1.0],
+              "correctness_reward": "exact_answer"}
+
+
+def easy_reward_metrics(steps=8, right=lambda s: 0.1, tag=lambda s: min(1.0, 0.2 * s)):
+    return make_metrics(steps, **{"rewards/exact_answer/mean": right, "rewards/format_answer_tag/mean": tag})
+
+
+def test_a_shaping_reward_learned_while_correctness_stays_flat_is_named():
+    alarms = [a for a in health.check_health(easy_reward_metrics(), ARITHMETIC) if a.kind == "easy_reward"]
+    assert len(alarms) == 1 and alarms[0].step == 8 and alarms[0].title == "Learned format_answer_tag, not the answers"
+    assert "rose from 0.40 to 1.00" in alarms[0].message and "exact_answer, the reward for a right answer, stayed at 0.10" \
+        in alarms[0].message
+    # the frame the dashboard reads gives the same alarm
+    from workbench.insight.figures import metrics_frame
+
+    assert health.check_easy_reward(metrics_frame(easy_reward_metrics()), ARITHMETIC) == alarms
+
+
+@pytest.mark.parametrize("metrics, config", [
+    (easy_reward_metrics(right=lambda s: 0.05 * s), ARITHMETIC),  # the answers improve too: both learned
+    (easy_reward_metrics(tag=lambda s: 0.8), ARITHMETIC),  # not saturated
+    (easy_reward_metrics(tag=lambda s: 0.95), ARITHMETIC),  # full marks from the start: learned nothing new
+    (easy_reward_metrics(steps=5), ARITHMETIC),  # too few steps to tell a start from now
+    (easy_reward_metrics(), {**ARITHMETIC, "correctness_reward": "none"}),  # no reward means "correct"
+    (easy_reward_metrics(), None),
+    (easy_reward_metrics(), {"not_a_field": 1}),  # a config it cannot read: no roles to judge by
+], ids=["both-rise", "not-saturated", "saturated-from-start", "few-steps", "no-correctness", "no-config", "bad-config"])
+def test_the_easy_reward_alarm_stays_quiet_otherwise(metrics, config):
+    assert "easy_reward" not in kinds(health.check_health(metrics, config))
+
+
+def evals_at(*points, n=16):
+    """eval.jsonl records: (step, accuracy) each."""
+    return [{"step": step, "accuracy": accuracy, "n": n, "rewards": {}} for step, accuracy in points]
+
+
+def test_held_out_accuracy_falling_while_the_training_reward_rises_is_named():
+    metrics = make_metrics(12)  # the reward rises 0.05 a step
+    evals = evals_at((0, 0.25), (4, 0.5), (8, 0.375), (12, 0.25))
+    alarms = [a for a in health.check_health(metrics, None, evals) if a.kind == "held_out_falls"]
+    assert len(alarms) == 1 and alarms[0].step == 12
+    assert "fell from 50% at step 4 to 25% at step 12 (16 prompts)" in alarms[0].message
+    assert "training reward rose from 0.45 to 0.85" in alarms[0].message  # the 3-step means ending at steps 4 and 12
+    assert "overfitting" in alarms[0].message and "reward hacking" in alarms[0].message
+
+
+@pytest.mark.parametrize("metrics, evals", [
+    (make_metrics(12), evals_at((0, 0.25), (4, 0.5), (12, 0.75))),  # both rise: learning
+    (make_metrics(12, reward=0.5), evals_at((0, 0.5), (12, 0.25))),  # the reward is flat too
+    (make_metrics(12), evals_at((0, 0.5), (12, 0.4375))),  # one prompt of 16 flipped: noise
+    (make_metrics(12), evals_at((0, 0.5), (12, 0.25), n=4)),  # 25 points, but one prompt of 4
+    (make_metrics(12), evals_at((0, 0.5))),  # one evaluation: no trend
+    (make_metrics(12), []),  # evaluation off
+], ids=["both-rise", "flat-reward", "one-prompt", "small-drop-small-n", "one-eval", "no-eval"])
+def test_the_held_out_alarm_stays_quiet_otherwise(metrics, evals):
+    assert "held_out_falls" not in kinds(health.check_health(metrics, None, evals))

@@ -168,6 +168,36 @@ def test_health_notes_come_from_the_health_checks(default_page, write_run):
     assert 'class="wb-alarm wb-alarm-error"' in alarmed and "No learning signal (step 5)" in alarmed
 
 
+def held_out_records(accuracies, prompts=("2+2", "3+5")) -> list[dict]:
+    """eval.jsonl records at steps 0, 1, ...: each prompt right while its index is below accuracy * n."""
+    from workbench.spec.evaluation import eval_record
+
+    records = []
+    for step, accuracy in enumerate(accuracies):
+        right = [i < accuracy * len(prompts) for i in range(len(prompts))]
+        rewards = {"exact_answer": [1.0 if ok else 0.0 for ok in right]}
+        records.append(eval_record(step, list(prompts), [f"answer {step}.{i}" for i in range(len(prompts))], rewards,
+                                   [3] * len(prompts), "exact_answer"))
+    return records
+
+
+def test_the_held_out_curve_the_best_checkpoint_and_the_changed_answers_are_in_the_report(write_run, make_checkpoint):
+    run_dir = write_run("evaluated")
+    # held-out accuracy falls after step 2 while the training reward rises: the alarm fires too
+    runfolder.append_jsonl(run_dir / runfolder.EVAL_FILE, held_out_records([0.5, 0.5, 1.0, 0.5, 0.0, 0.0]))
+    for step in (2, 5):
+        make_checkpoint(run_dir, step)
+    page = build(run_dir)
+    held_out = section_text(page, "held-out")
+    assert "2 held-out prompts, answered greedily at 6 evaluations. Accuracy went from 50% at step 0 to 0% at " \
+           "step 5." in held_out
+    assert "The best evaluated checkpoint is checkpoint-2 (100%)" in held_out
+    assert 'Plotly.newPlot("wb-figure-held-out"' in page
+    assert "<td><b>2+2</b></td><td>right → wrong</td><td>answer 0.0</td><td>answer 5.0</td>" in held_out
+    assert "Held-out accuracy falls as the reward rises (step 5)" in section_text(page, "health")
+    assert "evaluated no held-out prompts" in section_text(build(write_run("not-evaluated")), "held-out")
+
+
 # ---------------------------------------------------------------- completion groups
 
 

@@ -260,6 +260,12 @@ def test_score_total_skips_none_like_trl(reward_file):
     assert only_none[0]["reward"] is None
 
 
+def test_the_weighted_total_skips_none_and_nan_as_trls_nansum_does():
+    assert rewards.weighted_total([1.0, None, 0.5], [1.0, 3.0, 2.0]) == 2.0
+    assert rewards.weighted_total([float("nan"), 0.25], [1.0, 4.0]) == 1.0
+    assert rewards.weighted_total([None, float("nan")], [1.0, 1.0]) is None
+
+
 def test_score_uses_a_reward_file(reward_file):
     results = rewards.score(["says_yes"], "q", ["yes", "no"], reward_file=reward_file)
     assert [r["reward"] for r in results] == [1.0, 0.0]

@@ -1,7 +1,10 @@
-"""`python -m workbench export-model RUN [--checkpoint N] --out DIR`: the run's adapter merged into its base model.
+"""`python -m workbench export-model RUN [--checkpoint N|best|final] --out DIR`: the run's adapter merged into its base model.
 
     python -m workbench export-model 20261122-031502-demo --out merged-demo
     python -m workbench export-model runs/20261122-031502-demo --checkpoint 10 --out merged-step10
+
+Without --checkpoint it merges the checkpoint with the best held-out accuracy when the run evaluated
+(eval_strategy=steps; workbench/insight/evaluation.py `best_checkpoint_of`), else the final adapter.
 
 DIR becomes a standard transformers folder (model.safetensors, config,
 tokenizer with its chat template) that `AutoModelForCausalLM.from_pretrained`
@@ -21,8 +24,9 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("export-model", help="merge a run's LoRA adapter into its base model (a folder "
                                                         "transformers and vLLM load)")
     parser.add_argument("source", metavar="RUN", help="a run id in the runs folder, or the path of a run folder")
-    parser.add_argument("--checkpoint", type=int, default=None, metavar="N",
-                        help="merge checkpoint-N instead of the final adapter")
+    parser.add_argument("--checkpoint", default=None, metavar="N|best|final",
+                        help="merge checkpoint-N, the best evaluated checkpoint (best) or the final adapter (final); "
+                             "default: best when the run evaluated held-out prompts, else final")
     parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new, or empty)")
     parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
     parser.add_argument("--progress", default=None, metavar="FILE",
@@ -35,15 +39,35 @@ def run(args) -> int:
     from workbench.runstore import runfolder
 
     try:
-        plan = export_model.plan_export(args.source, args.checkpoint, args.out, args.runs_dir)
+        step, why = chosen_checkpoint(args.checkpoint, export_model.run_folder(args.source, args.runs_dir))
+        plan = export_model.plan_export(args.source, step, args.out, args.runs_dir)
     except export_model.ExportError as exc:
         if args.progress:
             runfolder.append_jsonl(args.progress, [{"done": True, "error": str(exc)}])
         raise ArgumentError(str(exc)) from None
-    source = f"checkpoint-{plan.step}" if plan.step is not None else "the final adapter"
+    source = (f"checkpoint-{plan.step}" if plan.step is not None else "the final adapter") + why
     print(f"Merging {source} of {plan.run_dir.name} into {plan.model} ...", file=sys.stderr, flush=True)
     summary = export_model.write_export(plan, args.progress)
     print(f"Merged model in {summary['out']} ({summary['bytes'] / 2**20:,.0f} MB, {summary['seconds']} s); "
           f"load it with AutoModelForCausalLM.from_pretrained({summary['out']!r}), or serve it with "
           f"`python -m vllm.entrypoints.openai.api_server --model {summary['out']}`")
     return 0
+
+
+def chosen_checkpoint(value: str | None, run_dir) -> tuple[int | None, str]:
+    """(the checkpoint step to merge, None for the final adapter; why, said after its name) from --checkpoint."""
+    from workbench.insight import evaluation
+
+    value = (value or "").strip()
+    if value.isdecimal():
+        return int(value), ""
+    if value not in ("", "best", "final"):
+        raise ArgumentError(f"--checkpoint: {value[:80]!r} is not a step, best or final; give e.g. 10, best or final")
+    best = evaluation.best_checkpoint_of(run_dir) if value != "final" else None
+    if best is not None:
+        accuracy = best.get("accuracy")
+        return best["step"], " (the best held-out accuracy" + ("" if accuracy is None else f", {accuracy:.0%}") + ")"
+    if value == "best":
+        raise ArgumentError(f"--checkpoint: best, but run {run_dir.name} has no evaluated checkpoint (a run with "
+                            "eval_strategy=steps records one); give a step or final")
+    return None, ""

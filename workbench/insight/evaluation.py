@@ -4,10 +4,15 @@
   process's cache (`jsonl_cache.records`: only the lines appended since the last read are parsed); a step
   written twice (a resume) counts once, the newest record winning (`resumed.merge_metrics`).
 - `curve_points(records, per_prompt)`: what `python -m workbench eval RUN --json` prints.
+- `best_checkpoint(records, checkpoint_steps)`: the saved checkpoint with the best held-out accuracy (ties: the
+  higher pass@k, then the earlier step; `spec.evaluation.best_evaluation`), the one training keeps whatever
+  save_total_limit prunes; `best_checkpoint_of(run_dir)` reads both from the run folder.
+- `as_metrics(records)`: the curve as metric records (`held_out/accuracy`, `held_out/pass_at_k` by step), so
+  the figures that overlay runs' training metrics overlay held-out curves the same way.
 - `changed_answers(records)`: the prompts whose greedy answer went wrong -> right or right -> wrong between the
   first evaluation (step 0, before any update) and the latest, with both completions.
 
-The record is described in workbench/spec/evaluation.py. Pure apart from `read_evals`.
+The record is described in workbench/spec/evaluation.py. Pure apart from `read_evals` and `best_checkpoint_of`.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from pathlib import Path
 
 from workbench.insight.resumed import merge_metrics
 from workbench.runstore import jsonl_cache, runfolder
+from workbench.spec.evaluation import best_evaluation
 
 CURVE_KEYS = ("step", "accuracy", "pass_at_k", "k", "rewards", "n")
 PROMPT_KEYS = ("prompt", "completion", "rewards")
+# The held-out curve under metric names, for figures that draw metrics (the Runs tab's overlay).
+HELD_OUT_ACCURACY, HELD_OUT_PASS_AT_K = "held_out/accuracy", "held_out/pass_at_k"
 WRONG_TO_RIGHT = "wrong → right"
 RIGHT_TO_WRONG = "right → wrong"
 
@@ -26,6 +34,19 @@ RIGHT_TO_WRONG = "right → wrong"
 def read_evals(run_dir: str | Path) -> list[dict]:
     """The run's evaluation records, one per step in step order ([] when the run never evaluated)."""
     return merge_metrics([], jsonl_cache.records(Path(run_dir) / runfolder.EVAL_FILE).records)
+
+
+def best_checkpoint(records: list[dict], checkpoint_steps) -> dict | None:
+    """The evaluation record of the best evaluated checkpoint among `checkpoint_steps` (None: none evaluated)."""
+    return best_evaluation(records, {step for step in checkpoint_steps if step > 0})
+
+
+def best_checkpoint_of(run_dir: str | Path) -> dict | None:
+    """The run's best evaluated checkpoint still on disk, as `best_checkpoint` (None without evaluations)."""
+    records = read_evals(run_dir)
+    if not records:
+        return None
+    return best_checkpoint(records, runfolder.checkpoint_steps(run_dir))
 
 
 def curve_points(records: list[dict], per_prompt: bool = False) -> list[dict]:
@@ -37,6 +58,16 @@ def curve_points(records: list[dict], per_prompt: bool = False) -> list[dict]:
             point["prompts"] = [{key: row.get(key) for key in PROMPT_KEYS} for row in record.get("prompts") or []]
         points.append(point)
     return points
+
+
+def as_metrics(records: list[dict]) -> list[dict]:
+    """`{"step", "held_out/accuracy", "held_out/pass_at_k"}` per evaluation (a missing value left out)."""
+    metrics = []
+    for record in records:
+        point = {"step": record["step"], HELD_OUT_ACCURACY: record.get("accuracy"),
+                 HELD_OUT_PASS_AT_K: record.get("pass_at_k")}
+        metrics.append({key: value for key, value in point.items() if value is not None})
+    return metrics
 
 
 def changed_answers(records: list[dict]) -> list[dict]:

@@ -85,6 +85,10 @@ MISSING_NOTES = {
           "Set beta > 0 (e.g. 0.04) to watch how far the policy drifts from the base model.",
     "entropy": "This run logged no `entropy`.",
     "step_time": "This run logged no `step_time`.",
+    "held_out/accuracy": "None of these runs evaluates held-out prompts: train with eval_strategy=steps (and "
+                         "eval_steps, eval_size) to compare their held-out accuracy.",
+    "held_out/pass_at_k": "None of these runs sampled held-out answers: train with eval_strategy=steps and "
+                          "eval_pass_k (e.g. 4) to compare their pass@k.",
 }
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from workbench.insight.figures import metrics_frame
+from workbench.insight.evaluation import read_evals
 from workbench.insight.health import Alarm, check_health
 from workbench.insight.resumed import latest_round, merge_metrics
 from workbench.runstore import jsonl_cache, runfolder
@@ -390,7 +391,8 @@ class RunFollower:
         return new
 
     def _new_alarms(self) -> list[Alarm]:
-        alarms = check_health(self.seen.frame if self.seen.frame is not None else self.seen.metrics, self.seen.config)
+        alarms = check_health(self.seen.frame if self.seen.frame is not None else self.seen.metrics, self.seen.config,
+                              read_evals(self.run_dir))  # eval.jsonl: only the lines added since are parsed
         kinds = {alarm.kind or alarm.title for alarm in alarms}
         new = [alarm for alarm in alarms if (alarm.kind or alarm.title) not in self._alarm_kinds]
         self._alarm_kinds = kinds

@@ -13,7 +13,11 @@ apply now, most serious first:
   training stopped;
 - a KL spike: the policy jumped away from the base model in one step;
 - completions all hitting max_completion_length;
-- completion length collapsing to almost nothing.
+- completion length collapsing to almost nothing;
+- a shaping reward (format, length) saturating while the correctness reward stays flat: the model learned
+  the easy reward (the config names which reward means "correct": `spec.config.correctness_reward_for`);
+- with held-out evaluation (`evals`: eval.jsonl's records, `insight.evaluation.read_evals`), the training
+  reward rising while held-out accuracy falls: overfitting its training prompts, or reward hacking.
 
 Each alarm says what is happening, why it matters and what to change.
 
@@ -33,6 +37,8 @@ from collections.abc import Sequence
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+from workbench.errors import WorkbenchError
+from workbench.spec.config import RunConfig, correctness_reward_for, shaping_rewards_for
 from workbench.spec.numbers import finite_number
 
 LEVELS = ("error", "warning", "info")  # most serious first
@@ -63,6 +69,22 @@ LENGTH_COLLAPSE_TOKENS = 2.0
 # ... and only when it fell to below this share of the run's first steps, so a
 # task whose answers are short from the start is not called a collapse.
 LENGTH_COLLAPSE_RATIO = 0.2
+# A shaping reward "saturates" when its recent mean is at least this (format and length rewards pay up to
+# 1.0: it is earned on nine answers in ten) ...
+SHAPING_SATURATED = 0.9
+# ... after rising by at least this from the run's first steps: learned during the run, not given from the start.
+SHAPING_RISE = 0.3
+# The correctness reward "stays flat" when its recent mean moved less than this from the first steps: on
+# a 0/1 reward, fewer than one answer in twenty more is right.
+CORRECTNESS_FLAT = 0.05
+# Held-out accuracy "falls" when the latest evaluation is this much below the best earlier one ...
+HELD_OUT_DROP = 0.1
+# ... and by at least this many prompts' worth, so one prompt flipping on a small eval_size (one of 8 is
+# 0.125) is not read as a trend.
+HELD_OUT_DROP_PROMPTS = 2
+# The training reward "rises" when its mean over RECENT_WINDOW steps ending at the latest evaluation is this
+# much above its mean over those ending at the best one (in reward units: a 0/1 reward's share of answers).
+TRAIN_REWARD_RISE = 0.05
 
 
 @dataclass(frozen=True)
@@ -315,16 +337,99 @@ def check_reward_failures(metrics, config=None) -> list[Alarm]:
     return alarms
 
 
+def reward_roles(config: Any) -> tuple[str, list[str]]:
+    """(the correctness reward, the shaping rewards) the config names; ("", []) when it cannot tell."""
+    if config is None:
+        return "", []
+    try:
+        cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(dict(config))
+    except (WorkbenchError, TypeError, ValueError):  # an older or hand-edited config.json: no roles to judge by
+        return "", []
+    return correctness_reward_for(cfg), shaping_rewards_for(cfg)
+
+
+def _window_mean(series, last: int | None = None, first: bool = False) -> float | None:
+    """The mean of the RECENT_WINDOW points at the start (`first`), or ending at step `last` (the end: None)."""
+    points = list(series)
+    if last is not None:
+        points = [(step, value) for step, value in points if step <= last]
+    points = points[:RECENT_WINDOW] if first else points[-RECENT_WINDOW:]
+    return statistics.fmean(v for _, v in points) if points else None
+
+
+def check_easy_reward(metrics, config=None) -> list[Alarm]:
+    """A shaping reward learned (risen to near full marks) while the correctness reward stayed where it began."""
+    correct, shaping = reward_roles(config)
+    if not correct:
+        return []
+    right = metric_series(metrics, f"rewards/{correct}/mean")
+    if len(right) < 2 * RECENT_WINDOW:
+        return []
+    right_move = _window_mean(right) - _window_mean(right, first=True)
+    if abs(right_move) >= CORRECTNESS_FLAT:
+        return []
+    alarms = []
+    for name in shaping:
+        series = metric_series(metrics, f"rewards/{name}/mean")
+        if len(series) < 2 * RECENT_WINDOW:
+            continue
+        start, now = _window_mean(series, first=True), _window_mean(series)
+        if now < SHAPING_SATURATED or now - start < SHAPING_RISE:
+            continue
+        alarms.append(Alarm(
+            "warning", f"Learned {name}, not the answers",
+            f"{name} rose from {start:.2f} to {now:.2f} (near full marks) while {correct}, the reward for a right "
+            f"answer, stayed at {_window_mean(right):.2f} (it moved {right_move:+.2f}). The model learned the easy "
+            f"reward: it writes the expected form without getting the answer right, and the total reward keeps "
+            f"rising without the model getting better. Weight {name} less (reward_weights) or drop it now that it "
+            f"is learned, check that {correct} can be earned at all (the signal check), or use an easier task "
+            f"or a larger model.",
+            series[-1][0], "easy_reward",
+        ))
+    return alarms
+
+
+def check_held_out_falls(metrics, evals: list[Mapping]) -> list[Alarm]:
+    """The training reward rose while held-out accuracy fell from its best earlier evaluation to the latest."""
+    scored = [e for e in evals if finite_number(e.get("accuracy")) is not None and isinstance(e.get("step"), int)]
+    if len(scored) < 2:
+        return []
+    latest = scored[-1]
+    best = max(scored[:-1], key=lambda e: (e["accuracy"], -e["step"]))  # the best earlier one, the earliest of ties
+    n = latest.get("n") or 0
+    drop = best["accuracy"] - latest["accuracy"]
+    if drop < HELD_OUT_DROP or (n and drop * n < HELD_OUT_DROP_PROMPTS - 1e-9):
+        return []
+    reward = metric_series(metrics, "reward")
+    at_best = _window_mean(reward, best["step"]) if best["step"] > 0 else _window_mean(reward, first=True)
+    now = _window_mean(reward, latest["step"])
+    if at_best is None or now is None or now - at_best < TRAIN_REWARD_RISE:
+        return []
+    return [Alarm(
+        "warning", "Held-out accuracy falls as the reward rises",
+        f"Held-out accuracy fell from {best['accuracy']:.0%} at step {best['step']} to {latest['accuracy']:.0%} "
+        f"at step {latest['step']} ({n} prompts), while the training reward rose from {at_best:.3g} to "
+        f"{now:.3g}. The model is getting better at its training prompts or at the reward itself, not at the "
+        f"task: overfitting (too few training prompts, too many epochs or iterations) or reward hacking (a "
+        f"reward that pays for something besides a right answer). Read the changed answers under the held-out "
+        f"curve. The saved checkpoint with the best held-out accuracy is kept (the Runs tab marks it). Train on "
+        f"more prompts, lower learning_rate, raise beta, or fix the reward.",
+        latest["step"], "held_out_falls",
+    )]
+
+
 CHECKS = (check_no_signal, check_loss_near_zero, check_kl_spike, check_clipped, check_length_collapse,
-          check_reward_failures)
+          check_reward_failures, check_easy_reward)
 
 
-def check_health(metrics: Iterable[Mapping], config: Any = None) -> list[Alarm]:
+def check_health(metrics: Iterable[Mapping], config: Any = None, evals: Iterable[Mapping] = ()) -> list[Alarm]:
     """All alarms that apply to the run now, most serious first (then newest first).
 
-    `metrics`: the records, or their metrics frame.
+    `metrics`: the records, or their metrics frame; `evals`: the run's held-out evaluations, one per step in
+    step order (`insight.evaluation.read_evals`), for the alarms that compare training with held-out accuracy.
     """
     if not hasattr(metrics, "columns"):
         metrics = list(metrics)
     alarms = [alarm for check in CHECKS for alarm in check(metrics, config)]
+    alarms += check_held_out_falls(metrics, list(evals))
     return sorted(alarms, key=lambda a: (LEVELS.index(a.level), -(a.step or 0)))

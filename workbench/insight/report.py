@@ -10,7 +10,10 @@ without a network. Its sections, in order:
 - the settings in plain words, with each field's help (`spec.config.FIELD_HELP`);
 - the batch plan as the Calculator tab counts it (`spec.config.plan_for`, `Plan.numbers()`);
 - reward, reward spread, KL, loss and completion-length curves (`figures`);
-- the health notes (`health.check_health`), and a note for each run file with
+- held-out evaluation (`evaluation`): accuracy and pass@k on the training reward's step axis
+  (`figures.held_out_figure`), the best evaluated checkpoint kept, and the prompts whose answer went
+  wrong -> right or right -> wrong since step 0 with both answers (`evaluation.changed_answers`);
+- the health notes (`health.check_health`, with the held-out evaluations), and a note for each run file with
   lines that could not be read (skipped by the reader, `spec.run_records`);
 - completion groups with their advantages (`groups`, drawn as the dashboard's
   cards by `group_cards`): the first, middle and last step with completions,
@@ -45,7 +48,7 @@ from typing import Any, Iterable, Mapping
 import jinja2
 from markupsafe import Markup
 
-from workbench.insight import figures
+from workbench.insight import evaluation, figures
 from workbench.insight.group_cards import STYLE as CARDS_STYLE
 from workbench.insight.group_cards import render_group
 from workbench.insight.groups import SCALINGS, GroupView, available_steps, format_number, format_signed, groups_for_step
@@ -57,6 +60,7 @@ from workbench.insight.tokens import step_summary
 from workbench.spec.chat import transcript_text
 from workbench.spec.config import FIELD_HELP, RunConfig, plan_for
 from workbench.spec.numbers import finite_number, format_duration
+from workbench.spec.evaluation import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
 from workbench.spec.run_status import RunStatus
 from workbench.spec.token_records import token_problem
@@ -89,6 +93,8 @@ class RunContents:
     metrics: list[dict]           # metrics.jsonl, as written
     completions: list[dict]       # completions.jsonl, as written
     comparisons: list = field(default_factory=list)  # probes.Comparison: label, max_new_tokens, prompts, base, trained
+    evals: list = field(default_factory=list)  # eval.jsonl, as written (empty: the run evaluated no held-out prompts)
+    checkpoint_steps: list = field(default_factory=list)  # the steps of the checkpoints on disk
     folder: str = ""              # where the run folder lies, named in the footer
     skipped: dict = field(default_factory=dict)  # lines of each file the reader could not read: {name: Skipped}
     last_tokens: list = field(default_factory=list)  # tokens.jsonl's records of the last recorded step
@@ -259,13 +265,37 @@ def _figures(metrics: list[dict]) -> list[dict]:
     return [{"div_id": f"wb-figure-{name}", "json": Markup(fig.to_json())} for name, fig in built.items()]
 
 
-def _health(metrics: list[dict], config: Mapping, skipped: Mapping[str, Skipped]) -> dict:
+def _health(metrics: list[dict], config: Mapping, skipped: Mapping[str, Skipped], evals: list[dict]) -> dict:
     return {
         "unreadable": [lines.note(name) for name, lines in sorted(skipped.items()) if lines.count],
         "has_metrics": bool(metrics),
-        "alarms": check_health(metrics, config) if metrics else [],
+        "alarms": check_health(metrics, config, evals) if metrics else [],
         "recent_window": RECENT_WINDOW,
     }
+
+
+def _held_out(evals: list[dict], metrics: list[dict], checkpoint_steps: list[int]) -> dict | None:
+    """The held-out section: the curve, what it says in words, the best checkpoint, the changed answers."""
+    if not evals:
+        return None
+    first, last = evals[0], evals[-1]
+    words = [f"{last.get('n')} held-out prompts, answered greedily at {_plural(len(evals), 'evaluation')}."]
+    if first is not last:
+        words.append(f"Accuracy went from {_share(first.get('accuracy'))} at step {first['step']} to "
+                     f"{_share(last.get('accuracy'))} at step {last['step']}.")
+    else:
+        words.append(f"Accuracy {_share(last.get('accuracy'))} at step {last['step']}.")
+    best = evaluation.best_checkpoint(evals, checkpoint_steps)
+    if best is not None:
+        words.append(f"The best evaluated checkpoint is checkpoint-{best['step']} ({_share(best.get('accuracy'))}), "
+                     f"kept whatever save_total_limit prunes: export it or compare it.")
+    return {"words": " ".join(words), "div_id": "wb-figure-held-out",
+            "json": Markup(figures.held_out_figure(evals, metrics).to_json()),
+            "changed": evaluation.changed_answers(evals), "first_step": first["step"], "last_step": last["step"]}
+
+
+def _share(value: Any) -> str:
+    return "—" if finite_number(value) is None else f"{value:.0%}"
 
 
 # ---------------------------------------------------------------- completion groups
@@ -386,7 +416,8 @@ def _probe_tokens(comparisons: list) -> int | None:
 
 # ---------------------------------------------------------------- the page
 
-SECTIONS = (("summary", "Summary"), ("curves", "Curves"), ("health", "Health notes"), ("groups", "Completion groups"),
+SECTIONS = (("summary", "Summary"), ("curves", "Curves"), ("held-out", "Held-out evaluation"), ("health", "Health notes"),
+            ("groups", "Completion groups"),
             ("probes", "Base vs trained"), ("settings", "Settings"), ("plan", "Batch plan"))
 
 
@@ -421,6 +452,7 @@ def build_report(run: RunContents, plotly_js: str | None = None, written_at: dat
     # (the run folder's readers already skipped the others, and `run.skipped` says how many).
     metrics = merge_metrics([], well_formed(run.metrics, metric_problem))
     completions = well_formed(run.completions, completion_problem)
+    evals = merge_metrics([], well_formed(run.evals, eval_problem))  # a resumed step counts once, the newest
     config = run.config
     plan, plan_problem = _plan_of(config)
     return _template().render(
@@ -431,7 +463,8 @@ def build_report(run: RunContents, plotly_js: str | None = None, written_at: dat
         summary=_summary(run, metrics, plan, plan_problem),
         figures=_figures(metrics),
         plot_config_json=_json(PLOT_CONFIG),
-        health=_health(metrics, config, run.skipped),
+        held_out=_held_out(evals, metrics, run.checkpoint_steps),
+        health=_health(metrics, config, run.skipped, evals),
         cards_style_html=Markup(CARDS_STYLE),  # group_cards' own style sheet
         groups=_groups(completions, config),
         tokens=_tokens(run.last_tokens),

@@ -1,6 +1,6 @@
 """A run's LoRA adapter merged into its base model: a standard transformers folder that vLLM loads too.
 
-    python -m workbench export-model RUN [--checkpoint N] --out DIR
+    python -m workbench export-model RUN [--checkpoint N|best|final] --out DIR
 
 `plan_export` checks everything cheaply, before any model loads (no torch
 import, so the dashboard can call it): the run (a folder path, or a run id
@@ -98,7 +98,7 @@ def run_folder(run: str | os.PathLike, runs_dir: str | os.PathLike | None = None
 
 def checkpoint_steps(run_dir: Path) -> list[int]:
     """Steps of the run's complete checkpoints, oldest first."""
-    return [int(path.name.removeprefix("checkpoint-")) for path in runfolder.checkpoint_dirs(run_dir)]
+    return runfolder.checkpoint_steps(run_dir)
 
 
 def adapter_for(run_dir: Path, checkpoint: int | None = None) -> Path:
@@ -264,7 +264,8 @@ def export_command(plan: ExportPlan) -> list[str]:
     """The argument list `start_export` runs (never through a shell)."""
     command = [sys.executable, "-m", "workbench", "export-model", str(plan.run_dir), "--out", str(plan.out),
                "--progress", str(plan.progress_path)]
-    return command + (["--checkpoint", str(plan.step)] if plan.step is not None else [])
+    # named either way: without --checkpoint the command would merge the best evaluated checkpoint
+    return command + ["--checkpoint", "final" if plan.step is None else str(plan.step)]
 
 
 def start_export(plan: ExportPlan, confine=None) -> subprocess.Popen:

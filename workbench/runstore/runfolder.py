@@ -211,14 +211,15 @@ def write_run_status(run_dir: str | os.PathLike, status: RunStatus) -> None:
 
 def read_run(run_dir: str | os.PathLike) -> dict:
     """Everything a reader of the whole run wants at once (a report): `config`, `status` (a RunStatus), the
-    `metrics` and `completions` records as written (a resumed run's repeated steps included), and
-    `skipped`: the lines of each of those two files that could not be read ({file name: Skipped})."""
+    `metrics`, `completions` and held-out `evals` records as written (a resumed run's repeated steps included),
+    `checkpoint_steps` (the complete checkpoints on disk), and `skipped`: the lines of each of those three files
+    that could not be read ({file name: Skipped})."""
     run_dir = Path(run_dir)
-    metrics, _, metrics_skipped = read_records_from(run_dir / METRICS_FILE)
-    completions, _, completions_skipped = read_records_from(run_dir / COMPLETIONS_FILE)
-    return {"config": read_config(run_dir), "status": read_run_status(run_dir), "metrics": metrics,
-            "completions": completions,
-            "skipped": {METRICS_FILE: metrics_skipped, COMPLETIONS_FILE: completions_skipped}}
+    read = {name: read_records_from(run_dir / name) for name in (METRICS_FILE, COMPLETIONS_FILE, EVAL_FILE)}
+    return {"config": read_config(run_dir), "status": read_run_status(run_dir), "metrics": read[METRICS_FILE][0],
+            "completions": read[COMPLETIONS_FILE][0], "evals": read[EVAL_FILE][0],
+            "checkpoint_steps": checkpoint_steps(run_dir),
+            "skipped": {name: skipped for name, (_, _, skipped) in read.items()}}
 
 
 def inside_sandbox() -> bool:
@@ -622,6 +623,11 @@ def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
         if step.isdigit() and path.resolve().parent == real_run_dir and checkpoint_complete(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
+
+
+def checkpoint_steps(run_dir: str | os.PathLike) -> list[int]:
+    """The steps of the run's complete checkpoints, oldest first."""
+    return [int(path.name.removeprefix("checkpoint-")) for path in checkpoint_dirs(run_dir)]
 
 
 def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:

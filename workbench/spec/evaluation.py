@@ -73,6 +73,22 @@ def eval_record(step: int, prompts: list[Any], completions: list[str], rewards: 
     }
 
 
+def best_evaluation(records: list[dict], steps: Any = None) -> dict | None:
+    """The evaluation with the best held-out accuracy among those at `steps` (every one when None), or None.
+
+    Ties go to the higher pass@k, then to the earlier step: of two checkpoints that answer as well, the one
+    fewer updates away from the base model (transformers' `_determine_best_metric` also keeps the first best).
+    Step 0 (the base model, no checkpoint) is only a candidate when `steps` names it. A missing accuracy or
+    pass@k ranks below any number.
+    """
+    def rank(record: dict) -> tuple:
+        accuracy, passed = record.get("accuracy"), record.get("pass_at_k")
+        return (-1.0 if accuracy is None else accuracy, -1.0 if passed is None else passed, -record["step"])
+
+    kept = [r for r in records if isinstance(r.get("step"), int) and (steps is None or r["step"] in steps)]
+    return max(kept, key=rank, default=None)
+
+
 def eval_problem(record: Any) -> str | None:
     """Why a line of eval.jsonl is not an evaluation record (None when it is one)."""
     if not isinstance(record, dict):

@@ -716,6 +716,14 @@ def call_as_trl(named: Iterable[tuple[str, RewardFunc]], rows: list[dict], texts
             for name, func in named}
 
 
+def weighted_total(scores: Iterable[float | None], weights: Iterable[float]) -> float | None:
+    """TRL's total reward of one completion: the weighted sum of the scores it got, a None or NaN score (a
+    function that could not score it) skipped as TRL's nansum skips it; None when no function scored it."""
+    scored = [(value, weight) for value, weight in zip(scores, weights)
+              if value is not None and not (isinstance(value, float) and math.isnan(value))]
+    return sum(value * weight for value, weight in scored) if scored else None
+
+
 def score(
     reward_names: Iterable[str],
     prompts: Any,
@@ -730,7 +738,7 @@ def score(
     one per completion; each column is a list with one value per completion or a
     single value for all. Returns per completion `{"prompt", "completion",
     "rewards": {name: float | None}, "reward": weighted total}` - the total is
-    TRL's: a weighted sum that skips None, and None when every reward is None.
+    TRL's (`weighted_total`): a weighted sum that skips None and NaN, and None when no reward scored it.
     """
     names = list(reward_names)
     functions = resolve_rewards(names, reward_file)
@@ -754,11 +762,8 @@ def score(
     results = []
     for i in range(n):
         rewards = {name: per_function[name][i] for name in names}
-        scored = [(rewards[name], w) for name, w in zip(names, weights) if rewards[name] is not None]
-        total = sum(r * w for r, w in scored) if scored else None
-        results.append(
-            {"prompt": prompts[i], "completion": completions[i], "rewards": rewards, "reward": total}
-        )
+        results.append({"prompt": prompts[i], "completion": completions[i], "rewards": rewards,
+                        "reward": weighted_total(rewards.values(), weights)})
     return results
 
 

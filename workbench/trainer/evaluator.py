@@ -5,7 +5,9 @@ policy as it is (the LoRA adapter on): greedily, and with `eval_pass_k` samples 
 temperature; scores the answers with the run's reward functions; and appends one record to the run
 folder's eval.jsonl (workbench/spec/evaluation.py describes it). It runs before the first update (step 0),
 after every `eval_steps`-th optimizer step and when training ends, never twice for one step (a resumed run
-continues the curve). TRL's own eval loop never runs: GRPOConfig keeps its eval_strategy "no".
+continues the curve). TRL's own eval loop never runs: GRPOConfig keeps its eval_strategy "no". The checkpoint
+with the best held-out accuracy is kept whatever save_total_limit prunes: the callback sets transformers'
+`state.best_global_step`, which the Trainer's checkpoint rotation protects (`keep_best`).
 
 Sampling draws from a random generator of its own (forked and seeded by step), so a run with evaluation on
 trains on exactly the random numbers it would have drawn with it off. The time it takes is recorded in
@@ -13,8 +15,8 @@ the record (`eval_seconds`), apart from TRL's step_time. A reward model (reward_
 the record holds the reward functions' scores.
 
 Ties to TRL, all public names: GRPOTrainer's `reward_funcs`, `eos_token_ids` (every id that ends a
-completion) and `processing_class`, and `trl.data_utils.maybe_apply_chat_template` (the prompt text TRL
-generates from).
+completion) and `processing_class`; the answers come from trainer/answering.py (the prompt text TRL
+generates from, the run's sampling settings), as the signal check's do.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.runstore import runfolder
+from workbench.trainer.answering import Answers, generate
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig, column_mapping, correctness_reward_for, data_field, reward_names_for
-from workbench.spec.evaluation import eval_record, held_out_task_rows, is_correct
+from workbench.spec.evaluation import best_evaluation, eval_record, held_out_task_rows, is_correct
 from workbench.spec.rewards import call_as_trl
 
 
@@ -56,11 +59,6 @@ def load_eval_rows(cfg: RunConfig, train_prompts: list, has_chat_template: bool 
         print(f"Evaluation: {len(mapped) - len(kept)} of {len(mapped)} held-out prompts are also training "
               f"prompts and are left out.", flush=True)
     return kept
-
-
-def recorded_steps(path: Path) -> set[int]:
-    """The steps eval.jsonl already holds an evaluation of."""
-    return {record["step"] for record in runfolder.read_jsonl(path) if isinstance(record.get("step"), int)}
 
 
 @dataclass
@@ -105,7 +103,8 @@ class Evaluator:
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=devices):
                 torch.manual_seed(self.cfg.seed + step)  # the samples of one step are the same on a rerun
-                completions, ids = self._generate(model, prompts, sample=False)
+                answers = self._generate(model, prompts, sample=False)
+                completions, ids = answers.texts, answers.ids
                 rewards = self._score(completions, ids, self.rows)
                 right, k = None, self.cfg.eval_pass_k
                 if k:
@@ -118,32 +117,15 @@ class Evaluator:
 
     def _samples_right(self, model, prompts: list, k: int) -> list[int]:
         """Per prompt, how many of its k samples get full marks from the correctness reward."""
-        completions, ids = self._generate(model, prompts, sample=True, count=k)
+        answers = self._generate(model, prompts, sample=True, count=k)
         rows = [row for row in self.rows for _ in range(k)]
-        scores = self._score(completions, ids, rows)[self.correctness]
+        scores = self._score(answers.texts, answers.ids, rows)[self.correctness]
         return [sum(is_correct(s) for s in scores[i * k:(i + 1) * k]) for i in range(len(prompts))]
 
-    def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> tuple[list[str], list[list[int]]]:
-        """Completions (text) and their token ids up to and including the end token, `count` per prompt in order."""
-        from trl.data_utils import maybe_apply_chat_template
-
-        tokenizer = self.policy.tokenizer
-        texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts]
-        batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        batch = {key: value.to(self.policy.device) for key, value in batch.items()}
-        # sampled as the run samples (top_k 0: no top-k filtering, as in TRL's generation settings)
-        settings = dict(do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p,
-                        top_k=self.cfg.top_k, num_return_sequences=count) if sample else \
-            dict(do_sample=False, temperature=None, top_p=None, top_k=None)
-        output = model.generate(**batch, max_new_tokens=self.cfg.max_completion_length,
-                                repetition_penalty=self.cfg.repetition_penalty, eos_token_id=self.policy.eos_token_ids,
-                                pad_token_id=tokenizer.pad_token_id, **settings)
-        ends = set(self.policy.eos_token_ids) | {tokenizer.pad_token_id}
-        ids = []
-        for row in output[:, batch["input_ids"].shape[1]:].tolist():
-            stop = next((i + 1 for i, token in enumerate(row) if token in ends), len(row))
-            ids.append(row[:stop])
-        return tokenizer.batch_decode(ids, skip_special_tokens=True), ids
+    def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> Answers:
+        """`count` completions per prompt in order, greedy or sampled as the run samples (trainer/answering.py)."""
+        return generate(model, self.policy.tokenizer, prompts, self.cfg, self.policy.eos_token_ids,
+                        self.policy.device, sample, count)
 
     def _score(self, texts: list[str], ids: list[list[int]], rows: list[dict]) -> dict[str, list]:
         """Each reward function's score per completion of `rows`' prompts, called as TRL calls it."""
@@ -152,28 +134,56 @@ class Evaluator:
         return {name: [None if v is None else float(v) for v in values] for name, values in scores.items()}
 
 
+def keep_best(state, saved: list[dict]) -> None:
+    """Point transformers' own record of the best checkpoint at the best evaluated one of `saved`.
+
+    `state.best_global_step` is what `Trainer._save_checkpoint` turns into `best_model_checkpoint` (when that
+    checkpoint folder exists), and `rotate_checkpoints` never deletes `best_model_checkpoint`, whatever
+    `save_total_limit` says; both are saved in each checkpoint's trainer_state.json, so a resume keeps them.
+    """
+    best = best_evaluation(saved)
+    if best is not None:
+        state.best_global_step, state.best_metric = best["step"], best.get("accuracy")
+
+
 def make_eval_callback(evaluator: Evaluator, path: Path, eval_steps: int, is_main: bool = True):
-    """The TrainerCallback that evaluates at the start, every `eval_steps` and at the end, once per step."""
+    """The TrainerCallback that evaluates at the start, every `eval_steps` and at the end, once per step.
+
+    The evaluation of a step the Trainer saves runs in on_step_end, before that save (the Trainer saves
+    right after the callbacks' on_step_end), so the checkpoint with the best held-out accuracy is marked
+    best before rotation could delete it (`keep_best`). The last step is evaluated there too, before the
+    Trainer's end of training, which with save_total_limit=1 keeps only the best checkpoint. A run stopped
+    early is evaluated at on_train_end, after its last save.
+    """
     from transformers import TrainerCallback
 
     class EvalCallback(TrainerCallback):
         def __init__(self) -> None:
-            self.done = recorded_steps(path) if is_main else set()
+            records = runfolder.read_jsonl(path) if is_main else []
+            self.done = {r["step"] for r in records if isinstance(r.get("step"), int)}
+            # a resumed run: the evaluations of checkpoints still on disk stay candidates for the best one
+            on_disk = set(runfolder.checkpoint_steps(path.parent))
+            self.saved = [r for r in records if r.get("step") in on_disk]
 
-        def evaluate(self, state) -> None:
+        def evaluate(self, state, saved: bool = False) -> None:
             step = state.global_step
             if not is_main or step in self.done:
                 return
             evaluator.policy.trainer_state = state  # the Trainer makes a new state when training starts
-            runfolder.append_jsonl(path, [evaluator.evaluate(step)])
+            record = evaluator.evaluate(step)
+            runfolder.append_jsonl(path, [record])
             self.done.add(step)
+            if saved and step > 0:
+                self.saved.append(record)
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.evaluate(state)  # step 0: the base policy, before any update
+            keep_best(state, self.saved)
 
         def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step % eval_steps == 0:
-                self.evaluate(state)
+            if state.global_step % eval_steps == 0 or state.global_step >= state.max_steps:
+                self.evaluate(state, saved=control.should_save)
+                keep_best(state, self.saved)
 
         def on_train_end(self, args, state, control, **kwargs):
             self.evaluate(state)

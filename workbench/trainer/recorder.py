@@ -25,7 +25,7 @@ from typing import Any, Callable
 from workbench.runstore import runfolder
 from workbench.spec.chat import completion_text, prompt_text
 from workbench.spec.numbers import finite_number
-from workbench.spec.rewards import error_column
+from workbench.spec.rewards import error_column, weighted_total
 from workbench.spec.run_status import RunStatus
 
 HEARTBEAT_SECONDS = 2.0
@@ -161,7 +161,6 @@ def completion_records(
     records = []
     for i, (prompt, completion) in enumerate(zip(prompts, completions)):
         rewards = {name: finite_number(per_function[name][i]) for name in names}
-        scored = [(rewards[n], w) for n, w in zip(names, reward_weights) if rewards[n] is not None]
         failed = {name: str(values[i]) for name, values in errors.items() if i < len(values) and values[i]}
         record = {
             "step": step,
@@ -169,7 +168,7 @@ def completion_records(
             "prompt": prompt_text(prompt),
             "completion": completion_text(completion),
             "rewards": rewards,
-            "reward": sum(r * w for r, w in scored) if scored else None,
+            "reward": weighted_total(rewards.values(), reward_weights),
             "advantage": float(advantages[i]),
             "length": int(lengths[i]) if i < len(lengths) else None,
             "truncated": bool(truncated[i]) if i < len(truncated) else None,

@@ -33,7 +33,7 @@ def saved_policy(run_dir: Path, which: str) -> tuple[Path | None, int]:
             raise CheckpointChoiceError("--checkpoint: latest, but the run saved no adapter or checkpoint yet; "
                                         "use --checkpoint base", field="--checkpoint")
         return newest, int(newest.name.split("-")[-1])
-    saved = [int(path.name.split("-")[-1]) for path in runfolder.checkpoint_dirs(run_dir)]
+    saved = runfolder.checkpoint_steps(run_dir)
     if not which.isdigit() or int(which) not in saved:
         listed = ", ".join(str(step) for step in saved) or "none"
         raise CheckpointChoiceError(f"--checkpoint: {which!r} is not latest, base or a saved checkpoint's step "
@@ -45,6 +45,7 @@ def evaluate_saved(run_dir: str | Path, which: str = "latest") -> dict:
     """One evaluation record (spec/evaluation.py) of the run's policy `which` on its held-out prompts."""
     import torch
 
+    from workbench.trainer.answering import end_token_ids
     from workbench.trainer.evaluator import Evaluator, Policy, load_eval_rows
     from workbench.trainer.training import build_reward_funcs, load_dataset_for, load_model_and_tokenizer
 
@@ -66,9 +67,3 @@ def evaluate_saved(run_dir: str | Path, which: str = "latest") -> dict:
     policy = Policy(model, tokenizer, device, end_token_ids(model, tokenizer), build_reward_funcs(cfg))
     return Evaluator(policy, cfg, rows).evaluate(step)
 
-
-def end_token_ids(model, tokenizer) -> list[int]:
-    """Every id that ends a completion, as GRPOTrainer counts them: the model's eos ids and the tokenizer's."""
-    ids = model.generation_config.eos_token_id
-    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-    return ids if tokenizer.eos_token_id in ids else [tokenizer.eos_token_id, *ids]

@@ -23,6 +23,7 @@ import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
+from workbench.insight import evaluation
 from workbench.modeltools import probes, sampling
 from workbench.runstore import runfolder
 from workbench.ui import compare_view, paths_view, run_access
@@ -71,8 +72,9 @@ def layout() -> CompareComponents:
     with gr.Row():
         run_picker = gr.Dropdown(label="Run", choices=[], value=None, scale=3,
                                  info="The current run or any past one.")
-        checkpoint = gr.Dropdown(label="Checkpoint", choices=[], value=None, scale=2,
-                                 info="Saved every save_steps steps; the final adapter when the run ended.")
+        checkpoint = gr.Dropdown(label="Checkpoint", choices=[], value=None, scale=2, elem_id="wb-compare-checkpoint",
+                                 info="Saved every save_steps steps; the final adapter when the run ended. Picked "
+                                      "first: the checkpoint with the best held-out accuracy, when the run evaluates.")
         max_new_tokens = gr.Slider(8, 256, value=DEFAULT_MAX_NEW_TOKENS, step=8, label="Longest answer (tokens)",
                                    scale=2)
     prompts_box = gr.Textbox(label="Probe prompts, one per line", lines=4, max_lines=12,
@@ -107,7 +109,10 @@ class CompareTab:
     def checkpoint_choices(self, viewer: Viewer, run_id: str | None, current: str | None = None) -> gr.Dropdown:
         folder = self.run_dir(viewer, run_id)
         labels = [label for label, _ in probes.list_checkpoints(folder)] if folder else []
-        value = current if current in labels else (labels[-1] if labels else None)
+        best = evaluation.best_checkpoint_of(folder) if folder else None
+        # the default: the checkpoint with the best held-out accuracy, else the newest adapter
+        preferred = probes.side_label(f"checkpoint-{best['step']}") if best else None
+        value = current if current in labels else preferred if preferred in labels else (labels[-1] if labels else None)
         return gr.Dropdown(choices=labels, value=value)
 
     def pick_run(self, viewer: Viewer, run_id: str | None) -> dict:

@@ -1,6 +1,7 @@
 """The Runs tab's "Export merged model" panel: the chosen run's adapter merged into its base model.
 
-Pick the final adapter or a checkpoint and an output folder (inside the runs
+Pick the final adapter or a checkpoint (by default the checkpoint with the best
+held-out accuracy when the run evaluates, else the final adapter) and an output folder (inside the runs
 folder; `<run>/merged` by default); Export starts `python -m workbench
 export-model` as a process of its own (workbench/modeltools/export_model.py), so the
 page never imports torch or waits on a model. A timer shows its stage while
@@ -25,6 +26,7 @@ from pathlib import Path
 import gradio as gr
 
 from workbench.errors import WorkbenchError
+from workbench.insight import evaluation
 from workbench.modeltools import export_model
 from workbench.runstore import runfolder
 from workbench.ui import merge_view, paths_view, run_access
@@ -49,12 +51,16 @@ def cancel_on_close(job: MergeJob | None) -> None:
 
 
 def adapter_choices(run_dir: Path | None) -> list[tuple[str, str]]:
-    """(label, value) for each adapter of the run that can be merged: the final one first, then checkpoints, newest first."""
+    """(label, value) for each adapter of the run that can be merged, the default first: the checkpoint with the
+    best held-out accuracy when the run evaluates, then the final adapter, then the other checkpoints, newest first."""
     if run_dir is None or not run_dir.is_dir():
         return []
     final = [("final adapter", merge_view.FINAL)] if export_model.has_adapter(run_dir / runfolder.ADAPTER_DIR) else []
-    return final + [(f"checkpoint-{step} (step {step})", str(step))
-                    for step in reversed(export_model.checkpoint_steps(run_dir))]
+    best = evaluation.best_checkpoint_of(run_dir)
+    checkpoints = [(merge_view.checkpoint_label(step, best), str(step))
+                   for step in reversed(export_model.checkpoint_steps(run_dir))]
+    first = [choice for choice in checkpoints if best and choice[1] == str(best["step"])]
+    return first + final + [choice for choice in checkpoints if choice not in first]
 
 
 def resolve_out(text: str, run_dir: Path, runs_dir: Path) -> Path:

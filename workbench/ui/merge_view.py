@@ -33,6 +33,15 @@ def checkpoint_of(choice: str | None) -> int | None:
     return int(choice) if isinstance(choice, str) and choice.isdecimal() and len(choice) < 10 else None
 
 
+def checkpoint_label(step: int, best: dict | None = None) -> str:
+    """A checkpoint as the Adapter dropdown names it; the best evaluated one (`best`, its eval.jsonl record) says so."""
+    label = f"checkpoint-{step} (step {step})"
+    if best and best.get("step") == step:
+        accuracy = best.get("accuracy")
+        label += " · best held-out accuracy" + ("" if accuracy is None else f" ({accuracy:.0%})")
+    return label
+
+
 def default_out_text(run_dir: Path | None, choice: str | None) -> str:
     return str(export_model.default_out(run_dir, checkpoint_of(choice))) if run_dir is not None else ""
 

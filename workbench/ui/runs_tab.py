@@ -1,12 +1,13 @@
 """The Runs tab: every run in the runs folder, compared, inspected, deleted.
 
-- A table of all runs (state, model, task, generation backend, steps, final reward, started,
-  duration), re-read from the run folders when the tab is opened and every few
+- A table of all runs (state, model, task, generation backend, steps with the best evaluated
+  checkpoint, final reward, started, duration), re-read from the run folders when the tab is opened and every few
   seconds while it is open, and redrawn only when a row changed. A queued run
   shows its place in the GPU queue and what it waits for; each refresh also
   makes sure the queue has its dispatcher (`run_list.keep_queue_moving`).
-- Compare: tick several runs to overlay one metric's curves on one figure and
-  list the settings in which their configs differ.
+- Compare: tick several runs to overlay one metric's curves on one figure (their
+  held-out accuracy or pass@k too, from each run's eval.jsonl) and list the
+  settings in which their configs differ.
 - One run: read its completions group by group at any step, write its report
   (one HTML file, kept in the run folder and offered for download), export its
   adapter merged into the base model (workbench/ui/merge_panel.py), or delete it
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from workbench.access.owners import Viewer
-from workbench.insight import figures, follow
+from workbench.insight import evaluation, figures, follow
 from workbench.insight.groups import groups_for_step
 from workbench.runstore import file_cache, runfolder
 from workbench.jobs import launcher, run_list
@@ -51,7 +52,10 @@ OVERLAY_METRICS = (
     ("grad norm", "grad_norm"),
     ("learning rate", "learning_rate"),
     ("step time", "step_time"),
+    ("held-out accuracy", evaluation.HELD_OUT_ACCURACY),  # eval.jsonl's curve, not a metrics.jsonl column
+    ("held-out pass@k", evaluation.HELD_OUT_PASS_AT_K),
 )
+HELD_OUT_METRICS = (evaluation.HELD_OUT_ACCURACY, evaluation.HELD_OUT_PASS_AT_K)
 
 NOTE_CSS = """
 .wb-runs-note { font-size: 0.9rem; border-radius: 8px; padding: 8px 12px; }
@@ -67,9 +71,12 @@ def note_html(message: str, kind: str = "info") -> str:
 
 
 def with_final_reward(entry: dict) -> dict:
-    """A `list_runs()` entry with its run's last logged reward (`final_reward`, from the end of metrics.jsonl)."""
-    reward = file_cache.last_metric(entry["run_dir"], "reward") if entry.get("run_dir") else None
-    return {**entry, "final_reward": reward}
+    """A `list_runs()` entry with its run's last logged reward (`final_reward`, from the end of metrics.jsonl)
+    and its best evaluated checkpoint (`best_checkpoint`, the eval.jsonl record; None without evaluation)."""
+    if not entry.get("run_dir"):
+        return {**entry, "final_reward": None, "best_checkpoint": None}
+    return {**entry, "final_reward": file_cache.last_metric(entry["run_dir"], "reward"),
+            "best_checkpoint": evaluation.best_checkpoint_of(entry["run_dir"])}
 
 
 def read_rows(runs_dir, viewer: Viewer, columns: tuple[str, ...] = runs_view.COLUMNS) -> list[list]:
@@ -200,6 +207,10 @@ class RunsTab:
     def overlay_figure(self, viewer: Viewer, run_ids: list[str], metric_name: str, smooth: float,
                        overlaid: dict) -> dict:
         """The overlay and this page's read of each run on it (only what each run added since is read)."""
+        if metric_name in HELD_OUT_METRICS:  # each run's eval.jsonl, read through the process's cache
+            runs = {run_id: evaluation.as_metrics(evaluation.read_evals(self.runs_dir / run_id))
+                    for run_id in self.inside(viewer, run_ids)}
+            return {self.ui.overlay: figure_payload(figures.overlay_runs(runs, metric_name, smooth))}
         read = {run_id: follow.read_metrics(self.runs_dir / run_id, overlaid.get(run_id))
                 for run_id in self.inside(viewer, run_ids)}
         figure = figures.overlay_runs({run_id: metrics.frame for run_id, metrics in read.items()}, metric_name, smooth)

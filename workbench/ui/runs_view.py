@@ -5,7 +5,10 @@ status plus its model and task), which the tab reads from the run folders
 every time, so two browser tabs, a reload or a restarted app see the same
 runs; the tab adds each run's final reward (`final_reward`, from the last
 lines of `metrics.jsonl`, read from its end, so a long run costs no more to
-list than a short one). A run waiting in the GPU queue shows its place and
+list than a short one) and its best evaluated checkpoint (`best_checkpoint`,
+the eval.jsonl record of the checkpoint with the best held-out accuracy, the
+one training keeps whatever save_total_limit prunes), marked in the steps
+column: `10 / 10 · best 4 (75%)`. A run waiting in the GPU queue shows its place and
 what it waits for in the state column: `queued #2 — waits for GPU 0 (run X)`.
 The runs overlaid for comparison and a run's completions are read by the tab
 through workbench/insight/follow.py; the report it offers, by ui/run_reports.py.
@@ -40,7 +43,8 @@ def format_started(timestamp: float | None) -> str:
 
 def summarise_run(entry: dict, now: float | None = None) -> dict:
     """One table row from a `list_runs()` entry: state, model, task, generation backend, steps, final reward,
-    started, duration. The final reward is the entry's `final_reward` (the tab reads it, `with_final_reward`)."""
+    started, duration. The final reward is the entry's `final_reward`, the best checkpoint its `best_checkpoint`
+    (the tab reads both, `with_final_reward`)."""
     now = time.time() if now is None else now
     started = entry.get("started_at")
     end = now if is_live(entry) else entry.get("updated_at")
@@ -48,6 +52,8 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     step = entry.get("step")
     total = entry.get("total_steps")
     steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
+    if entry.get("best_checkpoint"):
+        steps = f"{steps} · {best_text(entry['best_checkpoint'])}"
     reward = entry.get("final_reward")
     task = entry.get("task") or ""
     data = entry.get("dataset_name") or entry.get("dataset_path")
@@ -72,6 +78,12 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         "started": format_started(started),
         "duration": format_duration(duration) if duration is not None else "—",
     }
+
+
+def best_text(record: dict) -> str:
+    """The best checkpoint in a few characters: `best 4 (75%)` (its step and held-out accuracy)."""
+    accuracy = record.get("accuracy")
+    return f"best {record['step']}" + ("" if accuracy is None else f" ({accuracy:.0%})")
 
 
 def queued_text(entry: dict) -> str:

@@ -281,9 +281,10 @@ class TrainTab:
             out.update(self.render_figures(watch, smooth, None if with_more else MAIN_FIGURES))
         if full or changes.metrics or changes.skipped:  # unreadable lines of the run's files show among the alarms
             skipped = tuple(sorted(watch.skipped.items()))
+            evals = evaluation.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
             out[ui.alarms] = self.drawn.get(
-                ("alarms", *train_view.metrics_read(watch), skipped), lambda: train_view.alarms_html(
-                    check_health(metrics_of(watch), watch.config) + train_view.skipped_alarms(watch.skipped),
+                ("alarms", *train_view.metrics_read(watch), skipped, len(evals)), lambda: train_view.alarms_html(
+                    check_health(metrics_of(watch), watch.config, evals) + train_view.skipped_alarms(watch.skipped),
                     bool(watch.metrics)))
         if full or changes.metrics or changes.status:  # an evaluation lands before its step's metrics, the last one
             out.update(self.render_held_out(watch, smooth))  # before the run's final state
