@@ -8,14 +8,14 @@ It starts `python -m workbench train` with nothing but a run folder of its own (
 bundled SmolLM2-135M-Instruct, its settings and its held-out evaluation) and, when it ends, reads the run
 folder and prints:
 
-- the total reward: mean of the first 3 steps, of the last 3, and the gain (goal: +0.3 or more);
-- the mean completion length in tokens (TRL's completions/mean_length), first 3 steps and last 3
+- the total reward: mean of the first 5 steps, of the last 5, and the gain (goal: +0.3 or more);
+- the mean completion length in tokens (TRL's completions/mean_length), first 5 steps and last 5
   (goal: the last at most half the first);
 - the held-out accuracy (eval.jsonl, greedy answers to the questions never trained on) at step 0 and at the
   end (goal: no lower at the end), with the evaluations between;
 - the minutes from launch to the end of the run, and a few held-out answers at step 0 and at the end.
 
-Means over 3 steps, because one step trains on one question (batch 8, 8 completions of it), so a single
+Means over 5 steps, because one step trains on one question (batch 8, 8 completions of it), so a single
 step's reward says as much about the question as about the model. Timings depend on what else the machine
 runs: quote them with the machine's load.
 """
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from workbench.runstore import runfolder  # noqa: E402
 
-WINDOW = 3
+WINDOW = 5
 
 
 def train(run_dir: Path, task: str | None) -> float:

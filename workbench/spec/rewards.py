@@ -286,7 +286,7 @@ def brief_if_correct(max_chars: int = 100) -> RewardFunc:
     """1 - characters / max_chars (clipped to [0, 1]) when mentions_answer gives 1.0, else 0.0: brevity of right answers.
 
     Brevity is paid only on a right answer, so neither an empty nor a short wrong answer can earn it:
-    beside `mentions_answer` (weights 0.5 and 0.5) the total is correct x (0.5 + 0.5 x brevity), in [0, 1].
+    beside `mentions_answer` (weights w and 1 - w) the total is correct x (w + (1 - w) x brevity), in [0, 1].
     """
     if max_chars <= 0:
         raise RewardError(f"brief_if_correct: max_chars must be > 0, got {max_chars}; use e.g. 100")

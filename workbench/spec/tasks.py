@@ -241,13 +241,15 @@ TASKS: dict[str, Task] = {
             description=(
                 "Short factual questions, each with its accepted answers (\"Paris\"; \"24\" or \"twenty-four\"). "
                 "Rewards: mentions_answer (1.0 when an accepted answer is in the reply as a word or number) and "
-                "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.5 and 0.5: a right "
-                "answer earns 0.5 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
+                "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.25 and 0.75: a right "
+                "answer earns 0.25 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
                 "answers about 60% right at first, at length; it learns to answer in a few words and stay right. "
                 f"{DEMO_HELD_OUT} of the questions are held out and evaluated at step 0, every 10 steps and at the end."
             ),
             reward_names=("mentions_answer", "brief_if_correct"),
-            reward_weights=(0.5, 0.5),
+            # correct x (0.25 + 0.75 x brevity): a long right answer (0.25) still beats a short wrong one (0),
+            # and most of the reward is in getting shorter, which the model can learn in a few minutes
+            reward_weights=(0.25, 0.75),
             probe_prompts=DEMO_PROBES,
             build_rows=build_demo_rows,
             default_size=DEMO_TRAINED,  # the rest of data/demo_questions.tsv is held out
