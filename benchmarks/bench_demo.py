@@ -12,7 +12,8 @@ folder and prints:
 - the mean completion length in tokens (TRL's completions/mean_length), first 5 steps and last 5
   (goal: the last at most half the first);
 - the held-out accuracy (eval.jsonl, greedy answers to the questions never trained on) at step 0 and at the
-  end (goal: no lower at the end), with the evaluations between;
+  end (goal: no lower at the end), with the evaluations between, and the total reward of those answers (the
+  task's weighted sum): the same questions at every evaluation, so its rise is free of the per-step noise;
 - the minutes from launch to the end of the run, and a few held-out answers at step 0 and at the end.
 
 Means over 5 steps, because one step trains on one question (batch 8, 8 completions of it), so a single
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from workbench.runstore import runfolder  # noqa: E402
+from workbench.spec.config import RunConfig, reward_names_for, reward_weights_for  # noqa: E402
 
 WINDOW = 5
 
@@ -60,8 +62,16 @@ def measure(run_dir: Path) -> dict:
         raise SystemExit(f"{run_dir}: {len(metrics)} steps and {len(evals)} evaluations; too few to measure")
     reward = window_means([m["reward"] for m in metrics])
     length = window_means([m["completions/mean_length"] for m in metrics])
+    cfg = RunConfig.from_dict(runfolder.read_json(run_dir / runfolder.CONFIG_FILE, default={}))
+    weights = dict(zip(reward_names_for(cfg), reward_weights_for(cfg)))
     return {"steps": len(metrics), "reward": reward, "length": length,
-            "accuracy": [(e["step"], e["accuracy"]) for e in evals], "first_eval": evals[0], "last_eval": evals[-1]}
+            "accuracy": [(e["step"], e["accuracy"], held_out_total(e, weights)) for e in evals],
+            "first_eval": evals[0], "last_eval": evals[-1]}
+
+
+def held_out_total(record: dict, weights: dict[str, float]) -> float:
+    """The total reward (weighted sum of each reward's mean) of one evaluation's greedy answers."""
+    return sum(weight * (record["rewards"].get(name) or 0.0) for name, weight in weights.items())
 
 
 def report(found: dict, minutes: float | None) -> bool:
@@ -74,8 +84,10 @@ def report(found: dict, minutes: float | None) -> bool:
           f"({'meets' if goals['reward'] else 'misses'} +0.3)")
     print(f"mean completion length (tokens): first {l0:.1f}, last {l1:.1f}, x{l1 / l0:.2f} "
           f"({'meets' if goals['length'] else 'misses'} <= half)")
-    print("held-out accuracy: " + ", ".join(f"step {s} {a:.2f}" for s, a in curve)
+    print("held-out accuracy: " + ", ".join(f"step {s} {a:.2f}" for s, a, _ in curve)
           + f" ({'meets' if goals['held-out'] else 'misses'} ends no lower than at step 0)")
+    print("held-out total reward (same questions each time): " + ", ".join(f"step {s} {t:.3f}" for s, _, t in curve)
+          + f", gain {curve[-1][2] - curve[0][2]:+.3f}")
     for label, record in (("step 0", found["first_eval"]), (f"step {found['last_eval']['step']}", found["last_eval"])):
         print(f"held-out answers at {label}:")
         for answer in record["prompts"][:6]:

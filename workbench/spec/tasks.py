@@ -220,7 +220,7 @@ def build_gsm8k_rows(size: int | None, seed: int) -> list[dict]:
 
 DEMO_PROBES = (
     "What is the capital of France?",
-    "How many legs does a spider have?",
+    "What is the plural of mouse?",
     "Who wrote Romeo and Juliet?",
     "What is the largest ocean on Earth?",
 )
@@ -243,7 +243,7 @@ TASKS: dict[str, Task] = {
                 "Rewards: mentions_answer (1.0 when an accepted answer is in the reply as a word or number) and "
                 "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.25 and 0.75: a right "
                 "answer earns 0.25 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
-                "answers about 60% right at first, at length; it learns to answer in a few words and stay right. "
+                "answers about three in four right at first, at length; it learns to answer in a few words and stay right. "
                 f"{DEMO_HELD_OUT} of the questions are held out and evaluated at step 0, every 10 steps and at the end."
             ),
             reward_names=("mentions_answer", "brief_if_correct"),
@@ -350,7 +350,8 @@ TASKS: dict[str, Task] = {
             build_rows=build_demo_rows,
             default_size=DEMO_TRAINED,
             correctness_reward="mentions_answer",
-            settings=DEMO_SETTINGS,
+            # the earlier demo's settings (sampling at temperature 1.0), with the demo's held-out evaluation
+            settings={**DEMO_SETTINGS, "temperature": 1.0},
         ),
     )
 }
