@@ -283,7 +283,7 @@ def mentions_answer() -> RewardFunc:
 
 
 def brief_if_correct(max_chars: int = 100) -> RewardFunc:
-    """1 - characters / max_chars (clipped to [0, 1]) when mentions_answer gives 1.0, else 0.0: brevity of right answers.
+    """1 - characters / max_chars (clipped to [0, 1]) when mentions_answer gives 1.0, else 0.0: brevity if right.
 
     Brevity is paid only on a right answer, so neither an empty nor a short wrong answer can earn it:
     beside `mentions_answer` (weights w and 1 - w) the total is correct x (w + (1 - w) x brevity), in [0, 1].

@@ -3,8 +3,8 @@
 - `demo`: short factual questions with their accepted answers, scored for a
   right answer and for brevity of a right answer (a wrong or empty one scores
   0). The bundled SmolLM2-135M-Instruct answers at length at first and learns
-  to answer in a few words and stay right within a few minutes on a CPU, with
-  16 questions held out and evaluated during the run - learning you can watch.
+  to answer in one short sentence within a few minutes on a CPU, with 16
+  questions held out and evaluated during the run - learning you can watch.
 - `reward_hacking`: the same questions scored by brevity alone, a lesson: the
   model learns to reply with one made-up word, the reward rises and the
   held-out accuracy (mentions_answer, recorded with weight 0) falls.
@@ -243,7 +243,8 @@ TASKS: dict[str, Task] = {
                 "Rewards: mentions_answer (1.0 when an accepted answer is in the reply as a word or number) and "
                 "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.25 and 0.75: a right "
                 "answer earns 0.25 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
-                "answers about three in four right at first, at length; it learns to answer in a few words and stay right. "
+                "answers about three in four right at first, at length; within about ten steps it answers in one short "
+                "sentence (\"A year has 12 months.\"), about half as long. "
                 f"{DEMO_HELD_OUT} of the questions are held out and evaluated at step 0, every 10 steps and at the end."
             ),
             reward_names=("mentions_answer", "brief_if_correct"),
