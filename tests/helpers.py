@@ -159,12 +159,14 @@ def default_values() -> dict:
     """The Setup form as the page first shows it for the demo task, on a CPU machine."""
     from workbench.spec.config import RunConfig
     from workbench.spec.rewards import REWARDS
+    from workbench.spec.tasks import get_task
     from workbench.ui import setup_tab
 
     config = RunConfig.for_task("demo").to_dict()
     form = {key: config.get(key) for key in setup_tab.FORM_KEYS}
-    form.update({f"use_{name}": name == "brevity" for name in REWARDS})
-    form.update({f"weight_{name}": 1.0 for name in REWARDS})
+    weights = dict(zip(get_task("demo").reward_names, get_task("demo").reward_weights))
+    form.update({f"use_{name}": name in weights for name in REWARDS})
+    form.update({f"weight_{name}": weights.get(name, 1.0) for name in REWARDS})
     form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
     return form
 

@@ -66,4 +66,4 @@ def test_check_from_a_shared_dashboard_runs_in_its_sandbox(tmp_path):
     assert (job.folder / signal_job.POLICY_FILE).is_file()  # started through the sandbox's wrapper
     html = poll_until(lambda: (lambda h, t: h if "Checking" not in h else None)(*poll(job)))
     assert "wb-signal-verdict" in html and "groups with zero spread" in html, html
-    assert "no correctness reward" in html  # the demo's brevity reward says nothing about right answers
+    assert "correct (mentions_answer full marks)" in html  # the demo's correctness reward, from the task

@@ -51,7 +51,7 @@ def test_user_rewards_declare_or_name_their_columns(reward_file):
                      RewardColumns("declared", ("gold",), ())]
 
 
-@pytest.mark.parametrize("task, expected", [("demo", ["prompt"]), ("arithmetic", ["prompt", "answer"]),
+@pytest.mark.parametrize("task, expected", [("demo", ["prompt", "answers"]), ("arithmetic", ["prompt", "answer"]),
                                             ("keywords", ["prompt", "keywords"])])
 def test_first_rows_of_a_task_are_the_runs_own(task, expected):
     from workbench.spec.tasks import load_task_dataset
@@ -87,8 +87,8 @@ def test_check_config_refuses_a_reward_whose_column_the_data_lacks(tmp_path, rew
     problems = [p for p in validate_config(RunConfig(task="demo", reward_names=["brevity", "exact_answer"]))
                 if p.field == "reward_names"]
     assert [str(p) for p in problems] == [
-        "reward_names: exact_answer needs the column `answer`, and the demo task's data has only `prompt`; add the "
-        "column `answer` (one value per prompt) to the dataset, or choose a reward other than exact_answer"]
+        "reward_names: exact_answer needs the column `answer`, and the demo task's data has only `prompt`, `answers`; "
+        "add the column `answer` (one value per prompt) to the dataset, or choose a reward other than exact_answer"]
     path = tmp_path / "data.jsonl"
     path.write_text(json.dumps({"prompt": "Hi", "hint": "x"}) + "\n")
     problems = validate_config(RunConfig(dataset_path=str(path), reward_file=str(reward_file),

@@ -150,7 +150,7 @@ def no_prompt_file(tmp_path):
         ({"save_total_limit": 0}, "save_total_limit", [">= 1 or empty", "keep every checkpoint"]),
         ({"loss_type": "mean"}, "loss_type", ["dapo", "grpo"]),
         ({"task": "nope"}, "task", ["unknown task", "demo"]),
-        ({"reward_weights": [1.0, 2.0]}, "reward_weights", ["2 weights for 1 rewards"]),
+        ({"reward_weights": [1.0, 2.0, 3.0]}, "reward_weights", ["3 weights for 2 rewards"]),
     ],
     ids=["batch-plan", "global-batch-too-small", "one-generation", "missing-dataset", "no-prompt-column",
          "unknown-reward", "reward-file-does-not-import", "missing-model-folder", "missing-gpu", "zero-lr",
@@ -204,7 +204,7 @@ def test_plan_for_default_is_one_prompt_per_step(cfg):
 
 
 def test_rewards_come_from_the_task_unless_named(cfg):
-    assert reward_names_for(cfg) == ["brevity"] and reward_weights_for(cfg) == [1.0]
+    assert reward_names_for(cfg) == ["mentions_answer", "brief_if_correct"] and reward_weights_for(cfg) == [0.25, 0.75]
     arithmetic = cfg.with_changes(task="arithmetic")
     assert reward_names_for(arithmetic) == ["exact_answer", "format_answer_tag"]
     assert reward_weights_for(arithmetic) == [1.0, 0.5]

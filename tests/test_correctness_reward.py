@@ -9,7 +9,9 @@ from workbench.spec.config import RunConfig, correctness_reward_for, shaping_rew
     ("arithmetic", "exact_answer", ["format_answer_tag"]),
     ("keywords", "keyword_presence", ["length_target"]),
     ("gsm8k", "accuracy_reward", ["boxed_format"]),
-    ("demo", "", ["brevity"]),  # brevity pays for length, not for a right answer
+    ("demo", "mentions_answer", ["brief_if_correct"]),
+    # the lesson trains on brevity alone; mentions_answer is recorded (weight 0) as its correctness reward
+    ("reward_hacking", "mentions_answer", ["brevity"]),
 ])
 def test_each_task_names_its_correctness_reward_and_its_shaping_ones(task, correct, shaping):
     cfg = RunConfig.for_task(task)

@@ -68,7 +68,8 @@ def _problems(cfg):
 
 
 def test_eval_is_refused_without_a_correctness_reward_naming_the_field():
-    problem = _problems(RunConfig.for_task("demo", model="tiny", eval_strategy="steps"))["eval_strategy"]
+    brevity_only = RunConfig.for_task("demo", model="tiny", reward_names=["brevity"], eval_strategy="steps")
+    problem = _problems(brevity_only)["eval_strategy"]
     assert "correctness reward" in problem.rule and "eval_strategy=no" in problem.fix
 
 
@@ -91,9 +92,11 @@ def test_a_dataset_evaluates_its_test_split_and_a_missing_split_is_named():
     assert "'validation' is not a split" in problem.rule
 
 
-def test_eval_off_is_the_default_and_sound():
-    assert RunConfig().eval_strategy == "no"
-    assert "eval_strategy" not in _problems(RunConfig.for_task("demo", model="tiny"))
+def test_eval_off_is_the_default_and_the_demo_tasks_turn_it_on_soundly():
+    assert RunConfig().eval_strategy == "no" and RunConfig.for_task("arithmetic").eval_strategy == "no"
+    for task in ("demo", "reward_hacking"):
+        cfg = RunConfig.for_task(task, model="tiny")
+        assert cfg.eval_strategy == "steps" and validate_config(cfg) == []
 
 
 # ---------------------------------------------------------------- readers

@@ -54,7 +54,8 @@ def test_one_step_on_a_mapped_hub_layout_folder(tmp_path):
                 "prompt_column": "question", "solution_column": "answer", "solution_transform": "after_hashes",
                 "system_prompt": "Reason, then give the final number.", "reward_file": reward,
                 "reward_names": "seen", "max_completion_length": 8, "per_device_train_batch_size": 4,
-                "num_generations": 4, "device": "cpu"}
+                "num_generations": 4, "device": "cpu",
+                "eval_strategy": "no"}  # the default task's held-out evaluation needs its correctness reward
     sets = [arg for name, value in settings.items() for arg in ("--set", f"{name}={value}")]
     result = workbench("train", "--model", "tiny", "--max-steps", "1", "--run-dir", str(run_dir), *sets,
                        cwd=tmp_path, env={"SEEN_FILE": str(seen_file)})

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = ("01_batch_math", "02_loss_normalisation", "03_first_run", "04_reading_a_run", "05_vllm_generation",
-            "06_gsm8k_recipe")
+            "06_gsm8k_recipe", "07_reward_hacking")
 # A stored notebook may carry small outputs at most; executed ones embed
 # plotly.js (megabytes) and must be stripped before committing.
 MAX_STORED_OUTPUT_BYTES = 10_000

@@ -63,7 +63,10 @@ def write_run_folder(runs_dir, name="20261123-101500-demo", config=None, status=
     run_dir = runs_dir / name
     run_dir.mkdir(parents=True)
     cfg = config if config is not None else \
-        RunConfig.for_task("demo").with_changes(model="tiny", num_generations=G, max_steps=STEPS).to_dict()
+        RunConfig.for_task("demo").with_changes(model="tiny", num_generations=G, max_steps=STEPS,
+                                                # the records below are scored by brevity alone
+                                                reward_names=["brevity"], reward_weights=[1.0], temperature=1.0,
+                                                eval_strategy="no").to_dict()
     (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps(cfg))
     runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, status or {
         "state": "finished", "step": STEPS, "total_steps": STEPS, "started_at": 1_700_000_000.0,

@@ -33,7 +33,8 @@ from workbench.spec.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "the-secret-of-bob-7f3a"
-TINY = tiny_settings(task="demo", logging_steps=1, save_steps=1000)
+# brevity alone: the reward files below define their own `brevity`, which replaces the built-in one
+TINY = tiny_settings(task="demo", reward_names=["brevity"], logging_steps=1, save_steps=1000)
 
 needs_bwrap = pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")
 
@@ -222,9 +223,11 @@ def test_pids_are_read_in_the_namespace_that_wrote_them(monkeypatch):
 @needs_bwrap
 def test_train_sandbox_keeps_a_hostile_reward_from_everything_but_its_run(tmp_path, shared, listener):
     reward = hostile_reward(shared["alice_uploads"], shared, listener.port, users_file=False)
-    settings = [item for key, value in TINY.items() if key != "model" for item in ("--set", f"{key}={value}")]
+    settings = [item for key, value in TINY.items() if key not in ("model", "reward_names")
+                for item in ("--set", f"{key}={value}")]
     done = subprocess.run([sys.executable, "-m", "workbench", "train", "--sandbox", "--model", "tiny",
                            "--max-steps", "1", "--runs-dir", str(shared["runs"]), *settings,
+                           "--set", "reward_names=brevity", "--set", "eval_strategy=no",
                            "--set", f"reward_file={reward}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "WORKBENCH_USERS": f"bob user x {SECRET}", "HF_TOKEN": SECRET})
@@ -254,7 +257,8 @@ def test_a_run_launched_from_the_shared_dashboard_runs_sandboxed(shared, listene
     smoke = next(f.fn for f in app.fns.values()
                  if f.fn.__module__ == "workbench.ui.setup_tab" and f.fn.__name__ == "start_smoke")
     form = {**default_values(), **{k: v for k, v in TINY.items() if k in setup_tab.FORM_KEYS},
-            "reward_file": reward.name}
+            "use_mentions_answer": False, "use_brief_if_correct": False, "use_brevity": True,
+            "eval_strategy": "no", "reward_file": reward.name}
     run_id, shown, _ = smoke(gr.Request(username="alice"), *[form[key] for key in setup_tab.FORM_KEYS],
                              {"gpus": [], "busy": []})
     assert run_id, shown

@@ -95,7 +95,7 @@ def test_scripts_rewards_score_as_the_workbenchs_own(exported):
     _, namespace = exported
     completions = [[{"role": "assistant", "content": text}] for text in
                    ("<answer>47</answer>", "It is 47, in Paris. It is 47, in Paris.", "<answer> forty </answer>", "")]
-    columns = {"answer": ["47"] * 4, "keywords": [["paris", "47"]] * 4}
+    columns = {"answer": ["47"] * 4, "keywords": [["paris", "47"]] * 4, "answers": [["47", "forty"]] * 4}
     funcs = namespace["REWARD_FUNCS"]
     assert [f.__name__ for f in funcs] == [*ALL_BUILTINS, "says_paris"]
     for func in funcs[:-1]:

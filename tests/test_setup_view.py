@@ -96,7 +96,8 @@ def test_the_reward_picker_offers_trls_rewards_with_their_parameters_and_failure
     from workbench.ui import setup_tab
 
     assert {"accuracy_reward", "cosine_scaled_reward", "repetition_penalty_reward"} <= set(setup_view.PICKER_REWARDS)
-    changes = {"use_brevity": True, "use_repetition_penalty_reward": True, "weight_repetition_penalty_reward": 0.5,
+    changes = {"use_mentions_answer": False, "use_brief_if_correct": False,  # the demo's own, ticked at first
+               "use_brevity": True, "use_repetition_penalty_reward": True, "weight_repetition_penalty_reward": 0.5,
                "reward_params": '{"repetition_penalty_reward": {"ngram_size": 4}}', "reward_errors": "record",
                "reward_failure_score": -1.0}
     form = dict(zip(setup_tab.FORM_KEYS, setup_form_values(**changes)))

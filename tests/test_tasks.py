@@ -31,8 +31,12 @@ def test_task_dataset_has_conversational_prompts_and_reward_columns(datasets_by_
 
 def test_demo_reproduces_the_measured_design(datasets_by_task):
     task = TASKS["demo"]
-    assert task.reward_names == ("brevity",) and len(datasets_by_task["demo"]) >= 64
+    assert task.reward_names == ("mentions_answer", "brief_if_correct") and task.reward_weights == (0.25, 0.75)
+    assert task.correctness_reward == "mentions_answer"
+    assert len(datasets_by_task["demo"]) == task.default_size == len(tasks.demo_questions()) - 16
     assert task.settings["max_completion_length"] == 32 and task.settings["num_generations"] == 8
+    # held out and evaluated from the first run: the questions after the training ones, all of them
+    assert (task.settings["eval_strategy"], task.settings["eval_size"]) == ("steps", 16)
 
 
 def _score_task(name, completions, **columns):
@@ -40,13 +44,33 @@ def _score_task(name, completions, **columns):
     return [r["reward"] for r in rewards.score(task.reward_names, "q", completions, task.reward_weights, **columns)]
 
 
-def test_demo_prefers_a_short_answer():
-    short, verbose = _score_task(
-        "demo",
-        ["Paris.", "The capital of France is Paris, a city famous for the Eiffel Tower, museums such as the "
-                   "Louvre, and its long history as a centre of art, fashion and culture in Europe."],
-    )
-    assert short > 0.9 and verbose < 0.5
+LONG_RIGHT = ("The capital of France is Paris, a city famous for the Eiffel Tower, museums such as the Louvre, "
+              "and its long history as a centre of art, fashion and culture in Europe.")
+
+
+def test_demo_pays_for_right_answers_and_for_their_brevity():
+    short_right, mid_right, long_right, short_wrong, empty = _score_task(
+        "demo", ["Paris.", "The capital of France is Paris.", LONG_RIGHT, "Lyon.", ""], answers=[["Paris"]] * 5)
+    assert short_right > mid_right > long_right >= 0.25 > short_wrong == empty == 0.0
+    assert short_right <= 1.0
+
+
+def test_every_demo_question_has_answers_its_question_does_not_give_away():
+    found = tasks.demo_questions()
+    assert len(found) >= 64 and len({q.question for q in found}) == len(found)
+    for item in found:
+        assert item.answers, item.question
+        # an answer written in its own question would pay for echoing the question
+        assert not rewards.mentions(item.question, item.answers), item.question
+
+
+def test_reward_hacking_lesson_pays_the_hack_and_records_correctness_at_weight_zero():
+    task = TASKS["reward_hacking"]
+    assert task.title == "Reward hacking: watch a reward get gamed" and task.correctness_reward == "mentions_answer"
+    assert dict(zip(task.reward_names, task.reward_weights)) == {"brevity": 1.0, "mentions_answer": 0.0}
+    one_word_wrong, long_right = _score_task("reward_hacking", ["Chester.", LONG_RIGHT], answers=[["Paris"]] * 2)
+    assert one_word_wrong > 0.9 > long_right
+    assert "made-up word" in task.description and "held-out accuracy falls" in task.description
 
 
 def test_arithmetic_rewards_truth_over_format(datasets_by_task):

@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
                                                "them with its rewards and say whether it has a learning signal.")
     parser.add_argument("--config", help="a config.json (RunConfig fields); other options change it")
     parser.add_argument("--model", help="smollm2-135m-instruct (default), tiny, a model folder or a hub id")
-    parser.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords, gsm8k")
+    parser.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords, gsm8k, reward_hacking (a lesson)")
     parser.add_argument("--recipe", help="a published GRPO variant, as for train")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="any RunConfig field, e.g. --set temperature=0.7 (repeatable)")

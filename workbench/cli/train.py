@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
     train = subparsers.add_parser("train", help="train a LoRA adapter with GRPO (foreground or --background)")
     train.add_argument("--config", help="a config.json (RunConfig fields); other options change it")
     train.add_argument("--model", help="smollm2-135m-instruct (default), tiny, a model folder or a hub id")
-    train.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords")
+    train.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords, gsm8k, reward_hacking (a lesson)")
     train.add_argument("--max-steps", type=int, dest="max_steps", help="optimizer steps to train")
     train.add_argument("--recipe", help="a published GRPO variant: grpo, dapo, dr_grpo, gspo (or none); applied "
                        "before --set, and the fields it changed are printed")

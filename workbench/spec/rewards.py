@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import traceback
+import unicodedata
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,6 +239,68 @@ def keyword_presence(keywords: Iterable[str] | None = None) -> RewardFunc:
     return _named(reward, "keyword_presence", keyword_presence.__doc__, needs=() if fixed is not None else ("keywords",))
 
 
+# A decimal number is one token ("18.0" holds no "0"); any other run of letters and digits is a word ("h2o").
+TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+")
+
+
+def answer_tokens(text: str) -> str:
+    """Text as a comparable string of words: NFKC (H₂O is H2O), accents and case dropped, punctuation gone."""
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", str(text)))
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold()
+    return " ".join(TOKEN.findall(text))
+
+
+def mentions(text: str, accepted: Iterable[str]) -> bool:
+    """Whether one of the accepted answers appears in `text` as whole words or a whole number (see answer_tokens)."""
+    words = f" {answer_tokens(text)} "
+    return any(f" {answer_tokens(a)} " in words for a in accepted if answer_tokens(a))
+
+
+def _accepted(value: Any) -> list[str]:
+    # a list of accepted answers, or one string with them separated by "|" (what a CSV cell can hold)
+    if isinstance(value, str):
+        value = value.split("|")
+    return [str(a).strip() for a in (value or []) if str(a).strip()]
+
+
+def _mentions_scores(function_name: str, completions, answers) -> list[float | None]:
+    texts = _texts(completions)
+    accepted = [_accepted(a) for a in _column("answers", function_name, answers, len(texts))]
+    # a prompt with no accepted answer has no right answer: None, which TRL leaves out of the sum
+    return [None if not ok else 1.0 if mentions(t, ok) else 0.0 for t, ok in zip(texts, accepted)]
+
+
+def mentions_answer() -> RewardFunc:
+    """1.0 when an accepted answer (the `answers` column) appears in the completion as a word or number, else 0.0."""
+
+    def reward(prompts=None, completions=None, completion_ids=None, answers=None, **kwargs):
+        return _mentions_scores("mentions_answer", completions, answers)
+
+    return _named(reward, "mentions_answer",
+                  "1.0 when an accepted answer (the `answers` column: a list, or one string split by '|') appears in "
+                  "the completion as a word or number (case, accents and punctuation ignored), else 0.0.",
+                  needs=("answers",))
+
+
+def brief_if_correct(max_chars: int = 100) -> RewardFunc:
+    """1 - characters / max_chars (clipped to [0, 1]) when mentions_answer gives 1.0, else 0.0: brevity if right.
+
+    Brevity is paid only on a right answer, so neither an empty nor a short wrong answer can earn it:
+    beside `mentions_answer` (weights w and 1 - w) the total is correct x (w + (1 - w) x brevity), in [0, 1].
+    """
+    if max_chars <= 0:
+        raise RewardError(f"brief_if_correct: max_chars must be > 0, got {max_chars}; use e.g. 100")
+
+    def reward(prompts=None, completions=None, completion_ids=None, answers=None, **kwargs):
+        right = _mentions_scores("brief_if_correct", completions, answers)
+        return [None if r is None else r * min(1.0, max(0.0, 1.0 - len(t) / max_chars))
+                for r, t in zip(right, _texts(completions))]
+
+    return _named(reward, "brief_if_correct",
+                  f"1 - characters / {max_chars} (clipped to [0, 1]) when mentions_answer gives 1.0, else 0.0: "
+                  f"brevity paid only for a right answer.", needs=("answers",))
+
+
 def _keyword_list(value: Any) -> list[str]:
     # a list, or one comma-separated string (what a CSV cell can hold)
     if value is None:
@@ -257,6 +320,8 @@ REWARDS: dict[str, RewardFunc] = {
         exact_answer(),
         numeric_answer(),
         brevity(),
+        mentions_answer(),
+        brief_if_correct(),
         length_target(),
         keyword_presence(),
     )

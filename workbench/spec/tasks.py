@@ -1,8 +1,13 @@
 """Built-in GRPO tasks: a dataset, the rewards that score it, and probe prompts.
 
-- `demo`: short factual questions scored by brevity (1 - chars/200). The
-  bundled SmolLM2-135M-Instruct answers at length at first and learns to be
-  brief within about ten steps on a laptop CPU - learning you can watch.
+- `demo`: short factual questions with their accepted answers, scored for a
+  right answer and for brevity of a right answer (a wrong or empty one scores
+  0). The bundled SmolLM2-135M-Instruct answers at length at first and learns
+  to answer in one short sentence within a few minutes on a CPU, with 16
+  questions held out and evaluated during the run - learning you can watch.
+- `reward_hacking`: the same questions scored by brevity alone, a lesson: the
+  model learns to reply with one made-up word, the reward rises and the
+  held-out accuracy (mentions_answer, recorded with weight 0) falls.
 - `arithmetic`: generated `a + b` and `a * b` questions with an `answer`
   column, scored by the exact answer and by the `<answer>` tag format.
 - `keywords`: write a sentence on a topic using given words (a `keywords`
@@ -91,22 +96,38 @@ def user_message(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
 
 
-# ---------------------------------------------------------------- demo: brevity
+# ---------------------------------------------------------------- demo: short and right
 
 
-def demo_questions() -> list[str]:
-    """The demo's short factual questions, one per line of data/demo_questions.txt."""
-    lines = (DATA_DIR / "demo_questions.txt").read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip()]
+@dataclass(frozen=True)
+class DemoQuestion:
+    """A demo question and the answers accepted for it (any one, as a word or number in the answer)."""
+
+    question: str
+    answers: tuple[str, ...]
+
+
+def demo_questions() -> list[DemoQuestion]:
+    """The demo's short factual questions with their accepted answers, from data/demo_questions.tsv
+    (`question<TAB>answer|variant|...`; lines starting with # are comments)."""
+    lines = (DATA_DIR / "demo_questions.tsv").read_text(encoding="utf-8").splitlines()
+    found = []
+    for line in lines:
+        if line.strip() and not line.startswith("#"):
+            question, answers = line.split("\t")
+            found.append(DemoQuestion(question.strip(), tuple(a.strip() for a in answers.split("|") if a.strip())))
+    return found
 
 
 def build_demo_rows(size: int | None, seed: int) -> list[dict]:
+    """The questions in one shuffle of `seed`, the first `size`: a prefix of the same shuffle for any size,
+    so the held-out questions (those after the training ones) were never trained on."""
     questions = demo_questions()
     size = len(questions) if size is None else size
     if size > len(questions):
         raise TaskError(f"dataset size: the demo task has {len(questions)} questions, asked for {size}; use at most {len(questions)}")
     random.Random(seed).shuffle(questions)
-    return [{"prompt": user_message(q)} for q in questions[:size]]
+    return [{"prompt": user_message(q.question), "answers": list(q.answers)} for q in questions[:size]]
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -197,32 +218,44 @@ def build_gsm8k_rows(size: int | None, seed: int) -> list[dict]:
 # ---------------------------------------------------------------- the registry
 
 
+DEMO_PROBES = (
+    "What is the capital of France?",
+    "What is the plural of mouse?",
+    "Who wrote Romeo and Juliet?",
+    "What is the largest ocean on Earth?",
+)
+DEMO_HELD_OUT = 16  # the last questions of the shuffle: held-out evaluation's prompts, never trained on
+DEMO_TRAINED = len(demo_questions()) - DEMO_HELD_OUT
+# the measured CPU demo (benchmarks/bench_demo.py): LoRA r=16, lr 1e-3, batch 8, G=8 (one question a step);
+# 32 completion tokens cut the long first answers early, so a step is quick and a long answer earns no brevity
+DEMO_SETTINGS = {"learning_rate": 1e-3, "per_device_train_batch_size": 8, "num_generations": 8,
+                 "max_completion_length": 32, "temperature": 0.7,
+                 "eval_strategy": "steps", "eval_steps": 10, "eval_size": DEMO_HELD_OUT}
+
 TASKS: dict[str, Task] = {
     task.name: task
     for task in (
         Task(
             name="demo",
-            title="Answer briefly (demo)",
+            title="Answer briefly and right (demo)",
             description=(
-                "Short factual questions; the reward is 1 - characters/200, so shorter answers score higher. "
-                "The bundled SmolLM2-135M-Instruct starts verbose (answers cut at 32 tokens, mean reward about 0.25) "
-                "and learns to answer in a few words within a few steps on a CPU."
+                "Short factual questions, each with its accepted answers (\"Paris\"; \"24\" or \"twenty-four\"). "
+                "Rewards: mentions_answer (1.0 when an accepted answer is in the reply as a word or number) and "
+                "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.25 and 0.75: a right "
+                "answer earns 0.25 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
+                "answers about three in four right at first, at length; within about ten steps it answers in one short "
+                "sentence (\"A year has 12 months.\"), about half as long. "
+                f"{DEMO_HELD_OUT} of the questions are held out and evaluated at step 0, every 10 steps and at the end."
             ),
-            reward_names=("brevity",),
-            reward_weights=(1.0,),
-            probe_prompts=(
-                "What is the capital of France?",
-                "How many legs does a spider have?",
-                "Who wrote Romeo and Juliet?",
-                "What is the largest ocean on Earth?",
-            ),
+            reward_names=("mentions_answer", "brief_if_correct"),
+            # correct x (0.25 + 0.75 x brevity): a long right answer (0.25) still beats a short wrong one (0),
+            # and most of the reward is in getting shorter, which the model can learn in a few minutes
+            reward_weights=(0.25, 0.75),
+            probe_prompts=DEMO_PROBES,
             build_rows=build_demo_rows,
-            default_size=None,  # every question in data/demo_questions.txt
-            # the measured CPU demo: LoRA r=16, lr 1e-3, batch 8, G=8. 32 completion tokens, not the
-            # default 48: verbose answers are cut sooner, so a step takes about a third less time and the
-            # reward still rises by more than 0.3 by the third step (benchmarks/bench_launch_path.py).
-            settings={"learning_rate": 1e-3, "per_device_train_batch_size": 8, "num_generations": 8,
-                      "max_completion_length": 32},
+            default_size=DEMO_TRAINED,  # the rest of data/demo_questions.tsv is held out
+            correctness_reward="mentions_answer",
+            settings=DEMO_SETTINGS,
         ),
         Task(
             name="arithmetic",
@@ -300,6 +333,26 @@ TASKS: dict[str, Task] = {
                 "per_device_train_batch_size": 16, "num_generations": 8, "gradient_accumulation_steps": 2,
                 "learning_rate": 1e-5, "bf16": True, "max_steps": 200,
             },
+        ),
+        Task(
+            name="reward_hacking",
+            title="Reward hacking: watch a reward get gamed",
+            description=(
+                "A lesson, not a recipe: the demo's questions with brevity alone as the reward (1 - characters/200). "
+                "The shortest reply wins, right or not, and the model finds it: within about ten steps every answer "
+                "is one made-up word (\"How many hours are in a day?\" -> \"Chester.\"), the reward is near 1.0, "
+                "and the held-out accuracy falls. mentions_answer is recorded with weight 0 (it adds nothing to the "
+                "reward) so its flat or falling curve shows what the rising reward hides; the health panel's alarms "
+                "name it. Compare with the demo task, which pays for brevity only on a right answer."
+            ),
+            reward_names=("brevity", "mentions_answer"),
+            reward_weights=(1.0, 0.0),
+            probe_prompts=DEMO_PROBES,
+            build_rows=build_demo_rows,
+            default_size=DEMO_TRAINED,
+            correctness_reward="mentions_answer",
+            # the earlier demo's settings (sampling at temperature 1.0), with the demo's held-out evaluation
+            settings={**DEMO_SETTINGS, "temperature": 1.0},
         ),
     )
 }

@@ -1,0 +1,113 @@
+"""Does the default demo learn something true? The default run, measured against the demo's three goals.
+
+    python benchmarks/bench_demo.py                        # trains `python -m workbench train` (no options) once
+    python benchmarks/bench_demo.py --task reward_hacking  # the lesson task, for contrast
+    python benchmarks/bench_demo.py --read RUN_DIR         # measure a run already made
+
+It starts `python -m workbench train` with nothing but a run folder of its own (the demo task's defaults: the
+bundled SmolLM2-135M-Instruct, its settings and its held-out evaluation) and, when it ends, reads the run
+folder and prints:
+
+- the total reward: mean of the first 5 steps, of the last 5, and the gain (goal: +0.3 or more);
+- the mean completion length in tokens (TRL's completions/mean_length), first 5 steps and last 5
+  (goal: the last at most half the first);
+- the held-out accuracy (eval.jsonl, greedy answers to the questions never trained on) at step 0 and at the
+  end (goal: no lower at the end), with the evaluations between, and the total reward of those answers (the
+  task's weighted sum): the same questions at every evaluation, so its rise is free of the per-step noise;
+- the minutes from launch to the end of the run, and a few held-out answers at step 0 and at the end.
+
+Means over 5 steps, because one step trains on one question (batch 8, 8 completions of it), so a single
+step's reward says as much about the question as about the model. Timings depend on what else the machine
+runs: quote them with the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from workbench.runstore import runfolder  # noqa: E402
+from workbench.spec.config import RunConfig, reward_names_for, reward_weights_for  # noqa: E402
+
+WINDOW = 5
+
+
+def train(run_dir: Path, task: str | None) -> float:
+    """The default run (or `task`'s) in the foreground; returns its minutes from launch to exit."""
+    command = [sys.executable, "-m", "workbench", "train", "--run-dir", str(run_dir)]
+    command += ["--task", task] if task else []
+    started = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    return (time.perf_counter() - started) / 60
+
+
+def window_means(values: list[float]) -> tuple[float, float]:
+    """Mean of the first and of the last WINDOW values."""
+    return statistics.mean(values[:WINDOW]), statistics.mean(values[-WINDOW:])
+
+
+def measure(run_dir: Path) -> dict:
+    """The three figures of a finished run folder: reward, completion length, held-out accuracy."""
+    metrics = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if m.get("reward") is not None]
+    evals = runfolder.read_jsonl(run_dir / "eval.jsonl")
+    if len(metrics) < 2 * WINDOW or len(evals) < 2:
+        raise SystemExit(f"{run_dir}: {len(metrics)} steps and {len(evals)} evaluations; too few to measure")
+    reward = window_means([m["reward"] for m in metrics])
+    length = window_means([m["completions/mean_length"] for m in metrics])
+    cfg = RunConfig.from_dict(runfolder.read_json(run_dir / runfolder.CONFIG_FILE, default={}))
+    weights = dict(zip(reward_names_for(cfg), reward_weights_for(cfg)))
+    return {"steps": len(metrics), "reward": reward, "length": length,
+            "accuracy": [(e["step"], e["accuracy"], held_out_total(e, weights)) for e in evals],
+            "first_eval": evals[0], "last_eval": evals[-1]}
+
+
+def held_out_total(record: dict, weights: dict[str, float]) -> float:
+    """The total reward (weighted sum of each reward's mean) of one evaluation's greedy answers."""
+    return sum(weight * (record["rewards"].get(name) or 0.0) for name, weight in weights.items())
+
+
+def report(found: dict, minutes: float | None) -> bool:
+    """Print the figures and whether each goal is met; True when all three are."""
+    (r0, r1), (l0, l1) = found["reward"], found["length"]
+    curve = found["accuracy"]
+    goals = {"reward": r1 - r0 >= 0.3, "length": l1 <= l0 / 2, "held-out": curve[-1][1] >= curve[0][1]}
+    print(f"steps: {found['steps']}" + (f", {minutes:.1f} minutes from launch to exit" if minutes else ""))
+    print(f"total reward (mean of {WINDOW} steps): first {r0:.3f}, last {r1:.3f}, gain {r1 - r0:+.3f} "
+          f"({'meets' if goals['reward'] else 'misses'} +0.3)")
+    print(f"mean completion length (tokens): first {l0:.1f}, last {l1:.1f}, x{l1 / l0:.2f} "
+          f"({'meets' if goals['length'] else 'misses'} <= half)")
+    print("held-out accuracy: " + ", ".join(f"step {s} {a:.2f}" for s, a, _ in curve)
+          + f" ({'meets' if goals['held-out'] else 'misses'} ends no lower than at step 0)")
+    print("held-out total reward (same questions each time): " + ", ".join(f"step {s} {t:.3f}" for s, _, t in curve)
+          + f", gain {curve[-1][2] - curve[0][2]:+.3f}")
+    for label, record in (("step 0", found["first_eval"]), (f"step {found['last_eval']['step']}", found["last_eval"])):
+        print(f"held-out answers at {label}:")
+        for answer in record["prompts"][:6]:
+            print(f"  {'right' if answer['correct'] else 'wrong'}  {answer['prompt'].strip()[:60]!r} -> "
+                  f"{answer['completion'].strip()[:70]!r}")
+    return all(goals.values())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--read", type=Path, help="measure this finished run folder instead of training")
+    parser.add_argument("--task", help="train this task instead of the default (e.g. reward_hacking)")
+    args = parser.parse_args()
+    if args.read:
+        return 0 if report(measure(args.read), None) else 1
+    with tempfile.TemporaryDirectory(prefix="bench-demo-") as folder:
+        run_dir = Path(folder) / "run"
+        minutes = train(run_dir, args.task)
+        return 0 if report(measure(run_dir), minutes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
