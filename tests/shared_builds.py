@@ -9,7 +9,8 @@ first (`shutil.copytree(tiny_trained_run, ...)`).
 
 - `tiny_model`: the tiny random model (workbench.spec.models.tiny_model_dir, cached once per machine);
 - `tiny_adapter`: a real LoRA adapter of it with random (non-zero) weights, so it changes the answers;
-- `tiny_trained_run`: a finished 2-step run of the tiny model on the demo task, launched as the app
+- `tiny_trained_run`: a finished 2-step run of the tiny model on the `reward_hacking` task (brevity: a
+  reward the random tiny model's answers differ on, so its steps change the adapter), launched as the app
   launches one: `checkpoint-1`, `checkpoint-2`, the final adapter, metrics and completions;
 - `tiny_eval_run`: a finished 2-step run of the tiny model on the bundled GSM8K sample with held-out
   evaluation at every step (eval.jsonl at steps 0, 1, 2; 4 test prompts, pass@2).
@@ -82,7 +83,8 @@ def tiny_trained_run(tiny_model, tmp_path_factory) -> Path:
         from workbench.runstore import runfolder
 
         runs = folder / "runs"
-        config = tiny_config(task="demo", max_steps=2, save_steps=1, logging_steps=1, run_name="trained")
+        # brevity scores the tiny model's random answers apart; the demo's right-and-brief reward gives it all 0s
+        config = tiny_config(task="reward_hacking", max_steps=2, save_steps=1, logging_steps=1, run_name="trained")
         run_id = launcher.start(config, runs)
         final = run_state.wait(run_id, runs, timeout=TRAINED_RUN_TIMEOUT_S)
         assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(runs / run_id))

@@ -30,6 +30,7 @@ def two_machine_config(tmp_path, tiny_model) -> RunConfig:
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"Say {i} briefly."}) + "\n" for i in range(PROMPTS)))
     return RunConfig(model="tiny", device="cpu", task="demo", dataset_path=str(data),
+                     reward_names=["brevity"], reward_weights=[1.0],  # needs no reference answer
                      num_machines=2, num_processes=2, per_device_train_batch_size=2, num_generations=2,
                      max_steps=-1, num_train_epochs=1, max_completion_length=8, save_steps=1,
                      main_process_ip="127.0.0.1", main_process_port=processes.free_port())

@@ -141,7 +141,7 @@ def test_a_run_that_can_no_longer_start_when_its_turn_comes_fails_saying_why(run
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Say hi."}\n' * 8)
     sleeping = holder()
-    run_id = launcher.start(RunConfig(**TINY, dataset_path=str(prompts)), runs_dir)
+    run_id = launcher.start(RunConfig(**TINY, reward_names=["brevity"], dataset_path=str(prompts)), runs_dir)
     prompts.unlink()  # gone while the run waited
     sleeping.kill()
     sleeping.wait()

@@ -74,4 +74,4 @@ def test_script_download_holds_the_forms_settings(app):
     text = Path(download["value"]["path"]).read_text()
     compile(text, "train.py", "exec")
     assert "    epsilon_high=0.28,\n" in text and "    mask_truncated_completions=True,\n" in text
-    assert "    steps_per_generation=2,\n" in text and "def brevity(" in text
+    assert "    steps_per_generation=2,\n" in text and "def mentions_answer(" in text

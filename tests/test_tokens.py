@@ -128,8 +128,8 @@ def clipping_run(tmp_path_factory):
     from workbench.trainer.training import run_training
 
     run_dir = tmp_path_factory.mktemp("clipping")
-    cfg = RunConfig(**{**TINY, "per_device_train_batch_size": 2}, gradient_accumulation_steps=2, max_steps=2,
-                    num_iterations=2, learning_rate=0.05, epsilon=0.001, save_steps=10)
+    cfg = RunConfig(**{**TINY, "per_device_train_batch_size": 2}, task="reward_hacking", gradient_accumulation_steps=2,
+                    max_steps=2, num_iterations=2, learning_rate=0.05, epsilon=0.001, save_steps=10)
     assert run_training(cfg, run_dir) == 0, runfolder.read_status(run_dir).get("error")
     return run_dir
 

@@ -76,7 +76,8 @@ def test_trackers_write_into_the_run_folder_and_trackio_nowhere_else(tmp_path):
 def tracked_run(tmp_path_factory):
     """2 tiny steps with TensorBoard and trackio, in their own process, watched for network access."""
     run_dir = tmp_path_factory.mktemp("runs") / "20261123-100000-tracked"
-    config = RunConfig(**TINY, max_steps=2, save_steps=10, beta=0.0, report_to=["tensorboard", "trackio"])
+    config = RunConfig(**TINY, task="reward_hacking", max_steps=2, save_steps=10, beta=0.0,
+                       report_to=["tensorboard", "trackio"])
     config.save(run_dir / runfolder.CONFIG_FILE)
     script, network = run_dir.parent / "offline_train.py", run_dir.parent / "network.jsonl"
     script.write_text(OFFLINE_TRAIN)

@@ -15,9 +15,15 @@ from helpers import gsm8k_like_rows, write_hub_dataset
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
+def with_answers(rows: list[dict]) -> list[dict]:
+    """The rows with an `answers` column: the number after `####`, as the demo's rewards take it."""
+    return [{**row, "answers": [row["answer"].split("####")[-1].strip().replace(",", "")]} for row in rows]
+
+
 def test_columns_of_a_real_split_are_mapped_and_previewed(ui, tmp_path, tiny_model):
     folder = write_hub_dataset(tmp_path / "gsm8k", {
-        "main": {"train": gsm8k_like_rows(20), "test": gsm8k_like_rows(3, start=500)},
+        # `answers`: the demo task's rewards read each question's accepted answers from it
+        "main": {"train": with_answers(gsm8k_like_rows(20)), "test": with_answers(gsm8k_like_rows(3, start=500))},
         "socratic": {"train": gsm8k_like_rows(2, start=900)},
     })
     ui.open("Setup")
@@ -29,7 +35,7 @@ def test_columns_of_a_real_split_are_mapped_and_previewed(ui, tmp_path, tiny_mod
     name.press("Tab")
     preview = setup.locator("#wb-data-preview")
     # the default prompt column does not fit: the preview says so, and the dropdowns now offer the data's own
-    ui.expect_text(setup, r"has no `prompt` column \(columns: `question`, `answer`\)")
+    ui.expect_text(setup, r"has no `prompt` column \(columns: `question`, `answer`, `answers`\)")
     ui.choose("dataset_config", "main", setup)
     ui.choose("prompt_column", "question", setup)
     ui.choose("solution_column", "answer", setup)

@@ -302,7 +302,7 @@ def test_runs_tab_overlays_runs_and_deletes_after_confirmation(app_factory, trai
     ui.open("Runs")
     runs = ui.panel("Runs")
     table = page.locator("#wb-runs-table")
-    ui.expect_text(table, rf"{trained_run.name}.*finished.*tiny.*demo.*2 / 2")
+    ui.expect_text(table, rf"{trained_run.name}.*finished.*tiny.*reward_hacking.*2 / 2")
 
     for run_id in (trained_run.name, copy.name):
         runs.get_by_label(run_id, exact=True).check()
