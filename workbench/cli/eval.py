@@ -22,7 +22,7 @@ import json
 import sys
 
 from workbench.cli import ArgumentError
-from workbench.cli.report import find_run
+from workbench.cli.report import add_run_arguments, find_run
 
 
 def add_parser(subparsers) -> None:
@@ -31,8 +31,7 @@ def add_parser(subparsers) -> None:
         description="Print a run's held-out evaluations: accuracy (greedy answers with full marks from the "
                     "correctness reward), pass@k, each reward's mean and n, from step 0 (before any update) on.",
     )
-    parser.add_argument("source", metavar="RUN", help="a run id in the runs folder, or the path of a run folder")
-    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
+    add_run_arguments(parser)
     parser.add_argument("--json", action="store_true", help='print a JSON list of {"step", "accuracy", "pass_at_k", '
                         '"k", "rewards", "n"}')
     parser.add_argument("--per-prompt", dest="per_prompt", action="store_true",

@@ -18,17 +18,17 @@ from __future__ import annotations
 import sys
 
 from workbench.cli import ArgumentError
+from workbench.cli.report import add_run_arguments
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("export-model", help="merge a run's LoRA adapter into its base model (a folder "
                                                         "transformers and vLLM load)")
-    parser.add_argument("source", metavar="RUN", help="a run id in the runs folder, or the path of a run folder")
+    add_run_arguments(parser)
     parser.add_argument("--checkpoint", default=None, metavar="N|best|final",
                         help="merge checkpoint-N, the best evaluated checkpoint (best) or the final adapter (final); "
                              "default: best when the run evaluated held-out prompts, else final")
     parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new, or empty)")
-    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
     parser.add_argument("--progress", default=None, metavar="FILE",
                         help="append each stage and the outcome to this JSON-lines file (the dashboard reads it)")
     parser.set_defaults(run=run)

@@ -25,10 +25,15 @@ def add_parser(subparsers) -> None:
                     "completion groups with their advantages, base vs trained answers. One HTML file with "
                     "plotly.js inside: it opens in any browser without a network.",
     )
-    parser.add_argument("source", metavar="RUN", help="a run folder, or a run id in the runs folder")
+    add_run_arguments(parser)
     parser.add_argument("--out", metavar="FILE", help="the HTML file to write (default: report.html in the run folder)")
-    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
     parser.set_defaults(run=run)
+
+
+def add_run_arguments(parser) -> None:
+    """RUN (a run id or folder) and --runs-dir, as every command that reads one run takes them (see find_run)."""
+    parser.add_argument("source", metavar="RUN", help="a run id in the runs folder, or the path of a run folder")
+    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
 
 
 def find_run(source: str, runs_dir: str | None) -> Path:

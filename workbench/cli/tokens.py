@@ -18,7 +18,7 @@ import json
 import sys
 
 from workbench.cli import ArgumentError
-from workbench.cli.report import find_run
+from workbench.cli.report import add_run_arguments, find_run
 
 
 def add_parser(subparsers) -> None:
@@ -27,10 +27,9 @@ def add_parser(subparsers) -> None:
         description="Print a run's recorded completions token by token, from tokens.jsonl: each token's "
                     "log-probability, the reference's, the KL term, the entropy and whether it was clipped.",
     )
-    parser.add_argument("source", metavar="RUN", help="a run folder, or a run id in the runs folder")
+    add_run_arguments(parser)
     parser.add_argument("--step", type=int, help="only this optimizer step (default: every recorded step)")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per recorded completion")
-    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
     parser.set_defaults(run=run)
 
 

@@ -21,6 +21,7 @@ import math
 import sys
 
 from workbench.cli import ArgumentError
+from workbench.cli.report import add_run_arguments
 
 DEFAULT_INTERVAL = 2.0
 # The run states that end a watch with exit 0; every other final state exits 1.
@@ -44,8 +45,7 @@ def add_parser(subparsers) -> None:
                     "Ends with the run: exit 0 when it finished or was stopped, 1 when it failed. Ctrl-C stops "
                     "watching, not the run.",
     )
-    parser.add_argument("source", metavar="RUN", help="a run id in the runs folder, or the path of a run folder")
-    parser.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
+    add_run_arguments(parser)
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, metavar="S",
                         help=f"seconds between looks at the run folder (default {DEFAULT_INTERVAL:g})")
     parser.set_defaults(run=run)
