@@ -3,6 +3,7 @@
     python benchmarks/bench_demo.py                        # trains `python -m workbench train` (no options) once
     python benchmarks/bench_demo.py --task reward_hacking  # the lesson task, for contrast
     python benchmarks/bench_demo.py --read RUN_DIR         # measure a run already made
+    python benchmarks/bench_demo.py --set learning_rate=2e-3 --keep runs/try  # a variant, kept
 
 It starts `python -m workbench train` with nothing but a run folder of its own (the demo task's defaults: the
 bundled SmolLM2-135M-Instruct, its settings and its held-out evaluation) and, when it ends, reads the run
@@ -40,10 +41,11 @@ from workbench.spec.config import RunConfig, reward_names_for, reward_weights_fo
 WINDOW = 5
 
 
-def train(run_dir: Path, task: str | None) -> float:
-    """The default run (or `task`'s) in the foreground; returns its minutes from launch to exit."""
+def train(run_dir: Path, task: str | None, assignments: list[str]) -> float:
+    """The default run (or `task`'s, with `--set` assignments) in the foreground; returns its minutes."""
     command = [sys.executable, "-m", "workbench", "train", "--run-dir", str(run_dir)]
     command += ["--task", task] if task else []
+    command += [arg for assignment in assignments for arg in ("--set", assignment)]
     started = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return (time.perf_counter() - started) / 60
@@ -100,12 +102,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--read", type=Path, help="measure this finished run folder instead of training")
     parser.add_argument("--task", help="train this task instead of the default (e.g. reward_hacking)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change a setting of the run, as `workbench train --set` (to try a variant)")
+    parser.add_argument("--keep", type=Path, help="write the run to this new folder and keep it")
     args = parser.parse_args()
     if args.read:
         return 0 if report(measure(args.read), None) else 1
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as folder:
-        run_dir = Path(folder) / "run"
-        minutes = train(run_dir, args.task)
+        run_dir = args.keep or Path(folder) / "run"
+        minutes = train(run_dir, args.task, args.set)
         return 0 if report(measure(run_dir), minutes) else 1
 
 

@@ -9,7 +9,9 @@ whatever it reads into its own run folder. From outside, the test checks
 that none of it was read, written or reached, and that the step trained:
 once through `python -m workbench train --sandbox`, once launched by the
 dashboard's own Smoke test handler as a signed-in user. A long sandboxed
-run is then watched and stopped through its host pid.
+run is then watched and stopped through its host pid. A run with its own vLLM
+server in the same sandbox is tested in tests/test_vllm_rollout.py, which
+shares that server start.
 """
 
 from __future__ import annotations
@@ -359,40 +361,6 @@ def test_sampling_and_export_of_a_run_start_in_its_sandbox(tmp_path):
     process.wait(timeout=300)
     assert export_model.read_export(plan.progress_path, process)["error"] is None
     assert (run_dir / "merged" / "config.json").is_file()
-
-
-@pytest.mark.slow
-@pytest.mark.one_at_a_time("vllm")  # a CPU vLLM server takes every core
-@needs_bwrap
-def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(tmp_path):
-    """The trainer reaches its server over the sandbox's own loopback; both end with the run."""
-    import psutil
-
-    from workbench.spec import generation
-
-    if generation.find_vllm_python() is None:
-        if os.environ.get("WORKBENCH_SKIP_VLLM") == "1":
-            pytest.skip("WORKBENCH_SKIP_VLLM=1: the real vLLM tests are skipped on purpose")
-        pytest.fail("vLLM is not installed: run `make vllm` (`make test` does)")
-    runs = tmp_path / "runs"
-    config = RunConfig.for_task("demo", generation="vllm-server", max_steps=2, per_device_train_batch_size=4,
-                                num_generations=4, max_completion_length=16, save_steps=2, vllm_max_model_len=512)
-    run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
-    outer = run_state.status(run_id, runs)["pid"]
-    final = run_state.wait(run_id, runs, timeout=900)
-    # the final state lands before the server is ended: the sandbox closes once the trainer has ended it
-    deadline = time.monotonic() + 120
-    while psutil.pid_exists(outer) and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE \
-            and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not psutil.pid_exists(outer) or psutil.Process(outer).status() == psutil.STATUS_ZOMBIE
-    log = (runs / run_id / runfolder.VLLM_LOG_FILE).read_text(errors="replace")
-    assert final["state"] == "finished", (final.get("error"), log[-3000:])
-    assert final["vllm"]["in_sandbox"] and final["vllm"]["state"] == "ready"
-    assert [m["step"] for m in runfolder.read_jsonl(runs / run_id / runfolder.METRICS_FILE) if "loss" in m] == [1, 2]
-    assert "vLLM server stopped" in log  # ended by the trainer before the sandbox closed
-    assert not [p for p in psutil.process_iter(["cmdline"]) if str(runs / run_id) in " ".join(p.info["cmdline"] or [])
-                and p.status() != psutil.STATUS_ZOMBIE]
 
 
 @needs_bwrap

@@ -2,7 +2,8 @@
 
 Each server start costs about 50 s on a 2-core CPU, so the runs are shrunk
 (4 completions of at most 16 tokens per step) and the tests share what they
-can: two server starts for the three tests, the served-adapter comparison
+can: two server starts for the four tests (the finished run in a bubblewrap
+sandbox, as a dashboard with accounts starts it), the served-adapter comparison
 asking the server of the run the killed-server test then ends. These
 tests never skip silently: without vLLM they fail with the fix, unless
 WORKBENCH_SKIP_VLLM=1 says to skip them.
@@ -19,7 +20,7 @@ import psutil
 import pytest
 import requests
 
-from workbench.jobs import launcher, processes, run_state, vllm_server
+from workbench.jobs import launcher, processes, run_state, sandbox, vllm_server
 from workbench.runstore import runfolder
 from workbench.modeltools import sampling
 from workbench.spec import generation
@@ -41,16 +42,19 @@ def vllm_installed():
 
 
 def small_config(**changes) -> RunConfig:
-    # 4 completions of at most 16 tokens per step: a CPU vLLM server makes them in seconds
+    # 4 completions of at most 16 tokens per step: a CPU vLLM server makes them in seconds; no held-out
+    # evaluation (the demo's default), which answers through transformers, not the server
     settings = dict(generation="vllm-server", max_steps=3, per_device_train_batch_size=4, num_generations=4,
-                    max_completion_length=16, save_steps=2, vllm_max_model_len=512)
+                    max_completion_length=16, save_steps=2, vllm_max_model_len=512, eval_strategy="no")
     return RunConfig.for_task("demo", **{**settings, **changes})
 
 
 def processes_of(status: dict) -> list:
     """Every live process of the run: those its status names (trainer, server guard), their descendants, and
     any other working in the run folder (where the server and its engine processes start), orphans included."""
-    pids = [status.get("pid"), (status.get("vllm") or {}).get("pid")]
+    server = status.get("vllm") or {}
+    # a sandboxed server's pid is its number inside the sandbox's pid namespace: its tree is the trainer's
+    pids = [status.get("pid"), None if server.get("in_sandbox") else server.get("pid")]
     found = {p.pid: p for pid in pids if pid for p in processes.process_tree(pid)}
     for process in psutil.process_iter():
         try:
@@ -70,14 +74,17 @@ def wait_gone(status: dict, timeout: float = 60.0) -> list:
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
+    """Three steps with the run's own server, both in one bubblewrap sandbox when bwrap is here (as `make test`
+    installs it): what a dashboard with accounts starts. One server start serves the sandbox's test too."""
     runs = tmp_path_factory.mktemp("vllm") / "runs"
-    run_id = launcher.start(small_config(), runs)
+    run_id = launcher.start(small_config(), runs, sandboxed=sandbox.Policy() if sandbox.bwrap_binary() else None)
+    outer = run_state.status(run_id, runs)["pid"]
     status = run_state.wait(run_id, runs, timeout=RUN_TIMEOUT_S)
-    return runs / run_id, status
+    return runs / run_id, status, outer
 
 
 def test_three_steps_through_the_launchers_own_server(finished_run):
-    run_dir, status = finished_run
+    run_dir, status, _ = finished_run
     assert status["state"] == "finished", json.dumps(status.get("error"), indent=1) + runfolder.read_log_tail(
         run_dir, 3000, name=runfolder.VLLM_LOG_FILE)
     assert status["vllm"]["state"] == "ready" and status["vllm"]["url"].startswith("http://127.0.0.1:")
@@ -95,6 +102,23 @@ def test_three_steps_through_the_launchers_own_server(finished_run):
     log = (run_dir / runfolder.VLLM_LOG_FILE).read_text()
     assert log.count("POST /v1/load_lora_adapter HTTP/1.1\" 200") == 3 and "vLLM server stopped" in log
     assert not (run_dir / ".vllm_adapters").exists()
+
+
+@pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")
+def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(finished_run):
+    """The trainer reaches its server over the sandbox's own loopback; both end with the run."""
+    run_dir, status, outer = finished_run
+    assert status["state"] == "finished", status.get("error")
+    assert status["vllm"]["in_sandbox"] and status["vllm"]["state"] == "ready"
+    # the final state lands before the server is ended: the sandbox closes once the trainer has ended it
+    deadline = time.monotonic() + 120
+    while psutil.pid_exists(outer) and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not psutil.pid_exists(outer) or psutil.Process(outer).status() == psutil.STATUS_ZOMBIE
+    assert "vLLM server stopped" in (run_dir / runfolder.VLLM_LOG_FILE).read_text(errors="replace")
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info["cmdline"] or [])
+                and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def completion(url: str, model: str, prompt_ids: list[int], max_tokens: int) -> list[int]:
