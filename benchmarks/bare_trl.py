@@ -11,6 +11,10 @@ so both sides train on exactly the same thing.
 It writes OUT_DIR/log.jsonl, one line per logged step (TRL's metrics plus the
 wall-clock `time` it was logged at, so a benchmark can tell when the reward
 rose), and OUT_DIR/summary.json at the end.
+
+`"trl_bf16"` in the settings: false (the default here) trains in float32, as the workbench does on CPU;
+null leaves GRPOConfig's own default, which is bf16 autocast over float32 weights wherever torch
+supports bf16 (this CPU included): what a user who writes no precision gets.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ def main(settings: dict, out: Path) -> None:
                                target_modules="all-linear", task_type="CAUSAL_LM"),
         args=GRPOConfig(
             output_dir=str(out / "trl"), report_to="none", disable_tqdm=True, save_strategy="no",
-            logging_steps=1, bf16=False, gradient_checkpointing=False, use_cpu=True,
+            logging_steps=1, gradient_checkpointing=False, use_cpu=True,
+            **({} if settings.get("trl_bf16", False) is None else {"bf16": bool(settings.get("trl_bf16", False))}),
             **{name: settings[name] for name in GRPO_SETTINGS},
             reward_weights=list(task.reward_weights), ddp_find_unused_parameters=False,
         ),

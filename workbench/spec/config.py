@@ -40,6 +40,7 @@ DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
 SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
 EVAL_STRATEGIES = ("no", "steps")
+MERGED_GENERATION = ("no", "float32", "bfloat16")
 
 
 def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
@@ -289,6 +290,13 @@ class RunConfig:
     bf16: bool = setting(
         False,
         "Train in bfloat16. Faster on recent GPUs; on CPU float32 is faster, so leave it off there.",
+    )
+    merged_generation: str = setting(
+        "no",
+        "With generation=transformers: sample each round from a plain copy of the policy with the LoRA update "
+        "merged in (refreshed once a step), in float32 or bfloat16, instead of through PEFT's LoRA layers. "
+        "Faster decoding on CPU; training and every log-probability still use the policy. no: sample from "
+        "the policy itself (bare TRL's way).",
     )
     gradient_checkpointing: bool = setting(
         False,
@@ -658,7 +666,7 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
     choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
                ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
                ("solution_transform", SOLUTION_TRANSFORM_CHOICES), ("chat_template", CHAT_TEMPLATE_CHOICES),
-               ("eval_strategy", EVAL_STRATEGIES)]
+               ("eval_strategy", EVAL_STRATEGIES), ("merged_generation", MERGED_GENERATION)]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
             problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",

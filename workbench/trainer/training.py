@@ -37,6 +37,7 @@ from workbench.spec.config import (
 from workbench.spec.generation import SERVER_GENERATIONS
 from workbench.spec import trackers
 from workbench.spec.trl_settings import grpo_settings
+from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
 from workbench.trainer import gpu_metrics, vllm_rollout
@@ -172,6 +173,7 @@ def make_trainer_class():
         _unwritten_completions: list[dict] = []  # this generation round's records, until its step logs
         token_capture: TokenCapture | None = None  # record_tokens: the per-token values at logging steps
         _tokens_of: dict | None = None  # the inputs of the loss computation whose tokens are being recorded
+        generation_copy: GenerationCopy | None = None  # merged_generation: the plain model rounds are sampled from
 
         def _save_rng_state(self, output_dir: str) -> None:
             # Every process saves its random state into each checkpoint (the Trainer's own, for an exact
@@ -203,6 +205,17 @@ def make_trainer_class():
                     self._logs, step=self.state.global_step + 1, num_generations=self.num_generations,
                     reward_weights=self.reward_weights_list, lengths=lengths, truncated=truncated,
                 )]
+
+        def _generate_single_turn(self, *args, **kwargs):
+            copy = self.generation_copy
+            if copy is None or self.use_vllm or self.use_transformers_continuous_batching:
+                return super()._generate_single_turn(*args, **kwargs)
+            synced = copy.synced_step
+            with copy.swapped_in(self):
+                if copy.synced_step != synced:
+                    self._metrics["train" if self.model.training else "eval"][
+                        "merged_generation/sync_seconds"].append(copy.sync_seconds)
+                return super()._generate_single_turn(*args, **kwargs)
 
         def _compute_loss(self, model, inputs):
             # the first call of _get_per_token_logps_and_entropies below is the policy's, with its entropies
@@ -342,6 +355,10 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         gpu_metrics.attach(trainer, cfg.generation)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
         trainer.reward_weights_list = trl_reward_weights(cfg)
+        if cfg.merged_generation != "no" and cfg.generation == "transformers":
+            import torch
+
+            trainer.generation_copy = GenerationCopy(trainer.model, getattr(torch, cfg.merged_generation))
         if cfg.record_tokens:
             trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
                                                  trainer.num_generations)

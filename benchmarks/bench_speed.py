@@ -1,0 +1,137 @@
+"""The CPU speed levers of a GRPO step, each alone and combined, against bare TRL: one table.
+
+    python benchmarks/bench_speed.py                       # every row, 8 steps each, two runs per row
+    python benchmarks/bench_speed.py --rows bare-fp32 bf16 --steps 6 --runs 1
+
+Each row trains the demo task (the bundled SmolLM2-135M-Instruct, its settings, held-out evaluation off
+so that only training steps are timed) for `--steps` steps with the same seed, so every row trains on the
+same questions in the same order. Rows:
+
+- `bare-fp32`: benchmarks/bare_trl.py, TRL and PEFT alone in float32 (the workbench's CPU default precision);
+- `bare-trl-defaults`: the same script with GRPOConfig's own precision default, bf16 autocast over float32
+  weights wherever torch supports bf16, this CPU included: what a user who writes no precision gets;
+- `workbench`: `python -m workbench train` on today's defaults (float32);
+- `bf16`: the workbench's `bf16=true`, which loads the weights in bfloat16 (PEFT keeps the LoRA weights
+  and so AdamW in float32) and turns on TRL's bf16 autocast: the field's own meaning, not TRL's;
+- `merged-fp32`, `merged-bf16`: `merged_generation`, each round sampled from a plain copy of the policy with
+  the LoRA update merged in (workbench/trainer/generation_copy.py), in float32 or bfloat16;
+- `bf16+merged-bf16`: the two together.
+
+For each row it prints the median `step_time` (TRL's, first step left out: it pays one-off costs), that
+time as a multiple of the faster bare row, the peak RSS of the training process tree, and the mean reward
+over the steps (same questions in every row, so rows compare; the spread between a row's runs is the
+noise). Rows run in turn, round by round, so a change in the machine's load hits every row alike. Only a
+quiet machine gives figures to quote: quote the load average with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_training import run_and_watch  # noqa: E402  (same folder)
+from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402
+
+from workbench.jobs import commands  # noqa: E402
+from workbench.spec.hardware import cpu_threads  # noqa: E402
+from workbench.spec.config import RunConfig  # noqa: E402
+
+GB = 2**30
+# row name -> (what it is, RunConfig changes); bare rows add the bare script's precision
+ROWS = {
+    "bare-fp32": ("bare TRL, float32", {}),
+    "bare-trl-defaults": ("bare TRL, GRPOConfig's default precision (bf16 autocast)", {}),
+    "workbench": ("workbench defaults", {}),
+    "bf16": ("workbench, bf16=true (bf16 weights, fp32 LoRA)", {"bf16": True}),
+    "merged-fp32": ("workbench, rounds sampled from a merged float32 copy", {"merged_generation": "float32"}),
+    "merged-bf16": ("workbench, rounds sampled from a merged bfloat16 copy", {"merged_generation": "bfloat16"}),
+    "bf16+merged-bf16": ("both: bf16 weights, merged bfloat16 copy", {"bf16": True, "merged_generation": "bfloat16"}),
+}
+BARE_PRECISION = {"bare-fp32": False, "bare-trl-defaults": None}
+
+
+def demo_config(steps: int) -> RunConfig:
+    """The demo as `python -m workbench train` starts it, for `steps` steps, no held-out evaluation."""
+    return RunConfig.for_task("demo", device="cpu", max_steps=steps, save_steps=10_000, eval_strategy="no")
+
+
+def run_bare(config: RunConfig, precision: bool | None, workdir: Path) -> dict:
+    """bare_trl.py on `config`'s settings, under the launcher's allocator and threads; its peak RSS too."""
+    import subprocess
+
+    import psutil
+
+    settings = {name: getattr(config, name) for name in BARE_SETTINGS} | {"trl_bf16": precision}
+    process = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings),
+                                str(workdir)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               env={**commands.launch_env(config), "PYTHONPATH": str(ROOT)})
+    peak = 0
+    while process.poll() is None:
+        try:
+            peak = max(peak, psutil.Process(process.pid).memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        try:
+            process.wait(timeout=0.25)
+        except subprocess.TimeoutExpired:
+            pass
+    if process.returncode:
+        raise SystemExit(f"bare TRL failed with exit code {process.returncode}")
+    log = [json.loads(line) for line in (workdir / "log.jsonl").read_text().splitlines()]
+    return {"step_time": [m["step_time"] for m in log], "reward": [m["reward"] for m in log], "peak_rss": peak}
+
+
+def run_workbench(config: RunConfig, runs_dir: Path) -> dict:
+    result = run_and_watch(config, runs_dir, time_limit=3600)
+    if result["state"] != "finished":
+        raise SystemExit(f"workbench run {result['state']}: {result['error']}")
+    steps = [m for m in result["metrics"] if "step_time" in m]
+    return {"step_time": [m["step_time"] for m in steps], "reward": [m["reward"] for m in steps],
+            "peak_rss": result["peak_rss"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
+    parser.add_argument("--steps", type=int, default=8, help="optimizer steps per run (default 8)")
+    parser.add_argument("--runs", type=int, default=2, help="runs per row (default 2)")
+    args = parser.parse_args(argv)
+
+    results: dict[str, list[dict]] = {row: [] for row in args.rows}
+    with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
+        for round_index in range(args.runs):
+            order = args.rows if round_index % 2 == 0 else list(reversed(args.rows))
+            for row in order:
+                config = demo_config(args.steps).with_changes(**ROWS[row][1])
+                workdir = Path(tmp) / f"{row}-{round_index}"
+                result = (run_bare(config, BARE_PRECISION[row], workdir) if row in BARE_PRECISION
+                          else run_workbench(config, workdir))
+                results[row].append(result)
+                print(f"# {row} run {round_index + 1}: median step {statistics.median(result['step_time'][1:]):.2f} s, "
+                      f"mean reward {statistics.mean(result['reward']):.3f}", flush=True)
+
+    medians = {row: statistics.median([t for r in runs for t in r["step_time"][1:]]) for row, runs in results.items()}
+    bare = [medians[row] for row in BARE_PRECISION if row in medians]
+    baseline = min(bare) if bare else None
+    print(f"\nload average {os.getloadavg()[0]:.2f}; {args.steps} steps x {args.runs} runs per row; "
+          f"{os.cpu_count()} CPUs, {cpu_threads(1)} threads per run")
+    print(f"{'row':<20} {'median step':>12} {'x bare':>8} {'peak RSS':>9}  mean reward per run   what")
+    for row, runs in results.items():
+        ratio = f"{medians[row] / baseline:.2f}" if baseline else "-"
+        rewards = ", ".join(f"{statistics.mean(r['reward']):.3f}" for r in runs)
+        peak = max(r["peak_rss"] for r in runs) / GB
+        print(f"{row:<20} {medians[row]:>10.2f} s {ratio:>8} {peak:>7.2f} GB  {rewards:<20}  {ROWS[row][0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

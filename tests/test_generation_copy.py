@@ -1,0 +1,115 @@
+"""merged_generation: rounds sampled from a plain copy of the policy with the LoRA update merged in.
+
+The copy must be the policy: the same logits in float32 (bfloat16 within its rounding), refreshed once
+per step and following each update; and a real run that samples from the float32 copy draws exactly
+the completions a run sampling from the policy draws, with the same seed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import tiny_config
+
+from workbench.runstore import runfolder
+
+pytestmark = pytest.mark.slow  # every test loads the tiny model's weights
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model):
+    """The tiny model under PEFT LoRA with a non-zero update (B is zero when LoRA starts)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model),
+                           LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    randomise_lora_b(model)
+    return model
+
+
+def randomise_lora_b(model) -> None:
+    import torch
+
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.05)
+
+
+def logits_gap(policy, copy) -> tuple[float, float]:
+    """Largest |policy - copy| logit on a random batch, and the largest policy logit."""
+    import torch
+
+    tokens = torch.randint(0, 200, (2, 10), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours, theirs = policy(tokens).logits, copy.model(tokens).logits.float()
+    return (ours - theirs).abs().max().item(), ours.abs().max().item()
+
+
+def test_the_float32_copy_has_the_policys_logits_and_bfloat16_its_rounding(policy):
+    import torch
+
+    from workbench.trainer.generation_copy import GenerationCopy
+
+    exact = GenerationCopy(policy, torch.float32)
+    exact.sync(1)
+    gap, scale = logits_gap(policy, exact)
+    assert gap < 1e-5 * max(1.0, scale)
+    assert len(exact.merged) == 7 * policy.config.num_hidden_layers  # q k v o gate up down in every layer
+    half = GenerationCopy(policy, torch.bfloat16)
+    half.sync(1)
+    assert half.dtype == torch.bfloat16
+    gap, scale = logits_gap(policy, half)
+    assert 0 < gap < 0.05 * max(1.0, scale)
+
+
+def test_the_copy_is_refreshed_once_a_step_and_follows_the_update(policy):
+    import torch
+
+    from workbench.trainer.generation_copy import GenerationCopy
+
+    copy = GenerationCopy(policy, torch.float32)
+    copy.sync(3)
+    randomise_lora_b(policy)  # an optimizer step changed the adapter
+    copy.sync(3)  # the same step again: nothing is recomputed
+    assert logits_gap(policy, copy)[0] > 1e-3
+    copy.sync(4)
+    assert logits_gap(policy, copy)[0] < 1e-5 * max(1.0, logits_gap(policy, copy)[1])
+
+
+def test_swapped_in_puts_the_copy_where_trl_unwraps_and_restores_it(policy):
+    import torch
+
+    from workbench.trainer.generation_copy import GenerationCopy
+
+    class Trainer:  # the two attributes GenerationCopy.swapped_in reads and writes
+        model_wrapped = policy
+
+        class state:
+            global_step = 5
+
+    copy = GenerationCopy(policy, torch.float32)
+    with copy.swapped_in(Trainer) as model:
+        assert Trainer.model_wrapped is model is copy.model and copy.synced_step == 5
+    assert Trainer.model_wrapped is policy
+
+
+def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny_model, tmp_path):
+    """Two real 2-step runs, same seed: sampling from the copy changes nothing but where the tokens come from."""
+    from workbench.trainer.training import run_training
+
+    texts, metrics = {}, {}
+    for mode in ("no", "float32"):
+        run_dir = tmp_path / mode
+        cfg = tiny_config(task="reward_hacking", max_steps=2, merged_generation=mode, learning_rate=0.05,
+                          eval_strategy="no", save_steps=100)
+        assert run_training(cfg, run_dir) == 0
+        texts[mode] = [c["completion"] for c in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)]
+        metrics[mode] = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "reward" in m]
+    assert len(texts["no"]) == 8 and texts["float32"] == texts["no"]
+    # the second step sampled after an update (lr 0.05 moves the tiny model), from a copy synced to it
+    assert [m.get("merged_generation/sync_seconds") is not None for m in metrics["float32"]] == [True, True]
+    assert "merged_generation/sync_seconds" not in metrics["no"][0]
+    assert metrics["float32"][1]["loss"] == pytest.approx(metrics["no"][1]["loss"], abs=1e-5)
