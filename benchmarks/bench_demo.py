@@ -9,22 +9,25 @@ It starts `python -m workbench train` with nothing but a run folder of its own (
 bundled SmolLM2-135M-Instruct, its settings and its held-out evaluation) and, when it ends, reads the run
 folder and prints:
 
-- the total reward: mean of the first 5 steps, of the last 5, and the gain (goal: +0.3 or more);
-- the mean completion length in tokens (TRL's completions/mean_length), first 5 steps and last 5
-  (goal: the last at most half the first);
-- the held-out accuracy (eval.jsonl, greedy answers to the questions never trained on) at step 0 and at the
-  end (goal: no lower at the end), with the evaluations between, and the total reward of those answers (the
-  task's weighted sum): the same questions at every evaluation, so its rise is free of the per-step noise;
+- the total reward (goal: +0.3 or more) of the held-out questions' greedy answers (eval.jsonl, the task's
+  weighted sum) at step 0 and at the end: the same 16 questions at every evaluation, so the gain is the
+  model's, not the draw's; and, beside it, the training reward's mean over the first and the last 10 steps;
+- the mean completion length in tokens (TRL's completions/mean_length), first 10 steps and last 10
+  (goal: the last at most half the first), and the held-out answers' mean length at step 0 and at the end;
+- the held-out accuracy (greedy answers to the questions never trained on) at step 0 and at the end
+  (goal: no lower at the end), with the evaluations between;
 - the minutes from launch to the end of the run, and a few held-out answers at step 0 and at the end.
 
-Means over 5 steps, because one step trains on one question (batch 8, 8 completions of it), so a single
-step's reward says as much about the question as about the model. Timings depend on what else the machine
-runs: quote them with the machine's load.
+Training figures are means over 10 steps because a step trains on two questions (batch 8 of 4
+completions each), so one step's reward says as much about the questions drawn as about the model (a
+question the model does not know scores 0 whatever the length). Timings depend on what else the
+machine runs: quote them with the machine's load.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -38,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from workbench.runstore import runfolder  # noqa: E402
 from workbench.spec.config import RunConfig, reward_names_for, reward_weights_for  # noqa: E402
 
-WINDOW = 5
+WINDOW = 10
 
 
 def train(run_dir: Path, task: str | None, assignments: list[str]) -> float:
@@ -80,16 +83,19 @@ def report(found: dict, minutes: float | None) -> bool:
     """Print the figures and whether each goal is met; True when all three are."""
     (r0, r1), (l0, l1) = found["reward"], found["length"]
     curve = found["accuracy"]
-    goals = {"reward": r1 - r0 >= 0.3, "length": l1 <= l0 / 2, "held-out": curve[-1][1] >= curve[0][1]}
-    print(f"steps: {found['steps']}" + (f", {minutes:.1f} minutes from launch to exit" if minutes else ""))
-    print(f"total reward (mean of {WINDOW} steps): first {r0:.3f}, last {r1:.3f}, gain {r1 - r0:+.3f} "
-          f"({'meets' if goals['reward'] else 'misses'} +0.3)")
-    print(f"mean completion length (tokens): first {l0:.1f}, last {l1:.1f}, x{l1 / l0:.2f} "
-          f"({'meets' if goals['length'] else 'misses'} <= half)")
+    first, last = found["first_eval"], found["last_eval"]
+    gain = curve[-1][2] - curve[0][2]
+    goals = {"reward": gain >= 0.3, "length": l1 <= l0 / 2, "held-out": curve[-1][1] >= curve[0][1]}
+    print(f"steps: {found['steps']}" + (f", {minutes:.1f} minutes from launch to exit" if minutes else "")
+          + f" (load average {os.getloadavg()[0]:.1f})")
+    print("held-out total reward (same questions each time): " + ", ".join(f"step {s} {t:.3f}" for s, _, t in curve)
+          + f", gain {gain:+.3f} ({'meets' if goals['reward'] else 'misses'} +0.3)")
+    print(f"training reward (mean of {WINDOW} steps): first {r0:.3f}, last {r1:.3f}, gain {r1 - r0:+.3f}")
+    print(f"mean completion length (tokens, {WINDOW} steps): first {l0:.1f}, last {l1:.1f}, x{l1 / l0:.2f} "
+          f"({'meets' if goals['length'] else 'misses'} <= half); held-out answers {first['completion_length']:.1f} "
+          f"-> {last['completion_length']:.1f}")
     print("held-out accuracy: " + ", ".join(f"step {s} {a:.2f}" for s, a, _ in curve)
           + f" ({'meets' if goals['held-out'] else 'misses'} ends no lower than at step 0)")
-    print("held-out total reward (same questions each time): " + ", ".join(f"step {s} {t:.3f}" for s, _, t in curve)
-          + f", gain {curve[-1][2] - curve[0][2]:+.3f}")
     for label, record in (("step 0", found["first_eval"]), (f"step {found['last_eval']['step']}", found["last_eval"])):
         print(f"held-out answers at {label}:")
         for answer in record["prompts"][:6]:

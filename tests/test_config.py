@@ -204,7 +204,7 @@ def test_plan_for_default_is_one_prompt_per_step(cfg):
 
 
 def test_rewards_come_from_the_task_unless_named(cfg):
-    assert reward_names_for(cfg) == ["mentions_answer", "brief_if_correct"] and reward_weights_for(cfg) == [0.25, 0.75]
+    assert reward_names_for(cfg) == ["mentions_answer", "brief_if_correct"] and reward_weights_for(cfg) == [0.1, 0.9]
     arithmetic = cfg.with_changes(task="arithmetic")
     assert reward_names_for(arithmetic) == ["exact_answer", "format_answer_tag"]
     assert reward_weights_for(arithmetic) == [1.0, 0.5]

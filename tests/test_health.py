@@ -91,10 +91,25 @@ def test_loss_near_zero_blamed_on_equal_rewards_when_that_is_the_cause():
 
 
 def test_kl_spike_names_the_step_and_the_jump():
-    records = make_metrics(15, kl=lambda s: 0.4 if s == 12 else 0.02)
+    records = make_metrics(15, kl=lambda s: 0.8 if s in (12, 13) else 0.02)
     alarm = health.check_health(records)[0]
     assert (alarm.kind, alarm.step) == ("kl_spike", 12)
-    assert "0.4 from a median of 0.02" in alarm.message and "20x" in alarm.message
+    assert "0.8 from a median of 0.02" in alarm.message and "40x" in alarm.message
+    assert "still 0.8 at the next step" in alarm.message
+
+
+def test_a_kl_that_climbs_into_the_tenths_while_learning_is_no_spike():
+    """The demo's first steps: 0 to 0.2 as the answers get shorter, 5x the median but far from a jump."""
+    ramp = [0.0, 0.01, 0.02, 0.03, 0.04, 0.09, 0.04, 0.04, 0.22, 0.21, 0.15, 0.1]
+    assert "kl_spike" not in kinds(health.check_health(make_metrics(12, kl=lambda s: ramp[s - 1])))
+
+
+def test_one_high_kl_step_is_an_estimate_s_outlier_not_a_spike():
+    """The demo's step 35: k3 over the sampled tokens, one token far likelier under the reference."""
+    quiet = make_metrics(15, kl=lambda s: 13.3 if s == 12 else 0.2)
+    assert "kl_spike" not in kinds(health.check_health(quiet))
+    # the newest step alone high: not yet a spike, until the next step says whether it stayed
+    assert "kl_spike" not in kinds(health.check_health(make_metrics(15, kl=lambda s: 13.3 if s == 15 else 0.2)))
 
 
 @pytest.mark.parametrize(
@@ -107,7 +122,7 @@ def test_kl_without_a_spike_is_quiet(kl):
 
 
 def test_kl_spike_from_zero_baseline():
-    alarm = health.check_health(make_metrics(6, kl=lambda s: 0.3 if s == 6 else 0.0))[0]
+    alarm = health.check_health(make_metrics(6, kl=lambda s: 0.6 if s >= 5 else 0.0))[0]
     assert alarm.kind == "kl_spike" and "up from zero" in alarm.message
 
 
@@ -152,11 +167,12 @@ def kl_spike_by_the_definition(series):
     import statistics
 
     latest = None
-    for i in range(1, len(series)):
+    for i in range(1, len(series) - 1):
         step, value = series[i]
         baseline = statistics.median(v for _, v in series[max(0, i - health.KL_BASELINE_WINDOW):i])
-        if value > health.KL_SPIKE_FLOOR and value > health.KL_SPIKE_FACTOR * max(baseline, 1e-12):
-            latest = (step, value, baseline)
+        threshold = max(health.KL_SPIKE_FLOOR, health.KL_SPIKE_FACTOR * max(baseline, 1e-12))
+        if value > threshold and series[i + 1][1] > threshold:
+            latest = (step, value, baseline, series[i + 1][1])
     return latest
 
 
@@ -166,13 +182,16 @@ def test_the_kl_check_finds_the_spike_the_rule_defines(seed):
 
     rng = random.Random(seed)
     count = rng.choice([2, 5, 10, 11, 12, 40, 300])
-    series = [(step, abs(rng.gauss(0.03, 0.03)) * (8 if rng.random() < 0.05 else 1)) for step in range(1, count + 1)]
+    # around the floor, with runs of high steps (a spike needs two in a row)
+    high = [rng.random() < 0.15 for _ in range(count)]
+    series = [(step, abs(rng.gauss(0.3, 0.3)) * (8 if high[step - 1] or (step > 1 and high[step - 2]) else 1))
+              for step in range(1, count + 1)]
     assert health._latest_kl_spike(series) == kl_spike_by_the_definition(series)
 
 
 @pytest.mark.parametrize(
     "records",
-    [make_metrics(15, kl=lambda s: 0.4 if s == 12 else 0.02), make_metrics(6, beta=0, loss=0.0, frac_reward_zero_std=1.0),
+    [make_metrics(15, kl=lambda s: 0.8 if s >= 12 else 0.02), make_metrics(6, beta=0, loss=0.0, frac_reward_zero_std=1.0),
      make_metrics(9, **{"completions/mean_length": lambda s: 30.0 if s <= 3 else 1.2}),
      make_metrics(12, kl=lambda s: float("nan") if s == 4 else 0.02), make_metrics(2000, kl=lambda s: 0.9 if s == 1500 else 0.02),
      make_metrics(6, **{"completions/clipped_ratio": 1.0})],

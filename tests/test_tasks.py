@@ -31,10 +31,14 @@ def test_task_dataset_has_conversational_prompts_and_reward_columns(datasets_by_
 
 def test_demo_reproduces_the_measured_design(datasets_by_task):
     task = TASKS["demo"]
-    assert task.reward_names == ("mentions_answer", "brief_if_correct") and task.reward_weights == (0.25, 0.75)
+    assert task.reward_names == ("mentions_answer", "brief_if_correct") and task.reward_weights == (0.1, 0.9)
     assert task.correctness_reward == "mentions_answer"
     assert len(datasets_by_task["demo"]) == task.default_size == len(tasks.demo_questions()) - 16
-    assert task.settings["max_completion_length"] == 32 and task.settings["num_generations"] == 8
+    assert task.settings["max_completion_length"] == 32 and task.settings["num_generations"] == 4
+    assert (task.settings["learning_rate"], task.settings["max_steps"]) == (5e-4, 50)
+    # the lesson keeps the first demo's settings: one question a step at lr 1e-3, sampled at temperature 1.0
+    lesson = TASKS["reward_hacking"].settings
+    assert (lesson["num_generations"], lesson["learning_rate"], lesson["temperature"]) == (8, 1e-3, 1.0)
     # held out and evaluated from the first run: the questions after the training ones, all of them
     assert (task.settings["eval_strategy"], task.settings["eval_size"]) == ("steps", 16)
 
@@ -51,7 +55,7 @@ LONG_RIGHT = ("The capital of France is Paris, a city famous for the Eiffel Towe
 def test_demo_pays_for_right_answers_and_for_their_brevity():
     short_right, mid_right, long_right, short_wrong, empty = _score_task(
         "demo", ["Paris.", "The capital of France is Paris.", LONG_RIGHT, "Lyon.", ""], answers=[["Paris"]] * 5)
-    assert short_right > mid_right > long_right >= 0.25 > short_wrong == empty == 0.0
+    assert short_right > mid_right > long_right >= 0.1 > short_wrong == empty == 0.0
     assert short_right <= 1.0
 
 

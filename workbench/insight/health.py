@@ -55,9 +55,12 @@ NO_SIGNAL_FRACTION = 0.75
 LOSS_NEAR_ZERO = 1e-3
 # A KL spike: this many times the median KL of the steps before it ...
 KL_SPIKE_FACTOR = 5.0
-# ... and above this absolute value, because tiny early KLs (1e-4 -> 1e-3)
-# multiply by 10 without meaning anything.
-KL_SPIKE_FLOOR = 0.05
+# ... and above this absolute value (nats a token), because small KLs multiply
+# without meaning anything: early ones (1e-4 -> 1e-3), and those of a LoRA run
+# learning a new form of answer, which climb from 0 into the tenths as it learns
+# (the demo: 0.01 to 0.2 over its first 10 steps, 0.1 to 0.4 after). The
+# reward-hacking lesson's collapse reaches 1 to 18.
+KL_SPIKE_FLOOR = 0.5
 # How many earlier steps make the KL baseline (their median resists one outlier).
 KL_BASELINE_WINDOW = 10
 # Share of completions cut at max_completion_length, over the window. Above
@@ -233,38 +236,47 @@ def check_loss_near_zero(metrics, config=None) -> list[Alarm]:
     )]
 
 
-def _latest_kl_spike(series: list[tuple[int, float]]) -> tuple[int, float, float] | None:
-    """The last (step, value, baseline) whose KL is KL_SPIKE_FACTOR times the median of the steps before."""
+def _latest_kl_spike(series: list[tuple[int, float]]) -> tuple[int, float, float, float] | None:
+    """The last (step, value, baseline, next value) where KL rose KL_SPIKE_FACTOR times over the median of the
+    steps before and was still that high at the next logged step.
+
+    One high step alone is not a move of the policy: TRL's KL is the k3 estimate averaged over the sampled
+    tokens, and one sampled token the reference finds far likelier than the policy adds exp(gap) to it (a
+    demo step measured 13.3 among steps of 0.1 to 0.4, its answers ordinary). A policy that jumped stays
+    far at the next step, since one optimizer step later it is still close to where it jumped.
+    """
     values = _values(series)
     count = len(values)
-    if count < 2:
+    if count < 3:
         return None
     # the baseline of point i: the median of the (up to) KL_BASELINE_WINDOW points before it
     early = [statistics.median(values[:i].tolist()) for i in range(1, min(count, KL_BASELINE_WINDOW))]
     later = np.median(np.lib.stride_tricks.sliding_window_view(values[:-1], KL_BASELINE_WINDOW), axis=1) \
         if count > KL_BASELINE_WINDOW else np.empty(0)
-    baselines = np.concatenate([np.array(early, dtype="float64"), later])
-    spikes = np.flatnonzero((values[1:] > KL_SPIKE_FLOOR)
-                            & (values[1:] > KL_SPIKE_FACTOR * np.maximum(baselines, 1e-12)))
+    baselines = np.concatenate([np.array(early, dtype="float64"), later])  # baselines[i - 1] is point i's
+    threshold = np.maximum(KL_SPIKE_FLOOR, KL_SPIKE_FACTOR * np.maximum(baselines[:-1], 1e-12))
+    # point i (1 .. count - 2) and point i + 1 both above point i's threshold
+    spikes = np.flatnonzero((values[1:-1] > threshold) & (values[2:] > threshold))
     if not len(spikes):
         return None
     i = int(spikes[-1]) + 1
-    return series[i][0], series[i][1], float(baselines[i - 1])
+    return series[i][0], series[i][1], float(baselines[i - 1]), series[i + 1][1]
 
 
 def check_kl_spike(metrics, config=None) -> list[Alarm]:
     latest = _latest_kl_spike(metric_series(metrics, "kl"))
     if latest is None:
         return []
-    step, value, baseline = latest
+    step, value, baseline, after = latest
     ratio = value / baseline if baseline > 0 else math.inf
     times = f"{ratio:.0f}x" if math.isfinite(ratio) else "up from zero"
     return [Alarm(
         "warning", "KL spike",
         f"At step {step} the KL to the base model jumped to {value:.3g} from a median of {baseline:.3g} over "
-        f"the steps before ({times}). The policy moved far from the base model at once: often a learning rate "
-        f"too high for LoRA, or the model finding a shortcut the reward pays for. Read that step's completions; "
-        f"lower learning_rate or raise beta to hold the policy closer.",
+        f"the steps before ({times}), and it was still {after:.3g} at the next step. The policy moved far from "
+        f"the base model at once: often a learning rate too high for LoRA, or the model finding a shortcut the "
+        f"reward pays for. Read that step's completions; lower learning_rate or raise beta to hold the policy "
+        f"closer.",
         step, "kl_spike",
     )]
 

@@ -226,11 +226,15 @@ DEMO_PROBES = (
 )
 DEMO_HELD_OUT = 16  # the last questions of the shuffle: held-out evaluation's prompts, never trained on
 DEMO_TRAINED = len(demo_questions()) - DEMO_HELD_OUT
-# the measured CPU demo (benchmarks/bench_demo.py): LoRA r=16, lr 1e-3, batch 8, G=8 (one question a step);
-# 32 completion tokens cut the long first answers early, so a step is quick and a long answer earns no brevity
-DEMO_SETTINGS = {"learning_rate": 1e-3, "per_device_train_batch_size": 8, "num_generations": 8,
+# the measured CPU demo (benchmarks/bench_demo.py): LoRA r=16, batch 8 of G=4 (two questions a step, so a
+# step's reward depends less on the question drawn), lr 5e-4 for 50 steps (1e-3 shortened the answers
+# faster, then lost right ones); 32 completion tokens cut the long first answers early, so a step is quick
+DEMO_SETTINGS = {"learning_rate": 5e-4, "per_device_train_batch_size": 8, "num_generations": 4, "max_steps": 50,
                  "max_completion_length": 32, "temperature": 0.7,
                  "eval_strategy": "steps", "eval_steps": 10, "eval_size": DEMO_HELD_OUT}
+# the lesson keeps the first demo's settings (one question a step, lr 1e-3, 30 steps) and samples at 1.0
+REWARD_HACKING_SETTINGS = {**DEMO_SETTINGS, "learning_rate": 1e-3, "num_generations": 8, "max_steps": 30,
+                           "temperature": 1.0}
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -241,16 +245,17 @@ TASKS: dict[str, Task] = {
             description=(
                 "Short factual questions, each with its accepted answers (\"Paris\"; \"24\" or \"twenty-four\"). "
                 "Rewards: mentions_answer (1.0 when an accepted answer is in the reply as a word or number) and "
-                "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.25 and 0.75: a right "
-                "answer earns 0.25 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
-                "answers about three in four right at first, at length; within about ten steps it answers in one short "
-                "sentence (\"A year has 12 months.\"), about half as long. "
+                "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.1 and 0.9: a right "
+                "answer earns 0.1 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
+                "answers about three in four right at first, at length; over the 50 steps (about five minutes on a "
+                "2-core CPU) its answers shrink to a short sentence or a word (\"Jane Austen.\", \"H2O\"), under half "
+                "as long, and the held-out questions are answered right as often or more. "
                 f"{DEMO_HELD_OUT} of the questions are held out and evaluated at step 0, every 10 steps and at the end."
             ),
             reward_names=("mentions_answer", "brief_if_correct"),
-            # correct x (0.25 + 0.75 x brevity): a long right answer (0.25) still beats a short wrong one (0),
+            # correct x (0.1 + 0.9 x brevity): a long right answer (0.1) still beats a short wrong one (0),
             # and most of the reward is in getting shorter, which the model can learn in a few minutes
-            reward_weights=(0.25, 0.75),
+            reward_weights=(0.1, 0.9),
             probe_prompts=DEMO_PROBES,
             build_rows=build_demo_rows,
             default_size=DEMO_TRAINED,  # the rest of data/demo_questions.tsv is held out
@@ -351,8 +356,8 @@ TASKS: dict[str, Task] = {
             build_rows=build_demo_rows,
             default_size=DEMO_TRAINED,
             correctness_reward="mentions_answer",
-            # the earlier demo's settings (sampling at temperature 1.0), with the demo's held-out evaluation
-            settings={**DEMO_SETTINGS, "temperature": 1.0},
+            # the earlier demo's settings, with the demo's held-out evaluation
+            settings=REWARD_HACKING_SETTINGS,
         ),
     )
 }
