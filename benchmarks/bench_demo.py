@@ -4,6 +4,7 @@
     python benchmarks/bench_demo.py --task reward_hacking  # the lesson task, for contrast
     python benchmarks/bench_demo.py --read RUN_DIR         # measure a run already made
     python benchmarks/bench_demo.py --set learning_rate=2e-3 --keep runs/try  # a variant, kept
+    python benchmarks/bench_demo.py --read RUN_DIR --screenshot   # and the README's picture of it (Chromium)
 
 It starts `python -m workbench train` with nothing but a run folder of its own (the demo task's defaults: the
 bundled SmolLM2-135M-Instruct, its settings and its held-out evaluation) and, when it ends, reads the run
@@ -104,6 +105,34 @@ def report(found: dict, minutes: float | None) -> bool:
     return all(goals.values())
 
 
+def screenshot(run_dir: Path, name: str = "demo_run.png") -> Path:
+    """The Train tab showing `run_dir` (the dashboard on a runs folder holding only a copy of it), saved in assets/."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' app server and Chromium settings
+    from browser_fixtures import CHROMIUM, CHROMIUM_ARGS, FIRST_LOAD_TIMEOUT_MS, UI, start_app
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="bench-demo-shot-") as folder:
+        runs = Path(folder) / "runs"
+        shutil.copytree(run_dir, runs / run_dir.name)
+        server = start_app(runs, log_dir=Path(folder))
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+                page = browser.new_context(viewport={"width": 1280, "height": 1100}).new_page()
+                page.set_default_timeout(FIRST_LOAD_TIMEOUT_MS)
+                ui = UI(page, server)
+                ui.open("Train")
+                page.wait_for_function("() => document.querySelector('#wb-plot-held-out .js-plotly-plot')")
+                ui.settle()
+                path = ui.screenshot(name)
+                browser.close()
+        finally:
+            server.stop()
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--read", type=Path, help="measure this finished run folder instead of training")
@@ -111,13 +140,19 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change a setting of the run, as `workbench train --set` (to try a variant)")
     parser.add_argument("--keep", type=Path, help="write the run to this new folder and keep it")
+    parser.add_argument("--screenshot", action="store_true",
+                        help="then save the Train tab showing the run as assets/demo_run.png (needs Chromium)")
     args = parser.parse_args()
     if args.read:
-        return 0 if report(measure(args.read), None) else 1
+        met = report(measure(args.read), None)
+        print(f"screenshot: {screenshot(args.read)}" if args.screenshot else "", end="")
+        return 0 if met else 1
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as folder:
         run_dir = args.keep or Path(folder) / "run"
         minutes = train(run_dir, args.task, args.set)
-        return 0 if report(measure(run_dir), minutes) else 1
+        met = report(measure(run_dir), minutes)
+        print(f"screenshot: {screenshot(run_dir)}" if args.screenshot else "", end="")
+        return 0 if met else 1
 
 
 if __name__ == "__main__":

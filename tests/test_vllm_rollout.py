@@ -134,7 +134,8 @@ def live_run(tmp_path_factory):
     """A long run with its own server, past its first checkpoint: the served-adapter test asks its server (the
     trainer paused), then the killed-server test ends it. One server start serves both."""
     runs = tmp_path_factory.mktemp("live") / "runs"
-    run_id = launcher.start(small_config(max_steps=50, save_steps=1), runs)
+    # every checkpoint kept: checkpoint-1 is read by the first test and must outlive the steps until the second
+    run_id = launcher.start(small_config(max_steps=50, save_steps=1, save_total_limit=None), runs)
     run_dir = runs / run_id
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while not (run_dir / "checkpoint-1" / "trainer_state.json").is_file():  # written last in a checkpoint
