@@ -10,11 +10,13 @@ same questions in the same order. Rows:
 - `bare-fp32`: benchmarks/bare_trl.py, TRL and PEFT alone in float32 (the workbench's CPU default precision);
 - `bare-trl-defaults`: the same script with GRPOConfig's own precision default, bf16 autocast over float32
   weights wherever torch supports bf16, this CPU included: what a user who writes no precision gets;
-- `workbench`: `python -m workbench train` on today's defaults (float32);
+- `workbench`: `python -m workbench train` sampling from the policy itself, as bare TRL does
+  (`merged_generation=no`; float32);
 - `bf16`: the workbench's `bf16=true`, which loads the weights in bfloat16 (PEFT keeps the LoRA weights
   and so AdamW in float32) and turns on TRL's bf16 autocast: the field's own meaning, not TRL's;
 - `merged-fp32`, `merged-bf16`: `merged_generation`, each round sampled from a plain copy of the policy with
-  the LoRA update merged in (workbench/trainer/generation_copy.py), in float32 or bfloat16;
+  the LoRA update merged in (workbench/trainer/generation_copy.py), in float32 (the CPU default, `auto`)
+  or bfloat16;
 - `bf16+merged-bf16`: the two together.
 
 For each row it prints the median `step_time` (TRL's, first step left out: it pays one-off costs), that
@@ -50,10 +52,10 @@ GB = 2**30
 ROWS = {
     "bare-fp32": ("bare TRL, float32", {}),
     "bare-trl-defaults": ("bare TRL, GRPOConfig's default precision (bf16 autocast)", {}),
-    "workbench": ("workbench defaults", {}),
-    "bf16": ("workbench, bf16=true (bf16 weights, fp32 LoRA)", {"bf16": True}),
-    "merged-fp32": ("workbench, rounds sampled from a merged float32 copy", {"merged_generation": "float32"}),
-    "merged-bf16": ("workbench, rounds sampled from a merged bfloat16 copy", {"merged_generation": "bfloat16"}),
+    "workbench": ("workbench, sampling from the policy (merged_generation=no)", {"merged_generation": "no"}),
+    "bf16": ("workbench, bf16=true (bf16 weights, fp32 LoRA)", {"bf16": True, "merged_generation": "no"}),
+    "merged-fp32": ("workbench defaults: a merged float32 copy samples", {"merged_generation": "float32"}),
+    "merged-bf16": ("workbench, a merged bfloat16 copy samples", {"merged_generation": "bfloat16"}),
     "bf16+merged-bf16": ("both: bf16 weights, merged bfloat16 copy", {"bf16": True, "merged_generation": "bfloat16"}),
 }
 BARE_PRECISION = {"bare-fp32": False, "bare-trl-defaults": None}

@@ -176,8 +176,13 @@ def test_estimate_for_run_config_uses_its_fields(smollm2):
     config = RunConfig()
     result = memory.estimate_for_config(config, smollm2, max_prompt_length=40)
     direct = estimate(smollm2, per_device_train_batch_size=config.per_device_train_batch_size,
-                      max_completion_length=config.max_completion_length, lora_r=config.lora_r)
+                      max_completion_length=config.max_completion_length, lora_r=config.lora_r,
+                      merged_copy_dtype_bytes=4)  # merged_generation=auto on a CPU: a float32 copy
     assert result.total_bytes == direct.total_bytes
+    # sampling from the policy itself: no copy, one weights term less
+    bare = memory.estimate_for_config(config.with_changes(merged_generation="no"), smollm2, max_prompt_length=40)
+    copy = next(t for t in result.terms if t.name == "merged copy")
+    assert result.total_bytes - bare.total_bytes == copy.bytes == next(t for t in result.terms if t.name == "weights").bytes
 
 
 # ---------------------------------------------------------------- against the real thing

@@ -40,7 +40,7 @@ DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
 SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
 EVAL_STRATEGIES = ("no", "steps")
-MERGED_GENERATION = ("no", "float32", "bfloat16")
+MERGED_GENERATION = ("auto", "no", "float32", "bfloat16")
 
 
 def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
@@ -289,14 +289,17 @@ class RunConfig:
     seed: int = setting(42, "Random seed for sampling and initialisation.")
     bf16: bool = setting(
         False,
-        "Train in bfloat16. Faster on recent GPUs; on CPU float32 is faster, so leave it off there.",
+        "Train in bfloat16 (the weights loaded in bfloat16, LoRA kept in float32 by PEFT, and TRL's bf16 autocast). "
+        "Faster on recent GPUs; on a CPU without AMX float32 was faster (benchmarks/bench_speed.py), so leave it "
+        "off there.",
     )
     merged_generation: str = setting(
-        "no",
+        "auto",
         "With generation=transformers: sample each round from a plain copy of the policy with the LoRA update "
-        "merged in (refreshed once a step), in float32 or bfloat16, instead of through PEFT's LoRA layers. "
-        "Faster decoding on CPU; training and every log-probability still use the policy. no: sample from "
-        "the policy itself (bare TRL's way).",
+        "merged in (refreshed once a step), in float32 or bfloat16, instead of through PEFT's LoRA layers; "
+        "training and every log-probability still use the policy. no: sample from the policy itself (bare "
+        "TRL's way). auto: float32 on a CPU (measured faster, the same completions), no elsewhere "
+        "(workbench/spec/speed.py).",
     )
     gradient_checkpointing: bool = setting(
         False,

@@ -39,8 +39,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from workbench.errors import WorkbenchError
+from workbench.spec.speed import resolve_merged_generation
 
 GIB = 2**30
+# bytes per weight of merged_generation's copy, by what it resolved to
+MERGED_COPY_BYTES = {"no": 0, "float32": 4, "bfloat16": 2}
 MIB = 2**20
 
 # Resident memory of a CPU Python process once torch, transformers, peft and
@@ -285,6 +288,7 @@ def estimate_memory(
     device_total_bytes: int | None = None,
     reward_model: Any = None,
     reward_model_dtype_bytes: int | None = None,
+    merged_copy_dtype_bytes: int = 0,
 ) -> MemoryEstimate:
     """Peak memory of one training process of a LoRA GRPO run, term by term.
 
@@ -296,6 +300,7 @@ def estimate_memory(
     `max_prompt_length` is the longest prompt in tokens (after the chat template).
     `dtype_bytes`: 4 for float32 (CPU), 2 for bf16/fp16.
     `device`: "cpu" or "cuda". `device_total_bytes` is the GPU's memory, used for vLLM's share.
+    `merged_copy_dtype_bytes`: bytes per weight of merged_generation's plain copy (4, 2), 0 for none.
     """
     shape = _as_shape(model)
     batch = _positive("per_device_train_batch_size", per_device_train_batch_size)
@@ -331,6 +336,10 @@ def estimate_memory(
         add("runtime", CUDA_CONTEXT_BYTES, "always", "CUDA context and cuBLAS workspaces")
     add("weights", shape.parameter_count() * dtype_bytes, "always",
         f"{shape.parameter_count() / 1e6:.0f}M parameters x {dtype_bytes} bytes")
+    if merged_copy_dtype_bytes:
+        add("merged copy", shape.parameter_count() * merged_copy_dtype_bytes, "always",
+            f"merged_generation's plain copy of the weights the rounds are sampled from "
+            f"({merged_copy_dtype_bytes} bytes each)")
     add("lora", lora_params * LORA_BYTES_PER_PARAM, "always",
         f"{lora_params / 1e6:.2f}M LoRA parameters (r={rank}, {len(targets)} layers each): float32 weight, "
         f"gradient and two AdamW moments")
@@ -442,6 +451,9 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         vllm_mode="server" if get("generation") == "trl-server" else "colocate",
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
+        merged_copy_dtype_bytes=MERGED_COPY_BYTES[resolve_merged_generation(
+            get("merged_generation", "auto"), get("generation", "transformers"), device == "cpu",
+            get("distributed_backend", "ddp")).value],
     )
     if note:
         estimate.notes.append(note)

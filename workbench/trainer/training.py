@@ -40,6 +40,7 @@ from workbench.spec.trl_settings import grpo_settings
 from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
+from workbench.spec.speed import resolve_merged_generation
 from workbench.trainer import gpu_metrics, vllm_rollout
 from workbench.trainer.recorder import (
     StatusWriter,
@@ -355,10 +356,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         gpu_metrics.attach(trainer, cfg.generation)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
         trainer.reward_weights_list = trl_reward_weights(cfg)
-        if cfg.merged_generation != "no" and cfg.generation == "transformers":
-            import torch
-
-            trainer.generation_copy = GenerationCopy(trainer.model, getattr(torch, cfg.merged_generation))
+        status.set(merged_generation=attach_generation_copy(trainer, cfg))
         if cfg.record_tokens:
             trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
                                                  trainer.num_generations)
@@ -404,6 +402,19 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         status.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
+
+
+def attach_generation_copy(trainer, cfg: RunConfig) -> str:
+    """Give the trainer the plain merged copy `merged_generation` asks for on this device; returns what it
+    resolved to ("no", "float32" or "bfloat16"), which the run's status records."""
+    import torch
+
+    merged = resolve_merged_generation(cfg.merged_generation, cfg.generation,
+                                       runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
+                                       cfg.distributed_backend)
+    if merged.value != "no":
+        trainer.generation_copy = GenerationCopy(trainer.model, getattr(torch, merged.value))
+    return merged.value
 
 
 def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:

@@ -20,9 +20,10 @@ from workbench.errors import WorkbenchError
 from workbench.spec.chat import prompt_text, transcript_text
 from workbench.spec.columns import DataPreview
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type, plan_for
-from workbench.spec.hardware import GpuInfo
+from workbench.spec.hardware import GpuInfo, runs_on_cpu
 from workbench.spec.recipes import RECIPES, VARIANT_FIELDS
 from workbench.spec.rewards import REWARDS, describe_rewards, describe_trl_rewards
+from workbench.spec.speed import speed_notes
 from workbench.spec.trl_rewards import TRL_REWARDS
 from workbench.ui.calculator_view import PlanView
 
@@ -34,6 +35,7 @@ OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta"
                     "top_entropy_quantile", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "record_tokens", "save_steps", "save_total_limit", "seed", "bf16",
+              "merged_generation",
               "gradient_checkpointing", "report_to", "eval_strategy", "eval_steps", "eval_size", "eval_pass_k")
 # How rewards are scored besides which: TRL rewards' parameters, failures, a reward model.
 REWARD_FIELDS = ("reward_params", "reward_errors", "reward_failure_score", "reward_model", "reward_model_weight")
@@ -219,8 +221,8 @@ def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> list[str]
         notes.append("beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
                      + ("With one iteration the grpo loss is ~0 by construction (advantages sum to zero per group)."
                         if cfg.loss_type == "grpo" and cfg.num_iterations == 1 else ""))
-    if cfg.device == "cpu" and cfg.bf16:
-        notes.append("bf16 on a CPU is slower than float32 here; leave it off unless memory is short.")
+    notes += speed_notes(cfg.merged_generation, cfg.generation, cfg.bf16,
+                         runs_on_cpu(cfg.device, gpus_present=bool(gpus)), cfg.distributed_backend)
     if cfg.learning_rate < 1e-5:
         notes.append(f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 to 1e-3.")
     return [n.strip() for n in notes]

@@ -1,0 +1,66 @@
+"""The speed settings a run gets on the machine it trains on, and why: pure rules over measured figures.
+
+`merged_generation="auto"` (the default) resolves here, when the training process starts and in the Setup
+tab's notes, so a config says "auto" and the run and the page say what it became. The rules follow what
+benchmarks/bench_speed.py measured (the demo on a 2-core Xeon with avx512_bf16 and no AMX, 8 steps, two
+runs per row; figures in MEASURED): on a CPU, sampling from a merged float32 copy of the policy is faster
+and draws exactly the policy's completions; a bfloat16 copy was no faster there and changes the draws, and
+bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower. On a GPU nothing has been
+measured, so a run there keeps bare TRL's way; with vLLM the rounds are sampled by the server anyway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# median step time (s) per bench_speed.py row, demo task, bundled model, CPU, 8 steps x 2 runs
+MEASURED = {
+    "bare TRL float32": 5.64,
+    "bare TRL default precision (bf16 autocast)": 7.29,
+    "workbench, sampling from the policy": 5.72,
+    "workbench, merged float32 copy": 5.21,
+    "workbench, merged bfloat16 copy": 5.24,
+    "workbench, bf16 weights": 7.48,
+}
+
+
+@dataclass(frozen=True)
+class SpeedChoice:
+    """One setting as the run will use it, and the reason in plain words."""
+
+    field: str
+    value: str
+    why: str
+
+
+def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
+                              distributed_backend: str = "ddp") -> SpeedChoice:
+    """What `merged_generation=setting` means for a run with this generation backend, on this device."""
+    if generation != "transformers":
+        return SpeedChoice("merged_generation", "no", f"generation={generation}: the vLLM server samples the rounds")
+    if distributed_backend != "ddp":
+        # sharded weights: no process holds the whole model to copy
+        return SpeedChoice("merged_generation", "no", f"distributed_backend={distributed_backend}: the weights are "
+                                                      f"sharded, so sampling stays TRL's")
+    if setting != "auto":
+        return SpeedChoice("merged_generation", setting, "set in the config")
+    if not on_cpu:
+        return SpeedChoice("merged_generation", "no", "on a GPU: not measured yet, so sampling stays bare TRL's")
+    merged, bare = MEASURED["workbench, merged float32 copy"], MEASURED["workbench, sampling from the policy"]
+    return SpeedChoice(
+        "merged_generation", "float32",
+        f"on a CPU, rounds are sampled from a float32 copy with the LoRA update merged in: the same completions, "
+        f"no LoRA layers per token (demo step {merged:.2f} s instead of {bare:.2f} s in benchmarks/bench_speed.py)")
+
+
+def speed_notes(merged_generation: str, generation: str, bf16: bool, on_cpu: bool,
+                distributed_backend: str = "ddp") -> list[str]:
+    """The Setup tab's lines on speed for this machine."""
+    choice = resolve_merged_generation(merged_generation, generation, on_cpu, distributed_backend)
+    notes = [f"Speed: merged_generation={merged_generation}"
+             + (f" -> {choice.value}" if choice.value != merged_generation else "") + f" ({choice.why})."]
+    if on_cpu and bf16:
+        notes.append(f"bf16 on this CPU made the demo's step slower ({MEASURED['workbench, bf16 weights']:.2f} s "
+                     f"against {MEASURED['workbench, sampling from the policy']:.2f} s in float32, "
+                     f"benchmarks/bench_speed.py); leave it off unless memory is short.")
+    return notes
