@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# median step time (s) per bench_speed.py row, demo task, bundled model, CPU, 8 steps x 2 runs
+# median step time (s) per bench_speed.py row, demo task, bundled model, CPU, 8 steps x 2 runs (the first
+# three rows from `--rows bare-fp32 workbench merged-fp32`, the others from a run of every row)
 MEASURED = {
-    "bare TRL float32": 5.64,
-    "bare TRL default precision (bf16 autocast)": 7.29,
-    "workbench, sampling from the policy": 5.72,
-    "workbench, merged float32 copy": 5.21,
-    "workbench, merged bfloat16 copy": 5.24,
+    "bare TRL float32": 5.66,
+    "bare TRL default precision (bf16 autocast)": 7.31,
+    "workbench, sampling from the policy": 5.80,
+    "workbench, merged float32 copy": 5.32,
+    "workbench, merged bfloat16 copy": 5.30,
     "workbench, bf16 weights": 7.48,
 }
 
