@@ -120,7 +120,7 @@ def screenshot(run_dir: Path, name: str = "demo_run.png") -> Path:
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-                page = browser.new_context(viewport={"width": 1280, "height": 1100}).new_page()
+                page = browser.new_context(viewport={"width": 1280, "height": 1500}).new_page()
                 page.set_default_timeout(FIRST_LOAD_TIMEOUT_MS)
                 ui = UI(page, server)
                 ui.open("Train")
