@@ -451,9 +451,10 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         vllm_mode="server" if get("generation") == "trl-server" else "colocate",
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
-        merged_copy_dtype_bytes=MERGED_COPY_BYTES[resolve_merged_generation(
+        # a value check_config refuses (the Setup tab estimates before it checks) counts no copy
+        merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(resolve_merged_generation(
             get("merged_generation", "auto"), get("generation", "transformers"), device == "cpu",
-            get("distributed_backend", "ddp")).value],
+            get("distributed_backend", "ddp")).value, 0),
     )
     if note:
         estimate.notes.append(note)
