@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     bare = [medians[row] for row in BARE_PRECISION if row in medians]
     baseline = min(bare) if bare else None
     print(f"\nload average {os.getloadavg()[0]:.2f}; {args.steps} steps x {args.runs} runs per row; "
-          f"{os.cpu_count()} CPUs, {cpu_threads(1)} threads per run")
+          f"{os.cpu_count()} CPUs, {os.environ.get('OMP_NUM_THREADS') or cpu_threads(1)} threads per run")
     print(f"{'row':<20} {'median step':>12} {'x bare':>8} {'peak RSS':>9}  mean reward per run   what")
     for row, runs in results.items():
         ratio = f"{medians[row] / baseline:.2f}" if baseline else "-"
