@@ -219,3 +219,19 @@ def test_completions_a_reward_could_not_score_are_counted_and_shown_with_their_e
     html = render_groups_html([group])
     assert "format could not score 2 of 4 completions" in html
     assert 'title="format: ValueError: &lt;no tag&gt;"' in html  # the error, escaped, on the card's badge
+
+
+def test_cards_show_each_rewards_weight_in_the_total_when_the_config_gives_them():
+    from workbench.insight.group_cards import render_groups_html
+    from workbench.spec.config import RunConfig, reward_weight_map
+
+    weights = reward_weight_map(RunConfig.for_task("demo").to_dict())
+    assert weights == {"mentions_answer": 0.1, "brief_if_correct": 0.9}
+    records = make_round(1, [[1.0, 0.0, 0.0, 1.0]], funcs=("mentions_answer", "brief_if_correct"))
+    [group] = groups.groups_for_step(records, 1)
+    html = render_groups_html([group], weights=weights)
+    assert html.count('<span class="wb-weight" title="its weight in the total">x0.1</span>') == 4
+    assert html.count(">x0.9</span>") == 4
+    assert "wb-weight\"" not in render_groups_html([group])  # no config, no weights
+    # a config.json this version cannot read (a field it does not know): scores without weights
+    assert reward_weight_map({"reward_names": ["brevity"], "field_from_the_future": 1}) == {}

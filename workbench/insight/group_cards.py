@@ -58,6 +58,7 @@ STYLE = f"""
 .wb-scores td:first-child {{ overflow-wrap: anywhere; color: #4b5563; }}
 .wb-scores td:last-child {{ text-align: right; padding-left: 8px; white-space: nowrap; }}
 .wb-scores tr.wb-total td {{ font-weight: 600; color: #1f2937; }}
+.wb-weight {{ color: #6b7280; font-size: 11px; }}
 .wb-advantage {{ font-weight: 700; font-variant-numeric: tabular-nums; }}
 .wb-advantage.wb-positive {{ color: #15803d; }}
 .wb-advantage.wb-negative {{ color: #b91c1c; }}
@@ -79,8 +80,10 @@ def _sign_class(value: float, is_zero: bool) -> str:
     return "wb-positive" if value > 0 else "wb-negative"
 
 
-def render_card(item, group_size: int, tokens_html: str = "") -> str:
-    """One completion: text, scores, total, advantage, arithmetic, badges (and its token view, when recorded)."""
+def render_card(item, group_size: int, tokens_html: str = "", weights: Mapping | None = None) -> str:
+    """One completion: text, scores (each with its weight in the total, when `weights` has it), total,
+    advantage, arithmetic, badges (and its token view, when recorded)."""
+    weights = weights or {}
     sign = _sign_class(item.advantage, item.zero_advantage)
     badges = []
     if item.truncated:
@@ -94,8 +97,10 @@ def render_card(item, group_size: int, tokens_html: str = "") -> str:
     for name, error in item.reward_errors.items():
         badges.append(f'<span class="wb-badge wb-badge-unscored" title="{escape(name)}: {escape(error)}">'
                       f"{escape(name)} could not score</span>")
-    rows = "".join(f"<tr><td>{escape(name)}{' (failed)' if name in item.reward_errors else ''}</td>"
-                   f"<td>{format_number(score)}</td></tr>" for name, score in item.rewards.items())
+    rows = "".join(f"<tr><td>{escape(name)}{' (failed)' if name in item.reward_errors else ''}"
+                   + (f' <span class="wb-weight" title="its weight in the total">x{weights[name]:g}</span>'
+                      if name in weights else "")
+                   + f"</td><td>{format_number(score)}</td></tr>" for name, score in item.rewards.items())
     rows += f'<tr class="wb-total"><td>total</td><td>{format_number(item.reward)}</td></tr>'
     return (
         f'<div class="wb-card {sign}">'
@@ -108,7 +113,8 @@ def render_card(item, group_size: int, tokens_html: str = "") -> str:
     )
 
 
-def render_group(group: GroupView, position: int, count: int, token_views: Mapping | None = None) -> str:
+def render_group(group: GroupView, position: int, count: int, token_views: Mapping | None = None,
+                 weights: Mapping | None = None) -> str:
     """One prompt: its header with the group's statistics, notes, then the cards.
 
     `token_views`: (group, position in the group) -> the HTML of that completion's token view."""
@@ -122,7 +128,8 @@ def render_group(group: GroupView, position: int, count: int, token_views: Mappi
         unscored[-1] += " (they got reward_failure_score; hover a red badge for the error)"
     notes = "".join(f'<div class="wb-note">{escape(note)}</div>' for note in [*group.notes, *unscored])
     views = token_views or {}
-    cards = "".join(render_card(item, size, views.get((group.group, item.index), "")) for item in group.completions)
+    cards = "".join(render_card(item, size, views.get((group.group, item.index), ""), weights)
+                    for item in group.completions)
     return (
         f'<section class="wb-group">'
         f'<div class="wb-group-head"><span class="wb-group-label">Prompt {position} of {count}</span>'
@@ -140,12 +147,13 @@ def render_empty_html(message: str = "No completions yet: the first group appear
 
 
 def render_groups_html(groups: Iterable[GroupView], title: str | None = None, token_views: Mapping | None = None,
-                       header: str = "") -> str:
+                       header: str = "", weights: Mapping | None = None) -> str:
     """All groups of a step as one HTML fragment (style included); `token_views` as for `render_group`, `header`
-    HTML shown above the groups (the step's token summary)."""
+    HTML shown above the groups (the step's token summary), `weights` each reward's weight in the total."""
     groups = list(groups)
     if not groups:
         return render_empty_html()
     heading = title if title is not None else f"Step {groups[0].step}"
-    body = "".join(render_group(group, i, len(groups), token_views) for i, group in enumerate(groups, start=1))
+    body = "".join(render_group(group, i, len(groups), token_views, weights)
+                   for i, group in enumerate(groups, start=1))
     return f'{STYLE}<div class="wb-groups"><div class="wb-step-title">{escape(heading)}</div>{header}{body}</div>'

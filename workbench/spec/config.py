@@ -857,6 +857,17 @@ def reward_names_for(cfg: RunConfig) -> list[str]:
     return list(task.reward_names) if task else []
 
 
+def reward_weight_map(config: dict) -> dict[str, float]:
+    """Each reward's weight in the total, from a run folder's config.json; empty when it does not read as a
+    RunConfig (a folder written by another version, or damaged): the cards then show scores without weights."""
+    try:
+        cfg = RunConfig.from_dict(dict(config))
+        names, weights = reward_names_for(cfg), reward_weights_for(cfg)
+    except (ConfigError, TypeError, ValueError):
+        return {}
+    return dict(zip(names, weights)) if len(names) == len(weights) else {}
+
+
 def reward_weights_for(cfg: RunConfig) -> list[float]:
     """One weight per reward: the config's, else the task's (when its rewards are used), else all 1."""
     if cfg.reward_weights:

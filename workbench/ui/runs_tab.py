@@ -34,6 +34,7 @@ from workbench.insight import evaluation, figures, follow
 from workbench.insight.groups import groups_for_step
 from workbench.runstore import file_cache, runfolder
 from workbench.jobs import launcher, run_list
+from workbench.spec.config import reward_weight_map
 from workbench.ui import merge_panel, run_access, run_reports, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
@@ -244,7 +245,8 @@ class RunsTab:
         groups = groups_for_step(records, step, config.get("scale_rewards"), config.get("num_generations"))
         low = steps[0] if len(steps) > 1 else steps[0] - 1
         return {ui.step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
-                ui.completions: render_groups_html(groups, f"{run_id} · step {step} of {steps[-1]}")}
+                ui.completions: render_groups_html(groups, f"{run_id} · step {step} of {steps[-1]}",
+                                                   weights=reward_weight_map(config))}
 
     def refresh(self, viewer: Viewer, rows: list, selected: list[str], run_id: str | None, metric_name: str,
                 smooth: float, overlaid: dict, force: bool = False):

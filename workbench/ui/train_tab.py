@@ -47,6 +47,7 @@ from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
 from workbench.runstore import runfolder
 from workbench.spec.chat import transcript_text
+from workbench.spec.config import reward_weight_map
 from workbench.ui import paths_view, run_access, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html, step_token_views
 from workbench.ui.context import UIContext
@@ -355,7 +356,7 @@ class TrainTab:
             prompts = {index: transcript_text(record.get("prompt")) for index, record in enumerate(records)}
             earlier = tokens.earlier_of_round(run_dir, round_tokens, prompts) if round_tokens else {}
             views, header = step_token_views(round_tokens, size, step, page="train", earlier=earlier)
-            return render_groups_html(groups, title, views, header)
+            return render_groups_html(groups, title, views, header, reward_weight_map(watch.config))
 
         # A slider needs two ends; with one step so far it spans step-1..step.
         low = steps[0] if len(steps) > 1 else steps[0] - 1
