@@ -29,7 +29,6 @@ quiet machine gives figures to quote: quote the load average with them.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -40,10 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_training import run_and_watch  # noqa: E402  (same folder)
-from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402
+from bench_training import run_and_watch, run_bare_trl  # noqa: E402  (same folder)
 
-from workbench.jobs import commands  # noqa: E402
 from workbench.spec.hardware import cpu_threads  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
@@ -67,29 +64,10 @@ def demo_config(steps: int) -> RunConfig:
 
 
 def run_bare(config: RunConfig, precision: bool | None, workdir: Path) -> dict:
-    """bare_trl.py on `config`'s settings, under the launcher's allocator and threads; its peak RSS too."""
-    import subprocess
-
-    import psutil
-
-    settings = {name: getattr(config, name) for name in BARE_SETTINGS} | {"trl_bf16": precision}
-    process = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings),
-                                str(workdir)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               env={**commands.launch_env(config), "PYTHONPATH": str(ROOT)})
-    peak = 0
-    while process.poll() is None:
-        try:
-            peak = max(peak, psutil.Process(process.pid).memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        try:
-            process.wait(timeout=0.25)
-        except subprocess.TimeoutExpired:
-            pass
-    if process.returncode:
-        raise SystemExit(f"bare TRL failed with exit code {process.returncode}")
-    log = [json.loads(line) for line in (workdir / "log.jsonl").read_text().splitlines()]
-    return {"step_time": [m["step_time"] for m in log], "reward": [m["reward"] for m in log], "peak_rss": peak}
+    """bare_trl.py on `config`'s settings (bench_training's runner): step times, rewards and peak RSS."""
+    result = run_bare_trl(config, workdir, trl_bf16=precision)
+    return {"step_time": [m["step_time"] for m in result["log"]], "reward": [m["reward"] for m in result["log"]],
+            "peak_rss": result["peak_rss"]}
 
 
 def run_workbench(config: RunConfig, runs_dir: Path) -> dict:

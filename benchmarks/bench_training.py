@@ -109,13 +109,29 @@ def report_memory(result: dict) -> None:
 # ---------------------------------------------------------------- overhead
 
 
-def run_bare_trl(config: RunConfig, workdir: Path) -> dict:
-    """TRL alone (benchmarks/bare_trl.py) on `config`'s settings, under the launcher's allocator and threads."""
-    settings = {name: getattr(config, name) for name in BARE_SETTINGS}
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings), str(workdir)],
-                   check=True, cwd=ROOT, env={**commands.launch_env(config), "PYTHONPATH": str(ROOT)},
-                   stdout=subprocess.DEVNULL)
-    return json.loads((workdir / "summary.json").read_text())
+def run_bare_trl(config: RunConfig, workdir: Path, trl_bf16: bool | None = False) -> dict:
+    """TRL alone (benchmarks/bare_trl.py) on `config`'s settings, under the launcher's allocator and threads:
+    its summary.json, plus `peak_rss` (bytes) of the process and `log` (its per-step lines).
+
+    `trl_bf16`: False trains in float32; None leaves GRPOConfig's own precision default (bare_trl.py says more).
+    """
+    import psutil
+
+    settings = {name: getattr(config, name) for name in BARE_SETTINGS} | {"trl_bf16": trl_bf16}
+    process = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings),
+                                str(workdir)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               env={**commands.launch_env(config), "PYTHONPATH": str(ROOT)})
+    peak = 0
+    while process.poll() is None:
+        try:
+            peak = max(peak, psutil.Process(process.pid).memory_info().rss)
+            process.wait(timeout=0.25)
+        except (psutil.NoSuchProcess, subprocess.TimeoutExpired):
+            pass
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, process.args)
+    log = [json.loads(line) for line in (workdir / "log.jsonl").read_text().splitlines()]
+    return {**json.loads((workdir / "summary.json").read_text()), "peak_rss": peak, "log": log}
 
 
 def report_overhead(config: RunConfig, runs_dir: Path, rounds: int) -> None:

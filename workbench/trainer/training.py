@@ -208,8 +208,8 @@ def make_trainer_class():
                 )]
 
         def _generate_single_turn(self, *args, **kwargs):
-            copy = self.generation_copy
-            if copy is None or self.use_vllm or self.use_transformers_continuous_batching:
+            copy = self.generation_copy  # None unless generation=transformers (attach_generation_copy)
+            if copy is None:
                 return super()._generate_single_turn(*args, **kwargs)
             synced = copy.synced_step
             with copy.swapped_in(self):
