@@ -10,14 +10,17 @@ same questions in the same order. Rows:
 - `bare-fp32`: benchmarks/bare_trl.py, TRL and PEFT alone in float32 (the workbench's CPU default precision);
 - `bare-trl-defaults`: the same script with GRPOConfig's own precision default, bf16 autocast over float32
   weights wherever torch supports bf16, this CPU included: what a user who writes no precision gets;
-- `workbench`: `python -m workbench train` sampling from the policy itself, as bare TRL does
-  (`merged_generation=no`; float32);
+- `workbench`: `python -m workbench train` sampling and scoring as bare TRL does (`merged_generation=no`,
+  `shared_prompt_pass=no`; float32); the rows after it turn one lever on at a time;
 - `bf16`: the workbench's `bf16=true`, which loads the weights in bfloat16 (PEFT keeps the LoRA weights
   and so AdamW in float32) and turns on TRL's bf16 autocast: the field's own meaning, not TRL's;
 - `merged-fp32`, `merged-bf16`: `merged_generation`, each round sampled from a plain copy of the policy with
-  the LoRA update merged in (workbench/trainer/generation_copy.py), in float32 (the CPU default, `auto`)
-  or bfloat16;
-- `bf16+merged-bf16`: the two together.
+  the LoRA update merged in (workbench/trainer/generation_copy.py), in float32 or bfloat16;
+- `bf16+merged-bf16`: the two together;
+- `shared-prompt`: `shared_prompt_pass`, each prompt run once per group in the reference pass and the
+  policy's forward and backward, only completion tokens through the vocabulary
+  (workbench/trainer/prompt_sharing.py);
+- `defaults`: what a CPU run gets with no options, the merged float32 copy and the shared prompt pass.
 
 For each row it prints the median `step_time` (TRL's, first step left out: it pays one-off costs), that
 time as a multiple of the faster bare row, the peak RSS of the training process tree, and the mean reward
@@ -49,11 +52,17 @@ GB = 2**30
 ROWS = {
     "bare-fp32": ("bare TRL, float32", {}),
     "bare-trl-defaults": ("bare TRL, GRPOConfig's default precision (bf16 autocast)", {}),
-    "workbench": ("workbench, sampling from the policy (merged_generation=no)", {"merged_generation": "no"}),
-    "bf16": ("workbench, bf16=true (bf16 weights, fp32 LoRA)", {"bf16": True, "merged_generation": "no"}),
-    "merged-fp32": ("workbench defaults: a merged float32 copy samples", {"merged_generation": "float32"}),
-    "merged-bf16": ("workbench, a merged bfloat16 copy samples", {"merged_generation": "bfloat16"}),
-    "bf16+merged-bf16": ("both: bf16 weights, merged bfloat16 copy", {"bf16": True, "merged_generation": "bfloat16"}),
+    "workbench": ("workbench, TRL's sampling and scoring (both levers off)",
+                  {"merged_generation": "no", "shared_prompt_pass": "no"}),
+    "bf16": ("workbench, bf16=true (bf16 weights, fp32 LoRA)",
+             {"bf16": True, "merged_generation": "no", "shared_prompt_pass": "no"}),
+    "merged-fp32": ("a merged float32 copy samples", {"merged_generation": "float32", "shared_prompt_pass": "no"}),
+    "merged-bf16": ("a merged bfloat16 copy samples", {"merged_generation": "bfloat16", "shared_prompt_pass": "no"}),
+    "bf16+merged-bf16": ("bf16 weights, merged bfloat16 copy",
+                         {"bf16": True, "merged_generation": "bfloat16", "shared_prompt_pass": "no"}),
+    "shared-prompt": ("each prompt scored once per group", {"merged_generation": "no", "shared_prompt_pass": "yes"}),
+    "defaults": ("workbench defaults: merged float32 copy + shared prompt pass",
+                 {"merged_generation": "float32", "shared_prompt_pass": "yes"}),
 }
 BARE_PRECISION = {"bare-fp32": False, "bare-trl-defaults": None}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.spec.config import RunConfig
-from workbench.spec.speed import MEASURED, resolve_merged_generation, speed_notes
+from workbench.spec.speed import MEASURED, resolve_merged_generation, resolve_shared_prompt_pass, speed_notes
 
 
 @pytest.mark.parametrize(
@@ -28,10 +28,24 @@ def test_auto_is_the_default_and_its_note_says_what_it_became_and_why():
     note = speed_notes(cfg.merged_generation, cfg.generation, cfg.bf16, on_cpu=True)[0]
     assert note.startswith("Speed: merged_generation=auto -> float32 (on a CPU")
     assert f"{MEASURED['workbench, merged float32 copy']:.2f} s" in note and "bench_speed.py" in note
-    assert "-> " not in speed_notes("float32", "transformers", False, on_cpu=True)[0]
+    assert "merged_generation=float32 (set" in speed_notes("float32", "transformers", False, on_cpu=True)[0]
+    assert "shared_prompt_pass=auto -> yes (on a CPU" in note
 
 
 def test_bf16_on_a_cpu_is_called_slower_with_the_measured_figures():
     notes = speed_notes("auto", "transformers", bf16=True, on_cpu=True)
     assert len(notes) == 2 and f"{MEASURED['workbench, bf16 weights']:.2f} s" in notes[1]
     assert len(speed_notes("auto", "transformers", bf16=True, on_cpu=False)) == 1  # on a GPU bf16 is the usual
+
+
+@pytest.mark.parametrize(
+    ("setting", "on_cpu", "checkpointing", "processes", "value"),
+    [("auto", True, False, 1, "yes"),  # measured faster on a CPU, same values
+     ("auto", False, False, 1, "no"),  # a GPU: not measured, bare TRL's way
+     ("yes", False, False, 1, "yes"),  # the user's choice stands where it can run
+     ("yes", True, True, 1, "no"),  # checkpointed layers drop the prompt's cache
+     ("auto", True, False, 2, "no"),  # DDP: one forward per backward
+     ("no", True, False, 1, "no")],
+)
+def test_shared_prompt_pass_resolves_by_machine_and_run(setting, on_cpu, checkpointing, processes, value):
+    assert resolve_shared_prompt_pass(setting, on_cpu, checkpointing, processes).value == value

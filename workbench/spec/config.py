@@ -41,6 +41,7 @@ LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
 SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
 EVAL_STRATEGIES = ("no", "steps")
 MERGED_GENERATION = ("auto", "no", "float32", "bfloat16")
+SHARED_PROMPT_PASS = ("auto", "yes", "no")
 
 
 def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
@@ -300,6 +301,14 @@ class RunConfig:
         "training and every log-probability still use the policy. no: sample from the policy itself (bare "
         "TRL's way). auto: float32 on a CPU (measured faster, the same completions), no elsewhere "
         "(workbench/spec/speed.py).",
+    )
+    shared_prompt_pass: str = setting(
+        "auto",
+        "Score log-probabilities (the policy's forward and backward, the reference pass) running each prompt "
+        "once for its whole group instead of once per completion, and projecting only completion tokens "
+        "through the vocabulary; the values equal TRL's to float32 rounding. yes: wherever it can run (one "
+        "process, no gradient checkpointing, llama/qwen2/qwen3 models; elsewhere TRL's way runs). no: TRL's "
+        "way. auto: yes on a CPU (measured faster), no on a GPU (not measured; workbench/spec/speed.py).",
     )
     gradient_checkpointing: bool = setting(
         False,
@@ -669,7 +678,8 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
     choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
                ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
                ("solution_transform", SOLUTION_TRANSFORM_CHOICES), ("chat_template", CHAT_TEMPLATE_CHOICES),
-               ("eval_strategy", EVAL_STRATEGIES), ("merged_generation", MERGED_GENERATION)]
+               ("eval_strategy", EVAL_STRATEGIES), ("merged_generation", MERGED_GENERATION),
+               ("shared_prompt_pass", SHARED_PROMPT_PASS)]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
             problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",

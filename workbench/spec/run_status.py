@@ -65,6 +65,7 @@ class RunStatus:
     num_processes: int | None = _known(int, "the processes training (WORLD_SIZE)")
     allocator: str | None = _known(str, "the memory allocator the process runs with")
     merged_generation: str | None = _known(str, "what merged_generation resolved to: no, float32 or bfloat16")
+    shared_prompt_pass: str | None = _known(str, "what shared_prompt_pass resolved to: yes, or no (why)")
     cpu_threads: int | None = _known(int, "OMP_NUM_THREADS of the process")
     sandbox: dict | None = _known(dict, "the run's sandbox policy and what it shows (jobs/sandbox.py)")
     vllm: dict | None = _known(dict, "the run's own vLLM server: url, state, pid, command, ...")

@@ -1,6 +1,6 @@
 """The speed settings a run gets on the machine it trains on, and why: pure rules over measured figures.
 
-`merged_generation="auto"` (the default) resolves here, when the training process starts and in the Setup
+`merged_generation="auto"` and `shared_prompt_pass="auto"` (the defaults) resolve here, when the training process starts and in the Setup
 tab's notes, so a config says "auto" and the run and the page say what it became. The rules follow what
 benchmarks/bench_speed.py measured (the demo on a 2-core Xeon with avx512_bf16 and no AMX, 8 steps, two
 runs per row; figures in MEASURED): on a CPU, sampling from a merged float32 copy of the policy is faster
@@ -54,12 +54,38 @@ def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
         f"no LoRA layers per token (demo step {merged:.2f} s instead of {bare:.2f} s in benchmarks/bench_speed.py)")
 
 
+def resolve_shared_prompt_pass(setting: str, on_cpu: bool, gradient_checkpointing: bool = False,
+                               processes: int = 1) -> SpeedChoice:
+    """What `shared_prompt_pass=setting` means for a run on this device with these settings (the model's
+    type is checked again once it loads: trainer/prompt_sharing.py)."""
+    if setting == "no":
+        return SpeedChoice("shared_prompt_pass", "no", "set in the config")
+    if gradient_checkpointing:
+        return SpeedChoice("shared_prompt_pass", "no", "gradient_checkpointing drops the prompt's cache")
+    if processes > 1:
+        return SpeedChoice("shared_prompt_pass", "no", f"{processes} processes: DDP expects one forward per backward")
+    if setting == "yes":
+        return SpeedChoice("shared_prompt_pass", "yes", "set in the config")
+    if not on_cpu:
+        return SpeedChoice("shared_prompt_pass", "no", "on a GPU: not measured yet, so scoring stays bare TRL's")
+    return SpeedChoice(
+        "shared_prompt_pass", "yes",
+        "on a CPU, each prompt runs once per group when scoring, and only completion tokens meet the vocabulary: "
+        "the same log-probabilities, about a third less time in the scoring passes (benchmarks/bench_speed.py)")
+
+
+def _note(choice: SpeedChoice, setting: str) -> str:
+    return (f"{choice.field}={setting}" + (f" -> {choice.value}" if choice.value != setting else "")
+            + f" ({choice.why}).")
+
+
 def speed_notes(merged_generation: str, generation: str, bf16: bool, on_cpu: bool,
-                distributed_backend: str = "ddp") -> list[str]:
+                distributed_backend: str = "ddp", shared_prompt_pass: str = "auto",
+                gradient_checkpointing: bool = False, processes: int = 1) -> list[str]:
     """The Setup tab's lines on speed for this machine."""
     choice = resolve_merged_generation(merged_generation, generation, on_cpu, distributed_backend)
-    notes = [f"Speed: merged_generation={merged_generation}"
-             + (f" -> {choice.value}" if choice.value != merged_generation else "") + f" ({choice.why})."]
+    sharing = resolve_shared_prompt_pass(shared_prompt_pass, on_cpu, gradient_checkpointing, processes)
+    notes = [f"Speed: {_note(choice, merged_generation)} {_note(sharing, shared_prompt_pass)}"]
     if on_cpu and bf16:
         notes.append(f"bf16 on this CPU made the demo's step slower ({MEASURED['workbench, bf16 weights']:.2f} s "
                      f"against {MEASURED['workbench, sampling from the policy']:.2f} s in float32, "

@@ -40,8 +40,9 @@ from workbench.spec.trl_settings import grpo_settings
 from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
-from workbench.spec.speed import resolve_merged_generation
-from workbench.trainer import gpu_metrics, vllm_rollout
+from workbench.spec.speed import resolve_merged_generation, resolve_shared_prompt_pass
+from workbench.trainer import gpu_metrics, prompt_sharing, vllm_rollout
+from workbench.trainer.prompt_sharing import shared_prompt_logps
 from workbench.trainer.recorder import (
     StatusWriter,
     completion_records,
@@ -175,6 +176,7 @@ def make_trainer_class():
         token_capture: TokenCapture | None = None  # record_tokens: the per-token values at logging steps
         _tokens_of: dict | None = None  # the inputs of the loss computation whose tokens are being recorded
         generation_copy: GenerationCopy | None = None  # merged_generation: the plain model rounds are sampled from
+        shared_prompt_pass: bool = False  # score each prompt once per group (trainer/prompt_sharing.py)
 
         def _save_rng_state(self, output_dir: str) -> None:
             # Every process saves its random state into each checkpoint (the Trainer's own, for an exact
@@ -228,8 +230,16 @@ def make_trainer_class():
             finally:
                 self._tokens_of = None
 
-        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-            output = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
+                                               batch_size=None, compute_entropy=False, compute_aux_loss=False,
+                                               **multimodal):
+            if self.shared_prompt_pass and not compute_aux_loss and all(v is None for v in multimodal.values()):
+                output = (*shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, batch_size,
+                                               compute_entropy, self.accelerator.autocast), None)
+            else:
+                output = super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                    **multimodal)
             inputs, self._tokens_of = self._tokens_of, None
             if inputs is not None and output[1] is not None:
                 self.token_capture.capture(self, inputs, output[0], output[1], self.state.global_step + 1)
@@ -357,6 +367,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
         trainer.reward_weights_list = trl_reward_weights(cfg)
         status.set(merged_generation=attach_generation_copy(trainer, cfg))
+        status.set(shared_prompt_pass=attach_shared_prompt_pass(trainer, cfg, model.config.model_type))
         if cfg.record_tokens:
             trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
                                                  trainer.num_generations)
@@ -415,6 +426,22 @@ def attach_generation_copy(trainer, cfg: RunConfig) -> str:
     if merged.value != "no":
         trainer.generation_copy = GenerationCopy(trainer.model, getattr(torch, merged.value))
     return merged.value
+
+
+def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
+    """Turn on the shared prompt pass where `shared_prompt_pass` and the run allow it; returns "yes", or "no"
+    with the reason, which the run's status records."""
+    import torch
+
+    processes = trainer.accelerator.num_processes
+    choice = resolve_shared_prompt_pass(cfg.shared_prompt_pass,
+                                        runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
+                                        cfg.gradient_checkpointing, processes)
+    if choice.value == "no":
+        return f"no ({choice.why})"
+    reason = prompt_sharing.unsupported_reason(model_type, cfg.gradient_checkpointing, processes)
+    trainer.shared_prompt_pass = reason is None
+    return "yes" if reason is None else f"no ({reason})"
 
 
 def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:
