@@ -10,11 +10,13 @@ CHROMIUM := /usr/bin/chromium
 # Packages install with uv (about 4x faster than pip here: 50 s against 188 s for both venvs, cold). uv reads
 # no pip configuration, so it is handed pip's find-links (where a machine keeps wheels such as the CPU torch)
 # and extra indexes; `unsafe-best-match` lets it take a pinned version from whichever index has it, as pip does.
+# --compile-bytecode as pip does: with PYTHONDONTWRITEBYTECODE set (as on this machine) nothing else writes the
+# .pyc files, and each process importing torch, transformers and TRL would spend 15 s instead of 7 s.
 UV_VENV := .venv-uv
 UV := $(UV_VENV)/bin/uv
 PIP_FIND_LINKS_CFG := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
 PIP_EXTRA_INDEX_CFG := $(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null)
-UV_PIP := $(UV) pip install --quiet --index-strategy unsafe-best-match \
+UV_PIP := $(UV) pip install --quiet --compile-bytecode --index-strategy unsafe-best-match \
 	$(addprefix --find-links ,$(sort $(PIP_FIND_LINKS) $(PIP_FIND_LINKS_CFG))) \
 	$(addprefix --extra-index-url ,$(PIP_EXTRA_INDEX_CFG))
 
