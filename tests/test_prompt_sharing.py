@@ -11,7 +11,7 @@ import pytest
 from helpers import tiny_config
 
 from workbench.runstore import runfolder
-from workbench.trainer.prompt_sharing import prompt_groups, unsupported_reason
+from workbench.trainer.prompt_sharing import length_buckets, prompt_groups, unsupported_reason
 
 GROUP, PROMPT, COMPLETION = 4, 9, 6
 
@@ -27,6 +27,12 @@ def test_rows_with_the_same_prompt_share_one_group_and_keep_their_first_row():
     mask = torch.tensor([[1, 1], [1, 1], [0, 1], [1, 1], [1, 1]])
     first, inverse = prompt_groups(ids, mask)
     assert len(first) == 3 and inverse[0] == inverse[4] != inverse[2]
+
+
+def test_completions_of_very_different_lengths_are_scored_in_two_buckets():
+    assert length_buckets([32, 3, 30, 4]) == [[1, 3], [2, 0]]  # 76 padded tokens instead of 132
+    assert length_buckets([10, 11, 12, 12]) == [[0, 1, 2, 3]]  # a split would save under 20%: one call
+    assert length_buckets([7]) == [[0]]
 
 
 @pytest.mark.parametrize(("model_type", "checkpointing", "processes", "refused"), [
@@ -100,6 +106,7 @@ def test_the_shared_pass_gives_trls_log_probabilities_entropies_and_gradients(po
     from workbench.trainer.prompt_sharing import shared_prompt_logps
 
     ids, mask, completion_mask = batch(padded)
+    assert len(length_buckets(completion_mask.sum(1).tolist())) == 2  # the bucketed path is the one checked
 
     def shared(model, ids, mask):
         return shared_prompt_logps(model, ids, mask, COMPLETION, compute_entropy=True)
@@ -136,3 +143,34 @@ def test_a_run_with_the_shared_pass_logs_the_loss_of_a_run_without(tiny_model, t
         assert ours["loss"] == pytest.approx(theirs["loss"], abs=1e-5)
         assert ours["kl"] == pytest.approx(theirs["kl"], abs=1e-5)
         assert ours["entropy"] == pytest.approx(theirs["entropy"], abs=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("do_sample", [False, True])
+def test_a_shared_prefill_generates_what_generate_alone_does(tiny_model, do_sample):
+    """Sampling from the merged copy prefills each prompt once: the same scores and tokens as generate's own
+    prefill of every row, greedy and sampled with the same seed, left-padded prompt included."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from workbench.trainer.prompt_sharing import generate_with_shared_prefill
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    ids, mask, _ = batch(padded=True)
+    prompts, prompt_mask = ids[:, :PROMPT], mask[:, :PROMPT]
+    settings = dict(max_new_tokens=8, do_sample=do_sample, temperature=0.7, top_k=0, output_scores=True,
+                    return_dict_in_generate=True, pad_token_id=0)
+    caches = []
+
+    def generate_from(**kwargs):  # records the cache the shared prefill hands generate
+        caches.append(kwargs.get("past_key_values"))
+        return model.generate(**kwargs)
+
+    outputs = []
+    for generate in (model.generate, lambda **kw: generate_with_shared_prefill(model, generate_from, **kw)):
+        torch.manual_seed(5)
+        outputs.append(generate(input_ids=prompts, attention_mask=prompt_mask, **settings))
+    ours, theirs = outputs[1], outputs[0]
+    assert caches[0] is not None  # generate continued from the shared prompts' cache
+    assert torch.equal(ours.sequences, theirs.sequences)
+    assert max((a - b).abs().max().item() for a, b in zip(ours.scores, theirs.scores)) < 1e-4

@@ -72,6 +72,14 @@ class GenerationCopy:
         self.synced_step: int | None = None
         self.sync_seconds = 0.0
 
+    def share_prompt_prefill(self) -> None:
+        """Prefill each distinct prompt of a round once (shared_prompt_pass; trainer/prompt_sharing.py)."""
+        import functools
+
+        from workbench.trainer.prompt_sharing import generate_with_shared_prefill
+
+        self.model.generate = functools.partial(generate_with_shared_prefill, self.model, self.model.generate)
+
     @property
     def dtype(self):
         return next(self.model.parameters()).dtype

@@ -441,6 +441,8 @@ def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
         return f"no ({choice.why})"
     reason = prompt_sharing.unsupported_reason(model_type, cfg.gradient_checkpointing, processes)
     trainer.shared_prompt_pass = reason is None
+    if reason is None and trainer.generation_copy is not None:
+        trainer.generation_copy.share_prompt_prefill()
     return "yes" if reason is None else f"no ({reason})"
 
 
