@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.spec.config import RunConfig
-from workbench.spec.speed import MEASURED, resolve_merged_generation, resolve_shared_prompt_pass, speed_notes
+from workbench.spec.speed import MEASURED, MEASURED_BF16, resolve_merged_generation, resolve_shared_prompt_pass, speed_notes
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_auto_is_the_default_and_its_note_says_what_it_became_and_why():
 
 def test_bf16_on_a_cpu_is_called_slower_with_the_measured_figures():
     notes = speed_notes("auto", "transformers", bf16=True, on_cpu=True)
-    assert len(notes) == 2 and f"{MEASURED['workbench, bf16 weights']:.2f} s" in notes[1]
+    assert len(notes) == 2 and f"{MEASURED_BF16['workbench, bf16 weights']:.2f} s" in notes[1]
     assert len(speed_notes("auto", "transformers", bf16=True, on_cpu=False)) == 1  # on a GPU bf16 is the usual
 
 

@@ -1,10 +1,11 @@
 """The speed settings a run gets on the machine it trains on, and why: pure rules over measured figures.
 
-`merged_generation="auto"` and `shared_prompt_pass="auto"` (the defaults) resolve here, when the training process starts and in the Setup
-tab's notes, so a config says "auto" and the run and the page say what it became. The rules follow what
-benchmarks/bench_speed.py measured (the demo on a 2-core Xeon with avx512_bf16 and no AMX, 8 steps, two
-runs per row; figures in MEASURED): on a CPU, sampling from a merged float32 copy of the policy is faster
-and draws exactly the policy's completions; a bfloat16 copy was no faster there and changes the draws, and
+`merged_generation="auto"` and `shared_prompt_pass="auto"` (the defaults) resolve here, when the training
+process starts and in the Setup tab's notes, so a config says "auto" and the run and the page say what it
+became. The rules follow what benchmarks/bench_speed.py measured (the demo on a 2-core Xeon with
+avx512_bf16 and no AMX, 8 steps, two runs per row; figures in MEASURED): on a CPU, sampling from a merged
+float32 copy of the policy is faster and draws exactly the policy's completions; running each prompt once
+per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster there and changes the draws, and
 bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower. On a GPU nothing has been
 measured, so a run there keeps bare TRL's way; with vLLM the rounds are sampled by the server anyway.
 """
@@ -13,13 +14,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# median step time (s) per bench_speed.py row, demo task, bundled model, CPU, 8 steps x 2 runs (the first
-# three rows from `--rows bare-fp32 workbench merged-fp32`, the others from a run of every row)
+# median step time (s) per bench_speed.py row, demo task, bundled model, CPU, 8 steps x 2 runs, from
+# `--rows bare-fp32 bare-trl-defaults workbench merged-fp32 shared-prompt defaults`
 MEASURED = {
-    "bare TRL float32": 5.66,
-    "bare TRL default precision (bf16 autocast)": 7.31,
-    "workbench, sampling from the policy": 5.80,
-    "workbench, merged float32 copy": 5.32,
+    "bare TRL float32": 6.22,
+    "bare TRL default precision (bf16 autocast)": 7.81,
+    "workbench, sampling and scoring as TRL": 6.20,
+    "workbench, merged float32 copy": 6.05,
+    "workbench, shared prompt pass": 5.39,
+    "workbench, defaults": 5.05,
+}
+# the bf16 rows, from an earlier run of every row (the machine was faster that day: bare TRL float32 5.66 s)
+MEASURED_BF16 = {
+    "workbench, float32": 5.80,
     "workbench, merged bfloat16 copy": 5.30,
     "workbench, bf16 weights": 7.48,
 }
@@ -47,7 +54,7 @@ def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
         return SpeedChoice("merged_generation", setting, "set in the config")
     if not on_cpu:
         return SpeedChoice("merged_generation", "no", "on a GPU: not measured yet, so sampling stays bare TRL's")
-    merged, bare = MEASURED["workbench, merged float32 copy"], MEASURED["workbench, sampling from the policy"]
+    merged, bare = MEASURED["workbench, merged float32 copy"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "merged_generation", "float32",
         f"on a CPU, rounds are sampled from a float32 copy with the LoRA update merged in: the same completions, "
@@ -68,10 +75,12 @@ def resolve_shared_prompt_pass(setting: str, on_cpu: bool, gradient_checkpointin
         return SpeedChoice("shared_prompt_pass", "yes", "set in the config")
     if not on_cpu:
         return SpeedChoice("shared_prompt_pass", "no", "on a GPU: not measured yet, so scoring stays bare TRL's")
+    shared, bare = MEASURED["workbench, shared prompt pass"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "shared_prompt_pass", "yes",
-        "on a CPU, each prompt runs once per group when scoring, and only completion tokens meet the vocabulary: "
-        "the same log-probabilities, about a third less time in the scoring passes (benchmarks/bench_speed.py)")
+        f"on a CPU, each prompt runs once per group when scoring and sampling, and only completion tokens meet "
+        f"the vocabulary: the same log-probabilities (demo step {shared:.2f} s instead of {bare:.2f} s in "
+        f"benchmarks/bench_speed.py)")
 
 
 def _note(choice: SpeedChoice, setting: str) -> str:
@@ -87,7 +96,7 @@ def speed_notes(merged_generation: str, generation: str, bf16: bool, on_cpu: boo
     sharing = resolve_shared_prompt_pass(shared_prompt_pass, on_cpu, gradient_checkpointing, processes)
     notes = [f"Speed: {_note(choice, merged_generation)} {_note(sharing, shared_prompt_pass)}"]
     if on_cpu and bf16:
-        notes.append(f"bf16 on this CPU made the demo's step slower ({MEASURED['workbench, bf16 weights']:.2f} s "
-                     f"against {MEASURED['workbench, sampling from the policy']:.2f} s in float32, "
+        notes.append(f"bf16 on this CPU made the demo's step slower ({MEASURED_BF16['workbench, bf16 weights']:.2f} s "
+                     f"against {MEASURED_BF16['workbench, float32']:.2f} s in float32, "
                      f"benchmarks/bench_speed.py); leave it off unless memory is short.")
     return notes
