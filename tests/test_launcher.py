@@ -145,13 +145,15 @@ def test_a_final_state_is_left_alone(runs_dir):
 
 @pytest.mark.slow
 def test_stop_then_resume_continues_the_step_numbers(runs_dir):
-    run_id = launcher.start(RunConfig(**TINY, max_steps=3, save_steps=100), runs_dir)
+    # enough steps that a tiny run (a fraction of a second a step) cannot finish before the stop lands
+    STEPS = 8  # noqa: N806
+    run_id = launcher.start(RunConfig(**TINY, max_steps=STEPS, save_steps=100), runs_dir)
     run_dir = run_state.run_dir_of(run_id, runs_dir)
     wait_for(lambda: run_state.status(run_id, runs_dir).get("step", 0) >= 1)
     stopped = launcher.stop(run_id, runs_dir, timeout=120)
     assert stopped["state"] == "stopped", stopped.get("error")
     stop_step = stopped["step"]
-    assert 1 <= stop_step < 3
+    assert 1 <= stop_step < STEPS
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
     assert runfolder.last_checkpoint(run_dir).name == f"checkpoint-{stop_step}"
     assert not runfolder.stop_requested(run_dir)
@@ -159,9 +161,9 @@ def test_stop_then_resume_continues_the_step_numbers(runs_dir):
     assert launcher.resume(run_id, runs_dir) == run_id
     final = run_state.wait(run_id, runs_dir, timeout=240)
     assert final["state"] == "finished", final.get("error")
-    assert final["step"] == 3 and final["resumed_from"] == stop_step
-    assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2, 3]
-    assert sorted(set(steps_of(run_dir, runfolder.COMPLETIONS_FILE))) == [1, 2, 3]
+    assert final["step"] == STEPS and final["resumed_from"] == stop_step
+    assert steps_of(run_dir, runfolder.METRICS_FILE) == list(range(1, STEPS + 1))
+    assert sorted(set(steps_of(run_dir, runfolder.COMPLETIONS_FILE))) == list(range(1, STEPS + 1))
 
 
 @pytest.mark.slow

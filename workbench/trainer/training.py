@@ -166,6 +166,8 @@ def make_trainer_class():
 
     With `record_tokens` it also overrides `_compute_loss` and `_get_per_token_logps_and_entropies` to hand
     the loss's own per-token tensors to `token_capture` at logging steps (its docstring lists those ties).
+    With `shared_prompt_pass` the latter computes TRL's values with each prompt run once per group
+    (`prompt_sharing`); `_generate_single_turn` samples from `merged_generation`'s copy when there is one.
     """
     from trl import GRPOTrainer
 
@@ -233,7 +235,9 @@ def make_trainer_class():
         def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
                                                batch_size=None, compute_entropy=False, compute_aux_loss=False,
                                                **multimodal):
-            if self.shared_prompt_pass and not compute_aux_loss and all(v is None for v in multimodal.values()):
+            # (a prompt of one token leaves nothing to share: the prefix is the prompt less its last token)
+            if (self.shared_prompt_pass and not compute_aux_loss and all(v is None for v in multimodal.values())
+                    and input_ids.size(1) - logits_to_keep >= 2):
                 output = (*shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, batch_size,
                                                compute_entropy, self.accelerator.autocast), None)
             else:
