@@ -47,16 +47,33 @@ def test_it_runs_only_where_it_was_checked(model_type, checkpointing, processes,
     assert reason is None if refused is None else refused in reason
 
 
-@pytest.fixture(scope="module")
-def policy(tiny_model):
-    """The tiny model with TRL's fused head, under LoRA with a non-zero update."""
+def tiny_of_type(model_type: str, tiny_model: str):
+    """A tiny randomly initialised model of `model_type`: the suite's tiny Llama, or a Qwen2 / Qwen3 of the
+    same size built from its config."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
+
+    if model_type == "llama":
+        return AutoModelForCausalLM.from_pretrained(tiny_model)
+    config_class = {"qwen2": Qwen2Config, "qwen3": Qwen3Config}[model_type]
+    torch.manual_seed(0)
+    config = config_class(vocab_size=256, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                          num_attention_heads=2, num_key_value_heads=1, head_dim=8)
+    return AutoModelForCausalLM.from_config(config)
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2", "qwen3"])
+def policy(request, tiny_model):
+    """A tiny model of each checked type with TRL's fused head, under LoRA with a non-zero update."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
+    from workbench.trainer.prompt_sharing import CHECKED_MODEL_TYPES
+
+    assert request.param in CHECKED_MODEL_TYPES
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model = tiny_of_type(request.param, tiny_model)
     add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
     model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
     with torch.no_grad():
@@ -146,16 +163,16 @@ def test_a_run_with_the_shared_pass_logs_the_loss_of_a_run_without(tiny_model, t
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3"])
 @pytest.mark.parametrize("do_sample", [False, True])
-def test_a_shared_prefill_generates_what_generate_alone_does(tiny_model, do_sample):
+def test_a_shared_prefill_generates_what_generate_alone_does(tiny_model, model_type, do_sample):
     """Sampling from the merged copy prefills each prompt once: the same scores and tokens as generate's own
     prefill of every row, greedy and sampled with the same seed, left-padded prompt included."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     from workbench.trainer.prompt_sharing import generate_with_shared_prefill
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    model = tiny_of_type(model_type, tiny_model).eval()
     ids, mask, _ = batch(padded=True)
     prompts, prompt_mask = ids[:, :PROMPT], mask[:, :PROMPT]
     settings = dict(max_new_tokens=8, do_sample=do_sample, temperature=0.7, top_k=0, output_scores=True,

@@ -31,7 +31,7 @@ forward `model(..., labels=, fused_lm_head=True)` that `add_fused_lm_head` insta
 from __future__ import annotations
 
 # Model types whose forward was checked against TRL's with a cache passed in (tests/test_prompt_sharing.py
-# runs llama; qwen2 and qwen3 share its cache and position code in transformers 5).
+# builds a tiny model of each).
 CHECKED_MODEL_TYPES = ("llama", "qwen2", "qwen3")
 
 
