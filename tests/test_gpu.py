@@ -4,7 +4,8 @@ Every test here is marked `gpu` and skips, saying why, on a machine without a CU
 own CI machine, where none of them has run. `make gpu-test` runs them on a GPU machine, in `.venv-gpu`
 (the project's packages with vLLM beside them, which TRL's vLLM modes need inside the training process).
 
-- `transformers`: TRL's own generate, on one GPU;
+- `transformers`: TRL's own generate, on one GPU; and with the CPU speed levers (`shared_prompt_pass`, a
+  merged bfloat16 copy for sampling) off and on;
 - `trl-colocate`: TRL's vLLM inside the training process, sharing its GPU;
 - `vllm-server`: the workbench's LoRA hot-load server, on a GPU of its own when there are two, else on a
   share of the first;
@@ -105,6 +106,19 @@ def assert_trained(final: dict, steps: list[dict], figures: dict) -> None:
 def test_transformers_generation_on_one_gpu(tmp_path):
     final, steps, figures = run_on_gpu(gpu_config("transformers"), tmp_path / "runs")
     assert_trained(final, steps, figures)
+
+
+def test_the_cpu_speed_levers_measured_on_a_gpu(tmp_path):
+    """shared_prompt_pass and a merged bfloat16 copy for sampling, on and off: on a GPU `auto` keeps TRL's way
+    for both until figures like these say otherwise (workbench/spec/speed.py)."""
+    medians = {}
+    for name, changes in (("off", dict(shared_prompt_pass="no", merged_generation="no")),
+                          ("on", dict(shared_prompt_pass="yes", merged_generation="bfloat16"))):
+        final, steps, figures = run_on_gpu(gpu_config("transformers", **changes), tmp_path / name)
+        assert_trained(final, steps, figures)
+        medians[name] = figures["median_step_s"]
+    print(f"\nGPU figures [speed levers]: median step {medians['off']} s with both off, {medians['on']} s with both on",
+          flush=True)
 
 
 @needs_vllm_here
