@@ -11,7 +11,8 @@ import pytest
 from helpers import tiny_config
 
 from workbench.runstore import runfolder
-from workbench.trainer.prompt_sharing import length_buckets, prompt_groups, unsupported_reason
+from workbench.spec.speed import unsupported_reason
+from workbench.trainer.prompt_sharing import length_buckets, prompt_groups
 
 GROUP, PROMPT, COMPLETION = 4, 9, 6
 
@@ -69,7 +70,7 @@ def policy(request, tiny_model):
     from peft import LoraConfig, get_peft_model
     from trl.trainer.utils import add_fused_lm_head
 
-    from workbench.trainer.prompt_sharing import CHECKED_MODEL_TYPES
+    from workbench.spec.speed import CHECKED_MODEL_TYPES
 
     assert request.param in CHECKED_MODEL_TYPES
     torch.manual_seed(0)

@@ -5,9 +5,11 @@ process starts and in the Setup tab's notes, so a config says "auto" and the run
 became. The rules follow what benchmarks/bench_speed.py measured (the demo on a 2-core Xeon with
 avx512_bf16 and no AMX, 8 steps, two runs per row; figures in MEASURED): on a CPU, sampling from a merged
 float32 copy of the policy is faster and draws exactly the policy's completions; running each prompt once
-per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster there and changes the draws, and
-bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower. On a GPU nothing has been
-measured, so a run there keeps bare TRL's way; with vLLM the rounds are sampled by the server anyway.
+per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster
+there and changes the draws, and bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower.
+On a GPU nothing has been measured, so a run there keeps bare TRL's way; with vLLM the rounds are sampled
+by the server anyway. Whether the shared prompt pass can run at all (`unsupported_reason`) is judged here
+too, once more when the training process has loaded the model and knows its type.
 """
 
 from __future__ import annotations
@@ -61,16 +63,32 @@ def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
         f"no LoRA layers per token (demo step {merged:.2f} s instead of {bare:.2f} s in benchmarks/bench_speed.py)")
 
 
+# Model types whose forward was checked against TRL's with a cache passed in (tests/test_prompt_sharing.py
+# builds a tiny model of each).
+CHECKED_MODEL_TYPES = ("llama", "qwen2", "qwen3")
+
+
+def unsupported_reason(model_type: str | None, gradient_checkpointing: bool, num_processes: int) -> str | None:
+    """Why the shared prompt pass (trainer/prompt_sharing.py) cannot run for this model and run, or None when
+    it can; a model type of None (not loaded yet) is not judged."""
+    if gradient_checkpointing:
+        return "gradient_checkpointing: its checkpointed layers drop the prompt's cache"
+    if num_processes > 1:
+        return f"{num_processes} processes: DDP expects one forward per backward"
+    if model_type is not None and model_type not in CHECKED_MODEL_TYPES:
+        return f"model type {model_type!r} not checked (checked: {', '.join(CHECKED_MODEL_TYPES)})"
+    return None
+
+
 def resolve_shared_prompt_pass(setting: str, on_cpu: bool, gradient_checkpointing: bool = False,
-                               processes: int = 1) -> SpeedChoice:
-    """What `shared_prompt_pass=setting` means for a run on this device with these settings (the model's
-    type is checked again once it loads: trainer/prompt_sharing.py)."""
+                               processes: int = 1, model_type: str | None = None) -> SpeedChoice:
+    """What `shared_prompt_pass=setting` means for a run on this device with these settings, and with this
+    model once it is loaded (the Setup tab passes none)."""
     if setting == "no":
         return SpeedChoice("shared_prompt_pass", "no", "set in the config")
-    if gradient_checkpointing:
-        return SpeedChoice("shared_prompt_pass", "no", "gradient_checkpointing drops the prompt's cache")
-    if processes > 1:
-        return SpeedChoice("shared_prompt_pass", "no", f"{processes} processes: DDP expects one forward per backward")
+    reason = unsupported_reason(model_type, gradient_checkpointing, processes)
+    if reason:
+        return SpeedChoice("shared_prompt_pass", "no", reason)
     if setting == "yes":
         return SpeedChoice("shared_prompt_pass", "yes", "set in the config")
     if not on_cpu:

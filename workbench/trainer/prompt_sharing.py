@@ -18,7 +18,7 @@ With `merged_generation`'s copy sampling the round, each distinct prompt is also
 (`generate_with_shared_prefill`): generate continues from the prompt's cache with the positions it would
 have counted itself.
 
-When it does not apply, TRL's way runs (`unsupported_reason` says why): gradient checkpointing (its layers
+When it does not apply, TRL's way runs (`spec/speed.unsupported_reason` says why): gradient checkpointing (its layers
 drop the cache), several processes (DDP expects one forward per backward), multimodal inputs, MoE
 auxiliary losses, and model types it was not checked on.
 
@@ -29,22 +29,6 @@ forward `model(..., labels=, fused_lm_head=True)` that `add_fused_lm_head` insta
 """
 
 from __future__ import annotations
-
-# Model types whose forward was checked against TRL's with a cache passed in (tests/test_prompt_sharing.py
-# builds a tiny model of each).
-CHECKED_MODEL_TYPES = ("llama", "qwen2", "qwen3")
-
-
-def unsupported_reason(model_type: str, gradient_checkpointing: bool, num_processes: int) -> str | None:
-    """Why the shared prompt pass cannot run for this model and run, or None when it can."""
-    if gradient_checkpointing:
-        return "gradient_checkpointing: its checkpointed layers drop the prompt's cache"
-    if num_processes > 1:
-        return f"{num_processes} processes: DDP expects one forward per backward"
-    if model_type not in CHECKED_MODEL_TYPES:
-        return f"model type {model_type!r} not checked (checked: {', '.join(CHECKED_MODEL_TYPES)})"
-    return None
-
 
 def prompt_groups(prefix_ids, prefix_mask):
     """(first row of each distinct prefix, each row's distinct-prefix index) over the rows' prefixes."""

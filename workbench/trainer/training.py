@@ -41,7 +41,7 @@ from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
 from workbench.spec.speed import resolve_merged_generation, resolve_shared_prompt_pass
-from workbench.trainer import gpu_metrics, prompt_sharing, vllm_rollout
+from workbench.trainer import gpu_metrics, vllm_rollout
 from workbench.trainer.prompt_sharing import shared_prompt_logps
 from workbench.trainer.recorder import (
     StatusWriter,
@@ -437,17 +437,13 @@ def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
     with the reason, which the run's status records."""
     import torch
 
-    processes = trainer.accelerator.num_processes
     choice = resolve_shared_prompt_pass(cfg.shared_prompt_pass,
                                         runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
-                                        cfg.gradient_checkpointing, processes)
-    if choice.value == "no":
-        return f"no ({choice.why})"
-    reason = prompt_sharing.unsupported_reason(model_type, cfg.gradient_checkpointing, processes)
-    trainer.shared_prompt_pass = reason is None
-    if reason is None and trainer.generation_copy is not None:
+                                        cfg.gradient_checkpointing, trainer.accelerator.num_processes, model_type)
+    trainer.shared_prompt_pass = choice.value == "yes"
+    if trainer.shared_prompt_pass and trainer.generation_copy is not None:
         trainer.generation_copy.share_prompt_prefill()
-    return "yes" if reason is None else f"no ({reason})"
+    return "yes" if trainer.shared_prompt_pass else f"no ({choice.why})"
 
 
 def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:
