@@ -94,12 +94,15 @@ def run_child(setting: dict) -> dict:
         trainer = GRPOTrainer(model=model, reward_funcs=get_reward("brevity"), args=args, train_dataset=dataset,
                               processing_class=tokenizer, peft_config=lora)
         trainer_rss = _rss_bytes()
+        phase_peaks = watch_cuda_phases(trainer) if setting["device"] == "cuda" else {}
         started = time.perf_counter()
         trainer.train()
     lengths = [r.get("completions/max_length") for r in trainer.state.log_history if "completions/max_length" in r]
     cuda_peak = torch.cuda.max_memory_reserved() if setting["device"] == "cuda" else None
     return {
         "cuda_peak_reserved": cuda_peak,
+        "cuda_peak_allocated": torch.cuda.max_memory_allocated() if setting["device"] == "cuda" else None,
+        "cuda_phase_peaks": phase_peaks,
         "imports_rss": imports_rss, "loaded_rss": loaded_rss, "trainer_rss": trainer_rss,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "max_prompt_tokens": prompt_tokens, "completion_max_lengths": lengths,
@@ -107,13 +110,67 @@ def run_child(setting: dict) -> dict:
     }
 
 
-def measure(name: str, device: str = "cpu", timeout: float = 900) -> dict:
+def watch_cuda_phases(trainer) -> dict:
+    """Wrap the trainer's phases so each records the most CUDA memory it allocated above what was
+    allocated when it began: torch's own counter, exact where NVML's quarter-second samples are not.
+
+    Filled in as the run goes: "generation", "scoring" (no-grad log-probs), "policy forward" (the loss),
+    "backward", "training" (a whole micro-batch step, the rollout inside it included) and "held before
+    <phase>" (what was allocated as each began: weights, adapters, optimizer state, saved activations). Phases nest (a
+    training step generates), so each open window keeps its own running peak across the inner
+    windows' resets of torch's peak counter.
+    """
+    import torch
+
+    peaks: dict = {}
+    open_windows: list[dict] = []  # {"held": bytes at entry, "peak": absolute peak seen so far}
+
+    def fold() -> None:
+        current = torch.cuda.max_memory_allocated()
+        for window in open_windows:
+            window["peak"] = max(window["peak"], current)
+
+    def watched(phase: str, method):
+        def wrapper(*args, **kwargs):
+            torch.cuda.synchronize()
+            fold()
+            held = torch.cuda.memory_allocated()
+            peaks[f"held before {phase}"] = max(peaks.get(f"held before {phase}", 0), held)
+            window = {"held": held, "peak": held}
+            open_windows.append(window)
+            torch.cuda.reset_peak_memory_stats()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                torch.cuda.synchronize()
+                fold()
+                open_windows[:] = [w for w in open_windows if w is not window]  # by identity: equal dicts nest
+                peaks[phase] = max(peaks.get(phase, 0), window["peak"] - held)
+        return wrapper
+
+    scorer = trainer._get_per_token_logps_and_entropies
+    watched_scorer = watched("scoring", scorer)
+    trainer._generate = watched("generation", trainer._generate)
+    trainer.training_step = watched("training", trainer.training_step)
+    trainer.compute_loss = watched("policy forward", trainer.compute_loss)
+    trainer.accelerator.backward = watched("backward", trainer.accelerator.backward)
+    trainer._get_per_token_logps_and_entropies = (
+        lambda *a, **k: watched_scorer(*a, **k) if not torch.is_grad_enabled() else scorer(*a, **k))
+    return peaks
+
+
+def measure(name: str, device: str = "cpu", timeout: float = 900, idle_used: dict | None = None) -> dict:
     """Run one setting in a fresh process (so peaks do not mix) and return its measurement.
 
-    On `cuda` the peak is the first GPU's used memory above its baseline, watched from this process."""
-    from workbench.jobs.gpu_watch import GpuMemoryWatch
+    On `cuda` the peak is the first GPU's used memory above its baseline, watched from this process;
+    `idle_used` (each GPU's used memory with nothing running) is waited for first, so the last
+    setting's process, still handing its memory back, is not counted into this one's baseline."""
+    from workbench.jobs.gpu_watch import GpuMemoryWatch, wait_for_release
 
     setting = {**COMMON, **SETTINGS[name], "device": device}
+    if device == "cuda" and idle_used is not None and not wait_for_release(idle_used, timeout_s=120):
+        print(f"setting {name}: GPU memory is still above its level when the benchmark began; the peak "
+              "counts that memory out", file=sys.stderr)
     # NVML counts GPUs in PCI bus order; CUDA does too with this set, so GPU 0 is the same card for both
     env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if device == "cuda" else None
     with GpuMemoryWatch() as watch:
@@ -126,12 +183,12 @@ def measure(name: str, device: str = "cpu", timeout: float = 900) -> dict:
     return measured
 
 
-def compare(name: str, device: str = "cpu") -> dict:
+def compare(name: str, device: str = "cpu", idle_used: dict | None = None) -> dict:
     """Measure one setting and set the estimate beside it."""
     from workbench.spec.memory import estimate_memory, from_model_dir
     from workbench.spec.models import bundled_model_dir
 
-    measured = measure(name, device)
+    measured = measure(name, device, idle_used=idle_used)
     setting = {k: v for k, v in measured["setting"].items() if k != "device"}
     estimate = estimate_memory(
         from_model_dir(bundled_model_dir()), device=device, dtype_bytes=4,
@@ -155,7 +212,10 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(run_child(json.loads(args.child))))
         return 0
-    rows = [compare(name, args.device) for name in (args.only or SETTINGS)]
+    from workbench.jobs.gpu_watch import used_bytes_per_gpu
+
+    idle_used = used_bytes_per_gpu() if args.device == "cuda" else None
+    rows = [compare(name, args.device, idle_used) for name in (args.only or SETTINGS)]
     for row in rows:
         if args.json:
             print(json.dumps(row))

@@ -23,13 +23,14 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from workbench.calc import plan
-from workbench.jobs import launcher, run_state
-from workbench.jobs.gpu_watch import GpuMemoryWatch
+from workbench.jobs import launcher, processes, run_state
+from workbench.jobs.gpu_watch import GpuMemoryWatch, used_bytes_per_gpu, wait_for_release
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig, validate_config
 from workbench.spec.generation import find_vllm_python, vllm_importable_here
@@ -48,6 +49,18 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not GPUS, reason="no CUDA GPU (NVML lists none): run `make gpu-test` on a GPU machine"),
 ]
+# Each GPU's used memory before any test here ran: every test waits for the last one's memory to
+# come back to it before its own watch begins (jobs/gpu_watch.wait_for_release says why).
+IDLE_USED = used_bytes_per_gpu()
+
+
+@pytest.fixture(autouse=True)
+def gpus_released_by_the_last_test():
+    if not wait_for_release(IDLE_USED, timeout_s=120):
+        print(f"\nGPU memory is still above what it was before the GPU tests began ({used_bytes_per_gpu()} "
+              f"against {IDLE_USED}): this test's figures count that memory out", flush=True)
+
+
 needs_vllm_here = pytest.mark.skipif(
     not vllm_importable_here(),
     reason=f"vLLM is not importable in {sys.prefix}: TRL's vLLM modes run it inside the training process; "
@@ -69,10 +82,12 @@ def run_on_gpu(config: RunConfig, runs_dir: Path) -> tuple[dict, list[dict], dic
     assert not problems, [str(p) for p in problems]
     with GpuMemoryWatch() as watch:
         run_id = launcher.start(config, runs_dir)
+        pid = run_state.status(run_id, runs_dir).get("pid")
         try:
             final = run_state.wait(run_id, runs_dir, timeout=RUN_TIMEOUT_S)
         finally:
             launcher.stop(run_id, runs_dir, timeout=30)
+            wait_until_gone(pid)  # "finished" is written before the process exits and gives its memory back
     run_dir = run_state.run_dir_of(run_id, runs_dir)
     steps = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m]
     figures = {
@@ -88,6 +103,12 @@ def run_on_gpu(config: RunConfig, runs_dir: Path) -> tuple[dict, list[dict], dic
         figures["error"] = (final.get("error") or {}).get("message", "")[:500]
     print(f"\nGPU figures [{config.generation}]: {json.dumps(figures)}", flush=True)
     return final, steps, figures
+
+
+def wait_until_gone(pid: int | None, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while processes.alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def median(records: list[dict], name: str) -> float | None:
@@ -114,6 +135,7 @@ def test_the_cpu_speed_levers_measured_on_a_gpu(tmp_path):
     medians = {}
     for name, changes in (("off", dict(shared_prompt_pass="no", merged_generation="no")),
                           ("on", dict(shared_prompt_pass="yes", merged_generation="bfloat16"))):
+        wait_for_release(IDLE_USED, timeout_s=120)  # the "off" run's memory back before "on" is watched
         final, steps, figures = run_on_gpu(gpu_config("transformers", **changes), tmp_path / name)
         assert_trained(final, steps, figures)
         medians[name] = figures["median_step_s"]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from workbench.jobs.gpu_watch import GpuMemoryWatch, peak_above, used_bytes_per_gpu
+from workbench.jobs.gpu_watch import RELEASE_SLACK_BYTES, GpuMemoryWatch, peak_above, used_bytes_per_gpu, wait_for_release
 from workbench.spec.hardware import list_gpus
 from workbench.trainer.gpu_metrics import timed
 
@@ -26,6 +26,36 @@ def test_the_watch_samples_until_the_block_ends():
     with GpuMemoryWatch(every_s=0.01, read=lambda: next(readings)) as watch:
         time.sleep(0.1)
     assert watch.peak_bytes()[0] >= 50 * 5  # several samples, the last one after the block counted too
+
+
+class FakeClock:
+    """Time that moves only when the code under test sleeps."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_the_next_watch_waits_until_the_last_runs_memory_is_handed_back():
+    # the last run's process exits and the driver frees its 1.9 GiB a second later, one GPU at a time
+    idle = {0: 500 * 2**20, 1: 0}
+    clock = FakeClock()
+
+    def read():
+        freed = clock.now >= 1.0
+        return {0: idle[0] + (10 * 2**20 if freed else int(1.9 * GIB)), 1: 0 if clock.now >= 1.5 else GIB}
+
+    assert wait_for_release(idle, timeout_s=10, read=read, sleep=clock.sleep, clock=lambda: clock.now)
+    assert 1.5 <= clock.now < 2.0  # as soon as both were back within the slack, no later
+
+
+def test_a_gpu_that_stays_busy_is_reported_after_the_timeout():
+    clock = FakeClock()
+    busy = lambda: {0: GIB + RELEASE_SLACK_BYTES + 1}  # noqa: E731 - someone else's process holds it
+    assert not wait_for_release({0: GIB}, timeout_s=3, read=busy, sleep=clock.sleep, clock=lambda: clock.now)
+    assert 3.0 <= clock.now < 3.5
 
 
 def test_a_machine_without_gpus_watches_nothing():

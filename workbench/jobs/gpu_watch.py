@@ -9,12 +9,15 @@ reports is what the user's card had to hold, less what was already in use when t
         ...  # the run
     watch.peak_bytes()   # {gpu index: peak used bytes above the baseline}
 
+Between runs, `wait_for_release(idle)` waits for the last one's memory to come back first.
+
 Without NVML or a GPU it watches nothing and reports {}.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable
 
 # NVML's memory counters change as the allocator grows; a quarter second catches a generation
@@ -43,6 +46,31 @@ def peak_above(baseline: dict[int, int], samples: list[dict[int, int]]) -> dict[
     """Each GPU's highest sample less its baseline (never below 0)."""
     return {index: max(0, max(sample.get(index, 0) for sample in samples) - used)
             for index, used in baseline.items()} if samples else {index: 0 for index in baseline}
+
+
+# How far above its idle reference a GPU may stay and still count as released: the driver's own
+# bookkeeping moves by a few MiB between reads.
+RELEASE_SLACK_BYTES = 64 * 2**20
+
+
+def wait_for_release(reference: dict[int, int], timeout_s: float = 60.0, slack: int = RELEASE_SLACK_BYTES,
+                     read: Callable[[], dict[int, int]] = used_bytes_per_gpu, poll_s: float = 0.25,
+                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+    """Wait until every GPU's used memory is back within `slack` of `reference`; False if `timeout_s` passed first.
+
+    A process that has exited can still hold its CUDA memory for a moment while the driver tears its
+    context down, and a run's status says "finished" before its process exits at all. A watch begun in
+    that moment takes the last run's memory for its baseline and reports the next run's peak as almost
+    nothing (seen on an H100: 0.08 GiB for a run that allocated 1.16 GiB).
+    """
+    deadline = clock() + timeout_s
+    while True:
+        used = read()
+        if all(used.get(index, 0) <= before + slack for index, before in reference.items()):
+            return True
+        if clock() >= deadline:
+            return False
+        sleep(poll_s)
 
 
 class GpuMemoryWatch:
