@@ -15,8 +15,10 @@ relative error, and exits non-zero when one is outside ±30 %.
 Each run takes about a minute on a 2-core CPU (longer when the CPU is shared). With `--device cuda`
 the run trains on the first GPU and the measurement is the card's used memory above what was in use
 before (NVML, sampled by workbench/jobs/gpu_watch.py: the CUDA context, torch's reserve and all),
-against the estimate for `device="cuda"`; tests/test_gpu.py runs it (`make gpu-test`). It has not run
-on a GPU on the machine this project is built on, which has none.
+against the estimate for `device="cuda"`; tests/test_gpu.py runs it (`make gpu-test`). On a GPU each
+setting also records torch's peak reserved and allocated memory and each phase's own peak
+(`watch_cuda_phases`): what the estimate's terms were checked against on an H100
+(tests/data/gpu_memory_h100.json).
 """
 
 from __future__ import annotations

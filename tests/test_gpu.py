@@ -1,8 +1,9 @@
 """The GPU kit (`make gpu-test`): real LoRA GRPO runs on CUDA, one per generation path, each printing its figures.
 
 Every test here is marked `gpu` and skips, saying why, on a machine without a CUDA GPU - this project's
-own CI machine, where none of them has run. `make gpu-test` runs them on a GPU machine, in `.venv-gpu`
-(the project's packages with vLLM beside them, which TRL's vLLM modes need inside the training process).
+own CI machine. `make gpu-test` runs them on a GPU machine, in `.venv-gpu` (the project's packages with
+vLLM beside them, which TRL's vLLM modes need inside the training process). The README's GPU kit section
+says which have run, on which card, and what they printed.
 
 - `transformers`: TRL's own generate, on one GPU; and with the CPU speed levers (`shared_prompt_pass`, a
   merged bfloat16 copy for sampling) off and on;

@@ -110,8 +110,30 @@ def test_beta_zero_has_no_reference_pass(smollm2):
 def test_logits_are_tiled_not_full(smollm2):
     result = estimate(smollm2, per_device_train_batch_size=64, max_completion_length=512)
     tiles = term(result, "logits tiles").bytes
-    assert tiles == memory.TOKEN_TILE * memory.VOCAB_TILE * 4 * memory.LOGIT_TILE_COPIES_BACKWARD
+    assert tiles == memory.TOKEN_TILE * memory.VOCAB_TILE * 4 * memory.LOGIT_TILE_COPIES["cpu"]["backward"]
     assert tiles < 64 * 552 * 49152 * 4  # far below the full logits
+    # on a GPU, TRL's Triton kernels fold one tile at a time
+    assert term(estimate(smollm2, per_device_train_batch_size=64, max_completion_length=512, device="cuda"),
+                "logits tiles").bytes == memory.TOKEN_TILE * memory.VOCAB_TILE * 4
+
+
+def test_the_cuda_estimate_meets_the_peaks_measured_on_an_h100(smollm2):
+    """Recorded by benchmarks/bench_memory.py --device cuda on an H100 (tests/data/gpu_memory_h100.json):
+    the estimate within the GPU kit's 15 % of the card's measured peak, and each measured term where
+    the estimate says it is."""
+    recorded = json.loads((REPO / "tests" / "data" / "gpu_memory_h100.json").read_text())
+    for row in recorded["rows"]:
+        setting = {k: v for k, v in row["setting"].items() if k != "device"}
+        result = memory.estimate_memory(smollm2, device="cuda", dtype_bytes=4,
+                                        max_prompt_length=row["max_prompt_tokens"], **setting)
+        error = result.total_bytes / row["nvml_peak_bytes"] - 1
+        assert abs(error) <= 0.15, (row["name"], error, result.breakdown())
+        # the CUDA context: what the card held beyond torch's own reserve
+        assert term(result, "runtime").bytes == pytest.approx(row["nvml_peak_bytes"] - row["cuda_peak_reserved"],
+                                                               rel=0.01)
+        # the LM head's backward: about one tile above what the backward began with
+        assert term(result, "logits tiles").bytes == pytest.approx(row["cuda_phase_peaks"]["backward"], rel=0.35)
+        assert result.peak_phase == "training"
 
 
 def test_total_is_always_alive_plus_the_largest_phase(smollm2):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.spec.config import RunConfig
-from workbench.spec.speed import MEASURED, MEASURED_BF16, resolve_merged_generation, resolve_shared_prompt_pass, speed_notes
+from workbench.spec.speed import (MEASURED, MEASURED_BF16, MEASURED_GPU, resolve_merged_generation,
+                                  resolve_shared_prompt_pass, speed_notes)
 
 
 @pytest.mark.parametrize(
@@ -35,13 +36,23 @@ def test_auto_is_the_default_and_its_note_says_what_it_became_and_why():
 def test_bf16_on_a_cpu_is_called_slower_with_the_measured_figures():
     notes = speed_notes("auto", "transformers", bf16=True, on_cpu=True)
     assert len(notes) == 2 and f"{MEASURED_BF16['workbench, bf16 weights']:.2f} s" in notes[1]
-    assert len(speed_notes("auto", "transformers", bf16=True, on_cpu=False)) == 1  # on a GPU bf16 is the usual
+    on_gpu = speed_notes("auto", "transformers", bf16=True, on_cpu=False)
+    assert not any("bf16" in note for note in on_gpu)  # on a GPU bf16 is the usual
+
+
+def test_on_a_gpu_the_note_gives_the_measured_figures_and_why_auto_stays_off():
+    first, figures = speed_notes("auto", "transformers", bf16=True, on_cpu=False)
+    assert "merged_generation=auto -> no (on a GPU" in first and "shared_prompt_pass=auto -> no (on a GPU" in first
+    h100 = MEASURED_GPU["H100"]
+    assert f"{h100['shared prompt pass and a merged bfloat16 copy']:.2f} s instead of {h100['both off']:.2f} s" in figures
+    assert "neither was measured alone" in figures
+    assert len(speed_notes("auto", "vllm-server", bf16=True, on_cpu=False)) == 1  # the server samples: no lever here
 
 
 @pytest.mark.parametrize(
     ("setting", "on_cpu", "checkpointing", "processes", "value"),
     [("auto", True, False, 1, "yes"),  # measured faster on a CPU, same values
-     ("auto", False, False, 1, "no"),  # a GPU: not measured, bare TRL's way
+     ("auto", False, False, 1, "no"),  # a GPU: measured only with the merged copy, on one small model
      ("yes", False, False, 1, "yes"),  # the user's choice stands where it can run
      ("yes", True, True, 1, "no"),  # checkpointed layers drop the prompt's cache
      ("auto", True, False, 2, "no"),  # DDP: one forward per backward

@@ -51,9 +51,13 @@ MIB = 2**20
 # is ~400 MB) and interpreter state. benchmarks/bench_memory.py measures it
 # ("runtime after imports": 464 MB = 443 MiB on this machine).
 RUNTIME_BASELINE_CPU_BYTES = 443 * MIB
-# A CUDA context with cuBLAS workspaces, per process (a typical figure; not
-# measured on this CPU-only machine).
-CUDA_CONTEXT_BYTES = 500 * MIB
+# A CUDA context with cuBLAS workspaces and the kernels' modules, per process: a GPU's used memory
+# (NVML) less torch's peak reserved memory, 752.8 MiB in each of the three settings of
+# benchmarks/bench_memory.py --device cuda (H100 80GB, torch 2.11.0+cu130, 2026-11-27).
+CUDA_CONTEXT_BYTES = 753 * MIB
+# torch's caching allocator reserves more than it hands out: peak reserved over peak allocated was
+# 1.03, 1.03 and 1.09 in those settings.
+CUDA_ALLOCATOR_OVERHEAD = 0.05
 
 # Floats autograd keeps per token and per decoder layer for the backward pass,
 # read off torch's saved-tensor hooks on SmolLM2-135M and the tiny Llama with
@@ -77,10 +81,12 @@ INTERMEDIATE_COPIES_SAVED = 4
 # two temporaries of the target one-hot.
 TOKEN_TILE = 4096
 VOCAB_TILE = 32768
-LOGIT_TILE_COPIES_BACKWARD = 8
 # A no-grad forward (reference or old log-probs) holds the tile and about
 # four temporaries (scaled logits, z - max, exp, exp * z).
-LOGIT_TILE_COPIES_FORWARD = 5
+# On a GPU TRL folds each tile in a Triton kernel (`_use_triton`): one tile, no temporaries. Measured
+# on an H100 (g8-len128, 1,352 tokens): the backward's peak above what it began with was 170 MB, one
+# tile 177 MB; the reference pass's 140 MB.
+LOGIT_TILE_COPIES = {"cpu": {"forward": 5, "backward": 8}, "cuda": {"forward": 1, "backward": 1}}
 # A no-grad forward also holds a few activations of the current layer only.
 INFERENCE_FLOATS_PER_TOKEN = (4, 3)  # (hidden copies, intermediate copies)
 # Sampling keeps the logits of the last position, their processed copy and
@@ -367,7 +373,7 @@ def estimate_memory(
     if beta > 0 or needs_old:
         h_copies, i_copies = INFERENCE_FLOATS_PER_TOKEN
         layer_floats = train_tokens * (h_copies * shape.hidden_size + i_copies * shape.intermediate_size)
-        tiles = token_tile * vocab_tile * 4 * LOGIT_TILE_COPIES_FORWARD
+        tiles = token_tile * vocab_tile * 4 * LOGIT_TILE_COPIES[device]["forward"]
         why = "reference log-probs (base model with adapters disabled, no second copy of the weights)" \
             if beta > 0 else "old log-probs for num_iterations > 1"
         add("reference forward", layer_floats * dtype_bytes + tiles, "scoring",
@@ -388,12 +394,17 @@ def estimate_memory(
         how = f"{per_layer_floats:,} floats per token per layer"
     add("activations", activations, "training",
         f"backward state of {batch} completions x {seq} tokens (prompt + completion) x {layers} layers: {how}")
-    add("logits tiles", token_tile * vocab_tile * 4 * LOGIT_TILE_COPIES_BACKWARD, "training",
-        f"fused LM head backward: {LOGIT_TILE_COPIES_BACKWARD} float32 tiles of {token_tile} tokens x {vocab_tile} "
+    tile_copies = LOGIT_TILE_COPIES[device]["backward"]
+    add("logits tiles", token_tile * vocab_tile * 4 * tile_copies, "training",
+        f"fused LM head backward: {tile_copies} float32 tile(s) of {token_tile} tokens x {vocab_tile} "
         f"words (never the full {train_tokens} x {shape.vocab_size} logits)")
 
     phases = ("generation", "scoring", "training")
     peak = max(phases, key=lambda p: sum(t.bytes for t in terms if t.phase == p))
+    if device == "cuda":
+        tensors = sum(t.bytes for t in terms if t.phase in ("always", peak) and t.name not in ("runtime", "vllm"))
+        add("allocator reserve", tensors * CUDA_ALLOCATOR_OVERHEAD, "always",
+            f"torch's caching allocator holds about {CUDA_ALLOCATOR_OVERHEAD:.0%} more than its tensors (measured)")
     if device == "cuda" and dtype_bytes == 4:
         notes.append("float32 on a GPU: bf16 (dtype_bytes=2) halves weights and activations.")
     return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)

@@ -7,8 +7,10 @@ avx512_bf16 and no AMX, 8 steps, two runs per row; figures in MEASURED): on a CP
 float32 copy of the policy is faster and draws exactly the policy's completions; running each prompt once
 per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster
 there and changes the draws, and bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower.
-On a GPU nothing has been measured, so a run there keeps bare TRL's way; with vLLM the rounds are sampled
-by the server anyway. Whether the shared prompt pass can run at all (`unsupported_reason`) is judged here
+On a GPU the two were measured only together, on the demo's 135M model (MEASURED_GPU: about twice as
+fast a step, the same rewards), not each alone nor on a larger model, where a merged copy costs a second
+set of weights; so a run there keeps bare TRL's way unless its config says yes. With vLLM the rounds are
+sampled by the server anyway. Whether the shared prompt pass can run at all (`unsupported_reason`) is judged here
 too, once more when the training process has loaded the model and knows its type.
 """
 
@@ -33,6 +35,24 @@ MEASURED_BF16 = {
     "workbench, bf16 weights": 7.48,
 }
 
+# median step time (s) on one GPU, tests/test_gpu.py::test_the_cpu_speed_levers_measured_on_a_gpu: the demo,
+# bundled model, bf16, G = 8 completions of up to 64 tokens, 4 steps, one run each (2026-11-27); per step
+# the two runs logged the same rewards
+MEASURED_GPU = {
+    "H100": {"both off": 4.04, "shared prompt pass and a merged bfloat16 copy": 2.33},
+    "H200": {"both off": 4.63, "shared prompt pass and a merged bfloat16 copy": 2.36},
+}
+
+
+def gpu_figures_note() -> str:
+    """The one line on what the CPU speed levers did on a GPU, for the Setup tab."""
+    h100, h200 = MEASURED_GPU["H100"], MEASURED_GPU["H200"]
+    both = "shared prompt pass and a merged bfloat16 copy"
+    return (f"On a GPU, shared_prompt_pass=yes with merged_generation=bfloat16 made the demo's step "
+            f"{h100[both]:.2f} s instead of {h100['both off']:.2f} s on an H100 ({h200[both]:.2f} s instead of "
+            f"{h200['both off']:.2f} s on an H200), with the same rewards; neither was measured alone or on a larger "
+            f"model, where a merged copy costs a second set of weights, so auto leaves both off there.")
+
 
 @dataclass(frozen=True)
 class SpeedChoice:
@@ -55,7 +75,7 @@ def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
     if setting != "auto":
         return SpeedChoice("merged_generation", setting, "set in the config")
     if not on_cpu:
-        return SpeedChoice("merged_generation", "no", "on a GPU: not measured yet, so sampling stays bare TRL's")
+        return SpeedChoice("merged_generation", "no", "on a GPU: TRL's unless set, see the GPU figures")
     merged, bare = MEASURED["workbench, merged float32 copy"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "merged_generation", "float32",
@@ -92,7 +112,7 @@ def resolve_shared_prompt_pass(setting: str, on_cpu: bool, gradient_checkpointin
     if setting == "yes":
         return SpeedChoice("shared_prompt_pass", "yes", "set in the config")
     if not on_cpu:
-        return SpeedChoice("shared_prompt_pass", "no", "on a GPU: not measured yet, so scoring stays bare TRL's")
+        return SpeedChoice("shared_prompt_pass", "no", "on a GPU: TRL's unless set, see the GPU figures")
     shared, bare = MEASURED["workbench, shared prompt pass"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "shared_prompt_pass", "yes",
@@ -113,6 +133,8 @@ def speed_notes(merged_generation: str, generation: str, bf16: bool, on_cpu: boo
     choice = resolve_merged_generation(merged_generation, generation, on_cpu, distributed_backend)
     sharing = resolve_shared_prompt_pass(shared_prompt_pass, on_cpu, gradient_checkpointing, processes)
     notes = [f"Speed: {_note(choice, merged_generation)} {_note(sharing, shared_prompt_pass)}"]
+    if not on_cpu and generation == "transformers":
+        notes.append(gpu_figures_note())
     if on_cpu and bf16:
         notes.append(f"bf16 on this CPU made the demo's step slower ({MEASURED_BF16['workbench, bf16 weights']:.2f} s "
                      f"against {MEASURED_BF16['workbench, float32']:.2f} s in float32, "
