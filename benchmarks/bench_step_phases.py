@@ -2,6 +2,7 @@
 
     python benchmarks/bench_step_phases.py                 # the demo's defaults, then shared_prompt_pass=no
     python benchmarks/bench_step_phases.py --steps 6 --decode
+    python benchmarks/bench_step_phases.py --compile-only       # torch.compile of a decode step, three ways
 
 It builds the workbench's trainer for the demo task (bundled model, held-out evaluation off) as
 `python -m workbench train` does, wraps its phases with timers and trains `--steps` steps, once with the
@@ -14,6 +15,12 @@ less the rest) and the whole step.
 bfloat16): total time, the matmuls' share (`aten::mm`), the sampler's (`aten::exponential_`, what
 `torch.multinomial` draws with), one layer's matmul with int8 weights against float32, and the memory
 bandwidth a plain sum over the same bytes reaches.
+
+`--compile` (or `--compile-only`, without the phases) times one decode step of the plain float32 model
+(8 rows, a static cache) eager and under `torch.compile` three ways, each in a fresh process: inductor's
+defaults; `max_autotune` with its C++ GEMM template; and that with `freezing`, which folds the weights
+into the compiled code as constants - fastest, but a merged sampling copy is refreshed every step, so
+frozen weights would be stale. It prints each one's compile time and median decode step.
 """
 
 from __future__ import annotations
@@ -119,11 +126,73 @@ def decode_profile() -> None:
           f"({torch.get_num_threads()} threads)")
 
 
+COMPILE_MODES = ("eager", "default", "max-autotune", "max-autotune + freezing")
+
+
+def compiled_decode_step(mode: str) -> dict[str, float]:
+    """Seconds to compile and the median of 19 decode steps for one `mode` of COMPILE_MODES, in this process."""
+    import torch
+    import torch._inductor.config as inductor
+    from transformers import AutoModelForCausalLM, StaticCache
+
+    from workbench.spec.models import bundled_model_dir
+
+    if mode.startswith("max-autotune"):
+        inductor.max_autotune = True
+        inductor.max_autotune_gemm_backends = "CPP,ATEN"
+    inductor.freezing = mode.endswith("freezing")
+    model = AutoModelForCausalLM.from_pretrained(bundled_model_dir(), dtype=torch.float32).eval()
+    rows, prompt = 8, 37
+    cache = StaticCache(config=model.config, max_cache_len=80)
+    ids = torch.randint(100, 40000, (rows, prompt), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        model(ids, past_key_values=cache, cache_position=torch.arange(prompt), use_cache=True)
+
+        def step(token, position):
+            return model(token, past_key_values=cache, cache_position=position, use_cache=True).logits
+
+        if mode != "eager":
+            step = torch.compile(step, dynamic=False)
+        token = ids[:, -1:]
+        started = time.perf_counter()
+        step(token, torch.tensor([prompt]))
+        compile_s = time.perf_counter() - started
+        times = []
+        for i in range(1, 20):
+            started = time.perf_counter()
+            step(token, torch.tensor([prompt + i]))
+            times.append(time.perf_counter() - started)
+    return {"compile_s": compile_s, "step_s": statistics.median(times)}
+
+
+def compile_probe() -> None:
+    import json
+    import subprocess
+
+    print(f"\n{'decode step of 8 rows':<28}{'compile':>10}{'median step':>14}")
+    for mode in COMPILE_MODES:  # each in a process of its own: inductor's settings and caches stay apart
+        out = subprocess.run([sys.executable, __file__, "--compile-mode", mode], capture_output=True, text=True,
+                             check=True).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        print(f"{mode:<28}{result['compile_s']:>8.1f} s{result['step_s'] * 1e3:>11.1f} ms", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--decode", action="store_true", help="also profile sampling on the plain model")
+    parser.add_argument("--compile", action="store_true", help="also time a compiled decode step")
+    parser.add_argument("--compile-only", action="store_true", help="only time a compiled decode step")
+    parser.add_argument("--compile-mode", choices=COMPILE_MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.compile_mode:
+        import json
+
+        print(json.dumps(compiled_decode_step(args.compile_mode)))
+        return 0
+    if args.compile_only:
+        compile_probe()
+        return 0
     base = RunConfig.for_task("demo", device="cpu", max_steps=args.steps, save_steps=10_000, eval_strategy="no")
     columns = {"defaults": base, "shared_prompt_pass=no": base.with_changes(shared_prompt_pass="no")}
     results = {name: phase_medians(cfg, args.steps) for name, cfg in columns.items()}
@@ -132,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{phase:<24}" + "".join(f"{results[name][phase]:>22.2f} s" for name in results))
     if args.decode:
         decode_profile()
+    if args.compile:
+        compile_probe()
     return 0
 
 
