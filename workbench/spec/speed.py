@@ -8,7 +8,7 @@ float32 copy of the policy is faster and draws exactly the policy's completions;
 per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster
 there and changes the draws, and bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower.
 On a GPU the two were measured only together, on the demo's 135M model (MEASURED_GPU: about twice as
-fast a step, the same rewards), not each alone nor on a larger model, where a merged copy costs a second
+fast a step, the same rewards on the H100), not each alone nor on a larger model, where a merged copy costs a second
 set of weights; so a run there keeps bare TRL's way unless its config says yes. With vLLM the rounds are
 sampled by the server anyway. Whether the shared prompt pass can run at all (`unsupported_reason`) is judged here
 too, once more when the training process has loaded the model and knows its type.
@@ -36,8 +36,8 @@ MEASURED_BF16 = {
 }
 
 # median step time (s) on one GPU, tests/test_gpu.py::test_the_cpu_speed_levers_measured_on_a_gpu: the demo,
-# bundled model, bf16, G = 8 completions of up to 64 tokens, 4 steps, one run each (2026-11-27); per step
-# the two runs logged the same rewards
+# bundled model, bf16, G = 8 completions of up to 64 tokens, 4 steps, one run each (2026-11-27); on the
+# H100 the two runs logged the same reward at every step (the H200's metrics were not kept)
 MEASURED_GPU = {
     "H100": {"both off": 4.04, "shared prompt pass and a merged bfloat16 copy": 2.33},
     "H200": {"both off": 4.63, "shared prompt pass and a merged bfloat16 copy": 2.36},
@@ -50,7 +50,7 @@ def gpu_figures_note() -> str:
     both = "shared prompt pass and a merged bfloat16 copy"
     return (f"On a GPU, shared_prompt_pass=yes with merged_generation=bfloat16 made the demo's step "
             f"{h100[both]:.2f} s instead of {h100['both off']:.2f} s on an H100 ({h200[both]:.2f} s instead of "
-            f"{h200['both off']:.2f} s on an H200), with the same rewards; neither was measured alone or on a larger "
+            f"{h200['both off']:.2f} s on an H200), with the same reward at every step on the H100; neither was measured alone or on a larger "
             f"model, where a merged copy costs a second set of weights, so auto leaves both off there.")
 
 
