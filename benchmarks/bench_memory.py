@@ -96,14 +96,14 @@ def run_child(setting: dict) -> dict:
         trainer = GRPOTrainer(model=model, reward_funcs=get_reward("brevity"), args=args, train_dataset=dataset,
                               processing_class=tokenizer, peft_config=lora)
         trainer_rss = _rss_bytes()
-        phase_peaks = watch_cuda_phases(trainer) if setting["device"] == "cuda" else {}
+        phase_peaks, run_peak = watch_cuda_phases(trainer) if setting["device"] == "cuda" else ({}, None)
         started = time.perf_counter()
         trainer.train()
     lengths = [r.get("completions/max_length") for r in trainer.state.log_history if "completions/max_length" in r]
     cuda_peak = torch.cuda.max_memory_reserved() if setting["device"] == "cuda" else None
     return {
         "cuda_peak_reserved": cuda_peak,
-        "cuda_peak_allocated": torch.cuda.max_memory_allocated() if setting["device"] == "cuda" else None,
+        "cuda_peak_allocated": run_peak() if run_peak else None,
         "cuda_phase_peaks": phase_peaks,
         "imports_rss": imports_rss, "loaded_rss": loaded_rss, "trainer_rss": trainer_rss,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -112,20 +112,22 @@ def run_child(setting: dict) -> dict:
     }
 
 
-def watch_cuda_phases(trainer) -> dict:
-    """Wrap the trainer's phases so each records the most CUDA memory it allocated above what was
-    allocated when it began: torch's own counter, exact where NVML's quarter-second samples are not.
+def watch_cuda_phases(trainer):
+    """Wrap the trainer's phases to record how much CUDA memory each allocated, from torch's own counters
+    (exact where NVML's quarter-second samples are not). Returns (phases, run_peak).
 
-    Filled in as the run goes: "generation", "scoring" (no-grad log-probs), "policy forward" (the loss),
-    "backward", "training" (a whole micro-batch step, the rollout inside it included) and "held before
-    <phase>" (what was allocated as each began: weights, adapters, optimizer state, saved activations). Phases nest (a
-    training step generates), so each open window keeps its own running peak across the inner
-    windows' resets of torch's peak counter.
+    `phases` fills in as the run goes: for "generation", "scoring" (no-grad log-probs), "policy forward"
+    (the loss), "backward" and "training" (a whole micro-batch step, the rollout inside it included), the
+    call that reached the highest allocation: {"held": allocated as it began, "rise": its peak above that}.
+    `run_peak()` is the most allocated at any moment of the run. Phases nest (a training step generates)
+    and each window resets torch's peak counter, so every open window, and the run's own, folds the
+    counter into its running peak before a reset.
     """
     import torch
 
-    peaks: dict = {}
-    open_windows: list[dict] = []  # {"held": bytes at entry, "peak": absolute peak seen so far}
+    phases: dict = {}
+    run_window = {"held": 0, "peak": 0}
+    open_windows: list[dict] = [run_window]  # {"held": bytes at entry, "peak": absolute peak seen so far}
 
     def fold() -> None:
         current = torch.cuda.max_memory_allocated()
@@ -137,7 +139,6 @@ def watch_cuda_phases(trainer) -> dict:
             torch.cuda.synchronize()
             fold()
             held = torch.cuda.memory_allocated()
-            peaks[f"held before {phase}"] = max(peaks.get(f"held before {phase}", 0), held)
             window = {"held": held, "peak": held}
             open_windows.append(window)
             torch.cuda.reset_peak_memory_stats()
@@ -147,8 +148,15 @@ def watch_cuda_phases(trainer) -> dict:
                 torch.cuda.synchronize()
                 fold()
                 open_windows[:] = [w for w in open_windows if w is not window]  # by identity: equal dicts nest
-                peaks[phase] = max(peaks.get(phase, 0), window["peak"] - held)
+                best = phases.get(phase)
+                if best is None or window["peak"] > best["held"] + best["rise"]:
+                    phases[phase] = {"held": held, "rise": window["peak"] - held}
         return wrapper
+
+    def run_peak() -> int:
+        torch.cuda.synchronize()
+        fold()
+        return run_window["peak"]
 
     scorer = trainer._get_per_token_logps_and_entropies
     watched_scorer = watched("scoring", scorer)
@@ -158,7 +166,7 @@ def watch_cuda_phases(trainer) -> dict:
     trainer.accelerator.backward = watched("backward", trainer.accelerator.backward)
     trainer._get_per_token_logps_and_entropies = (
         lambda *a, **k: watched_scorer(*a, **k) if not torch.is_grad_enabled() else scorer(*a, **k))
-    return peaks
+    return phases, run_peak
 
 
 def measure(name: str, device: str = "cpu", timeout: float = 900, idle_used: dict | None = None) -> dict:

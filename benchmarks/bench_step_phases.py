@@ -2,7 +2,7 @@
 
     python benchmarks/bench_step_phases.py                 # the demo's defaults, then shared_prompt_pass=no
     python benchmarks/bench_step_phases.py --steps 6 --decode
-    python benchmarks/bench_step_phases.py --compile-only       # torch.compile of a decode step, three ways
+    python benchmarks/bench_step_phases.py --compile-only  # torch.compile of a decode step, three ways
 
 It builds the workbench's trainer for the demo task (bundled model, held-out evaluation off) as
 `python -m workbench train` does, wraps its phases with timers and trains `--steps` steps, once with the
@@ -166,6 +166,7 @@ def compiled_decode_step(mode: str) -> dict[str, float]:
 
 
 def compile_probe() -> None:
+    """Print each of COMPILE_MODES' compile time and median decode step, each timed in a fresh process."""
     import json
     import subprocess
 

@@ -50,16 +50,24 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not GPUS, reason="no CUDA GPU (NVML lists none): run `make gpu-test` on a GPU machine"),
 ]
-# Each GPU's used memory before any test here ran: every test waits for the last one's memory to
-# come back to it before its own watch begins (jobs/gpu_watch.wait_for_release says why).
-IDLE_USED = used_bytes_per_gpu()
+@pytest.fixture(scope="session")
+def idle_used() -> dict[int, int]:
+    """Each GPU's used memory before the first GPU test here ran (read when that test starts)."""
+    return used_bytes_per_gpu()
+
+
+def wait_for_the_gpus(idle: dict[int, int]) -> None:
+    """Wait for the last run's GPU memory to come back (jobs/gpu_watch.wait_for_release says why), and say so
+    when it does not: the next watch then counts that memory out of its figures."""
+    if not wait_for_release(idle, timeout_s=120):
+        print(f"\nGPU memory is still above what it was before the GPU tests began ({used_bytes_per_gpu()} "
+              f"against {idle}): the next figures count that memory out", flush=True)
 
 
 @pytest.fixture(autouse=True)
-def gpus_released_by_the_last_test():
-    if not wait_for_release(IDLE_USED, timeout_s=120):
-        print(f"\nGPU memory is still above what it was before the GPU tests began ({used_bytes_per_gpu()} "
-              f"against {IDLE_USED}): this test's figures count that memory out", flush=True)
+def gpus_released_by_the_last_test(idle_used):
+    """Every test's watch begins on GPUs the test before has handed back."""
+    wait_for_the_gpus(idle_used)
 
 
 needs_vllm_here = pytest.mark.skipif(
@@ -107,6 +115,7 @@ def run_on_gpu(config: RunConfig, runs_dir: Path) -> tuple[dict, list[dict], dic
 
 
 def wait_until_gone(pid: int | None, timeout: float = 60.0) -> None:
+    """Wait up to `timeout` seconds for the process `pid` to exit."""
     deadline = time.monotonic() + timeout
     while processes.alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -130,13 +139,13 @@ def test_transformers_generation_on_one_gpu(tmp_path):
     assert_trained(final, steps, figures)
 
 
-def test_the_cpu_speed_levers_measured_on_a_gpu(tmp_path):
+def test_the_cpu_speed_levers_measured_on_a_gpu(tmp_path, idle_used):
     """shared_prompt_pass and a merged bfloat16 copy for sampling, on and off: on a GPU `auto` keeps TRL's way
     for both until figures like these say otherwise (workbench/spec/speed.py)."""
     medians = {}
     for name, changes in (("off", dict(shared_prompt_pass="no", merged_generation="no")),
                           ("on", dict(shared_prompt_pass="yes", merged_generation="bfloat16"))):
-        wait_for_release(IDLE_USED, timeout_s=120)  # the "off" run's memory back before "on" is watched
+        wait_for_the_gpus(idle_used)  # the "off" run's memory back before "on" is watched
         final, steps, figures = run_on_gpu(gpu_config("transformers", **changes), tmp_path / name)
         assert_trained(final, steps, figures)
         medians[name] = figures["median_step_s"]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import itertools
 import time
+import types
+from pathlib import Path
 
 import pytest
 
-from workbench.jobs.gpu_watch import RELEASE_SLACK_BYTES, GpuMemoryWatch, peak_above, used_bytes_per_gpu, wait_for_release
+from workbench.jobs.gpu_watch import (RELEASE_SLACK_BYTES, GpuMemoryWatch, peak_above, used_bytes_per_gpu,
+                                      wait_for_release)
 from workbench.spec.hardware import list_gpus
 from workbench.trainer.gpu_metrics import timed
 
@@ -56,6 +59,71 @@ def test_a_gpu_that_stays_busy_is_reported_after_the_timeout():
     busy = lambda: {0: GIB + RELEASE_SLACK_BYTES + 1}  # noqa: E731 - someone else's process holds it
     assert not wait_for_release({0: GIB}, timeout_s=3, read=busy, sleep=clock.sleep, clock=lambda: clock.now)
     assert 3.0 <= clock.now < 3.5
+
+
+class FakeCudaCounters:
+    """torch.cuda's allocation counters as a CPU can keep them: what is allocated, and the peak since a reset."""
+
+    def __init__(self, monkeypatch):
+        import torch
+
+        self.allocated = self.peak = 0
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: self.allocated)
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: self.peak)
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", self.reset)
+
+    def reset(self) -> None:
+        self.peak = self.allocated
+
+    def alloc(self, size: int) -> None:
+        self.allocated += size
+        self.peak = max(self.peak, self.allocated)
+
+
+def test_the_memory_benchmark_keeps_each_phases_highest_call_and_the_runs_peak_across_nested_resets(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_memory
+    import torch
+
+    cuda = FakeCudaCounters(monkeypatch)
+
+    class Trainer:
+        """The five phases of a GRPO micro-batch step, nested as TRL nests them, each allocating a known amount."""
+
+        def __init__(self):
+            self.accelerator = types.SimpleNamespace(backward=lambda loss: (cuda.alloc(50), cuda.alloc(-50)))
+
+        def _get_per_token_logps_and_entropies(self):
+            cuda.alloc(30)
+            cuda.alloc(-30)
+
+        def _generate(self):
+            cuda.alloc(100 + self.extra)
+            cuda.alloc(-100 - self.extra)
+
+        def compute_loss(self):
+            cuda.alloc(200)  # the saved activations stay until the backward frees them
+
+        def training_step(self):
+            self._generate()
+            with torch.no_grad():
+                self._get_per_token_logps_and_entropies()
+            self.compute_loss()
+            self.accelerator.backward(None)
+            cuda.alloc(-200)
+
+    trainer = Trainer()
+    cuda.alloc(1000)  # the weights
+    phases, run_peak = bench_memory.watch_cuda_phases(trainer)
+    for extra in (0, 500, 0):  # the second step's rollout is the highest; later resets must not hide it
+        trainer.extra = extra
+        trainer.training_step()
+    assert run_peak() == 1600
+    assert phases["generation"] == {"held": 1000, "rise": 600}
+    assert phases["scoring"] == {"held": 1000, "rise": 30}
+    assert phases["backward"] == {"held": 1200, "rise": 50}  # held and rise of one call, not two maxima
+    assert phases["training"] == {"held": 1000, "rise": 600}
 
 
 def test_a_machine_without_gpus_watches_nothing():

@@ -119,15 +119,16 @@ def test_logits_are_tiled_not_full(smollm2):
 
 def test_the_cuda_estimate_meets_the_peaks_measured_on_an_h100(smollm2):
     """Recorded by benchmarks/bench_memory.py --device cuda on an H100 (tests/data/gpu_memory_h100.json):
-    the estimate within the GPU kit's 15 % of the card's measured peak, and each measured term where
-    the estimate says it is."""
+    the estimate within the GPU kit's 15 % of the card's measured peak and at most 10 % under it, the
+    context term as measured, and the LM head's backward about one tile."""
     recorded = json.loads((REPO / "tests" / "data" / "gpu_memory_h100.json").read_text())
     for row in recorded["rows"]:
         setting = {k: v for k, v in row["setting"].items() if k != "device"}
         result = memory.estimate_memory(smollm2, device="cuda", dtype_bytes=4,
                                         max_prompt_length=row["max_prompt_tokens"], **setting)
         error = result.total_bytes / row["nvml_peak_bytes"] - 1
-        assert abs(error) <= 0.15, (row["name"], error, result.breakdown())
+        # within the kit's 15%, and never far under: an estimate under the peak says a run fits that does not
+        assert -0.10 <= error <= 0.15, (row["name"], error, result.breakdown())
         # the CUDA context: what the card held beyond torch's own reserve
         assert term(result, "runtime").bytes == pytest.approx(row["nvml_peak_bytes"] - row["cuda_peak_reserved"],
                                                                rel=0.01)

@@ -44,7 +44,8 @@ def test_on_a_gpu_the_note_gives_the_measured_figures_and_why_auto_stays_off():
     first, figures = speed_notes("auto", "transformers", bf16=True, on_cpu=False)
     assert "merged_generation=auto -> no (on a GPU" in first and "shared_prompt_pass=auto -> no (on a GPU" in first
     h100 = MEASURED_GPU["H100"]
-    assert f"{h100['shared prompt pass and a merged bfloat16 copy']:.2f} s instead of {h100['both off']:.2f} s" in figures
+    both = h100["shared prompt pass and a merged bfloat16 copy"]
+    assert f"{both:.2f} s instead of {h100['both off']:.2f} s" in figures
     assert "neither was measured alone" in figures
     assert len(speed_notes("auto", "vllm-server", bf16=True, on_cpu=False)) == 1  # the server samples: no lever here
 

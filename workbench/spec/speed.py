@@ -7,11 +7,12 @@ avx512_bf16 and no AMX, 8 steps, two runs per row; figures in MEASURED): on a CP
 float32 copy of the policy is faster and draws exactly the policy's completions; running each prompt once
 per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster
 there and changes the draws, and bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower.
-On a GPU the two were measured only together, on the demo's 135M model (MEASURED_GPU: about twice as
-fast a step, the same rewards on the H100), not each alone nor on a larger model, where a merged copy costs a second
-set of weights; so a run there keeps bare TRL's way unless its config says yes. With vLLM the rounds are
-sampled by the server anyway. Whether the shared prompt pass can run at all (`unsupported_reason`) is judged here
-too, once more when the training process has loaded the model and knows its type.
+On a GPU the two were measured only together, on the demo's 135M model (MEASURED_GPU: a step 1.7x
+faster on an H100, 2.0x on an H200, the same rewards on the H100), not each alone nor on a larger model,
+where a merged copy costs a second set of weights; so a run there keeps bare TRL's way unless its config
+turns them on. With vLLM the rounds are sampled by the server anyway. Whether the shared prompt pass can
+run at all (`unsupported_reason`) is judged here too, once more when the training process has loaded the
+model and knows its type.
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ MEASURED_BF16 = {
     "workbench, bf16 weights": 7.48,
 }
 
-# median step time (s) on one GPU, tests/test_gpu.py::test_the_cpu_speed_levers_measured_on_a_gpu: the demo,
+# median step time (s) on one GPU (tests/test_gpu.py::test_the_cpu_speed_levers_measured_on_a_gpu): the demo,
 # bundled model, bf16, G = 8 completions of up to 64 tokens, 4 steps, one run each (2026-11-27); on the
 # H100 the two runs logged the same reward at every step (the H200's metrics were not kept)
 MEASURED_GPU = {
     "H100": {"both off": 4.04, "shared prompt pass and a merged bfloat16 copy": 2.33},
     "H200": {"both off": 4.63, "shared prompt pass and a merged bfloat16 copy": 2.36},
 }
+# why `auto` keeps TRL's way on a GPU, for either lever
+GPU_REASON = "on a GPU: TRL's way unless set; measured there only with both levers on, on one small model"
 
 
 def gpu_figures_note() -> str:
@@ -50,8 +53,9 @@ def gpu_figures_note() -> str:
     both = "shared prompt pass and a merged bfloat16 copy"
     return (f"On a GPU, shared_prompt_pass=yes with merged_generation=bfloat16 made the demo's step "
             f"{h100[both]:.2f} s instead of {h100['both off']:.2f} s on an H100 ({h200[both]:.2f} s instead of "
-            f"{h200['both off']:.2f} s on an H200), with the same reward at every step on the H100; neither was measured alone or on a larger "
-            f"model, where a merged copy costs a second set of weights, so auto leaves both off there.")
+            f"{h200['both off']:.2f} s on an H200), with the same reward at every step on the H100; neither was "
+            f"measured alone or on a larger model, where a merged copy costs a second set of weights, so auto "
+            f"leaves both off there.")
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
     if setting != "auto":
         return SpeedChoice("merged_generation", setting, "set in the config")
     if not on_cpu:
-        return SpeedChoice("merged_generation", "no", "on a GPU: TRL's unless set, see the GPU figures")
+        return SpeedChoice("merged_generation", "no", GPU_REASON)
     merged, bare = MEASURED["workbench, merged float32 copy"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "merged_generation", "float32",
@@ -112,7 +116,7 @@ def resolve_shared_prompt_pass(setting: str, on_cpu: bool, gradient_checkpointin
     if setting == "yes":
         return SpeedChoice("shared_prompt_pass", "yes", "set in the config")
     if not on_cpu:
-        return SpeedChoice("shared_prompt_pass", "no", "on a GPU: TRL's unless set, see the GPU figures")
+        return SpeedChoice("shared_prompt_pass", "no", GPU_REASON)
     shared, bare = MEASURED["workbench, shared prompt pass"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "shared_prompt_pass", "yes",
