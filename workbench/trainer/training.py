@@ -417,6 +417,21 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         status.close()
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
+        end_process_group()
+
+
+def end_process_group() -> None:
+    """Close torch.distributed's process group, when the run made one, before the interpreter exits.
+
+    Left to the interpreter's teardown, gloo's threads can be destroyed while still joinable: the process
+    aborts ("terminate called without an active exception", SIGABRT) after a finished run. Seen on the
+    second machine of a two-machine run; torchrun's agent on the first then waited in its exit barrier for
+    the failed one until killed.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def attach_generation_copy(trainer, cfg: RunConfig) -> str:
