@@ -84,6 +84,13 @@ def phase_medians(cfg: RunConfig, steps: int) -> dict[str, float]:
     return {phase: statistics.median(times[phase][1:] or times[phase]) for phase in PHASES}
 
 
+def decode_prompts():
+    """The prompts both decode probes start from: 8 rows of 37 random tokens (the demo's round and prompt length)."""
+    import torch
+
+    return torch.randint(100, 40000, (8, 37), generator=torch.Generator().manual_seed(0))
+
+
 def decode_profile() -> None:
     import torch
     from torch.profiler import profile
@@ -91,7 +98,7 @@ def decode_profile() -> None:
 
     from workbench.spec.models import bundled_model_dir
 
-    prompts = torch.randint(100, 40000, (8, 37), generator=torch.Generator().manual_seed(0))
+    prompts = decode_prompts()
     settings = dict(attention_mask=torch.ones_like(prompts), max_new_tokens=32, min_new_tokens=32, do_sample=True,
                     temperature=0.7, top_k=0, top_p=1.0, pad_token_id=0)
     for dtype in (torch.float32, torch.bfloat16):
@@ -142,9 +149,9 @@ def compiled_decode_step(mode: str) -> dict[str, float]:
         inductor.max_autotune_gemm_backends = "CPP,ATEN"
     inductor.freezing = mode.endswith("freezing")
     model = AutoModelForCausalLM.from_pretrained(bundled_model_dir(), dtype=torch.float32).eval()
-    rows, prompt = 8, 37
+    ids = decode_prompts()
+    prompt = ids.size(1)
     cache = StaticCache(config=model.config, max_cache_len=80)
-    ids = torch.randint(100, 40000, (rows, prompt), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         model(ids, past_key_values=cache, cache_position=torch.arange(prompt), use_cache=True)
 

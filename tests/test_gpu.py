@@ -24,13 +24,12 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from workbench.calc import plan
-from workbench.jobs import launcher, processes, run_state
+from workbench.jobs import launcher, run_state
 from workbench.jobs.gpu_watch import GpuMemoryWatch, used_bytes_per_gpu, wait_for_release
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig, validate_config
@@ -91,12 +90,10 @@ def run_on_gpu(config: RunConfig, runs_dir: Path) -> tuple[dict, list[dict], dic
     assert not problems, [str(p) for p in problems]
     with GpuMemoryWatch() as watch:
         run_id = launcher.start(config, runs_dir)
-        pid = run_state.status(run_id, runs_dir).get("pid")
         try:
             final = run_state.wait(run_id, runs_dir, timeout=RUN_TIMEOUT_S)
         finally:
             launcher.stop(run_id, runs_dir, timeout=30)
-            wait_until_gone(pid)  # "finished" is written before the process exits and gives its memory back
     run_dir = run_state.run_dir_of(run_id, runs_dir)
     steps = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m]
     figures = {
@@ -112,13 +109,6 @@ def run_on_gpu(config: RunConfig, runs_dir: Path) -> tuple[dict, list[dict], dic
         figures["error"] = (final.get("error") or {}).get("message", "")[:500]
     print(f"\nGPU figures [{config.generation}]: {json.dumps(figures)}", flush=True)
     return final, steps, figures
-
-
-def wait_until_gone(pid: int | None, timeout: float = 60.0) -> None:
-    """Wait up to `timeout` seconds for the process `pid` to exit."""
-    deadline = time.monotonic() + timeout
-    while processes.alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
 
 
 def median(records: list[dict], name: str) -> float | None:

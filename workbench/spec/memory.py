@@ -406,7 +406,8 @@ def estimate_memory(
     if device == "cuda":
         tensors = sum(t.bytes for t in terms if t.phase in ("always", peak) and t.name not in ("runtime", "vllm"))
         add("allocator reserve", tensors * CUDA_ALLOCATOR_OVERHEAD, "always",
-            f"torch's caching allocator holds about {CUDA_ALLOCATOR_OVERHEAD:.0%} more than its tensors (measured)")
+            f"torch's caching allocator holds about {CUDA_ALLOCATOR_OVERHEAD:.0%} more than its tensors (fitted to "
+            f"peaks measured on an H100)")
     if device == "cuda" and dtype_bytes == 4:
         notes.append("float32 on a GPU: bf16 (dtype_bytes=2) halves weights and activations.")
     return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)
