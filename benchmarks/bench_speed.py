@@ -1,7 +1,9 @@
-"""The CPU speed levers of a GRPO step, each alone and combined, against bare TRL: one table.
+"""The speed levers of a GRPO step, each alone and combined, against bare TRL: one table.
 
     python benchmarks/bench_speed.py                       # every row, 8 steps each, two runs per row
     python benchmarks/bench_speed.py --rows bare-fp32 bf16 --steps 6 --runs 1
+    python benchmarks/bench_speed.py --device cuda --steps 5 --runs 1   # the GPU rows, on GPU 0
+    python benchmarks/bench_speed.py --device cuda --model DIR          # another model (benchmarks/random_model.py)
 
 Each row trains the demo task (the bundled SmolLM2-135M-Instruct, its settings, held-out evaluation off
 so that only training steps are timed) for `--steps` steps with the same seed, so every row trains on the
@@ -20,7 +22,14 @@ same questions in the same order. Rows:
 - `shared-prompt`: `shared_prompt_pass`, each prompt run once per group in the reference pass and the
   policy's forward and backward, only completion tokens through the vocabulary
   (workbench/trainer/prompt_sharing.py);
-- `defaults`: what a CPU run gets with no options, the merged float32 copy and the shared prompt pass.
+- `defaults`: what a run gets with no options: on a CPU the merged float32 copy and the shared prompt pass,
+  on a GPU neither (workbench/spec/speed.py);
+- `merged-bf16+shared`: a merged bfloat16 copy samples and the shared prompt pass scores.
+
+`--device cuda` runs the GPU kit's settings (G = 8 completions of up to 64 tokens, bf16 weights, GPU 0) and,
+unless `--rows` says otherwise, the rows `workbench`, `merged-bf16`, `shared-prompt`, `merged-bf16+shared`;
+it adds each row's GPU peak (NVML, above the GPU's memory before the first run) and the trainer's peak
+allocated memory, and waits for each run's GPU memory to come back before the next one starts.
 
 For each row it prints the median `step_time` (TRL's, first step left out: it pays one-off costs), that
 time as a multiple of the faster bare row, the peak RSS of the training process tree, and the mean reward
@@ -44,8 +53,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_training import run_and_watch, run_bare_trl  # noqa: E402  (same folder)
 
-from workbench.spec.hardware import cpu_threads  # noqa: E402
+from workbench.jobs import gpu_watch  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
+from workbench.spec.hardware import cpu_threads  # noqa: E402
 
 GB = 2**30
 # row name -> (what it is, RunConfig changes); bare rows add the bare script's precision
@@ -61,15 +71,24 @@ ROWS = {
     "bf16+merged-bf16": ("bf16 weights, merged bfloat16 copy",
                          {"bf16": True, "merged_generation": "bfloat16", "shared_prompt_pass": "no"}),
     "shared-prompt": ("each prompt scored once per group", {"merged_generation": "no", "shared_prompt_pass": "yes"}),
-    "defaults": ("workbench defaults: merged float32 copy + shared prompt pass",
-                 {"merged_generation": "float32", "shared_prompt_pass": "yes"}),
+    "defaults": ("workbench defaults (`auto`: on a CPU the merged float32 copy + shared prompt pass)",
+                 {"merged_generation": "auto", "shared_prompt_pass": "auto"}),
+    "merged-bf16+shared": ("a merged bfloat16 copy samples, each prompt scored once",
+                           {"merged_generation": "bfloat16", "shared_prompt_pass": "yes"}),
 }
 BARE_PRECISION = {"bare-fp32": False, "bare-trl-defaults": None}
+CPU_ROWS = [row for row in ROWS if row != "merged-bf16+shared"]
+GPU_ROWS = ["workbench", "merged-bf16", "shared-prompt", "merged-bf16+shared"]
+# the GPU kit's run (tests/test_gpu.py): G = 8 completions of up to 64 tokens, bf16 weights, GPU 0
+GPU_SETTINGS = dict(device="cuda", gpu_ids=[0], per_device_train_batch_size=8, num_generations=8,
+                    max_completion_length=64, bf16=True)
 
 
-def demo_config(steps: int) -> RunConfig:
+def demo_config(steps: int, device: str = "cpu", model: str | None = None) -> RunConfig:
     """The demo as `python -m workbench train` starts it, for `steps` steps, no held-out evaluation."""
-    return RunConfig.for_task("demo", device="cpu", max_steps=steps, save_steps=10_000, eval_strategy="no")
+    settings = GPU_SETTINGS if device == "cuda" else dict(device="cpu")
+    config = RunConfig.for_task("demo", max_steps=steps, save_steps=10_000, eval_strategy="no", **settings)
+    return config.with_changes(model=model) if model else config
 
 
 def run_bare(config: RunConfig, precision: bool | None, workdir: Path) -> dict:
@@ -79,31 +98,49 @@ def run_bare(config: RunConfig, precision: bool | None, workdir: Path) -> dict:
             "peak_rss": result["peak_rss"]}
 
 
-def run_workbench(config: RunConfig, runs_dir: Path) -> dict:
-    result = run_and_watch(config, runs_dir, time_limit=3600)
+def run_workbench(config: RunConfig, runs_dir: Path, idle_gpus: dict[int, int] | None = None) -> dict:
+    """`python -m workbench train` in the background; on a GPU, its NVML peak above `idle_gpus` too."""
+    if idle_gpus is None:
+        result = run_and_watch(config, runs_dir, time_limit=3600)
+    else:
+        # the last run's process may still hold its memory: a watch begun now would take it for the baseline
+        if not gpu_watch.wait_for_release(idle_gpus, timeout_s=120):
+            print("# the last run's GPU memory did not come back in 120 s: this row's GPU peak is low", flush=True)
+        with gpu_watch.GpuMemoryWatch() as watch:
+            result = run_and_watch(config, runs_dir, time_limit=3600)
     if result["state"] != "finished":
         raise SystemExit(f"workbench run {result['state']}: {result['error']}")
     steps = [m for m in result["metrics"] if "step_time" in m]
-    return {"step_time": [m["step_time"] for m in steps], "reward": [m["reward"] for m in steps],
-            "peak_rss": result["peak_rss"]}
+    figures = {"step_time": [m["step_time"] for m in steps], "reward": [m["reward"] for m in steps],
+               "peak_rss": result["peak_rss"]}
+    if idle_gpus is not None:
+        figures["gpu_peak"] = max(watch.peak_bytes().values(), default=0)
+        figures["allocated_peak_gib"] = max((m.get("gpu/peak_allocated_gib") or 0 for m in steps), default=0)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
+    parser.add_argument("--rows", nargs="+", choices=list(ROWS),
+                        help=f"rows to run (default: {' '.join(CPU_ROWS)}; with --device cuda: {' '.join(GPU_ROWS)})")
     parser.add_argument("--steps", type=int, default=8, help="optimizer steps per run (default 8)")
     parser.add_argument("--runs", type=int, default=2, help="runs per row (default 2)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cpu (default), or cuda: the GPU kit's settings on GPU 0")
+    parser.add_argument("--model", help="another model than the bundled one (a name or a model folder)")
     args = parser.parse_args(argv)
+    rows = args.rows or (GPU_ROWS if args.device == "cuda" else CPU_ROWS)
+    idle_gpus = gpu_watch.used_bytes_per_gpu() if args.device == "cuda" else None
 
-    results: dict[str, list[dict]] = {row: [] for row in args.rows}
+    results: dict[str, list[dict]] = {row: [] for row in rows}
     with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
         for round_index in range(args.runs):
-            order = args.rows if round_index % 2 == 0 else list(reversed(args.rows))
+            order = rows if round_index % 2 == 0 else list(reversed(rows))
             for row in order:
-                config = demo_config(args.steps).with_changes(**ROWS[row][1])
+                config = demo_config(args.steps, args.device, args.model).with_changes(**ROWS[row][1])
                 workdir = Path(tmp) / f"{row}-{round_index}"
                 result = (run_bare(config, BARE_PRECISION[row], workdir) if row in BARE_PRECISION
-                          else run_workbench(config, workdir))
+                          else run_workbench(config, workdir, idle_gpus))
                 results[row].append(result)
                 print(f"# {row} run {round_index + 1}: median step {statistics.median(result['step_time'][1:]):.2f} s, "
                       f"mean reward {statistics.mean(result['reward']):.3f}", flush=True)
@@ -112,14 +149,30 @@ def main(argv: list[str] | None = None) -> int:
     bare = [medians[row] for row in BARE_PRECISION if row in medians]
     baseline = min(bare) if bare else None
     print(f"\nload average {os.getloadavg()[0]:.2f}; {args.steps} steps x {args.runs} runs per row; "
-          f"{os.cpu_count()} CPUs, {os.environ.get('OMP_NUM_THREADS') or cpu_threads(1)} threads per run")
-    print(f"{'row':<20} {'median step':>12} {'x bare':>8} {'peak RSS':>9}  mean reward per run   what")
+          f"{os.cpu_count()} CPUs, {os.environ.get('OMP_NUM_THREADS') or cpu_threads(1)} threads per run; "
+          f"model {args.model or 'smollm2-135m-instruct'}; {describe_device(args.device)}")
+    first = rows[0]
+    against = "x bare" if baseline else "x row 1"
+    gpu = " GPU peak  allocated" if args.device == "cuda" else ""
+    print(f"{'row':<20} {'median step':>12} {against:>8} {'peak RSS':>9}{gpu}  mean reward per run   what")
     for row, runs in results.items():
-        ratio = f"{medians[row] / baseline:.2f}" if baseline else "-"
+        ratio = f"{medians[row] / (baseline or medians[first]):.2f}"
         rewards = ", ".join(f"{statistics.mean(r['reward']):.3f}" for r in runs)
         peak = max(r["peak_rss"] for r in runs) / GB
-        print(f"{row:<20} {medians[row]:>10.2f} s {ratio:>8} {peak:>7.2f} GB  {rewards:<20}  {ROWS[row][0]}")
+        memory = ""
+        if args.device == "cuda":
+            allocated = max(r["allocated_peak_gib"] for r in runs)
+            memory = f" {max(r['gpu_peak'] for r in runs) / GB:>6.2f} GB {allocated:>7.2f} GB"
+        print(f"{row:<20} {medians[row]:>10.2f} s {ratio:>8} {peak:>7.2f} GB{memory}  {rewards:<20}  {ROWS[row][0]}")
     return 0
+
+
+def describe_device(device: str) -> str:
+    if device != "cuda":
+        return "CPU"
+    import torch
+
+    return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
 
 
 if __name__ == "__main__":

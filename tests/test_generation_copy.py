@@ -113,3 +113,33 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
     assert [m.get("merged_generation/sync_seconds") is not None for m in metrics["float32"]] == [True, True]
     assert "merged_generation/sync_seconds" not in metrics["no"][0]
     assert metrics["float32"][1]["loss"] == pytest.approx(metrics["no"][1]["loss"], abs=1e-5)
+
+
+@pytest.mark.parametrize(("free_gib", "taken"), [(80.0, "bfloat16"), (1e-4, "no")])
+def test_on_a_gpu_auto_takes_a_bfloat16_copy_only_where_it_fits_in_a_quarter_of_the_free_memory(
+        policy, monkeypatch, capsys, free_gib, taken):
+    """attach_generation_copy as a bf16 run on a GPU calls it; torch's CUDA queries answer as one GPU would
+    (this machine has none), the copy itself is built where the policy's weights are."""
+    import types
+
+    import torch
+
+    from workbench.spec.config import RunConfig
+    from workbench.trainer.training import attach_generation_copy
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: asked.append(device) or (int(free_gib * 2**30), 0))
+    trainer = types.SimpleNamespace(model=policy, accelerator=types.SimpleNamespace(device="cuda:0"),
+                                    generation_copy=None)
+    config = RunConfig(model="tiny", device="cuda", gpu_ids=[0], bf16=True)
+    assert attach_generation_copy(trainer, config) == taken
+    assert asked == ["cuda:0"]
+    if taken == "no":
+        assert trainer.generation_copy is None
+        assert "merged_generation=auto -> no (on a GPU: the copy would take" in capsys.readouterr().out
+    else:
+        assert trainer.generation_copy.model.dtype == torch.bfloat16
+    # set in the config, the copy is taken without asking the GPU
+    assert attach_generation_copy(trainer, config.with_changes(merged_generation="bfloat16")) == "bfloat16"
+    assert asked == ["cuda:0"]

@@ -5,8 +5,9 @@ own CI machine. `make gpu-test` runs them on a GPU machine, in `.venv-gpu` (the 
 vLLM beside them, which TRL's vLLM modes need inside the training process). The README's GPU kit section
 says which have run, on which card, and what they printed.
 
-- `transformers`: TRL's own generate, on one GPU; and with the CPU speed levers (`shared_prompt_pass`, a
-  merged bfloat16 copy for sampling) off and on;
+- `transformers`: generate on one GPU, with the speed settings `auto` gives there (a merged bfloat16 copy
+  samples); and with the speed levers (`shared_prompt_pass`, a merged bfloat16 copy) both off and both on
+  (each alone: `benchmarks/bench_speed.py --device cuda`);
 - `trl-colocate`: TRL's vLLM inside the training process, sharing its GPU;
 - `vllm-server`: the workbench's LoRA hot-load server, on a GPU of its own when there are two, else on a
   share of the first;
@@ -130,8 +131,8 @@ def test_transformers_generation_on_one_gpu(tmp_path):
 
 
 def test_the_cpu_speed_levers_measured_on_a_gpu(tmp_path, idle_used):
-    """shared_prompt_pass and a merged bfloat16 copy for sampling, on and off: on a GPU `auto` keeps TRL's way
-    for both until figures like these say otherwise (workbench/spec/speed.py)."""
+    """shared_prompt_pass and a merged bfloat16 copy for sampling, both off and both on; each alone and on a
+    larger model: benchmarks/bench_speed.py --device cuda, whose figures set `auto` (workbench/spec/speed.py)."""
     medians = {}
     for name, changes in (("off", dict(shared_prompt_pass="no", merged_generation="no")),
                           ("on", dict(shared_prompt_pass="yes", merged_generation="bfloat16"))):

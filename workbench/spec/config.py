@@ -299,7 +299,8 @@ class RunConfig:
         "With generation=transformers: sample each round from a plain copy of the policy with the LoRA update "
         "merged in (refreshed once a step), in float32 or bfloat16, instead of through PEFT's LoRA layers; "
         "training and every log-probability still use the policy. no: sample from the policy itself (bare "
-        "TRL's way). auto: float32 on a CPU (measured faster, the same completions), no elsewhere "
+        "TRL's way). auto: float32 on a CPU (measured faster, the same completions); on a GPU bfloat16 when "
+        "bf16 is on and the copy needs at most a quarter of the GPU's free memory (measured faster), else no "
         "(workbench/spec/speed.py).",
     )
     shared_prompt_pass: str = setting(
@@ -308,7 +309,8 @@ class RunConfig:
         "once for its whole group instead of once per completion, and projecting only completion tokens "
         "through the vocabulary; the values equal TRL's to float32 rounding. yes: wherever it can run (one "
         "process, no gradient checkpointing, llama/qwen2/qwen3 models; elsewhere TRL's way runs). no: TRL's "
-        "way. auto: yes on a CPU (measured faster), no on a GPU (not measured; workbench/spec/speed.py).",
+        "way. auto: yes on a CPU (measured faster), no on a GPU (there it slowed sampling from the merged copy; "
+        "workbench/spec/speed.py).",
     )
     gradient_checkpointing: bool = setting(
         False,

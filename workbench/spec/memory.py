@@ -468,7 +468,7 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         # a value check_config refuses (the Setup tab estimates before it checks) counts no copy
         merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(resolve_merged_generation(
             get("merged_generation", "auto"), get("generation", "transformers"), device == "cpu",
-            get("distributed_backend", "ddp")).value, 0),
+            get("distributed_backend", "ddp"), bool(get("bf16", False))).value, 0),
     )
     if note:
         estimate.notes.append(note)

@@ -7,12 +7,13 @@ avx512_bf16 and no AMX, 8 steps, two runs per row; figures in MEASURED): on a CP
 float32 copy of the policy is faster and draws exactly the policy's completions; running each prompt once
 per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster
 there and changes the draws, and bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower.
-On a GPU the two were measured only together, on the demo's 135M model (MEASURED_GPU: a step 1.7x
-faster on an H100, 2.0x on an H200, the same rewards on the H100), not each alone nor on a larger model,
-where a merged copy costs a second set of weights; so a run there keeps bare TRL's way unless its config
-turns them on. With vLLM the rounds are sampled by the server anyway. Whether the shared prompt pass can
-run at all (`unsupported_reason`) is judged here too, once more when the training process has loaded the
-model and knows its type.
+On a GPU (MEASURED_GPU: `bench_speed.py --device cuda` on an H100, the demo's 135M model and a 1.7B
+model of random weights) the merged bfloat16 copy made the step faster on both, most on the larger model,
+so with `bf16` on `auto` takes it there, if it is at most a quarter of the GPU's free memory when the
+model has loaded (a second set of weights: `copy_fits_gpu`); the shared prompt pass made sampling from the
+copy slower there, so `auto` leaves it off on a GPU. With vLLM the rounds are sampled by the server
+anyway. Whether the shared prompt pass can run at all (`unsupported_reason`) is judged here too, once more
+when the training process has loaded the model and knows its type.
 """
 
 from __future__ import annotations
@@ -36,26 +37,50 @@ MEASURED_BF16 = {
     "workbench, bf16 weights": 7.48,
 }
 
-# median step time (s) on one GPU (tests/test_gpu.py::test_the_cpu_speed_levers_measured_on_a_gpu): the demo,
-# bundled model, bf16, G = 8 completions of up to 64 tokens, 4 steps, one run each (2026-11-27); on the
-# H100 the two runs logged the same reward at every step (the H200's metrics were not kept)
+# median step time (s) on an H100 80GB (`bench_speed.py --device cuda`: the demo's settings on the GPU kit's
+# G = 8 completions of up to 64 tokens, bf16 weights; 2026-11-27), each lever alone and both, one run each
+# and a second run of two rows; the 1.7B model is `benchmarks/random_model.py smollm2-1.7b` (random weights:
+# its completions always run to 64 tokens)
 MEASURED_GPU = {
-    "H100": {"both off": 4.04, "shared prompt pass and a merged bfloat16 copy": 2.33},
-    "H200": {"both off": 4.63, "shared prompt pass and a merged bfloat16 copy": 2.36},
+    "135M": {"both off": (6.33,), "merged bfloat16 copy": (4.68, 3.77), "shared prompt pass": (6.28,),
+             "both": (5.34, 4.43, 4.58)},
+    "1.7B": {"both off": (4.99,), "merged bfloat16 copy": (1.50, 1.84), "shared prompt pass": (3.17,),
+             "both": (2.00, 2.39)},
 }
-# why `auto` keeps TRL's way on a GPU, for either lever
-GPU_REASON = "on a GPU: TRL's way unless set; measured there only with both levers on, on one small model"
+# GPU memory peak (NVML, GiB) of the 1.7B rows: the copy is a second set of bfloat16 weights
+MEASURED_GPU_PEAK_1P7B = {"both off": 6.81, "merged bfloat16 copy": 10.01}
+# auto takes the copy on a GPU only when it needs at most this share of the GPU's free memory
+GPU_COPY_SHARE = 0.25
+
+
+def _seconds(figures: tuple[float, ...]) -> str:
+    return "/".join(f"{t:.2f}" for t in figures) + " s"
+
+
+GPU_SHARED_REASON = (f"on a GPU it slowed sampling from the merged copy (H100, 1.7B model: "
+                     f"{_seconds(MEASURED_GPU['1.7B']['both'])} a step with both, "
+                     f"{_seconds(MEASURED_GPU['1.7B']['merged bfloat16 copy'])} with the copy alone)")
 
 
 def gpu_figures_note() -> str:
-    """The one line on what the CPU speed levers did on a GPU, for the Setup tab."""
-    h100, h200 = MEASURED_GPU["H100"], MEASURED_GPU["H200"]
-    both = "shared prompt pass and a merged bfloat16 copy"
-    return (f"On a GPU, shared_prompt_pass=yes with merged_generation=bfloat16 made the demo's step "
-            f"{h100[both]:.2f} s instead of {h100['both off']:.2f} s on an H100 ({h200[both]:.2f} s instead of "
-            f"{h200['both off']:.2f} s on an H200), with the same reward at every step on the H100; neither was "
-            f"measured alone or on a larger model, where a merged copy costs a second set of weights, so auto "
-            f"leaves both off there.")
+    """The one line on what the speed levers did on a GPU, for the Setup tab."""
+    small, large = MEASURED_GPU["135M"], MEASURED_GPU["1.7B"]
+    peak = MEASURED_GPU_PEAK_1P7B
+    return (f"On an H100 a merged bfloat16 copy made the demo's step {_seconds(small['merged bfloat16 copy'])} "
+            f"instead of {_seconds(small['both off'])} (135M model) and {_seconds(large['merged bfloat16 copy'])} "
+            f"instead of {_seconds(large['both off'])} (1.7B), for {peak['merged bfloat16 copy']:.1f} instead of "
+            f"{peak['both off']:.1f} GiB of GPU memory at 1.7B; the shared prompt pass alone gave "
+            f"{_seconds(small['shared prompt pass'])} and {_seconds(large['shared prompt pass'])}, and with the copy "
+            f"{_seconds(small['both'])} and {_seconds(large['both'])} (benchmarks/bench_speed.py --device cuda).")
+
+
+def copy_fits_gpu(copy_bytes: int, free_bytes: int) -> str | None:
+    """None when auto may take a merged copy of `copy_bytes` on a GPU with `free_bytes` free once the model has
+    loaded, else why not: a second set of weights must leave the round's activations their room."""
+    if copy_bytes <= GPU_COPY_SHARE * free_bytes:
+        return None
+    return (f"on a GPU: the copy would take {copy_bytes / 2**30:.1f} GiB of the {free_bytes / 2**30:.1f} GiB free, "
+            f"more than a quarter; set merged_generation=bfloat16 to take it anyway")
 
 
 @dataclass(frozen=True)
@@ -68,8 +93,9 @@ class SpeedChoice:
 
 
 def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
-                              distributed_backend: str = "ddp") -> SpeedChoice:
-    """What `merged_generation=setting` means for a run with this generation backend, on this device."""
+                              distributed_backend: str = "ddp", bf16: bool = False) -> SpeedChoice:
+    """What `merged_generation=setting` means for a run with this generation backend, on this device (on a GPU
+    the training process checks the copy's room too: `copy_fits_gpu`)."""
     if generation != "transformers":
         return SpeedChoice("merged_generation", "no", f"generation={generation}: the vLLM server samples the rounds")
     if distributed_backend != "ddp":
@@ -79,7 +105,16 @@ def resolve_merged_generation(setting: str, generation: str, on_cpu: bool,
     if setting != "auto":
         return SpeedChoice("merged_generation", setting, "set in the config")
     if not on_cpu:
-        return SpeedChoice("merged_generation", "no", GPU_REASON)
+        if not bf16:
+            return SpeedChoice("merged_generation", "no", "on a GPU the copy was measured with bf16 weights only; "
+                                                          "set merged_generation=float32 to take it")
+        large = MEASURED_GPU["1.7B"]
+        return SpeedChoice(
+            "merged_generation", "bfloat16",
+            f"on a GPU with bf16 weights, rounds are sampled from a bfloat16 copy with the LoRA update merged in: "
+            f"a 1.7B model's step took {_seconds(large['merged bfloat16 copy'])} instead of "
+            f"{_seconds(large['both off'])} on an H100, for a second set of weights (taken only if it needs at most "
+            f"a quarter of the GPU's free memory)")
     merged, bare = MEASURED["workbench, merged float32 copy"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "merged_generation", "float32",
@@ -116,7 +151,7 @@ def resolve_shared_prompt_pass(setting: str, on_cpu: bool, gradient_checkpointin
     if setting == "yes":
         return SpeedChoice("shared_prompt_pass", "yes", "set in the config")
     if not on_cpu:
-        return SpeedChoice("shared_prompt_pass", "no", GPU_REASON)
+        return SpeedChoice("shared_prompt_pass", "no", GPU_SHARED_REASON)
     shared, bare = MEASURED["workbench, shared prompt pass"], MEASURED["workbench, sampling and scoring as TRL"]
     return SpeedChoice(
         "shared_prompt_pass", "yes",
@@ -134,7 +169,7 @@ def speed_notes(merged_generation: str, generation: str, bf16: bool, on_cpu: boo
                 distributed_backend: str = "ddp", shared_prompt_pass: str = "auto",
                 gradient_checkpointing: bool = False, processes: int = 1) -> list[str]:
     """The Setup tab's lines on speed for this machine."""
-    choice = resolve_merged_generation(merged_generation, generation, on_cpu, distributed_backend)
+    choice = resolve_merged_generation(merged_generation, generation, on_cpu, distributed_backend, bf16)
     sharing = resolve_shared_prompt_pass(shared_prompt_pass, on_cpu, gradient_checkpointing, processes)
     notes = [f"Speed: {_note(choice, merged_generation)} {_note(sharing, shared_prompt_pass)}"]
     if not on_cpu and generation == "transformers":

@@ -40,7 +40,8 @@ from workbench.spec.trl_settings import grpo_settings
 from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
-from workbench.spec.speed import resolve_merged_generation, resolve_shared_prompt_pass
+from workbench.spec.memory import MERGED_COPY_BYTES
+from workbench.spec.speed import copy_fits_gpu, resolve_merged_generation, resolve_shared_prompt_pass
 from workbench.trainer import gpu_metrics, vllm_rollout
 from workbench.trainer.prompt_sharing import shared_prompt_logps
 from workbench.trainer.recorder import (
@@ -439,9 +440,16 @@ def attach_generation_copy(trainer, cfg: RunConfig) -> str:
     resolved to ("no", "float32" or "bfloat16"), which the run's status records."""
     import torch
 
-    merged = resolve_merged_generation(cfg.merged_generation, cfg.generation,
-                                       runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
-                                       cfg.distributed_backend)
+    on_cpu = runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available())
+    merged = resolve_merged_generation(cfg.merged_generation, cfg.generation, on_cpu, cfg.distributed_backend,
+                                       cfg.bf16)
+    if merged.value != "no" and cfg.merged_generation == "auto" and not on_cpu:
+        weights = sum(p.numel() for p in trainer.model.get_base_model().parameters())
+        free_bytes, _ = torch.cuda.mem_get_info(trainer.accelerator.device)
+        too_big = copy_fits_gpu(weights * MERGED_COPY_BYTES[merged.value], free_bytes)
+        if too_big:
+            print(f"[workbench] merged_generation=auto -> no ({too_big})", flush=True)
+            return "no"
     if merged.value != "no":
         trainer.generation_copy = GenerationCopy(trainer.model, getattr(torch, merged.value))
     return merged.value
