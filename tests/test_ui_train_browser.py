@@ -135,6 +135,7 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, app_factory,
     run_ids = [path.name for path in runfolder.list_run_dirs(server.runs_dir)]
     assert len(run_ids) == 1
     stop_runs.append(run_ids[0])
+    helpers.in_background(server.runs_dir, run_ids[0])
     assert json.loads((server.runs_dir / run_ids[0] / runfolder.CONFIG_FILE).read_text())["model"] == "tiny"
     ui.expect_text(progress, rf"{run_ids[0]}.*training.*step \d+ / {LONG_RUN_STEPS}", timeout=FIRST_POINTS_TIMEOUT_MS)
 
@@ -209,6 +210,7 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, app_factory,
 def test_reload_during_a_run_reattaches_and_a_frozen_tab_catches_up(server, page, stop_runs):
     run_id = launcher.start(tiny_config(run_name="reload"), server.runs_dir)
     stop_runs.append(run_id)
+    helpers.in_background(server.runs_dir, run_id)
     run_dir = server.runs_dir / run_id
     ui = UI(page, server)
     ui.open("Train")

@@ -19,6 +19,7 @@ import time
 import psutil
 import pytest
 import requests
+from helpers import in_background
 
 from workbench.jobs import launcher, processes, run_state, sandbox, vllm_server
 from workbench.runstore import runfolder
@@ -136,6 +137,7 @@ def live_run(tmp_path_factory):
     runs = tmp_path_factory.mktemp("live") / "runs"
     # every checkpoint kept: checkpoint-1 is read by the first test and must outlive the steps until the second
     run_id = launcher.start(small_config(max_steps=50, save_steps=1, save_total_limit=None), runs)
+    in_background(runs, run_id)  # the trainer (its server stays at full speed to answer the tests)
     run_dir = runs / run_id
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while not (run_dir / "checkpoint-1" / "trainer_state.json").is_file():  # written last in a checkpoint
