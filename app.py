@@ -92,12 +92,14 @@ def main(argv: list[str] | None = None) -> None:
     from workbench.access.uploads import MAX_UPLOAD_BYTES
     from workbench.jobs import run_list
     from workbench.ui import cleanup, run_reports
+    from workbench import startup
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
     policy = sandbox_policy(args, known)
     run_list.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
     app = build_app(args.runs_dir, users=known, sandbox=policy, shared_dirs=shared)
+    startup.resume_collection()  # Gradio and the page are built (workbench/startup.py)
     cleanup.start_cleaning(lambda: [cleanup.upload_cache_folder(), run_reports.reports_root()])
     sign_in = None
     if known:
@@ -110,4 +112,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from workbench import startup
+
+    startup.pause_collection()  # while Gradio and the app's modules import (workbench/startup.py)
     main()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import poll_until
 
 from workbench.jobs import launcher, run_state
 from workbench.runstore import runfolder
@@ -28,6 +29,7 @@ from workbench.spec.config import RunConfig
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(model="tiny", task="demo", device="cpu", per_device_train_batch_size=4, num_generations=4,
             max_completion_length=8, logging_steps=1, save_steps=1000)
+LIVE_STEPS = 3
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)  reward \S+  reward_std \S+  kl \S+  loss \S+  length \S+  "
                        r"step_time \S+( s)?$")
 
@@ -94,22 +96,27 @@ def test_bad_input_is_one_line_naming_the_argument(tmp_path, args, message):
 @pytest.mark.slow
 def test_a_live_run_is_followed_step_by_step_and_ctrl_c_leaves_it_running(tmp_path):
     runs = tmp_path / "runs"
-    run_id = launcher.start(RunConfig(**TINY, max_steps=3), runs)
+    run_id = launcher.start(RunConfig(**TINY, max_steps=LIVE_STEPS), runs)
     follower = subprocess.Popen(watch_command(run_id, "--runs-dir", str(runs), "--interval", "0.5"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment())
     # a second watch of the same run, stopped with Ctrl-C once the run is under way
     interrupted = subprocess.Popen(watch_command(run_id, "--runs-dir", str(runs), "--interval", "0.5"),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment())
+    seen = []
     try:
         assert interrupted.stdout.readline().startswith(f"Watching {run_id} ")
-        # The tiny run trains its 3 steps in about a second: it is paused while the watch is interrupted,
-        # or it could end (and the watch with it) before the signal lands.
+        # The tiny run trains a step in a fraction of a second: it is paused once it trains, so that both
+        # watches see it live, and resumed once the follower has said so and the other watch is stopped.
+        state = poll_until(lambda: run_state.status(run_id, runs)["state"] in ("training", *runfolder.FINAL_STATES)
+                           and run_state.status(run_id, runs)["state"], timeout=240, poll=0.05)
+        assert state == "training", runfolder.read_log_tail(runs / run_id)
         trainer = psutil.Process(run_state.status(run_id, runs)["pid"])
         trainer.suspend()
         try:
-            assert run_state.status(run_id, runs)["state"] not in runfolder.FINAL_STATES
-            # the watch has looked once and waits for the next look, as when a person presses Ctrl-C
-            assert interrupted.stdout.readline().startswith("state: ")
+            while (line := follower.stdout.readline()) and line.strip() != "state: training":
+                seen.append(line)
+            seen.append(line)
+            assert interrupted.stdout.readline().startswith("state: ")  # it has looked once, as a person would
             interrupted.send_signal(signal.SIGINT)
             out, err = interrupted.communicate(timeout=60)
         finally:
@@ -126,8 +133,8 @@ def test_a_live_run_is_followed_step_by_step_and_ctrl_c_leaves_it_running(tmp_pa
     final = run_state.status(run_id, runs)
     assert final["state"] == "finished", runfolder.read_log_tail(runs / run_id)
     assert follower.returncode == 0, out + err
-    lines = out.splitlines()
+    lines = "".join(seen + [out]).splitlines()
     steps = [int(STEP_LINE.match(line).group(1)) for line in lines if STEP_LINE.match(line)]
-    assert steps == [1, 2, 3], out
+    assert steps == list(range(1, LIVE_STEPS + 1)), out
     assert lines.index("state: training") < lines.index(next(line for line in lines if STEP_LINE.match(line)))
-    assert lines[-1].startswith(f"Run {run_id} finished at step 3/3")
+    assert lines[-1].startswith(f"Run {run_id} finished at step {LIVE_STEPS}/{LIVE_STEPS}")

@@ -2,7 +2,11 @@
 
 import sys
 
-from workbench.cli import main
+from workbench import startup
+
+startup.pause_collection()  # resumed once the command's libraries are in (workbench/startup.py)
+
+from workbench.cli import main  # noqa: E402  (after the pause: the dispatcher's imports are start-up too)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,6 +14,11 @@ import argparse
 import importlib
 import sys
 
+from workbench import startup
+
+# Commands that resume garbage collection themselves once their libraries and model are loaded
+# (workbench/startup.py); every other command has it resumed before it runs.
+RESUME_THEMSELVES = ("train", "sample", "check-signal")
 # Command modules, in the order `--help` lists them.
 COMMAND_MODULES = (
     "workbench.cli.calc",
@@ -62,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Only a real command line may be re-executed (the foreground train does, to set its allocator).
     args.from_command_line = argv is None
+    if args.command not in RESUME_THEMSELVES:
+        startup.resume_collection()
     try:
         return int(args.run(args) or 0)
     except ArgumentError as exc:

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from workbench import startup
 from workbench.cli import ArgumentError
 from workbench.errors import WorkbenchError
 from workbench.spec.run_status import RunStatus
@@ -114,6 +115,8 @@ def run_train(args) -> int:
     from workbench.jobs import gpu_queue, launcher, run_state
     from workbench.runstore import runfolder
 
+    if args.background or args.sandbox:  # no model loads in this process (workbench/startup.py)
+        startup.resume_collection()
     config = config_from_args(args)
     _checked(config)
     if args.sandbox:

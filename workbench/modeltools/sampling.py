@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from workbench import startup
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
 from workbench.runstore.runfolder import append_jsonl, read_jsonl
@@ -118,6 +119,7 @@ def load_for_sampling(model: str, adapter_dir: str | Path | None = None, device:
         from peft import PeftModel
 
         loaded = PeftModel.from_pretrained(loaded, str(adapter))
+    startup.resume_collection()  # a `workbench sample` process's libraries and model are in
     return loaded.to(device).eval(), tokenizer
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+from workbench import startup
 from workbench.spec.config import (
     RunConfig,
     correctness_reward_for,
@@ -40,6 +41,7 @@ def probe_signal(cfg: RunConfig, groups: int = DEFAULT_GROUPS) -> SignalReport:
     model, tokenizer = load_model_and_tokenizer(cfg)
     device = "cuda" if torch.cuda.is_available() and cfg.device != "cpu" else "cpu"
     model = model.to(device).eval()
+    startup.resume_collection()  # a `workbench check-signal` process's libraries and model are in
     dataset = load_dataset_for(cfg, bool(getattr(tokenizer, "chat_template", None)))
     rows = [dict(row) for row in dataset.shuffle(seed=cfg.seed).select(range(min(groups, len(dataset))))]
     g = cfg.num_generations

@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+from workbench import startup
 from workbench.jobs import allocator
 from workbench.runstore import runfolder
 from workbench.spec.config import (
@@ -383,6 +384,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         previous_handler = _stop_on_sigterm(callback)
 
         status.set(resumed_from=int(checkpoint.name.split("-")[-1]) if checkpoint else None)
+        startup.resume_collection()  # libraries, model and trainer are in: collect what the steps make
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
 
         status.set(state="saving", step=trainer.state.global_step)
