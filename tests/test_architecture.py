@@ -16,7 +16,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
 
-# Each part and the parts it may import (besides itself and `workbench.errors`).
+# Each part and the parts it may import (besides itself and the shared top-level modules, SHARED).
 ALLOWED = {
     "calc": set(),
     "access": set(),
@@ -30,6 +30,10 @@ ALLOWED = {
     "cli": {"calc", "spec", "runstore", "jobs", "modeltools", "trainer", "insight", "access"},
     "ui": {"calc", "spec", "runstore", "jobs", "modeltools", "insight", "access"},
 }
+
+
+# Modules outside the parts, which any part may import; they import no other workbench module.
+SHARED = {"workbench.errors", "workbench.startup"}
 
 
 def module_name(path: Path) -> str:
@@ -69,6 +73,13 @@ def test_each_part_imports_only_the_parts_below_it(name):
         if other is None or other == part:
             continue
         assert other in ALLOWED[part], f"{name} imports {imported}: {part}/ may import only {sorted(ALLOWED[part])}"
+
+
+def test_outside_the_parts_only_the_shared_modules_and_the_entry_point():
+    top_level = {name for name in MODULES if name.count(".") == 1 and part_of(name) is None}
+    assert top_level == SHARED | {"workbench.__main__"}
+    for name in SHARED:
+        assert GRAPH[name] == set(), f"{name} imports {GRAPH[name]}: a shared module imports no other workbench module"
 
 
 def test_no_import_cycles():
