@@ -41,6 +41,19 @@ def environment() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's workbench, wherever the venv points
 
 
+def as_from_a_terminal() -> None:
+    """In the child before it runs: SIGINT delivered and not ignored, as a terminal's Ctrl-C reaches a command.
+    Both are inherited across exec, and an earlier test in the same worker process may have changed them."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python installs its KeyboardInterrupt handler over SIG_DFL
+
+
+def signal_state(pid: int) -> str:
+    """The kernel's view of a process's blocked and ignored signals, for a failure message."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return " ".join(line for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 def watch(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(watch_command(*args), capture_output=True, text=True, timeout=timeout, env=environment())
 
@@ -103,15 +116,17 @@ def test_a_live_run_is_followed_step_by_step_and_ctrl_c_leaves_it_running(tmp_pa
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment())
     # a second watch of the same run, stopped with Ctrl-C once the run is under way
     interrupted = subprocess.Popen(watch_command(run_id, "--runs-dir", str(runs), "--interval", "0.5"),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment())
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(),
+                                   preexec_fn=as_from_a_terminal)
     seen = []
     try:
         assert interrupted.stdout.readline().startswith(f"Watching {run_id} ")
         assert interrupted.stdout.readline().startswith("state: ")  # it has looked once, as a person would
         poll_until(lambda: run_state.status(run_id, runs)["state"] == "training", timeout=240)
+        signals = signal_state(interrupted.pid)
         interrupted.send_signal(signal.SIGINT)
         out, err = interrupted.communicate(timeout=60)
-        assert interrupted.returncode == 130, out + err
+        assert interrupted.returncode == 130, f"{out}{err}\n{signals}"
         assert f"Stopped watching {run_id}; the run goes on" in err and "Traceback" not in err
         assert run_state.status(run_id, runs)["state"] in ("training", "saving")
         # the follower prints steps as they are trained
