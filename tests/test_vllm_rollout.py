@@ -42,10 +42,14 @@ def vllm_installed():
                     "or set WORKBENCH_SKIP_VLLM=1 to skip these tests knowingly")
 
 
+# Two steps prove the adapter is hot-loaded at each one; every step of a CPU vLLM run costs seconds of both cores.
+STEPS = 2
+
+
 def small_config(**changes) -> RunConfig:
     # 4 completions of at most 16 tokens per step: a CPU vLLM server makes them in seconds; no held-out
     # evaluation (the demo's default), which answers through transformers, not the server
-    settings = dict(generation="vllm-server", max_steps=3, per_device_train_batch_size=4, num_generations=4,
+    settings = dict(generation="vllm-server", max_steps=STEPS, per_device_train_batch_size=4, num_generations=4,
                     max_completion_length=16, save_steps=2, vllm_max_model_len=512, eval_strategy="no")
     return RunConfig.for_task("demo", **{**settings, **changes})
 
@@ -75,7 +79,7 @@ def wait_gone(status: dict, timeout: float = 60.0) -> list:
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """Three steps with the run's own server, both in one bubblewrap sandbox when bwrap is here (as `make test`
+    """Two steps with the run's own server, both in one bubblewrap sandbox when bwrap is here (as `make test`
     installs it): what a dashboard with accounts starts. One server start serves the sandbox's test too."""
     runs = tmp_path_factory.mktemp("vllm") / "runs"
     run_id = launcher.start(small_config(), runs, sandboxed=sandbox.Policy() if sandbox.bwrap_binary() else None)
@@ -84,24 +88,24 @@ def finished_run(tmp_path_factory):
     return runs / run_id, status, outer
 
 
-def test_three_steps_through_the_launchers_own_server(finished_run):
+def test_two_steps_through_the_launchers_own_server(finished_run):
     run_dir, status, _ = finished_run
     assert status["state"] == "finished", json.dumps(status.get("error"), indent=1) + runfolder.read_log_tail(
         run_dir, 3000, name=runfolder.VLLM_LOG_FILE)
     assert status["vllm"]["state"] == "ready" and status["vllm"]["url"].startswith("http://127.0.0.1:")
     metrics = runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)
     steps = [m for m in metrics if "loss" in m]
-    assert [m["step"] for m in steps] == [1, 2, 3]
+    assert [m["step"] for m in steps] == list(range(1, STEPS + 1))
     for m in steps:
         assert m["vllm/completions_per_second"] > 0 and m["vllm/adapter_sync_seconds"] >= 0
         # TRL compared its own logprobs with the server's: the two models agree closely
         assert m["sampling/sampling_logp_difference/mean"] < 0.1
     completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)
-    assert len(completions) == 3 * 4 and all(isinstance(c["completion"], str) for c in completions)
+    assert len(completions) == STEPS * 4 and all(isinstance(c["completion"], str) for c in completions)
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
     assert wait_gone(status) == []  # trainer, guard, server and its engine: none left
     log = (run_dir / runfolder.VLLM_LOG_FILE).read_text()
-    assert log.count("POST /v1/load_lora_adapter HTTP/1.1\" 200") == 3 and "vLLM server stopped" in log
+    assert log.count("POST /v1/load_lora_adapter HTTP/1.1\" 200") == STEPS and "vLLM server stopped" in log
     assert not (run_dir / ".vllm_adapters").exists()
 
 
