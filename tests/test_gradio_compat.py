@@ -163,6 +163,8 @@ def test_cheap_skips_finds_its_targets_and_wraps_postprocessing():
     with no_warning():
         gradio_compat.cheap_skips(app)
     assert "postprocess_data" in vars(app)
+    assert gradio_compat.stream_stop_problem(gradio_compat.mounted_app(server.server_app(app, "127.0.0.1", 7860))) \
+        is None
 
 
 def test_cheap_skips_leaves_gradio_s_postprocessing_when_a_target_is_gone(monkeypatch):
@@ -344,6 +346,39 @@ def test_handlers_stay_gradio_s_when_it_calls_them_another_way(monkeypatch):
     with one_warning("refusal_messages"):
         gradio_compat.wrap_handlers(app, refusals_as_messages)
     assert block_fn.fn is handler
+
+
+def test_stopping_sets_the_event_gradio_s_heartbeat_streams_wait_on():
+    api = server.server_app(gr.Blocks(), "127.0.0.1", 7860)
+    gradio_app = gradio_compat.mounted_app(api)
+    loop = asyncio.new_event_loop()
+    try:
+        with no_warning():
+            gradio_compat.stop_streams(gradio_app, loop)
+        loop.run_until_complete(asyncio.wait_for(gradio_app.stop_event.wait(), timeout=5))
+    finally:
+        loop.close()
+
+
+def test_streams_are_left_to_the_grace_period_when_the_heartbeat_no_longer_waits_on_the_event(monkeypatch):
+    gradio_app = gradio_compat.mounted_app(server.server_app(gr.Blocks(), "127.0.0.1", 7860))
+
+    def create_app(*args, **kwargs):  # a Gradio whose heartbeat ends another way
+        def heartbeat():
+            def iterator():
+                return "data: ALIVE"
+            return iterator
+        return heartbeat
+
+    monkeypatch.setattr(type(gradio_app), "create_app", staticmethod(create_app))
+    loop = asyncio.new_event_loop()
+    try:
+        with one_warning("stream_stop"):
+            gradio_compat.stop_streams(gradio_app, loop)
+        loop.run_until_complete(asyncio.sleep(0))
+        assert not gradio_app.stop_event.is_set()
+    finally:
+        loop.close()
 
 
 def test_every_check_passes_on_the_app_the_dashboard_builds(tmp_path):

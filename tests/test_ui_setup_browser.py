@@ -74,8 +74,12 @@ def test_signal_check_says_the_tiny_model_cannot_learn_arithmetic(page, app_fact
     ui.open("Setup")
     setup = ui.panel("Setup")
     ui.choose("task", "arithmetic: Arithmetic with a tagged answer", setup)
+    # the task presets its settings (max_completion_length among them) when its answer lands: wait for it, or
+    # the preset overwrites the 8 typed below and the check samples 64 tokens a completion
+    ui.expect_text(setup, r"Arithmetic with a tagged answer\.")
     ui.choose("model", "tiny", setup)
     ui.set_number("max_completion_length", 8, setup)
+    expect(ui.number("max_completion_length", setup)).to_have_value("8")
     setup.get_by_label("correctness_reward", exact=True).click()  # the rewards the task ticked are offered
     expect(page.get_by_role("option", name="exact_answer", exact=True)).to_be_visible()
     page.keyboard.press("Escape")
@@ -84,6 +88,7 @@ def test_signal_check_says_the_tiny_model_cannot_learn_arithmetic(page, app_fact
     ui.expect_text(verdict, r"Will not learn", timeout=120_000)
     ui.expect_text(verdict, r"arithmetic on tiny: 0 of 4 groups have any correct answer; nothing will learn")
     ui.expect_text(verdict, r"correct \(exact_answer full marks\)")
+    ui.expect_text(verdict, r"mean length [0-8]\.\d tokens")  # sampled with the form's max_completion_length
     verdict.scroll_into_view_if_needed()
     ui.settle()
     ui.screenshot("setup_signal.png")

@@ -43,7 +43,7 @@ WRITTEN_FOR = "6.31.0"
 # The attributes of Gradio's objects without a leading "_" that this module touches and no other module may
 # (on anything but `self`): the architecture test reads this tuple from the source. A new tie joins it here.
 INTERNAL_ATTRIBUTES = ("fns", "postprocess_data", "preprocess_data", "sleep_when_free",
-                       "progress_update_sleep_when_free", "tokens", "cookie_id", "auth", "auth_dependency")
+                       "progress_update_sleep_when_free", "tokens", "cookie_id", "auth", "auth_dependency", "stop_event")
 
 
 def installed_version() -> str:
@@ -136,6 +136,16 @@ PATCHES = {patch.name: patch for patch in (
                     "with the patch off)",
           without="a crafted event could make the server read any file; a dashboard with accounts refuses to "
                   "start"),
+    Patch("stream_stop",
+          why="every open page keeps a heartbeat stream open, which ends only when App.stop_event is set; "
+              "Gradio sets it in Blocks.close(), which a mounted app served by uvicorn never calls, so "
+              "Ctrl-C or SIGTERM waited for every open tab to close (ui/server.py sets it when uvicorn is "
+              "told to stop)",
+          touches="App.stop_event (an asyncio.Event), awaited by the heartbeat route in App.create_app",
+          gone_when="a mounted Gradio app ends its streams on the ASGI server's shutdown itself (a served "
+                    "page then no longer delays Ctrl-C with the patch off)",
+          without="a server with pages open stops after ui/server.SHUTDOWN_GRACE_S, cutting their streams "
+                  "off with an error in its log"),
     Patch("refusal_messages",
           why="a WorkbenchError a handler lets through (a value no widget sends but a crafted request can) is "
               "shown as its message instead of Gradio's bare \"Error\"; wrapping every registered handler once "
@@ -232,6 +242,29 @@ def quiet_queue(blocks: gr.Blocks, idle_sleep_s: float = QUEUE_IDLE_SLEEP_S) -> 
         return
     for attribute in QUEUE_SLEEPS:  # gradio has no setting for these two sleeps
         setattr(blocks._queue, attribute, idle_sleep_s)
+
+
+# ---- stream_stop -------------------------------------------------------------------------------------
+
+def stream_stop_problem(gradio_app) -> str | None:
+    """What is missing for `stop_streams` on the mounted Gradio app (None: nothing)."""
+    import asyncio
+
+    if not isinstance(getattr(gradio_app, "stop_event", None), asyncio.Event):
+        return "the Gradio app has no asyncio.Event stop_event"
+    create_app = getattr(type(gradio_app), "create_app", None)
+    heartbeat = _nested_code(create_app.__code__, "heartbeat") if hasattr(create_app, "__code__") else None
+    stream = _nested_code(heartbeat, "iterator") if heartbeat is not None else None
+    if stream is None or "stop_event" not in stream.co_names:
+        return "App.create_app's heartbeat stream no longer waits on stop_event"
+    return None
+
+
+def stop_streams(gradio_app, loop) -> None:
+    """End every open page's heartbeat stream (call from any thread, a signal handler included, with the
+    event loop that serves the app)."""
+    if ready("stream_stop", stream_stop_problem(gradio_app)):
+        loop.call_soon_threadsafe(gradio_app.stop_event.set)
 
 
 # ---- cheap_skips -------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ reads the server's time per refresh and per poll from the server itself
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 
 import gradio as gr
@@ -124,6 +126,9 @@ def same_origin_only(api) -> None:
     api.add_middleware(CORSMiddleware, allow_origins=[])
 
 
+SHUTDOWN_GRACE_S = 2  # seconds open requests get to finish once the server is told to stop
+
+
 def serve(blocks: gr.Blocks, host: str, port: int, *, ssl_certfile: str | None = None,
           ssl_keyfile: str | None = None, **options) -> None:
     """Serve `blocks` at http(s)://host:port/ until interrupted (options: those of `server_app`).
@@ -134,7 +139,50 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, ssl_certfile: str | None =
 
     api = server_app(blocks, host, port, **options)
     print(f"GRPO Workbench: {'https' if ssl_certfile else 'http'}://{host}:{port}/", flush=True)
-    uvicorn.run(api, host=host, port=port, log_level="warning", ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
+    config = uvicorn.Config(api, host=host, port=port, log_level="warning", ssl_certfile=ssl_certfile,
+                            ssl_keyfile=ssl_keyfile, timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    try:
+        stream_ending_server_class()(config, gradio_compat.mounted_app(api)).run()
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has stopped the server and raises it again once done
+        print("GRPO Workbench stopped (runs started from it go on: the Runs tab finds them next time)", flush=True)
+
+
+def drop_cancelled_requests(record: logging.LogRecord) -> bool:
+    """A logging filter: False for a request's error that is its cancellation."""
+    return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+def stream_ending_server_class():
+    """uvicorn's Server, ending the open pages' streams when told to stop (built on first use: uvicorn is
+    imported only by a process that serves)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """Every open page holds a Gradio heartbeat stream open, and uvicorn's shutdown waits for open
+        requests: Ctrl-C or SIGTERM with a tab open would wait for the tab (up to SHUTDOWN_GRACE_S, then cut
+        it off with an error). Ending the streams when the signal comes lets the server stop at once."""
+
+        def __init__(self, config, gradio_app):
+            super().__init__(config)
+            self.gradio_app = gradio_app
+            self.loop = None
+
+        async def startup(self, sockets=None):
+            self.loop = asyncio.get_running_loop()
+            await super().startup(sockets)
+
+        async def shutdown(self, sockets=None):
+            # what is still open after SHUTDOWN_GRACE_S (a page's event stream while its timers run) is cancelled:
+            # expected when stopping, so not logged as an application error with its traceback
+            logging.getLogger("uvicorn.error").addFilter(drop_cancelled_requests)
+            await super().shutdown(sockets)
+
+        def handle_exit(self, sig, frame):
+            if self.loop is not None:
+                gradio_compat.stop_streams(self.gradio_app, self.loop)
+            super().handle_exit(sig, frame)
+
+    return Server
 
 
 def server_app(blocks: gr.Blocks, host: str, port: int, *, session_hours: float = DEFAULT_SESSION_HOURS,
