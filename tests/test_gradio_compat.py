@@ -104,6 +104,13 @@ def test_a_missing_target_warns_once_naming_the_patch_and_both_versions():
         assert gradio_compat.ready("cheap_skips", None) is True
 
 
+def run_in_own_loop(coroutine):
+    """Run `coroutine` to its end in a loop of its own, on a thread of its own: a session's Playwright browser
+    keeps an event loop marked running in this one."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 # ---- quiet_queue -----------------------------------------------------------------------------------------
 
 def idle_sleeps(app: gr.Blocks, monkeypatch, seconds: float = 0.3) -> set[float]:
@@ -123,9 +130,7 @@ def idle_sleeps(app: gr.Blocks, monkeypatch, seconds: float = 0.3) -> set[float]
         await asyncio.gather(*loops)
 
     monkeypatch.setattr(asyncio, "sleep", sleep)
-    # A thread of its own: a session's Playwright browser keeps an event loop marked running in this one.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(asyncio.run, idle()).result()
+    run_in_own_loop(idle())
     monkeypatch.setattr(asyncio, "sleep", real_sleep)
     return set(taken)
 
@@ -349,15 +354,14 @@ def test_handlers_stay_gradio_s_when_it_calls_them_another_way(monkeypatch):
 
 
 def test_stopping_sets_the_event_gradio_s_heartbeat_streams_wait_on():
-    api = server.server_app(gr.Blocks(), "127.0.0.1", 7860)
-    gradio_app = gradio_compat.mounted_app(api)
-    loop = asyncio.new_event_loop()
-    try:
+    gradio_app = gradio_compat.mounted_app(server.server_app(gr.Blocks(), "127.0.0.1", 7860))
+
+    async def stop():  # as the server's signal handler does, on the loop that serves
         with no_warning():
-            gradio_compat.stop_streams(gradio_app, loop)
-        loop.run_until_complete(asyncio.wait_for(gradio_app.stop_event.wait(), timeout=5))
-    finally:
-        loop.close()
+            gradio_compat.stop_streams(gradio_app, asyncio.get_running_loop())
+        await asyncio.wait_for(gradio_app.stop_event.wait(), timeout=5)
+
+    run_in_own_loop(stop())
 
 
 def test_streams_are_left_to_the_grace_period_when_the_heartbeat_no_longer_waits_on_the_event(monkeypatch):
@@ -371,14 +375,14 @@ def test_streams_are_left_to_the_grace_period_when_the_heartbeat_no_longer_waits
         return heartbeat
 
     monkeypatch.setattr(type(gradio_app), "create_app", staticmethod(create_app))
-    loop = asyncio.new_event_loop()
-    try:
+
+    async def stop():
         with one_warning("stream_stop"):
-            gradio_compat.stop_streams(gradio_app, loop)
-        loop.run_until_complete(asyncio.sleep(0))
-        assert not gradio_app.stop_event.is_set()
-    finally:
-        loop.close()
+            gradio_compat.stop_streams(gradio_app, asyncio.get_running_loop())
+        await asyncio.sleep(0.1)
+        return gradio_app.stop_event.is_set()
+
+    assert run_in_own_loop(stop()) is False
 
 
 def test_every_check_passes_on_the_app_the_dashboard_builds(tmp_path):

@@ -1,4 +1,4 @@
-"""The Setup tab's recipe choice and script download, run through the app's own Gradio events."""
+"""The Setup tab's task and recipe choices and script download, run through the app's own Gradio events."""
 
 from __future__ import annotations
 
@@ -75,3 +75,19 @@ def test_script_download_holds_the_forms_settings(app):
     compile(text, "train.py", "exec")
     assert "    epsilon_high=0.28,\n" in text and "    mask_truncated_completions=True,\n" in text
     assert "    steps_per_generation=2,\n" in text and "def mentions_answer(" in text
+
+
+def test_a_task_s_presets_apply_once_per_choice_so_what_is_typed_after_stays(app):
+    page = Page(app)
+    event = find_event(app, "workbench.ui.setup_tab", "on_task")
+    labels = [getattr(block, "label", None) for block in event.outputs]
+    first = page.run(event, ["arithmetic", None])["data"]
+    length = first[labels.index("max_completion_length")]
+    assert length["value"] == setup_tab.RunConfig.for_task("arithmetic").max_completion_length
+    # Gradio's page sends the same choice again while the presets land: nothing of the form changes
+    again = page.run(event, ["arithmetic", None])["data"]
+    assert all(value == {"__type__": "update"} for value in again[:-1]), again
+    # another task applies its presets
+    other = page.run(event, [setup_tab.RunConfig().task, None])["data"]
+    assert other[labels.index("max_completion_length")]["value"] == \
+        setup_tab.RunConfig.for_task(setup_tab.RunConfig().task).max_completion_length

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_fixtures import UI
+from browser_fixtures import UI, UI_TIMEOUT_MS
 from playwright.sync_api import expect
 
 from workbench.runstore import runfolder
+from workbench.spec.config import RunConfig
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -74,12 +75,14 @@ def test_signal_check_says_the_tiny_model_cannot_learn_arithmetic(page, app_fact
     ui.open("Setup")
     setup = ui.panel("Setup")
     ui.choose("task", "arithmetic: Arithmetic with a tagged answer", setup)
-    # the task presets its settings (max_completion_length among them) when its answer lands: wait for it, or
-    # the preset overwrites the 8 typed below and the check samples 64 tokens a completion
-    ui.expect_text(setup, r"Arithmetic with a tagged answer\.")
+    # the task presets its settings (max_completion_length among them) when its answer lands: typed before,
+    # the 8 below would be overwritten and the check would sample 64 tokens a completion
+    preset = RunConfig.for_task("arithmetic").max_completion_length
+    assert preset != RunConfig.for_task(RunConfig().task).max_completion_length  # so its arrival can be seen
+    expect(ui.number("max_completion_length", setup)).to_have_value(str(preset), timeout=UI_TIMEOUT_MS)
     ui.choose("model", "tiny", setup)
     ui.set_number("max_completion_length", 8, setup)
-    expect(ui.number("max_completion_length", setup)).to_have_value("8")
+    expect(ui.number("max_completion_length", setup)).to_have_value("8", timeout=UI_TIMEOUT_MS)
     setup.get_by_label("correctness_reward", exact=True).click()  # the rewards the task ticked are offered
     expect(page.get_by_role("option", name="exact_answer", exact=True)).to_be_visible()
     page.keyboard.press("Escape")

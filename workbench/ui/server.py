@@ -143,8 +143,9 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, ssl_certfile: str | None =
                             ssl_keyfile=ssl_keyfile, timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     try:
         stream_ending_server_class()(config, gradio_compat.mounted_app(api)).run()
-    except KeyboardInterrupt:  # Ctrl-C: uvicorn has stopped the server and raises it again once done
-        print("GRPO Workbench stopped (runs started from it go on: the Runs tab finds them next time)", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has stopped the server, and raises it again once done
+        pass
+    print("GRPO Workbench stopped (runs started from it go on: the Runs tab finds them next time)", flush=True)
 
 
 def drop_cancelled_requests(record: logging.LogRecord) -> bool:

@@ -414,6 +414,7 @@ class SetupComponents:
     signal_result: gr.HTML
     signal_job: gr.State
     signal_timer: gr.Timer
+    applied_task: gr.State  # the task whose presets the form holds (SetupTab.on_task)
 
     @property
     def data_dropdowns(self) -> list:
@@ -452,8 +453,9 @@ def layout(ctx) -> SetupComponents:
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
             plan_column = _plan_column()
             signal = _signal_check()
+    applied_task = gr.State(defaults["task"])
     return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, *plan_column, recipe_note,
-                           *signal)
+                           *signal, applied_task)
 
 
 def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.HTML]:
@@ -619,6 +621,17 @@ class SetupTab:
     def live_plan(self, request: gr.Request, *values) -> list:
         return update_plan(*values, scope=self.ctx.scope_for(request))
 
+    def on_task(self, task_name: str, applied: str) -> list:
+        """`apply_task` for a task the form does not hold yet, then the task now applied.
+
+        Gradio's page sends one choice of a task as up to three change events while the presets' own updates
+        land (measured over a few seconds, longer on a busy machine): applied again, the presets would undo
+        what was typed in between. The same task again leaves the form alone.
+        """
+        if task_name == applied:
+            return [gr.skip()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS)) + [applied]
+        return [*apply_task(task_name), task_name]
+
     def live_preview(self, request: gr.Request, *values) -> list:
         return preview_data(*values, scope=self.ctx.scope_for(request))
 
@@ -744,9 +757,9 @@ def build(ctx) -> None:
     for index, button in enumerate(buttons):
         button.click(suggestion_applier(PLAN_FIELDS_SETTABLE, index), inputs=[suggestions, *settable],
                      outputs=settable, show_progress="hidden")
-    form["task"].change(apply_task, inputs=form["task"],
-                        outputs=[ui.task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS]],
-                        show_progress="hidden")
+    form["task"].change(tab.on_task, inputs=[form["task"], ui.applied_task],
+                        outputs=[ui.task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS],
+                                 ui.applied_task], show_progress="hidden")
     # The preview follows what decides the rows and the columns the rewards read.
     preview_triggers = [form[name].change for name in ("task", "dataset_name", "reward_file", "seed", "model",
                                                        *DATA_FIELDS) if name != "dataset_test_split"]
