@@ -65,6 +65,23 @@ def test_the_float32_copy_has_the_policys_logits_and_bfloat16_its_rounding(polic
     assert 0 < gap < 0.05 * max(1.0, scale)
 
 
+def test_each_layer_s_weight_is_peft_s_merge_whether_written_in_one_pass_or_not(policy, monkeypatch):
+    import torch
+
+    from workbench.trainer.generation_copy import GenerationCopy
+
+    fused = GenerationCopy(policy, torch.float32)
+    assert all(fused._fusable(module, module.get_base_layer().weight, weight) for weight, module in fused.merged)
+    fused.sync(1)
+    monkeypatch.setattr(GenerationCopy, "_fusable", lambda *args: False)  # get_delta_weight's way
+    unfused = GenerationCopy(policy, torch.float32)
+    unfused.sync(1)
+    for (ours, module), (theirs, _) in zip(fused.merged, unfused.merged):
+        peft_merge = module.get_base_layer().weight + module.get_delta_weight(fused.adapter)
+        assert torch.allclose(ours, theirs, rtol=0, atol=1e-6) and torch.allclose(ours, peft_merge, rtol=0, atol=1e-6)
+        assert not torch.equal(ours, module.get_base_layer().weight)  # the update is in
+
+
 def test_the_copy_is_refreshed_once_a_step_and_follows_the_update(policy):
     import torch
 

@@ -8,7 +8,9 @@ architecture whose linear weights are `W + scale * B @ A` has neither cost, and 
 half the bytes per token.
 
 The copy is refreshed once per optimizer step, before the first generation after it (as TRL syncs vLLM
-weights): one `get_delta_weight` per LoRA layer, a fraction of a second for a 135M model. Training, the
+weights): for a plain LoRA linear layer one `addmm` writes `W + scale * B @ A` into the copy in a single
+pass (0.07 s for the 135M model's 210 layers here, against 0.29 s through PEFT's `get_delta_weight`, which
+makes the product, scales it, adds and copies); any other layer goes through `get_delta_weight`. Training, the
 reference pass and every log-probability still use the PEFT policy; only sampling moves. In bfloat16 the
 sampling distribution differs from the float32 policy's by rounding, which makes the round very slightly
 off-policy; TRL's `sampling/sampling_logp_difference` is not logged for this path, so the speed benchmark
@@ -94,9 +96,27 @@ class GenerationCopy:
         with torch.no_grad():
             for weight, module in self.merged:
                 base = module.get_base_layer().weight
-                weight.copy_(base + module.get_delta_weight(self.adapter).to(base.dtype))
+                if self._fusable(module, base, weight):
+                    # base + scaling x (B @ A) written straight into the copy: one pass over the weights
+                    # instead of get_delta_weight's product, then its scaling, the sum and the copy (four)
+                    torch.addmm(base, module.lora_B[self.adapter].weight, module.lora_A[self.adapter].weight,
+                                alpha=module.scaling[self.adapter], out=weight)
+                else:
+                    weight.copy_(base + module.get_delta_weight(self.adapter).to(base.dtype))
         self.synced_step = step
         self.sync_seconds = time.perf_counter() - started
+
+    def _fusable(self, module, base, weight) -> bool:
+        """A plain LoRA linear layer whose update is exactly base + scaling x (B @ A), all in one dtype (in
+        half precision only off the CPU, where get_delta_weight computes the product in float32 instead)."""
+        import torch
+        from peft.tuners.lora import Linear
+
+        a, b = module.lora_A[self.adapter].weight, module.lora_B[self.adapter].weight
+        return (type(module) is Linear and not module.fan_in_fan_out and not module.use_dora.get(self.adapter)
+                and not getattr(module, "lora_bias", {}).get(self.adapter)
+                and base.dtype == weight.dtype == a.dtype == b.dtype and base.dim() == 2
+                and (base.dtype == torch.float32 or base.device.type != "cpu"))
 
     @contextlib.contextmanager
     def swapped_in(self, trainer):
