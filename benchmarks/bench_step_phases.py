@@ -3,6 +3,7 @@
     python benchmarks/bench_step_phases.py                 # the demo's defaults, then shared_prompt_pass=no
     python benchmarks/bench_step_phases.py --steps 6 --decode
     python benchmarks/bench_step_phases.py --compile-only  # torch.compile of a decode step, three ways
+    python benchmarks/bench_step_phases.py --matmul-only   # the decode step's matmuls and draws, other ways
 
 It builds the workbench's trainer for the demo task (bundled model, held-out evaluation off) as
 `python -m workbench train` does, wraps its phases with timers and trains `--steps` steps, once with the
@@ -21,6 +22,12 @@ bandwidth a plain sum over the same bytes reaches.
 defaults; `max_autotune` with its C++ GEMM template; and that with `freezing`, which folds the weights
 into the compiled code as constants - fastest, but a merged sampling copy is refreshed every step, so
 frozen weights would be stale. It prints each one's compile time and median decode step.
+
+`--matmul-only` tries the decode step's two largest costs other ways: the 8-row matmuls over every linear
+weight of the model (as the model calls them, with the weights stored transposed, with the weights as the
+tall side, and with oneDNN allowed to compute float32 matmuls in bfloat16) against the bandwidth a plain
+sum reaches, and `torch.multinomial`'s exponential draws (one and two threads; drawn inline against drawn
+ahead on a thread of their own while 32 decode steps run, in the same generator order, so the same tokens).
 """
 
 from __future__ import annotations
@@ -133,6 +140,80 @@ def decode_profile() -> None:
           f"({torch.get_num_threads()} threads)")
 
 
+def per_call_ms(work, reps: int = 20) -> float:
+    """Milliseconds one call of `work` takes, after three warm-up calls."""
+    for _ in range(3):
+        work()
+    started = time.perf_counter()
+    for _ in range(reps):
+        work()
+    return (time.perf_counter() - started) / reps * 1e3
+
+
+def matmul_probe() -> None:
+    """The decode step's two largest costs, each tried another way: the 8-row matmuls over every linear
+    weight of the model, and the sampler's exponential draws over the vocabulary."""
+    import queue
+    import threading
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from workbench.spec.models import bundled_model_dir
+
+    model = AutoModelForCausalLM.from_pretrained(bundled_model_dir()).eval()
+    weights = [m.weight.detach() for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and name != "lm_head"]
+    rows = {k: torch.randn(8, k) for k in {w.shape[1] for w in weights}}
+    gigabytes = sum(w.numel() for w in weights) * 4 / 1e9
+    transposed = [w.t().contiguous() for w in weights]
+    columns = {k: x.t().contiguous() for k, x in rows.items()}
+    ways = {"F.linear(x, W), as the model does": lambda: [torch.nn.functional.linear(rows[w.shape[1]], w)
+                                                          for w in weights],
+            "x @ W.T stored transposed": lambda: [rows[w.shape[0]] @ w for w in transposed],
+            "W @ x.T (W as the tall side)": lambda: [torch.mm(w, columns[w.shape[1]]) for w in weights]}
+    print(f"8-row matmuls over the {len(weights)} linear weights ({gigabytes * 1e3:.0f} MB, float32):")
+    for name, work in ways.items():
+        ms = per_call_ms(work)
+        print(f"  {name:36s} {ms:6.1f} ms  {gigabytes / ms * 1e3:5.1f} GB/s")
+    matmul_backend = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
+    if matmul_backend is not None and hasattr(matmul_backend, "fp32_precision"):
+        matmul_backend.fp32_precision = "bf16"  # oneDNN may compute float32 matmuls in bfloat16
+        ms = per_call_ms(ways["F.linear(x, W), as the model does"])
+        matmul_backend.fp32_precision = "ieee"
+        print(f"  {'F.linear, fp32_precision=bf16':36s} {ms:6.1f} ms  {gigabytes / ms * 1e3:5.1f} GB/s")
+    flat = torch.randn(135_000_000)
+    print(f"  a plain sum over 540 MB reaches {0.54 / per_call_ms(flat.sum, 5) * 1e3:.1f} GB/s")
+    vocab = model.config.vocab_size
+    noise = torch.empty(8, vocab)
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        print(f"torch.multinomial's exponential draws for one token (8 x {vocab}), {threads} thread(s): "
+              f"{per_call_ms(noise.exponential_, 50):.1f} ms")
+
+    def decode(draw) -> float:
+        """Seconds for 32 tokens of 8 rows, sampled as torch.multinomial does (argmax of p / exponential)."""
+        started = time.perf_counter()
+        with torch.no_grad():
+            out = model(decode_prompts(), use_cache=True)
+            for step in range(32):
+                token = (torch.softmax(out.logits[:, -1], -1) / draw(step)).argmax(-1, keepdim=True)
+                out = model(token, past_key_values=out.past_key_values, use_cache=True)
+        return time.perf_counter() - started
+
+    def ahead():
+        """The same draws made on a thread of their own while the model runs (the generator's order kept)."""
+        drawn = queue.Queue()
+        threading.Thread(target=lambda: [drawn.put(torch.empty(8, vocab).exponential_()) for _ in range(32)],
+                         daemon=True).start()
+        return lambda step: drawn.get()
+
+    inline = [decode(lambda step: torch.empty(8, vocab).exponential_()) for _ in range(2)]
+    overlapped = [decode(ahead()) for _ in range(2)]
+    print(f"32 decode steps of 8 rows: draws inline {min(inline):.2f} s, drawn ahead on a thread "
+          f"{min(overlapped):.2f} s")
+
+
 COMPILE_MODES = ("eager", "default", "max-autotune", "max-autotune + freezing")
 
 
@@ -192,7 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", action="store_true", help="also time a compiled decode step")
     parser.add_argument("--compile-only", action="store_true", help="only time a compiled decode step")
     parser.add_argument("--compile-mode", choices=COMPILE_MODES, help=argparse.SUPPRESS)
+    parser.add_argument("--matmul-only", action="store_true",
+                        help="only try the decode step's matmuls and sampler draws other ways")
     args = parser.parse_args(argv)
+    if args.matmul_only:
+        matmul_probe()
+        return 0
     if args.compile_mode:
         import json
 
