@@ -14,8 +14,8 @@ CHROMIUM := /usr/bin/chromium
 # Compiling at install (`--compile-bytecode`) compiles every file of every package, 17,000 for .venv and as many
 # for .venv-vllm (20 s each here), of which a process imports a quarter. So make's processes may write the .pyc
 # files of what they import (PYTHONDONTWRITEBYTECODE, set on this machine, is not passed on), and setup imports
-# what the app, a run and a vLLM server import once, writing theirs (10 s and 6 s), before any test or sandbox
-# (whose venv is read-only inside) needs them.
+# what the app, a run and a vLLM server import once, writing theirs (about 19 s each here, side by side in
+# `make test`), before any test or sandbox (whose venv is read-only inside) needs them.
 unexport PYTHONDONTWRITEBYTECODE
 UV_VENV := .venv-uv
 UV := $(UV_VENV)/bin/uv
@@ -105,7 +105,10 @@ run: setup allocators sandbox
 	$(PY) app.py
 
 # The whole suite, on pytest-xdist workers (tests/parallel.py).
-test: setup vllm browser sandbox allocators
+# The two venvs are made side by side (-j2): most of each is its warm-up import (about 19 s each, one core);
+# the apt installs (browser, sandbox, allocators) go one at a time, as apt's lock wants.
+test: browser sandbox allocators
+	$(MAKE) --no-print-directory -j2 setup vllm
 	$(PY) -m pytest
 
 # The tests not marked slow (no model loaded or trained, no browser), in one process: seconds.
