@@ -140,7 +140,7 @@ def run_train(args) -> int:
         return _train_sandboxed(args, config)
     if args.from_command_line:
         _start_under_the_run_allocator(config)
-    from workbench.trainer.training import run_training
+    from workbench.trainer.training import end_process, run_training
 
     if args.run_dir:
         run_dir = Path(args.run_dir)
@@ -155,7 +155,7 @@ def run_train(args) -> int:
         _start_vllm_server(config, run_dir)
     code = run_training(config, run_dir, resume=args.resume, show_progress=sys.stdout.isatty())
     if os.environ.get("RANK", "0") != "0":  # one summary per run, from the main process
-        return code
+        return end_process(code)
     if runfolder.inside_sandbox():  # the sandbox ends whatever is left in it once this process ends:
         _stop_vllm_server(run_dir)  # its vLLM server gets its graceful end first
     final = runfolder.read_run_status(run_dir)
@@ -164,7 +164,7 @@ def run_train(args) -> int:
         print(f"Run failed: {error.get('type')}: {error.get('message')}\n{error.get('hint', '')}", file=sys.stderr)
     else:
         print(f"Run {final.state} at step {final.step}; adapter in {run_dir / runfolder.ADAPTER_DIR}")
-    return code
+    return end_process(code)
 
 
 def _policy():
