@@ -125,19 +125,10 @@ def decode_profile() -> None:
     w8 = (w / scales[:, None]).round().to(torch.int8)
     for name, matmul in (("float32 x @ W.T", lambda: x @ w.T),
                          ("int8 _weight_int8pack_mm", lambda: torch._weight_int8pack_mm(x, w8, scales))):
-        matmul()
-        started = time.perf_counter()
-        for _ in range(100):
-            matmul()
-        print(f"{name:26s} (8x576 by 576x1536): {(time.perf_counter() - started) * 1e4:.0f} us")
+        print(f"{name:26s} (8x576 by 576x1536): {per_call_ms(matmul, 100) * 1e3:.0f} us")
     weights = torch.randn(135_000_000)  # the 135M model's weights in float32: 540 MB
-    weights.sum()
-    started = time.perf_counter()
-    for _ in range(5):
-        weights.sum()
-    seconds = (time.perf_counter() - started) / 5
-    print(f"a plain sum over 540 MB: {seconds * 1e3:.1f} ms, {0.54 / seconds:.1f} GB/s "
-          f"({torch.get_num_threads()} threads)")
+    ms = per_call_ms(weights.sum, 5)
+    print(f"a plain sum over 540 MB: {ms:.1f} ms, {0.54 / ms * 1e3:.1f} GB/s ({torch.get_num_threads()} threads)")
 
 
 def per_call_ms(work, reps: int = 20) -> float:

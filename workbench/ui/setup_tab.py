@@ -131,6 +131,8 @@ FORM_KEYS = ("model", "task", "dataset_name", "reward_file", *REWARD_KEYS, "cpu_
 # (dataset_name too: a task may name its data, e.g. a hub dataset and its column mapping)
 TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings
                                   if k in (*SETTING_FIELDS, "dataset_name")}))
+# What choosing a task updates: its description, each picker reward's tick and weight, its preset settings.
+TASK_OUTPUTS = 1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS)
 EXAMPLE_COMPLETIONS = ("Paris.\n"
                        "The capital of France is Paris, which is also its largest city and its cultural centre.")
 # How many tokens the memory estimate allows for a prompt after the chat template.
@@ -317,7 +319,7 @@ def apply_task(task_name: str) -> list:
     """On choosing a task: its description, its rewards and weights, and the settings it presets."""
     task = TASKS.get(task_name) if isinstance(task_name, str) else None
     if task is None:
-        return [gr.update()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS))
+        return [gr.update()] * TASK_OUTPUTS
     weights = dict(zip(task.reward_names, task.reward_weights))
     reward_updates = []
     for name in PICKER_REWARDS:
@@ -325,6 +327,18 @@ def apply_task(task_name: str) -> list:
     preset = RunConfig.for_task(task_name)
     settings = [gr.update(value=getattr(preset, k)) for k in TASK_SETTING_KEYS]
     return [f"**{task.title}.** {task.description}", *reward_updates, *settings]
+
+
+def on_task(task_name: str, applied: str) -> list:
+    """`apply_task` for a task the form does not hold yet, then the task now applied.
+
+    Gradio's page sends one choice of a task as up to three change events while the presets' own updates
+    land (measured over a few seconds, longer on a busy machine): applied again, the presets would undo
+    what was typed in between. The same task again leaves the form alone.
+    """
+    if task_name == applied:
+        return [gr.skip()] * TASK_OUTPUTS + [applied]
+    return [*apply_task(task_name), task_name]
 
 
 def try_rewards(prompt: str, completions_text: str, columns_text: str, *values,
@@ -414,7 +428,7 @@ class SetupComponents:
     signal_result: gr.HTML
     signal_job: gr.State
     signal_timer: gr.Timer
-    applied_task: gr.State  # the task whose presets the form holds (SetupTab.on_task)
+    applied_task: gr.State  # the task whose presets the form holds (on_task)
 
     @property
     def data_dropdowns(self) -> list:
@@ -621,17 +635,6 @@ class SetupTab:
     def live_plan(self, request: gr.Request, *values) -> list:
         return update_plan(*values, scope=self.ctx.scope_for(request))
 
-    def on_task(self, task_name: str, applied: str) -> list:
-        """`apply_task` for a task the form does not hold yet, then the task now applied.
-
-        Gradio's page sends one choice of a task as up to three change events while the presets' own updates
-        land (measured over a few seconds, longer on a busy machine): applied again, the presets would undo
-        what was typed in between. The same task again leaves the form alone.
-        """
-        if task_name == applied:
-            return [gr.skip()] * (1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS)) + [applied]
-        return [*apply_task(task_name), task_name]
-
     def live_preview(self, request: gr.Request, *values) -> list:
         return preview_data(*values, scope=self.ctx.scope_for(request))
 
@@ -757,7 +760,7 @@ def build(ctx) -> None:
     for index, button in enumerate(buttons):
         button.click(suggestion_applier(PLAN_FIELDS_SETTABLE, index), inputs=[suggestions, *settable],
                      outputs=settable, show_progress="hidden")
-    form["task"].change(tab.on_task, inputs=[form["task"], ui.applied_task],
+    form["task"].change(on_task, inputs=[form["task"], ui.applied_task],
                         outputs=[ui.task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS],
                                  ui.applied_task], show_progress="hidden")
     # The preview follows what decides the rows and the columns the rewards read.
