@@ -18,12 +18,15 @@ same questions in the same order. Rows:
   and so AdamW in float32) and turns on TRL's bf16 autocast: the field's own meaning, not TRL's;
 - `merged-fp32`, `merged-bf16`: `merged_generation`, each round sampled from a plain copy of the policy with
   the LoRA update merged in (workbench/trainer/generation_copy.py), in float32 or bfloat16;
+- `merged-fp32-packed`: the float32 copy decoding through MKL's packed GEMM (`packed_decode`,
+  workbench/trainer/packed_decode.py); `merged-fp32` has it off;
 - `bf16+merged-bf16`: the two together;
 - `shared-prompt`: `shared_prompt_pass`, each prompt run once per group in the reference pass and the
   policy's forward and backward, only completion tokens through the vocabulary
   (workbench/trainer/prompt_sharing.py);
-- `defaults`: what a run gets with no options: on a CPU the merged float32 copy and the shared prompt pass,
-  on a GPU neither (workbench/spec/speed.py);
+- `defaults`: what a run gets with no options: on a CPU the merged float32 copy decoding through MKL's
+  packed GEMM and the shared prompt pass, on a GPU neither (workbench/spec/speed.py);
+  `defaults-plain-matmul` is that with `packed_decode=no`;
 - `merged-bf16+shared`: a merged bfloat16 copy samples and the shared prompt pass scores.
 
 `--device cuda` runs the GPU kit's settings (G = 8 completions of up to 64 tokens, bf16 weights, GPU 0) and,
@@ -66,13 +69,19 @@ ROWS = {
                   {"merged_generation": "no", "shared_prompt_pass": "no"}),
     "bf16": ("workbench, bf16=true (bf16 weights, fp32 LoRA)",
              {"bf16": True, "merged_generation": "no", "shared_prompt_pass": "no"}),
-    "merged-fp32": ("a merged float32 copy samples", {"merged_generation": "float32", "shared_prompt_pass": "no"}),
+    "merged-fp32": ("a merged float32 copy samples", {"merged_generation": "float32", "shared_prompt_pass": "no",
+                                                       "packed_decode": "no"}),
+    "merged-fp32-packed": ("a merged float32 copy samples through MKL's packed GEMM",
+                           {"merged_generation": "float32", "shared_prompt_pass": "no", "packed_decode": "yes"}),
     "merged-bf16": ("a merged bfloat16 copy samples", {"merged_generation": "bfloat16", "shared_prompt_pass": "no"}),
     "bf16+merged-bf16": ("bf16 weights, merged bfloat16 copy",
                          {"bf16": True, "merged_generation": "bfloat16", "shared_prompt_pass": "no"}),
     "shared-prompt": ("each prompt scored once per group", {"merged_generation": "no", "shared_prompt_pass": "yes"}),
-    "defaults": ("workbench defaults (`auto`: on a CPU the merged float32 copy + shared prompt pass)",
-                 {"merged_generation": "auto", "shared_prompt_pass": "auto"}),
+    "defaults-plain-matmul": ("workbench defaults but packed_decode=no",
+                              {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "no"}),
+    "defaults": ("workbench defaults (`auto`: on a CPU the merged float32 copy decoding through MKL's packed GEMM "
+                 "+ shared prompt pass)",
+                 {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "auto"}),
     "merged-bf16+shared": ("a merged bfloat16 copy samples, each prompt scored once",
                            {"merged_generation": "bfloat16", "shared_prompt_pass": "yes"}),
 }

@@ -24,8 +24,9 @@ into the compiled code as constants - fastest, but a merged sampling copy is ref
 frozen weights would be stale. It prints each one's compile time and median decode step.
 
 `--matmul-only` tries the decode step's two largest costs other ways: the 8-row matmuls over every linear
-weight of the model (as the model calls them, with the weights stored transposed, with the weights as the
-tall side, and with oneDNN allowed to compute float32 matmuls in bfloat16) against the bandwidth a plain
+weight of the model (as the model calls them, through MKL's packed GEMM as `packed_decode` runs them, with
+the weights stored transposed, with the weights as the tall side, and with oneDNN allowed to compute float32
+matmuls in bfloat16; the LM head plain and packed) against the bandwidth a plain
 sum reaches, and `torch.multinomial`'s exponential draws (one and two threads; drawn inline against drawn
 ahead on a thread of their own while 32 decode steps run, in the same generator order, so the same tokens).
 """
@@ -141,6 +142,36 @@ def per_call_ms(work, reps: int = 20) -> float:
     return (time.perf_counter() - started) / reps * 1e3
 
 
+def sampled_packed_and_plain(model) -> None:
+    """8 x 32 tokens sampled by `generate` with plain matmuls, then with packed_decode (the packing of every
+    layer included, as after each refresh of the copy): the best of three each, and whether the tokens match."""
+    import torch
+
+    from workbench.trainer.packed_decode import PackedDecode
+
+    prompts = decode_prompts()
+    settings = dict(attention_mask=torch.ones_like(prompts), max_new_tokens=32, min_new_tokens=32, do_sample=True,
+                    temperature=0.7, top_k=0, top_p=1.0, pad_token_id=0)
+
+    def sample(packing=None):
+        torch.manual_seed(1)
+        started = time.perf_counter()
+        if packing is not None:
+            packing.invalidate()
+        with torch.no_grad():
+            tokens = model.generate(prompts, **settings)
+        return time.perf_counter() - started, tokens
+
+    plain = [sample() for _ in range(3)]
+    packing = PackedDecode(model)
+    packed = [sample(packing) for _ in range(3)]
+    for layer in packing.layers:  # the plain model again, for what follows
+        del layer.forward
+    same = all(torch.equal(tokens, plain[0][1]) for _, tokens in plain + packed)
+    print(f"  8 x 32 tokens sampled: plain {min(t for t, _ in plain):.2f} s, packed_decode "
+          f"{min(t for t, _ in packed):.2f} s (packing included); the same tokens: {same}")
+
+
 def matmul_probe() -> None:
     """The decode step's two largest costs, each tried another way: the 8-row matmuls over every linear
     weight of the model, and the sampler's exponential draws over the vocabulary."""
@@ -151,6 +182,7 @@ def matmul_probe() -> None:
     from transformers import AutoModelForCausalLM
 
     from workbench.spec.models import bundled_model_dir
+    from workbench.trainer import packed_decode
 
     model = AutoModelForCausalLM.from_pretrained(bundled_model_dir()).eval()
     weights = [m.weight.detach() for name, m in model.named_modules()
@@ -159,14 +191,32 @@ def matmul_probe() -> None:
     gigabytes = sum(w.numel() for w in weights) * 4 / 1e9
     transposed = [w.t().contiguous() for w in weights]
     columns = {k: x.t().contiguous() for k, x in rows.items()}
+    packed = [(packed_decode.new_buffer(w, 8), w) for w in weights]
+    for buffer, w in packed:  # the first packing also faults the buffers' pages in
+        packed_decode.pack_into(buffer, w, 8)
+    started = time.perf_counter()
+    for buffer, w in packed:  # what each step's refresh costs
+        packed_decode.pack_into(buffer, w, 8)
+    pack_seconds = time.perf_counter() - started
     ways = {"F.linear(x, W), as the model does": lambda: [torch.nn.functional.linear(rows[w.shape[1]], w)
                                                           for w in weights],
+            "MKL's packed GEMM (packed_decode)": lambda: [
+                packed_decode.packed_linear(rows[w.shape[1]], p, w.shape[0]) for p, w in packed],
             "x @ W.T stored transposed": lambda: [rows[w.shape[0]] @ w for w in transposed],
             "W @ x.T (W as the tall side)": lambda: [torch.mm(w, columns[w.shape[1]]) for w in weights]}
     print(f"8-row matmuls over the {len(weights)} linear weights ({gigabytes * 1e3:.0f} MB, float32):")
     for name, work in ways.items():
         ms = per_call_ms(work)
         print(f"  {name:36s} {ms:6.1f} ms  {gigabytes / ms * 1e3:5.1f} GB/s")
+    print(f"  packing them again in place (each step's refresh) took {pack_seconds:.3f} s")
+    head = model.lm_head.weight.detach()
+    head_packed = packed_decode.new_buffer(head, 8)
+    packed_decode.pack_into(head_packed, head, 8)
+    x = rows[head.shape[1]]
+    print(f"  the LM head ({head.numel() * 4 / 1e6:.0f} MB): F.linear "
+          f"{per_call_ms(lambda: torch.nn.functional.linear(x, head)):.1f} ms, packed "
+          f"{per_call_ms(lambda: packed_decode.packed_linear(x, head_packed, head.shape[0])):.1f} ms")
+    sampled_packed_and_plain(model)
     matmul_backend = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
     if matmul_backend is not None and hasattr(matmul_backend, "fp32_precision"):
         matmul_backend.fp32_precision = "bf16"  # oneDNN may compute float32 matmuls in bfloat16

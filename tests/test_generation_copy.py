@@ -1,8 +1,9 @@
 """merged_generation: rounds sampled from a plain copy of the policy with the LoRA update merged in.
 
 The copy must be the policy: the same logits in float32 (bfloat16 within its rounding), refreshed once
-per step and following each update; and a real run that samples from the float32 copy draws exactly
-the completions a run sampling from the policy draws, with the same seed.
+per step and following each update; and a real run that samples from the float32 copy (decoding through
+MKL's packed GEMM, packed_decode's default on a CPU) draws exactly the completions a run sampling from the
+policy draws, with the same seed.
 """
 
 from __future__ import annotations
@@ -117,15 +118,19 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
     """Two real 2-step runs, same seed: sampling from the copy changes nothing but where the tokens come from."""
     from workbench.trainer.training import run_training
 
-    texts, metrics = {}, {}
+    texts, metrics, packed = {}, {}, {}
     for mode in ("no", "float32"):
         run_dir = tmp_path / mode
         cfg = tiny_config(task="reward_hacking", max_steps=2, merged_generation=mode, learning_rate=0.05,
                           eval_strategy="no", save_steps=100)
         assert run_training(cfg, run_dir) == 0
         texts[mode] = [c["completion"] for c in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)]
+        packed[mode] = runfolder.read_run_status(run_dir).packed_decode
         metrics[mode] = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "reward" in m]
     assert len(texts["no"]) == 8 and texts["float32"] == texts["no"]
+    # the copy decoded through MKL's packed GEMM (packed_decode=auto on a CPU), and drew the same tokens
+    assert packed == {"no": "no (merged_generation is no: only a float32 merged copy decodes this way)",
+                      "float32": "yes"}
     # the second step sampled after an update (lr 0.05 moves the tiny model), from a copy synced to it
     assert [m.get("merged_generation/sync_seconds") is not None for m in metrics["float32"]] == [True, True]
     assert "merged_generation/sync_seconds" not in metrics["no"][0]

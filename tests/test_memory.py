@@ -200,12 +200,20 @@ def test_estimate_for_run_config_uses_its_fields(smollm2):
     result = memory.estimate_for_config(config, smollm2, max_prompt_length=40)
     direct = estimate(smollm2, per_device_train_batch_size=config.per_device_train_batch_size,
                       max_completion_length=config.max_completion_length, lora_r=config.lora_r,
-                      merged_copy_dtype_bytes=4)  # merged_generation=auto on a CPU: a float32 copy
+                      merged_copy_dtype_bytes=4, packed_decode=True)  # auto on a CPU: a float32 copy, packed
     assert result.total_bytes == direct.total_bytes
-    # sampling from the policy itself: no copy, one weights term less
+    # sampling from the policy itself: no copy, and so nothing packed
     bare = memory.estimate_for_config(config.with_changes(merged_generation="no"), smollm2, max_prompt_length=40)
     copy = next(t for t in result.terms if t.name == "merged copy")
-    assert result.total_bytes - bare.total_bytes == copy.bytes == next(t for t in result.terms if t.name == "weights").bytes
+    packed = next(t for t in result.terms if t.name == "packed weights")
+    assert result.total_bytes - bare.total_bytes == copy.bytes + packed.bytes
+    assert copy.bytes == next(t for t in result.terms if t.name == "weights").bytes
+    # packed: every linear weight and the LM head (tied to the embeddings, so counted once among the weights)
+    shape = smollm2
+    assert packed.bytes == 4 * (shape.parameter_count() - shape.num_hidden_layers * 2 * shape.hidden_size
+                                - shape.hidden_size)
+    unpacked = memory.estimate_for_config(config.with_changes(packed_decode="no"), smollm2, max_prompt_length=40)
+    assert result.total_bytes - unpacked.total_bytes == packed.bytes
 
 
 # ---------------------------------------------------------------- against the real thing

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from workbench.spec.config import RunConfig
-from workbench.spec.speed import (MEASURED, MEASURED_BF16, MEASURED_GPU, copy_fits_gpu, resolve_merged_generation,
-                                  resolve_shared_prompt_pass, speed_notes)
+from workbench.spec.speed import (MEASURED, MEASURED_BF16, MEASURED_GPU, MEASURED_PACKED, copy_fits_gpu,
+                                  resolve_merged_generation, resolve_packed_decode, resolve_shared_prompt_pass,
+                                  speed_notes)
 
 
 @pytest.mark.parametrize(
@@ -76,6 +77,31 @@ def test_on_a_gpu_the_note_gives_the_measured_figures_and_what_auto_chose():
 )
 def test_shared_prompt_pass_resolves_by_machine_and_run(setting, on_cpu, checkpointing, processes, value):
     assert resolve_shared_prompt_pass(setting, on_cpu, checkpointing, processes).value == value
+
+
+@pytest.mark.parametrize(
+    ("setting", "merged", "on_cpu", "mkl_missing", "value", "why"),
+    [("auto", "float32", True, None, "yes", "on a CPU, the float32 copy decodes through MKL's packed GEMM"),
+     ("yes", "float32", True, None, "yes", "set in the config"),
+     ("no", "float32", True, None, "no", "set in the config"),
+     ("auto", "bfloat16", True, None, "no", "merged_generation is bfloat16: only a float32 merged copy"),
+     ("yes", "no", True, None, "no", "merged_generation is no: only a float32 merged copy"),
+     ("auto", "float32", False, None, "no", "MKL's packed GEMM is a CPU kernel"),
+     ("yes", "float32", True, "this torch is built without MKL", "no", "this torch is built without MKL")],
+)
+def test_packed_decode_needs_a_float32_copy_on_a_cpu_and_mkl(setting, merged, on_cpu, mkl_missing, value, why):
+    choice = resolve_packed_decode(setting, merged, on_cpu, mkl_missing)
+    assert (choice.value, choice.why.startswith(why)) == (value, True)
+
+
+def test_the_speed_note_names_packed_decode_only_where_a_float32_copy_samples_on_a_cpu():
+    note = speed_notes("auto", "transformers", bf16=False, on_cpu=True)[0]
+    assert "packed_decode=auto -> yes (on a CPU, the float32 copy decodes through MKL's packed GEMM" in note
+    assert f"{MEASURED_PACKED['workbench, defaults, plain matmul']:.2f} s" in note
+    assert "packed_decode=no (set in the config)" in speed_notes("auto", "transformers", False, True,
+                                                                   packed_decode="no")[0]
+    assert "packed_decode" not in speed_notes("no", "transformers", bf16=False, on_cpu=True)[0]
+    assert "packed_decode" not in speed_notes("auto", "transformers", bf16=True, on_cpu=False)[0]
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
 EVAL_STRATEGIES = ("no", "steps")
 MERGED_GENERATION = ("auto", "no", "float32", "bfloat16")
 SHARED_PROMPT_PASS = ("auto", "yes", "no")
+PACKED_DECODE = ("auto", "yes", "no")
 
 
 def setting(default: Any, help: str, choices: tuple | None = None) -> Any:
@@ -311,6 +312,13 @@ class RunConfig:
         "process, no gradient checkpointing, llama/qwen2/qwen3 models; elsewhere TRL's way runs). no: TRL's "
         "way. auto: yes on a CPU (measured faster), no on a GPU (there it slowed sampling from the merged copy; "
         "workbench/spec/speed.py).",
+    )
+    packed_decode: str = setting(
+        "auto",
+        "With a float32 merged copy on a CPU (merged_generation): decode through MKL's packed GEMM, the copy's "
+        "linear weights stored once a step in the layout MKL's kernel reads, for faster products of a few rows; "
+        "the same numbers to float32 rounding, for a second copy of the linear weights in memory. auto and yes: "
+        "wherever that copy samples and torch has MKL. no: torch's plain matmul (workbench/trainer/packed_decode.py).",
     )
     gradient_checkpointing: bool = setting(
         False,
@@ -681,7 +689,7 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
                ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
                ("solution_transform", SOLUTION_TRANSFORM_CHOICES), ("chat_template", CHAT_TEMPLATE_CHOICES),
                ("eval_strategy", EVAL_STRATEGIES), ("merged_generation", MERGED_GENERATION),
-               ("shared_prompt_pass", SHARED_PROMPT_PASS)]
+               ("shared_prompt_pass", SHARED_PROMPT_PASS), ("packed_decode", PACKED_DECODE)]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
             problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from workbench.errors import WorkbenchError
-from workbench.spec.speed import resolve_merged_generation
+from workbench.spec.speed import resolve_merged_generation, resolve_packed_decode
 
 GIB = 2**30
 # bytes per weight of merged_generation's copy, by what it resolved to
@@ -297,6 +297,7 @@ def estimate_memory(
     reward_model: Any = None,
     reward_model_dtype_bytes: int | None = None,
     merged_copy_dtype_bytes: int = 0,
+    packed_decode: bool = False,
 ) -> MemoryEstimate:
     """Peak memory of one training process of a LoRA GRPO run, term by term.
 
@@ -309,6 +310,7 @@ def estimate_memory(
     `dtype_bytes`: 4 for float32 (CPU), 2 for bf16/fp16.
     `device`: "cpu" or "cuda". `device_total_bytes` is the GPU's memory, used for vLLM's share.
     `merged_copy_dtype_bytes`: bytes per weight of merged_generation's plain copy (4, 2), 0 for none.
+    `packed_decode`: that copy's linear weights are packed once more for MKL's GEMM (float32).
     """
     shape = _as_shape(model)
     batch = _positive("per_device_train_batch_size", per_device_train_batch_size)
@@ -348,6 +350,11 @@ def estimate_memory(
         add("merged copy", shape.parameter_count() * merged_copy_dtype_bytes, "always",
             f"merged_generation's plain copy of the weights the rounds are sampled from "
             f"({merged_copy_dtype_bytes} bytes each)")
+    if packed_decode:
+        packed = shape.num_hidden_layers * sum(i * o for i, o in shapes.values()) + shape.vocab_size * shape.hidden_size
+        add("packed weights", packed * 4, "always",
+            f"packed_decode: the copy's {packed / 1e6:.0f}M linear weights (LM head included) packed for MKL's GEMM, "
+            f"float32")
     add("lora", lora_params * LORA_BYTES_PER_PARAM, "always",
         f"{lora_params / 1e6:.2f}M LoRA parameters (r={rank}, {len(targets)} layers each): float32 weight, "
         f"gradient and two AdamW moments")
@@ -449,6 +456,9 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
 
     shape, shape_bytes, note = reward_model_shape(get("reward_model").strip()) if get("reward_model", "").strip() \
         else (None, None, "")
+    # a value check_config refuses (the Setup tab estimates before it checks) counts no copy
+    merged = resolve_merged_generation(get("merged_generation", "auto"), get("generation", "transformers"),
+                                       device == "cpu", get("distributed_backend", "ddp"), bool(get("bf16", False))).value
     estimate = estimate_memory(
         model,
         reward_model=shape, reward_model_dtype_bytes=shape_bytes,
@@ -465,10 +475,8 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         vllm_mode="server" if get("generation") == "trl-server" else "colocate",
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
-        # a value check_config refuses (the Setup tab estimates before it checks) counts no copy
-        merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(resolve_merged_generation(
-            get("merged_generation", "auto"), get("generation", "transformers"), device == "cpu",
-            get("distributed_backend", "ddp"), bool(get("bf16", False))).value, 0),
+        merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(merged, 0),
+        packed_decode=resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value == "yes",
     )
     if note:
         estimate.notes.append(note)

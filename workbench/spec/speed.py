@@ -1,11 +1,13 @@
 """The speed settings a run gets on the machine it trains on, and why: pure rules over measured figures.
 
-`merged_generation="auto"` and `shared_prompt_pass="auto"` (the defaults) resolve here, when the training
+`merged_generation`, `shared_prompt_pass` and `packed_decode` set to "auto" (the defaults) resolve here, when the training
 process starts and in the Setup tab's notes, so a config says "auto" and the run and the page say what it
 became. The rules follow what benchmarks/bench_speed.py measured (the demo on a 2-core Xeon with
 avx512_bf16 and no AMX, 8 steps, two runs per row; figures in MEASURED): on a CPU, sampling from a merged
 float32 copy of the policy is faster and draws exactly the policy's completions; running each prompt once
-per group when scoring and sampling is faster again, with the same values; a bfloat16 copy was no faster
+per group when scoring and sampling is faster again, with the same values; the float32 copy decoding
+through MKL's packed GEMM (`packed_decode`, MEASURED_PACKED) is faster again, with the same draws; a
+bfloat16 copy was no faster
 there and changes the draws, and bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower.
 On a GPU (MEASURED_GPU: `bench_speed.py --device cuda` on an H100, the demo's 135M model and a 1.7B
 model of random weights) the merged bfloat16 copy made the step faster on both, most on the larger model,
@@ -29,6 +31,12 @@ MEASURED = {
     "workbench, merged float32 copy": 6.05,
     "workbench, shared prompt pass": 5.39,
     "workbench, defaults": 5.05,
+}
+# packed_decode, from a later run of `--rows bare-fp32 defaults-plain-matmul defaults` (2026-11-27, 8 steps x 2 runs)
+MEASURED_PACKED = {
+    "bare TRL float32": 5.87,
+    "workbench, defaults, plain matmul": 4.62,
+    "workbench, defaults": 4.17,
 }
 # the bf16 rows, from an earlier run of every row (the machine was faster that day: bare TRL float32 5.66 s)
 MEASURED_BF16 = {
@@ -152,12 +160,36 @@ def resolve_shared_prompt_pass(setting: str, on_cpu: bool, gradient_checkpointin
         return SpeedChoice("shared_prompt_pass", "yes", "set in the config")
     if not on_cpu:
         return SpeedChoice("shared_prompt_pass", "no", GPU_SHARED_REASON)
-    shared, bare = MEASURED["workbench, shared prompt pass"], MEASURED["workbench, sampling and scoring as TRL"]
-    return SpeedChoice(
-        "shared_prompt_pass", "yes",
-        f"on a CPU, each prompt runs once per group when scoring and sampling, and only completion tokens meet "
-        f"the vocabulary: the same log-probabilities (demo step {shared:.2f} s instead of {bare:.2f} s in "
-        f"benchmarks/bench_speed.py)")
+    return _measured_faster("shared_prompt_pass", "on a CPU, each prompt runs once per group when scoring and "
+                            "sampling, and only completion tokens meet the vocabulary: the same log-probabilities",
+                            MEASURED["workbench, shared prompt pass"], MEASURED["workbench, sampling and scoring as TRL"])
+
+
+def _measured_faster(field: str, what: str, faster: float, slower: float) -> SpeedChoice:
+    """`field` on ("yes"), for what it does and the demo step it was measured at against without it."""
+    return SpeedChoice(field, "yes", f"{what} (demo step {faster:.2f} s instead of {slower:.2f} s in "
+                                     f"benchmarks/bench_speed.py)")
+
+
+def resolve_packed_decode(setting: str, merged: str, on_cpu: bool, mkl_missing: str | None = None) -> SpeedChoice:
+    """What `packed_decode=setting` means for a run whose merged_generation resolved to `merged`, on this device;
+    `mkl_missing` says why this torch cannot pack (trainer/packed_decode.available()), None when it can or
+    when that is not known yet (the Setup tab)."""
+    if setting == "no":
+        return SpeedChoice("packed_decode", "no", "set in the config")
+    if not on_cpu:
+        return SpeedChoice("packed_decode", "no", "MKL's packed GEMM is a CPU kernel")
+    if merged != "float32":
+        return SpeedChoice("packed_decode", "no", f"merged_generation is {merged}: only a float32 merged copy "
+                                                  f"decodes this way")
+    if mkl_missing:
+        return SpeedChoice("packed_decode", "no", mkl_missing)
+    if setting == "yes":
+        return SpeedChoice("packed_decode", "yes", "set in the config")
+    return _measured_faster("packed_decode", "on a CPU, the float32 copy decodes through MKL's packed GEMM, its "
+                            "weights packed once a step: the same numbers to float32 rounding, for a second copy of "
+                            "the linear weights in memory", MEASURED_PACKED["workbench, defaults"],
+                            MEASURED_PACKED["workbench, defaults, plain matmul"])
 
 
 def _note(choice: SpeedChoice, setting: str) -> str:
@@ -167,11 +199,13 @@ def _note(choice: SpeedChoice, setting: str) -> str:
 
 def speed_notes(merged_generation: str, generation: str, bf16: bool, on_cpu: bool,
                 distributed_backend: str = "ddp", shared_prompt_pass: str = "auto",
-                gradient_checkpointing: bool = False, processes: int = 1) -> list[str]:
+                gradient_checkpointing: bool = False, processes: int = 1, packed_decode: str = "auto") -> list[str]:
     """The Setup tab's lines on speed for this machine."""
     choice = resolve_merged_generation(merged_generation, generation, on_cpu, distributed_backend, bf16)
     sharing = resolve_shared_prompt_pass(shared_prompt_pass, on_cpu, gradient_checkpointing, processes)
-    notes = [f"Speed: {_note(choice, merged_generation)} {_note(sharing, shared_prompt_pass)}"]
+    packing = resolve_packed_decode(packed_decode, choice.value, on_cpu)
+    notes = [f"Speed: {_note(choice, merged_generation)} {_note(sharing, shared_prompt_pass)}"
+             + (f" {_note(packing, packed_decode)}" if choice.value == "float32" and on_cpu else "")]
     if not on_cpu and generation == "transformers":
         notes.append(gpu_figures_note())
     if on_cpu and bf16:

@@ -74,6 +74,13 @@ class GenerationCopy:
                        if isinstance(module, LoraLayer) and self.adapter in module.lora_A]
         self.synced_step: int | None = None
         self.sync_seconds = 0.0
+        self.packed = None  # packed_decode's PackedDecode over the copy, once pack_decode() is called
+
+    def pack_decode(self) -> None:
+        """Decode steps run through MKL's packed GEMM, repacked after each sync (trainer/packed_decode.py)."""
+        from workbench.trainer.packed_decode import PackedDecode
+
+        self.packed = PackedDecode(self.model)
 
     def share_prompt_prefill(self) -> None:
         """Prefill each distinct prompt of a round once (shared_prompt_pass; trainer/prompt_sharing.py)."""
@@ -104,6 +111,8 @@ class GenerationCopy:
                                 alpha=module.scaling[self.adapter], out=weight)
                 else:
                     weight.copy_(base + module.get_delta_weight(self.adapter).to(base.dtype))
+        if self.packed is not None:
+            self.packed.invalidate()
         self.synced_step = step
         self.sync_seconds = time.perf_counter() - started
 

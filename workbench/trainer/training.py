@@ -43,8 +43,9 @@ from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
 from workbench.spec.memory import MERGED_COPY_BYTES
-from workbench.spec.speed import copy_fits_gpu, resolve_merged_generation, resolve_shared_prompt_pass
-from workbench.trainer import gpu_metrics, vllm_rollout
+from workbench.spec.speed import (copy_fits_gpu, resolve_merged_generation, resolve_packed_decode,
+                                  resolve_shared_prompt_pass)
+from workbench.trainer import gpu_metrics, packed_decode, vllm_rollout
 from workbench.trainer.prompt_sharing import shared_prompt_logps
 from workbench.trainer.recorder import (
     StatusWriter,
@@ -375,6 +376,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         trainer.reward_weights_list = trl_reward_weights(cfg)
         status.set(merged_generation=attach_generation_copy(trainer, cfg))
         status.set(shared_prompt_pass=attach_shared_prompt_pass(trainer, cfg, model.config.model_type))
+        status.set(packed_decode=attach_packed_decode(trainer, cfg))
         if cfg.record_tokens:
             trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
                                                  trainer.num_generations)
@@ -490,6 +492,22 @@ def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
     if trainer.shared_prompt_pass and trainer.generation_copy is not None:
         trainer.generation_copy.share_prompt_prefill()
     return "yes" if trainer.shared_prompt_pass else f"no ({choice.why})"
+
+
+def attach_packed_decode(trainer, cfg: RunConfig) -> str:
+    """Let the merged float32 copy decode through MKL's packed GEMM where `packed_decode` and this machine allow
+    it; returns "yes", or "no" with the reason, which the run's status records."""
+    import torch
+
+    copy = trainer.generation_copy
+    merged = "no" if copy is None else str(copy.dtype).removeprefix("torch.")
+    choice = resolve_packed_decode(cfg.packed_decode, merged,
+                                   runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
+                                   packed_decode.available())
+    if choice.value == "yes":
+        copy.pack_decode()
+        return "yes"
+    return f"no ({choice.why})"
 
 
 def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:

@@ -53,6 +53,7 @@ from workbench.spec.config import (
     IMPORTANCE_SAMPLING_LEVELS,
     LOSS_TYPES,
     MERGED_GENERATION,
+    PACKED_DECODE,
     SHARED_PROMPT_PASS,
     LR_SCHEDULERS,
     SCALE_REWARDS,
@@ -122,7 +123,8 @@ CHOICES = {"reward_errors": REWARD_ERROR_MODES, "loss_type": LOSS_TYPES, "scale_
            "lr_scheduler_type": LR_SCHEDULERS,
            "generation": GENERATIONS, "report_to": REPORT_TO, "importance_sampling_level": IMPORTANCE_SAMPLING_LEVELS,
            "solution_transform": SOLUTION_TRANSFORM_CHOICES, "chat_template": CHAT_TEMPLATE_CHOICES,
-           "merged_generation": MERGED_GENERATION, "shared_prompt_pass": SHARED_PROMPT_PASS}
+           "merged_generation": MERGED_GENERATION, "shared_prompt_pass": SHARED_PROMPT_PASS,
+           "packed_decode": PACKED_DECODE}
 REWARD_KEYS = tuple(key for name in PICKER_REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_name", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",

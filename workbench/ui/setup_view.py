@@ -35,7 +35,7 @@ OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta"
                     "top_entropy_quantile", "temperature", "top_p", "top_k", "repetition_penalty")
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 RUN_FIELDS = ("run_name", "logging_steps", "record_tokens", "save_steps", "save_total_limit", "seed", "bf16",
-              "merged_generation", "shared_prompt_pass",
+              "merged_generation", "shared_prompt_pass", "packed_decode",
               "gradient_checkpointing", "report_to", "eval_strategy", "eval_steps", "eval_size", "eval_pass_k")
 # How rewards are scored besides which: TRL rewards' parameters, failures, a reward model.
 REWARD_FIELDS = ("reward_params", "reward_errors", "reward_failure_score", "reward_model", "reward_model_weight")
@@ -223,7 +223,8 @@ def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> list[str]
                         if cfg.loss_type == "grpo" and cfg.num_iterations == 1 else ""))
     notes += speed_notes(cfg.merged_generation, cfg.generation, cfg.bf16,
                          runs_on_cpu(cfg.device, gpus_present=bool(gpus)), cfg.distributed_backend,
-                         cfg.shared_prompt_pass, cfg.gradient_checkpointing, cfg.num_processes)
+                         cfg.shared_prompt_pass, cfg.gradient_checkpointing, cfg.num_processes,
+                         cfg.packed_decode)
     if cfg.learning_rate < 1e-5:
         notes.append(f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 to 1e-3.")
     return [n.strip() for n in notes]

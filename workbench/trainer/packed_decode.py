@@ -1,0 +1,139 @@
+"""Decode steps of the merged sampling copy through MKL's packed float32 GEMM, on a CPU (`packed_decode`).
+
+Why: a decode step multiplies a few rows (one new token per sequence) by every weight of the model, so on a
+CPU it is bound by reading the weights, and the plain `sgemm` reads them at about half the speed a plain sum
+reaches here. MKL can store a weight once in the blocked layout its GEMM kernel reads (`cblas_sgemm_pack`);
+products of that many rows (`cblas_sgemm_compute`) then skip the packing the plain call repeats every time.
+Measured here (benchmarks/bench_step_phases.py --matmul-only): the 8-row products over the 135M model's
+linear layers take 27-29 ms packed against 34-40 ms plain, and its LM head 3.2 ms against 6.8 ms. The packed
+kernel sums in another order, so a product differs from the plain one by float32 rounding (about 1e-6 of its
+size), as the merged copy's own logits differ from the policy's; the completions drawn stay the same
+(tests/test_packed_decode.py, tests/test_generation_copy.py).
+
+Each linear layer gets one buffer, packed on the first decode step after each refresh of the copy, for that
+step's row count, and packed again in place at the next refresh: a second copy of the linear weights in
+memory (0.54 GB for the 135M model), held for the run. Any other product (a prefill of many rows, a product
+with gradients) runs the plain weight, as before.
+
+Ties to torch: MKL is linked into `libtorch_cpu`, which exports its CBLAS packed-GEMM functions; they are
+called through ctypes. torch's own wrappers (`torch.ops.mkl._mkl_reorder_linear_weight` and `_mkl_linear`,
+what inductor calls when it freezes a CPU model) compute the same numbers to the bit
+(tests/test_packed_decode.py), but allocate a new packed tensor at each repack, several times the weight's
+size in address space, and the pages MKL touches land elsewhere each time: a demo run's resident memory grew
+by 2.1 GB instead of 0.54 GB. `available()` checks that the functions are there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+# CBLAS's enumerations (mkl_cblas.h)
+ROW_MAJOR, NO_TRANS, TRANS, PACKED, B_MATRIX = 101, 111, 112, 151, 162
+
+
+@functools.cache
+def _mkl():
+    """libtorch_cpu's CBLAS packed-GEMM functions, typed for ctypes."""
+    import torch
+
+    lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+    c_int, c_ptr = ctypes.c_int, ctypes.c_void_p
+    lib.cblas_sgemm_pack_get_size.restype = ctypes.c_size_t
+    lib.cblas_sgemm_pack_get_size.argtypes = [c_int] * 4
+    lib.cblas_sgemm_pack.restype = None
+    lib.cblas_sgemm_pack.argtypes = [c_int] * 6 + [ctypes.c_float, c_ptr, c_int, c_ptr]
+    lib.cblas_sgemm_compute.restype = None
+    lib.cblas_sgemm_compute.argtypes = [c_int] * 6 + [c_ptr, c_int, c_ptr, c_int, ctypes.c_float, c_ptr, c_int]
+    return lib
+
+
+def available() -> str | None:
+    """None when this torch can run MKL's packed GEMM, else why not."""
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return "this torch is built without MKL"
+    try:
+        _mkl()
+    except (OSError, AttributeError) as error:
+        return f"this torch's libtorch_cpu exports no MKL packed GEMM ({error})"
+    return None
+
+
+def is_decode_step(x) -> bool:
+    """One new token per row: a (rows, 1, features) input."""
+    return x.dim() == 3 and x.shape[1] == 1
+
+
+def new_buffer(weight, rows: int):
+    """An empty buffer for `weight` (out x in, float32) packed for products of `rows` rows."""
+    import torch
+
+    out_features, in_features = weight.shape
+    size = _mkl().cblas_sgemm_pack_get_size(B_MATRIX, rows, out_features, in_features)
+    return torch.empty(size // 4 + 1, dtype=torch.float32)
+
+
+def pack_into(buffer, weight, rows: int) -> None:
+    """Write `weight` into `buffer` in MKL's layout for x @ weight.T with x of `rows` rows."""
+    out_features, in_features = weight.shape
+    weight = weight.detach().contiguous()
+    _mkl().cblas_sgemm_pack(ROW_MAJOR, B_MATRIX, TRANS, rows, out_features, in_features, 1.0, weight.data_ptr(),
+                            in_features, buffer.data_ptr())
+
+
+def packed_linear(x, buffer, out_features: int, bias=None):
+    """x @ weight.T (+ bias) for a weight packed into `buffer` for x's row count."""
+    import torch
+
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    out = torch.empty(rows.shape[0], out_features, dtype=torch.float32)
+    _mkl().cblas_sgemm_compute(ROW_MAJOR, NO_TRANS, PACKED, rows.shape[0], out_features, rows.shape[1],
+                               rows.data_ptr(), rows.shape[1], buffer.data_ptr(), rows.shape[1], 0.0,
+                               out.data_ptr(), out_features)
+    if bias is not None:
+        out.add_(bias)
+    return out.view(*x.shape[:-1], out_features)
+
+
+class PackedDecode:
+    """Every float32 linear layer of a CPU model runs decode steps on its weight packed for MKL, packed again
+    in the same buffer after `invalidate()` (the weights changed)."""
+
+    def __init__(self, model):
+        import torch
+
+        self.layers = [module for module in model.modules()
+                       if isinstance(module, torch.nn.Linear) and module.weight.dtype == torch.float32
+                       and module.weight.device.type == "cpu"]
+        # layer -> [rows it is packed for, its buffer, whether it holds the current weights]
+        self.packed: dict[int, list] = {}
+        for layer in self.layers:
+            layer.forward = self._forward_of(layer)
+
+    def invalidate(self) -> None:
+        """The weights changed: pack them again, into the same buffers, at the next decode step."""
+        for entry in self.packed.values():
+            entry[2] = False
+
+    def _buffer(self, layer, rows: int):
+        entry = self.packed.get(id(layer))
+        if entry is None or entry[0] != rows:
+            entry = self.packed[id(layer)] = [rows, new_buffer(layer.weight, rows), False]
+        if not entry[2]:
+            pack_into(entry[1], layer.weight, rows)
+            entry[2] = True
+        return entry[1]
+
+    def _forward_of(self, layer):
+        import torch
+        import torch.nn.functional as F
+
+        def forward(x):
+            if not is_decode_step(x) or torch.is_grad_enabled() or x.dtype != torch.float32:
+                return F.linear(x, layer.weight, layer.bias)
+            return packed_linear(x, self._buffer(layer, x.shape[0]), layer.out_features, layer.bias)
+
+        return forward
