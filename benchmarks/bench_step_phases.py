@@ -1,14 +1,14 @@
 """Where a GRPO step's time goes on this machine: the trainer's phases, timed inside one training process.
 
-    python benchmarks/bench_step_phases.py                 # the demo's defaults, then shared_prompt_pass=no
+    python benchmarks/bench_step_phases.py                 # the demo's defaults, packed_decode=no, shared_prompt_pass=no
     python benchmarks/bench_step_phases.py --steps 6 --decode
     python benchmarks/bench_step_phases.py --compile-only  # torch.compile of a decode step, three ways
     python benchmarks/bench_step_phases.py --matmul-only   # the decode step's matmuls and draws, other ways
 
 It builds the workbench's trainer for the demo task (bundled model, held-out evaluation off) as
 `python -m workbench train` does, wraps its phases with timers and trains `--steps` steps, once with the
-CPU defaults and once with `shared_prompt_pass=no`. For each it prints the median over the steps (the
-first left out) of: sampling the round (`_generate_single_turn`), the reference pass (the log-probability
+CPU defaults, once with `packed_decode=no` and once with `shared_prompt_pass=no`. For each it prints the
+median over the steps (the first left out) of: sampling the round (`_generate_single_turn`), the reference pass (the log-probability
 pass without gradients), the policy's forward (with gradients), the backward and optimizer step (the step
 less the rest) and the whole step.
 
@@ -86,6 +86,7 @@ def phase_medians(cfg: RunConfig, steps: int) -> dict[str, float]:
         processing_class=tokenizer, peft_config=training.build_lora_config(cfg))
     training.attach_generation_copy(trainer, cfg)
     training.attach_shared_prompt_pass(trainer, cfg, model.config.model_type)
+    training.attach_packed_decode(trainer, cfg)
     trainer.train()
     times["backward + optimizer"] = [step - round_ - forward for step, round_, forward
                                      in zip(times["whole step"], times["round"], times["policy forward"])]
@@ -329,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         compile_probe()
         return 0
     base = RunConfig.for_task("demo", device="cpu", max_steps=args.steps, save_steps=10_000, eval_strategy="no")
-    columns = {"defaults": base, "shared_prompt_pass=no": base.with_changes(shared_prompt_pass="no")}
+    columns = {"defaults": base, "packed_decode=no": base.with_changes(packed_decode="no"),
+               "shared_prompt_pass=no": base.with_changes(shared_prompt_pass="no")}
     results = {name: phase_medians(cfg, args.steps) for name, cfg in columns.items()}
     print(f"\n{'phase':<24}" + "".join(f"{name:>24}" for name in results))
     for phase in PHASES:

@@ -92,6 +92,8 @@ def test_signal_check_says_the_tiny_model_cannot_learn_arithmetic(page, app_fact
     ui.expect_text(verdict, r"arithmetic on tiny: 0 of 4 groups have any correct answer; nothing will learn")
     ui.expect_text(verdict, r"correct \(exact_answer full marks\)")
     ui.expect_text(verdict, r"mean length [0-8]\.\d tokens")  # sampled with the form's max_completion_length
+    # a page that has sent a few dozen events keeps none of them in localStorage (Gradio's run history is off)
+    assert page.evaluate("() => Object.keys(localStorage).filter(k => k.startsWith('gradio:run-history'))") == []
     verdict.scroll_into_view_if_needed()
     ui.settle()
     ui.screenshot("setup_signal.png")

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
 import gradio as gr
@@ -228,6 +229,12 @@ def server_app(blocks: gr.Blocks, host: str, port: int, *, session_hours: float 
     # Added before the app is mounted: the mount at "" would otherwise answer these paths itself.
     for path, handler in routes.items():
         api.add_api_route(path, route(handler), methods=["GET"])
+    # Gradio 6's run history makes the page read, parse, extend and write a JSON list of its last 100 events
+    # (every input and output, the whole form's) in localStorage at each event's start, updates and end: with
+    # the Setup form and the Train tab's refreshes that was about a third of the page's main-thread time
+    # (Chromium's profile of a Setup-tab session; benchmarks/bench_page_events.py), and it records nothing
+    # this dashboard shows. Off, unless Gradio's own GRADIO_RUN_HISTORY asks for it.
+    mount_options.setdefault("run_history", None if os.environ.get("GRADIO_RUN_HISTORY") else False)
     api = gr.mount_gradio_app(api, blocks, path="", server_name=host, server_port=port, **mount_options)
     mounted["app"] = gradio_compat.mounted_app(api)
     if signing_in:
