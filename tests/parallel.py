@@ -7,7 +7,8 @@
   command line chooses for itself (`-n 0`: one process).
 - Order: under xdist the files that took longest last time start first (their seconds are kept in
   pytest's cache), so no long file starts last and leaves the other workers idle; without a record
-  (a fresh clone) the files listed in `start_first` lead. Files with a `serial` test come last.
+  (a fresh clone) the files listed in `start_first` lead. Files with a `serial` test come last. Within
+  a file, tests marked `one_at_a_time` run first, to free their resource early.
 - `@pytest.mark.serial`: a test that times things, or needs the CPU to itself. Under xdist it starts
   once no other test is running, and no other test starts until it ends (a readers-writer lock on two
   files the workers share: a gate taken in turn, and a room held shared by every test, alone by it).
@@ -98,10 +99,13 @@ def pytest_collection_modifyitems(session, config, items):
         if item.get_closest_marker("serial"):
             waits.add(_file_of(item.nodeid))
     # Files with a serial test go last, when the other workers run short tests: a serial test waits for
-    # every test under way to end. A stable sort by file: each file's tests keep their order and stay
-    # together; every worker sorts alike.
+    # every test under way to end. A stable sort by file: each file's tests stay together and keep their
+    # order, except that a test holding a shared resource (one_at_a_time) leads its file, so that it frees the
+    # resource as early as it can: notebook 05's vLLM server, run in the middle of its file, held the "vllm"
+    # lock while the rollout tests' worker sat waiting for it (36.6 s idle in a fresh clone's suite). Every
+    # worker sorts alike.
     items.sort(key=lambda item: (_file_of(item.nodeid) in waits, weight(_file_of(item.nodeid)),
-                                 order[_file_of(item.nodeid)]))
+                                 order[_file_of(item.nodeid)], item.get_closest_marker("one_at_a_time") is None))
 
 
 class _FileSeconds:

@@ -123,3 +123,20 @@ def test_server():
     assert overlapping(noted, "alone_a") == [] and overlapping(noted, "alone_b") == []
     assert "server_b" not in overlapping(noted, "server_a")
     assert any(overlapping(noted, name) for name in ("a0", "a1", "a2")), "plain tests run side by side"
+
+
+def test_under_xdist_a_test_holding_a_resource_leads_its_file(suite):
+    """So it frees the resource as early as it can for another file's test that waits for it."""
+    suite.makepyfile(test_made=NOTED + """
+@pytest.mark.parametrize("i", range(3))
+def test_plain(i):
+    note("plain" + str(i))
+
+@pytest.mark.one_at_a_time("server")
+def test_server():
+    note("server")
+""")
+    result = suite.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    noted = spans(suite.path)
+    assert noted["server"][1] <= min(noted[f"plain{i}"][0] for i in range(3))
