@@ -114,23 +114,35 @@ def test_swapped_in_puts_the_copy_where_trl_unwraps_and_restores_it(policy):
     assert Trainer.model_wrapped is policy
 
 
-def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny_model, tmp_path):
+def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny_model, tmp_path, monkeypatch):
     """Two real 2-step runs, same seed: sampling from the copy changes nothing but where the tokens come from."""
+    from workbench.trainer import packed_decode
     from workbench.trainer.training import run_training
 
-    texts, metrics, packed = {}, {}, {}
+    packs = []  # (rows) of every weight the runs packed for MKL
+    real_pack = packed_decode.pack_into
+    monkeypatch.setattr(packed_decode, "pack_into", lambda buffer, weight, rows: packs.append(rows) or
+                        real_pack(buffer, weight, rows))
+
+    texts, metrics, packed, answers = {}, {}, {}, {}
     for mode in ("no", "float32"):
         run_dir = tmp_path / mode
+        # held-out evaluation at steps 0, 1 and 2: with the copy it answers from the copy too
         cfg = tiny_config(task="reward_hacking", max_steps=2, merged_generation=mode, learning_rate=0.05,
-                          eval_strategy="no", save_steps=100)
+                          eval_strategy="steps", eval_steps=1, eval_size=3, save_steps=100)
         assert run_training(cfg, run_dir) == 0
         texts[mode] = [c["completion"] for c in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)]
         packed[mode] = runfolder.read_run_status(run_dir).packed_decode
+        answers[mode] = [[p["completion"] for p in record["prompts"]]
+                         for record in runfolder.read_jsonl(run_dir / runfolder.EVAL_FILE)]
         metrics[mode] = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "reward" in m]
     assert len(texts["no"]) == 8 and texts["float32"] == texts["no"]
+    assert len(answers["no"]) == 3 and answers["float32"] == answers["no"]  # the same held-out answers
     # the copy decoded through MKL's packed GEMM (packed_decode=auto on a CPU), and drew the same tokens
     assert packed == {"no": "no (merged_generation is no: only a float32 merged copy decodes this way)",
                       "float32": "yes"}
+    # packed for a round's 4 sequences, once per step: every linear layer of the tiny model, two steps
+    assert packs and set(packs) == {4} and len(packs) % 2 == 0
     # the second step sampled after an update (lr 0.05 moves the tiny model), from a copy synced to it
     assert [m.get("merged_generation/sync_seconds") is not None for m in metrics["float32"]] == [True, True]
     assert "merged_generation/sync_seconds" not in metrics["no"][0]

@@ -119,3 +119,28 @@ def test_sampling_draws_the_same_tokens_packed_or_not(model):
         with torch.no_grad():
             drawn.append(model.generate(prompts, **settings))
     assert torch.equal(drawn[0], drawn[1])
+
+
+def test_a_layer_with_a_bias_adds_it():
+    """Qwen2's attention projections carry biases."""
+    import torch
+
+    layer = torch.nn.Linear(64, 96, bias=True)
+    packing = PackedDecode(torch.nn.Sequential(layer))
+    x = torch.randn(5, 1, 64)
+    with torch.no_grad():
+        assert torch.allclose(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5)
+    assert packing.packed[id(layer)][0] == 5
+
+
+def test_packing_for_one_row_count_leaves_other_counts_on_the_plain_weight(model):
+    """A run packs for its rounds' rows; held-out evaluation's batches of another size run the plain weight."""
+    import torch
+
+    packing = PackedDecode(model, rows=4)
+    layer = packing.layers[0]
+    with torch.no_grad():
+        layer(torch.randn(3, 1, layer.in_features))
+        assert packing.packed == {}
+        layer(torch.randn(4, 1, layer.in_features))
+        assert packing.packed[id(layer)][0] == 4

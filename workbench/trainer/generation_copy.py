@@ -8,7 +8,8 @@ architecture whose linear weights are `W + scale * B @ A` has neither cost, and 
 half the bytes per token.
 
 The copy is refreshed once per optimizer step, before the first generation after it (as TRL syncs vLLM
-weights): for a plain LoRA linear layer one `addmm` writes `W + scale * B @ A` into the copy in a single
+weights; held-out evaluation answers from it too, refreshing it first when it evaluates a step before the
+step's round): for a plain LoRA linear layer one `addmm` writes `W + scale * B @ A` into the copy in a single
 pass (0.07 s a step for the 135M model's 210 layers in a demo run here, against 0.15 s through PEFT's
 `get_delta_weight`, which makes the product and scales it, then a sum and a copy); any other layer goes
 through `get_delta_weight`. Training, the
@@ -74,13 +75,15 @@ class GenerationCopy:
                        if isinstance(module, LoraLayer) and self.adapter in module.lora_A]
         self.synced_step: int | None = None
         self.sync_seconds = 0.0
+        self.unlogged_sync: float | None = None  # the last refresh's seconds, until a round's metrics take them
         self.packed = None  # packed_decode's PackedDecode over the copy, once pack_decode() is called
 
-    def pack_decode(self) -> None:
-        """Decode steps run through MKL's packed GEMM, repacked after each sync (trainer/packed_decode.py)."""
+    def pack_decode(self, rows: int) -> None:
+        """Decode steps of `rows` rows run through MKL's packed GEMM, repacked after each sync
+        (trainer/packed_decode.py)."""
         from workbench.trainer.packed_decode import PackedDecode
 
-        self.packed = PackedDecode(self.model)
+        self.packed = PackedDecode(self.model, rows)
 
     def share_prompt_prefill(self) -> None:
         """Prefill each distinct prompt of a round once (shared_prompt_pass; trainer/prompt_sharing.py)."""
@@ -115,6 +118,12 @@ class GenerationCopy:
             self.packed.invalidate()
         self.synced_step = step
         self.sync_seconds = time.perf_counter() - started
+        self.unlogged_sync = self.sync_seconds
+
+    def take_sync_seconds(self) -> float | None:
+        """The seconds of the last refresh, once: None when it was taken already."""
+        seconds, self.unlogged_sync = self.unlogged_sync, None
+        return seconds
 
     def _fusable(self, module, base, weight) -> bool:
         """A plain LoRA linear layer whose update is exactly base + scaling x (B @ A), all in one dtype (in

@@ -10,8 +10,8 @@ kernel sums in another order, so a product differs from the plain one by float32
 size), as the merged copy's own logits differ from the policy's; the completions drawn stay the same
 (tests/test_packed_decode.py, tests/test_generation_copy.py).
 
-Each linear layer gets one buffer, packed on the first decode step after each refresh of the copy, for that
-step's row count, and packed again in place at the next refresh: a second copy of the linear weights in
+Each linear layer gets one buffer, packed on the first decode step after each refresh of the copy, for the
+row count of a training round, and packed again in place at the next refresh: a second copy of the linear weights in
 memory (0.54 GB for the 135M model), held for the run. Any other product (a prefill of many rows, a product
 with gradients) runs the plain weight, as before.
 
@@ -100,11 +100,16 @@ def packed_linear(x, buffer, out_features: int, bias=None):
 
 class PackedDecode:
     """Every float32 linear layer of a CPU model runs decode steps on its weight packed for MKL, packed again
-    in the same buffer after `invalidate()` (the weights changed)."""
+    in the same buffer after `invalidate()` (the weights changed).
 
-    def __init__(self, model):
+    `rows`: the one row count to pack for (a training round's sequences); decode steps of other row counts
+    (held-out evaluation's batches) run the plain weight, so the packed copy stays one copy. None: whatever
+    row count the last decode step had."""
+
+    def __init__(self, model, rows: int | None = None):
         import torch
 
+        self.rows = rows
         self.layers = [module for module in model.modules()
                        if isinstance(module, torch.nn.Linear) and module.weight.dtype == torch.float32
                        and module.weight.device.type == "cpu"]
@@ -132,7 +137,8 @@ class PackedDecode:
         import torch.nn.functional as F
 
         def forward(x):
-            if not is_decode_step(x) or torch.is_grad_enabled() or x.dtype != torch.float32:
+            if (not is_decode_step(x) or torch.is_grad_enabled() or x.dtype != torch.float32
+                    or self.rows not in (None, x.shape[0])):
                 return F.linear(x, layer.weight, layer.bias)
             return packed_linear(x, self._buffer(layer, x.shape[0]), layer.out_features, layer.bias)
 

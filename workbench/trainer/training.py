@@ -219,11 +219,11 @@ def make_trainer_class():
             copy = self.generation_copy  # None unless generation=transformers (attach_generation_copy)
             if copy is None:
                 return super()._generate_single_turn(*args, **kwargs)
-            synced = copy.synced_step
             with copy.swapped_in(self):
-                if copy.synced_step != synced:
+                seconds = copy.take_sync_seconds()  # this step's refresh, here or in held-out evaluation before it
+                if seconds is not None:
                     self._metrics["train" if self.model.training else "eval"][
-                        "merged_generation/sync_seconds"].append(copy.sync_seconds)
+                        "merged_generation/sync_seconds"].append(seconds)
                 return super()._generate_single_turn(*args, **kwargs)
 
         def _compute_loss(self, model, inputs):
@@ -505,7 +505,8 @@ def attach_packed_decode(trainer, cfg: RunConfig) -> str:
                                    runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
                                    packed_decode.available())
     if choice.value == "yes":
-        copy.pack_decode()
+        # the sequences of one generation round in this process (GRPOConfig's generation batch, per process)
+        copy.pack_decode(trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation)
         return "yes"
     return f"no ({choice.why})"
 
