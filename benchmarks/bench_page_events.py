@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not CHROMIUM.exists():
         raise SystemExit("this needs Debian's chromium: `make browser` installs it")
-    rows = {"run history off (the dashboard)": {}, "run history on (GRADIO_RUN_HISTORY=true)":
-            {"GRADIO_RUN_HISTORY": "true"}}
+    rows = {"run history off (the dashboard)": {"GRADIO_RUN_HISTORY": ""},
+            "run history on (GRADIO_RUN_HISTORY=true)": {"GRADIO_RUN_HISTORY": "true"}}
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-page-") as tmp, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)

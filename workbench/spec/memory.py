@@ -476,7 +476,9 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
         merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(merged, 0),
-        packed_decode=resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value == "yes",
+        # as for merged_generation, a value check_config refuses counts nothing packed
+        packed_decode=get("packed_decode", "auto") in ("auto", "yes")
+        and resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value == "yes",
     )
     if note:
         estimate.notes.append(note)

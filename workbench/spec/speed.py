@@ -205,7 +205,8 @@ def speed_notes(merged_generation: str, generation: str, bf16: bool, on_cpu: boo
     sharing = resolve_shared_prompt_pass(shared_prompt_pass, on_cpu, gradient_checkpointing, processes)
     packing = resolve_packed_decode(packed_decode, choice.value, on_cpu)
     notes = [f"Speed: {_note(choice, merged_generation)} {_note(sharing, shared_prompt_pass)}"
-             + (f" {_note(packing, packed_decode)}" if choice.value == "float32" and on_cpu else "")]
+             + (f" {_note(packing, packed_decode)}" if choice.value == "float32" and on_cpu or packed_decode == "yes"
+                else "")]
     if not on_cpu and generation == "transformers":
         notes.append(gpu_figures_note())
     if on_cpu and bf16:

@@ -2,8 +2,9 @@
 
 With `eval_strategy="steps"` the `EvalCallback` answers the held-out prompts (`load_eval_rows`) with the
 policy as it is (the LoRA adapter on; from merged_generation's float32 copy of it, refreshed to the step,
-when the run samples its rounds from one: the same answers, 2.95 s instead of 3.64 s for the demo's 16 prompts,
-benchmarks/bench_eval.py): greedily, and with `eval_pass_k` samples each at the run's
+when the run samples its rounds from one: float32 rounding apart, the same answers, and the same ones in
+tests and benchmarks here; 2.95 s instead of 3.64 s for the demo's 16 prompts, benchmarks/bench_eval.py):
+greedily, and with `eval_pass_k` samples each at the run's
 temperature; scores the answers with the run's reward functions; and appends one record to the run
 folder's eval.jsonl (workbench/spec/evaluation.py describes it). It runs before the first update (step 0),
 after every `eval_steps`-th optimizer step and when training ends, never twice for one step (a resumed run
@@ -83,9 +84,10 @@ class Policy:
         """The policy a GRPOTrainer trains, as it is at the moment of each evaluation; a float32 merged copy
         answers for it (a bfloat16 one would round the answers' logits: the policy answers then)."""
         copy = getattr(trainer, "generation_copy", None)
-        if copy is not None and str(copy.dtype) != "torch.float32":
-            copy = None
-        return cls(trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class,
+        policy = trainer.accelerator.unwrap_model(trainer.model)
+        if copy is not None and not str(copy.dtype) == str(next(policy.parameters()).dtype) == "torch.float32":
+            copy = None  # a bfloat16 copy, or a float32 one beside bfloat16 weights: not the policy's numbers
+        return cls(policy, trainer.processing_class,
                    trainer.accelerator.device, list(trainer.eos_token_ids), list(trainer.reward_funcs), trainer.state,
                    copy)
 
@@ -108,8 +110,8 @@ class Evaluator:
         model = self.policy.model
         copy = self.policy.generation_copy
         if copy is not None:
-            # the policy's logits to float32 rounding, without PEFT's layers per token (and through MKL's packed
-            # GEMM where packed_decode is on): refreshed to this step, which the step's round then reuses
+            # the policy's logits to float32 rounding, without PEFT's layers per token: refreshed to this step,
+            # which the step's round then reuses (packed_decode packs for a round's row count, not this batch's)
             copy.sync(step)
             model = copy.model
         was_training = model.training

@@ -115,7 +115,7 @@ class GenerationCopy:
                 else:
                     weight.copy_(base + module.get_delta_weight(self.adapter).to(base.dtype))
         if self.packed is not None:
-            self.packed.invalidate()
+            self.packed.invalidate([weight for weight, _ in self.merged])
         self.synced_step = step
         self.sync_seconds = time.perf_counter() - started
         self.unlogged_sync = self.sync_seconds

@@ -16,11 +16,14 @@ memory (0.54 GB for the 135M model), held for the run. Any other product (a pref
 with gradients) runs the plain weight, as before.
 
 Ties to torch: MKL is linked into `libtorch_cpu`, which exports its CBLAS packed-GEMM functions; they are
-called through ctypes. torch's own wrappers (`torch.ops.mkl._mkl_reorder_linear_weight` and `_mkl_linear`,
-what inductor calls when it freezes a CPU model) compute the same numbers to the bit
-(tests/test_packed_decode.py), but allocate a new packed tensor at each repack, several times the weight's
-size in address space, and the pages MKL touches land elsewhere each time: a demo run's resident memory grew
-by 2.1 GB instead of 0.54 GB. `available()` checks that the functions are there.
+called through ctypes, with 32-bit integers (torch's static MKL is LP64). MKL asks for a buffer several times
+the weight's size (`cblas_sgemm_pack_get_size`: 2x for the LM head, up to 21x for a small projection, 2.6 GB
+of address space for the 135M model's 0.5 GB) but writes about the weight's size into it, so only that much
+becomes resident. torch's own wrappers (`torch.ops.mkl._mkl_reorder_linear_weight` and `_mkl_linear`, what
+inductor calls when it freezes a CPU model) compute the same numbers to the bit (tests/test_packed_decode.py),
+but allocate a new buffer at each repack, and the pages MKL touches land elsewhere in it each time: a demo
+run's resident memory grew by 2.1 GB instead of 0.54 GB. Here each buffer is made once and packed again in
+place. `available()` packs one small matrix and checks the product against torch's before anything uses it.
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ def _mkl():
     return lib
 
 
+@functools.cache
 def available() -> str | None:
-    """None when this torch can run MKL's packed GEMM, else why not."""
+    """None when this torch can run MKL's packed GEMM, else why not (checked once a process)."""
     import torch
 
     if not torch.backends.mkl.is_available():
@@ -59,6 +63,12 @@ def available() -> str | None:
         _mkl()
     except (OSError, AttributeError) as error:
         return f"this torch's libtorch_cpu exports no MKL packed GEMM ({error})"
+    # one small product against torch's: an MKL with other integer sizes or layouts must not run a model
+    weight, x = torch.randn(24, 16, generator=torch.Generator().manual_seed(0)), torch.ones(2, 1, 16)
+    buffer = new_buffer(weight, 2)
+    pack_into(buffer, weight, 2)
+    if not torch.allclose(packed_linear(x, buffer, 24), torch.nn.functional.linear(x, weight), atol=1e-4):
+        return "MKL's packed GEMM gave another product than torch's in a check"
     return None
 
 
@@ -110,18 +120,23 @@ class PackedDecode:
         import torch
 
         self.rows = rows
+        # plain Linear layers only: a subclass (a MoE router returning a tuple) has a forward of its own
         self.layers = [module for module in model.modules()
-                       if isinstance(module, torch.nn.Linear) and module.weight.dtype == torch.float32
+                       if type(module) is torch.nn.Linear and module.weight.dtype == torch.float32
                        and module.weight.device.type == "cpu"]
         # layer -> [rows it is packed for, its buffer, whether it holds the current weights]
         self.packed: dict[int, list] = {}
         for layer in self.layers:
             layer.forward = self._forward_of(layer)
 
-    def invalidate(self) -> None:
-        """The weights changed: pack them again, into the same buffers, at the next decode step."""
-        for entry in self.packed.values():
-            entry[2] = False
+    def invalidate(self, weights=None) -> None:
+        """These weights changed (None: all of them): pack them again, into the same buffers, at the next
+        decode step. Layers the LoRA update leaves alone (the LM head) stay packed."""
+        changed = None if weights is None else {id(weight) for weight in weights}
+        for layer in self.layers:
+            entry = self.packed.get(id(layer))
+            if entry is not None and (changed is None or id(layer.weight) in changed):
+                entry[2] = False
 
     def _buffer(self, layer, rows: int):
         entry = self.packed.get(id(layer))
@@ -138,7 +153,7 @@ class PackedDecode:
 
         def forward(x):
             if (not is_decode_step(x) or torch.is_grad_enabled() or x.dtype != torch.float32
-                    or self.rows not in (None, x.shape[0])):
+                    or self.rows not in (None, x.shape[0]) or torch.is_autocast_enabled("cpu")):
                 return F.linear(x, layer.weight, layer.bias)
             return packed_linear(x, self._buffer(layer, x.shape[0]), layer.out_features, layer.bias)
 
