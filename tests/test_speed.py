@@ -84,6 +84,7 @@ def test_shared_prompt_pass_resolves_by_machine_and_run(setting, on_cpu, checkpo
     [("auto", "float32", True, None, "yes", "on a CPU, the float32 copy decodes through MKL's packed GEMM"),
      ("yes", "float32", True, None, "yes", "set in the config"),
      ("no", "float32", True, None, "no", "set in the config"),
+     ("maybe", "float32", True, None, "no", "set in the config"),  # refused by check_config: nothing packed
      ("auto", "bfloat16", True, None, "no", "merged_generation is bfloat16: only a float32 merged copy"),
      ("yes", "no", True, None, "no", "merged_generation is no: only a float32 merged copy"),
      ("auto", "float32", False, None, "no", "MKL's packed GEMM is a CPU kernel"),

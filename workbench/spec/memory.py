@@ -456,7 +456,7 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
 
     shape, shape_bytes, note = reward_model_shape(get("reward_model").strip()) if get("reward_model", "").strip() \
         else (None, None, "")
-    # a value check_config refuses (the Setup tab estimates before it checks) counts no copy
+    # a value check_config refuses (the Setup tab estimates before it checks) counts no copy, or nothing packed
     merged = resolve_merged_generation(get("merged_generation", "auto"), get("generation", "transformers"),
                                        device == "cpu", get("distributed_backend", "ddp"), bool(get("bf16", False))).value
     estimate = estimate_memory(
@@ -476,9 +476,7 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
         merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(merged, 0),
-        # as for merged_generation, a value check_config refuses counts nothing packed
-        packed_decode=get("packed_decode", "auto") in ("auto", "yes")
-        and resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value == "yes",
+        packed_decode=resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value == "yes",
     )
     if note:
         estimate.notes.append(note)

@@ -174,8 +174,9 @@ def _measured_faster(field: str, what: str, faster: float, slower: float) -> Spe
 def resolve_packed_decode(setting: str, merged: str, on_cpu: bool, mkl_missing: str | None = None) -> SpeedChoice:
     """What `packed_decode=setting` means for a run whose merged_generation resolved to `merged`, on this device;
     `mkl_missing` says why this torch cannot pack (trainer/packed_decode.available()), None when it can or
-    when that is not known yet (the Setup tab)."""
-    if setting == "no":
+    when that is not known yet (the Setup tab). A value other than auto or yes (one check_config refuses)
+    packs nothing, as the memory estimate counts it."""
+    if setting not in ("auto", "yes"):
         return SpeedChoice("packed_decode", "no", "set in the config")
     if not on_cpu:
         return SpeedChoice("packed_decode", "no", "MKL's packed GEMM is a CPU kernel")

@@ -74,7 +74,6 @@ class GenerationCopy:
         self.merged = [(copy.get_submodule(name).weight, module) for name, module in base.named_modules()
                        if isinstance(module, LoraLayer) and self.adapter in module.lora_A]
         self.synced_step: int | None = None
-        self.sync_seconds = 0.0
         self.unlogged_sync: float | None = None  # the last refresh's seconds, until a round's metrics take them
         self.packed = None  # packed_decode's PackedDecode over the copy, once pack_decode() is called
 
@@ -117,8 +116,7 @@ class GenerationCopy:
         if self.packed is not None:
             self.packed.invalidate([weight for weight, _ in self.merged])
         self.synced_step = step
-        self.sync_seconds = time.perf_counter() - started
-        self.unlogged_sync = self.sync_seconds
+        self.unlogged_sync = time.perf_counter() - started
 
     def take_sync_seconds(self) -> float | None:
         """The seconds of the last refresh, once: None when it was taken already."""
