@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -199,6 +200,57 @@ def test_the_runs_folder_is_hidden_after_the_code_is_shown_even_inside_the_proje
     assert argv[argv.index("--") + 1:] == ["python", "-m", "workbench", "train"]
     assert "--die-with-parent" in sandbox.bwrap_command(exposed, ["true"], foreground=True)
     assert sandbox.clean_env(env) == {"HOME": env["HOME"], "PATH": "/usr/bin"}
+
+
+def test_vllms_model_class_record_is_shown_read_only_where_it_lies_under_a_hidden_home(tmp_path):
+    home, runs = tmp_path / "home", tmp_path / "runs"
+    record = home / ".cache" / "vllm" / "modelinfos"
+    (runs / "r").mkdir(parents=True)
+    env = {"HOME": str(home)}
+    assert "VLLM_CACHE_ROOT" not in sandbox.exposure(runs / "r", runs, {}, None, env).env  # none yet: nothing shown
+    record.mkdir(parents=True)
+    exposed = sandbox.exposure(runs / "r", runs, {}, None, env)
+    assert ("read-only", str(record)) in exposed.mounts and ("empty", str(home)) in exposed.mounts
+    assert exposed.mounts.index(("read-only", str(record))) > exposed.mounts.index(("empty", str(home)))
+    # vLLM's cache root stays beside its record; the scratch caches move everything else
+    assert exposed.env["VLLM_CACHE_ROOT"] == str(record.parent)
+    assert exposed.env["XDG_CACHE_HOME"].startswith(sandbox.SCRATCH)
+    # a cache root the sandbox sees where it lies (read-only, like all of /) is left to vLLM's own scratch default
+    elsewhere = REPO / ".cache" / f"vllm-root-{os.getpid()}"
+    (elsewhere / "modelinfos").mkdir(parents=True, exist_ok=True)
+    try:
+        exposed = sandbox.exposure(runs / "r", runs, {}, None, {**env, "VLLM_CACHE_ROOT": str(elsewhere)})
+    finally:
+        shutil.rmtree(elsewhere)
+    assert "VLLM_CACHE_ROOT" not in exposed.env and str(elsewhere / "modelinfos") not in exposed.paths("read-only")
+
+
+@needs_bwrap
+def test_inside_a_sandbox_vllms_record_reads_but_cannot_be_written(tmp_path):
+    home, runs = tmp_path / "home", tmp_path / "runs"
+    record = home / ".cache" / "vllm" / "modelinfos"
+    record.mkdir(parents=True)
+    (record / "llama.json").write_text('{"supports_lora": true}')
+    (runs / "r").mkdir(parents=True)
+    exposed = sandbox.exposure(runs / "r", runs, {}, None, {"HOME": str(home), "PATH": os.environ["PATH"]})
+    probe = """
+import os, pathlib
+root = pathlib.Path(os.environ["VLLM_CACHE_ROOT"])
+print((root / "modelinfos" / "llama.json").read_text())
+for target in (root / "modelinfos" / "new.json", root / "torch_compile_cache" / "x"):
+    try:
+        target.parent.mkdir(exist_ok=True)
+        target.write_text("x")
+        print(target.parent.name, "written")
+    except OSError as error:
+        print(target.parent.name, type(error).__name__)
+"""
+    argv = sandbox.bwrap_command(exposed, [sys.executable, "-c", probe], foreground=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **exposed.env})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ['{"supports_lora": true}', "modelinfos OSError", "torch_compile_cache written"]
+    assert not (record / "new.json").exists() and not (record.parent / "torch_compile_cache").exists()
 
 
 def test_a_missing_bwrap_is_refused_with_what_to_install():

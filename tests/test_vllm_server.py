@@ -41,6 +41,9 @@ def test_lora_server_command_on_cpu():
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "PYTHONPATH" not in env
     # one process: no worker, the engine inside the server (each spawned process re-imports vLLM)
     assert flag(command, "--distributed-executor-backend") == "uni" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    # no inductor compile at the first request (16 s of g++ on a cold cache); a value the user set stays
+    assert env["TORCHDYNAMO_DISABLE"] == "1"
+    assert vllm_server.server_env(cfg, base={"TORCHDYNAMO_DISABLE": "0"}, on_cpu=True)["TORCHDYNAMO_DISABLE"] == "0"
 
 
 def test_lora_server_on_its_gpus():
@@ -52,7 +55,8 @@ def test_lora_server_on_its_gpus():
     assert vllm_server.server_env(cfg, base={}, on_cpu=False)["CUDA_VISIBLE_DEVICES"] == "3"
     # a GPU server keeps vLLM's own processes (the engine beside the API server, a worker per GPU)
     assert "--distributed-executor-backend" not in command
-    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in vllm_server.server_env(cfg, base={}, on_cpu=False)
+    assert not {"VLLM_ENABLE_V1_MULTIPROCESSING", "TORCHDYNAMO_DISABLE"} & set(
+        vllm_server.server_env(cfg, base={}, on_cpu=False))
 
 
 def test_trl_server_command_has_the_flags_trl_documents():

@@ -6,8 +6,8 @@ process, and every helper process that loads a user's model or adapter
 
     what it sees                          how
     the system, Python, the project,      read-only (`--ro-bind / /`, then the homes, /tmp, /run
-    the model caches                      and the runs folder hidden; the project, Python and the
-                                          caches bound back read-only where they lay under those)
+    the model caches, vLLM's record of    and the runs folder hidden; the project, Python and the
+    model classes (`modelinfos`)          caches bound back read-only where they lay under those)
     its own folder (the run's)            read-write
     its owner's uploads, and the files    read-only
     its config names (model folder,
@@ -150,6 +150,18 @@ def cache_paths(env: dict) -> list[str]:
     return [p for p in dict.fromkeys(_real(p) for p in paths) if os.path.isdir(p)]
 
 
+def vllm_model_info_cache(env: dict) -> str | None:
+    """vLLM's record of what each model class supports (`modelinfos` in its cache root), when there is one.
+
+    Shown read-only: a sandboxed vLLM server finds its model class there instead of inspecting it in a
+    fresh process, which re-imports vLLM and torch (9 s of a CPU server's start here). When the record
+    is missing, vLLM inspects as before and only fails to save what it found."""
+    root = env.get("VLLM_CACHE_ROOT") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser(env.get("HOME") or "~"), ".cache"), "vllm")
+    path = _real(os.path.join(root, "modelinfos"))
+    return path if os.path.isdir(path) else None
+
+
 def named_paths(config: dict) -> list[str]:
     """The local files and folders a run's config names (model folder, dataset, reward file) that exist."""
     from workbench.spec.config import PATH_FIELDS
@@ -183,6 +195,10 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     # the code and caches are shown again only where a hidden folder covers them; whatever lies
     # inside the runs folder (a venv there, a cache there) stays hidden with it
     code = [p for p in [*code_paths(), *cache_paths(env)] if _under(p, hidden) and not _under(p, [runs_root])]
+    model_info = vllm_model_info_cache(env)
+    if model_info and not (_under(model_info, hidden) and not _under(model_info, [runs_root])):
+        model_info = None  # seen where it lies already, in a folder the sandbox cannot write
+    code += [model_info] if model_info else []
     readable = [p for p in (_real(f) for f in policy.readable) if os.path.isdir(p)]
     readable += [p for p in named_paths(config or {}) if not _under(p, [own_dir])]
     masked = [p for p in (_real(f) for f in policy.hidden_files) if os.path.isfile(p)]
@@ -193,8 +209,11 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
               *(("masked", p) for p in masked), *(("device", p) for p in devices)]
     scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp"}
     hub = _hub_cache(env)
+    # vLLM's cache root stays where its model-info record is (XDG_CACHE_HOME moves to the scratch above); the
+    # rest of it inside is the hidden home's empty, private folder
+    vllm_root = {"VLLM_CACHE_ROOT": os.path.dirname(model_info)} if model_info else {}
     return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
-                                    **({"HF_HUB_CACHE": hub} if hub else {})})
+                                    **({"HF_HUB_CACHE": hub} if hub else {}), **vllm_root})
 
 
 def _hub_cache(env: dict) -> str | None:

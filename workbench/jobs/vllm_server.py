@@ -102,6 +102,11 @@ def server_env(cfg: RunConfig, base: dict | None = None, on_cpu: bool | None = N
         env["CUDA_VISIBLE_DEVICES"] = ""
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in the server's process (see above)
+        # vLLM compiles two small sampler helpers with inductor (`batched_count_greater_than` for the logprobs
+        # TRL asks for, `compiled_random_sample`) at the first request: 16 s of g++ on 2 cores wherever the
+        # inductor cache is cold, which a sandbox's private /tmp always is. Eager, they cost nothing measurable
+        # here (benchmarks/bench_sandbox.py --generation vllm-server).
+        env.setdefault("TORCHDYNAMO_DISABLE", "1")
     elif cfg.vllm_gpu_ids:
         env["CUDA_VISIBLE_DEVICES"] = visible_devices(cfg.vllm_gpu_ids)
     if cfg.generation == "trl-server":
