@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -202,7 +201,7 @@ def test_the_runs_folder_is_hidden_after_the_code_is_shown_even_inside_the_proje
     assert sandbox.clean_env(env) == {"HOME": env["HOME"], "PATH": "/usr/bin"}
 
 
-def test_vllms_model_class_record_is_shown_read_only_where_it_lies_under_a_hidden_home(tmp_path):
+def test_vllms_model_class_record_is_shown_read_only_where_it_lies_under_a_hidden_home(tmp_path, monkeypatch):
     home, runs = tmp_path / "home", tmp_path / "runs"
     record = home / ".cache" / "vllm" / "modelinfos"
     (runs / "r").mkdir(parents=True)
@@ -216,12 +215,11 @@ def test_vllms_model_class_record_is_shown_read_only_where_it_lies_under_a_hidde
     assert exposed.env["VLLM_CACHE_ROOT"] == str(record.parent)
     assert exposed.env["XDG_CACHE_HOME"].startswith(sandbox.SCRATCH)
     # a cache root the sandbox sees where it lies (read-only, like all of /) is left to vLLM's own scratch default
-    elsewhere = REPO / ".cache" / f"vllm-root-{os.getpid()}"
-    (elsewhere / "modelinfos").mkdir(parents=True, exist_ok=True)
-    try:
-        exposed = sandbox.exposure(runs / "r", runs, {}, None, {**env, "VLLM_CACHE_ROOT": str(elsewhere)})
-    finally:
-        shutil.rmtree(elsewhere)
+    elsewhere = tmp_path / "shared" / "vllm"
+    (elsewhere / "modelinfos").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "HIDDEN_ROOTS", ())  # only the home is hidden: tmp_path/shared is seen as it is
+    exposed = sandbox.exposure(runs / "r", runs, {}, None, {**env, "VLLM_CACHE_ROOT": str(elsewhere)})
+    assert ("empty", str(home)) in exposed.mounts and ("empty", str(tmp_path)) not in exposed.mounts
     assert "VLLM_CACHE_ROOT" not in exposed.env and str(elsewhere / "modelinfos") not in exposed.paths("read-only")
 
 
