@@ -39,7 +39,7 @@ def test_lora_server_command_on_cpu():
     env = vllm_server.server_env(cfg, base={"PYTHONPATH": "/x", "PATH": "/bin"}, on_cpu=True)
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True" and env["CUDA_VISIBLE_DEVICES"] == ""
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "PYTHONPATH" not in env
-    # one process: no worker, the engine inside the server (each spawned process re-imports vLLM)
+    # no worker process: the model runs in the engine's process (each spawned process re-imports vLLM)
     assert flag(command, "--distributed-executor-backend") == "uni" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     # no inductor compile at the first request (16 s of g++ on a cold cache); a value the user set stays
     assert env["TORCHDYNAMO_DISABLE"] == "1"

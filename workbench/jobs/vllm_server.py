@@ -79,8 +79,9 @@ def server_command(cfg: RunConfig, port: int | str, python: str | None = None, o
                # logprobs after temperature and penalties: what TRL's importance-sampling correction compares
                "--logprobs-mode", "processed_logprobs"]
     if on_cpu:
-        # One process on a CPU: no separate worker (server_env also keeps the engine in the server's
-        # process); each process vLLM spawns re-imports torch and vLLM, about 13 s of a 37 s start on 2 cores.
+        # No worker process of its own on a CPU: the model runs in the engine's process (server_env keeps vLLM's
+        # CPU platform from turning `uni` back into `mp`). The OpenAI server always starts its engine in a
+        # process of its own, and each process vLLM spawns re-imports torch and vLLM (7-9 s on 2 cores).
         command += ["--distributed-executor-backend", "uni"]
     else:
         command += ["--gpu-memory-utilization", str(cfg.vllm_gpu_memory_utilization),
@@ -101,7 +102,7 @@ def server_env(cfg: RunConfig, base: dict | None = None, on_cpu: bool | None = N
     if on_cpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
-        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in the server's process (see above)
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # keeps the `uni` executor (see server_command)
         # vLLM compiles two small sampler helpers with inductor (`batched_count_greater_than` for the logprobs
         # TRL asks for, `compiled_random_sample`) at the first request: 16 s of g++ on 2 cores wherever the
         # inductor cache is cold, which a sandbox's private /tmp always is. Eager, they cost nothing measurable
