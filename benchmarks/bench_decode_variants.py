@@ -121,16 +121,20 @@ def fused_decode_forward(model):
     def norm(module, x):  # LlamaRMSNorm's own operations, in its order
         return module.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
 
-    def forward(input_ids=None, attention_mask=None, past_key_values=None, **kwargs):
+    # generate reads this signature to decide what to pass: the positions it counts over each row's real
+    # tokens, and logits_to_keep, as it does to the model's own forward
+    def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, logits_to_keep=0,
+                **kwargs):
         extra = {k: v for k, v in kwargs.items() if k not in ("use_cache", "return_dict")}
         if extra or input_ids is None or input_ids.shape != (ROWS, 1) or past_key_values is None:
-            return own(input_ids=input_ids, attention_mask=attention_mask, past_key_values=past_key_values,
-                       **kwargs)
+            return own(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                       past_key_values=past_key_values, logits_to_keep=logits_to_keep, **kwargs)
         hidden = inner.embed_tokens(input_ids)
-        positions = torch.tensor([[past_key_values.get_seq_length()]])
+        positions = torch.tensor([[past_key_values.get_seq_length()]]) if position_ids is None else position_ids
         mask = create_causal_mask(config=config, inputs_embeds=hidden, attention_mask=attention_mask,
                                   past_key_values=past_key_values, position_ids=positions)
-        cos, sin = (t.view(1, 1, head_dim) for t in inner.rotary_emb(hidden, positions))
+        # (rows or 1, 1, head_dim): each row's position, broadcast over its query and key heads
+        cos, sin = (t.view(-1, 1, head_dim) for t in inner.rotary_emb(hidden, positions))
         for layer, cache_layer, (qkv_w, o_w, gate_up_w, down_w) in zip(inner.layers, past_key_values.layers,
                                                                        layers):
             qkv = linear(norm(layer.input_layernorm, hidden), qkv_w).view(ROWS, heads + 2 * kv_heads, head_dim)
@@ -149,7 +153,8 @@ def fused_decode_forward(model):
 
 
 def decode_step_ms(model, forward) -> float:
-    """Median milliseconds of 20 decode steps through `forward`, after a prefill of the demo's prompts."""
+    """Median milliseconds of 20 decode steps through `forward`, after a prefill of the demo's prompts, with the
+    positions generate passes (counted over each row's real tokens)."""
     import torch
     from transformers import DynamicCache
 
@@ -160,8 +165,10 @@ def decode_step_ms(model, forward) -> float:
         model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
         for _ in range(20):
             mask = torch.cat([mask, torch.ones(ROWS, 1, dtype=mask.dtype)], dim=1)
+            positions = mask.long().cumsum(-1)[:, -1:] - 1
             started = time.perf_counter()
-            forward(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=cache, use_cache=True)
+            forward(input_ids=ids[:, -1:], attention_mask=mask, position_ids=positions, past_key_values=cache,
+                    use_cache=True)
             times.append(time.perf_counter() - started)
     return statistics.median(times) * 1e3
 
@@ -269,7 +276,7 @@ def ahead_seconds() -> dict:
             return sample(model, seed=None)
         finally:
             torch.multinomial = multinomial
-            worker.join()
+            worker.join(timeout=60)  # it has drawn its 32 by now, unless sampling failed (daemon: not waited for)
 
     ahead = [with_draws_ahead() for _ in range(3)]
     same = all(tokens.equal(inline[0][1]) for _, tokens in inline + ahead)
@@ -283,6 +290,8 @@ def ahead_rows() -> None:
             env["OMP_WAIT_POLICY"] = policy
         done = subprocess.run([sys.executable, __file__, "--ahead-here"], capture_output=True, text=True, env=env,
                               timeout=900)
+        if done.returncode != 0:
+            raise SystemExit(f"the OMP_WAIT_POLICY={policy} process failed:\n{done.stderr[-3000:]}")
         result = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"3. OMP_WAIT_POLICY={policy or 'unset (spin, then sleep)'}: {ROWS} x {NEW_TOKENS} tokens with the "
               f"draws inline {result['inline']:.2f} s, drawn ahead on a thread {result['ahead']:.2f} s; "

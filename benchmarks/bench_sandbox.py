@@ -63,6 +63,7 @@ def timed_run(config: RunConfig, runs: Path, sandboxed: bool) -> dict:
 
     CPU per step is the run's process tree's CPU between its first and last step
     records over the steps between them: less moved than wall time by other work on the machine.
+    A run's own vLLM server counts in both rows (inside a sandbox it is the trainer's child; outside, not).
     """
     started = time.monotonic()
     run_id = launcher.start(config, runs, sandboxed=sandbox.Policy() if sandboxed else None)
@@ -74,6 +75,10 @@ def timed_run(config: RunConfig, runs: Path, sandboxed: bool) -> dict:
     while True:
         status = run_state.status(run_id, runs)
         cpu = tree_cpu_seconds(pid, seen)
+        server = status.get("vllm") or {}
+        if server.get("pid") and not server.get("in_sandbox"):
+            # outside a sandbox the run's own server is no child of the trainer: its CPU counts for the run too
+            cpu = tree_cpu_seconds(server["pid"], seen)
         steps_done = len(runfolder.read_jsonl(metrics_file)) if metrics_file.exists() else 0
         if steps_done and first_step is None:
             first_step = time.monotonic() - started

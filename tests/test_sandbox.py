@@ -201,26 +201,32 @@ def test_the_runs_folder_is_hidden_after_the_code_is_shown_even_inside_the_proje
     assert sandbox.clean_env(env) == {"HOME": env["HOME"], "PATH": "/usr/bin"}
 
 
-def test_vllms_model_class_record_is_shown_read_only_where_it_lies_under_a_hidden_home(tmp_path, monkeypatch):
+def test_vllms_model_class_record_is_shown_read_only_in_the_sandboxs_own_vllm_cache(tmp_path):
     home, runs = tmp_path / "home", tmp_path / "runs"
     record = home / ".cache" / "vllm" / "modelinfos"
     (runs / "r").mkdir(parents=True)
-    env = {"HOME": str(home)}
-    assert "VLLM_CACHE_ROOT" not in sandbox.exposure(runs / "r", runs, {}, None, env).env  # none yet: nothing shown
+    env, vllm_run = {"HOME": str(home)}, {"generation": "vllm-server"}
+    inside = f"{sandbox.SCRATCH_VLLM}/modelinfos"
+    assert sandbox.exposure(runs / "r", runs, vllm_run, None, env).placed == ()  # no record yet: nothing shown
     record.mkdir(parents=True)
-    exposed = sandbox.exposure(runs / "r", runs, {}, None, env)
-    assert ("read-only", str(record)) in exposed.mounts and ("empty", str(home)) in exposed.mounts
-    assert exposed.mounts.index(("read-only", str(record))) > exposed.mounts.index(("empty", str(home)))
-    # vLLM's cache root stays beside its record; the scratch caches move everything else
-    assert exposed.env["VLLM_CACHE_ROOT"] == str(record.parent)
-    assert exposed.env["XDG_CACHE_HOME"].startswith(sandbox.SCRATCH)
-    # a cache root the sandbox sees where it lies (read-only, like all of /) is left to vLLM's own scratch default
+    exposed = sandbox.exposure(runs / "r", runs, vllm_run, None, env)
+    assert exposed.placed == ((str(record), inside),)
+    # inside, vLLM's cache root is the private scratch one, whatever the caller's was
+    assert exposed.env["VLLM_CACHE_ROOT"] == sandbox.SCRATCH_VLLM
+    argv = sandbox.bwrap_command(exposed, ["true"])
+    bound = argv.index(str(record))
+    assert argv[bound - 1:bound + 2] == ["--ro-bind", str(record), inside]
+    assert bound > argv.index("/tmp")  # after the private /tmp it lies in
+    assert f"{record} (at {inside})" in exposed.describe()["read-only"]
+    # a record found through the caller's own VLLM_CACHE_ROOT is placed the same way
     elsewhere = tmp_path / "shared" / "vllm"
     (elsewhere / "modelinfos").mkdir(parents=True)
-    monkeypatch.setattr(sandbox, "HIDDEN_ROOTS", ())  # only the home is hidden: tmp_path/shared is seen as it is
-    exposed = sandbox.exposure(runs / "r", runs, {}, None, {**env, "VLLM_CACHE_ROOT": str(elsewhere)})
-    assert ("empty", str(home)) in exposed.mounts and ("empty", str(tmp_path)) not in exposed.mounts
-    assert "VLLM_CACHE_ROOT" not in exposed.env and str(elsewhere / "modelinfos") not in exposed.paths("read-only")
+    exposed = sandbox.exposure(runs / "r", runs, vllm_run, None, {**env, "VLLM_CACHE_ROOT": str(elsewhere)})
+    assert exposed.placed == ((str(elsewhere / "modelinfos"), inside),)
+    assert exposed.env["VLLM_CACHE_ROOT"] == sandbox.SCRATCH_VLLM
+    # a run whose generation runs no vLLM is shown nothing of it
+    assert sandbox.exposure(runs / "r", runs, {"generation": "transformers"}, None, env).placed == ()
+    assert sandbox.exposure(runs / "r", runs, {}, None, env).placed == ()
 
 
 @needs_bwrap
@@ -230,14 +236,15 @@ def test_inside_a_sandbox_vllms_record_reads_but_cannot_be_written(tmp_path):
     record.mkdir(parents=True)
     (record / "llama.json").write_text('{"supports_lora": true}')
     (runs / "r").mkdir(parents=True)
-    exposed = sandbox.exposure(runs / "r", runs, {}, None, {"HOME": str(home), "PATH": os.environ["PATH"]})
+    exposed = sandbox.exposure(runs / "r", runs, {"generation": "vllm-server"}, None,
+                               {"HOME": str(home), "PATH": os.environ["PATH"]})
     probe = """
 import os, pathlib
 root = pathlib.Path(os.environ["VLLM_CACHE_ROOT"])
 print((root / "modelinfos" / "llama.json").read_text())
 for target in (root / "modelinfos" / "new.json", root / "torch_compile_cache" / "x"):
     try:
-        target.parent.mkdir(exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("x")
         print(target.parent.name, "written")
     except OSError as error:
@@ -248,7 +255,8 @@ for target in (root / "modelinfos" / "new.json", root / "torch_compile_cache" / 
                           env={**os.environ, **exposed.env})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ['{"supports_lora": true}', "modelinfos OSError", "torch_compile_cache written"]
-    assert not (record / "new.json").exists() and not (record.parent / "torch_compile_cache").exists()
+    assert sorted(p.name for p in record.iterdir()) == ["llama.json"]
+    assert not (record.parent / "torch_compile_cache").exists()
 
 
 def test_a_missing_bwrap_is_refused_with_what_to_install():

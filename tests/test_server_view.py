@@ -42,6 +42,8 @@ def test_command_preview_shows_the_server_beside_training():
     server = server_view.server_command_text(cfg)
     assert "vllm.entrypoints.openai.api_server" in server and "--port PORT" in server and "--enable-lora" in server
     assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in server and "CUDA_VISIBLE_DEVICES=" in server
+    # what keeps a copied command as fast as the run's own server: no worker process, no compile at the first request
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING=0" in server and "TORCHDYNAMO_DISABLE=1" in server
     text = command_text(["python", "-m", "workbench", "train"], {"OMP_NUM_THREADS": "2"}, server)
     assert text.startswith("# training\nOMP_NUM_THREADS=2 python -m workbench train\n\n# vLLM server on the CPU")
     assert server_view.server_command_text(RunConfig()) == ""

@@ -6,8 +6,10 @@ process, and every helper process that loads a user's model or adapter
 
     what it sees                          how
     the system, Python, the project,      read-only (`--ro-bind / /`, then the homes, /tmp, /run
-    the model caches, vLLM's record of    and the runs folder hidden; the project, Python and the
-    model classes (`modelinfos`)          caches bound back read-only where they lay under those)
+    the model caches                      and the runs folder hidden; the project, Python and the
+                                          caches bound back read-only where they lay under those)
+    vLLM's record of model classes        read-only, in the sandbox's own vLLM cache root (a run
+    (`modelinfos`)                        whose generation runs vLLM)
     its own folder (the run's)            read-write
     its owner's uploads, and the files    read-only
     its config names (model folder,
@@ -58,6 +60,7 @@ BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PA
 # Set inside every sandbox: pids in status.json are read through runfolder.pids_here.
 INSIDE_ENV = runfolder.SANDBOX_ENV
 SCRATCH = "/tmp/workbench-scratch"  # inside: the private, writable caches
+SCRATCH_VLLM = f"{SCRATCH}/cache/vllm"  # inside: vLLM's cache root, whatever the caller's VLLM_CACHE_ROOT
 HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/home", "/root", "/run", "/var/run", "/mnt", "/media", "/srv")
 GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri")
 # Environment variables a sandboxed process never gets: accounts, and credentials it could copy into its run folder.
@@ -108,6 +111,8 @@ class Exposure:
 
     mounts: tuple[tuple[str, str], ...]
     env: dict = field(default_factory=dict)  # set inside, on top of the caller's cleaned environment
+    # (host path, path inside): read-only, shown somewhere else than where it lies, after every mount above
+    placed: tuple[tuple[str, str], ...] = ()
 
     def paths(self, kind: str) -> list[str]:
         return [path for mount, path in self.mounts if mount == kind]
@@ -118,7 +123,9 @@ class Exposure:
 
     def describe(self) -> dict:
         """For status.json and the README: what the sandbox showed the run."""
-        return {kind: self.paths(kind) for kind in MOUNT_KINDS} | {"network": "none"}
+        placed = [f"{host} (at {inside})" for host, inside in self.placed]
+        return {kind: self.paths(kind) + (placed if kind == "read-only" else []) for kind in MOUNT_KINDS} | {
+            "network": "none"}
 
 
 MOUNT_KINDS = ("empty", "read-only", "read-write", "masked", "device")
@@ -151,15 +158,27 @@ def cache_paths(env: dict) -> list[str]:
 
 
 def vllm_model_info_cache(env: dict) -> str | None:
-    """vLLM's record of what each model class supports (`modelinfos` in its cache root), when there is one.
-
-    Shown read-only: a sandboxed vLLM server finds its model class there instead of inspecting it in a
-    fresh process, which re-imports vLLM and torch (9 s of a CPU server's start here). When the record
-    is missing, vLLM inspects as before and only fails to save what it found."""
+    """The host's record of what each model class vLLM inspected supports (`modelinfos` in vLLM's cache root),
+    when there is one."""
     root = env.get("VLLM_CACHE_ROOT") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser(env.get("HOME") or "~"), ".cache"), "vllm")
     path = _real(os.path.join(root, "modelinfos"))
     return path if os.path.isdir(path) else None
+
+
+def vllm_record_placement(config: dict, env: dict) -> tuple[tuple[str, str], ...]:
+    """For a run whose generation runs vLLM: the host's model-class record, shown read-only in the sandbox's own
+    vLLM cache root (the scratch caches', where VLLM_CACHE_ROOT points inside).
+
+    With it a sandboxed vLLM finds its model class instead of inspecting it in a fresh process that re-imports
+    vLLM and torch (9 s of a CPU server's start here). A class the record lacks (another model family, or a
+    record an older vLLM wrote) is inspected as before, and vLLM logs that it could not save what it found."""
+    from workbench.spec.generation import GENERATIONS
+
+    record = vllm_model_info_cache(env)
+    if record is None or config.get("generation") not in set(GENERATIONS) - {"transformers"}:
+        return ()
+    return ((record, f"{SCRATCH_VLLM}/modelinfos"),)
 
 
 def named_paths(config: dict) -> list[str]:
@@ -195,10 +214,6 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     # the code and caches are shown again only where a hidden folder covers them; whatever lies
     # inside the runs folder (a venv there, a cache there) stays hidden with it
     code = [p for p in [*code_paths(), *cache_paths(env)] if _under(p, hidden) and not _under(p, [runs_root])]
-    model_info = vllm_model_info_cache(env)
-    if model_info and not (_under(model_info, hidden) and not _under(model_info, [runs_root])):
-        model_info = None  # seen where it lies already, in a folder the sandbox cannot write
-    code += [model_info] if model_info else []
     readable = [p for p in (_real(f) for f in policy.readable) if os.path.isdir(p)]
     readable += [p for p in named_paths(config or {}) if not _under(p, [own_dir])]
     masked = [p for p in (_real(f) for f in policy.hidden_files) if os.path.isfile(p)]
@@ -207,13 +222,12 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
               ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
               *(("read-only", p) for p in dict.fromkeys(readable)), ("read-write", own_dir),
               *(("masked", p) for p in masked), *(("device", p) for p in devices)]
-    scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp"}
+    scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp",
+               "VLLM_CACHE_ROOT": SCRATCH_VLLM}
     hub = _hub_cache(env)
-    # vLLM's cache root stays where its model-info record is (XDG_CACHE_HOME moves to the scratch above); the
-    # rest of it inside is the hidden home's empty, private folder
-    vllm_root = {"VLLM_CACHE_ROOT": os.path.dirname(model_info)} if model_info else {}
     return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
-                                    **({"HF_HUB_CACHE": hub} if hub else {}), **vllm_root})
+                                    **({"HF_HUB_CACHE": hub} if hub else {})},
+                    placed=vllm_record_placement(config or {}, env))
 
 
 def _hub_cache(env: dict) -> str | None:
@@ -246,6 +260,8 @@ def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", f
     for kind, path in exposed.mounts:
         argv += ["--ro-bind", "/dev/null", path] if kind == "masked" else [BWRAP_MOUNT[kind], path, *(
             [] if kind == "empty" else [path])]
+    for host, inside in exposed.placed:
+        argv += ["--ro-bind", host, inside]
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-cgroup-try", "--cap-drop", "ALL",
              "--chdir", exposed.own_dir]
     argv += ["--die-with-parent"] if foreground else ["--new-session"]

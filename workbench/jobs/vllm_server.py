@@ -106,7 +106,9 @@ def server_env(cfg: RunConfig, base: dict | None = None, on_cpu: bool | None = N
         # vLLM compiles two small sampler helpers with inductor (`batched_count_greater_than` for the logprobs
         # TRL asks for, `compiled_random_sample`) at the first request: 16 s of g++ on 2 cores wherever the
         # inductor cache is cold, which a sandbox's private /tmp always is. Eager, they cost nothing measurable
-        # here (benchmarks/bench_sandbox.py --generation vllm-server).
+        # here (benchmarks/bench_sandbox.py --generation vllm-server). The model itself is not compiled on a
+        # CPU server with LoRA (--enable-lora, always set here: vLLM's CPU platform then turns compilation off),
+        # so this switches off nothing else.
         env.setdefault("TORCHDYNAMO_DISABLE", "1")
     elif cfg.vllm_gpu_ids:
         env["CUDA_VISIBLE_DEVICES"] = visible_devices(cfg.vllm_gpu_ids)

@@ -21,7 +21,7 @@ from workbench.spec.hardware import GpuInfo
 
 # The server environment's variables the command preview shows, in this order.
 SERVER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_CPU_KVCACHE_SPACE",
-                    "VLLM_SERVER_DEV_MODE")
+                    "VLLM_ENABLE_V1_MULTIPROCESSING", "TORCHDYNAMO_DISABLE", "VLLM_SERVER_DEV_MODE")
 CPU_NOTE = ("On a CPU the vLLM server generates slower than transformers does inside the trainer (about 45 tokens/s "
             "on 2 cores): here it shows the LoRA hot-load path working; the speed comes on GPUs.")
 
