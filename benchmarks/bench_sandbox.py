@@ -78,6 +78,7 @@ def timed_run(config: RunConfig, runs: Path, sandboxed: bool) -> dict:
         server = status.get("vllm") or {}
         if server.get("pid") and not server.get("in_sandbox"):
             # outside a sandbox the run's own server is no child of the trainer: its CPU counts for the run too
+            # (`seen` holds each process's last reading, so this returns both trees' sum)
             cpu = tree_cpu_seconds(server["pid"], seen)
         steps_done = len(runfolder.read_jsonl(metrics_file)) if metrics_file.exists() else 0
         if steps_done and first_step is None:
