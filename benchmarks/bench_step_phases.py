@@ -4,6 +4,7 @@
     python benchmarks/bench_step_phases.py --steps 6 --decode
     python benchmarks/bench_step_phases.py --compile-only  # torch.compile of a decode step, three ways
     python benchmarks/bench_step_phases.py --matmul-only   # the decode step's matmuls and draws, other ways
+    python benchmarks/bench_step_phases.py --head-only     # the scoring passes' LM head: TRL's against cpu_head
 
 It builds the workbench's trainer for the demo task (bundled model, held-out evaluation off) as
 `python -m workbench train` does, wraps its phases with timers and trains `--steps` steps, once with the
@@ -29,6 +30,11 @@ the weights stored transposed, with the weights as the tall side, and with oneDN
 matmuls in bfloat16; the LM head plain and packed) against the bandwidth a plain
 sum reaches, and `torch.multinomial`'s exponential draws (one and two threads; drawn inline against drawn
 ahead on a thread of their own while 32 decode steps run, in the same generator order, so the same tokens).
+
+`--head-only` times the LM head of the scoring passes at the demo's size (264 positions: 8 rows of the last
+prompt token and 32 completion tokens, the bundled model's 49,152 x 576 head, temperature 0.7): TRL's
+`ChunkedLogProbFunction` against `cpu_head`'s, forward without gradients (the reference pass), and forward
+and backward of a loss over the log-probabilities (the policy's), with the largest difference between them.
 """
 
 from __future__ import annotations
@@ -308,6 +314,43 @@ def compile_probe() -> None:
         print(f"{mode:<28}{result['compile_s']:>8.1f} s{result['step_s'] * 1e3:>11.1f} ms", flush=True)
 
 
+def head_probe() -> None:
+    """The scoring passes' LM head at the demo's size: TRL's fused function against cpu_head's."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+
+    from workbench.spec.models import bundled_model_dir
+    from workbench.trainer.cpu_head import CpuLogProbFunction
+
+    weight = AutoModelForCausalLM.from_pretrained(bundled_model_dir()).lm_head.weight.detach()
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(264, weight.shape[1], generator=generator)
+    targets = torch.randint(0, weight.shape[0], (264,), generator=generator)
+    outputs = ("log_probs", "entropy")
+    results = {}
+    # TRL's head computes entropies in the reference pass too; cpu_head leaves them out there
+    for name, function, reference_outputs in (
+            ("TRL's ChunkedLogProbFunction", ChunkedLogProbFunction, outputs),
+            ("cpu_head.CpuLogProbFunction", CpuLogProbFunction, ("log_probs",))):
+        def reference():
+            with torch.no_grad():
+                return function.apply(hidden, weight, None, targets, 0.7, 32768, None, 1.0, reference_outputs)[0]
+
+        def policy():
+            leaf = hidden.clone().requires_grad_()
+            log_probs = function.apply(leaf, weight, None, targets, 0.7, 32768, None, 1.0, outputs)[0]
+            log_probs.sum().backward()
+            return leaf.grad
+
+        results[name] = (reference(), policy())
+        print(f"{name:30s} forward without gradients {per_call_ms(reference, 5):6.1f} ms; "
+              f"forward and backward {per_call_ms(policy, 5):6.1f} ms")
+    (trl_logps, trl_grad), (our_logps, our_grad) = results.values()
+    print(f"largest difference: log-probabilities {(trl_logps - our_logps).abs().max():.1e}, "
+          f"hidden gradient {(trl_grad - our_grad).abs().max():.1e}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6)
@@ -317,7 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-mode", choices=COMPILE_MODES, help=argparse.SUPPRESS)
     parser.add_argument("--matmul-only", action="store_true",
                         help="only try the decode step's matmuls and sampler draws other ways")
+    parser.add_argument("--head-only", action="store_true",
+                        help="only time the scoring passes' LM head, TRL's against cpu_head's")
     args = parser.parse_args(argv)
+    if args.head_only:
+        head_probe()
+        return 0
     if args.matmul_only:
         matmul_probe()
         return 0

@@ -6,12 +6,13 @@ sequence, so the policy's forward and backward and the reference pass run every 
 vocabulary, prompt positions included (its compact path is Triton-only), and the backward recomputes
 those tiles. Here the rows' shared prompt part runs once per distinct prompt, its key/value cache is
 indexed out to the rows, and only the completions (with the prompt's last token, which predicts the
-first completion token) run per row, through TRL's own fused head. The demo's rows are 37 prompt and 32
+first completion token) run per row, through TRL's own fused head, which on a CPU computes through
+`cpu_head` (the same values, without projecting every tile twice). The demo's rows are 37 prompt and 32
 completion tokens in groups of 4; the three passes take about 0.64x the time (benchmarks/bench_speed.py).
 
 The result equals TRL's to float32 rounding: positions are the same (transformers counts them from the
 cache's length, TRL's from 0 over the padded row), the same padding is masked, and the head is TRL's
-`add_fused_lm_head` with its temperature and scaling. Rows whose prompt is left-padded differ from TRL's
+`add_fused_lm_head` with its temperature and scaling (on a CPU, `cpu_head`'s log_softmax sums in another order). Rows whose prompt is left-padded differ from TRL's
 by as much as TRL's own result differs between batch compositions (tests/test_prompt_sharing.py).
 
 With `merged_generation`'s copy sampling the round, each distinct prompt is also prefilled once
@@ -84,6 +85,8 @@ def _chunk_logps(model, ids, mask, split: int, compute_entropy: bool, autocast):
     import torch.nn.functional as F
     from transformers import DynamicCache
 
+    from workbench.trainer import cpu_head
+
     width = ids.size(1) - split - 1
     first, inverse = prompt_groups(ids[:, :split], mask[:, :split])
     # each completion's end: its last real token (TRL's completions are padded on the right)
@@ -101,8 +104,9 @@ def _chunk_logps(model, ids, mask, split: int, compute_entropy: bool, autocast):
                                                  for layer in prompts.layers])
             labels = ids[index, split:end].masked_fill(mask[index, split:end] == 0, -100)
             labels[:, 0] = -100  # the prompt's last token is context, not scored
-            outputs = model(input_ids=ids[index, split:end], attention_mask=mask[index, :end], past_key_values=cache,
-                            labels=labels, fused_lm_head=True)
+            with cpu_head.scoring(entropy=compute_entropy):
+                outputs = model(input_ids=ids[index, split:end], attention_mask=mask[index, :end],
+                                past_key_values=cache, labels=labels, fused_lm_head=True)
             logps.append(F.pad(outputs.log_probs, (0, width - outputs.log_probs.size(1))))
             if compute_entropy:
                 entropies.append(F.pad(outputs.entropy, (0, width - outputs.entropy.size(1))))
