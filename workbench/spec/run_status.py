@@ -66,7 +66,7 @@ class RunStatus:
     allocator: str | None = _known(str, "the memory allocator the process runs with")
     merged_generation: str | None = _known(str, "what merged_generation resolved to: no, float32 or bfloat16")
     shared_prompt_pass: str | None = _known(str, "what shared_prompt_pass resolved to: yes, or no (why)")
-    packed_decode: str | None = _known(str, "what packed_decode resolved to: yes, or no (why)")
+    packed_decode: str | None = _known(str, "what packed_decode resolved to: yes (which decode step), or no (why)")
     cpu_threads: int | None = _known(int, "OMP_NUM_THREADS of the process")
     sandbox: dict | None = _known(dict, "the run's sandbox policy and what it shows (jobs/sandbox.py)")
     vllm: dict | None = _known(dict, "the run's own vLLM server: url, state, pid, command, ...")

@@ -77,12 +77,23 @@ class GenerationCopy:
         self.unlogged_sync: float | None = None  # the last refresh's seconds, until a round's metrics take them
         self.packed = None  # packed_decode's PackedDecode over the copy, once pack_decode() is called
 
-    def pack_decode(self, rows: int) -> None:
-        """Decode steps of `rows` rows run through MKL's packed GEMM, repacked after each sync
-        (trainer/packed_decode.py)."""
+    def pack_decode(self, rows: int) -> str:
+        """Decode steps of `rows` rows run through MKL's packed GEMM, repacked after each sync, in the decode
+        step written for Llama layers where it computes the model's (trainer/llama_decode.py), else in the
+        model's own layers (trainer/packed_decode.py); returns which, and why not the first."""
+        from workbench.trainer.llama_decode import FusedLlamaDecode, unsupported
         from workbench.trainer.packed_decode import PackedDecode
 
+        why_not = unsupported(self.model)
+        if why_not is None:
+            fused = FusedLlamaDecode(self.model, rows)
+            why_not = fused.check()
+            if why_not is None:
+                self.packed = fused
+                return "the decode step written for llama layers"
+            fused.detach()
         self.packed = PackedDecode(self.model, rows)
+        return f"the model's own layers ({why_not})"
 
     def share_prompt_prefill(self) -> None:
         """Prefill each distinct prompt of a round once (shared_prompt_pass; trainer/prompt_sharing.py)."""
@@ -137,12 +148,16 @@ class GenerationCopy:
 
     @contextlib.contextmanager
     def swapped_in(self, trainer):
-        """`trainer.model_wrapped` is the copy, synced to the trainer's step, for the duration."""
+        """`trainer.model_wrapped` is the copy, synced to the trainer's step, for the duration; with
+        `packed_decode` its one-token draws are torch.multinomial's, made faster (trainer/exact_draws.py)."""
+        from workbench.trainer import exact_draws
+
         self.sync(trainer.state.global_step)
         wrapped = trainer.model_wrapped
         trainer.model_wrapped = self.model
         try:
-            yield self.model
+            with exact_draws.faster_multinomial() if self.packed is not None else contextlib.nullcontext():
+                yield self.model
         finally:
             trainer.model_wrapped = wrapped
 

@@ -100,7 +100,8 @@ def _chunk_logps(model, ids, mask, split: int, compute_entropy: bool, autocast):
             index = torch.tensor(bucket, device=ids.device)
             end = split + 1 + max(lengths[row] for row in bucket)
             # each row gets its prompt's keys and values (autograd follows the indexing)
-            cache = DynamicCache(ddp_cache_data=[(layer.keys[inverse[index]], layer.values[inverse[index]])
+            cache = DynamicCache(ddp_cache_data=[(layer.keys.index_select(0, inverse[index]),
+                                                  layer.values.index_select(0, inverse[index]))
                                                  for layer in prompts.layers])
             labels = ids[index, split:end].masked_fill(mask[index, split:end] == 0, -100)
             labels[:, 0] = -100  # the prompt's last token is context, not scored

@@ -506,8 +506,8 @@ def attach_packed_decode(trainer, cfg: RunConfig) -> str:
                                    packed_decode.available())
     if choice.value == "yes":
         # the sequences of one generation round in this process (GRPOConfig's generation batch, per process)
-        copy.pack_decode(trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation)
-        return "yes"
+        how = copy.pack_decode(trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation)
+        return f"yes ({how})"
     return f"no ({choice.why})"
 
 

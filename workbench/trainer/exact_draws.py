@@ -1,0 +1,119 @@
+"""torch.multinomial's draws for one token per row, the same values faster: the packed copy samples with them.
+
+Why: `torch.multinomial(probs, 1)` on a CPU draws one exponential per vocabulary entry and row
+(`aten::exponential_`: a serial loop of MT19937 words, a 53-bit double and `log1p` each) and takes the argmax
+of `probs / draws`. For the demo's 8 rows x 49,152 tokens that loop is 8.6 ms of a 50-60 ms decode step. The
+same draws come from numpy's MT19937 (its words in C, in bulk) started at the generator's own position, with
+the doubles and `log1p` in torch over both cores: 4.3 ms (benchmarks/bench_decode_variants.py). Every value,
+and the generator's state after them, are torch's to the bit, so a seed draws the tokens it drew before.
+
+How: `torch.get_rng_state()` holds the default CPU generator's MT19937 words and position
+(CPUGeneratorImplState: seed u64, left i32, seeded i32, next u64, 624 words as u64, then the normal-sample
+caches, left as they are). The words and position go into numpy's MT19937, which draws two 32-bit words per
+double as torch's `random64()` does; the new position and words are written back with `torch.set_rng_state`.
+
+This ties the sampler to the layout of torch's generator state, so `verified()` draws a few thousand
+exponentials both ways once a process and compares every value and the state after them; where they differ
+(another torch, another layout), `faster_multinomial()` leaves torch.multinomial as it is. Only the default
+CPU generator's one-sample draws over float32 rows take this path; anything else is torch's own call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+# Byte offsets in CPUGeneratorImplState (aten/src/ATen/CPUGeneratorImpl.cpp)
+LEFT, NEXT, WORDS, WORD_COUNT = slice(8, 12), slice(16, 24), 24, 624
+
+
+def _twister():
+    """(numpy MT19937 at the default CPU generator's position, the generator's state bytes)."""
+    import numpy as np
+
+    state = torch.get_rng_state().numpy()
+    left = int(np.frombuffer(state[LEFT].tobytes(), np.int32)[0])
+    words = np.frombuffer(state[WORDS:WORDS + WORD_COUNT * 8].tobytes(), np.uint64).astype(np.uint32)
+    twister = np.random.MT19937()
+    twister.state = {"bit_generator": "MT19937", "state": {"key": words, "pos": WORD_COUNT + 1 - left}}
+    return twister, state
+
+
+def _write_back(twister, state) -> None:
+    """The default CPU generator continues where `twister` stopped."""
+    import numpy as np
+
+    position, words = twister.state["state"]["pos"], twister.state["state"]["key"]
+    state = state.copy()
+    state[LEFT] = np.frombuffer(np.int32(WORD_COUNT + 1 - position).tobytes(), np.uint8)
+    state[NEXT] = np.frombuffer(np.uint64(position).tobytes(), np.uint8)
+    state[WORDS:WORDS + WORD_COUNT * 8] = np.frombuffer(words.astype(np.uint64).tobytes(), np.uint8)
+    torch.set_rng_state(torch.from_numpy(state))
+
+
+def exponentials(count: int) -> torch.Tensor:
+    """`torch.empty(count).exponential_()`'s float32 values, and the default generator moved on as far."""
+    import numpy as np
+
+    twister, state = _twister()
+    words = torch.from_numpy(twister.random_raw(2 * count).view(np.int64)).view(-1, 2)
+    # random64() = first word << 32 | second; a uniform double from its low 53 bits; then -log1p(-u)
+    uniform = ((words[:, 0] << 32) | words[:, 1]).bitwise_and_((1 << 53) - 1).to(torch.float64).mul_(2.0 ** -53)
+    _write_back(twister, state)
+    return uniform.neg_().log1p_().neg_().to(torch.float32)
+
+
+@functools.cache
+def verified() -> bool:
+    """Whether `exponentials` gives this torch's own values and generator state (checked once a process)."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    saved = torch.get_rng_state()
+    try:
+        torch.manual_seed(20_251_128)
+        torch.empty(5).exponential_()  # start mid-block, at a position other than a fresh seed's
+        start = torch.get_rng_state()
+        expected, after = torch.empty(4099).exponential_(), torch.get_rng_state()
+        torch.set_rng_state(start)
+        ours = exponentials(4099)
+        return torch.equal(ours, expected) and torch.equal(torch.get_rng_state(), after)
+    except (ValueError, RuntimeError, TypeError, KeyError):
+        return False
+    finally:
+        torch.set_rng_state(saved)
+
+
+def one_per_row(probs: torch.Tensor) -> torch.Tensor:
+    """`torch.multinomial(probs, 1)` for 2-D float32 CPU rows: argmax(probs / exponential draws), its checks included."""
+    if not bool((probs.max() < float("inf")) & (probs.min() >= 0)):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if bool((probs.sum(1) == 0).any()):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    draws = exponentials(probs.numel()).view(probs.shape)
+    return torch.div(probs, draws, out=draws).argmax(dim=-1, keepdim=True)
+
+
+@contextlib.contextmanager
+def faster_multinomial():
+    """Within the block, torch.multinomial's one-sample draws over float32 CPU rows come from `one_per_row`
+    (where `verified()`); everything else is torch's own call."""
+    if not verified():
+        yield
+        return
+    torch_multinomial = torch.multinomial
+
+    def multinomial(probs, num_samples, replacement=False, *, generator=None, out=None):
+        if (num_samples == 1 and generator is None and out is None and probs.dim() == 2
+                and probs.dtype == torch.float32 and probs.device.type == "cpu" and probs.is_contiguous()):
+            return one_per_row(probs)
+        return torch_multinomial(probs, num_samples, replacement, generator=generator, out=out)
+
+    torch.multinomial = multinomial
+    try:
+        yield
+    finally:
+        torch.multinomial = torch_multinomial

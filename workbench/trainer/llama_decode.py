@@ -1,0 +1,201 @@
+"""A decode step of the packed float32 sampling copy written for Llama layers, on a CPU (`packed_decode`).
+
+Why: with MKL's packed GEMM (trainer/packed_decode.py) a decode step of the demo's 8 rows spends about
+29 ms reading weights and 20 ms on everything else: seven GEMM calls, two RMSNorms, a rotary of the query
+and the key apart, a `torch.cat` that copies the whole key/value cache, and the Python of four module
+layers, per decoder layer. This step does the same arithmetic with fewer, larger operations:
+- q, k and v in one packed GEMM, gate and up in one (the copy's q/k/v and gate/up weights become views
+  of one matrix each, so refreshing the copy writes straight into it and the packing reads it once);
+- the key/value cache grown in place, 64 positions at a time, instead of concatenated every step;
+- one rotary over the query and key heads together, each row at the position `generate` gives it;
+- the padding mask as the causal mask (one new token sees every cached position) and torch's SDPA called
+  directly, without transformers' mask builder and attention wrapper around it.
+Measured (benchmarks/bench_decode_variants.py, 8 rows x 32 tokens of the bundled model): 45.9 ms a step
+against 53.3 ms through transformers' forward on the same packed weights, the same tokens.
+
+Only steps of one new token for the packed row count, without gradients, go this way; anything else
+(the prefill, evaluation batches of other sizes) runs the model's own forward. `unsupported(model)` names
+what this step does not reproduce (biases, another activation, another attention, scaled rotary
+variants with per-layer differences are all Llama's own config fields), and before first use
+`FusedLlamaDecode.check()` runs one decode step both ways on random prompts: logits and the cache's new
+keys and values must agree to float32 rounding, or the copy keeps `PackedDecode` instead.
+
+Ties to transformers: `LlamaForCausalLM`'s module layout (`model.layers[i].self_attn.{q,k,v,o}_proj`,
+`mlp.{gate,up,down}_proj`, the two RMSNorms, `model.norm`, `model.rotary_emb`, `lm_head`), `DynamicCache`'s
+`layers[i].keys/values`, and the model's `sdpa` attention (what `integrations.sdpa_attention` calls); `generate` reads the forward's signature to decide what it passes, so the
+replacement keeps `position_ids` and `logits_to_keep`.
+"""
+
+from __future__ import annotations
+
+import copy as copying
+
+import torch
+
+from workbench.trainer import packed_decode
+
+GROW = 64  # cache positions added at a time
+
+
+def unsupported(model) -> str | None:
+    """Why this decode step does not compute `model`'s, or None when it does."""
+    config = model.config
+    if config.model_type != "llama":
+        return f"written for llama layers, not {config.model_type}"
+    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+        return "the model's layers have biases"
+    if config.hidden_act != "silu":
+        return f"the model's activation is {config.hidden_act}, not silu"
+    if getattr(config, "pretraining_tp", 1) != 1:
+        return "the model splits its linear layers (pretraining_tp)"
+    if config._attn_implementation != "sdpa":
+        return f"the model's attention is {config._attn_implementation}, not sdpa"
+    weight = model.lm_head.weight
+    if weight.dtype != torch.float32 or weight.device.type != "cpu":
+        return "a float32 model on a CPU only"
+    return None
+
+
+def _rms_norm(module, x):
+    """LlamaRMSNorm's own operations, in its order (float32 in, float32 out)."""
+    return module.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
+
+
+def _fuse(linears) -> torch.Tensor:
+    """One matrix holding the weights of `linears` one after the other; each layer's weight becomes a view
+    of its rows, so whatever writes a weight writes the matrix."""
+    fused = torch.cat([linear.weight.detach() for linear in linears])
+    start = 0
+    for linear in linears:
+        rows = linear.weight.shape[0]
+        linear.weight.data = fused[start:start + rows]
+        start += rows
+    return fused
+
+
+def _append(cache_layer, key, value):
+    """The cache layer's keys and values with this step's written in place, grown GROW positions at a time;
+    the grown storage lives on the cache layer, so it goes when the cache does."""
+    length = cache_layer.keys.shape[-2]
+    keys, values = getattr(cache_layer, "workbench_grown", (None, None))
+    if keys is None or cache_layer.keys.data_ptr() != keys.data_ptr() or keys.shape[2] <= length:
+        keys = cache_layer.keys.new_empty(*cache_layer.keys.shape[:2], length + GROW, cache_layer.keys.shape[-1])
+        values = torch.empty_like(keys)
+        keys[:, :, :length], values[:, :, :length] = cache_layer.keys, cache_layer.values
+        cache_layer.workbench_grown = keys, values
+    keys[:, :, length], values[:, :, length] = key, value
+    cache_layer.keys, cache_layer.values = keys[:, :, :length + 1], values[:, :, :length + 1]
+    return cache_layer.keys, cache_layer.values
+
+
+class FusedLlamaDecode:
+    """The copy's decode steps of `rows` rows through one function of fused packed GEMMs; `invalidate()` (the
+    weights changed) packs them again, into the same buffers, at the next step. Same interface as PackedDecode."""
+
+    def __init__(self, model, rows: int):
+        self.model, self.rows = model, rows
+        self.own_forward = model.forward
+        config = model.config
+        attention = model.model.layers[0].self_attn
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = attention.head_dim
+        # per layer: (fused q/k/v, o, fused gate/up, down) as [weight, buffer, packed?]
+        self.layers = []
+        for layer in model.model.layers:
+            attention, mlp = layer.self_attn, layer.mlp
+            weights = (_fuse([attention.q_proj, attention.k_proj, attention.v_proj]), attention.o_proj.weight,
+                       _fuse([mlp.gate_proj, mlp.up_proj]), mlp.down_proj.weight)
+            self.layers.append([[weight, packed_decode.new_buffer(weight, rows), False] for weight in weights])
+        self.head = [model.lm_head.weight, packed_decode.new_buffer(model.lm_head.weight, rows), False]
+        self.steps = 0  # decode steps taken this way, for tests and benchmarks
+        model.forward = self.forward
+
+    def detach(self) -> None:
+        """The model's own forward again (its q/k/v and gate/up weights stay views of the fused matrices)."""
+        self.model.forward = self.own_forward
+
+    def invalidate(self, weights=None) -> None:
+        """The copy's weights changed: pack the layers again at the next decode step (the LM head too when
+        `weights` is None or holds it; the LoRA update leaves it alone)."""
+        for entries in self.layers:
+            for entry in entries:
+                entry[2] = False
+        if weights is None or any(weight is self.head[0] for weight in weights):
+            self.head[2] = False
+
+    def _linear(self, x, entry):
+        weight, buffer, packed = entry
+        if not packed:
+            packed_decode.pack_into(buffer, weight, self.rows)
+            entry[2] = True
+        return packed_decode.packed_linear(x, buffer, weight.shape[0])
+
+    # generate reads this signature to decide what to pass: the positions it counts over each row's real
+    # tokens, and logits_to_keep, as it does to the model's own forward
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                logits_to_keep=0, **kwargs):
+        others = {key for key in kwargs if key not in ("use_cache", "return_dict")}
+        if (others or input_ids is None or input_ids.shape != (self.rows, 1) or past_key_values is None
+                or torch.is_grad_enabled() or past_key_values.get_seq_length() == 0):
+            return self.own_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                    past_key_values=past_key_values, logits_to_keep=logits_to_keep, **kwargs)
+        return self._step(input_ids, attention_mask, position_ids, past_key_values)
+
+    def _step(self, input_ids, attention_mask, position_ids, cache):
+        import torch.nn.functional as F
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        inner, rows = self.model.model, self.rows
+        heads, kv_heads, head_dim, half = self.heads, self.kv_heads, self.head_dim, self.head_dim // 2
+        hidden = inner.embed_tokens(input_ids)
+        positions = (torch.full((1, 1), cache.get_seq_length(), dtype=torch.long) if position_ids is None
+                     else position_ids)
+        # one new token sees every cached position: the causal mask is the padding mask alone
+        # (transformers' create_causal_mask gives the same, or None without padding)
+        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
+        # (rows or 1, 1, head_dim): each row's position, broadcast over its query and key heads
+        cos, sin = (t.view(-1, 1, head_dim) for t in inner.rotary_emb(hidden, positions))
+        for layer, cache_layer, (qkv_w, o_w, gate_up_w, down_w) in zip(inner.layers, cache.layers, self.layers):
+            qkv = self._linear(_rms_norm(layer.input_layernorm, hidden), qkv_w).view(rows, heads + 2 * kv_heads,
+                                                                                     head_dim)
+            qk = qkv[:, :heads + kv_heads]
+            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            keys, values = _append(cache_layer, qk[:, heads:], qkv[:, heads + kv_heads:])
+            # torch's SDPA called directly, as transformers' sdpa_attention_forward calls it for this shape
+            attended = F.scaled_dot_product_attention(qk[:, :heads].unsqueeze(2), keys, values, attn_mask=mask,
+                                                      scale=layer.self_attn.scaling, enable_gqa=heads != kv_heads)
+            hidden = hidden + self._linear(attended.reshape(rows, 1, -1), o_w)
+            gate, up = self._linear(_rms_norm(layer.post_attention_layernorm, hidden),
+                                    gate_up_w).split(layer.mlp.gate_proj.weight.shape[0], dim=-1)
+            hidden = hidden + self._linear(layer.mlp.act_fn(gate) * up, down_w)
+        self.steps += 1
+        logits = self._linear(_rms_norm(inner.norm, hidden), self.head)
+        return CausalLMOutputWithPast(logits=logits, past_key_values=cache)
+
+    def check(self) -> str | None:
+        """One decode step of random prompts (left-padded rows among them) this way and through the model's own
+        forward: None when logits and the cache's new keys and values agree to float32 rounding, else how far
+        apart they are."""
+        from transformers import DynamicCache
+
+        generator = torch.Generator().manual_seed(0)
+        vocab = self.model.config.vocab_size
+        ids = torch.randint(0, vocab, (self.rows, 6), generator=generator)
+        mask = torch.ones_like(ids)
+        mask[: self.rows // 2, :2] = 0
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.no_grad():
+            cache = DynamicCache(config=self.model.config)
+            self.own_forward(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+                             past_key_values=cache, use_cache=True)
+            theirs_cache = copying.deepcopy(cache)
+            theirs = self.own_forward(input_ids=ids[:, -1:], attention_mask=mask, position_ids=positions[:, -1:],
+                                      past_key_values=theirs_cache, use_cache=True).logits[:, -1]
+            ours = self._step(ids[:, -1:], mask, positions[:, -1:], cache).logits[:, -1]
+        self.steps -= 1
+        scale = max(1.0, float(theirs.abs().max()))
+        worst = float((ours - theirs).abs().max()) / scale
+        for mine, their in zip(cache.layers, theirs_cache.layers):
+            worst = max(worst, float((mine.keys - their.keys).abs().max()), float((mine.values - their.values)
+                                                                                 .abs().max()))
+        return None if worst < 1e-4 else f"a decode step differed from transformers' by {worst:.1e}"
