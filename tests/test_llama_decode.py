@@ -134,3 +134,21 @@ def test_models_it_was_not_written_for_are_named_with_the_reason(model):
     assert unsupported(model) == "the model's attention is eager, not sdpa"
     model.config._attn_implementation = "sdpa"
     assert unsupported(model.to(torch.bfloat16)) == "a float32 model on a CPU only"
+
+
+def test_the_one_op_rms_norm_and_rotary_give_transformers_bits(model):
+    import torch
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from workbench.trainer.llama_decode import _rms_norm, _rotate
+
+    norm = model.model.layers[0].input_layernorm
+    x = torch.randn(ROWS, 1, model.config.hidden_size, generator=torch.Generator().manual_seed(3)) * 4
+    assert torch.equal(_rms_norm(norm, x), norm(x))
+    heads, head_dim = 3, model.model.layers[0].self_attn.head_dim
+    q = torch.randn(ROWS, heads, 1, head_dim)
+    positions = torch.tensor([[5], [6], [2], [9]])
+    cos, sin = model.model.rotary_emb(x, positions)
+    theirs, _ = apply_rotary_pos_emb(q, q, cos, sin)
+    ours = _rotate(q.squeeze(2), *(t.view(-1, 1, head_dim) for t in (cos, sin)))
+    assert torch.equal(ours, theirs.squeeze(2))

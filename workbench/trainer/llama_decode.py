@@ -57,8 +57,20 @@ def unsupported(model) -> str | None:
 
 
 def _rms_norm(module, x):
-    """LlamaRMSNorm's own operations, in its order (float32 in, float32 out)."""
-    return module.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
+    """LlamaRMSNorm in one op: torch's rms_norm computes its operations in its order (float32; the same bits,
+    tests/test_llama_decode.py)."""
+    return torch.nn.functional.rms_norm(x, module.weight.shape, module.weight, module.variance_epsilon)
+
+
+def _signed(sin):
+    """`sin` with its first half negated: rotate_half(x) * sin = roll(x, half) * _signed(sin), the same bits."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
+def _rotate(x, cos, sin):
+    """transformers' rotary embedding of `x` (apply_rotary_pos_emb), in two ops fewer."""
+    return x * cos + x.roll(sin.shape[-1] // 2, dims=-1) * _signed(sin)
 
 
 def _fuse(linears) -> torch.Tensor:
@@ -146,7 +158,7 @@ class FusedLlamaDecode:
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         inner, rows = self.model.model, self.rows
-        heads, kv_heads, head_dim, half = self.heads, self.kv_heads, self.head_dim, self.head_dim // 2
+        heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
         hidden = inner.embed_tokens(input_ids)
         positions = (torch.full((1, 1), cache.get_seq_length(), dtype=torch.long) if position_ids is None
                      else position_ids)
@@ -155,11 +167,12 @@ class FusedLlamaDecode:
         mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
         # (rows or 1, 1, head_dim): each row's position, broadcast over its query and key heads
         cos, sin = (t.view(-1, 1, head_dim) for t in inner.rotary_emb(hidden, positions))
+        sin = _signed(sin)
         for layer, cache_layer, (qkv_w, o_w, gate_up_w, down_w) in zip(inner.layers, cache.layers, self.layers):
             qkv = self._linear(_rms_norm(layer.input_layernorm, hidden), qkv_w).view(rows, heads + 2 * kv_heads,
                                                                                      head_dim)
             qk = qkv[:, :heads + kv_heads]
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            qk = qk * cos + qk.roll(head_dim // 2, dims=-1) * sin  # _rotate, its signed sin made once a step
             keys, values = _append(cache_layer, qk[:, heads:], qkv[:, heads + kv_heads:])
             # torch's SDPA called directly, as transformers' sdpa_attention_forward calls it for this shape
             attended = F.scaled_dot_product_attention(qk[:, :heads].unsqueeze(2), keys, values, attn_mask=mask,
