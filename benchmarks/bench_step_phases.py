@@ -8,10 +8,14 @@
 
 It builds the workbench's trainer for the demo task (bundled model, held-out evaluation off) as
 `python -m workbench train` does, wraps its phases with timers and trains `--steps` steps, once with the
-CPU defaults, once with `packed_decode=no` and once with `shared_prompt_pass=no`. For each it prints the
+CPU defaults, once with `packed_decode=no` and once with `shared_prompt_pass=no` (and the three columns below). For each it prints the
 median over the steps (the first left out) of: sampling the round (`_generate_single_turn`), the reference pass (the log-probability
 pass without gradients), the policy's forward (with gradients), the backward and optimizer step (the step
 less the rest) and the whole step.
+
+Three more columns run the defaults with one lever that `packed_decode` or `shared_prompt_pass` carries
+turned off inside this process: the decode step written for Llama layers (trainer/llama_decode.py), the
+faster exact draws (trainer/exact_draws.py) and the CPU LM head of the scoring passes (trainer/cpu_head.py).
 
 `--decode` also profiles sampling itself on the plain model (8 rows x 32 new tokens, float32 and
 bfloat16): total time, the matmuls' share (`aten::mm`), the sampler's (`aten::exponential_`, what
@@ -40,6 +44,7 @@ and backward of a loss over the log-probabilities (the policy's), with the large
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -79,6 +84,25 @@ def timed_trainer_class(times: dict):
         "_generate_and_score_completions": timer("round", base._generate_and_score_completions),
         "training_step": timer("whole step", base.training_step),
     })
+
+
+def _off(module_name: str, attribute: str, replacement):
+    """A context in which one lever of the defaults is off: `module.attribute` replaced for its duration."""
+    def context():
+        import importlib
+        from unittest import mock
+
+        return mock.patch.object(importlib.import_module(module_name), attribute, replacement)
+    return context
+
+
+# The defaults with one lever inside `packed_decode` or `shared_prompt_pass` off, each alone (no setting
+# turns these off one by one: they compute what they replace, so the settings name the larger choice)
+LEVERS_OFF = {
+    "no llama decode step": _off("workbench.trainer.llama_decode", "unsupported", lambda model: "off here"),
+    "no faster draws": _off("workbench.trainer.exact_draws", "verified", lambda: False),
+    "TRL's LM head": _off("workbench.trainer.cpu_head", "applies", lambda *args: False),
+}
 
 
 def phase_medians(cfg: RunConfig, steps: int) -> dict[str, float]:
@@ -378,9 +402,13 @@ def main(argv: list[str] | None = None) -> int:
         compile_probe()
         return 0
     base = RunConfig.for_task("demo", device="cpu", max_steps=args.steps, save_steps=10_000, eval_strategy="no")
-    columns = {"defaults": base, "packed_decode=no": base.with_changes(packed_decode="no"),
-               "shared_prompt_pass=no": base.with_changes(shared_prompt_pass="no")}
-    results = {name: phase_medians(cfg, args.steps) for name, cfg in columns.items()}
+    columns = {"defaults": (base, None), "packed_decode=no": (base.with_changes(packed_decode="no"), None),
+               "shared_prompt_pass=no": (base.with_changes(shared_prompt_pass="no"), None)}
+    columns.update({name: (base, lever) for name, lever in LEVERS_OFF.items()})
+    results = {}
+    for name, (cfg, lever_off) in columns.items():
+        with lever_off() if lever_off else contextlib.nullcontext():
+            results[name] = phase_medians(cfg, args.steps)
     print(f"\n{'phase':<24}" + "".join(f"{name:>24}" for name in results))
     for phase in PHASES:
         print(f"{phase:<24}" + "".join(f"{results[name][phase]:>22.2f} s" for name in results))

@@ -317,8 +317,11 @@ class RunConfig:
         "auto",
         "With a float32 merged copy on a CPU (merged_generation): decode through MKL's packed GEMM, the copy's "
         "linear weights stored once a step in the layout MKL's kernel reads, for faster products of a few rows; "
-        "the same numbers to float32 rounding, for a second copy of the linear weights in memory. auto and yes: "
-        "wherever that copy samples and torch has MKL. no: torch's plain matmul (workbench/trainer/packed_decode.py).",
+        "on Llama models each decode step runs as one function written for its layers (checked against "
+        "transformers' own at start-up), and the sampler's draws are torch.multinomial's, made faster. The same "
+        "numbers to float32 rounding and the same draws, for a second copy of the linear weights in memory. "
+        "auto and yes: wherever that copy samples and torch has MKL. no: torch's plain matmul and transformers' "
+        "generate as they are (workbench/trainer/packed_decode.py, llama_decode.py, exact_draws.py).",
     )
     gradient_checkpointing: bool = setting(
         False,
