@@ -6,7 +6,8 @@ became. The rules follow what benchmarks/bench_speed.py measured (the demo on a 
 avx512_bf16 and no AMX, 8 steps, two runs per row; figures in MEASURED): on a CPU, sampling from a merged
 float32 copy of the policy is faster and draws exactly the policy's completions; running each prompt once
 per group when scoring and sampling is faster again, with the same values; the float32 copy decoding
-through MKL's packed GEMM (`packed_decode`, MEASURED_PACKED) is faster again, with the same draws; a
+through MKL's packed GEMM (`packed_decode`, MEASURED_PACKED; on Llama models in a decode step written for their
+layers, with torch.multinomial's draws made faster) is faster again, with the same draws; a
 bfloat16 copy was no faster
 there and changes the draws, and bfloat16 weights (`bf16`) or TRL's bf16 autocast made every step slower.
 On a GPU (MEASURED_GPU: `bench_speed.py --device cuda` on an H100, the demo's 135M model and a 1.7B
@@ -32,11 +33,14 @@ MEASURED = {
     "workbench, shared prompt pass": 5.39,
     "workbench, defaults": 5.05,
 }
-# packed_decode, from a later run of `--rows bare-fp32 defaults-plain-matmul defaults` (2026-11-27, 8 steps x 2 runs)
+# packed_decode, from a later run of `--rows bare-fp32 defaults-plain-matmul defaults` (2026-11-28, 8 steps x 2 runs):
+# on a Llama model it also carries the decode step written for Llama layers and the faster exact draws, and the
+# shared prompt pass scores through the CPU LM head (the first measure, 2026-11-27, before those three: 5.87 s,
+# 4.62 s, 4.17 s)
 MEASURED_PACKED = {
-    "bare TRL float32": 5.87,
-    "workbench, defaults, plain matmul": 4.62,
-    "workbench, defaults": 4.17,
+    "bare TRL float32": 5.61,
+    "workbench, defaults, plain matmul": 4.13,
+    "workbench, defaults": 3.35,
 }
 # the bf16 rows, from an earlier run of every row (the machine was faster that day: bare TRL float32 5.66 s)
 MEASURED_BF16 = {
@@ -188,8 +192,10 @@ def resolve_packed_decode(setting: str, merged: str, on_cpu: bool, mkl_missing: 
     if setting == "yes":
         return SpeedChoice("packed_decode", "yes", "set in the config")
     return _measured_faster("packed_decode", "on a CPU, the float32 copy decodes through MKL's packed GEMM, its "
-                            "weights packed once a step: the same numbers to float32 rounding, for a second copy of "
-                            "the linear weights in memory", MEASURED_PACKED["workbench, defaults"],
+                            "weights packed once a step, a Llama model's decode step as one function written for its "
+                            "layers, and torch.multinomial's draws made faster: the same numbers to float32 rounding "
+                            "and the same draws, for a second copy of the linear weights in memory",
+                            MEASURED_PACKED["workbench, defaults"],
                             MEASURED_PACKED["workbench, defaults, plain matmul"])
 
 
