@@ -26,21 +26,29 @@ def head_inputs(bias: bool):
 
 
 def scored(function, hidden, weight, bias, targets, temperature, scale, entropy_weight):
+    """Log-probabilities, entropies and the hidden states' gradient of a loss over them (entropy_weight None:
+    the loss leaves the entropies out, so their gradient is None, GRPO's usual case; 0 and no log-probabilities:
+    a loss of the entropies alone)."""
     hidden = hidden.clone().requires_grad_()
     log_probs, entropy, *_ = function.apply(hidden, weight, bias, targets, temperature, 256, None, scale,
                                             ("log_probs", "entropy"))
-    (log_probs * torch.linspace(-1, 1, TOKENS)).sum().add(entropy_weight * entropy.sum()).backward()
+    if entropy_weight == 0:
+        entropy.sum().backward()
+    else:
+        loss = (log_probs * torch.linspace(-1, 1, TOKENS)).sum()
+        (loss if entropy_weight is None else loss + entropy_weight * entropy.sum()).backward()
     return log_probs.detach(), entropy.detach(), hidden.grad
 
 
-@pytest.mark.parametrize("layout", ["kept, one chunk", "computed again, in chunks"])
+@pytest.mark.parametrize("layout", ["kept, one chunk", "kept, in chunks", "computed again, in chunks"])
 @pytest.mark.parametrize(("temperature", "scale", "bias", "entropy_weight"), [
-    (1.0, 1.0, False, 0.0), (0.7, 1.0, False, 0.0), (0.9, 0.5, True, 0.3)])
+    (1.0, 1.0, False, None), (0.7, 1.0, False, None), (0.9, 0.5, True, 0.3), (0.8, 1.0, False, 0)])
 def test_log_probabilities_entropies_and_gradients_are_trls(monkeypatch, layout, temperature, scale, bias,
                                                             entropy_weight):
     if layout != "kept, one chunk":
-        monkeypatch.setattr(cpu_head, "KEEP_BYTES", 0)
         monkeypatch.setattr(cpu_head, "CHUNK_BYTES", 10 * VOCAB * 4)  # 10 positions a chunk: 4 chunks
+    if layout == "computed again, in chunks":
+        monkeypatch.setattr(cpu_head, "KEEP_BYTES", 0)
     inputs = head_inputs(bias)
     ours = scored(cpu_head.CpuLogProbFunction, *inputs, temperature, scale, entropy_weight)
     trls = scored(ChunkedLogProbFunction, *inputs, temperature, scale, entropy_weight)
@@ -68,11 +76,13 @@ def test_within_scoring_trls_fused_forward_computes_through_this_head_and_only_t
     assert utils._ChunkedLogProbFunction is trls
 
 
-@pytest.mark.parametrize("case", ["soft-capping", "a trained head", "another output", "autocast"])
+@pytest.mark.parametrize("case", ["soft-capping", "a trained head", "another output", "autocast", "no positions"])
 def test_what_it_does_not_compute_the_same_way_goes_to_trls_function(case):
     from trl.trainer import utils
 
     hidden, weight, bias, targets = head_inputs(False)
+    if case == "no positions":  # a length bucket of masked completions (mask_truncated_completions)
+        hidden, targets = hidden[:0], targets[:0]
     softcap = 30.0 if case == "soft-capping" else None
     outputs = ("log_probs", "entropy", "is_top1") if case == "another output" else ("log_probs", "entropy")
     weight.requires_grad_(case == "a trained head")

@@ -42,13 +42,18 @@ def test_tokens_drawn_within_the_block_are_torchs_and_so_is_what_comes_after(sha
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
 
 
-def test_calls_it_does_not_cover_are_torchs_own():
+def test_calls_it_does_not_cover_are_torchs_own(monkeypatch):
+    def refuse(probs):
+        raise AssertionError("routed to one_per_row")
+
+    monkeypatch.setattr(exact_draws, "one_per_row", refuse)
     probs = torch.softmax(torch.randn(3, 11, generator=torch.Generator().manual_seed(1)), dim=-1)
     calls = {"two samples": lambda: torch.multinomial(probs, 2),
              "a generator": lambda: torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(3)),
              "float64": lambda: torch.multinomial(probs.double(), 1),
              "one row": lambda: torch.multinomial(probs[0], 1),
-             "not contiguous": lambda: torch.multinomial(probs.t().contiguous().t(), 1)}
+             "not contiguous": lambda: torch.multinomial(probs.t().contiguous().t(), 1),
+             "no rows": lambda: torch.multinomial(probs[:0], 1)}
     for name, call in calls.items():
         torch.manual_seed(2)
         theirs = call()

@@ -54,9 +54,11 @@ def test_the_start_up_check_passes_on_a_llama_model(model):
 
 @pytest.mark.parametrize("settings", [dict(temperature=1.0, top_k=0), dict(temperature=0.7, top_k=0),
                                       dict(temperature=0.9, top_k=20, top_p=0.9)])
-def test_generate_samples_the_tokens_of_the_models_own_forward(model, settings):
+def test_generate_samples_the_tokens_of_the_models_own_forward(model, settings, monkeypatch):
+    from workbench.trainer import llama_decode
     from workbench.trainer.llama_decode import FusedLlamaDecode
 
+    monkeypatch.setattr(llama_decode, "GROW", 2)  # the cache regrows every other step
     theirs = [sampled(model, seed, **settings) for seed in (1, 2)]
     fused = FusedLlamaDecode(model, ROWS)
     ours = [sampled(model, seed, **settings) for seed in (1, 2)]
@@ -152,3 +154,37 @@ def test_the_one_op_rms_norm_and_rotary_give_transformers_bits(model):
     theirs, _ = apply_rotary_pos_emb(q, q, cos, sin)
     ours = _rotate(q.squeeze(2), *(t.view(-1, 1, head_dim) for t in (cos, sin)))
     assert torch.equal(ours, theirs.squeeze(2))
+
+
+def test_rows_without_padding_decode_the_same_way(model):
+    import torch
+
+    from workbench.trainer.llama_decode import FusedLlamaDecode
+
+    ids = torch.randint(3, 200, (ROWS, 5), generator=torch.Generator().manual_seed(4))
+
+    def generate():
+        torch.manual_seed(6)
+        with torch.no_grad():
+            return model.generate(ids, max_new_tokens=6, do_sample=True, pad_token_id=0)
+
+    theirs = generate()
+    fused = FusedLlamaDecode(model, ROWS)
+    assert generate().equal(theirs) and fused.steps == 5
+
+
+def test_a_start_up_check_that_fails_leaves_the_copy_on_its_own_layers(model, monkeypatch):
+    from workbench.trainer import llama_decode
+    from workbench.trainer.generation_copy import GenerationCopy
+    from workbench.trainer.packed_decode import PackedDecode
+
+    def broken(self):
+        raise RuntimeError("shapes do not fit")
+
+    monkeypatch.setattr(llama_decode.FusedLlamaDecode, "check", broken)
+    copy = GenerationCopy.__new__(GenerationCopy)  # only its model and packing are used here
+    copy.model = model
+    own = model.forward
+    assert copy.pack_decode(ROWS) == ("the model's own layers (its start-up check failed: RuntimeError: shapes do "
+                                      "not fit)")
+    assert isinstance(copy.packed, PackedDecode) and model.forward == own

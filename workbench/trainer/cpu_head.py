@@ -7,7 +7,7 @@ little cost; on a CPU each of those ops is a pass over the tile, and the backwar
 the forward's.
 
 Here the head is one matmul and `log_softmax` per chunk of positions, and the chunk's log-probabilities are
-kept for the backward (at most `KEEP_BYTES` of them in all: past that, the backward computes them again, as
+kept for the backward (at most `KEEP_BYTES` of them a call: past that, the backward computes them again, as
 TRL's does), so the backward is one elementwise pass and one matmul for the hidden states' gradient. At the
 demo's size (264 positions x 49,152 tokens, `.venv/bin/python benchmarks/bench_step_phases.py --head-only`,
 two runs): the reference pass's head 82 ms against TRL's 113-147 ms, the policy's forward and backward
@@ -32,7 +32,8 @@ import contextlib
 
 import torch
 
-# Keep the log-probabilities for the backward while they take at most this much (the demo's take 52 MB)
+# Keep the log-probabilities for the backward while one call's take at most this much (the demo's take 52 MB;
+# a pass scores its length buckets in separate calls, and each keeps its own until the backward)
 KEEP_BYTES = 256 * 1024 * 1024
 # Positions projected at once: a chunk's logits take at most this much
 CHUNK_BYTES = 128 * 1024 * 1024
@@ -44,6 +45,7 @@ def applies(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     """Whether this head computes what TRL's would for these arguments."""
     frozen = not weight.requires_grad and (bias is None or not bias.requires_grad)  # LoRA leaves the head alone
     return (hidden.device.type == "cpu" and hidden.dtype == weight.dtype == torch.float32 and frozen
+            and hidden.shape[0] > 0  # nothing to score (a bucket of masked completions): TRL's returns empties
             and not torch.is_autocast_enabled("cpu") and softcap is None and set(outputs) <= set(GRPO_OUTPUTS))
 
 

@@ -15,7 +15,8 @@ double as torch's `random64()` does; the new position and words are written back
 This ties the sampler to the layout of torch's generator state, so `verified()` draws a few thousand
 exponentials both ways once a process and compares every value and the state after them; where they differ
 (another torch, another layout), `faster_multinomial()` leaves torch.multinomial as it is. Only the default
-CPU generator's one-sample draws over float32 rows take this path; anything else is torch's own call.
+CPU generator's one-sample draws over float32 rows take this path; anything else is torch's own call. The
+swap of `torch.multinomial` is process-wide for the block: generation runs on one thread here.
 """
 
 from __future__ import annotations
@@ -74,14 +75,14 @@ def verified() -> bool:
         return False
     saved = torch.get_rng_state()
     try:
-        torch.manual_seed(20_251_128)
+        torch.default_generator.manual_seed(20_251_128)  # the CPU generator only, restored below
         torch.empty(5).exponential_()  # start mid-block, at a position other than a fresh seed's
         start = torch.get_rng_state()
         expected, after = torch.empty(4099).exponential_(), torch.get_rng_state()
         torch.set_rng_state(start)
         ours = exponentials(4099)
         return torch.equal(ours, expected) and torch.equal(torch.get_rng_state(), after)
-    except (ValueError, RuntimeError, TypeError, KeyError):
+    except Exception:  # any failure here means: not this layout, use torch's own draws
         return False
     finally:
         torch.set_rng_state(saved)
@@ -106,11 +107,11 @@ def faster_multinomial():
         return
     torch_multinomial = torch.multinomial
 
-    def multinomial(probs, num_samples, replacement=False, *, generator=None, out=None):
-        if (num_samples == 1 and generator is None and out is None and probs.dim() == 2
-                and probs.dtype == torch.float32 and probs.device.type == "cpu" and probs.is_contiguous()):
-            return one_per_row(probs)
-        return torch_multinomial(probs, num_samples, replacement, generator=generator, out=out)
+    def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):  # torch's names
+        if (num_samples == 1 and generator is None and out is None and input.dim() == 2 and input.numel() > 0
+                and input.dtype == torch.float32 and input.device.type == "cpu" and input.is_contiguous()):
+            return one_per_row(input)
+        return torch_multinomial(input, num_samples, replacement, generator=generator, out=out)
 
     torch.multinomial = multinomial
     try:

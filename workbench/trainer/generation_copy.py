@@ -75,7 +75,7 @@ class GenerationCopy:
                        if isinstance(module, LoraLayer) and self.adapter in module.lora_A]
         self.synced_step: int | None = None
         self.unlogged_sync: float | None = None  # the last refresh's seconds, until a round's metrics take them
-        self.packed = None  # packed_decode's PackedDecode over the copy, once pack_decode() is called
+        self.packed = None  # packed_decode's FusedLlamaDecode or PackedDecode over the copy, once pack_decode() runs
 
     def pack_decode(self, rows: int) -> str:
         """Decode steps of `rows` rows run through MKL's packed GEMM, repacked after each sync, in the decode
@@ -87,7 +87,10 @@ class GenerationCopy:
         why_not = unsupported(self.model)
         if why_not is None:
             fused = FusedLlamaDecode(self.model, rows)
-            why_not = fused.check()
+            try:
+                why_not = fused.check()
+            except Exception as error:  # a variant the step does not fit: the model's own layers decode
+                why_not = f"its start-up check failed: {type(error).__name__}: {error}"
             if why_not is None:
                 self.packed = fused
                 return "the decode step written for llama layers"

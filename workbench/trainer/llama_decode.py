@@ -145,7 +145,7 @@ class FusedLlamaDecode:
             entry[2] = True
         out_features, in_features = weight.shape
         x = x.contiguous()  # held here: MKL reads it by address
-        out = torch.empty(self.rows, 1, out_features)
+        out = torch.empty(self.rows, 1, out_features, dtype=torch.float32)
         self.compute(packed_decode.ROW_MAJOR, packed_decode.NO_TRANS, packed_decode.PACKED, self.rows, out_features,
                      in_features, x.data_ptr(), in_features, buffer.data_ptr(), in_features, 0.0,
                      out.data_ptr(), out_features)
@@ -155,9 +155,15 @@ class FusedLlamaDecode:
     # tokens, and logits_to_keep, as it does to the model's own forward
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 logits_to_keep=0, **kwargs):
+        from transformers.cache_utils import DynamicLayer
+
         others = {key for key in kwargs if key not in ("use_cache", "return_dict")}
+        # this step grows a dynamic cache in place and reads a 2-D padding mask: anything else is the model's
         if (others or input_ids is None or input_ids.shape != (self.rows, 1) or past_key_values is None
-                or torch.is_grad_enabled() or past_key_values.get_seq_length() == 0):
+                or torch.is_grad_enabled() or kwargs.get("use_cache") is False
+                or (attention_mask is not None and attention_mask.dim() != 2)
+                or any(type(layer) is not DynamicLayer for layer in getattr(past_key_values, "layers", [None]))
+                or past_key_values.get_seq_length() == 0):
             return self.own_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                                     past_key_values=past_key_values, logits_to_keep=logits_to_keep, **kwargs)
         return self._step(input_ids, attention_mask, position_ids, past_key_values)
@@ -215,9 +221,10 @@ class FusedLlamaDecode:
                                       past_key_values=theirs_cache, use_cache=True).logits[:, -1]
             ours = self._step(ids[:, -1:], mask, positions[:, -1:], cache).logits[:, -1]
         self.steps -= 1
-        scale = max(1.0, float(theirs.abs().max()))
-        worst = float((ours - theirs).abs().max()) / scale
-        for mine, their in zip(cache.layers, theirs_cache.layers):
-            worst = max(worst, float((mine.keys - their.keys).abs().max()), float((mine.values - their.values)
-                                                                                 .abs().max()))
-        return None if worst < 1e-4 else f"a decode step differed from transformers' by {worst:.1e}"
+        pairs = [(ours, theirs)] + [(mine.keys, their.keys) for mine, their in zip(cache.layers, theirs_cache.layers)]
+        pairs += [(mine.values, their.values) for mine, their in zip(cache.layers, theirs_cache.layers)]
+        if not all(bool(torch.isfinite(mine).all()) for mine, _ in pairs):
+            return "a decode step gave values that are not finite"
+        # each difference relative to its tensor's size (at least 1): float32 rounding is about 1e-6 of it
+        worst = max(float((mine - their).abs().max()) / max(1.0, float(their.abs().max())) for mine, their in pairs)
+        return None if worst < 1e-4 else f"a decode step differed from transformers' by {worst:.1e} of its size"
