@@ -393,9 +393,9 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         status.set(state="saving", step=trainer.state.global_step)
         save_final_adapter(trainer.save_model, run_dir, is_main)
         final = "stopped" if callback.stopped else "finished"
-        status.set(state=final, step=trainer.state.global_step, finished_at=time.time(), summary=callback.summary)
-        if is_main:
+        if is_main:  # before the final state: whoever waits for that state finds the request gone too
             runfolder.clear_stop_request(run_dir)
+        status.set(state=final, step=trainer.state.global_step, finished_at=time.time(), summary=callback.summary)
         return 0
     except KeyboardInterrupt:
         if trainer is not None:
