@@ -142,7 +142,7 @@ def test_the_one_op_rms_norm_and_rotary_give_transformers_bits(model):
     import torch
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from workbench.trainer.llama_decode import _rms_norm, _rotate
+    from workbench.trainer.llama_decode import _rms_norm, _rotate, _signed
 
     norm = model.model.layers[0].input_layernorm
     x = torch.randn(ROWS, 1, model.config.hidden_size, generator=torch.Generator().manual_seed(3)) * 4
@@ -152,7 +152,8 @@ def test_the_one_op_rms_norm_and_rotary_give_transformers_bits(model):
     positions = torch.tensor([[5], [6], [2], [9]])
     cos, sin = model.model.rotary_emb(x, positions)
     theirs, _ = apply_rotary_pos_emb(q, q, cos, sin)
-    ours = _rotate(q.squeeze(2), *(t.view(-1, 1, head_dim) for t in (cos, sin)))
+    cos, sin = (t.view(-1, 1, head_dim) for t in (cos, sin))
+    ours = _rotate(q.squeeze(2), cos, _signed(sin))
     assert torch.equal(ours, theirs.squeeze(2))
 
 

@@ -121,8 +121,8 @@ class _Dispatch:
                                    logit_scale, outputs)
         if not self.entropy:  # TRL's head always asks for entropies; the reference pass has no use for them
             outputs = tuple(name for name in outputs if name != "entropy")
-        return CpuLogProbFunction.apply(hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping,
-                              logit_scale, outputs)
+        return CpuLogProbFunction.apply(hidden, weight, bias, targets, temperature, chunk_size,
+                                        final_logit_softcapping, logit_scale, outputs)
 
 
 @contextlib.contextmanager

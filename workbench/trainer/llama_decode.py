@@ -22,8 +22,9 @@ keys and values must agree to float32 rounding, or the copy keeps `PackedDecode`
 
 Ties to transformers: `LlamaForCausalLM`'s module layout (`model.layers[i].self_attn.{q,k,v,o}_proj`,
 `mlp.{gate,up,down}_proj`, the two RMSNorms, `model.norm`, `model.rotary_emb`, `lm_head`), `DynamicCache`'s
-`layers[i].keys/values`, and the model's `sdpa` attention (what `integrations.sdpa_attention` calls); `generate` reads the forward's signature to decide what it passes, so the
-replacement keeps `position_ids` and `logits_to_keep`.
+`DynamicLayer.keys/values`, and the model's `sdpa` attention (what `integrations.sdpa_attention` calls);
+`generate` reads the forward's signature to decide what it passes, so the replacement keeps `position_ids`
+and `logits_to_keep`.
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ def _signed(sin):
     return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
 
 
-def _rotate(x, cos, sin):
-    """transformers' rotary embedding of `x` (apply_rotary_pos_emb), in two ops fewer."""
-    return x * cos + x.roll(sin.shape[-1] // 2, dims=-1) * _signed(sin)
+def _rotate(x, cos, signed_sin):
+    """transformers' rotary embedding of `x` (apply_rotary_pos_emb), in two ops fewer: `signed_sin` is
+    `_signed(sin)`, made once a step for every layer."""
+    return x * cos + x.roll(signed_sin.shape[-1] // 2, dims=-1) * signed_sin
 
 
 def _fuse(linears) -> torch.Tensor:
@@ -105,7 +107,10 @@ class FusedLlamaDecode:
     weights changed) packs them again, into the same buffers, at the next step. Same interface as PackedDecode."""
 
     def __init__(self, model, rows: int):
+        from transformers.cache_utils import DynamicLayer
+
         self.model, self.rows = model, rows
+        self.dynamic_layer = DynamicLayer  # the one cache layer type a step grows in place
         self.own_forward = model.forward
         config = model.config
         attention = model.model.layers[0].self_attn
@@ -120,7 +125,6 @@ class FusedLlamaDecode:
             self.layers.append([[weight, packed_decode.new_buffer(weight, rows), False] for weight in weights])
         self.head = [model.lm_head.weight, packed_decode.new_buffer(model.lm_head.weight, rows), False]
         self.steps = 0  # decode steps taken this way, for tests and benchmarks
-        self.compute = packed_decode._mkl().cblas_sgemm_compute
         model.forward = self.forward
 
     def detach(self) -> None:
@@ -143,26 +147,21 @@ class FusedLlamaDecode:
         if not packed:
             packed_decode.pack_into(buffer, weight, self.rows)
             entry[2] = True
-        out_features, in_features = weight.shape
         x = x.contiguous()  # held here: MKL reads it by address
-        out = torch.empty(self.rows, 1, out_features, dtype=torch.float32)
-        self.compute(packed_decode.ROW_MAJOR, packed_decode.NO_TRANS, packed_decode.PACKED, self.rows, out_features,
-                     in_features, x.data_ptr(), in_features, buffer.data_ptr(), in_features, 0.0,
-                     out.data_ptr(), out_features)
+        out = torch.empty(self.rows, 1, weight.shape[0], dtype=torch.float32)
+        packed_decode.compute_into(out, x, buffer)
         return out
 
     # generate reads this signature to decide what to pass: the positions it counts over each row's real
     # tokens, and logits_to_keep, as it does to the model's own forward
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                 logits_to_keep=0, **kwargs):
-        from transformers.cache_utils import DynamicLayer
-
         others = {key for key in kwargs if key not in ("use_cache", "return_dict")}
         # this step grows a dynamic cache in place and reads a 2-D padding mask: anything else is the model's
         if (others or input_ids is None or input_ids.shape != (self.rows, 1) or past_key_values is None
                 or torch.is_grad_enabled() or kwargs.get("use_cache") is False
                 or (attention_mask is not None and attention_mask.dim() != 2)
-                or any(type(layer) is not DynamicLayer for layer in getattr(past_key_values, "layers", [None]))
+                or any(type(layer) is not self.dynamic_layer for layer in getattr(past_key_values, "layers", [None]))
                 or past_key_values.get_seq_length() == 0):
             return self.own_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                                     past_key_values=past_key_values, logits_to_keep=logits_to_keep, **kwargs)
@@ -186,8 +185,7 @@ class FusedLlamaDecode:
         for layer, cache_layer, (qkv_w, o_w, gate_up_w, down_w) in zip(inner.layers, cache.layers, self.layers):
             qkv = self._linear(_rms_norm(layer.input_layernorm, hidden), qkv_w).view(rows, heads + 2 * kv_heads,
                                                                                      head_dim)
-            qk = qkv[:, :heads + kv_heads]
-            qk = qk * cos + qk.roll(head_dim // 2, dims=-1) * sin  # _rotate, its signed sin made once a step
+            qk = _rotate(qkv[:, :heads + kv_heads], cos, sin)
             keys, values = _append(cache_layer, qk[:, heads:], qkv[:, heads + kv_heads:])
             # torch's SDPA called directly, as transformers' sdpa_attention_forward calls it for this shape
             attended = F.scaled_dot_product_attention(qk[:, :heads].unsqueeze(2), keys, values, attn_mask=mask,

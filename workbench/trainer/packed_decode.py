@@ -94,15 +94,22 @@ def pack_into(buffer, weight, rows: int) -> None:
                             in_features, buffer.data_ptr())
 
 
+def compute_into(out, x, buffer) -> None:
+    """out = x @ weight.T for a weight packed into `buffer`: x and out contiguous float32, their last
+    dimensions the weight's in and out features, the rows before them the row count it was packed for."""
+    in_features, out_features = x.shape[-1], out.shape[-1]
+    _mkl().cblas_sgemm_compute(ROW_MAJOR, NO_TRANS, PACKED, x.numel() // in_features, out_features, in_features,
+                               x.data_ptr(), in_features, buffer.data_ptr(), in_features, 0.0, out.data_ptr(),
+                               out_features)
+
+
 def packed_linear(x, buffer, out_features: int, bias=None):
     """x @ weight.T (+ bias) for a weight packed into `buffer` for x's row count."""
     import torch
 
     rows = x.reshape(-1, x.shape[-1]).contiguous()
     out = torch.empty(rows.shape[0], out_features, dtype=torch.float32)
-    _mkl().cblas_sgemm_compute(ROW_MAJOR, NO_TRANS, PACKED, rows.shape[0], out_features, rows.shape[1],
-                               rows.data_ptr(), rows.shape[1], buffer.data_ptr(), rows.shape[1], 0.0,
-                               out.data_ptr(), out_features)
+    compute_into(out, rows, buffer)
     if bias is not None:
         out.add_(bias)
     return out.view(*x.shape[:-1], out_features)

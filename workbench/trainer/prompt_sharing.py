@@ -12,8 +12,9 @@ completion tokens in groups of 4; the three passes take about 0.64x the time (be
 
 The result equals TRL's to float32 rounding: positions are the same (transformers counts them from the
 cache's length, TRL's from 0 over the padded row), the same padding is masked, and the head is TRL's
-`add_fused_lm_head` with its temperature and scaling (on a CPU, `cpu_head`'s log_softmax sums in another order). Rows whose prompt is left-padded differ from TRL's
-by as much as TRL's own result differs between batch compositions (tests/test_prompt_sharing.py).
+`add_fused_lm_head` with its temperature and scaling (on a CPU, `cpu_head`'s log_softmax sums in another
+order). Rows whose prompt is left-padded differ from TRL's by as much as TRL's own result differs between
+batch compositions (tests/test_prompt_sharing.py).
 
 With `merged_generation`'s copy sampling the round, each distinct prompt is also prefilled once
 (`generate_with_shared_prefill`): generate continues from the prompt's cache with the positions it would
