@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
+import yaml
+
 from workbench.spec import datasets_io
 from workbench.spec.datasets_io import DatasetError
 
@@ -193,6 +195,9 @@ def _builder(source: Source, config: str, field: str = "dataset_config"):
     except FileNotFoundError as exc:
         raise DatasetError(f"dataset_name '{source.path}': no data files found ({exc}); lay it out as the hub does "
                            "(README.md with `configs:`, data files per split)") from None
+    except yaml.YAMLError as exc:  # the README's front matter, which datasets reads first
+        raise DatasetError(f"dataset_name '{source.path}': its README.md's YAML front matter cannot be read "
+                           f"({' '.join(str(exc).split())[:200]}); fix it (quote a glob: path: \"*.jsonl\")") from None
 
 
 def config_names(source: Source) -> list[str]:
@@ -203,7 +208,7 @@ def config_names(source: Source) -> list[str]:
 
     try:
         return list(datasets.get_dataset_config_names(source.path))
-    except (ValueError, FileNotFoundError):
+    except (ValueError, FileNotFoundError, yaml.YAMLError):  # the readers name the problem
         return []
 
 
@@ -214,7 +219,13 @@ def split_names(source: Source, config: str = "") -> list[str]:
     if source.kind == SAVED:
         loaded = _load_saved(source.path)
         return list(loaded) if hasattr(loaded, "keys") else ["train"]
-    return list(_builder(source, config).config.data_files or {})
+    return list(data_files(source, config))
+
+
+def data_files(source: Source, config: str = "") -> dict[str, list[str]]:
+    """The files each split of a folder or cached hub dataset's config reads, as `datasets` resolves them (its
+    README's `data_files` patterns and globs; nothing is read but the README and the folder's listing)."""
+    return {split: list(files) for split, files in (_builder(source, config).config.data_files or {}).items()}
 
 
 def first_rows(source: Source, config: str, split: Split, count: int) -> list[dict]:
@@ -225,7 +236,7 @@ def first_rows(source: Source, config: str, split: Split, count: int) -> list[di
     if source.kind == SAVED:
         dataset = _saved_split(source.path, split)
         return dataset.select(list(split.rows(len(dataset)))[:count]).to_list()
-    files = _builder(source, config).config.data_files or {}
+    files = data_files(source, config)
     if split.name not in files:
         raise DatasetError(f"dataset_train_split: {split.name!r} is not a split of {source.hub_id or source.path}"
                            f"{f' (config {config})' if config else ''}; its splits: {', '.join(files) or 'none'}")

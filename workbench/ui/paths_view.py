@@ -4,8 +4,9 @@ On a dashboard with accounts every path field of a RunConfig
 (`spec.config.PATH_FIELDS`: model, dataset_path, reward_file, reward_model) goes through
 the one rule of workbench/access/paths.py, and `vllm_server_base_url`
 through workbench/access/hosts.py, before anything reads a file or makes a
-request: the Setup tab's live plan and memory estimate, its data preview, the
-reward code view, the command preview, a smoke test, an export and a launch
+request (a dataset with every file it names: its README's `data_files`, its
+links, save_to_disk's files): the Setup tab's live plan and memory estimate,
+its data preview, the reward code view, the command preview, a smoke test, an export and a launch
 all take the config from `confine_config`; a resume, sampling and an export
 check the run's saved config again (`check_saved_config`). `scope_for`
 builds what one viewer may name.
@@ -18,9 +19,16 @@ from pathlib import Path
 from workbench.access import hosts, paths, uploads
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
+from workbench.spec import dataset_files, hub_data
 from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
+from workbench.spec.datasets_io import DatasetError
 from workbench.spec.models import MODEL_CHOICES
 from workbench.ui.run_access import controls_run
+
+DATA_FIELDS = ("dataset_name", "dataset_path")  # the fields whose value may name more files than itself
+DATA_FILES_FIX = ("keep a dataset's files in its own folder: README.md's data_files and data_dir relative to it, "
+                  "with no `..`, absolute path, URL or link that leads elsewhere; or upload the data file under "
+                  "'Your files' in the Setup tab and use the path it shows")
 
 
 def scope_for(runs_dir: Path, viewer: Viewer, shared: tuple[Path, ...] = (),
@@ -31,8 +39,30 @@ def scope_for(runs_dir: Path, viewer: Viewer, shared: tuple[Path, ...] = (),
 
 
 def confine_path(field: str, value: str, scope: paths.UserScope) -> str:
-    """One path field's value under the rule (an absolute path, a bundled name or a hub id); PathError if refused."""
-    return paths.confine(field, value, scope, MODEL_CHOICES if field == "model" else ())
+    """One path field's value under the rule (an absolute path, a bundled name or a hub id); PathError if refused.
+
+    A dataset's value is checked with every file it names (confine_data_files): the rule decides the typed path,
+    and a dataset folder may name files elsewhere.
+    """
+    confined = paths.confine(field, value, scope, MODEL_CHOICES if field == "model" else ())
+    if field in DATA_FIELDS and confined:
+        confine_data_files(field, confined, scope)
+    return confined
+
+
+def confine_data_files(field: str, value: str, scope: paths.UserScope) -> None:
+    """Refuse (PathError) a dataset the rule allowed whose README `data_files`, links or save_to_disk files lead
+    elsewhere (another user's upload, the users file), before a row of it is read (spec/dataset_files.py)."""
+    try:
+        source = hub_data.locate(value, field)
+    except DatasetError:  # nothing usable there: the readers say why, reading nothing
+        return
+    problem = dataset_files.outside(source, lambda path: paths.allowed(path, scope))
+    if problem:
+        where = ("the hub dataset's own download" if source.kind == hub_data.HUB else
+                 f"your uploads folder {scope.uploads}, your runs" + (" and the shared folders" if scope.shared else ""))
+        raise paths.PathError(field=field, rule=f"{value[:80]!r} reads a file outside {where}: {problem}",
+                              fix=DATA_FILES_FIX)
 
 
 def confine_config(cfg: RunConfig, scope: paths.UserScope) -> tuple[RunConfig, list[ConfigProblem]]:
