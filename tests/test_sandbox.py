@@ -196,7 +196,11 @@ def test_the_runs_folder_is_hidden_after_the_code_is_shown_even_inside_the_proje
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
     assert "--share-net" not in argv and "--die-with-parent" not in argv
-    assert argv[argv.index("--") + 1:] == ["python", "-m", "workbench", "train"]
+    # the namespace's init is the supervisor, which holds the limits and starts the command
+    assert "--as-pid-1" in argv
+    inner = argv[argv.index("--") + 1:]
+    assert inner[:3] == [sys.executable, "-I", str(sandbox.SUPERVISOR)]
+    assert inner[inner.index("--") + 1:] == ["python", "-m", "workbench", "train"]
     assert "--die-with-parent" in sandbox.bwrap_command(exposed, ["true"], foreground=True)
     assert sandbox.clean_env(env) == {"HOME": env["HOME"], "PATH": "/usr/bin"}
 

@@ -198,12 +198,24 @@ def _train_sandboxed(args, config) -> int:
     config.save(run_dir / runfolder.CONFIG_FILE)
     print(f"Run folder: {run_dir} (sandboxed)", flush=True)
     runfolder.update_status(run_dir, state="starting", sandbox=_policy().to_status())
+    _record_foreground_run(run_dir, config)
     command = [sys.executable, "-m", "workbench", "train", "--run-dir", str(run_dir),
                "--config", str(run_dir / runfolder.CONFIG_FILE), *(["--resume"] if args.resume else [])]
     try:  # the run inside prints how it ended
         return sandbox.run_foreground(run_dir, command, commands.launch_env(config))
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
+
+
+def _record_foreground_run(run_dir: Path, config) -> None:
+    """The launcher's record of a sandboxed run in this terminal: sandboxed, with this process as its own, so a
+    later resume from any entry point starts it sandboxed again and a stop reaches this process only."""
+    from workbench.runstore import launch_records
+
+    kept = launch_records.read_record(run_dir)
+    launch_records.update_record(run_dir, sandboxed=True, policy=(kept.policy if kept else None) or _policy().to_status(),
+                                 config=config.to_dict(), resume=False,
+                                 processes=(launch_records.ProcessRecord.of_pid(os.getpid()),))
 
 
 def _start_vllm_server(config, run_dir: Path) -> None:

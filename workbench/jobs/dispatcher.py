@@ -35,8 +35,7 @@ import traceback
 from pathlib import Path
 
 from workbench.jobs import gpu_queue, launcher, queue
-from workbench.runstore import runfolder
-from workbench.spec.config import RunConfig
+from workbench.runstore import launch_records, runfolder
 
 POLL_SECONDS = 2.0  # how soon a queued run starts after its devices are free
 
@@ -58,9 +57,11 @@ def dispatch_held(root: Path) -> tuple[list[queue.Entry], list[str]]:
 
 def start_queued(run_dir: Path) -> bool:
     """Start a queued run whose turn has come; one that can no longer start ends `failed`, saying why."""
-    resume = bool(runfolder.read_run_status(run_dir).queued_resume)
+    record = launch_records.read_record(run_dir)
+    # the launcher's record says whether it resumes and with which config (the run folder's files are the run's)
+    resume = record.resume if record is not None else bool(runfolder.read_run_status(run_dir).queued_resume)
     try:
-        config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
+        config = launcher.recorded_config(run_dir)
         # checked again (a file may have moved meanwhile), read not run: the reward file runs only in training
         launcher.check_launch(config, import_reward_file=False)
         now = time.time()

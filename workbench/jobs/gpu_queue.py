@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.jobs import processes, queue
-from workbench.jobs.run_state import runs_elsewhere, status_of_dir
+from workbench.jobs.run_state import launch_record, runs_elsewhere, status_of_dir
 from workbench.runstore import runfolder
 from workbench.spec.hardware import list_gpus, runs_on_cpu
 from workbench.spec.run_status import RunStatus, status_field
@@ -29,8 +29,12 @@ def machine_gpus() -> list[int]:
     return [g.index for g in list_gpus()]
 
 
-def _process_alive(status: RunStatus | dict) -> bool:
-    """Whether a process of a run here (its trainer, or its vLLM server's guard) has not exited yet."""
+def _process_alive(run_dir: Path, status: RunStatus | dict) -> bool:
+    """Whether a process of a run here (its trainer, or its vLLM server's guard) has not exited yet: those the
+    launcher recorded; the pids status.json names only for a run it has no record of."""
+    record = launch_record(run_dir)
+    if record is not None:
+        return bool(record.live_processes())
     return any(processes.alive(pid, status_field(status, "updated_at"))
                for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status)) if pid)
 
@@ -49,7 +53,7 @@ def queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list[
         if runs_elsewhere(status) or state in (runfolder.UNREADABLE, runfolder.LOST):
             continue
         live = state not in runfolder.FINAL_STATES and state != runfolder.QUEUED
-        ending = not live and _process_alive(status)
+        ending = not live and _process_alive(run_dir, status)
         if not (live or ending or state == runfolder.QUEUED):
             continue
         if gpus is None:

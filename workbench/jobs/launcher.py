@@ -9,6 +9,13 @@ server of its own starts that server too (workbench/jobs/vllm_server.py); the
 server ends with the run. How a run stands is read from its folder
 (workbench/jobs/run_state.py).
 
+What the launcher decides from is its own record of each run
+(workbench/runstore/launch_records.py: the owner, whether and how it is
+sandboxed, the config it checked, the processes it started with their start
+times), kept outside the run folder, which the run's code can write. A resume
+or a queued start writes config.json back from the record, and a stop signals
+only the recorded processes, never a pid read from status.json.
+
 A launch whose devices (GPUs, or the CPU) a live run holds waits in the GPU
 queue (rules in workbench/jobs/queue.py, read from the run folders by
 workbench/jobs/gpu_queue.py): its run folder is made with the state `queued`,
@@ -27,7 +34,7 @@ from workbench.jobs import bundle, processes, queue, sandbox, vllm_server
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
 from workbench.jobs.gpu_queue import ensure_dispatcher, machine_gpus, queue_state
 from workbench.jobs.run_state import LauncherError, run_dir_of, runs_elsewhere, status_of_dir
-from workbench.runstore import runfolder
+from workbench.runstore import launch_records, runfolder
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig, check_config
 from workbench.spec.run_status import RunStatus
@@ -64,6 +71,7 @@ def _claim_run_dir(path: str | os.PathLike, root: Path) -> Path:
 
 
 def _spawn(config: RunConfig, run_dir: Path, resume: bool, sandboxed: bool = False) -> int:
+    """Start the run's first process (its sandbox's starter, or the trainer); returns its pid."""
     command = build_command(config, run_dir, resume=resume)
     if config.distributed_backend != "ddp":
         bundle.write_accelerate_config(config, run_dir)
@@ -74,7 +82,9 @@ def _spawn(config: RunConfig, run_dir: Path, resume: bool, sandboxed: bool = Fal
         command = sandboxed_command(command, run_dir)
     elif vllm_server.manages_server(config):
         # the server loads its model while the trainer loads its own; its guard ends it with the run
-        runfolder.update_status(run_dir, pid=None, pgid=None, vllm=vllm_server.start_for_run(config, run_dir))
+        server = vllm_server.start_for_run(config, run_dir)
+        runfolder.update_status(run_dir, pid=None, pgid=None, vllm=server)
+        launch_records.update_record(run_dir, processes=(launch_records.ProcessRecord.of_pid(server["pid"]),))
     process = processes.spawn(command, run_dir / runfolder.LOG_FILE, env, cwd=run_dir, append=True, reap=True)
     return process.pid
 
@@ -99,16 +109,20 @@ def check_launch(config: RunConfig, import_reward_file: bool = True) -> None:
 
 
 def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> None:
-    """Write the status `starting` (with `fields`), start the run's processes, record the pid.
+    """Write the status `starting` (with `fields`), start the run's processes, record them.
 
-    A run whose status.json has a `sandbox` section (a launch from a dashboard
-    with accounts, `train --sandbox`) starts in its sandbox, on resume and
-    from the queue too.
+    Whether it starts sandboxed is the launcher's record's word (a launch from
+    a dashboard with accounts, `train --sandbox`), on resume and from the queue
+    too; config.json is written again from `config`, which the caller checked.
     """
-    status = runfolder.update_status(run_dir, state="starting", pid=None, pgid=None, sandbox_pid=None,
-                                     command=build_command(config, run_dir, resume=resume),
-                                     vllm=vllm_server.server_section(config), **fields)
-    pid = _spawn(config, run_dir, resume=resume, sandboxed=RunStatus.of(status).sandbox is not None)
+    sandboxed = bool((launch_records.read_record(run_dir) or launch_records.LaunchRecord()).sandboxed)
+    runfolder.write_json_atomic(run_dir / runfolder.CONFIG_FILE, config.to_dict())
+    runfolder.update_status(run_dir, state="starting", pid=None, pgid=None, sandbox_pid=None,
+                            command=build_command(config, run_dir, resume=resume),
+                            vllm=vllm_server.server_section(config), **fields)
+    launch_records.update_record(run_dir, processes=(), resume=False)
+    pid = _spawn(config, run_dir, resume=resume, sandboxed=sandboxed)
+    launch_records.record_started(run_dir, pid)  # the trainer first: readers take the first as the run's
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
 
 
@@ -149,6 +163,9 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
         run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None \
             else _claim_run_dir(into, root)
         config.save(run_dir / runfolder.CONFIG_FILE)
+        launch_records.write_record(run_dir, launch_records.LaunchRecord(
+            owner=owner, sandboxed=sandboxed is not None, config=config.to_dict(),
+            policy=None if sandboxed is None else sandboxed.to_status()))
         fields = {"step": 0, "smoke_test": smoke, "owner": owner,
                   "sandbox": None if sandboxed is None else sandboxed.to_status()}
         if place.may_start:
@@ -215,30 +232,62 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
         if _take_out_of_queue(run_dir):
             return status_of_dir(run_dir)
         current = status_of_dir(run_dir)  # its turn came meanwhile: stop it as any other run
+    record = launch_records.read_record(run_dir)
     if runs_elsewhere(current) and current.get("last_state", current["state"]) not in runfolder.FINAL_STATES:
         return _stop_remote(run_dir, current, timeout)
-    if current["state"] in runfolder.FINAL_STATES:
-        vllm_server.stop_for_run(run_dir)  # its guard ends it anyway; this makes sure before returning
+    if record is None:
+        return _stop_unrecorded(run_dir, current, timeout)
+    if current["state"] in runfolder.FINAL_STATES and not record.live_processes():
+        _stop_own_server(run_dir, record)  # its guard ends it anyway; this makes sure before returning
         return current
-    written = RunStatus.of(current)
-    pgid = written.pgid or written.pid
     if current["state"] in ("training", "saving"):
         runfolder.request_stop(run_dir)
         wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
         current = _wait_until_final(run_dir, wait)
-        if current["state"] in runfolder.FINAL_STATES:
-            vllm_server.stop_for_run(run_dir)
+        if current["state"] in runfolder.FINAL_STATES and not _still_running_after(record, 5.0):
+            _stop_own_server(run_dir, record)
             return current
-    # not training yet (nothing to save) or not answering: end every process of the run
+    # not training yet (nothing to save) or not answering: end every process the launcher started for it
     # (SIGTERM first, which the trainer takes as a stop request too; no SIGKILL while it saves)
-    processes.end_tree(pgid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
-                       hold_limit=SAVE_WAIT_SECONDS)
+    for started in record.live_processes():
+        processes.end_tree(started.pid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
+                           hold_limit=SAVE_WAIT_SECONDS)
     runfolder.clear_stop_request(run_dir)
     if runfolder.read_run_status(run_dir).state not in runfolder.FINAL_STATES:
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(),
                                 note="killed: it did not stop on request")
-    vllm_server.stop_for_run(run_dir)
+    _stop_own_server(run_dir, record)
     return status_of_dir(run_dir)
+
+
+def _still_running_after(record: launch_records.LaunchRecord, seconds: float) -> bool:
+    """Whether a recorded process still runs after up to `seconds` of waiting for them all to exit."""
+    deadline = time.monotonic() + seconds
+    while record.live_processes():
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _stop_own_server(run_dir: Path, record: launch_records.LaunchRecord) -> None:
+    """End a run's vLLM server started out here; a sandboxed run's ends with its sandbox, and its status.json,
+    which names the server's pid, is the run's to write: nothing read there is signalled."""
+    if not record.sandboxed:
+        vllm_server.stop_for_run(run_dir)
+
+
+def _stop_unrecorded(run_dir: Path, current: dict, timeout: float) -> dict:
+    """A run the launcher has no record of (started in a terminal, or before records were kept): asked to stop
+    through its folder; its processes are not the launcher's to kill."""
+    if current["state"] in runfolder.FINAL_STATES:
+        return current
+    runfolder.request_stop(run_dir)
+    current = _wait_until_final(run_dir, graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time")))
+    if current["state"] not in runfolder.FINAL_STATES:
+        current["note"] = ("stop requested: it stops at the end of its step; the launcher did not start it, so it "
+                           "never kills its processes (stop it where it was started)")
+    return current
 
 
 def _take_out_of_queue(run_dir: Path) -> bool:
@@ -288,11 +337,11 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
             f"run {run_dir.name} has no checkpoint to resume from (it saves every save_steps steps); "
             f"start a new run instead"
         )
-    config = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
+    record = launch_records.read_record(run_dir)
+    config = recorded_config(run_dir)
     check_launch(config, import_reward_file)
-    written = RunStatus.of(current)
-    owner = written.owner or owner
-    kept = sandbox.Policy.from_status(written.sandbox) or sandboxed
+    owner = (record.owner if record is not None else RunStatus.of(current).owner) or owner
+    kept = resume_policy(record, RunStatus.of(current), sandboxed)
     if kept is not None:
         sandbox.check_available()
     with runfolder.queue_lock(run_dir.parent):
@@ -303,6 +352,8 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
         place = _turn(config, run_dir.name, owner, holding, queued)
         fields = {"error": None, "finished_at": None, "summary": None, "note": None, "owner": owner,
                   "sandbox": None if kept is None else kept.to_status()}
+        launch_records.update_record(run_dir, owner=owner, sandboxed=kept is not None, config=config.to_dict(),
+                                     policy=None if kept is None else kept.to_status(), resume=not place.may_start)
         if place.may_start:
             start_process(config, run_dir, resume=True, resumed_at=time.time(), **fields)
         else:
@@ -311,6 +362,27 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
         if queued or not place.may_start:
             ensure_dispatcher(run_dir.parent)
     return run_dir.name
+
+
+def recorded_config(run_dir: Path) -> RunConfig:
+    """The config a resume or a queued start runs: the one the launcher checked and recorded, not config.json
+    (which the run's code may have rewritten); config.json only for a run the launcher has no record of."""
+    record = launch_records.read_record(run_dir)
+    if record is not None and record.config:
+        return RunConfig.from_dict(record.config)
+    return RunConfig.load(run_dir / runfolder.CONFIG_FILE)
+
+
+def resume_policy(record: launch_records.LaunchRecord | None, written: RunStatus,
+                  sandboxed: sandbox.Policy | None) -> sandbox.Policy | None:
+    """The sandbox a resume starts in: the one the caller computed now for the run's owner; else the launcher's
+    record's; never more than that. A run with no record but a sandbox in its status.json (from before records
+    were kept) resumes in a sandbox that adds nothing: what its status.json lists is not taken on trust."""
+    if sandboxed is not None:
+        return sandboxed
+    if record is not None:
+        return (sandbox.Policy.from_status(record.policy) or sandbox.Policy()) if record.sandboxed else None
+    return sandbox.Policy() if written.sandbox is not None else None
 
 
 def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
@@ -329,3 +401,4 @@ def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
     if status_of_dir(real)["state"] not in runfolder.FINAL_STATES:
         raise LauncherError(f"run {run_dir.name} is still running; stop it first")
     shutil.rmtree(real)
+    launch_records.remove_record(real)

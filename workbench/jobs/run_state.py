@@ -6,6 +6,14 @@ the processes: a run whose process is gone while its state is not final
 a run on another machine whose heartbeat stopped is `lost`. Nothing here
 keeps state between calls, so it works after the caller restarts; a folder
 that cannot be read is `unreadable` with the reason, never an exception.
+
+status.json is the run's report, and a run's own code can write it: the
+launcher's record of the run (runstore/launch_records.py) is laid over it.
+The record's owner replaces the one written there, and whether the run's
+processes live is judged by the processes the launcher recorded (pid and start
+time), never by a pid read from status.json. A run that says it ended while its
+recorded processes still run LINGER_SECONDS later is `ending`: not final, so
+it still counts against its owner's runs and a stop ends it.
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
-from workbench.runstore import runfolder
+from workbench.runstore import launch_records, runfolder
 from workbench.spec.run_status import RunStatus, status_field
 
 STALE_SECONDS = 30.0  # a live process whose heartbeat is older than this is flagged as stalled
@@ -26,6 +34,9 @@ LOST_SECONDS = 120.0
 # A run the launcher has marked `starting` but whose process it has not recorded yet (it is being spawned)
 # counts as starting for this long; after that, as failed.
 RECORD_PID_SECONDS = 30.0
+# A run whose status.json says it ended while its recorded processes still run this long after is `ending`.
+LINGER_SECONDS = 60.0
+ENDING = "ending"
 
 
 class LauncherError(WorkbenchError):
@@ -72,9 +83,18 @@ def status_of_dir(run_dir: str | os.PathLike, read=runfolder.read_json_object) -
     """
     run_dir = Path(run_dir)
     try:
-        return _live_status(run_dir, RunStatus.from_dict(read(os.path.join(run_dir, runfolder.STATUS_FILE))))
+        written = RunStatus.from_dict(read(os.path.join(run_dir, runfolder.STATUS_FILE)))
     except (OSError, ValueError, TypeError) as exc:
         return unreadable_status(run_dir, exc)
+    return _live_status(run_dir, written, launch_record(run_dir, read))
+
+
+def launch_record(run_dir: Path, read=runfolder.read_json_object) -> launch_records.LaunchRecord | None:
+    """The launcher's record of the run (None when it has none, or it cannot be read)."""
+    try:
+        return launch_records.read_record(run_dir, read)
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def runs_elsewhere(status: RunStatus | dict) -> bool:
@@ -83,19 +103,26 @@ def runs_elsewhere(status: RunStatus | dict) -> bool:
     return bool(host) and host != socket.gethostname()
 
 
-def _live_status(run_dir: Path, status: RunStatus) -> dict:
-    """`status` judged (`failed` when its process is gone, `lost` when its heartbeat is), with the launcher's fields."""
+def _live_status(run_dir: Path, status: RunStatus, record: launch_records.LaunchRecord | None = None) -> dict:
+    """`status` judged (`failed` when its process is gone, `lost` when its heartbeat is), with the launcher's fields
+    (its record's owner and processes over what the run wrote)."""
     status.update(state=status.state or "starting")
     seen = {"run_id": run_dir.name, "run_dir": str(run_dir)}
+    if record is not None:
+        status.update(owner=record.owner)
+        if record.processes:  # started here by the launcher, whatever `host` the run wrote
+            status.update(pid=record.processes[0].pid, pgid=record.processes[0].pgid, host=socket.gethostname())
+    if status.state in runfolder.FINAL_STATES and _lingers(status, record):
+        status.update(note=f"status.json says {status.state}, but its processes still run", state=ENDING)
     if status.state in runfolder.FINAL_STATES or status.state == runfolder.QUEUED:
         return {**status.to_dict(), **seen}  # a queued run has no process yet: the dispatcher starts it
     updated = status.updated_at or 0.0
     if runs_elsewhere(status):
         seen.update(_remote_judgement(status, updated))
-    elif status.state == "starting" and not status.pid and not status.pgid \
+    elif status.state == "starting" and not (record.processes if record else status.pid or status.pgid) \
             and time.time() - updated < RECORD_PID_SECONDS:
         pass  # being spawned: the launcher records the pid next
-    elif not processes.alive(status.pid, updated or None) and not processes.alive(status.pgid, updated or None):
+    elif not _processes_live(status, record, updated):
         status.update(state="failed", error={
             "type": "ProcessDied",
             "message": f"the training process (pid {status.pid}) ended without recording why",
@@ -106,6 +133,21 @@ def _live_status(run_dir: Path, status: RunStatus) -> dict:
     elif updated and time.time() - updated > STALE_SECONDS:
         seen["stalled_seconds"] = round(time.time() - updated, 1)
     return {**status.to_dict(), **seen}
+
+
+def _processes_live(status: RunStatus, record: launch_records.LaunchRecord | None, updated: float) -> bool:
+    """Whether the run's process runs: the launcher's recorded ones, or (no record) the pids status.json names."""
+    if record is not None and record.processes:
+        return bool(record.live_processes())
+    return processes.alive(status.pid, updated or None) or processes.alive(status.pgid, updated or None)
+
+
+def _lingers(status: RunStatus, record: launch_records.LaunchRecord | None) -> bool:
+    """A run that wrote a final state LINGER_SECONDS ago while a process the launcher recorded for it still runs."""
+    if record is None or not record.processes or status.state in (runfolder.UNREADABLE, runfolder.LOST):
+        return False
+    since = status.finished_at or status.updated_at or 0.0
+    return time.time() - since > LINGER_SECONDS and bool(record.live_processes())
 
 
 def _remote_judgement(status: RunStatus, updated: float) -> dict:

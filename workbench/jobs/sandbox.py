@@ -20,9 +20,19 @@ process, and every helper process that loads a user's model or adapter
     /mnt, /media, /srv
     the network                           none: a loopback of its own (a run's own vLLM server
                                           starts inside the same sandbox, so they still talk)
-    other processes                       none: a PID namespace of its own
+    other processes                       none: a PID namespace of its own, whose init is
+                                          jobs/sandbox_init.py: when the run's command ends, every
+                                          process left in the sandbox ends with it
     capabilities                          none (`--cap-drop ALL`), even when the server runs as root
+    the system's password hashes          masked (/etc/shadow, /etc/gshadow and their backups)
     GPUs                                  /dev/nvidia* and /dev/dri bound in
+    resources                             `Limits`: memory a process may allocate, the size of a file,
+                                          what the run's folder holds, its processes, and a size on
+                                          every in-memory folder (set by the admin, WORKBENCH_RUN_*)
+
+What the server decides a sandbox from (the policy, the config whose paths are
+shown) is the launcher's record of the run (runstore/launch_records.py),
+never the run's own folder, which the run's code can rewrite.
 
 What a run needs from outside is made ready before the sandbox starts
 (`prepare`: the bundled model's one-time conversion, hub models into the
@@ -54,7 +64,7 @@ from typing import Callable
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
-from workbench.runstore import runfolder
+from workbench.runstore import launch_records, runfolder
 
 BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
 # Set inside every sandbox: pids in status.json are read through runfolder.pids_here.
@@ -64,6 +74,9 @@ SCRATCH_VLLM = f"{SCRATCH}/cache/vllm"  # inside: vLLM's cache root, whatever th
 HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/home", "/root", "/run", "/var/run", "/mnt", "/media", "/srv")
 GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri")
 # Environment variables a sandboxed process never gets: accounts, and credentials it could copy into its run folder.
+# The system's password hashes: a sandbox runs as uid 0 with no capabilities, which may still read them.
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+SUPERVISOR = Path(__file__).with_name("sandbox_init.py")  # the sandbox's init, run by path (standard library only)
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_KEY|ACCESS_KEY|^WORKBENCH_USERS|^SSH_|^AWS_|^GOOGLE_",
                         re.IGNORECASE)
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; `make run` does it), and allow "
@@ -100,6 +113,57 @@ class Policy:
         return cls(paths("hidden_files"), paths("readable"))
 
 
+GIB = 2**30
+
+
+def _env_number(env: dict, name: str, default: float) -> float:
+    """A positive number the admin set in the environment, else `default` (0 or below: no limit)."""
+    try:
+        return float(env.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed run (or helper job) may use; 0 means no limit of that kind.
+
+    `memory`: bytes each process may allocate (RLIMIT_DATA), `file_size`: bytes one file may reach
+    (RLIMIT_FSIZE), `disk`: bytes its own folder may hold, `processes`: processes in its sandbox,
+    `tmp`: bytes each in-memory folder (/tmp, /dev/shm, the hidden homes) may hold.
+    """
+
+    memory: int = 0
+    file_size: int = 0
+    disk: int = 0
+    processes: int = 0
+    tmp: int = 0
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> "Limits":
+        """The admin's limits (WORKBENCH_RUN_MEMORY_GB, _FILE_GB, _DISK_GB, _PROCESSES, _TMP_GB), else defaults:
+        three quarters of the machine's memory, 20 GiB a file, 50 GiB a folder, 256 processes, 2 GiB in memory."""
+        import psutil
+
+        env = os.environ if env is None else env
+        total = psutil.virtual_memory().total
+        return cls(memory=int(_env_number(env, "WORKBENCH_RUN_MEMORY_GB", 0.75 * total / GIB) * GIB),
+                   file_size=int(_env_number(env, "WORKBENCH_RUN_FILE_GB", 20) * GIB),
+                   disk=int(_env_number(env, "WORKBENCH_RUN_DISK_GB", 50) * GIB),
+                   processes=int(_env_number(env, "WORKBENCH_RUN_PROCESSES", 256)),
+                   tmp=int(_env_number(env, "WORKBENCH_RUN_TMP_GB", 2) * GIB))
+
+    def supervisor_args(self, own_dir: str) -> list[str]:
+        """The arguments of jobs/sandbox_init.py that hold these limits for the run writing `own_dir`."""
+        return ["--watch", own_dir, "--memory", str(max(self.memory, 0)), "--file-size", str(max(self.file_size, 0)),
+                "--disk", str(max(self.disk, 0)), "--processes", str(max(self.processes, 0))]
+
+    def describe(self) -> dict:
+        return {"memory_gib": round(self.memory / GIB, 2), "file_gib": round(self.file_size / GIB, 2),
+                "disk_gib": round(self.disk / GIB, 2), "processes": self.processes,
+                "in_memory_folders_gib": round(self.tmp / GIB, 2)}
+
+
 @dataclass(frozen=True)
 class Exposure:
     """Everything a sandbox shows of the host: its mounts in the order bwrap makes them (later ones lie on top).
@@ -113,6 +177,7 @@ class Exposure:
     env: dict = field(default_factory=dict)  # set inside, on top of the caller's cleaned environment
     # (host path, path inside): read-only, shown somewhere else than where it lies, after every mount above
     placed: tuple[tuple[str, str], ...] = ()
+    limits: Limits = field(default_factory=Limits)
 
     def paths(self, kind: str) -> list[str]:
         return [path for mount, path in self.mounts if mount == kind]
@@ -125,7 +190,7 @@ class Exposure:
         """For status.json and the README: what the sandbox showed the run."""
         placed = [f"{host} (at {inside})" for host, inside in self.placed]
         return {kind: self.paths(kind) + (placed if kind == "read-only" else []) for kind in MOUNT_KINDS} | {
-            "network": "none"}
+            "network": "none", "limits": self.limits.describe()}
 
 
 MOUNT_KINDS = ("empty", "read-only", "read-write", "masked", "device")
@@ -200,7 +265,7 @@ def _under(path: str, roots) -> bool:
 
 
 def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: dict | None = None,
-             policy: Policy | None = None, env: dict | None = None) -> Exposure:
+             policy: Policy | None = None, env: dict | None = None, limits: Limits | None = None) -> Exposure:
     """What a sandbox for a process writing `own_dir` (a run folder) shows, given the runs folder it lies in.
 
     `config`: the run's config (its named files are shown read-only);
@@ -216,7 +281,7 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     code = [p for p in [*code_paths(), *cache_paths(env)] if _under(p, hidden) and not _under(p, [runs_root])]
     readable = [p for p in (_real(f) for f in policy.readable) if os.path.isdir(p)]
     readable += [p for p in named_paths(config or {}) if not _under(p, [own_dir])]
-    masked = [p for p in (_real(f) for f in policy.hidden_files) if os.path.isfile(p)]
+    masked = [p for p in (_real(f) for f in (*policy.hidden_files, *SYSTEM_SECRETS)) if os.path.isfile(p)]
     devices = sorted(p for pattern in GPU_DEVICE_PATTERNS for p in glob.glob(pattern))
     mounts = [*(("empty", p) for p in hidden), *(("read-only", p) for p in code),
               ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
@@ -227,7 +292,8 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     hub = _hub_cache(env)
     return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
                                     **({"HF_HUB_CACHE": hub} if hub else {})},
-                    placed=vllm_record_placement(config or {}, env))
+                    placed=vllm_record_placement(config or {}, env),
+                    limits=limits if limits is not None else Limits.from_env(env))
 
 
 def _hub_cache(env: dict) -> str | None:
@@ -256,18 +322,25 @@ def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", f
     keeps its terminal; a background run outlives the app that started it,
     in a session of its own.
     """
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+    sized = ["--size", str(exposed.limits.tmp)] if exposed.limits.tmp > 0 else []
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/dev/shm"]
     for kind, path in exposed.mounts:
-        argv += ["--ro-bind", "/dev/null", path] if kind == "masked" else [BWRAP_MOUNT[kind], path, *(
-            [] if kind == "empty" else [path])]
+        if kind == "masked":
+            argv += ["--ro-bind", "/dev/null", path]
+        elif kind == "empty":
+            argv += [*sized, "--tmpfs", path]
+        else:
+            argv += [BWRAP_MOUNT[kind], path, path]
     for host, inside in exposed.placed:
         argv += ["--ro-bind", host, inside]
-    argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-cgroup-try", "--cap-drop", "ALL",
-             "--chdir", exposed.own_dir]
+    # the supervisor is the namespace's init (--as-pid-1): when the command ends, so does every process left
+    argv += ["--unshare-net", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-cgroup-try",
+             "--cap-drop", "ALL", "--chdir", exposed.own_dir]
     argv += ["--die-with-parent"] if foreground else ["--new-session"]
     for key, value in exposed.env.items():
         argv += ["--setenv", key, value]
-    return [*argv, "--", *command]
+    supervisor = [sys.executable, "-I", str(SUPERVISOR), *exposed.limits.supervisor_args(exposed.own_dir), "--"]
+    return [*argv, "--", *supervisor, *command]
 
 
 def check_available(env: dict | None = None) -> None:
@@ -363,12 +436,23 @@ def prepare_dataset(config: dict) -> None:
                            fix=hub_data.download_hint(source.hub_id)) from None
 
 
+def recorded_policy(run_dir: Path) -> tuple[Policy, dict]:
+    """The run's sandbox policy and config as the launcher recorded them (runstore/launch_records.py), never
+    as its folder says: the run's code may have rewritten status.json and config.json since."""
+    record = launch_records.read_record(run_dir)
+    if record is None or not record.sandboxed:
+        raise SandboxError(field="sandbox", rule=f"the launcher has no record of a sandboxed run in {run_dir}",
+                           fix="start the run again from the dashboard or with `train --sandbox`")
+    return Policy.from_status(record.policy) or Policy(), dict(record.config or {})
+
+
 def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) -> tuple[list[str], dict]:
-    """(argv, env) for the run in `run_dir` (its config.json, and status.json's `sandbox` policy)."""
-    policy = Policy.from_status(runfolder.read_run_status(run_dir).sandbox) or Policy()
-    exposed = exposure(run_dir, run_dir.parent, runfolder.read_config(run_dir), policy, env)
+    """(argv, env) for the run in `run_dir`, from the launcher's record of it (its policy and config)."""
+    policy, config = recorded_policy(run_dir)
+    exposed = exposure(run_dir, run_dir.parent, config, policy, env)
     argv, inner_env = wrap(command, exposed, env, foreground)
-    # this process becomes bwrap (background) or waits for it (foreground): its pid is the run's, seen from outside
+    # this process becomes bwrap (background) or waits for it (foreground): its pid is the run's, seen from outside;
+    # status.json's copy of the policy is for the run's readers (its report), never read back to build a sandbox
     runfolder.update_status(run_dir, pid=os.getpid(), pgid=os.getpid(),
                             sandbox={**policy.to_status(), "shows": exposed.describe()})
     return argv, inner_env
@@ -377,7 +461,7 @@ def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) 
 def start_run(run_dir: Path, command: list[str]) -> None:
     """Become the sandbox of the run in `run_dir` (exec: the pid the launcher recorded stays the run's)."""
     try:
-        prepare(runfolder.read_config(run_dir))
+        prepare(recorded_policy(run_dir)[1])
         argv, env = run_command(run_dir, command, dict(os.environ), foreground=False)
     except Exception as exc:  # a model that cannot be made ready, no bwrap: the run fails with the reason
         runfolder.update_status(run_dir, state="failed", finished_at=time.time(), error={
@@ -390,7 +474,7 @@ def start_run(run_dir: Path, command: list[str]) -> None:
 
 def run_foreground(run_dir: Path, command: list[str], env: dict) -> int:
     """Run the run in `run_dir` sandboxed, in this terminal; returns its exit code (`train --sandbox`)."""
-    prepare(runfolder.read_config(run_dir))
+    prepare(recorded_policy(run_dir)[1])
     argv, inner_env = run_command(run_dir, command, env, foreground=True)
     return subprocess.call(argv, env=inner_env)
 

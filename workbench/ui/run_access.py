@@ -1,6 +1,6 @@
 """The runs a viewer may see, and run ids from the browser checked against them. No gradio here.
 
-Not a view: it reads each run's owner from its status.json (`run_owner`)
+Not a view: it reads each run's owner from the launcher's record (`run_owner`)
 and lists the runs folder, for every tab that shows or controls runs.
 
 Every tab lists runs through `visible_run_dirs` / `visible_entries`, and
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from workbench.access.owners import Viewer, may_control, may_see
-from workbench.runstore import runfolder
+from workbench.runstore import launch_records, runfolder
 
 
 class RunAccessError(runfolder.RunIdError):
@@ -28,8 +28,11 @@ class RunAccessError(runfolder.RunIdError):
 
 
 def run_owner(run_dir: str | Path) -> str | None:
-    """The user who launched the run (status.json's `owner`), or None when none was recorded."""
-    owner = runfolder.read_status(run_dir).get("owner")
+    """The user who launched the run, or None when none was recorded: the launcher's record's word
+    (runstore/launch_records.py); status.json's `owner`, which the run's code can rewrite, only for a run
+    the launcher has no record of."""
+    record = launch_records.read_record(run_dir)
+    owner = record.owner if record is not None else runfolder.read_status(run_dir).get("owner")
     return owner if isinstance(owner, str) and owner else None
 
 

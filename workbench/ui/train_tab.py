@@ -520,10 +520,13 @@ class TrainTab:
         ctx, viewer = self.ctx, self.ctx.viewer(request)
         try:
             run_dir = run_access.run_dir_for(self.runs_dir, watch.run_id, viewer, control=True)
-            paths_view.check_saved_config(runfolder.read_config(run_dir), ctx.scope_of(viewer))
+            # the config the resume runs (the launcher's record of it), under the owner's rule and in their sandbox
+            owner_name = run_access.run_owner(run_dir)
+            owner = ctx.viewer_named(owner_name) if owner_name else viewer
+            paths_view.check_saved_config(launcher.recorded_config(run_dir).to_dict(), ctx.scope_of(owner))
             ctx.actions.take(viewer.name, "resume")
             launcher.resume(watch.run_id, self.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
-                            sandboxed=ctx.sandbox_for(viewer))
+                            sandboxed=ctx.sandbox_for(owner))
         except WorkbenchError as exc:  # LauncherError / ConfigError say what to do
             return {self.ui.notice: notice_html(f"Not resumed: {exc}")}
         return {self.ui.resume_button: gr.Button(interactive=False),

@@ -1,0 +1,173 @@
+"""The first process inside a run's sandbox: it starts the run, reaps, forwards stops, and holds the run's limits.
+
+bwrap runs it as the PID namespace's init (`--as-pid-1`), by path, with the
+standard library only (`python -I`), so it starts in milliseconds and trusts
+nothing of the run's folder. Its jobs:
+
+- start the command (the trainer) with the run's resource limits set: memory
+  (RLIMIT_DATA: what a process may allocate; GPU drivers' reserved address
+  space is not counted, unlike RLIMIT_AS) and the size of any one file
+  (RLIMIT_FSIZE);
+- reap every process that ends in the namespace (orphans, double-forked ones
+  included, are re-parented to it);
+- forward SIGTERM, SIGINT and SIGHUP to the command, which takes them as a
+  stop request;
+- watch, every WATCH_SECONDS, what the run's folder holds on disk and how many
+  processes run in the namespace; past a limit it says so in the log and in
+  status.json and ends the run;
+- exit as soon as the command exits, with its exit code: when a PID
+  namespace's init exits, the kernel kills every process left in it, so nothing
+  a run started outlives it.
+
+Usage (jobs/sandbox.py builds it): python -I sandbox_init.py --watch DIR
+[--memory BYTES] [--file-size BYTES] [--disk BYTES] [--processes N] -- COMMAND...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+WATCH_SECONDS = 1.0  # how often the folder's size and the process count are looked at
+STOP_GRACE_SECONDS = 10.0  # after a limit's SIGTERM, how long the command has before everything is killed
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STATUS_FILE = "status.json"
+
+
+def say(text: str) -> None:
+    """One line in the run's log (this process's stderr is the run's train.log)."""
+    print(f"[sandbox] {text}", file=sys.stderr, flush=True)
+
+
+def set_limits(memory: int | None, file_size: int | None) -> None:
+    """The limits every process of the run inherits (None: none set here)."""
+    if memory:
+        resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    if file_size:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+
+
+def folder_bytes(folder: str) -> int:
+    """What `folder` holds on disk (allocated blocks), links never followed."""
+    total = 0
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in (*dirs, *files):
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+def process_count() -> int:
+    """The processes of this PID namespace (its own /proc lists only them)."""
+    return sum(1 for name in os.listdir("/proc") if name.isdigit())
+
+
+def mark_failed(folder: str, message: str, hint: str) -> None:
+    """Write the run's status as failed with `message` (a plain, atomic rewrite: nothing here is trusted)."""
+    path = os.path.join(folder, STATUS_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            status = json.load(handle)
+        status = status if isinstance(status, dict) else {}
+    except (OSError, ValueError):
+        status = {}
+    status.update(state="failed", finished_at=time.time(), updated_at=time.time(), error={
+        "type": "SandboxLimit", "message": message, "hint": hint, "traceback_tail": ""})
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".status.json.", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(status, handle, indent=2)
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk: the log line above still says it
+        say(f"could not write status.json ({exc})")
+
+
+def limit_broken(args) -> tuple[str, str] | None:
+    """(message, hint) when the run is past its disk or process limit, else None."""
+    if args.disk and folder_bytes(args.watch) > args.disk:
+        return (f"the run's folder holds more than its limit of {args.disk / 2**30:.1f} GiB on disk",
+                "Save less often (save_steps, save_total_limit) or ask the admin for more "
+                "(WORKBENCH_RUN_DISK_GB).")
+    if args.processes and process_count() > args.processes:
+        return (f"the run started more than its limit of {args.processes} processes",
+                "A reward that starts processes must end them; ask the admin for more (WORKBENCH_RUN_PROCESSES).")
+    return None
+
+
+def exit_code(status: int) -> int:
+    """The shell's exit code for a wait status: the code, or 128 + the signal that ended it."""
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def explain_signal(status: int, args) -> None:
+    """Say in the log when the command was ended by its file-size limit (the kernel's SIGXFSZ)."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXFSZ:
+        message = f"a file of the run reached the limit of {args.file_size / 2**30:.1f} GiB a file"
+        say(message)
+        mark_failed(args.watch, message, "Write smaller files, or ask the admin for more (WORKBENCH_RUN_FILE_GB).")
+
+
+def supervise(args, command: list[str]) -> int:
+    child = subprocess.Popen(command, preexec_fn=lambda: set_limits(args.memory, args.file_size))
+
+    def forward(signum, frame):
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in FORWARDED:
+        signal.signal(signum, forward)
+    ending_since = None
+    next_look = time.monotonic() + WATCH_SECONDS
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = 0, 0
+        if pid == child.pid:
+            explain_signal(status, args)
+            return exit_code(status)
+        if pid:
+            continue  # an orphan reaped; look for more at once
+        now = time.monotonic()
+        if ending_since is None and now >= next_look:
+            next_look = now + WATCH_SECONDS
+            broken = limit_broken(args)
+            if broken:
+                say(broken[0] + "; ending it")
+                mark_failed(args.watch, *broken)
+                ending_since = now
+                forward(signal.SIGTERM, None)
+        if ending_since is not None and now - ending_since > STOP_GRACE_SECONDS:
+            say("the run did not end on request; killing every process of its sandbox")
+            return 137  # this init exits: the kernel kills the rest of the namespace
+        time.sleep(0.05)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--watch", required=True, help="the run's own folder")
+    parser.add_argument("--memory", type=int, default=0, help="bytes each process may allocate (RLIMIT_DATA)")
+    parser.add_argument("--file-size", type=int, default=0, help="bytes a file may reach (RLIMIT_FSIZE)")
+    parser.add_argument("--disk", type=int, default=0, help="bytes the run's folder may hold")
+    parser.add_argument("--processes", type=int, default=0, help="processes the namespace may hold")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command after --")
+    return supervise(args, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The launcher's own record of each run: what the server decides from, kept where the run cannot write.
+
+A run's folder belongs to the run's code: a sandboxed run's reward file can
+rewrite status.json, config.json and every other file there. So what the
+server acts on is written by the launcher (and the sandbox starter, which runs
+outside the sandbox) into `<runs folder>/.launches/<run id>.json`, beside the
+run folders, never inside one. A sandbox hides the whole runs folder and binds
+back only the run's own folder, so no run sees, let alone writes, any record.
+
+A record holds:
+
+- `owner`     the signed-in user who launched the run (the owner rule of access/owners.py)
+- `sandboxed` whether the run starts in a sandbox; `policy` the server's additions to it
+              (jobs/sandbox.py `Policy`: the files it masks, the folders it shows)
+- `config`    the config as checked at launch; a resume or a queued start writes it back as the
+              run's config.json and binds only its paths into the sandbox
+- `resume`    a queued run that resumes from its checkpoint when its turn comes
+- `processes` the processes the launcher started and may signal: host pid, process group and
+              start time (psutil's `create_time`), so a pid the kernel gave to another process
+              since is never taken for the run's
+
+status.json stays the run's report (its state, steps, errors), read as data:
+`run_state.status_of_dir` lays a record's owner and processes over it.
+
+A run with no record was not started by a launcher of this version (a run folder
+from before records existed, a remote run, one started in a terminal without
+`--sandbox`): readers fall back to what its status.json says, and the launcher
+never kills a process it did not record.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from workbench.runstore import runfolder
+
+RECORDS_DIR = ".launches"
+# A process whose start time differs from the recorded one by more than this is another process on a reused pid.
+START_TIME_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """One process the launcher started: its host pid, process group and start time."""
+
+    pid: int
+    pgid: int | None = None
+    started: float | None = None
+
+    @classmethod
+    def of_pid(cls, pid: int) -> "ProcessRecord":
+        """The live process `pid` as a record (its group and start time read from the kernel now)."""
+        import psutil
+
+        try:
+            started = psutil.Process(pid).create_time()
+            pgid = os.getpgid(pid)
+        except (psutil.Error, ProcessLookupError):
+            started, pgid = None, None
+        return cls(pid, pgid, started)
+
+    def is_running(self) -> bool:
+        """Whether this very process still runs (not a zombie, not another process on its reused pid)."""
+        import psutil
+
+        try:
+            process = psutil.Process(self.pid)
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return False
+            return self.started is None or abs(process.create_time() - self.started) <= START_TIME_TOLERANCE
+        except (psutil.Error, ValueError):
+            return False
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """What the launcher knows of a run (see the module docstring)."""
+
+    owner: str | None = None
+    sandboxed: bool = False
+    policy: dict | None = None
+    config: dict | None = None
+    resume: bool = False
+    processes: tuple[ProcessRecord, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "processes": [asdict(p) for p in self.processes]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "LaunchRecord | None":
+        if not isinstance(data, dict) or not data:  # a reader's {} for a missing file: no record
+            return None
+        known = {f.name for f in fields(cls)} - {"processes"}
+        kept = {key: value for key, value in data.items() if key in known}
+        listed = data.get("processes") if isinstance(data.get("processes"), list) else []
+        running = tuple(ProcessRecord(**{k: p.get(k) for k in ("pid", "pgid", "started")})
+                        for p in listed if isinstance(p, dict) and isinstance(p.get("pid"), int))
+        return cls(**kept, processes=running)
+
+    def live_processes(self) -> list[ProcessRecord]:
+        """The recorded processes that still run."""
+        return [process for process in self.processes if process.is_running()]
+
+
+def record_path(run_dir: str | os.PathLike) -> Path:
+    """Where the record of the run in `run_dir` lies: its runs folder's `.launches/`, outside every run folder."""
+    run_dir = Path(os.path.abspath(run_dir))
+    return run_dir.parent / RECORDS_DIR / f"{run_dir.name}.json"
+
+
+def read_record(run_dir: str | os.PathLike, read=runfolder.read_json) -> LaunchRecord | None:
+    """The run's record, or None when the launcher never wrote one (see the module docstring)."""
+    return LaunchRecord.from_dict(read(record_path(run_dir)))
+
+
+def write_record(run_dir: str | os.PathLike, record: LaunchRecord) -> LaunchRecord:
+    """Replace the run's record atomically (its folder made, readable by the server only)."""
+    path = record_path(run_dir)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    runfolder.write_json_atomic(path, record.to_dict())
+    return record
+
+
+def update_record(run_dir: str | os.PathLike, **changes: Any) -> LaunchRecord:
+    """The run's record with `changes` (LaunchRecord's fields), written; a run with none gets one."""
+    return write_record(run_dir, replace(read_record(run_dir) or LaunchRecord(), **changes))
+
+
+def record_started(run_dir: str | os.PathLike, pid: int) -> LaunchRecord:
+    """Record the process the launcher just started for the run, first, before any it started already (its vLLM
+    server's guard): the only processes a stop may signal."""
+    kept = read_record(run_dir) or LaunchRecord()
+    return write_record(run_dir, replace(kept, processes=(ProcessRecord.of_pid(pid), *kept.processes)))
+
+
+def remove_record(run_dir: str | os.PathLike) -> None:
+    record_path(run_dir).unlink(missing_ok=True)
