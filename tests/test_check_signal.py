@@ -63,7 +63,9 @@ def test_check_from_a_shared_dashboard_runs_in_its_sandbox(tmp_path):
     values = setup_form_values(model="tiny", max_completion_length=8, num_generations=4, per_device_train_batch_size=4)
     job, shown, _ = start(gr.Request(username="alice"), None, *values)
     assert job is not None, shown
-    assert (job.folder / signal_job.POLICY_FILE).is_file()  # started through the sandbox's wrapper
+    # started through the sandbox's wrapper, the policy on its command line (never a file in the job's folder)
+    assert "workbench.jobs.signal_job" in job.process.args and "--policy" in job.process.args
+    assert {p.name for p in job.folder.iterdir()} <= {"check.log", "config.json", "report.json"}
     html = poll_until(lambda: (lambda h, t: h if "Checking" not in h else None)(*poll(job)))
     assert "wb-signal-verdict" in html and "groups with zero spread" in html, html
     assert "correct (mentions_answer full marks)" in html  # the demo's correctness reward, from the task

@@ -8,9 +8,12 @@ report.json` there, in a session of its own, so the page never waits on a model.
 `spec.signal_check.SignalReport`), or the error with the end of its log.
 
 With a sandbox `policy` (a dashboard with accounts) it starts `python -m workbench.jobs.signal_job
---folder F`, which, as a sandboxed run does (jobs/sandbox.py `start_run`), first makes the model and
-the data ready outside the sandbox (no hub can be reached inside), then becomes the sandbox around the
-check, writing only its own folder.
+--folder F --policy JSON`, which, as a sandboxed run does (jobs/sandbox.py `start_run`), first makes the
+model and the data ready outside the sandbox (no hub can be reached inside), then becomes the sandbox
+around the check, writing only its own folder. The policy travels on its command line, from the server,
+never through a file in the folder the check writes; each check gets a new folder, never one a check
+wrote before. A check counts against its user's runs (`queue.check_user_limit`) while it runs: its
+owner and process are in the launcher's records (runstore/launch_records.py), outside its folder.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.jobs import processes, sandbox
-from workbench.runstore import runfolder
+from workbench.jobs import processes, queue, sandbox
+from workbench.jobs.gpu_queue import queue_state
+from workbench.runstore import launch_records, runfolder
 from workbench.spec.config import RunConfig
 
 CHECKS_DIR = "signal-checks"
 REPORT_FILE = "report.json"
 LOG_FILE = "check.log"
-POLICY_FILE = "sandbox.json"
 DEFAULT_GROUPS = 4  # the dashboard's check: enough groups to tell no signal from some, in about a minute on a CPU
 
 
@@ -48,18 +51,39 @@ def check_command(folder: Path, groups: int) -> list[str]:
             "--groups", str(groups), "--out", str(folder / REPORT_FILE)]
 
 
+def new_job_folder(parent: Path, label: str) -> Path:
+    """A folder made now for one job, never one an earlier job wrote (two checks in a second get two)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    base = runfolder.new_run_id(label)
+    for n in range(1, 1000):
+        folder = parent / (base if n == 1 else f"{base}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise OSError(f"no new folder for a job in {parent}")
+
+
 def start_signal_check(config: RunConfig, runs_dir: str | Path, groups: int = DEFAULT_GROUPS,
-                       policy: sandbox.Policy | None = None) -> SignalJob:
+                       policy: sandbox.Policy | None = None, owner: str | None = None) -> SignalJob:
     """Start the check of `config` in its own folder under `runs_dir` (in the sandbox `policy` describes,
-    when given); returns at once."""
-    folder = runfolder.runs_root(runs_dir).resolve() / CHECKS_DIR / runfolder.new_run_id(config.run_name or config.task)
-    folder.mkdir(parents=True, exist_ok=True)
-    config.with_absolute_paths().save(folder / runfolder.CONFIG_FILE)
-    command = check_command(folder, groups)
-    if policy is not None:
-        (folder / POLICY_FILE).write_text(json.dumps(policy.to_status()), encoding="utf-8")
-        command = [sys.executable, "-m", "workbench.jobs.signal_job", "--folder", str(folder), "--groups", str(groups)]
-    return SignalJob(folder, processes.spawn(command, folder / LOG_FILE, processes.job_env(), cwd=folder))
+    when given); returns at once. UserLimitError when `owner` already has as many runs and jobs as allowed."""
+    root = runfolder.runs_root(runs_dir).resolve()
+    with runfolder.queue_lock(root):  # counted and recorded in one go: two clicks cannot both pass the cap
+        holding, queued = queue_state(root)
+        jobs = [queue.Entry(job_id, frozenset(), owner, "running") for job_id in launch_records.live_jobs(root, owner)]
+        queue.check_user_limit(owner, [*holding, *queued, *jobs],
+                               queue.max_runs_per_user(os.environ))
+        folder = new_job_folder(root / CHECKS_DIR, config.run_name or config.task)
+        config.with_absolute_paths().save(folder / runfolder.CONFIG_FILE)
+        command = check_command(folder, groups)
+        if policy is not None:
+            command = [sys.executable, "-m", "workbench.jobs.signal_job", "--folder", str(folder), "--groups",
+                       str(groups), "--policy", json.dumps(policy.to_status())]
+        process = processes.spawn(command, folder / LOG_FILE, processes.job_env(), cwd=folder)
+        launch_records.record_job(root, f"{CHECKS_DIR}-{folder.name}", owner, process.pid)
+    return SignalJob(folder, process)
 
 
 def read_signal_check(job: SignalJob) -> dict:
@@ -82,10 +106,11 @@ def cancel_signal_check(job: SignalJob | None) -> None:
         job.process.wait(timeout=5)
 
 
-def run_sandboxed(folder: Path, groups: int) -> None:
-    """Make the check's model and data ready here, then become its sandbox (exec), writing only `folder`."""
+def run_sandboxed(folder: Path, groups: int, policy: sandbox.Policy) -> None:
+    """Make the check's model and data ready here, then become its sandbox (exec), writing only `folder`.
+
+    Nothing has run in `folder` yet (it is new), so its config.json is still the server's."""
     config = runfolder.read_config(folder)
-    policy = sandbox.Policy.from_status(json.loads((folder / POLICY_FILE).read_text(encoding="utf-8")))
     sandbox.prepare(config)
     argv, env = sandbox.confinement(folder, folder.parent.parent, config, policy)(check_command(folder, groups),
                                                                                  dict(os.environ))
@@ -97,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Start a signal check inside its sandbox (the Setup tab runs this).")
     parser.add_argument("--folder", required=True, type=Path)
     parser.add_argument("--groups", type=int, default=DEFAULT_GROUPS)
+    parser.add_argument("--policy", required=True, help="the server's sandbox policy, as JSON")
     args = parser.parse_args(argv)
-    run_sandboxed(args.folder.resolve(), args.groups)
+    run_sandboxed(args.folder.resolve(), args.groups, sandbox.Policy.from_status(json.loads(args.policy)))
     return 1  # not reached: run_sandboxed execs bwrap or raises
 
 

@@ -138,3 +138,36 @@ def record_started(run_dir: str | os.PathLike, pid: int) -> LaunchRecord:
 
 def remove_record(run_dir: str | os.PathLike) -> None:
     record_path(run_dir).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- helper jobs (signal checks)
+
+JOBS_DIR = "jobs"
+
+
+def job_path(runs_root: str | os.PathLike, job_id: str) -> Path:
+    return Path(runs_root) / RECORDS_DIR / JOBS_DIR / f"{job_id}.json"
+
+
+def record_job(runs_root: str | os.PathLike, job_id: str, owner: str | None, pid: int) -> None:
+    """Record a helper job (a signal check) the server started for `owner`: it counts against their runs
+    while its process runs."""
+    path = job_path(runs_root, job_id)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    runfolder.write_json_atomic(path, {"owner": owner, "process": asdict(ProcessRecord.of_pid(pid))})
+
+
+def live_jobs(runs_root: str | os.PathLike, owner: str | None) -> list[str]:
+    """The ids of `owner`'s helper jobs still running; the records of jobs that ended are removed."""
+    folder = Path(runs_root) / RECORDS_DIR / JOBS_DIR
+    live = []
+    for path in sorted(folder.glob("*.json")) if owner is not None else []:
+        data = runfolder.read_json(path, {})
+        process = data.get("process") if isinstance(data, dict) else None
+        running = isinstance(process, dict) and isinstance(process.get("pid"), int) and ProcessRecord(
+            process["pid"], process.get("pgid"), process.get("started")).is_running()
+        if not running:
+            path.unlink(missing_ok=True)
+        elif data.get("owner") == owner:
+            live.append(path.stem)
+    return live

@@ -688,8 +688,9 @@ class SetupTab:
         try:
             config = config_from_values(*values, scope=ctx.scope_of(viewer))
             ctx.actions.take(viewer.name, "signal check")  # it loads a model: counted like a smoke test
-            started = signal_job.start_signal_check(config, ctx.runs_dir, policy=ctx.sandbox_for(viewer))
-        except ConfigError as exc:
+            started = signal_job.start_signal_check(config, ctx.runs_dir, policy=ctx.sandbox_for(viewer),
+                                                    owner=viewer.name)
+        except ConfigError as exc:  # a UserLimitError shows as the page's message, as for a smoke test
             return None, problems_html(exc.problems), gr.Timer(active=False)
         return started, signal_html({"state": "running"}), gr.Timer(active=True)
 
