@@ -100,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     run_list.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
     app = build_app(args.runs_dir, users=known, sandbox=policy, shared_dirs=shared)
     startup.resume_collection()  # Gradio and the page are built (workbench/startup.py)
-    cleanup.start_cleaning(lambda: [cleanup.upload_cache_folder(), run_reports.reports_root()])
+    # Gradio's upload cache keeps what a page used within the hour; the reports offered for download, a day
+    cleanup.start_cleaning(lambda: [cleanup.upload_cache_folder()], every=cleanup.CACHE_EVERY_SECONDS,
+                           max_age=cleanup.CACHE_MAX_AGE_SECONDS)
+    cleanup.start_cleaning(lambda: [run_reports.reports_root()])
     sign_in = None
     if known:
         def sign_in(name: str, password: str) -> bool:

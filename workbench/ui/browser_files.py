@@ -20,7 +20,8 @@ any file object at any depth of any input, of any component (a file sent to
 a textbox would be copied into the cache all the same), must resolve (links
 followed) inside the upload folder, or the event is refused with a message
 before anything is read. Calls from Python (`explicit_call`) are not from a
-browser and pass, as in Gradio.
+browser and pass, as in Gradio. The files an accepted event names are marked
+used (ui/cleanup.py keeps the upload cache's files used within the hour).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import gradio as gr
 
 from workbench.access import uploads
-from workbench.ui import gradio_compat
+from workbench.ui import cleanup, gradio_compat
 
 
 def named_paths(value) -> list[str]:
@@ -61,9 +62,13 @@ def upload_folder() -> str:
 
 
 def refusal(inputs) -> str | None:
-    """The message refusing an event whose inputs name a file the browser did not upload; None when all did."""
+    """The message refusing an event whose inputs name a file the browser did not upload; None when all did
+    (they are then marked used: the upload cache's cleaning keeps what an open page still sends)."""
     refused = foreign_paths(inputs, [upload_folder()])
-    return str(uploads.not_uploaded(refused[0])) if refused else None
+    if refused:
+        return str(uploads.not_uploaded(refused[0]))
+    cleanup.mark_used(named_paths(inputs))
+    return None
 
 
 def guard(blocks: gr.Blocks, required: bool = True) -> None:

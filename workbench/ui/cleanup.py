@@ -1,12 +1,18 @@
-"""Temporary files the dashboard leaves behind, removed once they are a day old: at start, then every hour.
+"""Temporary files the dashboard leaves behind: Gradio's upload cache emptied of what no page used within the
+hour, the run reports of a day ago.
 
 Gradio copies every uploaded file (and every file it offers for download)
 into its upload cache (GRADIO_TEMP_DIR, else `<system temp>/gradio`) and
 never removes the copies of a server that ran before; on a shared dashboard
-that folder would grow with every upload of every user. The run reports
-offered for download (ui/run_reports.write_report) land in a private
-temporary folder of their own. `start_cleaning` cleans these folders when
-the app starts and then hourly in a daemon thread.
+that folder would grow with every upload of every user (what one user may
+hold there at once is capped: access/cache_quota.py). A file an event names
+is marked used then (`mark_used`, from ui/browser_files.py's check of every
+event), so the cache keeps what an open page still sends, and loses the rest
+an hour after its last use (`CACHE_MAX_AGE_SECONDS`, looked at every 10
+minutes). The run reports offered for download (ui/run_reports.write_report)
+land in a private temporary folder of their own, kept a day. `start_cleaning`
+cleans a list of folders when the app starts and then at its pace, in a
+daemon thread.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Callable, Iterable
 
 MAX_AGE_SECONDS = 24 * 3600
 EVERY_SECONDS = 3600.0
+CACHE_MAX_AGE_SECONDS = 3600  # Gradio's upload cache: an hour after a file was last uploaded or named by an event
+CACHE_EVERY_SECONDS = 600.0
 
 
 def upload_cache_folder() -> Path:
@@ -26,6 +34,15 @@ def upload_cache_folder() -> Path:
     from workbench.ui import gradio_compat
 
     return Path(gradio_compat.upload_folder())
+
+
+def mark_used(paths: Iterable[str]) -> None:
+    """Mark files of the upload cache used now (their time set to now): the cleaning keeps them another hour."""
+    for path in paths:
+        try:
+            os.utime(path, follow_symlinks=False)
+        except OSError:  # gone, or not ours: nothing to keep
+            pass
 
 
 def remove_old_files(folder: str | os.PathLike, max_age: float = MAX_AGE_SECONDS, now: float | None = None) -> int:

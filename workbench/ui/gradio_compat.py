@@ -136,6 +136,16 @@ PATCHES = {patch.name: patch for patch in (
                     "with the patch off)",
           without="a crafted event could make the server read any file; a dashboard with accounts refuses to "
                   "start"),
+    Patch("upload_quota",
+          why="Gradio's upload route writes any number of files (each up to max_file_size) from a signed-in page "
+              "into its cache; on a shared dashboard each user's uploads through it are held to their upload caps "
+              "(access/cache_quota.py, ui/server.py's UploadQuota in front of the route)",
+          touches="the route's path (gradio.route_utils.API_PREFIX + \"/upload\", served by App.create_app's "
+                  "upload_file through upload_fn into uploaded_file_dir) and its answer, a JSON list of the paths "
+                  "written",
+          gone_when="Gradio caps what one user may upload in all (then tests/test_upload_quota.py passes with the "
+                    "patch off)",
+          without="uploads through Gradio's route are capped per file only (max_file_size), not per user"),
     Patch("stream_stop",
           why="every open page keeps a heartbeat stream open, which ends only when App.stop_event is set; "
               "Gradio sets it in Blocks.close(), which a mounted app served by uvicorn never calls, so "
@@ -629,6 +639,33 @@ def guard_inputs(blocks: gr.Blocks, refusal: Callable[[Any], str | None], requir
         return await original(block_fn, inputs, state, explicit_call)
 
     blocks.preprocess_data = preprocess_data
+
+
+# ---- upload_quota ------------------------------------------------------------------------------------
+
+UPLOAD_ROUTE = "/upload"  # Gradio's upload route, under its API prefix: POST multipart "files", answers their paths
+
+
+def upload_route_problem() -> str | None:
+    """What is missing for holding Gradio's upload route to a per-user quota (None: nothing)."""
+    from gradio.routes import App
+
+    if not isinstance(getattr(_module("gradio.route_utils"), "API_PREFIX", None), str):
+        return "gradio.route_utils.API_PREFIX is gone"
+    code = getattr(getattr(App, "create_app", None), "__code__", None)
+    upload = _nested_code(code, "upload_file") if code is not None else None
+    if upload is None or UPLOAD_ROUTE not in code.co_consts or \
+            not {"upload_fn", "uploaded_file_dir"} <= set(upload.co_names):
+        return f"App.create_app no longer serves POST {UPLOAD_ROUTE} through upload_fn into uploaded_file_dir"
+    return None
+
+
+def upload_route() -> str | None:
+    """The path of Gradio's upload route in an app mounted at "" (`/gradio_api/upload`); None (warned once) when
+    the installed Gradio's route is not the one this was written for."""
+    if not ready("upload_quota", upload_route_problem()):
+        return None
+    return _module("gradio.route_utils").API_PREFIX + UPLOAD_ROUTE
 
 
 # ---- refusal_messages --------------------------------------------------------------------------------

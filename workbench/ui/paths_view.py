@@ -59,8 +59,9 @@ def confine_data_files(field: str, value: str, scope: paths.UserScope) -> None:
         return
     problem = dataset_files.outside(source, lambda path: paths.allowed(path, scope))
     if problem:
+        shared = " and the shared folders" if scope.shared else ""
         where = ("the hub dataset's own download" if source.kind == hub_data.HUB else
-                 f"your uploads folder {scope.uploads}, your runs" + (" and the shared folders" if scope.shared else ""))
+                 f"your uploads folder {scope.uploads}, your runs{shared}")
         raise paths.PathError(field=field, rule=f"{value[:80]!r} reads a file outside {where}: {problem}",
                               fix=DATA_FILES_FIX)
 

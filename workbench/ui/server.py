@@ -25,8 +25,10 @@ The page itself is the one `gr.Blocks.launch` would serve: same theme, CSS,
 scripts and routes, except where a shared dashboard needs more: sign-in and
 sign-out are ui/sign_in.py's (sessions that expire, a wait after wrong
 passwords, sign-out only from the page itself), no other site gets a CORS
-answer (`same_origin_only`), FastAPI's /docs and /openapi.json are off, and
-it serves HTTPS when given a certificate.
+answer (`same_origin_only`), FastAPI's /docs and /openapi.json are off, what
+each user uploads through Gradio's upload route is held to their upload caps
+(`UploadQuota`, access/cache_quota.py), and it serves HTTPS when given a
+certificate.
 
 With Gradio's own profiling on (`GRADIO_PROFILING=1` in the server's
 environment: each event's queue wait, preprocess, handler and postprocess
@@ -39,14 +41,18 @@ reads the server's time per refresh and per poll from the server itself
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
+from typing import Callable
 
 import gradio as gr
 from fastapi import HTTPException, Request
 
+from workbench.access.cache_quota import CacheLedger
 from workbench.access.sessions import DEFAULT_SESSION_HOURS
+from workbench.access.uploads import UploadError
 from workbench.access.sign_in_limits import SignInLimits
 from workbench.ui import gradio_compat, sign_in
 
@@ -109,6 +115,94 @@ class RouteTimer:
             await self.app(scope, receive, send)
         finally:
             gradio_compat.add_route_trace(scope["path"], (time.monotonic() - start) * 1000)
+
+
+class UploadQuota:
+    """ASGI middleware: Gradio's upload route under each signed-in user's upload caps (access/cache_quota.py).
+
+    A request must say its size (Content-Length; the server reads no more
+    than that): it counts as the user's before its body is read, and one that
+    would take them past a cap is answered 413 with the rule, its body never
+    read. Once Gradio has written the files, their paths (its answer) count
+    instead. A request of nobody signed in goes on to Gradio, which answers 401.
+    """
+
+    def __init__(self, app, path: str, user_of: Callable[[dict], str | None], ledger: CacheLedger):
+        self.app = app
+        self.path = path
+        self.user_of = user_of
+        self.ledger = ledger
+
+    async def __call__(self, scope, receive, send):
+        user = self.user_of(scope) if scope["type"] == "http" and scope["method"] == "POST" and \
+            scope["path"].rstrip("/") == self.path else None
+        if user is None:
+            await self.app(scope, receive, send)
+            return
+        size = content_length(scope)
+        if size is None:
+            await plain_answer(send, 411, "upload: the request does not say its size (Content-Length); send the "
+                                          "files as a browser does")
+            return
+        try:
+            self.ledger.reserve(user, size)
+            try:
+                messages = await answer_of(self.app, scope, receive)
+                self.ledger.admit(user, written_paths(messages))
+            finally:
+                self.ledger.release(user, size)
+        except UploadError as exc:
+            await plain_answer(send, 413, str(exc))
+            return
+        for message in messages:
+            await send(message)
+
+
+def content_length(scope) -> int | None:
+    """The request's Content-Length, or None when it has none (or not a number)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+async def plain_answer(send, status: int, text: str) -> None:
+    """Answer `status` with `text` (UTF-8 plain text)."""
+    body = text.encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def answer_of(app, scope, receive) -> list[dict]:
+    """The ASGI messages `app` answers the request with, kept back (once its background tasks, which move the
+    uploaded files into place, are done)."""
+    messages: list[dict] = []
+
+    async def keep(message):
+        messages.append(message)
+
+    await app(scope, receive, keep)
+    return messages
+
+
+def written_paths(messages: list[dict]) -> list[str]:
+    """The paths an upload answer names (Gradio's JSON list); [] for any other answer (a refusal, an error)."""
+    start = next((m for m in messages if m["type"] == "http.response.start"), {})
+    if start.get("status") != 200:
+        return []
+    try:
+        paths = json.loads(b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body"))
+    except ValueError:
+        return []
+    return [path for path in paths if isinstance(path, str)] if isinstance(paths, list) else []
+
+
+def signed_in_user(gradio_app, scope) -> str | None:
+    """The signed-in user a request comes from (its session cookie), as Gradio's routes read it; else None."""
+    from starlette.requests import Request
+
+    return gradio_compat.session_user(gradio_app, Request(scope).cookies)
 
 
 def same_origin_only(api) -> None:
@@ -220,6 +314,10 @@ def server_app(blocks: gr.Blocks, host: str, port: int, *, session_hours: float 
     if gradio_compat.route_timing_on():
         api.add_middleware(RouteTimer, paths=routes)
     mounted: dict = {}
+    upload_route = gradio_compat.upload_route() if mount_options.get("auth") else None
+    if upload_route:  # each user's uploads through Gradio's own route, under their upload caps
+        api.add_middleware(UploadQuota, path=upload_route, ledger=CacheLedger(),
+                           user_of=lambda scope: signed_in_user(mounted["app"], scope))
 
     def route(handler):
         def answer(request: Request):
