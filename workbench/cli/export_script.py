@@ -56,12 +56,12 @@ def run(args) -> int:
 def _run_reward_copy(args, config) -> str | None:
     """A run's own copy of its reward file (kept in the run folder), when the original has gone."""
     from workbench.jobs import launcher, run_state
-    from workbench.runstore import runfolder
+    from workbench.runstore import runfolder, safe_files
 
     if not config.reward_file or Path(config.reward_file).is_file() or Path(args.source).is_file():
         return None
     try:
         copy = run_state.run_dir_of(args.source, args.runs_dir) / runfolder.REWARD_SOURCE_FILE
-    except launcher.LauncherError:
+        return safe_files.read_bytes(copy).decode("utf-8")  # the run wrote it: a link there reads as missing
+    except (launcher.LauncherError, FileNotFoundError):
         return None
-    return copy.read_text(encoding="utf-8") if copy.is_file() else None

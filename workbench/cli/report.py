@@ -52,6 +52,8 @@ def output_path(out: str | None, run_dir: Path) -> Path:
     from workbench.runstore.runfolder import REPORT_FILE
 
     path = Path(out).expanduser() if out else run_dir / REPORT_FILE
+    if out:  # a folder the user named may be a link of theirs; the run's own folder is written without following one
+        path = path.parent.resolve() / path.name
     if path.is_dir():
         raise ArgumentError(f"--out: '{path}' is a folder; give a file name, e.g. --out {path / REPORT_FILE}")
     if not path.parent.is_dir():

@@ -33,7 +33,6 @@ No gradio and no torch.
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +42,7 @@ from workbench.insight.figures import metrics_frame
 from workbench.insight.evaluation import read_evals
 from workbench.insight.health import Alarm, check_health
 from workbench.insight.resumed import latest_round, merge_metrics
-from workbench.runstore import jsonl_cache, runfolder
+from workbench.runstore import jsonl_cache, runfolder, safe_files
 from workbench.spec.run_records import Skipped
 
 StatusReader = Callable[[Path], dict]
@@ -280,11 +279,8 @@ def change_signature(runs_dir: str | Path, run_id: str | None, read_status: Stat
         parts.append("gone" if run_id else "none")
     else:
         for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
-            try:
-                info = os.stat(run_dir / name)
-                parts.append(f"{info.st_ino}:{info.st_size}")
-            except OSError:
-                parts.append("-")
+            info = safe_files.lstat(run_dir / name)  # the name's own, never a link's target
+            parts.append("-" if info is None else f"{info.st_ino}:{info.st_size}")
         parts.append(repr(status_signature(read_status(run_dir) or {})))
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 

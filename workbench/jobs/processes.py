@@ -14,9 +14,11 @@ import socket
 import subprocess
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable, ContextManager
 
+from workbench.runstore import safe_files
 from workbench.spec.hardware import visible_devices
 
 # The folder holding the `workbench` package: children get it on PYTHONPATH so
@@ -46,15 +48,27 @@ def training_env(gpu_ids: list[int], device: str, base: dict | None = None) -> d
     return env
 
 
-def spawn(command: list[str], log_path: str | os.PathLike, env: dict, cwd: str | os.PathLike | None = None,
-          append: bool = False, reap: bool = False, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+def _log_file(log: str | os.PathLike | IO[bytes], append: bool) -> ContextManager[IO[bytes]]:
+    """The log to write to: a path opened without following a link (a run's own code can write in its
+    folder: a link or FIFO planted as its log is replaced by a fresh file), or a file the caller opened."""
+    if hasattr(log, "fileno"):
+        return nullcontext(log)  # the caller's to close
+    return safe_files.open_for_writing(log, append=append)
+
+
+def spawn(command: list[str], log_path: str | os.PathLike | IO[bytes], env: dict,
+          cwd: str | os.PathLike | None = None, append: bool = False, reap: bool = False,
+          pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """Start `command` in its own session with stdout and stderr in `log_path`; returns at once.
 
-    `reap=True` waits for the child on a daemon thread, so a long-lived caller
-    that never waits itself leaves no zombie behind. `pass_fds` stay open in
-    the child under the same numbers (every other descriptor is closed there).
+    `log_path`: the log's path (appended to, or emptied first unless `append`;
+    opened through `runstore.safe_files`), or a binary file already open for
+    writing, which is left open. `reap=True` waits for the child on a daemon
+    thread, so a long-lived caller that never waits itself leaves no zombie
+    behind. `pass_fds` stay open in the child under the same numbers (every
+    other descriptor is closed there).
     """
-    with open(log_path, "ab" if append else "wb") as log:
+    with _log_file(log_path, append) as log:
         if append:
             log.write(f"$ {' '.join(command)}\n".encode())
             log.flush()

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
-from workbench.runstore import runfolder
+from workbench.runstore import runfolder, safe_files
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
 from workbench.spec.hardware import runs_on_cpu, visible_devices
@@ -220,8 +220,8 @@ def _run_is_over(run_dir: Path, since: float) -> bool:
 
 def _log(path: Path, text: str) -> None:
     try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(f"[workbench] {text}\n")
+        with safe_files.open_for_writing(path) as handle:  # never through a link planted in the run folder
+            handle.write(f"[workbench] {text}\n".encode("utf-8"))
     except OSError:  # the run folder is gone (deleted) or full: the server must still be ended
         pass
 

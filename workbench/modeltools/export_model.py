@@ -39,7 +39,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
-from workbench.runstore import runfolder
+from workbench.runstore import runfolder, safe_files
 
 # What a merge goes through, in order; the UI shows "stage i of n".
 STAGES = ("loading", "merging", "saving")
@@ -275,7 +275,7 @@ def start_export(plan: ExportPlan, confine=None) -> subprocess.Popen:
     `confine`: a sandbox to start it in (`workbench.jobs.sandbox.confinement`; a dashboard with accounts gives one).
     """
     plan.out.parent.mkdir(parents=True, exist_ok=True)
-    plan.progress_path.unlink(missing_ok=True)
+    safe_files.unlink(plan.progress_path)  # in the run folder by default: never through a planted link
     command, env = export_command(plan), processes.job_env()
     if confine is not None:
         command, env = confine(command, env)
@@ -297,7 +297,7 @@ def read_export(progress_path: str | os.PathLike, process: subprocess.Popen | No
                 "out": final.get("out"), "bytes": final.get("bytes"), "seconds": final.get("seconds")}
     if not final and process is not None and process.poll() is not None:
         log = progress_path.with_suffix(".log")
-        tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+        tail = runfolder.read_log_tail(log.parent, 1500, name=log.name)
         progress.update(done=True, error=f"the export stopped with exit code {process.returncode}. {tail}".strip())
     return progress
 

@@ -21,13 +21,14 @@ import hashlib
 import json
 import math
 import re
+import stat
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.runstore import runfolder
+from workbench.runstore import runfolder, safe_files
 from workbench.modeltools import sampling
 
 PROBES_DIR = "probes"
@@ -88,10 +89,10 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
-    choices = [(side_label(path), str(path))
-               for path in runfolder.checkpoint_dirs(run_dir) if (path / "adapter_config.json").is_file()]
+    choices = [(side_label(path), str(path)) for path in runfolder.checkpoint_dirs(run_dir)
+               if safe_files.is_file(path / "adapter_config.json", root=run_dir)]
     final = run_dir / runfolder.ADAPTER_DIR
-    if (final / "adapter_config.json").is_file() and final.resolve().parent == run_dir.resolve():  # no link out
+    if safe_files.is_file(final / "adapter_config.json", root=run_dir):  # adapter/ a link (anywhere) is not the run's
         choices.append((FINAL_LABEL, str(final)))
     return choices
 
@@ -231,7 +232,10 @@ def stored_comparisons(run_dir: str | Path) -> list[Comparison]:
     sampling are left out; [] when nothing was compared.
     """
     folder = Path(run_dir) / PROBES_DIR
-    paths = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    # Only regular files of the folder itself (a link anywhere on the way is not followed), by their own times.
+    found = [(info.st_mtime, path) for path in folder.glob("*.jsonl")
+             if (info := safe_files.lstat(path, root=run_dir)) and stat.S_ISREG(info.st_mode)]
+    paths = [path for _, path in sorted(found)]
     comparisons = []
     for path in paths:
         side = _finished_side(path)

@@ -28,7 +28,8 @@ from typing import Any, Iterator
 from workbench import startup
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
-from workbench.runstore.runfolder import append_jsonl, read_jsonl
+from workbench.runstore import safe_files
+from workbench.runstore.runfolder import append_jsonl, read_jsonl, read_log_tail
 
 DEFAULT_MAX_NEW_TOKENS = 64
 
@@ -205,9 +206,10 @@ def start_sampling(model: str, prompts: list, out_path: str | Path, adapter_dir=
         check_adapter_dir(adapter_dir)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.unlink(missing_ok=True)
+    # The folder may be a run's (probes/), where the run's own code can plant links: nothing here follows one.
+    safe_files.unlink(out_path)
     prompts_file = out_path.with_suffix(".prompts.json")
-    prompts_file.write_text(json.dumps(prompts, ensure_ascii=False), encoding="utf-8")
+    safe_files.write_file(prompts_file, json.dumps(prompts, ensure_ascii=False).encode("utf-8"))
     command = sample_command(model, prompts_file, out_path, adapter_dir, max_new_tokens, temperature)
     env = processes.job_env()
     if confine is not None:
@@ -233,7 +235,7 @@ def read_sampling(out_path: str | Path, process: subprocess.Popen | None = None)
     }
     if final is None and process is not None and process.poll() is not None:
         log = out_path.with_suffix(".log")
-        tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+        tail = read_log_tail(log.parent, 1500, name=log.name)
         progress.update(done=True, error=f"sampling stopped with exit code {process.returncode}. {tail}".strip())
     return progress
 

@@ -4,7 +4,8 @@ The Runs tab reads every run folder every 3 s: each run's status.json,
 config.json and the end of its metrics.jsonl. A finished run's files never
 change again, so `cached(path, read)` keeps what `read(path)` returned and
 gives it back while the file's identity (device, inode, size, modification
-time in ns) is the one it had, checked with one `stat` per call; any
+time in ns) is the one it had, checked with one `lstat` per call (through
+`safe_files`: a link is never followed); any
 rewrite (the trainer replaces status.json atomically, a new inode) reads the
 file again. A read that raises is not kept. Per process, and not for what
 decides anything (stop, resume, the queue read the files themselves).
@@ -16,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from workbench.runstore import runfolder
+from workbench.runstore import runfolder, safe_files
 
 T = TypeVar("T")
 # (path, what was read) -> (the file's identity, the value): one entry per file and reader.
@@ -32,9 +33,8 @@ def cached(path: str | os.PathLike, read: Callable[[Path], T], name: str = "",
     `keep(value)` False: the value is not kept (it depends on more than the file, e.g. a live process).
     """
     path = os.fspath(path)  # strings, not Path objects: this runs for every file of every run, every 3 s
-    try:
-        info = os.stat(path)
-    except OSError:
+    info = safe_files.lstat(path)  # the name's own: a link is never followed (and `read` reads it as missing)
+    if info is None:
         return read(Path(path))
     key = (path, name or read.__qualname__)
     identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)

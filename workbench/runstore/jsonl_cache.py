@@ -20,7 +20,8 @@ replaced by a resume's rewrite (`runfolder.keep_steps_up_to`), cut shorter,
 or put where a deleted one was (an inode number used again) is read again
 from the start. Checking those last bytes is part of the same read: a call
 reads FINGERPRINT_BYTES more than was appended.
-As everywhere in the run folder, a half-written last line is left for the
+As everywhere in the run folder, files open through `safe_files` (a link,
+FIFO or folder in a file's place reads as missing), a half-written last line is left for the
 next call, and a line that cannot be read (not UTF-8, not JSON, a record of
 the wrong shape) is skipped, counted in the result and logged once per file
 (`runfolder.parse_lines`).
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.runstore import runfolder
+from workbench.runstore import runfolder, safe_files
 from workbench.spec.run_records import Skipped
 
 # How much of a file is read at once while indexing it.
@@ -131,7 +132,7 @@ def _tail(previous_tail: bytes, added: bytes) -> bytes:
 def index_steps(path: str | os.PathLike, previous: StepIndex | None = None) -> StepIndex:
     """The step index of `path`, reading only what `previous` (an index of the same file) has not read."""
     try:
-        with open(path, "rb") as handle:
+        with safe_files.open_file(path) as handle:
             previous, read = _continue_from(handle, previous, lambda identity: StepIndex(identity=identity))
             stretches = list(previous.stretches)
             last = dict(previous.last)
@@ -155,7 +156,7 @@ def index_steps(path: str | os.PathLike, previous: StepIndex | None = None) -> S
                     offset += end
                     buffer[:size - end] = buffer[end:size]
                 carried = size - end
-    except OSError:  # missing or unreadable: nothing written yet, as far as a reader can tell
+    except OSError:  # missing, unreadable or no regular file: nothing written yet, as far as a reader can tell
         return previous or StepIndex()
     if offset == previous.offset:
         return replace(previous, bytes_read=read)
@@ -192,9 +193,7 @@ def read_span(path: str | os.PathLike, start: int, end: int) -> tuple[list[dict]
     """The records on the whole lines between bytes `start` and `end` (a stretch of a StepIndex), and the
     lines there that could not be read."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(start)
-            chunk = handle.read(max(0, end - start))
+        chunk = safe_files.read_bytes(path, start, max(0, end - start))
     except OSError:
         return [], Skipped()
     return _parse_lines(path, chunk[: chunk.rfind(b"\n") + 1], start)
@@ -209,7 +208,7 @@ def _parse_lines(path, chunk: bytes, base: int) -> tuple[list[dict], Skipped]:
 def read_records(path: str | os.PathLike, previous: RecordsRead | None = None) -> RecordsRead:
     """Every record of `path`, parsing only the lines appended since `previous` (a read of the same file)."""
     try:
-        with open(path, "rb") as handle:
+        with safe_files.open_file(path) as handle:
             previous, read = _continue_from(handle, previous, lambda identity: RecordsRead(identity=identity))
             chunk = handle.read()
     except OSError:

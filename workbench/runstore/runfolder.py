@@ -44,6 +44,12 @@ process, what it has read of a long file and where each step's lines lie; it is
 checked against the file on every read, so it changes how much is read, never
 what a reader sees.)
 
+The run's own code (its reward file) can write in the folder too, and may be
+hostile, while the server reads and writes it as root: every reader and
+writer here opens its file through `safe_files`, never following a link
+(a link or FIFO where a file belongs reads as missing; a writer
+replaces it with a fresh file), and only regular files count in a checkpoint.
+
 A line a reader cannot take (bytes that are not UTF-8, text that is not
 JSON, a record of the wrong shape: `spec.run_records` holds the rule for
 metrics and completions) is skipped, the other records are returned, and the
@@ -61,7 +67,6 @@ import logging
 import os
 import re
 import stat
-import tempfile
 import time
 import zipfile
 from contextlib import contextmanager
@@ -70,6 +75,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
 from workbench.errors import WorkbenchError
+from workbench.runstore import safe_files
 from workbench.spec.evaluation import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
 from workbench.spec.run_status import RunStatus, status_field
@@ -137,26 +143,21 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
 
 
 def replace_file(path: str | os.PathLike, content: bytes) -> None:
-    """Write `content` to a temporary file beside `path`, then rename it over `path` (atomic)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `content` to a temporary file beside `path`, then rename it over `path` (atomic; a link there is
+    replaced, never followed: `safe_files.replace_file`)."""
+    safe_files.replace_file(path, content)
+
+
+def _load_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:
+    """The JSON value in the regular file `path` (a link or FIFO there reads as missing)."""
+    return json.loads(safe_files.read_bytes(path, root=root).decode("utf-8"))
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:
-    """Read a JSON file; `default` when it is missing or unreadable (permissions, not UTF-8, not JSON)."""
+    """Read a JSON file; `default` when it is missing or unreadable (permissions, not UTF-8, not JSON, not
+    a regular file)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+        return _load_json(path)
     except (OSError, ValueError):  # ValueError covers JSONDecodeError and UnicodeDecodeError
         return default
 
@@ -165,12 +166,12 @@ def read_json_object(path: str | os.PathLike) -> dict:
     """A file holding one JSON object; {} when it does not exist.
 
     Unlike `read_json` it says why a file cannot be used: OSError (permissions,
-    a folder in its place) or ValueError naming the file and what is wrong.
+    a folder in its place) or ValueError naming the file and what is wrong. A
+    link or FIFO in its place reads as missing, never followed (`safe_files`).
     """
     name = Path(path).name
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = _load_json(path)
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError:
@@ -257,10 +258,11 @@ def update_status(run_dir: str | os.PathLike, **fields: Any) -> dict:
 
 
 def append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
-    """Append records as JSON lines, one write and one flush per line."""
-    with open(path, "a", encoding="utf-8") as handle:
+    """Append records as JSON lines, one write and one flush per line (a link or FIFO planted at `path` is
+    replaced by a fresh file: `safe_files.open_for_writing`)."""
+    with safe_files.open_for_writing(path) as handle:
         for record in records:
-            handle.write(json.dumps(record, default=_json_default) + "\n")
+            handle.write((json.dumps(record, default=_json_default) + "\n").encode("utf-8"))
             handle.flush()
 
 
@@ -336,10 +338,8 @@ def read_records_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[di
     reader, and logged once per file.
     """
     try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            chunk = handle.read()
-    except OSError:  # missing, or unreadable (permissions): nothing to show yet
+        chunk = safe_files.read_bytes(path, offset)
+    except OSError:  # missing, unreadable (permissions), or no regular file: nothing to show yet
         return [], offset, Skipped()
     end = chunk.rfind(b"\n")
     if end < 0:
@@ -356,12 +356,12 @@ def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict
 
 
 def file_identity(path: str | os.PathLike) -> tuple[int, int] | None:
-    """(device, inode) of a file, None when missing: a reader holding an offset tells a replaced file by it."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
+    """(device, inode) of a file, None when missing: a reader holding an offset tells a replaced file by it.
+
+    The name's own (a link's, not its target's): readers never follow one.
+    """
+    info = safe_files.lstat(path)
+    return None if info is None else (info.st_dev, info.st_ino)
 
 
 def keep_steps_up_to(path: str | os.PathLike, step: int) -> int:
@@ -373,10 +373,9 @@ def keep_steps_up_to(path: str | os.PathLike, step: int) -> int:
     file or the new one; readers holding an offset notice the new file by
     `file_identity`.
     """
-    path = Path(path)
     try:
-        lines = path.read_bytes().splitlines(keepends=True)
-    except FileNotFoundError:
+        lines = safe_files.read_bytes(path).splitlines(keepends=True)
+    except FileNotFoundError:  # missing, or no regular file (read as missing)
         return 0
     kept = [line for line in lines if _step_at_most(line, step)]
     dropped = len(lines) - len(kept)
@@ -408,11 +407,7 @@ def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[di
     the window starts at the beginning of the file.
     """
     try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            start = max(0, size - max_bytes)
-            handle.seek(start)
-            chunk = handle.read()
+        start, chunk = safe_files.read_tail(path, max_bytes)
     except OSError:
         return []
     if start > 0:
@@ -433,14 +428,13 @@ def last_metric(run_dir: str | os.PathLike, name: str, tail_bytes: int = 16_384)
 
 
 def read_log_tail(run_dir: str | os.PathLike, max_bytes: int = 4000, name: str = LOG_FILE) -> str:
-    """The last `max_bytes` of train.log (or another log of the run, `name`), for showing why a run failed."""
-    path = Path(run_dir) / name
+    """The last `max_bytes` of train.log (or another log of the run, `name`: a plain file name), for showing
+    why a run failed; "" when there is none, or a link, FIFO or folder stands there (never followed)."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, path.stat().st_size - max_bytes))
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
+        _, tail = safe_files.read_tail(Path(run_dir) / name, max_bytes, root=run_dir)
+    except (OSError, ValueError):  # ValueError: `name` is not a plain file name (safe_files.UnsafeName)
         return ""
+    return tail.decode("utf-8", errors="replace")
 
 
 def is_run_dir(path: str | os.PathLike) -> bool:
@@ -543,16 +537,21 @@ def dispatcher_running(root: str | os.PathLike) -> bool:
 
 
 def request_stop(run_dir: str | os.PathLike) -> None:
-    """Ask the run's trainer to stop after its current step (and save its adapter)."""
-    (Path(run_dir) / STOP_FILE).write_text(f"{time.time()}\n", encoding="utf-8")
+    """Ask the run's trainer to stop after its current step (and save its adapter).
+
+    A link or FIFO planted as stop.request is removed and a fresh file made: Stop never writes through it.
+    """
+    safe_files.write_file(Path(run_dir) / STOP_FILE, f"{time.time()}\n".encode("utf-8"))
 
 
 def stop_requested(run_dir: str | os.PathLike) -> bool:
-    return (Path(run_dir) / STOP_FILE).exists()
+    """Whether stop.request is there (anything by that name: the trainer stops; nothing is read or followed)."""
+    return safe_files.lstat(Path(run_dir) / STOP_FILE) is not None
 
 
 def clear_stop_request(run_dir: str | os.PathLike) -> None:
-    (Path(run_dir) / STOP_FILE).unlink(missing_ok=True)
+    """Remove stop.request (a link itself, never what it points to)."""
+    safe_files.unlink(Path(run_dir) / STOP_FILE)
 
 
 # What resuming a LoRA run needs from a checkpoint (transformers' Trainer): the adapter, the
@@ -562,18 +561,17 @@ CHECKPOINT_TORCH_FILES = ("optimizer.pt", "scheduler.pt")
 ADAPTER_WEIGHTS_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 
 
-def _json_readable(path: Path) -> bool:
+def _json_readable(path: Path, root: Path) -> bool:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return isinstance(json.load(handle), dict)
-    except (OSError, ValueError):  # missing, unreadable, empty, half-written, not UTF-8
+        return isinstance(_load_json(path, root), dict)
+    except (OSError, ValueError):  # missing, unreadable, empty, half-written, not UTF-8, no regular file
         return False
 
 
-def _safetensors_whole(path: Path) -> bool:
+def _safetensors_whole(path: Path, root: Path) -> bool:
     """The file is as long as its header says: 8 bytes of header length, the JSON header, the tensors."""
     try:
-        with open(path, "rb") as handle:
+        with safe_files.open_file(path, root=root) as handle:
             header_length = int.from_bytes(handle.read(8), "little")
             if not 0 < header_length < 100_000_000:
                 return False
@@ -586,42 +584,48 @@ def _safetensors_whole(path: Path) -> bool:
     return size == 8 + header_length + max(ends, default=0)
 
 
-def _torch_file_whole(path: Path) -> bool:
+def _torch_file_whole(path: Path, root: Path) -> bool:
     # torch.save writes a zip archive; one cut short has no end-of-archive record
     try:
-        return zipfile.is_zipfile(path)
+        with safe_files.open_file(path, root=root) as handle:
+            return zipfile.is_zipfile(handle)
     except OSError:
         return False
 
 
-def checkpoint_complete(path: str | os.PathLike) -> bool:
+def checkpoint_complete(path: str | os.PathLike, root: str | os.PathLike | None = None) -> bool:
     """True when a checkpoint folder holds everything a resume reads, each file whole.
 
     A process killed while saving can leave any of the files missing or cut
     short, even trainer_state.json (another process's save at the same step).
+    Only regular files count, and the folder (and every folder between it and
+    `root`, the run folder, when given) must not be a link: one that leads to
+    another run's files is not this run's checkpoint.
     """
     path = Path(path)
-    weights = [path / name for name in ADAPTER_WEIGHTS_FILES if (path / name).is_file()]
+    root = path.parent if root is None else Path(root)
+    weights = [path / name for name in ADAPTER_WEIGHTS_FILES if safe_files.is_file(path / name, root=root)]
     if not weights:
         return False
     whole = _safetensors_whole if weights[0].suffix == ".safetensors" else _torch_file_whole
-    return (whole(weights[0])
-            and all(_json_readable(path / name) for name in CHECKPOINT_JSON_FILES)
-            and all(_torch_file_whole(path / name) for name in CHECKPOINT_TORCH_FILES))
+    return (whole(weights[0], root)
+            and all(_json_readable(path / name, root) for name in CHECKPOINT_JSON_FILES)
+            and all(_torch_file_whole(path / name, root) for name in CHECKPOINT_TORCH_FILES))
 
 
 def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
     """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out).
 
-    Only folders of the run itself: a `checkpoint-N` link that leads out of
-    the run folder (into another run, anywhere) is not one of its checkpoints.
+    Only folders of the run itself: a `checkpoint-N` link (into another run,
+    anywhere, or to another checkpoint of the run) is not one of its
+    checkpoints, and neither is a folder whose files are links.
     """
     found = []
-    real_run_dir = Path(run_dir).resolve()
-    for path in Path(run_dir).glob("checkpoint-*"):
-        step = path.name.removeprefix("checkpoint-")
-        if step.isdigit() and path.resolve().parent == real_run_dir and checkpoint_complete(path):
-            found.append((int(step), path))
+    run_dir = Path(run_dir)
+    for name in safe_files.folders(run_dir):
+        step = name.removeprefix("checkpoint-")
+        if name.startswith("checkpoint-") and step.isdigit() and checkpoint_complete(run_dir / name, run_dir):
+            found.append((int(step), run_dir / name))
     return [path for _, path in sorted(found)]
 
 
