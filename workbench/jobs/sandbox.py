@@ -24,6 +24,9 @@ process, and every helper process that loads a user's model or adapter
                                           jobs/sandbox_init.py: when the run's command ends, every
                                           process left in the sandbox ends with it
     capabilities                          none (`--cap-drop ALL`), even when the server runs as root
+    its user                              a server running as root runs each sandbox as a uid of its own
+                                          (`run_uid`), which owns the run's folder: the init keeps only
+                                          the capability to change uid, drops to it and so drops that too
     the system's password hashes          masked (/etc/shadow, /etc/gshadow and their backups)
     GPUs                                  /dev/nvidia* and /dev/dri bound in
     resources                             `Limits`: memory a process may allocate, the size of a file,
@@ -55,9 +58,11 @@ import glob
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -76,6 +81,8 @@ GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri")
 # Environment variables a sandboxed process never gets: accounts, and credentials it could copy into its run folder.
 # The system's password hashes: a sandbox runs as uid 0 with no capabilities, which may still read them.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+# A server running as root runs each sandbox as a uid of its own, in this range (no account uses it).
+RUN_UIDS = range(2_000_000, 2_100_000)
 SUPERVISOR = Path(__file__).with_name("sandbox_init.py")  # the sandbox's init, run by path (standard library only)
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_KEY|ACCESS_KEY|^WORKBENCH_USERS|^SSH_|^AWS_|^GOOGLE_",
                         re.IGNORECASE)
@@ -142,7 +149,8 @@ class Limits:
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Limits":
         """The admin's limits (WORKBENCH_RUN_MEMORY_GB, _FILE_GB, _DISK_GB, _PROCESSES, _TMP_GB), else defaults:
-        three quarters of the machine's memory, 20 GiB a file, 50 GiB a folder, 256 processes, 2 GiB in memory."""
+        three quarters of the machine's memory, 20 GiB a file, 50 GiB a folder, 2048 processes and threads,
+        2 GiB in memory."""
         import psutil
 
         env = os.environ if env is None else env
@@ -150,7 +158,8 @@ class Limits:
         return cls(memory=int(_env_number(env, "WORKBENCH_RUN_MEMORY_GB", 0.75 * total / GIB) * GIB),
                    file_size=int(_env_number(env, "WORKBENCH_RUN_FILE_GB", 20) * GIB),
                    disk=int(_env_number(env, "WORKBENCH_RUN_DISK_GB", 50) * GIB),
-                   processes=int(_env_number(env, "WORKBENCH_RUN_PROCESSES", 256)),
+                   # threads count too where the limit is the kernel's (a run as its own uid)
+                   processes=int(_env_number(env, "WORKBENCH_RUN_PROCESSES", 2048)),
                    tmp=int(_env_number(env, "WORKBENCH_RUN_TMP_GB", 2) * GIB))
 
     def supervisor_args(self, own_dir: str) -> list[str]:
@@ -178,6 +187,9 @@ class Exposure:
     # (host path, path inside): read-only, shown somewhere else than where it lies, after every mount above
     placed: tuple[tuple[str, str], ...] = ()
     limits: Limits = field(default_factory=Limits)
+    uid: int | None = None  # the uid the sandbox's processes run as on the host (None: the server's own)
+    # read-only folders of the workbench's own (its model cache, the owner's uploads) the run's uid must read
+    shared: tuple[str, ...] = ()
 
     def paths(self, kind: str) -> list[str]:
         return [path for mount, path in self.mounts if mount == kind]
@@ -190,7 +202,7 @@ class Exposure:
         """For status.json and the README: what the sandbox showed the run."""
         placed = [f"{host} (at {inside})" for host, inside in self.placed]
         return {kind: self.paths(kind) + (placed if kind == "read-only" else []) for kind in MOUNT_KINDS} | {
-            "network": "none", "limits": self.limits.describe()}
+            "network": "none", "limits": self.limits.describe(), "uid": self.uid}
 
 
 MOUNT_KINDS = ("empty", "read-only", "read-write", "masked", "device")
@@ -287,13 +299,58 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
               ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
               *(("read-only", p) for p in dict.fromkeys(readable)), ("read-write", own_dir),
               *(("masked", p) for p in masked), *(("device", p) for p in devices)]
+    from workbench.spec.models import cache_dir
+
+    # what the workbench itself wrote (converted models, uploads) may be private to the server's user
+    shared = [p for p in dict.fromkeys(p for kind, p in mounts if kind == "read-only")
+              if _under(p, [_real(cache_dir()), os.path.join(runs_root, "uploads")])]
     scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp",
                "VLLM_CACHE_ROOT": SCRATCH_VLLM}
     hub = _hub_cache(env)
     return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
                                     **({"HF_HUB_CACHE": hub} if hub else {})},
                     placed=vllm_record_placement(config or {}, env),
-                    limits=limits if limits is not None else Limits.from_env(env))
+                    limits=limits if limits is not None else Limits.from_env(env), uid=run_uid(own_dir),
+                    shared=tuple(shared))
+
+
+def run_uid(own_dir: str | os.PathLike) -> int | None:
+    """The uid the sandbox writing `own_dir` runs as: one of RUN_UIDS, the same for the same folder, when the
+    server runs as root; None otherwise (an unprivileged bwrap's user namespace already maps it to the
+    server's own uid). Two folders may meet on one uid; each still sees only its own folder."""
+    if os.geteuid() != 0:
+        return None
+    return RUN_UIDS.start + zlib.crc32(_real(own_dir).encode()) % len(RUN_UIDS)
+
+
+def hand_over(own_dir: str, uid: int) -> None:
+    """Make the run's folder, and everything in it, the run uid's (links changed, never followed); the
+    run's processes have all ended by now, so nothing is swapped under the walk."""
+    os.chown(own_dir, uid, uid, follow_symlinks=False)
+    for root, dirs, files in os.walk(own_dir, followlinks=False):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+
+
+def share_read_only(folders) -> None:
+    """Let every uid read `folders` (files gain read, folders read and search permission): they are shown to a
+    sandbox read-only, and its processes run as a uid of their own. Links are left alone."""
+    def readable(path: str, folder: bool) -> None:
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISLNK(mode):
+            wanted = mode | (0o555 if folder else 0o444)
+            if stat.S_IMODE(mode) != stat.S_IMODE(wanted):
+                os.chmod(path, stat.S_IMODE(wanted))
+    for top in folders:
+        if not os.path.isdir(top):
+            readable(top, False)
+            continue
+        readable(top, True)
+        for root, dirs, files in os.walk(top, followlinks=False):
+            for name in dirs:
+                readable(os.path.join(root, name), True)
+            for name in files:
+                readable(os.path.join(root, name), False)
 
 
 def _hub_cache(env: dict) -> str | None:
@@ -322,7 +379,8 @@ def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", f
     keeps its terminal; a background run outlives the app that started it,
     in a session of its own.
     """
-    sized = ["--size", str(exposed.limits.tmp)] if exposed.limits.tmp > 0 else []
+    # in-memory folders: sized, and writable by every uid (the sandbox's own uid uses /tmp and /dev/shm)
+    sized = ["--perms", "1777", *(["--size", str(exposed.limits.tmp)] if exposed.limits.tmp > 0 else [])]
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/dev/shm"]
     for kind, path in exposed.mounts:
         if kind == "masked":
@@ -330,17 +388,28 @@ def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", f
         elif kind == "empty":
             argv += [*sized, "--tmpfs", path]
         else:
-            argv += [BWRAP_MOUNT[kind], path, path]
+            argv += [*_reachable(path), BWRAP_MOUNT[kind], path, path]
     for host, inside in exposed.placed:
-        argv += ["--ro-bind", host, inside]
+        argv += [*_reachable(inside), "--ro-bind", host, inside]
     # the supervisor is the namespace's init (--as-pid-1): when the command ends, so does every process left
+    # with a uid of its own the init keeps only what it needs to become it (setuid then drops every capability)
+    keep = [] if exposed.uid is None else ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     argv += ["--unshare-net", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-cgroup-try",
-             "--cap-drop", "ALL", "--chdir", exposed.own_dir]
+             "--cap-drop", "ALL", *keep, "--chdir", exposed.own_dir]
     argv += ["--die-with-parent"] if foreground else ["--new-session"]
     for key, value in exposed.env.items():
         argv += ["--setenv", key, value]
-    supervisor = [sys.executable, "-I", str(SUPERVISOR), *exposed.limits.supervisor_args(exposed.own_dir), "--"]
+    supervisor = [sys.executable, "-I", str(SUPERVISOR), *exposed.limits.supervisor_args(exposed.own_dir),
+                  *([] if exposed.uid is None else ["--uid", str(exposed.uid)]), "--"]
     return [*argv, "--", *supervisor, *command]
+
+
+def _reachable(path: str) -> list[str]:
+    """The folders above `path`, made usable by every uid where a hidden folder's tmpfs covers them (bwrap makes a
+    mount point's missing parents private to root), writable as /tmp is: they lie in the sandbox's private
+    memory, e.g. the scratch cache's folders. Folders that exist already are left as they are."""
+    above = [str(parent) for parent in reversed(Path(path).parents) if str(parent) != "/"]
+    return [arg for folder in above for arg in ("--perms", "1777", "--dir", folder)]
 
 
 def check_available(env: dict | None = None) -> None:
@@ -368,6 +437,9 @@ def wrap(command: list[str], exposed: Exposure, env: dict | None = None,
     bwrap = bwrap_binary(env)
     if bwrap is None:
         check_available(env)  # raises with the reason
+    if exposed.uid is not None:
+        hand_over(exposed.own_dir, exposed.uid)
+        share_read_only(exposed.shared)
     return bwrap_command(exposed, command, bwrap, foreground), clean_env(env)
 
 

@@ -4,6 +4,11 @@ bwrap runs it as the PID namespace's init (`--as-pid-1`), by path, with the
 standard library only (`python -I`), so it starts in milliseconds and trusts
 nothing of the run's folder. Its jobs:
 
+- become the run's own uid (`--uid`, given when the server runs as root):
+  bwrap leaves this process only the capabilities to change uid and gid,
+  and changing to a uid other than 0 drops those too, so the run holds none
+  and is no longer root as the host sees it; the kernel then also counts
+  its processes and threads against RLIMIT_NPROC;
 - start the command (the trainer) with the run's resource limits set: memory
   (RLIMIT_DATA: what a process may allocate; GPU drivers' reserved address
   space is not counted, unlike RLIMIT_AS) and the size of any one file
@@ -44,6 +49,21 @@ STATUS_FILE = "status.json"
 def say(text: str) -> None:
     """One line in the run's log (this process's stderr is the run's train.log)."""
     print(f"[sandbox] {text}", file=sys.stderr, flush=True)
+
+
+PR_SET_NO_NEW_PRIVS = 38  # prctl: no execve may grant privileges again (set-uid files, file capabilities)
+
+
+def become(uid: int) -> None:
+    """Drop to `uid` (and the group of the same number), with no supplementary groups and no capabilities,
+    for good: no program the run executes can gain any back."""
+    import ctypes
+
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
 
 def set_limits(memory: int | None, file_size: int | None) -> None:
@@ -117,6 +137,10 @@ def explain_signal(status: int, args) -> None:
 
 
 def supervise(args, command: list[str]) -> int:
+    if args.uid:
+        become(args.uid)
+        if args.processes:  # per uid: the run's processes and threads, whatever namespace they are in
+            resource.setrlimit(resource.RLIMIT_NPROC, (args.processes, args.processes))
     child = subprocess.Popen(command, preexec_fn=lambda: set_limits(args.memory, args.file_size))
 
     def forward(signum, frame):
@@ -161,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file-size", type=int, default=0, help="bytes a file may reach (RLIMIT_FSIZE)")
     parser.add_argument("--disk", type=int, default=0, help="bytes the run's folder may hold")
     parser.add_argument("--processes", type=int, default=0, help="processes the namespace may hold")
+    parser.add_argument("--uid", type=int, default=0, help="the uid to run as (0: stay as started)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

@@ -88,14 +88,13 @@ def start_signal_check(config: RunConfig, runs_dir: str | Path, groups: int = DE
 
 def read_signal_check(job: SignalJob) -> dict:
     """`{"state": "running"}`, `{"state": "done", "report": {...}}` or `{"state": "failed", "error": text}`."""
-    report_path = job.folder / REPORT_FILE
-    if report_path.exists():
-        data = json.loads(report_path.read_text(encoding="utf-8"))  # written whole, then renamed into place
-        return {"state": "failed", "error": data["error"]} if "error" in data else {"state": "done", "report": data}
+    # the check's folder is written by the check (inside its sandbox): read as data, links never followed
+    data = runfolder.read_json(job.folder / REPORT_FILE)  # written whole, then renamed into place
+    if isinstance(data, dict) and data:
+        return {"state": "failed", "error": str(data["error"])} if "error" in data else {"state": "done", "report": data}
     if job.process.poll() is None:
         return {"state": "running"}
-    log = job.folder / LOG_FILE
-    tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+    tail = runfolder.read_log_tail(job.folder, 1500, name=LOG_FILE)
     return {"state": "failed", "error": f"the check stopped with exit code {job.process.returncode}. {tail}".strip()}
 
 

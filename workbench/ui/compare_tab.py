@@ -136,8 +136,8 @@ class CompareTab:
         # RunIdError names the field and the fix; sampling writes into the run folder, so: control
         folder = run_access.run_dir_for(self.runs_dir, run_id, self.ctx.viewer(request), control=True)
         prompts = probes.parse_prompts(prompts_text)
-        config = runfolder.read_config(folder)
-        paths_view.check_saved_config(config, self.ctx.scope_for(request))  # the run may have rewritten it
+        config = run_access.run_config(folder)  # the launcher's record of it: the run may have rewritten config.json
+        paths_view.check_saved_config(config, self.ctx.scope_for(request))
         chosen = dict(probes.list_checkpoints(folder))  # only the run's own checkpoint-N and adapter folders
         if checkpoint_label and (not isinstance(checkpoint_label, str) or checkpoint_label not in chosen):
             raise probes.ProbeError(field="checkpoint", rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint "

@@ -155,7 +155,7 @@ class MergePanel:
         try:
             # RunIdError names the field and the fix; another user's run reads as none
             folder = run_access.run_dir_for(self.runs_dir, run_id, ctx.viewer(request), control=True)
-            paths_view.check_saved_config(runfolder.read_config(folder), ctx.scope_for(request))
+            paths_view.check_saved_config(run_access.run_config(folder), ctx.scope_for(request))
             out_folder = resolve_out(out_text, folder, self.runs_dir)
             if ctx.shared and folder.resolve() not in out_folder.parents:
                 raise export_model.ExportError(field="out", rule=f"{out_folder} is outside the run folder {folder}",
@@ -165,7 +165,7 @@ class MergePanel:
         except WorkbenchError as exc:
             return self.job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
         new_job = MergeJob(plan, export_model.start_export(
-            plan, confine=ctx.confine_helper(folder, runfolder.read_config(folder))))
+            plan, confine=ctx.confine_helper(folder, run_access.run_config(folder))))
         return self.job_outputs(new_job, merge_view.progress_html({"stage": None}))
 
     def tick(self, job):

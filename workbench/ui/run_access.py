@@ -36,6 +36,13 @@ def run_owner(run_dir: str | Path) -> str | None:
     return owner if isinstance(owner, str) and owner else None
 
 
+def run_config(run_dir: str | Path) -> dict:
+    """The config a run was launched with as the launcher recorded it; its config.json, which the run's code can
+    rewrite, only for a run the launcher has no record of. What a helper of the run (sampling, export) is shown."""
+    record = launch_records.read_record(run_dir)
+    return dict(record.config) if record is not None and record.config else runfolder.read_config(run_dir)
+
+
 def controls_run(viewer: Viewer):
     """A test of a folder: a run folder that `viewer` may control (what access/paths.py lets them name)."""
     def own_run(folder: Path) -> bool:
