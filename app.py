@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # No usage reporting or update check: the machines this runs on are often offline.
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from workbench.access import limits, paths
+    from workbench.access import limits, paths, run_memory
     from workbench.access import users as accounts
     from workbench.access.sessions import session_hours
     from workbench.access.sign_in_limits import limits_from_env
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
         sign_in_limits = limits_from_env(os.environ)
         shared = paths.shared_folders(args.models_dir, args.data_dir)
         limits.max_actions()
+        run_memory.run_share()  # WORKBENCH_MAX_RUN_MEMORY_GB, refused now rather than at every launch
     except WorkbenchError as exc:
         raise SystemExit(f"error: {exc}") from None
     if known:

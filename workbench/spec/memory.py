@@ -21,12 +21,20 @@ What is counted, and when it is alive:
 - training phase: the activations autograd keeps for the backward pass of a
   micro-batch of completions at max length, and TRL's fused LM head, which
   projects onto the vocabulary in tiles of up to 4096 tokens x 32768 words
-  instead of materialising the full logits.
+  instead of materialising the full logits;
+- evaluation phase (eval_strategy=steps, between steps): the held-out prompts
+  answered EVAL_BATCH completions at a time (their KV cache and logits), and
+  every answer kept until scored, eval_size x (1 + eval_pass_k) completions
+  (Python lists of token ids and their text: host memory, counted on a CPU
+  run, a note on a GPU run; a rough figure, not measured).
 
 The phases follow each other, so the peak is the always-alive memory plus the
 largest phase. The constants were checked on CPU float32 runs of
 SmolLM2-135M-Instruct (benchmarks/bench_memory.py measures the real peak);
 GPU and bf16 figures follow the same arithmetic but were not measured here.
+
+`driving_field` names the setting that drives an estimate (the one whose
+default would shrink it most), for a refusal that says what to lower.
 
 Pure standard library (reads JSON): importable without torch.
 """
@@ -36,7 +44,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from workbench.errors import WorkbenchError
 from workbench.spec.speed import resolve_merged_generation, resolve_packed_decode
@@ -97,6 +105,15 @@ SAMPLING_LOGIT_COPIES = 3
 # LoRA adapter memory per parameter: the float32 weight, its gradient and
 # AdamW's two moments (PEFT keeps adapters in float32 even on a bf16 model).
 LORA_BYTES_PER_PARAM = 4 + 4 + 8
+# Held-out evaluation answers this many completions per generate call (trainer/answering.py's GENERATE_BATCH),
+# and keeps each answer's token ids (a Python int and its list slot, 36 bytes) and text until it is scored.
+EVAL_BATCH = 64
+ANSWER_BYTES_PER_TOKEN = 48
+# The settings an estimate grows with, asked in this order which one drives it (`driving_field`).
+DRIVERS = ("max_completion_length", "per_device_train_batch_size", "steps_per_generation",
+           "gradient_accumulation_steps", "num_generations", "eval_size", "eval_pass_k", "lora_r",
+           "reward_model", "vllm_gpu_memory_utilization", "merged_generation", "packed_decode", "bf16",
+           "gradient_checkpointing")
 
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -298,6 +315,7 @@ def estimate_memory(
     reward_model_dtype_bytes: int | None = None,
     merged_copy_dtype_bytes: int = 0,
     packed_decode: bool = False,
+    eval_sequences: int = 0,
 ) -> MemoryEstimate:
     """Peak memory of one training process of a LoRA GRPO run, term by term.
 
@@ -311,6 +329,8 @@ def estimate_memory(
     `device`: "cpu" or "cuda". `device_total_bytes` is the GPU's memory, used for vLLM's share.
     `merged_copy_dtype_bytes`: bytes per weight of merged_generation's plain copy (4, 2), 0 for none.
     `packed_decode`: that copy's linear weights are packed once more for MKL's GEMM (float32).
+    `eval_sequences`: the held-out completions one evaluation answers and keeps (eval_size x (1 + eval_pass_k));
+    0 for a run that does not evaluate.
     """
     shape = _as_shape(model)
     batch = _positive("per_device_train_batch_size", per_device_train_batch_size)
@@ -408,7 +428,10 @@ def estimate_memory(
         f"fused LM head backward: {tile_copies} float32 tile(s) of {token_tile} tokens x {vocab_tile} "
         f"words (never the full {train_tokens} x {shape.vocab_size} logits)")
 
-    phases = ("generation", "scoring", "training")
+    if eval_sequences > 0:
+        _add_evaluation(add, notes, shape, eval_sequences, seq, completion, dtype_bytes, device)
+
+    phases = ("generation", "scoring", "training", "evaluation")
     peak = max(phases, key=lambda p: sum(t.bytes for t in terms if t.phase == p))
     if device == "cuda":
         tensors = sum(t.bytes for t in terms if t.phase in ("always", peak) and t.name not in ("runtime", "vllm"))
@@ -418,6 +441,36 @@ def estimate_memory(
     if device == "cuda" and dtype_bytes == 4:
         notes.append("float32 on a GPU: bf16 (dtype_bytes=2) halves weights and activations.")
     return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)
+
+
+def _add_evaluation(add, notes: list[str], shape: ModelShape, sequences: int, seq: int, completion: int,
+                    dtype_bytes: int, device: str) -> None:
+    """Held-out evaluation between steps: one generate call's cache and logits, and every answer kept."""
+    at_once = min(sequences, EVAL_BATCH)
+    add("evaluation cache", 2 * shape.num_hidden_layers * shape.kv_size * seq * at_once * dtype_bytes
+        + at_once * shape.vocab_size * 4 * SAMPLING_LOGIT_COPIES, "evaluation",
+        f"held-out prompts answered {at_once} completions at a time: their keys, values and logits")
+    answers = sequences * completion * ANSWER_BYTES_PER_TOKEN
+    if device == "cpu":
+        add("held-out answers", answers, "evaluation",
+            f"{sequences:,} held-out completions of up to {completion:,} tokens kept until scored "
+            f"(token ids and text, about {ANSWER_BYTES_PER_TOKEN} bytes a token)")
+    else:
+        notes.append(f"Held-out evaluation keeps about {answers / GIB:,.1f} GiB of answers in the machine's memory "
+                     "(not the GPU's), not counted here.")
+
+
+def driving_field(config: Mapping[str, Any], total: Callable[[Mapping[str, Any]], int],
+                  defaults: Mapping[str, Any]) -> str:
+    """The setting that drives `total(config)` (an estimate's bytes): the one of DRIVERS whose value in `defaults`
+    would shrink it most; "model" when none would (the model itself is what takes the room)."""
+    base, driver, saved = total(config), "model", 0
+    for name in DRIVERS:
+        if name in config and name in defaults and config[name] != defaults[name]:
+            shrunk = base - total({**config, name: defaults[name]})
+            if shrunk > saved:
+                driver, saved = name, shrunk
+    return driver
 
 
 def _add_reward_model(add, shape: ModelShape, dtype_bytes: int, tokens: int) -> None:
@@ -477,7 +530,16 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         device_total_bytes=device_total_bytes,
         merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(merged, 0),
         packed_decode=resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value == "yes",
+        eval_sequences=_eval_sequences(get("eval_strategy", "no"), get("eval_size", 0), get("eval_pass_k", 0)),
     )
     if note:
         estimate.notes.append(note)
     return estimate
+
+
+def _eval_sequences(strategy: Any, size: Any, pass_k: Any) -> int:
+    """The held-out completions one evaluation keeps: eval_size greedy answers and eval_pass_k samples of each
+    (0 without evaluation, or for values check_config refuses)."""
+    if strategy != "steps" or not isinstance(size, int) or not isinstance(pass_k, int):
+        return 0
+    return max(0, size) * (1 + max(0, pass_k))

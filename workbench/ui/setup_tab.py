@@ -15,7 +15,7 @@ column dropdowns from what the data has, and shows the exact text the model
 receives for the first row (spec/columns.py, spec/data_mapping.py).
 
 For the Train tab this tab registers `ctx.config_inputs` (its inputs, the
-hardware state last), `ctx.config_from_values(*values, scope=None) -> RunConfig`
+hardware state last), `ctx.config_from_values(*values, scope=None, launching=False) -> RunConfig`
 and `ctx.components["plan_valid"]`, a hidden checkbox that is True only when
 the batch plan is valid and nothing else stops a launch.
 
@@ -40,6 +40,7 @@ from pathlib import Path
 import gradio as gr
 import psutil
 
+from workbench.access import run_memory
 from workbench.access.paths import PathError, UserScope
 from workbench.errors import WorkbenchError
 from workbench.jobs import bundle, commands, gpu_queue, launcher, signal_job
@@ -154,21 +155,26 @@ def _gpus(hardware: dict):
     return [GpuInfo(**g) for g in (hardware or {}).get("gpus", [])]
 
 
-def _free_bytes(cfg: RunConfig, hardware: dict) -> tuple[int | None, str]:
-    """Free memory of the device the run will use (the smallest chosen GPU), and "cpu" or "cuda"."""
+def _device_memory(cfg: RunConfig, hardware: dict) -> tuple[int | None, int | None, str]:
+    """(free, in all) bytes of the device the run will use (the smallest chosen GPU), and "cpu" or "cuda"."""
     gpus = _gpus(hardware)
     if not gpus or cfg.device == "cpu":
-        return psutil.virtual_memory().available, "cpu"
+        memory = psutil.virtual_memory()
+        return memory.available, memory.total, "cpu"
     chosen = [g for g in gpus if not cfg.gpu_ids or g.index in cfg.gpu_ids]
-    return (min(g.free_mb for g in chosen) * 2**20 if chosen else None), "cuda"
+    if not chosen:
+        return None, None, "cuda"
+    return min(g.free_mb for g in chosen) * 2**20, min(g.total_mb for g in chosen) * 2**20, "cuda"
 
 
-def config_from_values(*values, scope: UserScope | None = None) -> RunConfig:
+def config_from_values(*values, scope: UserScope | None = None, launching: bool = False) -> RunConfig:
     """The RunConfig of the Setup tab's values (ctx.config_inputs order); raises ConfigError naming the field.
 
     `scope`: what the user may name on a shared dashboard (ctx.scope_of): every
     path must pass access/paths.py's rule (and becomes absolute), the vLLM
-    server address access/hosts.py's.
+    server address access/hosts.py's. `launching` (a launch or a smoke test
+    there): a run whose memory estimate is past the limit is refused too
+    (`memory_problems`).
     """
     *form_values, hardware = values
     gpus = _gpus(hardware)
@@ -177,6 +183,8 @@ def config_from_values(*values, scope: UserScope | None = None) -> RunConfig:
     if scope is None:
         return cfg
     cfg, problems = paths_view.confine_config(cfg, scope)
+    if launching and not problems:
+        problems = memory_problems(cfg, hardware)
     if problems:
         raise ConfigError(problems)
     return cfg
@@ -238,18 +246,54 @@ def _mapping_from_form(form: dict) -> ColumnMapping:
                          form_text(form.get("system_prompt")))
 
 
-def memory_panel(cfg: RunConfig, free_bytes: int | None, device: str) -> str:
-    """The memory estimate for the model on disk (its config.json read), or why there is none."""
+def memory_estimate(cfg: RunConfig | dict, shape, device: str):
+    """The estimate of `cfg` (a RunConfig or its dict) for a model of `shape`; WorkbenchError for values the
+    estimate cannot take (validate_config names them)."""
     from workbench.spec.memory import estimate_for_config
 
+    return estimate_for_config(cfg, shape, max_prompt_length=PROMPT_TOKENS_ASSUMED, device=device)
+
+
+def model_shape(cfg: RunConfig):
+    """The shape of the model on disk (its config.json read); None when it is not on disk yet; WorkbenchError when
+    its config cannot be used."""
+    from workbench.spec.memory import from_model_dir
+
     folder = local_model_folder(cfg.model)
-    if folder is None:
-        return MEMORY_NOT_ON_DISK
+    return from_model_dir(folder) if folder is not None else None
+
+
+def memory_panel(cfg: RunConfig, free_bytes: int | None, device: str) -> str:
+    """The memory estimate for the model on disk (its config.json read), or why there is none."""
     try:
-        estimate = estimate_for_config(cfg, folder, max_prompt_length=PROMPT_TOKENS_ASSUMED, device=device)
+        shape = model_shape(cfg)
+        if shape is None:
+            return MEMORY_NOT_ON_DISK
+        estimate = memory_estimate(cfg, shape, device)
     except WorkbenchError as exc:
         return memory_unavailable_html(exc)
     return memory_html(estimate, free_bytes, PROMPT_TOKENS_ASSUMED)
+
+
+def memory_problems(cfg: RunConfig, hardware: dict) -> list[ConfigProblem]:
+    """On a shared dashboard: the run refused when its memory estimate is past its device's memory in all or the
+    admin's share per run (access/run_memory.py), naming the setting that drives the estimate; [] when it fits or
+    there is no estimate (a model not on disk yet, values validate_config refuses)."""
+    from workbench.spec.memory import driving_field
+
+    _, in_all, device = _device_memory(cfg, hardware)
+    try:
+        shape = model_shape(cfg)
+        needed = memory_estimate(cfg, shape, device).total_bytes if shape is not None else 0
+        limit = run_memory.memory_limit(in_all, run_memory.run_share(), device)
+        if run_memory.memory_refusal(needed, limit, "") is None:
+            return []
+        field = driving_field(cfg.to_dict(), lambda changed: memory_estimate(changed, shape, device).total_bytes,
+                              RunConfig().to_dict())
+    except WorkbenchError as exc:  # the estimate cannot take a value (validate_config names it), or a bad share
+        return [ConfigProblem(exc.field, exc.rule, exc.fix)] if exc.field == run_memory.MAX_RUN_MEMORY_ENV else []
+    refusal = run_memory.memory_refusal(needed, limit, field)
+    return [ConfigProblem(refusal.field, refusal.rule, refusal.fix)]
 
 
 def update_plan(*values, scope: UserScope | None = None) -> list:
@@ -269,7 +313,9 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     view = setup_plan_view(cfg, task_dataset_size(cfg.task) if not data_field(cfg)[1] else None)
     model_refused = paths_view.refused(problems, "model")
     problems += validate_config(cfg, import_reward_file=scope is None)
-    free, device = _free_bytes(cfg, values[-1])
+    if scope is not None and not model_refused:  # a shared dashboard refuses what an open one warns about
+        problems += memory_problems(cfg, values[-1])
+    free, _, device = _device_memory(cfg, values[-1])
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
     panel[-2] = warnings_html(view, extra=setting_notes(cfg, _gpus(values[-1])))  # the plan's warnings and the settings' notes
@@ -661,7 +707,7 @@ class SetupTab:
     def start_smoke(self, request: gr.Request, *values):
         ctx, viewer = self.ctx, self.ctx.viewer(request)
         try:
-            config = config_from_values(*values, scope=ctx.scope_of(viewer))
+            config = config_from_values(*values, scope=ctx.scope_of(viewer), launching=True)
             ctx.actions.take(viewer.name, "smoke test")  # a refusal shows as the page's message
             run_id = launcher.smoke_test(config, ctx.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
                                          sandboxed=ctx.sandbox_for(viewer))

@@ -471,8 +471,9 @@ class TrainTab:
             return {notice: notice_html("Set up the run in the Setup tab first.")}
         viewer = ctx.viewer(request)
         try:
-            # on a shared dashboard: every path only where access/paths.py allows this user
-            config = ctx.config_from_values(*setup_values, scope=ctx.scope_of(viewer))
+            # on a shared dashboard: every path only where access/paths.py allows this user, and a memory estimate
+            # within the device's memory and the admin's share (access/run_memory.py)
+            config = ctx.config_from_values(*setup_values, scope=ctx.scope_of(viewer), launching=True)
             ctx.actions.take(viewer.name, "launch")
             run_id = launcher.start(config, self.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
                                     sandboxed=ctx.sandbox_for(viewer))
