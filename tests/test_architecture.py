@@ -136,7 +136,7 @@ PATH_IO_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open
 # The readers of a run folder: a view may name their constants and types (a name that starts with a capital
 # letter: FINAL_STATES, RunIdError, Seen), never call their functions.
 READER_MODULES = {"workbench.runstore.runfolder", "workbench.runstore.jsonl_cache", "workbench.runstore.file_cache",
-                  "workbench.insight.follow"}
+                  "workbench.insight.follow", "workbench.runstore.safe_files", "workbench.runstore.launch_records"}
 MAX_UI_FUNCTION_LINES = 80
 
 

@@ -63,7 +63,8 @@ def start_queued(run_dir: Path) -> bool:
     try:
         config = launcher.recorded_config(run_dir)
         # checked again (a file may have moved meanwhile), read not run: the reward file runs only in training
-        launcher.check_launch(config, import_reward_file=False)
+        launcher.check_launch(config, import_reward_file=False,
+                              read_data=not (record is not None and record.sandboxed))  # a sandbox's data: inside it
         now = time.time()
         launcher.start_process(config, run_dir, resume, queued_resume=None,
                                **({"resumed_at": now} if resume else {"started_at": now}))

@@ -97,13 +97,13 @@ def _refuse_multi_machine(config: RunConfig) -> None:
                                 "in the Setup tab) and start its scripts there")
 
 
-def check_launch(config: RunConfig, import_reward_file: bool = True) -> None:
+def check_launch(config: RunConfig, import_reward_file: bool = True, read_data: bool = True) -> None:
     """Refuse (ConfigError, LauncherError, VLLMServerError) a config that cannot start here, before anything runs.
 
     `import_reward_file` False: the reward file is checked without running it here (see validate_config);
-    it runs only in the training process.
+    it runs only in the training process. `read_data` False: its rows are read only inside its sandbox.
     """
-    check_config(config, import_reward_file)
+    check_config(config, import_reward_file, read_data)
     _refuse_multi_machine(config)
     vllm_server.preflight(config)
 
@@ -339,9 +339,10 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
         )
     record = launch_records.read_record(run_dir)
     config = recorded_config(run_dir)
-    check_launch(config, import_reward_file)
     owner = (record.owner if record is not None else RunStatus.of(current).owner) or owner
     kept = resume_policy(record, RunStatus.of(current), sandboxed)
+    # a sandboxed run's data may lie in folders its code wrote (its own run folder): read only inside its sandbox
+    check_launch(config, import_reward_file, read_data=kept is None)
     if kept is not None:
         sandbox.check_available()
     with runfolder.queue_lock(run_dir.parent):

@@ -815,7 +815,7 @@ def _problem_from_message(exc: Exception, default_field: str) -> ConfigProblem:
     return ConfigProblem(default_field, text, "")
 
 
-def _data_problems(cfg: RunConfig, import_reward_file: bool = True) -> list[ConfigProblem]:
+def _data_problems(cfg: RunConfig, import_reward_file: bool = True, read_data: bool = True) -> list[ConfigProblem]:
     from workbench.spec import rewards, tasks
 
     problems = []
@@ -832,7 +832,7 @@ def _data_problems(cfg: RunConfig, import_reward_file: bool = True) -> list[Conf
             rewards.get_reward(name, extra)
         except rewards.RewardError as exc:
             problems.append(_problem_from("reward_names", exc))
-    problems += _source_problems(cfg, names, extra)
+    problems += _source_problems(cfg, names, extra) if read_data else []
     if not names and (cfg.task in tasks.TASKS or data_field(cfg)[1]):
         problems.append(ConfigProblem("reward_names", "no reward function is chosen",
                                       f"name at least one of {', '.join(rewards.REWARDS)}"))
@@ -1005,12 +1005,15 @@ def _path_problems(cfg: RunConfig) -> list[ConfigProblem]:
     return [problem for name in PATH_FIELDS if (problem := path_problem(name, getattr(cfg, name))) is not None]
 
 
-def validate_config(cfg: RunConfig, import_reward_file: bool = True) -> list[ConfigProblem]:
+def validate_config(cfg: RunConfig, import_reward_file: bool = True, read_data: bool = True) -> list[ConfigProblem]:
     """Every problem with `cfg`, cheaply: nothing loads, nothing trains.
 
     `import_reward_file` False: a reward file is read, never run (its function
     names parsed from the source), for a process that must not run a user's
     code: the dashboard of a shared server. The training process imports it.
+    `read_data` False: the dataset's rows are not read here (a sandboxed run's
+    queued start or resume, where no user's path rule is at hand: its data is
+    read inside its sandbox, under its policy).
     """
     from workbench.spec.models import ModelError, check_model
 
@@ -1024,9 +1027,9 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True) -> list[Con
         check_model(cfg.model)
     except ModelError as exc:
         problems.append(_problem_from("model", exc))
-    problems += _data_problems(cfg, import_reward_file)
+    problems += _data_problems(cfg, import_reward_file, read_data)
     problems += _correctness_problems(cfg)
-    if cfg.eval_strategy == "steps" and not problems:  # the held-out data is looked at once the rest is sound
+    if cfg.eval_strategy == "steps" and not problems and read_data:  # the held-out data is looked at once the rest is sound
         from workbench.spec.evaluation import eval_problems
 
         problems += [ConfigProblem(*found) for found in eval_problems(cfg, correctness_reward_for(cfg), data_field(cfg))]
@@ -1035,9 +1038,9 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True) -> list[Con
     return problems
 
 
-def check_config(cfg: RunConfig, import_reward_file: bool = True) -> None:
+def check_config(cfg: RunConfig, import_reward_file: bool = True, read_data: bool = True) -> None:
     """Raise ConfigError (field, rule, fix for each problem) when `cfg` cannot run (see validate_config)."""
-    problems = validate_config(cfg, import_reward_file)
+    problems = validate_config(cfg, import_reward_file, read_data)
     if problems:
         plan = _plan_problems(cfg)[1] if not _number_problems(cfg) else None
         raise ConfigError(problems, plan)
