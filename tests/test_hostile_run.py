@@ -256,3 +256,52 @@ def test_the_sandbox_ends_with_its_command_and_forwards_a_stop(tmp_path):
     inner[0].send_signal(signal.SIGTERM)
     assert process.wait(timeout=20) == 3
     assert "asked to stop" in process.stdout.read()
+
+
+SPY = '''
+import os
+
+def spy(completions, **kwargs):
+    with open("spy.txt", "a") as handle:  # where the reward code ran: its uid, and what it could see
+        handle.write(f"{os.getuid()} {os.path.exists(TARGET)} {os.environ.get('WORKBENCH_SANDBOX')}\\n")
+    return [0.0 for _ in completions]
+
+TARGET = TARGET_PATH
+'''
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_evaluating_a_sandboxed_run_from_the_command_line_runs_its_reward_code_in_its_sandbox(tmp_path):
+    from workbench.cli import main
+    from workbench.spec.tasks import GSM8K_SAMPLE
+
+    runs = tmp_path / "runs"
+    secret = tmp_path / "admins-own-file.txt"
+    secret.write_text("x")
+    reward = tmp_path / "spy.py"
+    reward.write_text(SPY.replace("TARGET_PATH", repr(str(secret))))
+    config = RunConfig.for_task("gsm8k", **tiny_settings(
+        dataset_name=str(GSM8K_SAMPLE), max_steps=1, save_steps=1, reward_file=str(reward),
+        reward_names=["accuracy_reward", "spy"], eval_size=2, eval_pass_k=1))
+    run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
+    wait_final(run_id, runs)
+    (runs / run_id / "spy.txt").unlink()
+    # an admin evaluates a student's run from a terminal: the student's reward runs in the run's sandbox, not here
+    assert main(["eval", str(runs / run_id), "--checkpoint", "base", "--json"]) == 0
+    seen = set((runs / run_id / "spy.txt").read_text().splitlines())
+    uid = sandbox.run_uid(runs / run_id) if os.geteuid() == 0 else os.geteuid()
+    assert seen == {f"{uid} False 1"}, seen  # inside the sandbox, as its own uid: the admin's file out of sight
+    assert not (runs / run_id / ".eval-now.json").exists()
+
+
+def test_train_in_a_terminal_on_a_run_the_launcher_sandboxed_trains_sandboxed(tmp_path, monkeypatch):
+    from workbench.cli import train
+
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    assert not train._recorded_sandboxed(str(run_dir))
+    launch_records.write_record(run_dir, launch_records.LaunchRecord(sandboxed=True, policy={}))
+    assert train._recorded_sandboxed(str(run_dir))
+    monkeypatch.setenv(runfolder.SANDBOX_ENV, "1")  # inside the sandbox itself the trainer simply trains
+    assert not train._recorded_sandboxed(str(run_dir))

@@ -13,13 +13,18 @@ answers that changed since step 0; with --json a JSON list of
 evaluation on. `--checkpoint` evaluates now, in this process, on the same held-out prompts: the base model
 (`base`), a checkpoint (its step) or the newest adapter (`latest`); it prints that one point (nothing is
 written) and works for a run that trained without evaluation too (workbench/trainer/saved_eval.py).
+A run the launcher started in a sandbox is evaluated in that sandbox (its reward code runs nowhere else),
+with the policy and config the launcher recorded; the record comes back as data.
 Bad input exits 2 with one line naming the argument, the rule and a fix.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 from workbench.cli import ArgumentError
 from workbench.cli.report import add_run_arguments, find_run
@@ -39,6 +44,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--checkpoint", metavar="WHICH",
                         help="evaluate now, in this process: latest (the final adapter, else the newest checkpoint), "
                              "a checkpoint's step, or base (the model without an adapter)")
+    # inside a run's sandbox: write the one record here instead of printing (evaluate_in_sandbox reads it)
+    parser.add_argument("--write-record", dest="write_record", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
 
@@ -59,12 +66,48 @@ def print_lines(points: list[dict], changed: list[dict]) -> None:
 def evaluate_now(run_dir, which: str) -> list[dict]:
     """The run's policy `which` evaluated now: one record, or ArgumentError naming what is wrong."""
     from workbench.errors import WorkbenchError
+    from workbench.runstore import launch_records, runfolder
     from workbench.trainer.saved_eval import evaluate_saved
 
+    record = launch_records.read_record(run_dir)
+    if record is not None and record.sandboxed and not runfolder.inside_sandbox():
+        return evaluate_in_sandbox(Path(run_dir), which, record)
     try:
         return [evaluate_saved(run_dir, which)]
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
+
+
+RECORD_FILE = ".eval-now.json"  # in the run folder: the one place its sandbox can write
+
+
+def evaluate_in_sandbox(run_dir: Path, which: str, record) -> list[dict]:
+    """The evaluation of a sandboxed run, run in its sandbox (the launcher's recorded policy and config), its
+    one record read back as data and checked like any eval.jsonl record."""
+    from workbench.errors import WorkbenchError
+    from workbench.jobs import processes, sandbox
+    from workbench.runstore import runfolder, safe_files
+    from workbench.spec.evaluation import eval_problem
+
+    out = run_dir / RECORD_FILE
+    safe_files.unlink(out)
+    command = [sys.executable, "-m", "workbench", "eval", str(run_dir), "--checkpoint", str(which),
+               "--write-record", str(out)]
+    config = dict(record.config or {})
+    try:
+        sandbox.prepare(config)
+        confine = sandbox.confinement(run_dir, run_dir.parent, config,
+                                      sandbox.Policy.from_status(record.policy) or sandbox.Policy())
+        argv, env = confine(command, processes.job_env())
+    except WorkbenchError as exc:
+        raise ArgumentError(str(exc)) from None
+    done = subprocess.run(argv, env=env)
+    found = runfolder.read_json(out)
+    safe_files.unlink(out)
+    if done.returncode != 0 or not isinstance(found, dict) or eval_problem(found):
+        raise ArgumentError(f"--checkpoint: the evaluation in the run's sandbox did not give a record (exit "
+                            f"{done.returncode}); read its message above, or evaluate from the dashboard")
+    return [found]
 
 
 def run(args) -> int:
@@ -72,6 +115,9 @@ def run(args) -> int:
 
     run_dir = find_run(args.source, args.runs_dir)
     records = evaluate_now(run_dir, args.checkpoint) if args.checkpoint else evaluation.read_evals(run_dir)
+    if args.write_record:  # inside the run's sandbox, for evaluate_in_sandbox
+        Path(args.write_record).write_text(json.dumps(records[0]), encoding="utf-8")
+        return 0
     points = evaluation.curve_points(records, per_prompt=args.per_prompt)
     if args.json:
         print(json.dumps(points, indent=1))

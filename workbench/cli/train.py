@@ -119,6 +119,10 @@ def run_train(args) -> int:
         startup.resume_collection()
     config = config_from_args(args)
     _checked(config)
+    if not args.sandbox and _recorded_sandboxed(args.run_dir):
+        # a run the launcher started in a sandbox runs its code nowhere else, from any entry point
+        print(f"{args.run_dir} was started in a sandbox: it trains in one again (--sandbox)", file=sys.stderr)
+        args.sandbox = True
     if args.sandbox:
         _check_sandbox()
     if args.background:
@@ -205,6 +209,16 @@ def _train_sandboxed(args, config) -> int:
         return sandbox.run_foreground(run_dir, command, commands.launch_env(config))
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
+
+
+def _recorded_sandboxed(run_dir) -> bool:
+    """Whether the launcher's record of the run in `run_dir` says it runs sandboxed (never true inside one)."""
+    from workbench.runstore import launch_records, runfolder
+
+    if not run_dir or runfolder.inside_sandbox():
+        return False
+    record = launch_records.read_record(Path(run_dir).resolve())
+    return record is not None and record.sandboxed
 
 
 def _record_foreground_run(run_dir: Path, config) -> None:

@@ -142,10 +142,10 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     replace_file(path, json.dumps(data, indent=2, default=str).encode("utf-8"))
 
 
-def replace_file(path: str | os.PathLike, content: bytes) -> None:
+def replace_file(path: str | os.PathLike, content: bytes, mode: int = safe_files.SHARED_MODE) -> None:
     """Write `content` to a temporary file beside `path`, then rename it over `path` (atomic; a link there is
-    replaced, never followed: `safe_files.replace_file`)."""
-    safe_files.replace_file(path, content)
+    replaced, never followed: `safe_files.replace_file`); `mode` 0o600 for a private copy."""
+    safe_files.replace_file(path, content, mode=mode)
 
 
 def _load_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:

@@ -294,24 +294,30 @@ def write_file(path: str | os.PathLike, content: bytes, *, root: str | os.PathLi
         handle.write(content)
 
 
-def _temporary(dir_fd: int, name: str) -> tuple[int, str]:
-    """An exclusive new file beside `name` (O_CREAT|O_EXCL), readable by every uid: a sandboxed run, which runs
-    as a uid of its own, reads what the server writes into its folder (config.json, status.json)."""
+# What replace_file makes by default: readable by every uid, since a sandboxed run, which runs as a uid of its
+# own, reads what the server writes into its folder (config.json, status.json).
+SHARED_MODE = 0o644
+
+
+def _temporary(dir_fd: int, name: str, mode: int = SHARED_MODE) -> tuple[int, str]:
+    """An exclusive new file beside `name` (O_CREAT|O_EXCL) with `mode`."""
     for _ in range(100):
         temporary = f".{name[:200]}.{secrets.token_hex(4)}"
         try:
-            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o644,
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, mode,
                            dir_fd=dir_fd), temporary
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free temporary name", name)
 
 
-def replace_file(path: str | os.PathLike, content: bytes, *, root: str | os.PathLike | None = None) -> None:
+def replace_file(path: str | os.PathLike, content: bytes, *, root: str | os.PathLike | None = None,
+                 mode: int = SHARED_MODE) -> None:
     """Write `content` to a temporary file beside `path`, then rename it over `path` (atomic, made with its
-    folder when missing): a reader sees the old file or the new one; a link at `path` is replaced, not followed."""
+    folder when missing): a reader sees the old file or the new one; a link at `path` is replaced, not followed.
+    `mode`: 0o600 for a copy only its owner may read."""
     with _folder_of(path, root, create=True) as (dir_fd, name):
-        fd, temporary = _temporary(dir_fd, name)
+        fd, temporary = _temporary(dir_fd, name, mode)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(content)

@@ -49,5 +49,5 @@ def write_report(run_dir: str | Path, download_root: str | Path | None = None) -
     written = run_dir / runfolder.REPORT_FILE
     runfolder.replace_file(written, page)
     copy = reports_root(download_root) / run_dir.name / f"{run_dir.name}-report.html"
-    runfolder.replace_file(copy, page)
+    runfolder.replace_file(copy, page, mode=0o600)  # the download's copy: its folder's owner's alone
     return written, copy
