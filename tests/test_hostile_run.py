@@ -305,3 +305,19 @@ def test_train_in_a_terminal_on_a_run_the_launcher_sandboxed_trains_sandboxed(tm
     assert train._recorded_sandboxed(str(run_dir))
     monkeypatch.setenv(runfolder.SANDBOX_ENV, "1")  # inside the sandbox itself the trainer simply trains
     assert not train._recorded_sandboxed(str(run_dir))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox gets a uid of its own only from a server running as root")
+def test_a_sandbox_keeps_the_servers_uid_where_its_own_could_not_reach_the_run(tmp_path):
+    import shutil
+
+    base = REPO / ".cache" / f"test-uid-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        for mode in (0o755, 0o700):  # a checkout or runs folder in a private folder: the run uid could not get there
+            own = base / oct(mode) / "runs" / "r"
+            own.mkdir(parents=True)
+            (base / oct(mode)).chmod(mode)
+            uid = sandbox.exposure(own, own.parent, {}, sandbox.Policy(), {"PATH": "/usr/bin"}).uid
+            assert (uid is None) == (mode == 0o700), (mode, uid)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

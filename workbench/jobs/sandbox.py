@@ -310,7 +310,8 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
                                     **({"HF_HUB_CACHE": hub} if hub else {})},
                     placed=vllm_record_placement(config or {}, env),
-                    limits=limits if limits is not None else Limits.from_env(env), uid=run_uid(own_dir),
+                    limits=limits if limits is not None else Limits.from_env(env),
+                    uid=run_uid(own_dir) if _all_reachable(mounts, shared) else None,
                     shared=tuple(shared))
 
 
@@ -321,6 +322,23 @@ def run_uid(own_dir: str | os.PathLike) -> int | None:
     if os.geteuid() != 0:
         return None
     return RUN_UIDS.start + zlib.crc32(_real(own_dir).encode()) % len(RUN_UIDS)
+
+
+def _all_reachable(mounts, shared) -> bool:
+    """Whether a uid of the run's own can reach everything the sandbox shows: each folder on the way that is the
+    host's (not rebuilt in a hidden folder's tmpfs) lets others through, and what is shown read-only lets others
+    read it (the workbench's own folders, `shared`, are made so). Where not (a checkout in a private folder),
+    the sandbox keeps the server's uid rather than break the run."""
+    hidden = [path for kind, path in mounts if kind == "empty"]
+    shown = [(kind, path) for kind, path in mounts if kind in ("read-only", "read-write")]
+    for kind, path in shown:
+        parents = [str(parent) for parent in Path(path).parents if str(parent) != "/"]
+        if any(not _under(parent, hidden) and not os.stat(parent).st_mode & stat.S_IXOTH for parent in parents):
+            return False
+        needed = stat.S_IROTH | (stat.S_IXOTH if os.path.isdir(path) else 0)
+        if kind == "read-only" and not _under(path, shared) and os.stat(path).st_mode & needed != needed:
+            return False
+    return True
 
 
 def hand_over(own_dir: str, uid: int) -> None:
