@@ -18,7 +18,7 @@ import pytest
 from app_events import Page, find_event
 from helpers import G, STEPS, append_step
 
-from workbench.runstore import jsonl_cache, runfolder
+from workbench.runstore import jsonl_cache, runfolder, safe_files
 
 WATCHED = (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE)
 
@@ -64,8 +64,16 @@ def bytes_read(monkeypatch):
         name = os.path.basename(os.fsdecode(file)) if isinstance(file, (str, bytes, os.PathLike)) else ""
         return Counted(handle, name) if name in WATCHED else handle
 
+    real_open_file = safe_files.open_file
+
+    def counting_open_file(path, **kwargs):  # how the run folder's readers open its files (never following a link)
+        handle = real_open_file(path, **kwargs)
+        name = os.path.basename(os.fsdecode(path))
+        return Counted(handle, name) if name in WATCHED else handle
+
     monkeypatch.setattr(builtins, "open", counting_open)
     monkeypatch.setattr(io, "open", counting_open)
+    monkeypatch.setattr(safe_files, "open_file", counting_open_file)
     return counts
 
 
