@@ -321,3 +321,30 @@ def test_a_sandbox_keeps_the_servers_uid_where_its_own_could_not_reach_the_run(t
             assert (uid is None) == (mode == 0o700), (mode, uid)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_signal_checks_and_other_helper_jobs_count_against_the_per_user_cap(tmp_path, monkeypatch):
+    from workbench.jobs import queue, signal_job
+
+    runs = tmp_path / "runs"
+    monkeypatch.setenv(queue.MAX_RUNS_ENV, "2")
+    config = RunConfig.for_task("arithmetic").with_changes(model="tiny", device="cpu", max_completion_length=8,
+                                                            num_generations=4, per_device_train_batch_size=4)
+    checks = [signal_job.start_signal_check(config, runs, groups=1, owner="alice") for _ in range(2)]
+    try:
+        assert checks[0].folder != checks[1].folder  # each check in a folder of its own, even within a second
+        with pytest.raises(queue.UserLimitError, match="alice already has 2"):
+            signal_job.start_signal_check(config, runs, groups=1, owner="alice")
+        with pytest.raises(queue.UserLimitError):  # an export or the Compare tab's sampling: the same cap
+            with launcher.helper_job(runs, "alice", "export"):
+                pass
+        with launcher.helper_job(runs, "bob", "export") as record:  # another user has room of their own
+            sleeper = subprocess.Popen(["sleep", "30"])
+            record(sleeper.pid)
+        sleeper.kill()
+        sleeper.wait()
+    finally:
+        for job in checks:
+            signal_job.cancel_signal_check(job)
+    with launcher.helper_job(runs, "alice", "export"):  # ended jobs count no more
+        pass

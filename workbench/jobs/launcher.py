@@ -28,7 +28,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 from workbench.jobs import bundle, processes, queue, sandbox, vllm_server
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
@@ -176,6 +178,21 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
         if queued or not place.may_start:
             ensure_dispatcher(root)
     return run_dir.name
+
+
+@contextmanager
+def helper_job(runs_dir: str | os.PathLike | None, owner: str | None, kind: str) -> Iterator[Callable[[int], None]]:
+    """Room for a helper job `owner` starts (a signal check, the Compare tab's sampling, an export), counted
+    with their runs against the per-user cap: UserLimitError when those fill it. The caller starts the job
+    inside the block and records its process with the function given; it counts until that process ends
+    (runstore/launch_records.py, outside every run folder). Held under the queue lock: two clicks cannot
+    both take the last place."""
+    root = runfolder.runs_root(runs_dir).resolve()
+    with runfolder.queue_lock(root):
+        holding, queued = queue_state(root)
+        jobs = [queue.Entry(job_id, frozenset(), owner, "running") for job_id in launch_records.live_jobs(root, owner)]
+        queue.check_user_limit(owner, [*holding, *queued, *jobs], queue.max_runs_per_user(os.environ))
+        yield lambda pid: launch_records.record_job(root, f"{kind}-{pid}", owner, pid)
 
 
 def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None, owner: str | None = None,

@@ -26,9 +26,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.jobs import processes, queue, sandbox
-from workbench.jobs.gpu_queue import queue_state
-from workbench.runstore import launch_records, runfolder
+from workbench.jobs import launcher, processes, sandbox
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 CHECKS_DIR = "signal-checks"
@@ -70,11 +69,7 @@ def start_signal_check(config: RunConfig, runs_dir: str | Path, groups: int = DE
     """Start the check of `config` in its own folder under `runs_dir` (in the sandbox `policy` describes,
     when given); returns at once. UserLimitError when `owner` already has as many runs and jobs as allowed."""
     root = runfolder.runs_root(runs_dir).resolve()
-    with runfolder.queue_lock(root):  # counted and recorded in one go: two clicks cannot both pass the cap
-        holding, queued = queue_state(root)
-        jobs = [queue.Entry(job_id, frozenset(), owner, "running") for job_id in launch_records.live_jobs(root, owner)]
-        queue.check_user_limit(owner, [*holding, *queued, *jobs],
-                               queue.max_runs_per_user(os.environ))
+    with launcher.helper_job(root, owner, CHECKS_DIR) as record:
         folder = new_job_folder(root / CHECKS_DIR, config.run_name or config.task)
         config.with_absolute_paths().save(folder / runfolder.CONFIG_FILE)
         command = check_command(folder, groups)
@@ -82,7 +77,7 @@ def start_signal_check(config: RunConfig, runs_dir: str | Path, groups: int = DE
             command = [sys.executable, "-m", "workbench.jobs.signal_job", "--folder", str(folder), "--groups",
                        str(groups), "--policy", json.dumps(policy.to_status())]
         process = processes.spawn(command, folder / LOG_FILE, processes.job_env(), cwd=folder)
-        launch_records.record_job(root, f"{CHECKS_DIR}-{folder.name}", owner, process.pid)
+        record(process.pid)
     return SignalJob(folder, process)
 
 

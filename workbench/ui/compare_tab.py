@@ -24,8 +24,9 @@ import gradio as gr
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
 from workbench.insight import evaluation
+from workbench.jobs import launcher
 from workbench.modeltools import probes, sampling
-from workbench.runstore import runfolder
+from workbench.runstore import launch_records, runfolder
 from workbench.ui import compare_view, paths_view, run_access
 from workbench.ui.context import UIContext
 
@@ -158,17 +159,25 @@ class CompareTab:
         if job is not None and job.process is not None:
             probes.cancel_job(job)
         try:
-            new_job = probes.advance_job(self.plan(request, run_id, checkpoint_label, prompts_text, tokens))
+            # counted with the user's runs (UserLimitError past their cap), each side's process as it starts
+            with launcher.helper_job(self.runs_dir, self.ctx.viewer(request).name, "sampling") as record:
+                new_job = probes.advance_job(self.plan(request, run_id, checkpoint_label, prompts_text, tokens))
+                if new_job.process is not None:
+                    record(new_job.process.pid)
         except WorkbenchError as exc:  # ProbeError and sampling's own checks name the field and the fix
             text = str(exc)
             return {**self.job_outputs(None), self.ui.progress: compare_view.progress_html(
                 text if text.startswith(("Run:", "Probe")) else f"Not started: {text}")}
         return self.job_outputs(new_job)
 
-    def on_tick(self, job):
+    def on_tick(self, request: gr.Request, job):
         if job is None:
             return {self.ui.timer: gr.Timer(active=False)}
-        return self.job_outputs(probes.advance_job(job))
+        advanced = probes.advance_job(job)
+        if advanced.process is not None and advanced.process is not job.process:  # the next side started
+            launch_records.record_job(self.runs_dir, f"sampling-{advanced.process.pid}",
+                                      self.ctx.viewer(request).name, advanced.process.pid)
+        return self.job_outputs(advanced)
 
     def on_cancel(self, job):
         return self.job_outputs(probes.cancel_job(job)) if job is not None else gr.skip()

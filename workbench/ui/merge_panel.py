@@ -27,6 +27,7 @@ import gradio as gr
 
 from workbench.errors import WorkbenchError
 from workbench.insight import evaluation
+from workbench.jobs import launcher
 from workbench.modeltools import export_model
 from workbench.runstore import runfolder
 from workbench.ui import merge_view, paths_view, run_access
@@ -164,8 +165,13 @@ class MergePanel:
             plan = export_model.plan_export(folder, merge_view.checkpoint_of(choice), out_folder)
         except WorkbenchError as exc:
             return self.job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
-        new_job = MergeJob(plan, export_model.start_export(
-            plan, confine=ctx.confine_helper(folder, run_access.run_config(folder))))
+        try:
+            with launcher.helper_job(self.runs_dir, ctx.viewer(request).name, "export") as record:
+                process = export_model.start_export(plan, confine=ctx.confine_helper(folder, run_access.run_config(folder)))
+                record(process.pid)
+        except WorkbenchError as exc:  # UserLimitError: the user's runs and jobs fill their cap
+            return self.job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
+        new_job = MergeJob(plan, process)
         return self.job_outputs(new_job, merge_view.progress_html({"stage": None}))
 
     def tick(self, job):
