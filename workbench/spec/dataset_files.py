@@ -62,6 +62,19 @@ def outside(source: hub_data.Source, allowed: Allowed) -> str | None:
     return None
 
 
+def folder_outside(root: str | os.PathLike, allowed: Allowed) -> str | None:
+    """What of the local file or folder `root` (a model folder a user names) leads outside `allowed`: a link in it
+    to elsewhere, a FIFO, a socket or a device; None if nothing (and for a name that is no local path: a bundled
+    model's name, a hub id). A run's own code may have written the folder."""
+    if not os.path.isabs(root) or not os.path.lexists(root):
+        return None
+    for what, target in _entries(Path(root)):
+        problem = _problem(what, target, allowed)
+        if problem:
+            return problem
+    return None
+
+
 def _problem(what: str, target: str, allowed: Allowed) -> str | None:
     """Why `target` (a path or pattern named by `what`) may not be read, or None."""
     if "://" in target or "::" in target:  # fsspec's URLs and chained URLs (zip://...::): not this machine's files

@@ -47,6 +47,12 @@ def confine_path(field: str, value: str, scope: paths.UserScope) -> str:
     confined = paths.confine(field, value, scope, MODEL_CHOICES if field == "model" else ())
     if field in DATA_FIELDS and confined:
         confine_data_files(field, confined, scope)
+    elif confined:  # a model folder, a reward file (a bundled name or a hub id names no file: nothing to check)
+        problem = dataset_files.folder_outside(confined, lambda path: paths.allowed(path, scope))
+        if problem:
+            raise paths.PathError(field=field, rule=f"{confined[:80]!r} reads a file outside your uploads and "
+                                  f"your runs: {problem}", fix="name a folder whose files all lie there, "
+                                  "with no links out of it")
     return confined
 
 
