@@ -416,7 +416,8 @@ def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
     if real.parent != root.resolve():
         raise LauncherError(field="run", rule=f"{real} is not a run folder inside the runs folder {root}",
                             fix="only runs listed there can be deleted here; remove other folders yourself")
-    if status_of_dir(real)["state"] not in runfolder.FINAL_STATES:
-        raise LauncherError(f"run {run_dir.name} is still running; stop it first")
+    record = launch_records.read_record(real)
+    if status_of_dir(real)["state"] not in runfolder.FINAL_STATES or (record and record.live_processes()):
+        raise LauncherError(f"run {run_dir.name} is still running (its processes have not ended); stop it first")
     shutil.rmtree(real)
     launch_records.remove_record(real)

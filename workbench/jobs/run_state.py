@@ -12,8 +12,11 @@ launcher's record of the run (runstore/launch_records.py) is laid over it.
 The record's owner replaces the one written there, and whether the run's
 processes live is judged by the processes the launcher recorded (pid and start
 time), never by a pid read from status.json. A run that says it ended while its
-recorded processes still run LINGER_SECONDS later is `ending`: not final, so
-it still counts against its owner's runs and a stop ends it.
+recorded processes still run is `lingering`: not final, so it still counts
+against its owner's runs, cannot be deleted, and a stop ends it. A sandboxed run
+is so at once (its times are its own to write); a run outside a sandbox, whose
+code is its user's own, after LINGER_SECONDS (a trainer exits a moment after its
+last word).
 """
 from __future__ import annotations
 
@@ -34,9 +37,10 @@ LOST_SECONDS = 120.0
 # A run the launcher has marked `starting` but whose process it has not recorded yet (it is being spawned)
 # counts as starting for this long; after that, as failed.
 RECORD_PID_SECONDS = 30.0
-# A run whose status.json says it ended while its recorded processes still run this long after is `ending`.
+# A run outside a sandbox whose status.json says it ended while its recorded processes still run this long
+# after is `lingering` (a sandboxed one at once: see the module's docstring).
 LINGER_SECONDS = 60.0
-ENDING = "ending"
+LINGERING = "lingering"
 
 
 class LauncherError(WorkbenchError):
@@ -113,7 +117,7 @@ def _live_status(run_dir: Path, status: RunStatus, record: launch_records.Launch
         if record.processes:  # started here by the launcher, whatever `host` the run wrote
             status.update(pid=record.processes[0].pid, pgid=record.processes[0].pgid, host=socket.gethostname())
     if status.state in runfolder.FINAL_STATES and _lingers(status, record):
-        status.update(note=f"status.json says {status.state}, but its processes still run", state=ENDING)
+        status.update(note=f"status.json says {status.state}, but its processes still run", state=LINGERING)
     if status.state in runfolder.FINAL_STATES or status.state == runfolder.QUEUED:
         return {**status.to_dict(), **seen}  # a queued run has no process yet: the dispatcher starts it
     updated = status.updated_at or 0.0
@@ -143,11 +147,12 @@ def _processes_live(status: RunStatus, record: launch_records.LaunchRecord | Non
 
 
 def _lingers(status: RunStatus, record: launch_records.LaunchRecord | None) -> bool:
-    """A run that wrote a final state LINGER_SECONDS ago while a process the launcher recorded for it still runs."""
+    """A run that wrote a final state while a process the launcher recorded for it still runs (outside a sandbox:
+    LINGER_SECONDS after it said so)."""
     if record is None or not record.processes or status.state in (runfolder.UNREADABLE, runfolder.LOST):
         return False
     since = status.finished_at or status.updated_at or 0.0
-    return time.time() - since > LINGER_SECONDS and bool(record.live_processes())
+    return (record.sandboxed or time.time() - since > LINGER_SECONDS) and bool(record.live_processes())
 
 
 def _remote_judgement(status: RunStatus, updated: float) -> dict:

@@ -75,14 +75,16 @@ def set_limits(memory: int | None, file_size: int | None) -> None:
 
 
 def folder_bytes(folder: str) -> int:
-    """What `folder` holds on disk (allocated blocks), links never followed."""
+    """What `folder` holds: each file's allocated blocks or its length, whichever is more (a sparse file counts
+    at its length, which is what its readers would face), links never followed."""
     total = 0
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in (*dirs, *files):
             try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                info = os.lstat(os.path.join(root, name))
             except OSError:  # removed meanwhile
-                pass
+                continue
+            total += max(info.st_blocks * 512, info.st_size)
     return total
 
 

@@ -141,8 +141,12 @@ def index_steps(path: str | os.PathLike, previous: StepIndex | None = None) -> S
             buffer = bytearray(CHUNK_BYTES)
             carried = 0
             while True:
-                if carried == len(buffer):  # a line longer than the buffer
+                if carried == len(buffer) < runfolder.READ_CHUNK_BYTES:  # a line longer than the buffer
                     buffer.extend(bytes(len(buffer)))
+                elif carried == len(buffer):  # longer than a reader holds (runfolder.whole_lines): passed over
+                    tail = _tail(tail, bytes(buffer[-FINGERPRINT_BYTES:]))
+                    offset += carried
+                    carried = 0
                 with memoryview(buffer) as view:
                     count = handle.readinto(view[carried:])
                 if not count:
@@ -210,15 +214,19 @@ def read_records(path: str | os.PathLike, previous: RecordsRead | None = None) -
     try:
         with safe_files.open_file(path) as handle:
             previous, read = _continue_from(handle, previous, lambda identity: RecordsRead(identity=identity))
-            chunk = handle.read()
+            offset, tail, new, skipped = previous.offset, previous.tail, [], Skipped()
+            for base, lines, too_long in runfolder.whole_lines(handle, offset):  # one chunk at a time
+                found, bad = _parse_lines(path, lines, base) if lines else ([], Skipped())
+                new += found
+                skipped = skipped + too_long + bad
+                offset = base + (len(lines) if lines else runfolder.READ_CHUNK_BYTES)
+                tail = _tail(tail, lines[-FINGERPRINT_BYTES:]) if lines else tail
+            read += max(0, os.fstat(handle.fileno()).st_size - previous.offset)  # every byte up to the end
     except OSError:
         return previous or RecordsRead()
-    complete = chunk[: chunk.rfind(b"\n") + 1]
-    if not complete:
-        return replace(previous, bytes_read=read + len(chunk))
-    new, skipped = _parse_lines(path, complete, previous.offset)
-    return RecordsRead(previous.identity, previous.offset + len(complete), _tail(previous.tail, complete),
-                       previous.records + new, read + len(chunk), previous.skipped + skipped)
+    if offset == previous.offset:
+        return replace(previous, bytes_read=read)
+    return RecordsRead(previous.identity, offset, tail, previous.records + new, read, previous.skipped + skipped)
 
 
 # ---------------------------------------------------------------- kept per process

@@ -148,9 +148,20 @@ def replace_file(path: str | os.PathLike, content: bytes, mode: int = safe_files
     safe_files.replace_file(path, content, mode=mode)
 
 
+# A run's code writes its folder: what a reader holds of one file at a time is bounded, whatever its size (a
+# sparse file costs the run no disk). A JSON file over MAX_JSON_BYTES cannot be read; a JSON line longer than
+# READ_CHUNK_BYTES is skipped.
+MAX_JSON_BYTES = 4 << 20
+READ_CHUNK_BYTES = 8 << 20
+
+
 def _load_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:
-    """The JSON value in the regular file `path` (a link or FIFO there reads as missing)."""
-    return json.loads(safe_files.read_bytes(path, root=root).decode("utf-8"))
+    """The JSON value in the regular file `path` (a link or FIFO there reads as missing; ValueError over
+    MAX_JSON_BYTES)."""
+    content = safe_files.read_bytes(path, size=MAX_JSON_BYTES + 1, root=root)
+    if len(content) > MAX_JSON_BYTES:
+        raise ValueError(f"{Path(path).name} is larger than {MAX_JSON_BYTES >> 20} MiB")
+    return json.loads(content.decode("utf-8"))
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:
@@ -330,23 +341,47 @@ def rule_of(path: str | os.PathLike) -> Callable[[Any], str | None] | None:
     return RECORD_RULES.get(Path(path).name)
 
 
+def whole_lines(handle: IO[bytes], offset: int) -> Iterator[tuple[int, bytes, Skipped]]:
+    """From byte `offset` of the open file: (where it begins, a run of whole lines, a line skipped for its length),
+    at most READ_CHUNK_BYTES at a time; a half-written last line is left for the next reader.
+
+    A line longer than READ_CHUNK_BYTES is passed over a chunk at a time (its rest, once its newline lands,
+    reads as a line that is not JSON), so no reader ever holds more than one chunk of a file.
+    """
+    handle.seek(offset)
+    while True:
+        chunk = handle.read(READ_CHUNK_BYTES)
+        end = chunk.rfind(b"\n") + 1
+        if end:
+            yield offset, chunk[:end], Skipped()
+            offset += end
+            handle.seek(offset)
+        elif len(chunk) == READ_CHUNK_BYTES:
+            yield offset, b"", Skipped(1, f"byte {offset}: a line longer than {READ_CHUNK_BYTES >> 20} MiB")
+            offset += len(chunk)
+        if len(chunk) < READ_CHUNK_BYTES:
+            return
+
+
 def read_records_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int, Skipped]:
     """Records from byte `offset` up to the last complete line, the next offset, and the lines skipped.
 
     A half-written last line is left for the next call. A complete line that
-    cannot be read (see `parse_lines`) is skipped rather than stopping the
-    reader, and logged once per file.
+    cannot be read (see `parse_lines`), or is too long to hold (`whole_lines`),
+    is skipped rather than stopping the reader, and logged once per file.
     """
+    records, skipped = [], Skipped()
     try:
-        chunk = safe_files.read_bytes(path, offset)
+        with safe_files.open_file(path) as handle:
+            for base, lines, too_long in whole_lines(handle, offset):
+                found, bad = parse_lines(lines, base, rule_of(path))
+                records += found
+                skipped = skipped + too_long + bad
+                offset = base + (len(lines) if lines else READ_CHUNK_BYTES)
     except OSError:  # missing, unreadable (permissions), or no regular file: nothing to show yet
-        return [], offset, Skipped()
-    end = chunk.rfind(b"\n")
-    if end < 0:
-        return [], offset, Skipped()
-    records, skipped = parse_lines(chunk[: end + 1], offset, rule_of(path))
+        pass
     say_skipped(path, skipped)
-    return records, offset + end + 1, skipped
+    return records, offset, skipped
 
 
 def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int]:
