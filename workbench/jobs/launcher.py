@@ -42,6 +42,19 @@ from workbench.spec.config import RunConfig, check_config
 from workbench.spec.run_status import RunStatus
 
 SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
+# A sandboxed run's step time and `saving` state are its own to write: a stop waits for them at most this long
+# (WORKBENCH_SANDBOX_STOP_WAIT_S), then ends its processes.
+SANDBOXED_STOP_WAIT_SECONDS = 120.0
+
+
+def stop_wait_cap(record: launch_records.LaunchRecord | None) -> float | None:
+    """The longest a stop waits on what a sandboxed run says (its step time, a save); None outside a sandbox."""
+    if record is None or not record.sandboxed:
+        return None
+    try:
+        return max(0.0, float(os.environ.get("WORKBENCH_SANDBOX_STOP_WAIT_S", SANDBOXED_STOP_WAIT_SECONDS)))
+    except ValueError:
+        return SANDBOXED_STOP_WAIT_SECONDS
 
 
 def _new_run_dir(config: RunConfig, runs_dir, prefix: str = "") -> Path:
@@ -219,8 +232,9 @@ def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
     return max(timeout, 2.0 * step_time + 10.0)
 
 
-def _wait_until_final(run_dir: Path, seconds: float, poll: float = 0.25) -> dict:
-    """The run's status once it is final, or after `seconds`; a save under way is always waited for."""
+def _wait_until_final(run_dir: Path, seconds: float, poll: float = 0.25, save_limit: float = SAVE_WAIT_SECONDS
+                      ) -> dict:
+    """The run's status once it is final, or after `seconds`; a save under way is waited for up to `save_limit`."""
     deadline = time.monotonic() + seconds
     save_deadline = None
     while True:
@@ -229,7 +243,7 @@ def _wait_until_final(run_dir: Path, seconds: float, poll: float = 0.25) -> dict
             return current
         now = time.monotonic()
         if current["state"] == "saving":
-            save_deadline = save_deadline or now + SAVE_WAIT_SECONDS
+            save_deadline = save_deadline or now + save_limit
             if now > save_deadline:
                 return current
         elif now > deadline:
@@ -257,10 +271,13 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     if current["state"] in runfolder.FINAL_STATES and not record.live_processes():
         _stop_own_server(run_dir, record)  # its guard ends it anyway; this makes sure before returning
         return current
+    cap = stop_wait_cap(record)
+    save_limit = SAVE_WAIT_SECONDS if cap is None else cap
     if current["state"] in ("training", "saving"):
         runfolder.request_stop(run_dir)
         wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
-        current = _wait_until_final(run_dir, wait)
+        current = _wait_until_final(run_dir, wait if cap is None else min(wait, max(timeout, cap)),
+                                    save_limit=save_limit)
         if current["state"] in runfolder.FINAL_STATES and not _still_running_after(record, 5.0):
             _stop_own_server(run_dir, record)
             return current
@@ -268,7 +285,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     # (SIGTERM first, which the trainer takes as a stop request too; no SIGKILL while it saves)
     for started in record.live_processes():
         processes.end_tree(started.pid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
-                           hold_limit=SAVE_WAIT_SECONDS)
+                           hold_limit=save_limit)
     runfolder.clear_stop_request(run_dir)
     if runfolder.read_run_status(run_dir).state not in runfolder.FINAL_STATES:
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(),

@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes
+from workbench.jobs import processes, run_cgroup
 from workbench.runstore import launch_records, runfolder
 
 BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
@@ -458,7 +458,11 @@ def wrap(command: list[str], exposed: Exposure, env: dict | None = None,
     if exposed.uid is not None:
         hand_over(exposed.own_dir, exposed.uid)
         share_read_only(exposed.shared)
-    return bwrap_command(exposed, command, bwrap, foreground), clean_env(env)
+    argv = bwrap_command(exposed, command, bwrap, foreground)
+    joins = run_cgroup.prepare(max(exposed.limits.memory, 0), max(exposed.limits.processes, 0))
+    if joins:  # the whole sandbox in the run's control groups: its memory and processes counted together
+        argv = [sys.executable, "-I", str(SUPERVISOR), "--join", *joins, "--", *argv]
+    return argv, clean_env(env)
 
 
 Confine = Callable[[list, dict], tuple[list, dict]]

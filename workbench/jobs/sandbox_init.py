@@ -26,6 +26,10 @@ nothing of the run's folder. Its jobs:
 
 Usage (jobs/sandbox.py builds it): python -I sandbox_init.py --watch DIR
 [--memory BYTES] [--file-size BYTES] [--disk BYTES] [--processes N] -- COMMAND...
+
+Its other use, outside the sandbox, before bwrap: `python -I sandbox_init.py --join PROCS... -- bwrap ...`
+puts this process into the run's control groups (jobs/run_cgroup.py) and becomes the command, so the whole
+sandbox and everything in it is counted there.
 """
 
 from __future__ import annotations
@@ -131,7 +135,14 @@ def exit_code(status: int) -> int:
 
 
 def explain_signal(status: int, args) -> None:
-    """Say in the log when the command was ended by its file-size limit (the kernel's SIGXFSZ)."""
+    """Say in the log when the command was ended by its file-size limit (the kernel's SIGXFSZ), or killed, which
+    in a sandbox is most often its memory limit's doing (the kernel's OOM killer in the run's control group)."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and args.memory:
+        message = (f"the run was killed (SIGKILL), most likely at its memory limit of {args.memory / 2**30:.1f} GiB "
+                   f"for all its processes")
+        say(message)
+        mark_failed(args.watch, message, "Lower per_device_train_batch_size, num_generations or "
+                    "max_completion_length, or ask the admin for more (WORKBENCH_RUN_MEMORY_GB).")
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXFSZ:
         message = f"a file of the run reached the limit of {args.file_size / 2**30:.1f} GiB a file"
         say(message)
@@ -180,9 +191,19 @@ def supervise(args, command: list[str]) -> int:
         time.sleep(0.05)
 
 
+def join(procs_files: list[str], command: list[str]) -> int:
+    """Enter the run's control groups, then become `command` (not reached)."""
+    for procs in procs_files:
+        with open(procs, "w") as handle:
+            handle.write(str(os.getpid()))
+    os.execv(command[0], command)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--watch", required=True, help="the run's own folder")
+    parser.add_argument("--join", nargs="+", default=[], help="cgroup.procs files to enter before the command")
+    parser.add_argument("--watch", help="the run's own folder")
     parser.add_argument("--memory", type=int, default=0, help="bytes each process may allocate (RLIMIT_DATA)")
     parser.add_argument("--file-size", type=int, default=0, help="bytes a file may reach (RLIMIT_FSIZE)")
     parser.add_argument("--disk", type=int, default=0, help="bytes the run's folder may hold")
@@ -193,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command after --")
+    if args.join:
+        return join(args.join, command)
+    if not args.watch:
+        parser.error("--watch: the run's own folder is needed")
     return supervise(args, command)
 
 

@@ -576,7 +576,9 @@ def build(ctx: UIContext) -> None:
                          show_progress="hidden", trigger_mode="always_last")
     ui.launch_button.click(tab.on_launch, inputs=[watch, smoothing, *ctx.config_inputs],
                            outputs=[*load_outputs, notice], show_progress="minimal")
-    ui.stop_button.click(tab.on_stop, inputs=[watch], outputs=[ui.stop_button, notice], show_progress="hidden")
+    # each user's Stop at once: one run slow to stop holds no other user's (Gradio's default runs one at a time)
+    ui.stop_button.click(tab.on_stop, inputs=[watch], outputs=[ui.stop_button, notice], show_progress="hidden",
+                         concurrency_limit=None)
     ui.resume_button.click(tab.on_resume, inputs=[watch], outputs=[ui.resume_button, notice], show_progress="hidden")
     plan_valid = ctx.components.get("plan_valid")
     if plan_valid is not None:
