@@ -39,6 +39,13 @@ def _process_alive(run_dir: Path, status: RunStatus | dict) -> bool:
                for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status)) if pid)
 
 
+def _config_of(run_dir: Path) -> dict:
+    """The config whose devices a run holds or waits for: the launcher's record of it (config.json is the
+    run's to rewrite), config.json only for a run the launcher has no record of."""
+    record = launch_record(run_dir)
+    return dict(record.config) if record is not None and record.config else runfolder.read_config(run_dir)
+
+
 def queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list[queue.Entry], list[queue.Entry]]:
     """(runs holding devices, queued runs) among (run folder, status, config or None to read it) triples.
 
@@ -58,7 +65,7 @@ def queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list[
             continue
         if gpus is None:
             gpus = machine_gpus()
-        devices = queue.devices_of(runfolder.read_config(run_dir) if config is None else config, gpus)
+        devices = queue.devices_of(_config_of(run_dir) if config is None else config, gpus)
         owner = status_field(status, "owner")
         if state == runfolder.QUEUED:
             queued.append(queue.Entry(run_dir.name, devices, owner, state, status_field(status, "queued_at") or 0.0))

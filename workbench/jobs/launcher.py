@@ -135,7 +135,7 @@ def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> N
     runfolder.update_status(run_dir, state="starting", pid=None, pgid=None, sandbox_pid=None,
                             command=build_command(config, run_dir, resume=resume),
                             vllm=vllm_server.server_section(config), **fields)
-    launch_records.update_record(run_dir, processes=(), resume=False)
+    launch_records.update_record(run_dir, processes=(), resume=False, queued_at=None)
     pid = _spawn(config, run_dir, resume=resume, sandboxed=sandboxed)
     launch_records.record_started(run_dir, pid)  # the trainer first: readers take the first as the run's
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
@@ -186,6 +186,7 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
         if place.may_start:
             start_process(config, run_dir, resume=False, started_at=time.time(), **fields)
         else:
+            launch_records.update_record(run_dir, queued_at=place.entry.queued_at)
             runfolder.update_status(run_dir, state=runfolder.QUEUED, queued_at=place.entry.queued_at,
                                     command=build_command(config, run_dir), **fields)
         if queued or not place.may_start:
@@ -331,6 +332,7 @@ def _take_out_of_queue(run_dir: Path) -> bool:
             return False
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(), queued_resume=None,
                                 note="taken out of the queue before it started")
+        launch_records.update_record(run_dir, queued_at=None)
         return True
 
 
@@ -388,7 +390,8 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
         fields = {"error": None, "finished_at": None, "summary": None, "note": None, "owner": owner,
                   "sandbox": None if kept is None else kept.to_status()}
         launch_records.update_record(run_dir, owner=owner, sandboxed=kept is not None, config=config.to_dict(),
-                                     policy=None if kept is None else kept.to_status(), resume=not place.may_start)
+                                     policy=None if kept is None else kept.to_status(), resume=not place.may_start,
+                                     queued_at=None if place.may_start else place.entry.queued_at)
         if place.may_start:
             start_process(config, run_dir, resume=True, resumed_at=time.time(), **fields)
         else:

@@ -114,6 +114,8 @@ def _live_status(run_dir: Path, status: RunStatus, record: launch_records.Launch
     seen = {"run_id": run_dir.name, "run_dir": str(run_dir)}
     if record is not None:
         status.update(owner=record.owner)
+        if status.state == runfolder.QUEUED:  # its place in the queue is the launcher's word, not the run's
+            _queued_by_the_launcher(status, record)
         if record.processes:  # started here by the launcher, whatever `host` the run wrote
             status.update(pid=record.processes[0].pid, pgid=record.processes[0].pgid, host=socket.gethostname())
     if status.state in runfolder.FINAL_STATES and _lingers(status, record):
@@ -137,6 +139,17 @@ def _live_status(run_dir: Path, status: RunStatus, record: launch_records.Launch
     elif updated and time.time() - updated > STALE_SECONDS:
         seen["stalled_seconds"] = round(time.time() - updated, 1)
     return {**status.to_dict(), **seen}
+
+
+def _queued_by_the_launcher(status: RunStatus, record: launch_records.LaunchRecord) -> None:
+    """A run whose status.json says `queued`: in the queue at the time the launcher queued it, or, when the
+    launcher never queued it (the run's own code wrote that), `failed` saying so: it waits for nothing."""
+    if record.queued_at is not None:
+        status.update(queued_at=record.queued_at)
+        return
+    status.update(state="failed", error={
+        "type": "NotQueued", "message": "status.json says the run is queued, but the launcher never queued it",
+        "hint": "The run's own code wrote it; resume the run to queue it again.", "traceback_tail": ""})
 
 
 def _processes_live(status: RunStatus, record: launch_records.LaunchRecord | None, updated: float) -> bool:

@@ -15,6 +15,8 @@ A record holds:
 - `config`    the config as checked at launch; a resume or a queued start writes it back as the
               run's config.json and binds only its paths into the sandbox
 - `resume`    a queued run that resumes from its checkpoint when its turn comes
+- `queued_at` when the launcher queued the run (its place in the GPU queue); None: not queued, whatever
+              its status.json says
 - `processes` the processes the launcher started and may signal: host pid, process group and
               start time (psutil's `create_time`), so a pid the kernel gave to another process
               since is never taken for the run's
@@ -84,6 +86,7 @@ class LaunchRecord:
     policy: dict | None = None
     config: dict | None = None
     resume: bool = False
+    queued_at: float | None = None
     processes: tuple[ProcessRecord, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
