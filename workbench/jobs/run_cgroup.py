@@ -58,11 +58,16 @@ def _settings(folder: Path, memory: int, processes: int) -> dict[str, str]:
     return wanted
 
 
+STALE_AFTER_SECONDS = 60.0  # a group is joined a moment after it is made: one this old and empty is left over
+
+
 def remove_stale(parent: Path) -> None:
-    """Remove this workbench's groups whose processes are all gone (rmdir refuses a group still in use)."""
+    """Remove this workbench's groups whose processes are all gone (rmdir refuses a group still in use); a
+    group made in the last minute may be another sandbox's, about to be joined, and is left alone."""
     for folder in parent.glob(f"{PREFIX}*"):
         try:
-            folder.rmdir()
+            if time.time() - folder.stat().st_mtime > STALE_AFTER_SECONDS:
+                folder.rmdir()
         except OSError:
             pass
 

@@ -342,12 +342,17 @@ def _all_reachable(mounts, shared) -> bool:
 
 
 def hand_over(own_dir: str, uid: int) -> None:
-    """Make the run's folder, and everything in it, the run uid's (links changed, never followed); the
-    run's processes have all ended by now, so nothing is swapped under the walk."""
+    """Make the run's folder, and everything in it, the run uid's. The run's code may still swap a folder for a
+    link while this walks (a live run's helper starting), so the walk holds each folder open and changes its
+    entries relative to it, never following a link (os.fwalk checks each folder it enters is the one it
+    listed)."""
     os.chown(own_dir, uid, uid, follow_symlinks=False)
-    for root, dirs, files in os.walk(own_dir, followlinks=False):
+    for _, dirs, files, folder_fd in os.fwalk(own_dir, follow_symlinks=False):
         for name in (*dirs, *files):
-            os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+            try:
+                os.chown(name, uid, uid, dir_fd=folder_fd, follow_symlinks=False)
+            except FileNotFoundError:  # removed since the listing
+                pass
 
 
 def share_read_only(folders) -> None:

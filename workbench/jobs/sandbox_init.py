@@ -80,15 +80,31 @@ def set_limits(memory: int | None, file_size: int | None) -> None:
 
 def folder_bytes(folder: str) -> int:
     """What `folder` holds: each file's allocated blocks or its length, whichever is more (a sparse file counts
-    at its length, which is what its readers would face), links never followed."""
+    at its length, which is what its readers would face), links never followed. A folder the run made
+    unreadable is made readable to its owner again (the run's uid, which this process runs as): nothing it
+    writes hides from the count."""
     total = 0
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        for name in (*dirs, *files):
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except PermissionError:
             try:
-                info = os.lstat(os.path.join(root, name))
-            except OSError:  # removed meanwhile
+                os.chmod(current, 0o700)
+                entries = list(os.scandir(current))
+            except OSError:  # not the run's own: it could not have written there either
+                continue
+        except OSError:  # removed meanwhile
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
                 continue
             total += max(info.st_blocks * 512, info.st_size)
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
     return total
 
 
