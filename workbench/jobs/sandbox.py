@@ -258,18 +258,35 @@ def vllm_record_placement(config: dict, env: dict) -> tuple[tuple[str, str], ...
     return ((record, f"{SCRATCH_VLLM}/modelinfos"),)
 
 
-def named_paths(config: dict) -> list[str]:
-    """The local files and folders a run's config names (model folder, dataset, reward file) that exist."""
+def named_paths(config: dict, runs_root: str | None = None) -> list[str]:
+    """The local files and folders a run's config names (model folder, dataset, reward file) that exist.
+
+    What lies in the runs folder (a user's runs) its users' code may write: a path with a link inside the
+    runs folder on its way is not shown (a link made since the path rule looked, say by another run of the
+    same user, could lead to another user's upload).
+    """
     from workbench.spec.config import PATH_FIELDS
 
     named = []
     for name in PATH_FIELDS:
         value = config.get(name)
         if isinstance(value, str) and value.strip() and os.path.isabs(os.path.expanduser(value.strip())):
-            path = _real(value.strip())
+            typed, path = os.path.abspath(os.path.expanduser(value.strip())), _real(value.strip())
+            if runs_root and _link_in(typed, runs_root):
+                continue
             if os.path.exists(path):
                 named.append(path)
     return named
+
+
+def _link_in(path: str, folder: str) -> bool:
+    """Whether a link that lies inside `folder` is on the way to `path` (links elsewhere, an admin's, are fine)."""
+    parts = Path(path).parts
+    for count in range(2, len(parts) + 1):
+        step = os.path.join(*parts[:count])
+        if os.path.islink(step) and _under(_real(os.path.dirname(step)), [folder]):
+            return True
+    return False
 
 
 def _under(path: str, roots) -> bool:
@@ -292,7 +309,7 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     # inside the runs folder (a venv there, a cache there) stays hidden with it
     code = [p for p in [*code_paths(), *cache_paths(env)] if _under(p, hidden) and not _under(p, [runs_root])]
     readable = [p for p in (_real(f) for f in policy.readable) if os.path.isdir(p)]
-    readable += [p for p in named_paths(config or {}) if not _under(p, [own_dir])]
+    readable += [p for p in named_paths(config or {}, runs_root) if not _under(p, [own_dir])]
     masked = [p for p in (_real(f) for f in (*policy.hidden_files, *SYSTEM_SECRETS)) if os.path.isfile(p)]
     devices = sorted(p for pattern in GPU_DEVICE_PATTERNS for p in glob.glob(pattern))
     mounts = [*(("empty", p) for p in hidden), *(("read-only", p) for p in code),
