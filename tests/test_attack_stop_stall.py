@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 
 import pytest
 from helpers import tiny_config

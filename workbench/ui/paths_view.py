@@ -23,7 +23,7 @@ from workbench.spec import dataset_files, hub_data
 from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
 from workbench.spec.datasets_io import DatasetError
 from workbench.spec.models import MODEL_CHOICES
-from workbench.ui.run_access import controls_run
+from workbench.ui.run_access import controls_run, live_run_holding
 
 DATA_FIELDS = ("dataset_name", "dataset_path")  # the fields whose value may name more files than itself
 DATA_FILES_FIX = ("keep a dataset's files in its own folder: README.md's data_files and data_dir relative to it, "
@@ -45,6 +45,11 @@ def confine_path(field: str, value: str, scope: paths.UserScope) -> str:
     and a dataset folder may name files elsewhere.
     """
     confined = paths.confine(field, value, scope, MODEL_CHOICES if field == "model" else ())
+    running = live_run_holding(confined, scope.runs_dir) if confined else None
+    if running:
+        raise paths.PathError(field=field, rule=f"{confined[:80]!r} lies in run {running}, which is still running: "
+                              "its code can change the files there while they are read",
+                              fix="use it once that run has ended (Stop it in the Train tab, or wait)")
     if field in DATA_FIELDS and confined:
         confine_data_files(field, confined, scope)
     elif confined:  # a model folder, a reward file (a bundled name or a hub id names no file: nothing to check)

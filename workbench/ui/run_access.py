@@ -43,6 +43,20 @@ def run_config(run_dir: str | Path) -> dict:
     return dict(record.config) if record is not None and record.config else runfolder.read_config(run_dir)
 
 
+def live_run_holding(path: str | Path, runs_dir: str | Path) -> str | None:
+    """The id of the run whose folder holds `path` while a process the launcher started for it still runs: its
+    code may change the files there under a reader (swap one for a link after a check). None otherwise."""
+    root = Path(runs_dir).resolve()
+    try:
+        relative = Path(path).resolve().relative_to(root)
+    except ValueError:
+        return None
+    if not relative.parts:
+        return None
+    record = launch_records.read_record(root / relative.parts[0])
+    return relative.parts[0] if record is not None and record.live_processes() else None
+
+
 def controls_run(viewer: Viewer):
     """A test of a folder: a run folder that `viewer` may control (what access/paths.py lets them name)."""
     def own_run(folder: Path) -> bool:
