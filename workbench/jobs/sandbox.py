@@ -318,9 +318,10 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
               *(("masked", p) for p in masked), *(("device", p) for p in devices)]
     from workbench.spec.models import cache_dir
 
-    # what the workbench itself wrote (converted models, uploads) may be private to the server's user
+    # what the workbench itself wrote (converted models, uploads, the user's other runs) may be private to the
+    # server's user (a server with accounts makes its files with umask 077): made readable for the run's uid
     shared = [p for p in dict.fromkeys(p for kind, p in mounts if kind == "read-only")
-              if _under(p, [_real(cache_dir()), os.path.join(runs_root, "uploads")])]
+              if _under(p, [_real(cache_dir()), runs_root])]
     scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp",
                "VLLM_CACHE_ROOT": SCRATCH_VLLM}
     hub = _hub_cache(env)
@@ -372,25 +373,56 @@ def hand_over(own_dir: str, uid: int) -> None:
                 pass
 
 
+_NO_LINK = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_no_link(path: str) -> int:
+    """`path` (a real path) opened one part at a time, none of them a link (OSError if one is: made since)."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in Path(path).parts[1:]:
+            next_fd = os.open(part, _NO_LINK, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _let_read(fd: int) -> None:
+    """Files gain read, folders read and search permission, for every uid; anything else is left alone."""
+    mode = os.fstat(fd).st_mode
+    added = 0o555 if stat.S_ISDIR(mode) else 0o444 if stat.S_ISREG(mode) else 0
+    if added and stat.S_IMODE(mode) | added != stat.S_IMODE(mode):
+        os.fchmod(fd, stat.S_IMODE(mode) | added)
+
+
 def share_read_only(folders) -> None:
-    """Let every uid read `folders` (files gain read, folders read and search permission): they are shown to a
-    sandbox read-only, and its processes run as a uid of their own. Links are left alone."""
-    def readable(path: str, folder: bool) -> None:
-        mode = os.lstat(path).st_mode
-        if not stat.S_ISLNK(mode):
-            wanted = mode | (0o555 if folder else 0o444)
-            if stat.S_IMODE(mode) != stat.S_IMODE(wanted):
-                os.chmod(path, stat.S_IMODE(wanted))
+    """Let every uid read `folders` (files and folders in them): they are shown to a sandbox read-only, and its
+    processes run as a uid of their own. Each is opened and changed through descriptors, never through a link
+    (a user's other run may still be swapping its files for links)."""
     for top in folders:
-        if not os.path.isdir(top):
-            readable(top, False)
+        try:
+            top_fd = _open_no_link(top)
+        except OSError:  # gone, or a link now: not shown readable
             continue
-        readable(top, True)
-        for root, dirs, files in os.walk(top, followlinks=False):
-            for name in dirs:
-                readable(os.path.join(root, name), True)
-            for name in files:
-                readable(os.path.join(root, name), False)
+        try:
+            _let_read(top_fd)
+            if not stat.S_ISDIR(os.fstat(top_fd).st_mode):
+                continue
+            for _, dirs, files, folder_fd in os.fwalk(".", dir_fd=top_fd, follow_symlinks=False):
+                for name in (*dirs, *files):
+                    try:
+                        fd = os.open(name, _NO_LINK, dir_fd=folder_fd)
+                    except OSError:  # a link, or gone
+                        continue
+                    try:
+                        _let_read(fd)
+                    finally:
+                        os.close(fd)
+        finally:
+            os.close(top_fd)
 
 
 def _hub_cache(env: dict) -> str | None:
@@ -480,6 +512,9 @@ def wrap(command: list[str], exposed: Exposure, env: dict | None = None,
     if exposed.uid is not None:
         hand_over(exposed.own_dir, exposed.uid)
         share_read_only(exposed.shared)
+        # bwrap enters the run's folder before its init drops to the run's uid, as root without the capability
+        # to pass permissions: the folder must let others through (not list it: umask 077 leaves it 0700)
+        os.chmod(exposed.own_dir, stat.S_IMODE(os.lstat(exposed.own_dir).st_mode) | 0o111)
     argv = bwrap_command(exposed, command, bwrap, foreground)
     joins = run_cgroup.prepare(max(exposed.limits.memory, 0), max(exposed.limits.processes, 0))
     if joins:  # the whole sandbox in the run's control groups: its memory and processes counted together

@@ -304,8 +304,9 @@ def _temporary(dir_fd: int, name: str, mode: int = SHARED_MODE) -> tuple[int, st
     for _ in range(100):
         temporary = f".{name[:200]}.{secrets.token_hex(4)}"
         try:
-            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, mode,
-                           dir_fd=dir_fd), temporary
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, mode, dir_fd=dir_fd)
+            os.fchmod(fd, mode)  # `mode` whatever the umask (a server with accounts runs with 077)
+            return fd, temporary
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free temporary name", name)
