@@ -86,11 +86,15 @@ def status_of_dir(run_dir: str | os.PathLike, read=runfolder.read_json_object) -
     `read`: how status.json is read (`file_cache.read_json_object` for a listing).
     """
     run_dir = Path(run_dir)
+    record = launch_record(run_dir, read)
     try:
         written = RunStatus.from_dict(read(os.path.join(run_dir, runfolder.STATUS_FILE)))
     except (OSError, ValueError, TypeError) as exc:
-        return unreadable_status(run_dir, exc)
-    return _live_status(run_dir, written, launch_record(run_dir, read))
+        unreadable = unreadable_status(run_dir, exc)
+        if record is not None and record.live_processes():  # a run that hides its status still runs
+            unreadable.update(state=LINGERING, owner=record.owner)
+        return unreadable
+    return _live_status(run_dir, written, record)
 
 
 def launch_record(run_dir: Path, read=runfolder.read_json_object) -> launch_records.LaunchRecord | None:
@@ -162,7 +166,7 @@ def _processes_live(status: RunStatus, record: launch_records.LaunchRecord | Non
 def _lingers(status: RunStatus, record: launch_records.LaunchRecord | None) -> bool:
     """A run that wrote a final state while a process the launcher recorded for it still runs (outside a sandbox:
     LINGER_SECONDS after it said so)."""
-    if record is None or not record.processes or status.state in (runfolder.UNREADABLE, runfolder.LOST):
+    if record is None or not record.processes:
         return False
     since = status.finished_at or status.updated_at or 0.0
     return (record.sandboxed or time.time() - since > LINGER_SECONDS) and bool(record.live_processes())
