@@ -204,9 +204,14 @@ class UI:
         return root.get_by_label(label, exact=True).locator("visible=true").first
 
     def choose(self, label: str, option: str, scope=None) -> None:
-        """Pick `option` in the dropdown labelled `label`, by clicking like a person does."""
+        """Pick `option` in the dropdown labelled `label`, by clicking like a person does, and wait for its list to
+        close (on a busy machine the list of the dropdown picked before may still be open beside it)."""
+        from playwright.sync_api import expect
+
+        expect(self.page.get_by_role("option")).to_have_count(0, timeout=UI_TIMEOUT_MS)
         (scope or self.page).get_by_label(label, exact=True).click()
         self.page.get_by_role("option", name=option, exact=True).click()
+        expect(self.page.get_by_role("option")).to_have_count(0, timeout=UI_TIMEOUT_MS)
 
     def set_number(self, label: str, value, scope=None) -> None:
         """Type `value` into a number field like a person does and leave the field."""
