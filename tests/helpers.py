@@ -258,3 +258,18 @@ def write_hub_dataset(folder: Path, configs: dict[str, dict[str, list[dict]]], f
             lines.append("  default: true")
     (folder / "README.md").write_text("\n".join([*lines, "---", "", "# A test dataset", ""]), encoding="utf-8")
     return folder
+
+
+def sandboxed_run_with_a_live_process(run_dir: Path) -> subprocess.Popen:
+    """A run folder the launcher recorded as alice's sandboxed run, its process a sleeper the caller ends: what a
+    run's code does to its own folder can then be tried against the server's decisions, with no model loaded."""
+    from workbench.runstore import launch_records, runfolder
+
+    run_dir.mkdir(parents=True)
+    config = tiny_config()
+    config.save(run_dir / runfolder.CONFIG_FILE)
+    process = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
+                                                                     config=config.to_dict()))
+    launch_records.record_started(run_dir, process.pid)
+    return process

@@ -10,13 +10,12 @@ going, deleted through the Runs tab's own Delete handler as its signed-in owner.
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import gradio as gr
 import psutil
 import pytest
-from helpers import app_handler, poll_until, tiny_config, tiny_settings
+from helpers import app_handler, poll_until, sandboxed_run_with_a_live_process, tiny_settings
 
 from workbench.access import uploads, users
 from workbench.jobs import launcher, sandbox
@@ -29,14 +28,8 @@ needs_bwrap = pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblew
 def test_a_run_whose_recorded_process_runs_is_not_deleted_whatever_its_status_says(tmp_path):
     runs = tmp_path / "runs"
     run_dir = runs / "20260101-000001-alice"
-    run_dir.mkdir(parents=True)
-    config = tiny_config()
-    config.save(run_dir / runfolder.CONFIG_FILE)
-    process = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    process = sandboxed_run_with_a_live_process(run_dir)
     try:
-        launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                         config=config.to_dict()))
-        launch_records.record_started(run_dir, process.pid)
         runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, {  # the run's code: "I finished"
             "state": "finished", "finished_at": time.time() + 10**9, "updated_at": time.time(), "owner": "alice"})
         with pytest.raises(launcher.LauncherError):

@@ -10,14 +10,13 @@ run 60 s later shows `ending` and counts against its owner's runs until it is go
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
-from helpers import tiny_config
+from helpers import sandboxed_run_with_a_live_process, tiny_config
 
 from workbench.jobs import launcher, queue, run_state
-from workbench.runstore import launch_records, runfolder
+from workbench.runstore import runfolder
 
 
 @pytest.fixture
@@ -26,13 +25,7 @@ def lying_run(tmp_path, monkeypatch):
     monkeypatch.setenv(queue.MAX_RUNS_ENV, "1")
     runs = tmp_path / "runs"
     run_dir = runs / "20260101-000001-alice"
-    run_dir.mkdir(parents=True)
-    config = tiny_config()
-    config.save(run_dir / runfolder.CONFIG_FILE)
-    process = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config=config.to_dict()))
-    launch_records.record_started(run_dir, process.pid)
+    process = sandboxed_run_with_a_live_process(run_dir)
 
     def claim(finished_at: float) -> None:
         runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, {

@@ -10,14 +10,13 @@ Stop must end a run that does not stop on request within its own timeout (plus t
 
 from __future__ import annotations
 
-import subprocess
 import threading
 
 import pytest
-from helpers import tiny_config
+from helpers import sandboxed_run_with_a_live_process
 
 from workbench.jobs import launcher
-from workbench.runstore import launch_records, runfolder
+from workbench.runstore import runfolder
 
 BOUND_S = 25.0  # Stop's timeout here is 2 s, its kill's grace 5 s
 
@@ -27,13 +26,7 @@ def live_run(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_SANDBOX_STOP_WAIT_S", "5")  # the admin's cap on waiting for what a run says
     runs = tmp_path / "runs"
     run_dir = runs / "20260101-000001-alice"
-    run_dir.mkdir(parents=True)
-    config = tiny_config()
-    config.save(run_dir / runfolder.CONFIG_FILE)
-    process = subprocess.Popen(["sleep", "300"], start_new_session=True)  # the run's process, deaf to stop.request
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config=config.to_dict()))
-    launch_records.record_started(run_dir, process.pid)
+    process = sandboxed_run_with_a_live_process(run_dir)
     yield runs, run_dir, process
     process.kill()
     process.wait()

@@ -11,13 +11,12 @@ launches again and again). The launcher's record says its process runs; that is 
 
 from __future__ import annotations
 
-import subprocess
 
 import pytest
-from helpers import tiny_config
+from helpers import sandboxed_run_with_a_live_process, tiny_config
 
 from workbench.jobs import gpu_queue, launcher, queue
-from workbench.runstore import launch_records, runfolder
+from workbench.runstore import runfolder
 
 
 @pytest.fixture(params=["{", "big", '{"state": "unreadable"}', '{"state": "lost"}'])
@@ -25,13 +24,7 @@ def broken_live_run(tmp_path, monkeypatch, request):
     monkeypatch.setenv(queue.MAX_RUNS_ENV, "1")
     runs = tmp_path / "runs"
     run_dir = runs / "20260101-000001-alice"
-    run_dir.mkdir(parents=True)
-    config = tiny_config()
-    config.save(run_dir / runfolder.CONFIG_FILE)
-    process = subprocess.Popen(["sleep", "300"], start_new_session=True)  # the run's process, still training
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config=config.to_dict()))
-    launch_records.record_started(run_dir, process.pid)
+    process = sandboxed_run_with_a_live_process(run_dir)
     text = request.param if request.param != "big" else '{"state": "training", "x": "' + "a" * 5 * 2**20 + '"}'
     (run_dir / runfolder.STATUS_FILE).write_text(text)  # the run's code
     yield runs, run_dir
