@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from workbench.spec.config import RunConfig  # noqa: E402
-from workbench.trainer import training  # noqa: E402
+from workbench.trainer import levers, training  # noqa: E402
 
 PHASES = ("sampling", "reference pass", "policy forward", "backward + optimizer", "whole step")
 
@@ -114,9 +114,7 @@ def phase_medians(cfg: RunConfig, steps: int) -> dict[str, float]:
         args=training.build_grpo_config(cfg, Path(tempfile.mkdtemp(prefix="bench-phases-"))),
         train_dataset=training.load_dataset_for(cfg, tokenizer.chat_template is not None),
         processing_class=tokenizer, peft_config=training.build_lora_config(cfg))
-    training.attach_generation_copy(trainer, cfg)
-    training.attach_shared_prompt_pass(trainer, cfg, model.config.model_type)
-    training.attach_packed_decode(trainer, cfg)
+    levers.attach(trainer, cfg, model.config.model_type)
     trainer.train()
     times["backward + optimizer"] = [step - round_ - forward for step, round_, forward
                                      in zip(times["whole step"], times["round"], times["policy forward"])]

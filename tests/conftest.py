@@ -28,6 +28,9 @@ from workbench import startup
 pytest_plugins = ["shared_builds", "browser_fixtures", "parallel", "suite_rules", "pytester"]
 
 startup.pause_collection()
+# the suite's runs take TRL's path for `auto` instead of a minute's speed probe each (tests/test_tuning.py runs the
+# probe itself); set before any run starts, so every process the suite starts inherits it
+os.environ.setdefault("WORKBENCH_SPEED_PROBE", "off")
 
 
 @pytest.hookimpl(tryfirst=True)

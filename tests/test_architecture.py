@@ -22,13 +22,14 @@ ALLOWED = {
     "access": set(),
     "spec": {"calc"},
     "runstore": {"spec"},
+    "tuning": {"spec", "runstore"},
     "insight": {"spec", "runstore"},
     "teach": {"spec"},
-    "jobs": {"spec", "calc", "runstore"},
+    "jobs": {"spec", "calc", "runstore", "tuning"},
     "modeltools": {"spec", "runstore", "jobs"},
-    "trainer": {"spec", "calc", "runstore", "jobs"},
-    "cli": {"calc", "spec", "runstore", "jobs", "modeltools", "trainer", "insight", "access"},
-    "ui": {"calc", "spec", "runstore", "jobs", "modeltools", "insight", "access"},
+    "trainer": {"spec", "calc", "runstore", "jobs", "tuning"},
+    "cli": {"calc", "spec", "runstore", "jobs", "modeltools", "trainer", "insight", "access", "tuning"},
+    "ui": {"calc", "spec", "runstore", "jobs", "modeltools", "insight", "access", "tuning"},
 }
 
 

@@ -131,7 +131,8 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
     for mode in ("no", "float32"):
         run_dir = tmp_path / mode
         # held-out evaluation at steps 0, 1 and 2: with the copy it answers from the copy too
-        cfg = tiny_config(task="reward_hacking", max_steps=2, merged_generation=mode, learning_rate=0.05,
+        cfg = tiny_config(task="reward_hacking", max_steps=2, merged_generation=mode, packed_decode="yes",
+                          learning_rate=0.05,
                           eval_strategy="steps", eval_steps=1, eval_size=3, save_steps=100)
         assert run_training(cfg, run_dir) == 0
         texts[mode] = [c["completion"] for c in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)]
@@ -141,7 +142,7 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
         metrics[mode] = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "reward" in m]
     assert len(texts["no"]) == 8 and texts["float32"] == texts["no"]
     assert len(answers["no"]) == 3 and answers["float32"] == answers["no"]  # the same held-out answers
-    # the copy decoded through MKL's packed GEMM (packed_decode=auto on a CPU), and drew the same tokens;
+    # the copy decoded through MKL's packed GEMM (packed_decode=yes), and drew the same tokens;
     # torch's x86-64 wheels link MKL in, so here it must be there
     if platform.machine() == "x86_64":
         assert packed_decode.available() is None
@@ -162,7 +163,7 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
 
 
 @pytest.mark.parametrize(("free_gib", "taken"), [(80.0, "bfloat16"), (1e-4, "no")])
-def test_on_a_gpu_auto_takes_a_bfloat16_copy_only_where_it_fits_in_a_quarter_of_the_free_memory(
+def test_on_a_gpu_a_measured_bfloat16_copy_is_taken_only_where_it_fits_in_a_quarter_of_the_free_memory(
         policy, monkeypatch, capsys, free_gib, taken):
     """attach_generation_copy as a bf16 run on a GPU calls it; torch's CUDA queries answer as one GPU would
     (this machine has none), the copy itself is built where the policy's weights are."""
@@ -171,15 +172,16 @@ def test_on_a_gpu_auto_takes_a_bfloat16_copy_only_where_it_fits_in_a_quarter_of_
     import torch
 
     from workbench.spec.config import RunConfig
-    from workbench.trainer.training import attach_generation_copy
+    from workbench.trainer.levers import attach_generation_copy
 
     asked = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: asked.append(device) or (int(free_gib * 2**30), 0))
     trainer = types.SimpleNamespace(model=policy, accelerator=types.SimpleNamespace(device="cuda:0"),
                                     generation_copy=None)
-    config = RunConfig(model="tiny", device="cuda", gpu_ids=[0], bf16=True)
-    assert attach_generation_copy(trainer, config) == taken
+    # auto resolved to a bfloat16 copy by this machine's probe (tuned): the GPU's free memory still decides
+    config = RunConfig(model="tiny", device="cuda", gpu_ids=[0], bf16=True, merged_generation="bfloat16")
+    assert attach_generation_copy(trainer, config, tuned=True) == taken
     assert asked == ["cuda:0"]
     if taken == "no":
         assert trainer.generation_copy is None
@@ -187,5 +189,5 @@ def test_on_a_gpu_auto_takes_a_bfloat16_copy_only_where_it_fits_in_a_quarter_of_
     else:
         assert trainer.generation_copy.model.dtype == torch.bfloat16
     # set in the config, the copy is taken without asking the GPU
-    assert attach_generation_copy(trainer, config.with_changes(merged_generation="bfloat16")) == "bfloat16"
+    assert attach_generation_copy(trainer, config) == "bfloat16"
     assert asked == ["cuda:0"]

@@ -1,4 +1,5 @@
-"""The speed settings a run gets on its machine (workbench/spec/speed.py); the speed benchmark's GPU rows."""
+"""The speed settings a run gets (workbench/spec/speed.py): what can run, what auto becomes once this machine's
+choice is known, the Setup tab's line; the speed benchmark's GPU rows."""
 
 from __future__ import annotations
 
@@ -8,80 +9,71 @@ from pathlib import Path
 import pytest
 
 from workbench.spec.config import RunConfig
-from workbench.spec.speed import (MEASURED, MEASURED_BF16, MEASURED_GPU, MEASURED_PACKED, copy_fits_gpu,
-                                  resolve_merged_generation, resolve_packed_decode, resolve_shared_prompt_pass,
-                                  speed_notes)
+from workbench.spec.speed import (NOT_MEASURED, copy_fits_gpu, memory_merged_dtype, resolve_merged_generation,
+                                  resolve_packed_decode, resolve_shared_prompt_pass, speed_notes)
+
+TUNED = {"merged_generation": "float32", "shared_prompt_pass": "yes", "packed_decode": "no"}
 
 
 @pytest.mark.parametrize(
-    ("setting", "generation", "on_cpu", "backend", "bf16", "value"),
-    [("auto", "transformers", True, "ddp", False, "float32"),  # measured faster on a CPU, same completions
-     ("auto", "transformers", False, "ddp", True, "bfloat16"),  # measured faster on an H100 with bf16 weights
-     ("auto", "transformers", False, "ddp", False, "no"),  # a GPU in float32: not measured, bare TRL's way
-     ("auto", "vllm-server", True, "ddp", False, "no"),  # the server samples
-     ("bfloat16", "transformers", False, "ddp", False, "bfloat16"),  # the user's choice stands
-     ("no", "transformers", False, "ddp", True, "no"),
-     ("float32", "trl-colocate", False, "ddp", True, "no"),  # TRL's vLLM samples: nothing to copy into
-     ("auto", "transformers", True, "fsdp", False, "no"),  # sharded weights: no whole model to copy
-     ("auto", "transformers", False, "fsdp", True, "no")],
+    ("setting", "generation", "backend", "tuned", "value"),
+    [("auto", "transformers", "ddp", None, "auto"),  # not measured here yet: the run's probe decides
+     ("auto", "transformers", "ddp", TUNED, "float32"),  # this machine's measured choice
+     ("auto", "vllm-server", "ddp", TUNED, "no"),  # the server samples
+     ("bfloat16", "transformers", "ddp", TUNED, "bfloat16"),  # the user's choice stands
+     ("float32", "trl-colocate", "ddp", None, "no"),  # TRL's vLLM samples: nothing to copy into
+     ("auto", "transformers", "fsdp", TUNED, "no")],  # sharded weights: no whole model to copy
 )
-def test_merged_generation_resolves_by_machine_and_backend(setting, generation, on_cpu, backend, bf16, value):
-    assert resolve_merged_generation(setting, generation, on_cpu, backend, bf16).value == value
+def test_merged_generation_resolves_by_backend_and_this_machines_choice(setting, generation, backend, tuned, value):
+    assert resolve_merged_generation(setting, generation, backend, tuned).value == value
+
+
+def test_the_memory_estimate_counts_the_largest_copy_auto_may_take():
+    assert memory_merged_dtype("auto", "transformers", True, "ddp", False) == "float32"
+    assert memory_merged_dtype("auto", "transformers", False, "ddp", True) == "bfloat16"
+    assert memory_merged_dtype("no", "transformers", True, "ddp", False) == "no"
+    assert memory_merged_dtype("auto", "vllm-server", True, "ddp", False) == "no"
 
 
 def test_on_a_gpu_auto_takes_the_copy_only_when_it_needs_at_most_a_quarter_of_the_free_memory():
     gib = 2**30
-    assert copy_fits_gpu(int(3.4 * gib), 70 * gib) is None  # the 1.7B model's copy on an H100
+    assert copy_fits_gpu(int(3.4 * gib), 70 * gib) is None
     assert copy_fits_gpu(20 * gib, 80 * gib) is None
     refusal = copy_fits_gpu(14 * gib, 24 * gib)  # a 7B model's bfloat16 copy on a 40 GB card
     assert "14.0 GiB of the 24.0 GiB free" in refusal and "merged_generation=bfloat16" in refusal
 
 
-def test_auto_is_the_default_and_its_note_says_what_it_became_and_why():
+def test_the_speed_note_says_auto_is_measured_here_or_what_it_chose_and_quotes_no_other_machine():
     cfg = RunConfig()
-    assert cfg.merged_generation == "auto"
-    note = speed_notes(cfg.merged_generation, cfg.generation, cfg.bf16, on_cpu=True)[0]
-    assert note.startswith("Speed: merged_generation=auto -> float32 (on a CPU")
-    assert f"{MEASURED['workbench, merged float32 copy']:.2f} s" in note and "bench_speed.py" in note
-    assert "merged_generation=float32 (set" in speed_notes("float32", "transformers", False, on_cpu=True)[0]
-    assert "shared_prompt_pass=auto -> yes (on a CPU" in note
-
-
-def test_bf16_on_a_cpu_is_called_slower_with_the_measured_figures():
-    notes = speed_notes("auto", "transformers", bf16=True, on_cpu=True)
-    assert len(notes) == 2 and f"{MEASURED_BF16['workbench, bf16 weights']:.2f} s" in notes[1]
-    on_gpu = speed_notes("auto", "transformers", bf16=True, on_cpu=False)
-    assert not any("bf16 on this CPU" in note for note in on_gpu)  # on a GPU bf16 is the usual
-
-
-def test_on_a_gpu_the_note_gives_the_measured_figures_and_what_auto_chose():
-    first, figures = speed_notes("auto", "transformers", bf16=True, on_cpu=False)
-    assert "merged_generation=auto -> bfloat16 (on a GPU with bf16 weights" in first
-    assert "shared_prompt_pass=auto -> no (on a GPU it slowed sampling from the merged copy" in first
-    large = MEASURED_GPU["1.7B"]
-    assert f"{large['merged bfloat16 copy'][0]:.2f}/{large['merged bfloat16 copy'][1]:.2f} s instead of " \
-           f"{large['both off'][0]:.2f} s (1.7B)" in figures
-    assert "merged_generation=auto -> no (on a GPU the copy was measured with bf16 weights only" in \
-        speed_notes("auto", "transformers", bf16=False, on_cpu=False)[0]
-    assert len(speed_notes("auto", "vllm-server", bf16=True, on_cpu=False)) == 1  # the server samples: no lever here
+    assert cfg.merged_generation == cfg.shared_prompt_pass == cfg.packed_decode == "auto"
+    (unmeasured,) = speed_notes(cfg, on_cpu=True)
+    assert "merged_generation, shared_prompt_pass, packed_decode=auto: " + NOT_MEASURED in unmeasured
+    (chosen,) = speed_notes(cfg, True, TUNED, "float32 copy + shared prompt pass (measured on this machine's X)")
+    assert "auto chose float32 copy + shared prompt pass (measured on this machine's X)" in chosen
+    assert "bench_speed" not in unmeasured + chosen and " s instead of " not in unmeasured + chosen
+    (set_here,) = speed_notes(cfg.with_changes(merged_generation="no", packed_decode="no"), True, TUNED, "x")
+    assert "merged_generation=no (set in the config)" in set_here and "auto chose x" in set_here
+    (server,) = speed_notes(cfg.with_changes(generation="vllm-server"), on_cpu=False)
+    assert "the vLLM server samples the rounds" in server
 
 
 @pytest.mark.parametrize(
-    ("setting", "on_cpu", "checkpointing", "processes", "value"),
-    [("auto", True, False, 1, "yes"),  # measured faster on a CPU, same values
-     ("auto", False, False, 1, "no"),  # a GPU: it slowed sampling from the merged copy there
-     ("yes", False, False, 1, "yes"),  # the user's choice stands where it can run
-     ("yes", True, True, 1, "no"),  # checkpointed layers drop the prompt's cache
-     ("auto", True, False, 2, "no"),  # DDP: one forward per backward
-     ("no", True, False, 1, "no")],
+    ("setting", "checkpointing", "processes", "tuned", "value"),
+    [("auto", False, 1, TUNED, "yes"),
+     ("auto", False, 1, None, "auto"),
+     ("yes", False, 1, None, "yes"),  # the user's choice stands where it can run
+     ("yes", True, 1, None, "no"),  # checkpointed layers drop the prompt's cache
+     ("auto", False, 2, TUNED, "no"),  # DDP: one forward per backward
+     ("no", False, 1, TUNED, "no")],
 )
-def test_shared_prompt_pass_resolves_by_machine_and_run(setting, on_cpu, checkpointing, processes, value):
-    assert resolve_shared_prompt_pass(setting, on_cpu, checkpointing, processes).value == value
+def test_shared_prompt_pass_resolves_by_run_and_this_machines_choice(setting, checkpointing, processes, tuned, value):
+    assert resolve_shared_prompt_pass(setting, checkpointing, processes, tuned=tuned).value == value
 
 
 @pytest.mark.parametrize(
     ("setting", "merged", "on_cpu", "mkl_missing", "value", "why"),
-    [("auto", "float32", True, None, "yes", "on a CPU, the float32 copy decodes through MKL's packed GEMM"),
+    [("auto", "float32", True, None, "no", "measured fastest on this machine"),  # TUNED says no
+     ("auto", "auto", True, None, "no", "measured fastest on this machine"),
      ("yes", "float32", True, None, "yes", "set in the config"),
      ("no", "float32", True, None, "no", "set in the config"),
      ("maybe", "float32", True, None, "no", "set in the config"),  # refused by check_config: nothing packed
@@ -91,18 +83,8 @@ def test_shared_prompt_pass_resolves_by_machine_and_run(setting, on_cpu, checkpo
      ("yes", "float32", True, "this torch is built without MKL", "no", "this torch is built without MKL")],
 )
 def test_packed_decode_needs_a_float32_copy_on_a_cpu_and_mkl(setting, merged, on_cpu, mkl_missing, value, why):
-    choice = resolve_packed_decode(setting, merged, on_cpu, mkl_missing)
+    choice = resolve_packed_decode(setting, merged, on_cpu, mkl_missing, tuned=TUNED)
     assert (choice.value, choice.why.startswith(why)) == (value, True)
-
-
-def test_the_speed_note_names_packed_decode_only_where_a_float32_copy_samples_on_a_cpu():
-    note = speed_notes("auto", "transformers", bf16=False, on_cpu=True)[0]
-    assert "packed_decode=auto -> yes (on a CPU, the float32 copy decodes through MKL's packed GEMM" in note
-    assert f"{MEASURED_PACKED['workbench, defaults, plain matmul']:.2f} s" in note
-    assert "packed_decode=no (set in the config)" in speed_notes("auto", "transformers", False, True,
-                                                                   packed_decode="no")[0]
-    assert "packed_decode" not in speed_notes("no", "transformers", bf16=False, on_cpu=True)[0]
-    assert "packed_decode" not in speed_notes("auto", "transformers", bf16=True, on_cpu=False)[0]
 
 
 @pytest.fixture

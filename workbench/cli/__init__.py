@@ -23,6 +23,7 @@ RESUME_THEMSELVES = ("train", "sample", "check-signal")
 COMMAND_MODULES = (
     "workbench.cli.calc",
     "workbench.cli.train",
+    "workbench.cli.tune",
     "workbench.cli.sample",
     "workbench.cli.check_signal",
     "workbench.cli.export",

@@ -18,6 +18,7 @@ from workbench.runstore import runfolder
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig
 from workbench.spec.hardware import cpu_threads, runs_on_cpu
+from workbench.tuning import for_config
 
 SANDBOX_MODULE = "workbench.jobs.sandbox"  # a sandboxed run's first process, which becomes its bwrap
 
@@ -38,6 +39,7 @@ def launch_env(config: RunConfig, base: dict | None = None) -> dict:
     env = allocator.allocator_env(allocator.choose(env.get(allocator.ALLOCATOR_ENV_VAR)), env)
     if on_cpu and not env.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(cpu_threads(cluster.processes_per_machine(config)))
+    env.update(for_config.launcher_env(config))  # this machine's speed choice, which a sandboxed run cannot read
     return env
 
 

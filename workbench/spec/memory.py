@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from workbench.errors import WorkbenchError
-from workbench.spec.speed import resolve_merged_generation, resolve_packed_decode
+from workbench.spec.speed import memory_merged_dtype, resolve_packed_decode
 
 GIB = 2**30
 # bytes per weight of merged_generation's copy, by what it resolved to
@@ -510,8 +510,8 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
     shape, shape_bytes, note = reward_model_shape(get("reward_model").strip()) if get("reward_model", "").strip() \
         else (None, None, "")
     # a value check_config refuses (the Setup tab estimates before it checks) counts no copy, or nothing packed
-    merged = resolve_merged_generation(get("merged_generation", "auto"), get("generation", "transformers"),
-                                       device == "cpu", get("distributed_backend", "ddp"), bool(get("bf16", False))).value
+    merged = memory_merged_dtype(get("merged_generation", "auto"), get("generation", "transformers"), device == "cpu",
+                                 get("distributed_backend", "ddp"), bool(get("bf16", False)))
     estimate = estimate_memory(
         model,
         reward_model=shape, reward_model_dtype_bytes=shape_bytes,
@@ -529,7 +529,7 @@ def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device:
         vllm_gpu_memory_utilization=get("vllm_gpu_memory_utilization", 0.3),
         device_total_bytes=device_total_bytes,
         merged_copy_dtype_bytes=MERGED_COPY_BYTES.get(merged, 0),
-        packed_decode=resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value == "yes",
+        packed_decode=resolve_packed_decode(get("packed_decode", "auto"), merged, device == "cpu").value != "no",
         eval_sequences=_eval_sequences(get("eval_strategy", "no"), get("eval_size", 0), get("eval_pass_k", 0)),
     )
     if note:

@@ -40,7 +40,7 @@ class RunStatus:
     """status.json, typed; every field is None until some writer sets it (see the module docstring)."""
 
     # what the run is doing
-    state: str | None = _known(str, "queued, starting, loading_model, training, saving, finished, stopped or failed")
+    state: str | None = _known(str, "queued, starting, tuning, loading_model, training, saving, finished, stopped or failed")
     step: int | None = _known(int, "the last optimizer step done")
     total_steps: int | None = _known(int, "the optimizer steps of the whole run (TRL's max_steps)")
     resumed_from: int | None = _known(int, "the checkpoint's step this process resumed from")
@@ -67,6 +67,8 @@ class RunStatus:
     merged_generation: str | None = _known(str, "what merged_generation resolved to: no, float32 or bfloat16")
     shared_prompt_pass: str | None = _known(str, "what shared_prompt_pass resolved to: yes, or no (why)")
     packed_decode: str | None = _known(str, "what packed_decode resolved to: yes (which decode step), or no (why)")
+    speed_choice: dict | None = _known(dict, "what the auto speed levers became and from where: the lever values, "
+                                             "source, and the probe's CPU, time and seconds per candidate")
     cpu_threads: int | None = _known(int, "OMP_NUM_THREADS of the process")
     sandbox: dict | None = _known(dict, "the run's sandbox policy and what it shows (jobs/sandbox.py)")
     vllm: dict | None = _known(dict, "the run's own vLLM server: url, state, pid, command, ...")

@@ -42,10 +42,8 @@ from workbench.spec.trl_settings import grpo_settings
 from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu
-from workbench.spec.memory import MERGED_COPY_BYTES
-from workbench.spec.speed import (copy_fits_gpu, resolve_merged_generation, resolve_packed_decode,
-                                  resolve_shared_prompt_pass)
-from workbench.trainer import gpu_metrics, packed_decode, vllm_rollout
+from workbench.tuning.choice import LEVER_FIELDS
+from workbench.trainer import gpu_metrics, levers, speed_choice, vllm_rollout
 from workbench.trainer.prompt_sharing import shared_prompt_logps
 from workbench.trainer.recorder import (
     StatusWriter,
@@ -302,6 +300,17 @@ def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
             shutil.copyfile(cfg.reward_file, target)
 
 
+def probe_trainer(cfg: RunConfig, folder: Path):
+    """A trainer built as a run's, writing nothing but into `folder`, for the speed probe (trainer/speed_probe.py)."""
+    model, tokenizer = load_model_and_tokenizer(cfg)
+    dataset = load_dataset_for(cfg, has_chat_template=tokenizer.chat_template is not None)
+    trainer = make_trainer_class()(
+        model=model, reward_funcs=build_reward_funcs(cfg), args=build_grpo_config(cfg, folder), train_dataset=dataset,
+        processing_class=tokenizer, peft_config=build_lora_config(cfg))
+    trainer.completions_path = folder / runfolder.COMPLETIONS_FILE  # its rounds' records are kept, never written
+    return trainer
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -353,7 +362,11 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
             for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE, runfolder.EVAL_FILE, runfolder.TOKENS_FILE):
                 runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
-        status.set(state="loading_model")
+        # before the run's model loads: a probe loads its own, and frees it, when this machine has no choice yet
+        status.set(state="tuning")
+        _, speed_record = speed_choice.choose(
+            cfg, lambda line: print(f"[workbench] speed probe: {line}", flush=True), probe_trainer)
+        status.set(state="loading_model", speed_choice=speed_record)
         reward_funcs = build_reward_funcs(cfg)
         model, tokenizer = load_model_and_tokenizer(cfg)
         dataset = load_dataset_for(cfg, has_chat_template=tokenizer.chat_template is not None)
@@ -374,9 +387,9 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         gpu_metrics.attach(trainer, cfg.generation)
         trainer.completions_path = run_dir / runfolder.COMPLETIONS_FILE
         trainer.reward_weights_list = trl_reward_weights(cfg)
-        status.set(merged_generation=attach_generation_copy(trainer, cfg))
-        status.set(shared_prompt_pass=attach_shared_prompt_pass(trainer, cfg, model.config.model_type))
-        status.set(packed_decode=attach_packed_decode(trainer, cfg))
+        lever_cfg = cfg.with_changes(**{k: v for k, v in speed_record.items() if k in LEVER_FIELDS})
+        attached = levers.attach(trainer, lever_cfg, model.config.model_type, tuned=cfg.merged_generation == "auto")
+        status.set(**speed_choice.explained(attached, cfg, speed_record))
         if cfg.record_tokens:
             trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
                                                  trainer.num_generations)
@@ -458,57 +471,6 @@ def end_process(exit_code: int) -> int:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(exit_code)
-
-
-def attach_generation_copy(trainer, cfg: RunConfig) -> str:
-    """Give the trainer the plain merged copy `merged_generation` asks for on this device; returns what it
-    resolved to ("no", "float32" or "bfloat16"), which the run's status records."""
-    import torch
-
-    on_cpu = runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available())
-    merged = resolve_merged_generation(cfg.merged_generation, cfg.generation, on_cpu, cfg.distributed_backend,
-                                       cfg.bf16)
-    if merged.value != "no" and cfg.merged_generation == "auto" and not on_cpu:
-        weights = sum(p.numel() for p in trainer.model.get_base_model().parameters())
-        free_bytes, _ = torch.cuda.mem_get_info(trainer.accelerator.device)
-        too_big = copy_fits_gpu(weights * MERGED_COPY_BYTES[merged.value], free_bytes)
-        if too_big:
-            print(f"[workbench] merged_generation=auto -> no ({too_big})", flush=True)
-            return "no"
-    if merged.value != "no":
-        trainer.generation_copy = GenerationCopy(trainer.model, getattr(torch, merged.value))
-    return merged.value
-
-
-def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
-    """Turn on the shared prompt pass where `shared_prompt_pass` and the run allow it; returns "yes", or "no"
-    with the reason, which the run's status records."""
-    import torch
-
-    choice = resolve_shared_prompt_pass(cfg.shared_prompt_pass,
-                                        runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
-                                        cfg.gradient_checkpointing, trainer.accelerator.num_processes, model_type)
-    trainer.shared_prompt_pass = choice.value == "yes"
-    if trainer.shared_prompt_pass and trainer.generation_copy is not None:
-        trainer.generation_copy.share_prompt_prefill()
-    return "yes" if trainer.shared_prompt_pass else f"no ({choice.why})"
-
-
-def attach_packed_decode(trainer, cfg: RunConfig) -> str:
-    """Let the merged float32 copy decode through MKL's packed GEMM where `packed_decode` and this machine allow
-    it; returns "yes", or "no" with the reason, which the run's status records."""
-    import torch
-
-    copy = trainer.generation_copy
-    merged = "no" if copy is None else str(copy.dtype).removeprefix("torch.")
-    choice = resolve_packed_decode(cfg.packed_decode, merged,
-                                   runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
-                                   packed_decode.available())
-    if choice.value == "yes":
-        # the sequences of one generation round in this process (GRPOConfig's generation batch, per process)
-        how = copy.pack_decode(trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation)
-        return f"yes ({how})"
-    return f"no ({choice.why})"
 
 
 def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:

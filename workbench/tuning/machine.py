@@ -50,6 +50,7 @@ def native_bf16(flags: frozenset[str] | set[str] | None = None) -> bool:
     return any(flag in flags for flag in NATIVE_BF16_FLAGS)
 
 
+@lru_cache(maxsize=1)
 def library_versions() -> dict[str, str]:
     versions = {}
     for name in LIBRARIES:

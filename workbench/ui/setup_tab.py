@@ -110,6 +110,7 @@ from workbench.ui.setup_view import (
     rewards_help_markdown,
     scores_html,
     setting_notes,
+    speed_html,
     setup_plan_view,
     smoke_result_html,
     task_dataset_size,
@@ -318,7 +319,9 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     free, _, device = _device_memory(cfg, values[-1])
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
-    panel[-2] = warnings_html(view, extra=setting_notes(cfg, _gpus(values[-1])))  # the plan's warnings and the settings' notes
+    gpus = _gpus(values[-1])
+    # the plan's warnings and the settings' notes, then the speed levers' line (information, not a warning)
+    panel[-2] = warnings_html(view, extra=setting_notes(cfg, gpus)) + speed_html(cfg, gpus)
     memory = (MODEL_REFUSED_NOTE if model_refused else memory_panel(cfg, free, device))
     return [*panel, problems_html(problems), memory, ready]
 

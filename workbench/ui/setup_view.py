@@ -211,6 +211,21 @@ def problems_html(problems: list[ConfigProblem]) -> str:
     return f'<div class="wb-problems"><b>Not ready to launch:</b><ul>{items}</ul></div>'
 
 
+def kept_speed_choice(cfg: RunConfig) -> tuple[dict | None, str]:
+    """This machine's kept speed choice for the run (RunConfig values) and its one-line summary; (None, "") when the
+    probe has not measured this model and shape here (workbench/tuning/)."""
+    from workbench.tuning.for_config import kept_choice
+
+    choice = kept_choice(cfg)
+    return (choice.chosen.settings(), choice.summary()) if choice else (None, "")
+
+
+def speed_html(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> str:
+    """The speed levers' line, as information: what auto chose on this machine (or that it measures at launch)."""
+    lines = speed_notes(cfg, runs_on_cpu(cfg.device, gpus_present=bool(gpus)), *kept_speed_choice(cfg))
+    return "".join(f'<p class="wb-note wb-speed">{escape(line)}</p>' for line in lines)
+
+
 def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> list[str]:
     """Plain words about settings whose effect is easy to miss (beta = 0, which drops the KL term, the CPU
     defaults, and where vLLM runs)."""
@@ -221,10 +236,6 @@ def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> list[str]
         notes.append("beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
                      + ("With one iteration the grpo loss is ~0 by construction (advantages sum to zero per group)."
                         if cfg.loss_type == "grpo" and cfg.num_iterations == 1 else ""))
-    notes += speed_notes(cfg.merged_generation, cfg.generation, cfg.bf16,
-                         runs_on_cpu(cfg.device, gpus_present=bool(gpus)), cfg.distributed_backend,
-                         cfg.shared_prompt_pass, cfg.gradient_checkpointing, cfg.num_processes,
-                         cfg.packed_decode)
     if cfg.learning_rate < 1e-5:
         notes.append(f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 to 1e-3.")
     return [n.strip() for n in notes]

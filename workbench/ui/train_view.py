@@ -239,6 +239,7 @@ def poll_seconds(status: dict, metrics: list[dict]) -> float:
 STATE_WORDS = {
     "queued": "queued",
     "starting": "starting",
+    "tuning": "measuring this machine's fastest speed levers (first run of this model and shape here)",
     "loading_model": "loading the model",
     "training": "training",
     "saving": "saving a checkpoint or the adapter",

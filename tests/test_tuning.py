@@ -1,0 +1,176 @@
+"""Speed choices measured where the run runs (workbench/tuning/): the rule that picks, the key a choice is kept under,
+the server's cache, the probe on a real tiny model (a lever that merged wrongly is caught), `workbench tune`, and a
+run that takes the kept choice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.runstore import runfolder
+from workbench.spec.config import RunConfig
+from workbench.trainer import speed_choice, speed_probe, training
+from workbench.tuning import cache, choice, for_config, machine
+from workbench.tuning.choice import Candidate, Possible, SpeedChoice
+
+ROOT = Path(__file__).resolve().parents[1]
+TRL = Candidate()
+SHARED = Candidate(shared_prompt_pass=True)
+COPY = Candidate("float32", True)
+PACKED = Candidate("float32", True, packed_decode=True)
+BF16 = Candidate("bfloat16", True)
+
+
+def seconds(**by_candidate: float) -> dict[str, float]:
+    names = {"trl": TRL, "shared": SHARED, "copy": COPY, "packed": PACKED, "bf16": BF16}
+    return {names[name].label(): value for name, value in by_candidate.items()}
+
+
+def test_the_fastest_exact_candidate_wins_and_a_simpler_one_within_the_noise_margin_beats_it():
+    everything = choice.first_round(Possible(bf16_copy=True))
+    assert everything == [TRL, SHARED, COPY, PACKED, BF16]
+    assert choice.pick(seconds(trl=8, shared=7, copy=5.8, packed=7.8, bf16=4.6), everything, {}, True) == COPY
+    # packed is fastest but by less than MIN_GAIN over the copy alone: the copy, with one lever fewer, wins
+    assert choice.pick(seconds(trl=8, shared=7, copy=5.0, packed=4.95), everything, {}, True) == COPY
+    assert choice.pick(seconds(trl=8, shared=7, copy=5.0, packed=4.0), everything, {}, True) == PACKED
+    # a candidate that did not give TRL's completions is never taken
+    failed = {COPY.label(): "3 of 8 completions differ", PACKED.label(): "3 of 8 completions differ"}
+    assert choice.pick(seconds(trl=8, shared=7, copy=5.0, packed=4.0), everything, failed, True) == SHARED
+    assert choice.pick({}, everything, {}, True) == TRL
+    assert choice.first_round(Possible(shared=False, packed=False)) == [TRL, Candidate("float32")]
+
+
+def test_the_bfloat16_copy_is_taken_only_on_native_bfloat16_and_once_the_learning_benchmark_shows_no_loss(monkeypatch):
+    timings = seconds(trl=8, copy=5.8, bf16=4.0)
+    candidates = [TRL, COPY, BF16]
+    monkeypatch.setattr(choice, "BF16_COPY_LEARNS_AS_WELL", False)
+    assert choice.pick(timings, candidates, {}, bf16_native=True) == COPY
+    monkeypatch.setattr(choice, "BF16_COPY_LEARNS_AS_WELL", True)
+    assert choice.pick(timings, candidates, {}, bf16_native=True) == BF16
+    assert choice.pick(timings, candidates, {}, bf16_native=False) == COPY
+
+
+def test_the_key_changes_with_the_machine_the_model_and_the_shape_but_not_with_the_learning_rate():
+    here = {"cpu": "AMD EPYC", "cores": 2, "torch": "2.13.0"}
+    config = RunConfig.for_task("demo").to_dict()
+    key = choice.key_of(here, "/models/a", config)
+    assert choice.key_of(here, "/models/a", {**config, "learning_rate": 1e-3}) == key
+    assert choice.key_of({**here, "cpu": "Intel Xeon"}, "/models/a", config) != key
+    assert choice.key_of({**here, "torch": "2.14.0"}, "/models/a", config) != key
+    assert choice.key_of(here, "/models/b", config) != key
+    assert choice.key_of(here, "/models/a", {**config, "per_device_train_batch_size": 16}) != key
+    assert choice.key_of(here, "/models/a", {**config, "max_completion_length": 64}) != key
+
+
+def test_the_cpu_name_and_flags_read_from_x86_and_arm_cpuinfo():
+    name, flags = machine._cpuinfo_fields("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512_bf16\n")
+    assert (name, machine.native_bf16(flags)) == ("AMD EPYC", True)
+    name, flags = machine._cpuinfo_fields("processor\t: 0\nFeatures\t: fp asimd sve\nCPU part\t: 0xd40\n")
+    assert (name, machine.native_bf16(flags)) == ("", False)
+    assert machine.native_bf16({"fp", "asimd", "bf16"})
+    assert set(machine.fingerprint()) >= {"cpu", "cpu_flags", "cores", "torch", "transformers", "trl", "peft"}
+
+
+def a_choice(key: str = "k1", merged: str = "float32", at: float = 1.0) -> SpeedChoice:
+    return SpeedChoice(key=key, chosen=Candidate(merged, True), cpu="Test CPU", measured_at=at,
+                       seconds={TRL.label(): 2.0, Candidate(merged, True).label(): 1.0})
+
+
+def test_the_cache_keeps_choices_by_key_reads_nothing_malformed_and_is_never_written_from_a_sandbox(tmp_path, monkeypatch):
+    path = tmp_path / "speed-choices.json"
+    assert cache.lookup("k1", path) is None
+    assert cache.store(a_choice(), path)
+    assert cache.lookup("k1", path) == a_choice()
+    assert cache.lookup("k2", path) is None
+    runfolder.write_json_atomic(path, {"k1": {"key": "k1", "chosen": {"merged_generation": "float64"}},
+                                       "k2": {**a_choice("k2").to_dict(), "key": "k3"}, "k4": "text"})
+    assert (cache.lookup("k1", path), cache.lookup("k2", path), cache.lookup("k4", path)) == (None, None, None)
+    path.unlink()
+    path.symlink_to(tmp_path / "elsewhere.json")  # a link where the cache lives is read as no cache
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"k1": a_choice().to_dict()}))
+    assert cache.lookup("k1", path) is None
+    monkeypatch.setenv(runfolder.SANDBOX_ENV, "1")
+    assert not cache.store(a_choice("k5"), tmp_path / "other.json") and not (tmp_path / "other.json").exists()
+
+
+def test_the_cache_keeps_the_newest_entries_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 3)
+    path = tmp_path / "speed-choices.json"
+    for index in range(5):
+        cache.store(a_choice(f"k{index}", at=float(index)), path)
+    assert sorted(json.loads(path.read_text())) == ["k2", "k3", "k4"]
+
+
+def test_a_run_takes_the_choice_the_launcher_hands_over_only_for_its_own_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    config = RunConfig.for_task("demo", model="tiny")
+    handed = a_choice(for_config.key_for(config), merged="bfloat16")
+    env = {for_config.CHOICE_ENV: json.dumps(handed.to_dict()), for_config.PROBE_ENV: "off"}
+    taken, record = speed_choice.choose(config, print, training.probe_trainer, env)
+    assert taken == handed and record["merged_generation"] == "bfloat16" and record["cpu"] == "Test CPU"
+    other = {**env, for_config.CHOICE_ENV: json.dumps(a_choice("another-key").to_dict())}
+    taken, record = speed_choice.choose(config, print, training.probe_trainer, other)
+    assert taken is None and record["merged_generation"] == "no" and "=off" in record["source"]
+    explicit = config.with_changes(merged_generation="float32", shared_prompt_pass="no", packed_decode="no")
+    assert speed_choice.choose(explicit, print, training.probe_trainer, env)[1]["source"] == "every speed lever is set in the config"
+    # the launcher hands a kept choice over in the run's environment (a sandboxed run cannot read the cache)
+    assert for_config.launcher_env(config) == {}
+    cache.store(handed)
+    assert json.loads(for_config.launcher_env(config)[for_config.CHOICE_ENV]) == handed.to_dict()
+
+
+def tune(tiny_model: str, cache_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WORKBENCH_CACHE": str(cache_dir)}
+    env.pop(for_config.PROBE_ENV, None)
+    return subprocess.run([sys.executable, "-m", "workbench", "tune", "--model", tiny_model, *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_workbench_tune_times_each_candidate_on_a_real_model_keeps_the_choice_and_a_run_takes_it(tiny_model, tmp_path):
+    done = tune(tiny_model, tmp_path, "--json")
+    assert done.returncode == 0, done.stderr
+    measured = SpeedChoice.from_dict(json.loads(done.stdout))
+    assert "timing 1/" in done.stderr and "kept in" in done.stderr
+    assert set(measured.seconds) >= {TRL.label(), SHARED.label(), Candidate("float32", True).label()}
+    assert measured.exact_failures == {} and measured.chosen.exact
+    assert measured.cpu == machine.cpu_name() and measured.chosen.label() in measured.seconds
+    again = tune(tiny_model, tmp_path)
+    assert "kept from an earlier probe" in again.stderr and "timing" not in again.stderr
+    assert f"chosen: {measured.chosen.label()}" in again.stdout
+
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "WORKBENCH_CACHE": str(tmp_path)}
+    env.pop(for_config.PROBE_ENV, None)
+    trained = subprocess.run([sys.executable, "-m", "workbench", "train", "--model", tiny_model, "--max-steps", "1",
+                              "--set", "eval_strategy=no", "--run-dir", str(run_dir)], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    status = runfolder.read_status(run_dir)
+    assert status["speed_choice"]["source"] == "measured earlier on this machine"
+    assert status["speed_choice"]["chosen"] == measured.chosen.label()
+    assert status["merged_generation"] == measured.chosen.merged_generation
+    assert "speed probe" not in trained.stdout + trained.stderr
+
+
+@pytest.mark.slow
+def test_a_copy_that_merges_the_lora_update_wrongly_gives_other_completions_and_is_never_chosen(tiny_model, monkeypatch,
+                                                                                              tmp_path):
+    from workbench.trainer.generation_copy import GenerationCopy
+
+    def sync_without_the_update(self, step):  # the copy keeps the base weights: the LoRA update never lands
+        self.synced_step = step
+
+    monkeypatch.setattr(GenerationCopy, "sync", sync_without_the_update)
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    measured = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model, packed_decode="no"),
+                                   lambda _: None, training.probe_trainer)
+    copy = Candidate("float32", True).label()
+    assert "completions differ from TRL's sampling" in measured.exact_failures[copy]
+    assert measured.chosen.merged_generation == "no"
+    assert Candidate("float32", True, packed_decode=True).label() not in measured.seconds  # the config said no
