@@ -159,18 +159,25 @@ def test_workbench_tune_times_each_candidate_on_a_real_model_keeps_the_choice_an
 
 
 @pytest.mark.slow
-def test_a_copy_that_merges_the_lora_update_wrongly_gives_other_completions_and_is_never_chosen(tiny_model, monkeypatch,
-                                                                                              tmp_path):
+def test_a_copy_that_merges_wrongly_or_a_decode_step_that_never_runs_is_caught_and_never_chosen(tiny_model, monkeypatch,
+                                                                                               tmp_path):
+    from workbench.trainer import llama_decode
     from workbench.trainer.generation_copy import GenerationCopy
 
     def sync_without_the_update(self, step):  # the copy keeps the base weights: the LoRA update never lands
         self.synced_step = step
 
+    def the_models_own_forward(self, **kwargs):  # the decode step written for llama layers never runs
+        return self.own_forward(**kwargs)
+
     monkeypatch.setattr(GenerationCopy, "sync", sync_without_the_update)
+    monkeypatch.setattr(llama_decode.FusedLlamaDecode, "forward", the_models_own_forward)
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
-    measured = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model, packed_decode="no"),
-                                   lambda _: None, training.probe_trainer)
-    copy = Candidate("float32", True).label()
-    assert "completions differ from TRL's sampling" in measured.exact_failures[copy]
+    measured = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model), lambda _: None, training.probe_trainer)
+    assert "completions differ from TRL's sampling" in measured.exact_failures[COPY.label()]
+    assert measured.exact_failures[PACKED.label()] == ("did not take effect: packed_decode: no decode step ran through "
+                                                       "MKL's packed GEMM")
     assert measured.chosen.merged_generation == "no"
-    assert Candidate("float32", True, packed_decode=True).label() not in measured.seconds  # the config said no
+    explicit = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model, merged_generation="no"),
+                                   lambda _: None, training.probe_trainer)
+    assert set(explicit.seconds) == {TRL.label(), SHARED.label()}  # only what the config leaves to auto

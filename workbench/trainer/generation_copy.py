@@ -76,6 +76,7 @@ class GenerationCopy:
         self.synced_step: int | None = None
         self.unlogged_sync: float | None = None  # the last refresh's seconds, until a round's metrics take them
         self.packed = None  # packed_decode's FusedLlamaDecode or PackedDecode over the copy, once pack_decode() runs
+        self.rounds = 0  # rounds sampled from the copy: a swap that never took effect shows as none (trainer/levers.py)
 
     def pack_decode(self, rows: int) -> str:
         """Decode steps of `rows` rows run through MKL's packed GEMM, repacked after each sync, in the decode
@@ -156,6 +157,7 @@ class GenerationCopy:
         from workbench.trainer import exact_draws
 
         self.sync(trainer.state.global_step)
+        self.rounds += 1
         wrapped = trainer.model_wrapped
         trainer.model_wrapped = self.model
         try:

@@ -79,3 +79,30 @@ def attach_packed_decode(trainer, cfg: RunConfig) -> str:
         how = copy.pack_decode(trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation)
         return f"yes ({how})"
     return f"no ({choice.why})"
+
+
+def not_taking_effect(trainer) -> list[str]:
+    """The attached levers that have not run since they were attached (call after a round): the copy never sampled,
+    or no decode step ran packed. A swap that silently fell back to TRL's path is reported, never taken for speed."""
+    copy = trainer.generation_copy
+    if copy is None:
+        return []
+    problems = [] if copy.rounds else ["merged_generation: no round was sampled from the copy"]
+    if copy.packed is not None and not copy.packed.steps:
+        problems.append("packed_decode: no decode step ran through MKL's packed GEMM")
+    return problems
+
+
+def took_effect_check(trainer, report):
+    """A TrainerCallback that, after the run's first step, calls `report(problems)` with `not_taking_effect`'s list
+    for `trainer` when it is not empty."""
+    from transformers import TrainerCallback
+
+    class TookEffect(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                problems = not_taking_effect(trainer)
+                if problems:
+                    report(problems)
+
+    return TookEffect()

@@ -133,6 +133,7 @@ class PackedDecode:
                        and module.weight.device.type == "cpu"]
         # layer -> [rows it is packed for, its buffer, whether it holds the current weights]
         self.packed: dict[int, list] = {}
+        self.steps = 0  # products computed packed: a swap that never took effect shows as none (trainer/levers.py)
         for layer in self.layers:
             layer.forward = self._forward_of(layer)
 
@@ -162,6 +163,7 @@ class PackedDecode:
             if (not is_decode_step(x) or torch.is_grad_enabled() or x.dtype != torch.float32
                     or self.rows not in (None, x.shape[0]) or torch.is_autocast_enabled("cpu")):
                 return F.linear(x, layer.weight, layer.bias)
+            self.steps += 1
             return packed_linear(x, self._buffer(layer, x.shape[0]), layer.out_features, layer.bias)
 
         return forward

@@ -152,6 +152,10 @@ def measure(cfg: RunConfig, progress: Callable[[str], None], build_trainer) -> S
             progress(f"timing {index}/{len(candidates)}: {candidate.label()}")
             took, texts, loss = bench.round(candidate)
             seconds[candidate.label()] = took
+            idle = levers.not_taking_effect(bench.trainer)
+            if idle:  # a swap that fell back to TRL's path is not a lever: never chosen
+                exact_failures[candidate.label()] = "did not take effect: " + "; ".join(idle)
+                continue
             if reference is None:
                 reference = (texts, loss)
             elif candidate.exact:

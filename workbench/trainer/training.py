@@ -24,6 +24,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from functools import partial
 from typing import Callable
 
 from workbench import startup
@@ -300,6 +301,12 @@ def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
             shutil.copyfile(cfg.reward_file, target)
 
 
+def report_idle_levers(status: StatusWriter, speed_record: dict, problems: list[str]) -> None:
+    """Say in status.json and the log that a lever attached for speed did not run (trainer/levers.not_taking_effect)."""
+    status.set(speed_choice={**speed_record, "not_taking_effect": problems})
+    print("[workbench] a speed lever did not take effect: " + "; ".join(problems), flush=True)
+
+
 def probe_trainer(cfg: RunConfig, folder: Path):
     """A trainer built as a run's, writing nothing but into `folder`, for the speed probe (trainer/speed_probe.py)."""
     model, tokenizer = load_model_and_tokenizer(cfg)
@@ -390,6 +397,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         lever_cfg = cfg.with_changes(**{k: v for k, v in speed_record.items() if k in LEVER_FIELDS})
         attached = levers.attach(trainer, lever_cfg, model.config.model_type, tuned=cfg.merged_generation == "auto")
         status.set(**speed_choice.explained(attached, cfg, speed_record))
+        trainer.add_callback(levers.took_effect_check(trainer, partial(report_idle_levers, status, speed_record)))
         if cfg.record_tokens:
             trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
                                                  trainer.num_generations)
