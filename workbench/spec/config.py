@@ -292,17 +292,17 @@ class RunConfig:
     bf16: bool = setting(
         False,
         "Train in bfloat16 (the weights loaded in bfloat16, LoRA kept in float32 by PEFT, and TRL's bf16 autocast). "
-        "Faster on recent GPUs; on a CPU without AMX float32 was faster (benchmarks/bench_speed.py), so leave it "
-        "off there.",
+        "Usual on GPUs; on a CPU it saves memory, and whether it is faster depends on the CPU "
+        "(benchmarks/bench_speed.py's `bf16` row measures it).",
     )
     merged_generation: str = setting(
         "auto",
         "With generation=transformers: sample each round from a plain copy of the policy with the LoRA update "
         "merged in (refreshed once a step), in float32 or bfloat16, instead of through PEFT's LoRA layers; "
-        "training and every log-probability still use the policy. no: sample from the policy itself (bare "
-        "TRL's way). auto: float32 on a CPU (measured faster, the same completions); on a GPU bfloat16 when "
-        "bf16 is on and the copy needs at most a quarter of the GPU's free memory (measured faster), else no "
-        "(workbench/spec/speed.py).",
+        "training and every log-probability still use the policy. float32 draws the same completions; bfloat16 "
+        "samples off-policy by rounding. no: sample from the policy itself (bare TRL's way). auto: what this "
+        "machine's speed probe measured fastest for the model and shape (`python -m workbench tune`; a run "
+        "measures it when it starts, once), among the exact levers (workbench/tuning/).",
     )
     shared_prompt_pass: str = setting(
         "auto",
@@ -310,8 +310,7 @@ class RunConfig:
         "once for its whole group instead of once per completion, and projecting only completion tokens "
         "through the vocabulary; the values equal TRL's to float32 rounding. yes: wherever it can run (one "
         "process, no gradient checkpointing, llama/qwen2/qwen3 models; elsewhere TRL's way runs). no: TRL's "
-        "way. auto: yes on a CPU (measured faster), no on a GPU (there it slowed sampling from the merged copy; "
-        "workbench/spec/speed.py).",
+        "way. auto: as this machine's speed probe measured (see merged_generation).",
     )
     packed_decode: str = setting(
         "auto",
@@ -320,8 +319,9 @@ class RunConfig:
         "on Llama models each decode step runs as one function written for its layers (checked against "
         "transformers' own at start-up), and the sampler's draws are torch.multinomial's, made faster. The same "
         "numbers to float32 rounding and the same draws, for a second copy of the linear weights in memory. "
-        "auto and yes: wherever that copy samples and torch has MKL. no: torch's plain matmul and transformers' "
-        "generate as they are (workbench/trainer/packed_decode.py, llama_decode.py, exact_draws.py).",
+        "yes: wherever that copy samples and torch has MKL. auto: as this machine's speed probe measured (faster "
+        "on some CPUs, slower on others). no: torch's plain matmul and transformers' generate as they are "
+        "(workbench/trainer/packed_decode.py, llama_decode.py, exact_draws.py).",
     )
     gradient_checkpointing: bool = setting(
         False,
