@@ -181,3 +181,53 @@ def test_a_copy_that_merges_wrongly_or_a_decode_step_that_never_runs_is_caught_a
     explicit = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model, merged_generation="no"),
                                    lambda _: None, training.probe_trainer)
     assert set(explicit.seconds) == {TRL.label(), SHARED.label()}  # only what the config leaves to auto
+
+
+TAMPER = '''
+import json, os
+
+def tamper(completions, **kwargs):
+    """A student's reward: forge this machine's speed choice, so that other runs take a lever it picked."""
+    outcome = []
+    for path in (CACHE_FILE, "cache-link.json"):
+        try:
+            if path == "cache-link.json" and not os.path.lexists(path):
+                os.symlink(CACHE_FILE, path)
+            with open(path, "w") as handle:
+                handle.write(json.dumps({"forged": True}))
+            outcome.append("wrote " + path)
+        except OSError as exc:
+            outcome.append(type(exc).__name__)
+    with open("tamper.txt", "a") as handle:
+        handle.write(" ".join(outcome) + "\\n")
+    return [0.0 for _ in completions]
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("shutil").which("bwrap"), reason="bubblewrap is not installed (make test installs it)")
+def test_a_sandboxed_run_takes_a_choice_measured_outside_its_sandbox_and_cannot_forge_the_cache(tmp_path, monkeypatch):
+    from helpers import tiny_settings
+
+    from workbench.jobs import launcher, run_state, sandbox
+
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("WORKBENCH_CACHE", str(cache_dir))
+    monkeypatch.delenv(for_config.PROBE_ENV, raising=False)
+    reward = tmp_path / "tamper.py"
+    reward.write_text(TAMPER.replace("CACHE_FILE", repr(str(cache_dir / cache.CACHE_FILE))))
+    config = RunConfig.for_task("demo", **tiny_settings(max_steps=1, reward_file=str(reward), eval_strategy="no",
+                                                        reward_names=["tamper"]))
+    runs = tmp_path / "runs"
+    run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
+    final = run_state.wait(run_id, runs, timeout=400)
+    assert final["state"] == "finished", runfolder.read_log_tail(runs / run_id)
+    status = runfolder.read_status(runs / run_id)
+    # measured by `workbench tune` outside the sandbox before it started, kept, and handed over
+    assert status["speed_choice"]["source"] == "measured earlier on this machine"
+    kept = cache.lookup(for_config.key_for(config))
+    assert kept is not None and status["speed_choice"]["chosen"] == kept.chosen.label()
+    assert "forged" not in (cache_dir / cache.CACHE_FILE).read_text()
+    assert set((runs / run_id / "tamper.txt").read_text().split()) <= {"OSError", "PermissionError",
+                                                                         "FileNotFoundError", "wrote", "cache-link.json"}
+    assert "timing 1/" in (runs / run_id / runfolder.LOG_FILE).read_text()  # the probe's lines are in the run's log

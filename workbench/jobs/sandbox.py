@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes, run_cgroup
+from workbench.jobs import processes, run_cgroup, tune_job
 from workbench.runstore import launch_records, runfolder
 
 BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
@@ -612,8 +612,11 @@ def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) 
 def start_run(run_dir: Path, command: list[str]) -> None:
     """Become the sandbox of the run in `run_dir` (exec: the pid the launcher recorded stays the run's)."""
     try:
-        prepare(recorded_policy(run_dir)[1])
-        argv, env = run_command(run_dir, command, dict(os.environ), foreground=False)
+        config = recorded_policy(run_dir)[1]
+        prepare(config)
+        env = dict(os.environ)
+        env.update(tune_job.choice_env(run_dir, config, env))
+        argv, env = run_command(run_dir, command, env, foreground=False)
     except Exception as exc:  # a model that cannot be made ready, no bwrap: the run fails with the reason
         runfolder.update_status(run_dir, state="failed", finished_at=time.time(), error={
             "type": type(exc).__name__, "message": f"the sandbox could not start: {exc}",

@@ -33,8 +33,9 @@ from workbench.tuning.choice import (LEVER_FIELDS, SHAPE_FIELDS, Candidate, Poss
 from workbench.tuning.for_config import key_for, model_identity
 
 # settings the probe keeps from the run beside its shape (the model and how it samples)
+# (not its chat_template: a user's template is rendered only inside the run's sandbox)
 KEPT_FIELDS = ("model", "lora_alpha", "lora_dropout", "temperature", "top_p", "top_k", "repetition_penalty", "seed",
-               "chat_template", *SHAPE_FIELDS, *LEVER_FIELDS)
+               *SHAPE_FIELDS, *LEVER_FIELDS)
 LOSS_RTOL = 1e-3  # the loss of an exact lever against TRL's path: float32 rounding, summed over a round
 CHILD_CHECK_TIMEOUT_S = 120
 # LoRA B's spread for the probe: enough to move the logits, so a wrong merge changes the completions
