@@ -615,7 +615,7 @@ def start_run(run_dir: Path, command: list[str]) -> None:
         config = recorded_policy(run_dir)[1]
         prepare(config)
         env = dict(os.environ)
-        env.update(tune_job.choice_env(run_dir, config, env))
+        env.update(tune_job.choice_env(run_dir, config, env, Limits.from_env(env).memory or None))
         argv, env = run_command(run_dir, command, env, foreground=False)
     except Exception as exc:  # a model that cannot be made ready, no bwrap: the run fails with the reason
         runfolder.update_status(run_dir, state="failed", finished_at=time.time(), error={

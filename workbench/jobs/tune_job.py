@@ -11,10 +11,12 @@ speed_probe.py). Its lines go to the run's log.
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 import sys
 import tempfile
 from pathlib import Path
 
+from workbench.jobs.sandbox_init import set_limits
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.tuning import for_config
@@ -22,9 +24,10 @@ from workbench.tuning import for_config
 TUNE_TIMEOUT_S = 900  # a probe that takes longer than this is ended, and the run takes TRL's path
 
 
-def choice_env(run_dir: Path, recorded: dict, env: dict) -> dict[str, str]:
+def choice_env(run_dir: Path, recorded: dict, env: dict, memory_limit: int | None = None) -> dict[str, str]:
     """What to add to the sandboxed run's environment: this machine's choice for the config the launcher recorded,
-    measured now if need be; nothing when that fails (the run then measures inside its sandbox, keeping nothing)."""
+    measured now if need be, allocating at most `memory_limit` bytes (a sandboxed process's limit); nothing when that
+    fails (the run then measures inside its sandbox, keeping nothing)."""
     try:
         config = RunConfig.from_dict(recorded)
     except Exception as exc:  # the run's own check_config says what is wrong with it, in its own words
@@ -40,9 +43,11 @@ def choice_env(run_dir: Path, recorded: dict, env: dict) -> dict[str, str]:
         path = Path(folder) / "config.json"
         config.save(path)
         try:
+            # outside the sandbox, but within the memory a run of the sandbox may take (RLIMIT_DATA, as inside)
             subprocess.run([sys.executable, "-m", "workbench", "tune", "--config", str(path)], stdin=subprocess.DEVNULL,
                            stdout=sys.stdout, stderr=sys.stderr, timeout=TUNE_TIMEOUT_S, env=env, check=False,
-                           cwd=str(Path(__file__).resolve().parents[2]))
+                           cwd=str(Path(__file__).resolve().parents[2]),
+                           preexec_fn=partial(set_limits, memory_limit, None))
         except subprocess.TimeoutExpired:
             print(f"[workbench] the speed probe took over {TUNE_TIMEOUT_S} s and was ended", flush=True)
     return for_config.launcher_env(config)
