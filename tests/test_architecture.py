@@ -34,7 +34,7 @@ ALLOWED = {
 
 
 # Modules outside the parts, which any part may import; they import no other workbench module.
-SHARED = {"workbench.errors", "workbench.startup"}
+SHARED = {"workbench.errors", "workbench.startup", "workbench.library_compat"}
 
 
 def module_name(path: Path) -> str:
@@ -355,3 +355,47 @@ def test_no_test_file_imports_another():
             found += [f"{path.name} imports {name}" for name in names
                       if name.split(".")[0].startswith("test_") or name.startswith("tests.test_")]
     assert not found, f"share it through tests/helpers.py or a fixture in conftest.py instead: {found}"
+
+
+# ---- private parts of TRL, transformers and torch: every tie in workbench/library_compat.py's registry ----------
+
+
+def private_name_uses(tree: ast.AST, names: set[str]) -> set[str]:
+    """The registry's private names the module `tree` spells: as an attribute, a name, a function it defines (an
+    override) or a string (getattr)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            found.add(node.attr)
+        elif isinstance(node, ast.Name) and node.id in names:
+            found.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            found.add(node.name)
+        elif isinstance(node, ast.Constant) and node.value in names:
+            found.add(node.value)
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_private_library_names_appear_only_where_the_registry_says(path):
+    """A module that reaches a private name of TRL, transformers or torch is one of the sites its tie in
+    workbench/library_compat.py lists (a new use is added to the registry, with why and what happens without it)."""
+    from workbench import library_compat
+
+    relative = str(path.relative_to(PACKAGE))
+    if relative == "library_compat.py":
+        return
+    allowed = {tie.name for tie in library_compat.TIES if relative in tie.sites}
+    used = private_name_uses(ast.parse(path.read_text(encoding="utf-8")), set(library_compat.PRIVATE_NAMES))
+    assert used <= allowed, f"{relative} reaches {sorted(used - allowed)}, which library_compat.TIES does not list here"
+
+
+def test_every_site_the_registry_lists_still_uses_its_tie():
+    from workbench import library_compat
+
+    for tie in library_compat.TIES:
+        if not tie.name.startswith("_"):
+            continue
+        for site in tie.sites:
+            tree = ast.parse((PACKAGE / site).read_text(encoding="utf-8"))
+            assert tie.name in private_name_uses(tree, {tie.name}), f"{site} no longer uses {tie.name}: drop the site"

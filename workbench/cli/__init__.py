@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "workbench.cli.calc",
     "workbench.cli.train",
     "workbench.cli.tune",
+    "workbench.cli.ties",
     "workbench.cli.sample",
     "workbench.cli.check_signal",
     "workbench.cli.export",

@@ -69,6 +69,8 @@ class RunStatus:
     packed_decode: str | None = _known(str, "what packed_decode resolved to: yes (which decode step), or no (why)")
     speed_choice: dict | None = _known(dict, "what the auto speed levers became and from where: the lever values, "
                                              "source, and the probe's CPU, time and seconds per candidate")
+    library_ties: dict | None = _known(dict, "private library ties that no longer hold, and library versions other "
+                                             "than the ones they were written for (workbench/library_compat.py)")
     cpu_threads: int | None = _known(int, "OMP_NUM_THREADS of the process")
     sandbox: dict | None = _known(dict, "the run's sandbox policy and what it shows (jobs/sandbox.py)")
     vllm: dict | None = _known(dict, "the run's own vLLM server: url, state, pid, command, ...")

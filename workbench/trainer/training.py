@@ -301,6 +301,23 @@ def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
             shutil.copyfile(cfg.reward_file, target)
 
 
+def check_library_ties(status: StatusWriter) -> None:
+    """The private ties of workbench/library_compat.py against the installed libraries, before the model loads: a
+    version other than the one written for, or a tie that broke, is said in the log and status.json; a broken tie
+    every run needs refuses the run, naming it."""
+    from workbench import library_compat
+    from workbench.spec.config import ConfigError, ConfigProblem
+
+    problems, versions = library_compat.check(), library_compat.version_notes()
+    if problems or versions:
+        status.set(library_ties={"problems": problems, "versions": versions})
+        print("[workbench] private library ties: " + "; ".join([*versions, *(f"{k}: {v}" for k, v in problems.items())]),
+              flush=True)
+    refused = library_compat.refusal(problems)
+    if refused:
+        raise ConfigError([ConfigProblem("libraries", refused, "reinstall the pinned versions: make setup")])
+
+
 def report_idle_levers(status: StatusWriter, speed_record: dict, problems: list[str]) -> None:
     """Say in status.json and the log that a lever attached for speed did not run (trainer/levers.not_taking_effect)."""
     status.set(speed_choice={**speed_record, "not_taking_effect": problems})
@@ -369,6 +386,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
             for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE, runfolder.EVAL_FILE, runfolder.TOKENS_FILE):
                 runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
+        check_library_ties(status)
         # before the run's model loads: a probe loads its own, and frees it, when this machine has no choice yet
         status.set(state="tuning")
         _, speed_record = speed_choice.choose(
