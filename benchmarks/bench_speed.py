@@ -39,6 +39,11 @@ time as a multiple of the faster bare row, the peak RSS of the training process 
 over the steps (same questions in every row, so rows compare; the spread between a row's runs is the
 noise). Rows run in turn, round by round, so a change in the machine's load hits every row alike. Only a
 quiet machine gives figures to quote: quote the load average with them.
+
+The table is appended to benchmarks/results/bench_speed.jsonl (benchmarks/results_file.py: with the CPU, its kernel
+flags, cores, library versions, load average, date and command; `table_figures` gives each row's fields). The speed
+documentation quotes those records with the CPU each came from; the older records there were imported from figures
+measured before this file existed (their note says so).
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_training import run_and_watch, run_bare_trl  # noqa: E402  (same folder)
+import results_file  # noqa: E402  (same folder)
+from bench_training import run_and_watch, run_bare_trl  # noqa: E402
 
 from workbench.jobs import gpu_watch  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
@@ -154,26 +160,49 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"# {row} run {round_index + 1}: median step {statistics.median(result['step_time'][1:]):.2f} s, "
                       f"mean reward {statistics.mean(result['reward']):.3f}", flush=True)
 
-    medians = {row: statistics.median([t for r in runs for t in r["step_time"][1:]]) for row, runs in results.items()}
-    bare = [medians[row] for row in BARE_PRECISION if row in medians]
-    baseline = min(bare) if bare else None
+    figures = table_figures(results, args.steps, args.runs, describe_device(args.device),
+                            args.model or "smollm2-135m-instruct")
     print(f"\nload average {os.getloadavg()[0]:.2f}; {args.steps} steps x {args.runs} runs per row; "
           f"{os.cpu_count()} CPUs, {os.environ.get('OMP_NUM_THREADS') or cpu_threads(1)} threads per run; "
-          f"model {args.model or 'smollm2-135m-instruct'}; {describe_device(args.device)}")
-    first = rows[0]
-    against = "x bare" if baseline else "x row 1"
+          f"model {figures['model']}; {figures['device']}")
+    against = "x bare" if figures["baseline"] in BARE_PRECISION else "x row 1"
     gpu = " GPU peak  allocated" if args.device == "cuda" else ""
     print(f"{'row':<20} {'median step':>12} {against:>8} {'peak RSS':>9}{gpu}  mean reward per run   what")
-    for row, runs in results.items():
-        ratio = f"{medians[row] / (baseline or medians[first]):.2f}"
-        rewards = ", ".join(f"{statistics.mean(r['reward']):.3f}" for r in runs)
-        peak = max(r["peak_rss"] for r in runs) / GB
+    for line in figures["rows"]:
+        rewards = ", ".join(f"{reward:.3f}" for reward in line["mean_reward_per_run"])
         memory = ""
         if args.device == "cuda":
-            allocated = max(r["allocated_peak_gib"] for r in runs)
-            memory = f" {max(r['gpu_peak'] for r in runs) / GB:>6.2f} GB {allocated:>7.2f} GB"
-        print(f"{row:<20} {medians[row]:>10.2f} s {ratio:>8} {peak:>7.2f} GB{memory}  {rewards:<20}  {ROWS[row][0]}")
+            memory = f" {line['gpu_peak_gib']:>6.2f} GB {line['allocated_peak_gib']:>7.2f} GB"
+        print(f"{line['row']:<20} {line['median_step_s']:>10.2f} s {line['x_baseline']:>8.2f} "
+              f"{line['peak_rss_gib']:>7.2f} GB{memory}  {rewards:<20}  {line['what']}")
+    print(f"recorded in {results_file.record('bench_speed', figures)}")
     return 0
+
+
+def table_figures(results: dict[str, list[dict]], steps: int, runs: int, device: str, model: str) -> dict:
+    """The table as benchmarks/results/bench_speed.jsonl keeps it: per row its median step (over every run's steps
+    but the first), that as a multiple of the faster bare row (of the first row when no bare row ran: `baseline`
+    names it), the mean reward (over the runs, and per run), the peak RSS, and how many runs and steps."""
+    medians = {row: statistics.median([t for r in row_runs for t in r["step_time"][1:]])
+               for row, row_runs in results.items()}
+    bare = [row for row in BARE_PRECISION if row in medians]
+    baseline = min(bare, key=medians.get) if bare else next(iter(results))
+    lines = []
+    for row, row_runs in results.items():
+        rewards = [statistics.mean(r["reward"]) for r in row_runs]
+        line = {"row": row, "what": ROWS[row][0], "settings": ROWS[row][1], "median_step_s": round(medians[row], 3),
+                "median_step_per_run_s": [round(statistics.median(r["step_time"][1:]), 3) for r in row_runs],
+                "x_baseline": round(medians[row] / medians[baseline], 3),
+                "mean_reward": round(statistics.mean(rewards), 4), "mean_reward_per_run": [round(x, 4) for x in rewards],
+                "peak_rss_gib": round(max(r["peak_rss"] for r in row_runs) / GB, 3), "runs": len(row_runs),
+                "steps": steps}
+        if row in BARE_PRECISION:
+            line["settings"] = {"trl_bf16": BARE_PRECISION[row]}
+        if any("gpu_peak" in r for r in row_runs):
+            line["gpu_peak_gib"] = round(max(r["gpu_peak"] for r in row_runs) / GB, 3)
+            line["allocated_peak_gib"] = round(max(r["allocated_peak_gib"] for r in row_runs), 3)
+        lines.append(line)
+    return {"device": device, "model": model, "steps": steps, "runs": runs, "baseline": baseline, "rows": lines}
 
 
 def describe_device(device: str) -> str:
