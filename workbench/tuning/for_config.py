@@ -19,7 +19,10 @@ def model_identity(cfg: RunConfig) -> str:
     """The model as the key names it: its folder or hub id (found without loading or converting it)."""
     from workbench.spec.models import model_location
 
-    return model_location(cfg.model)
+    try:
+        return model_location(cfg.model)
+    except (OSError, ValueError):  # a name no folder can have (too long, a NUL): the config's own check refuses it
+        return cfg.model
 
 
 def key_for(cfg: RunConfig) -> str:
