@@ -31,7 +31,8 @@ def seconds(**by_candidate: float) -> dict[str, float]:
     return {names[name].label(): value for name, value in by_candidate.items()}
 
 
-def test_the_fastest_exact_candidate_wins_and_a_simpler_one_within_the_noise_margin_beats_it():
+def test_the_fastest_exact_candidate_wins_and_a_simpler_one_within_the_noise_margin_beats_it(monkeypatch):
+    monkeypatch.setattr(choice, "BF16_COPY_LEARNS_AS_WELL", False)  # the exact levers alone (the next test: bfloat16)
     everything = choice.first_round(Possible(bf16_copy=True))
     assert everything == [TRL, SHARED, COPY, PACKED, BF16]
     assert choice.pick(seconds(trl=8, shared=7, copy=5.8, packed=7.8, bf16=4.6), everything, {}, True) == COPY
@@ -138,7 +139,8 @@ def test_workbench_tune_times_each_candidate_on_a_real_model_keeps_the_choice_an
     measured = SpeedChoice.from_dict(json.loads(done.stdout))
     assert "timing 1/" in done.stderr and "kept in" in done.stderr
     assert set(measured.seconds) >= {TRL.label(), SHARED.label(), Candidate("float32", True).label()}
-    assert measured.exact_failures == {} and measured.chosen.exact
+    # exact, or the bfloat16 copy on a CPU that multiplies bfloat16 natively (the learning benchmark showed no loss)
+    assert measured.exact_failures == {} and choice.allowed(measured.chosen, {}, machine.native_bf16())
     assert measured.cpu == machine.cpu_name() and measured.chosen.label() in measured.seconds
     again = tune(tiny_model, tmp_path)
     assert "kept from an earlier probe" in again.stderr and "timing" not in again.stderr
@@ -177,6 +179,8 @@ def test_a_copy_that_merges_wrongly_or_a_decode_step_that_never_runs_is_caught_a
     assert "completions differ from TRL's sampling" in measured.exact_failures[COPY.label()]
     assert measured.exact_failures[PACKED.label()] == ("did not take effect: packed_decode: no decode step ran through "
                                                        "MKL's packed GEMM")
+    if BF16.label() in measured.seconds:  # timed where the CPU has native bfloat16: its sync is the same as the copy's
+        assert measured.exact_failures[BF16.label()].startswith("its float32 twin failed the exact check")
     assert measured.chosen.merged_generation == "no"
     explicit = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model, merged_generation="no"),
                                    lambda _: None, training.probe_trainer)

@@ -169,6 +169,10 @@ def measure(cfg: RunConfig, progress: Callable[[str], None], build_trainer) -> S
             seconds[candidate.label()] = min(seconds[candidate.label()], bench.round(candidate)[0])
         del bench
         gc.collect()
+    for candidate in candidates:  # the bfloat16 copy is synced by the same code as its float32 twin, checked exactly
+        twin = Candidate("float32", candidate.shared_prompt_pass).label()
+        if not candidate.exact and twin in exact_failures:
+            exact_failures[candidate.label()] = f"its float32 twin failed the exact check ({exact_failures[twin]})"
     native = machine.native_bf16() if cfg.device != "cuda" else True
     chosen = pick(seconds, [c for c in candidates if consistent(c, run_cfg)], exact_failures, native)
     not_taken = {c.label(): ("not exact: sampled in bfloat16; the learning benchmark has not shown it learns as well "
