@@ -68,6 +68,13 @@ def test_the_key_changes_with_the_machine_the_model_and_the_shape_but_not_with_t
     assert choice.key_of(here, "/models/a", {**config, "max_completion_length": 64}) != key
 
 
+def test_a_choice_kept_under_other_rules_is_measured_again(monkeypatch):
+    here, config = {"cpu": "AMD EPYC"}, RunConfig.for_task("demo").to_dict()
+    key = choice.key_of(here, "/models/a", config)
+    monkeypatch.setattr(choice, "BF16_COPY_LEARNS_AS_WELL", not choice.BF16_COPY_LEARNS_AS_WELL)
+    assert choice.key_of(here, "/models/a", config) != key
+
+
 def test_the_cpu_name_and_flags_read_from_x86_and_arm_cpuinfo():
     name, flags = machine._cpuinfo_fields("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512_bf16\n")
     assert (name, machine.native_bf16(flags)) == ("AMD EPYC", True)

@@ -111,8 +111,10 @@ SHAPE_FIELDS = ("per_device_train_batch_size", "num_generations", "max_completio
 
 
 def key_of(machine: dict, model: str, config: dict) -> str:
-    """The cache key of a speed choice: this machine's fingerprint, the model and the run's shape."""
-    data = {"machine": machine, "model": model, **{name: config.get(name) for name in SHAPE_FIELDS}}
+    """The cache key of a speed choice: this machine's fingerprint, the model, the run's shape and the rules that pick
+    (a choice kept under other rules, e.g. before the bfloat16 copy was allowed, is measured again)."""
+    data = {"machine": machine, "model": model, **{name: config.get(name) for name in SHAPE_FIELDS},
+            "rules": {"bf16_copy_learns_as_well": BF16_COPY_LEARNS_AS_WELL, "min_gain": MIN_GAIN}}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
