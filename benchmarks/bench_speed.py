@@ -24,8 +24,8 @@ same questions in the same order. Rows:
 - `shared-prompt`: `shared_prompt_pass`, each prompt run once per group in the reference pass and the
   policy's forward and backward, only completion tokens through the vocabulary
   (workbench/trainer/prompt_sharing.py);
-- `defaults`: what a run gets with no options: on a CPU the merged float32 copy decoding through MKL's
-  packed GEMM and the shared prompt pass, on a GPU neither (workbench/spec/speed.py);
+- `defaults`: what a run gets with no options: the levers this machine's speed probe chose for the run's model
+  and shape (workbench/tuning/; the run measures them at its start when none is kept, outside the timed steps);
   `defaults-plain-matmul` is that with `packed_decode=no`;
 - `merged-bf16+shared`: a merged bfloat16 copy samples and the shared prompt pass scores.
 
@@ -85,8 +85,7 @@ ROWS = {
     "shared-prompt": ("each prompt scored once per group", {"merged_generation": "no", "shared_prompt_pass": "yes"}),
     "defaults-plain-matmul": ("workbench defaults but packed_decode=no",
                               {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "no"}),
-    "defaults": ("workbench defaults (`auto`: on a CPU the merged float32 copy decoding through MKL's packed GEMM "
-                 "+ shared prompt pass)",
+    "defaults": ("workbench defaults (`auto`: what this machine's speed probe chose)",
                  {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "auto"}),
     "merged-bf16+shared": ("a merged bfloat16 copy samples, each prompt scored once",
                            {"merged_generation": "bfloat16", "shared_prompt_pass": "yes"}),
