@@ -34,12 +34,13 @@ class SpeedChoice:
     field: str
     value: str
     why: str
+    by_probe: bool = False  # auto, left to this machine's speed probe (measured or not yet)
 
 
 def _tuned(field: str, tuned: dict | None) -> SpeedChoice:
     if tuned is None:
-        return SpeedChoice(field, "auto", NOT_MEASURED)
-    return SpeedChoice(field, tuned[field], "measured fastest on this machine")
+        return SpeedChoice(field, "auto", NOT_MEASURED, by_probe=True)
+    return SpeedChoice(field, tuned[field], "measured fastest on this machine", by_probe=True)
 
 
 def resolve_merged_generation(setting: str, generation: str, distributed_backend: str = "ddp",
@@ -118,9 +119,8 @@ def speed_notes(cfg, on_cpu: bool, tuned: dict | None = None, measured: str = ""
                                                   tuned=tuned)]
     if cfg.generation == "transformers" and on_cpu:
         choices.append(resolve_packed_decode(cfg.packed_decode, merged.value, on_cpu, tuned=tuned))
-    settings = "; ".join(f"{_note(c, getattr(cfg, c.field))} ({c.why})" for c in choices
-                         if not (c.why == NOT_MEASURED or c.why.startswith("measured fastest")))
-    tuned_fields = [c for c in choices if c.why == NOT_MEASURED or c.why.startswith("measured fastest")]
+    settings = "; ".join(f"{_note(c, getattr(cfg, c.field))} ({c.why})" for c in choices if not c.by_probe)
+    tuned_fields = [c for c in choices if c.by_probe]
     line = "Speed: " + (settings + ". " if settings else "")
     if tuned_fields and tuned is not None:
         line += f"auto chose {measured}."
