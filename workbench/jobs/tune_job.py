@@ -11,9 +11,9 @@ speed_probe.py). Its lines go to the run's log.
 from __future__ import annotations
 
 import subprocess
-from functools import partial
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from workbench.jobs.sandbox_init import set_limits

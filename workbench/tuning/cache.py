@@ -9,7 +9,6 @@ sandbox shows the folder read-only, and `store` refuses inside one anyway).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from workbench.runstore import runfolder
@@ -64,10 +63,3 @@ def _measured_at(entry) -> float:
     except (TypeError, ValueError):
         return 0.0
 
-
-def clear(path: Path | None = None) -> None:
-    """Forget every measured choice (`workbench tune --again` measures afresh without it)."""
-    try:
-        os.unlink(path or cache_path())
-    except FileNotFoundError:
-        pass
