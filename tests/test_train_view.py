@@ -7,6 +7,7 @@ import pytest
 from workbench.insight import follow
 from workbench.insight.resumed import merge_metrics
 from workbench.runstore import runfolder
+from workbench.trainer import training
 from workbench.ui import train_tab, train_view
 
 
@@ -116,6 +117,19 @@ def test_a_queued_run_shows_its_position_and_what_it_waits_for():
     assert "data-elapsed" not in text and "step 0" not in text
     moved = follow.status_signature({**status, "queue_position": 1})
     assert moved != follow.status_signature(status)  # the bar is redrawn when the queue moves
+
+
+def test_a_tuning_run_shows_what_the_speed_probe_times_now(tmp_path):
+    status = training.StatusWriter(tmp_path, state="tuning", step=0, total_steps=8)
+    training.probe_progress(status, "timing 2/5: float32 copy <shared>")
+    written = runfolder.read_status(tmp_path)
+    progress = train_view.measure_progress(written, [])
+    assert progress.speed_probe == "timing 2/5: float32 copy <shared>"
+    assert ": timing 2/5: float32 copy &lt;shared&gt;</span>" in train_view.progress_html("r3", progress)
+    moved = follow.status_signature({**written, "speed_probe": "timing 3/5: TRL's sampling"})
+    assert moved != follow.status_signature(written)  # each new line redraws the bar
+    # once the probe is done the line is gone: a later state shows no stale probe text
+    assert train_view.measure_progress({**written, "state": "training"}, []).speed_probe == ""
 
 
 def test_failure_panel_shows_hint_error_and_log_tail():

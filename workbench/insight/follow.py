@@ -181,7 +181,7 @@ def status_signature(status: dict) -> tuple:
     error = status.get("error")
     return (status.get("state"), status.get("step"), status.get("total_steps"),
             status.get("pid"), repr(error) if error else None, repr(status.get("vllm")),
-            status.get("queue_position"), status.get("waits_for"))
+            status.get("queue_position"), status.get("waits_for"), status.get("speed_probe"))
 
 
 # ------------------------------------------------------------------ completions
@@ -261,7 +261,14 @@ def completions_of_step(run_dir: str | Path, step: int) -> list[dict]:
 
 def change_signature(runs_dir: str | Path, run_id: str | None, read_status: StatusReader = runfolder.read_status,
                      run_dirs: list[Path] | None = None) -> str:
-    """A short hash of what a view of `run_id` depends on; it changes when a redraw is due.
+    """A short hash of what a view of `run_id` depends on; it changes when a redraw is due (`signature_and_status`)."""
+    return signature_and_status(runs_dir, run_id, read_status, run_dirs)[0]
+
+
+def signature_and_status(runs_dir: str | Path, run_id: str | None,
+                         read_status: StatusReader = runfolder.read_status,
+                         run_dirs: list[Path] | None = None) -> tuple[str, dict]:
+    """A short hash of what a view of `run_id` depends on, and the status it read ({} for no run).
 
     It covers the newest run in the folder (a run started elsewhere), the size
     and identity of the run's metrics and completions files (new lines, a
@@ -275,14 +282,16 @@ def change_signature(runs_dir: str | Path, run_id: str | None, read_status: Stat
     run_dirs = runfolder.list_run_dirs(runs_dir) if run_dirs is None else run_dirs
     parts = [run_dirs[0].name if run_dirs else ""]
     run_dir = next((path for path in run_dirs if path.name == run_id), None) if run_id else None
+    status: dict = {}
     if run_dir is None:
         parts.append("gone" if run_id else "none")
     else:
         for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE):
             info = safe_files.lstat(run_dir / name)  # the name's own, never a link's target
             parts.append("-" if info is None else f"{info.st_ino}:{info.st_size}")
-        parts.append(repr(status_signature(read_status(run_dir) or {})))
-    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+        status = read_status(run_dir) or {}
+        parts.append(repr(status_signature(status)))
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16], status
 
 
 # ------------------------------------------------------------------ metrics of a run, read as it grows

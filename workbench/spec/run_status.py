@@ -69,6 +69,7 @@ class RunStatus:
     packed_decode: str | None = _known(str, "what packed_decode resolved to: yes (which decode step), or no (why)")
     speed_choice: dict | None = _known(dict, "what the auto speed levers became and from where: the lever values, "
                                              "source, and the probe's CPU, time and seconds per candidate")
+    speed_probe: str | None = _known(str, "while the state is tuning: what the speed probe is timing now")
     library_ties: dict | None = _known(dict, "private library ties that no longer hold, and library versions other "
                                              "than the ones they were written for (workbench/library_compat.py)")
     cpu_threads: int | None = _known(int, "OMP_NUM_THREADS of the process")

@@ -301,6 +301,12 @@ def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
             shutil.copyfile(cfg.reward_file, target)
 
 
+def probe_progress(status, line: str) -> None:
+    """A speed probe's progress line: in the log, and in status.json, which the Train tab's bar shows."""
+    print(f"[workbench] speed probe: {line}", flush=True)
+    status.set(speed_probe=line)
+
+
 def check_library_ties(status: StatusWriter) -> None:
     """The private ties of workbench/library_compat.py against the installed libraries, before the model loads: a
     version other than the one written for, or a tie that broke, is said in the log and status.json; a broken tie
@@ -389,9 +395,8 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         check_library_ties(status)
         # before the run's model loads: a probe loads its own, and frees it, when this machine has no choice yet
         status.set(state="tuning")
-        _, speed_record = speed_choice.choose(
-            cfg, lambda line: print(f"[workbench] speed probe: {line}", flush=True), probe_trainer)
-        status.set(state="loading_model", speed_choice=speed_record)
+        _, speed_record = speed_choice.choose(cfg, lambda line: probe_progress(status, line), probe_trainer)
+        status.set(state="loading_model", speed_choice=speed_record, speed_probe=None)
         reward_funcs = build_reward_funcs(cfg)
         model, tokenizer = load_model_and_tokenizer(cfg)
         dataset = load_dataset_for(cfg, has_chat_template=tokenizer.chat_template is not None)

@@ -16,7 +16,10 @@ the newest live run, else the newest run.
 The page does not ask the server to poll: its script (`WATCH_JS`) fetches
 `follow.change_signature` of the run it shows, a short hash of what a redraw
 depends on, and asks for a redraw only when it differs from the one the
-progress bar was drawn from. Between steps that costs a few file stats, not an event.
+progress bar was drawn from, for a live run at most once every REDRAW_SECONDS
+(each redraw is a Gradio event, about half a CPU second of the browser's on a
+small machine); meanwhile the bar shows the step from the same answer
+(`bar_numbers`). Between steps that costs a few file stats, not an event.
 
 Also here: the progress numbers (step, total, elapsed, remaining) and their
 HTML, whose clock the page's script keeps moving (for a run waiting in the GPU
@@ -172,6 +175,8 @@ class Progress:
     # A queued run's place in the GPU queue and what it waits for (gpu_queue.status_with_queue_place).
     queue_position: int | None = None
     waits_for: str = ""
+    # While the state is tuning: what the speed probe is timing now (status.json's speed_probe).
+    speed_probe: str = ""
 
     @property
     def fraction(self) -> float:
@@ -201,7 +206,9 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
             per_step = elapsed / step
         if per_step is not None:
             remaining = per_step * (total - step)
-    return Progress(state, step, total, elapsed, remaining, status.get("queue_position"), status.get("waits_for") or "")
+    probe = status.get("speed_probe") if state == "tuning" else None
+    return Progress(state, step, total, elapsed, remaining, status.get("queue_position"), status.get("waits_for") or "",
+                    probe if isinstance(probe, str) else "")
 
 
 def seconds_per_step(metrics: list[dict]) -> float | None:
@@ -220,6 +227,8 @@ def seconds_per_step(metrics: list[dict]) -> float | None:
 MIN_POLL_SECONDS = 1.0
 MAX_POLL_SECONDS = 5.0
 POLLS_PER_STEP = 4
+# The page asks for a redraw of a live run at most this often; a run that changes state is redrawn at once.
+REDRAW_SECONDS = 15
 
 
 def poll_seconds(status: dict, metrics: list[dict]) -> float:
@@ -234,6 +243,13 @@ def poll_seconds(status: dict, metrics: list[dict]) -> float:
     if per_step is None:
         return 2.0
     return round(min(MAX_POLL_SECONDS, max(MIN_POLL_SECONDS, per_step / POLLS_PER_STEP)), 1)
+
+
+def bar_numbers(status: dict) -> dict:
+    """What the page's script shows in the bar between redraws: the run's state, step and total steps."""
+    step, total = status.get("step"), status.get("total_steps")
+    return {"state": status.get("state") or "", "step": step if isinstance(step, int) else None,
+            "total": total if isinstance(total, int) else None}
 
 
 STATE_WORDS = {
@@ -267,11 +283,15 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
     """A progress bar with the run's name, state, step / total, elapsed and remaining time.
 
     Its data attributes drive the page's script (WATCH_JS): which run to ask
-    about and how often, the signature this drawing reflects, and, for a live
-    run, the clock to keep moving between redraws.
+    about and how often, the signature this drawing reflects, the state it
+    shows and how long to wait between redraws, and, for a live run, the clock
+    to keep moving between redraws.
     """
     attributes = (f'data-run="{html.escape(run_id or "")}" data-signature="{html.escape(signature)}" '
                   f'data-poll="{poll_seconds:g}"')
+    if run_id and progress is not None:
+        attributes += (f' data-state="{html.escape(progress.state)}" '
+                       f'data-redraw="{REDRAW_SECONDS if progress.state not in FINAL_STATES else 0}"')
     if not run_id or progress is None:
         return (f'<div class="wb-progress" {attributes}><span class="wb-empty">No run yet: set up a run in the '
                 'Setup tab and press Launch.</span></div>')
@@ -292,6 +312,8 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
         words += f", position {progress.queue_position}" if progress.queue_position else ""
         nums = html.escape(f"waits for {progress.waits_for}; starts by itself when that is free"
                            if progress.waits_for else "starts by itself when its devices are free")
+    elif progress.speed_probe:
+        words += f": {progress.speed_probe}"
     return (
         f'<div class="wb-progress" {attributes}{clock}>'
         '<div class="wb-progress-head">'
@@ -310,11 +332,16 @@ REFRESH_BUTTON_ID = "wb-train-refresh"
 MORE_BUTTON_ID = "wb-train-refresh-more"
 MORE_SECTION_ID = "wb-train-more"
 CHANGES_ROUTE = "workbench/changes"
+# How often the page moves a live run's clock on: each move makes the browser draw a frame (about 15 ms of
+# CPU in headless Chromium, taken from the run on a small machine), so not every second.
+CLOCK_SECONDS = 5
 
 # Runs once in the page. While the Train tab's progress bar is on screen and the
 # browser tab visible, it asks CHANGES_ROUTE for the shown run's signature every
 # `data-poll` seconds and clicks the hidden refresh button when it differs from
-# the one the bar was drawn from; every second it moves a live run's clock on
+# the one the bar was drawn from: at once when the run's state changed, else once
+# `data-redraw` seconds have passed since the bar was drawn (until then it writes
+# the run's step into the bar's numbers and fill); every CLOCK_SECONDS it moves a live run's clock on
 # (format as `format_duration`) and, while More metrics is open, clicks the other
 # hidden button once for each signature the bar shows, so those figures follow.
 # A hidden page or another open tab costs nothing.
@@ -333,17 +360,32 @@ WATCH_JS = f"""
     (button && button.tagName === "BUTTON" ? button : button?.querySelector("button"))?.click();
   }};
   let asked = null;  // the signature a redraw was last asked for
+  let drawn = null, drawnAt = 0;  // the signature of the bar's drawing, and when the page first saw it
+  const showStep = (el, seen) => {{  // between redraws: the step the run has reached, in the bar
+    const nums = el.querySelector(".wb-progress-nums"), text = nums && nums.firstChild;
+    if (!Number.isInteger(seen.step)) return;
+    if (text && text.nodeType === Node.TEXT_NODE)
+      text.textContent = text.textContent.replace(/^step \\d+ \\/ \\S+/, `step ${{seen.step}} / ${{seen.total ?? "?"}}`);
+    const fill = el.querySelector(".wb-progress-fill");
+    if (fill && seen.total) fill.style.width = `${{Math.min(100, 100 * seen.step / seen.total).toFixed(1)}}%`;
+  }};
   const look = async () => {{
     const el = bar();
     let wait = 2000;
     if (el && el.offsetParent !== null && !document.hidden) {{
+      // Gradio patches the bar in place: a new drawing shows as a new signature, not a new element.
+      if (el.dataset.signature !== drawn) {{ drawn = el.dataset.signature; drawnAt = Date.now(); }}
       wait = 1000 * (parseFloat(el.dataset.poll) || 5);
       try {{
         const answer = await fetch(`{CHANGES_ROUTE}?run=${{encodeURIComponent(el.dataset.run || "")}}`);
-        const {{ signature }} = await answer.json();
+        const seen = await answer.json();
+        const due = seen.state !== el.dataset.state ||
+          Date.now() - drawnAt >= 1000 * (parseFloat(el.dataset.redraw) || 0);
+        if (seen.signature !== el.dataset.signature && !due) showStep(el, seen);
         // Ask once per new signature; ask again if the redraw has not come 10 s later.
-        if (signature !== el.dataset.signature && (signature !== asked || Date.now() - look.askedAt > 10000)) {{
-          asked = signature; look.askedAt = Date.now();
+        else if (seen.signature !== el.dataset.signature &&
+                 (seen.signature !== asked || Date.now() - look.askedAt > 10000)) {{
+          asked = seen.signature; look.askedAt = Date.now();
           click("{REFRESH_BUTTON_ID}");
         }}
       }} catch (error) {{ /* the server restarts or is gone: look again later */ }}
@@ -361,8 +403,11 @@ WATCH_JS = f"""
     // Closed (on a shown tab): opening it draws its figures, so nothing is asked for the signature then shown.
     if (el && el.offsetParent !== null && (!more || more.offsetParent === null)) moreDrawn = null;
     if (el && el.dataset.elapsed !== undefined && el.offsetParent !== null && !document.hidden) {{
-      if (el.wbDrawnAt === undefined) el.wbDrawnAt = Date.now();
+      const drawing = `${{el.dataset.signature}} ${{el.dataset.elapsed}}`;  // the clock counts from each drawing
+      if (el.wbDrawing !== drawing) {{ el.wbDrawing = drawing; el.wbDrawnAt = Date.now(); el.wbClockAt = 0; }}
       const since = (Date.now() - el.wbDrawnAt) / 1000;
+      if (since - (el.wbClockAt || 0) < {CLOCK_SECONDS}) return;
+      el.wbClockAt = since;
       const elapsed = el.querySelector(".wb-progress-elapsed"), left = el.querySelector(".wb-progress-left");
       if (elapsed) elapsed.textContent = duration(parseFloat(el.dataset.elapsed) + since);
       if (left && el.dataset.remaining !== undefined) left.textContent = duration(parseFloat(el.dataset.remaining) - since);
