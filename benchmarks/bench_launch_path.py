@@ -1,27 +1,36 @@
-"""Does a run launched from the dashboard, and watched there, train as fast as bare TRL?
+"""Does a run launched from the dashboard, and watched there, train as fast as bare TRL, and as unwatched?
 
-    python benchmarks/bench_launch_path.py                 # the four rows, demo task, bundled model, 8 steps
-    python benchmarks/bench_launch_path.py --steps 6 --rows bare watched
+    python benchmarks/bench_launch_path.py                 # the five rows, demo task, bundled model, 8 steps
+    python benchmarks/bench_launch_path.py --steps 12 --rows unwatched watched unwatched watched
 
 One command, the same seed and settings (`RunConfig.for_task("demo")` with
-`--steps`) started four ways, one after the other:
+`--steps`) started five ways, one after the other (a row named twice runs twice,
+in the order given: alternate them on a busy machine):
 
 - bare:       TRL alone (benchmarks/bare_trl.py) in a plain environment: what a user writes without the workbench;
 - foreground: `python -m workbench train` (it restarts itself under the launcher's allocator and threads);
 - launcher:   `launcher.start(config)`, the background run the UI, the CLI's --background and notebooks use;
-- watched:    the real app served by `app.py`, one headless Chromium page that sets the step count in the
-              Setup tab, clicks Launch in the Train tab and stays there watching until the run ends.
+- unwatched:  the real app served by `app.py`, one headless Chromium page that sets the step count in the
+              Setup tab and clicks Launch in the Train tab; once the launch has answered the browser is
+              closed and the run trains beside the app server alone;
+- watched:    the same, but the page stays on the Train tab watching until the run ends.
 
 For each it prints the median step time (TRL's own `step_time`, the first step
 left out: it pays one-off costs), its ratio to bare TRL, the peak RSS of the
 training process tree (sampled every 0.25 s), and the seconds from the launch
-(the click, for the watched row) to the first step whose reward is 0.3 above
-the first step's. The watched row also prints the CPU seconds the app server
-and the browser used per training step: the cost of watching.
+(the click, for the dashboard rows) to the first step whose reward is 0.3 above
+the first step's. The dashboard rows also print the CPU seconds the app server
+(without the run) and the browser used per training step from the first step
+to the end: the difference between them is the cost of watching. Then
+watched / unwatched: the median of the watched runs' step times (each run's
+first step left out) over the unwatched runs'. The figures are appended to
+benchmarks/results/bench_launch_path.jsonl with the machine and the load average.
 
-Targets: launcher / bare <= 1.05, watched / bare <= 1.15, peak RSS <= 3 GB,
-+0.3 reward within 60 s of the click. Timings depend on what else the machine
-does: run it on a quiet machine, and compare rows of one run only.
+Targets: launcher / bare <= 1.05, watched / bare <= 1.15, watched / unwatched
+<= 1.10, peak RSS <= 3 GB, +0.3 reward within 60 s of the click. Timings depend
+on what else the machine does: run it on a quiet machine, compare rows of one
+command only, and read the CPU seconds per step beside the ratio (they change
+little with the load).
 """
 
 from __future__ import annotations
@@ -43,12 +52,14 @@ sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' app server and Chr
 
 from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402  (same folder)
 from bench_training import tree_rss  # noqa: E402
+from results_file import record  # noqa: E402
 from workbench.jobs import allocator, launcher, run_state  # noqa: E402
 from workbench.runstore import runfolder  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
 GB = 2**30
-ROWS = ("bare", "foreground", "launcher", "watched")
+ROWS = ("bare", "foreground", "launcher", "unwatched", "watched")
+DASHBOARD_ROWS = ("unwatched", "watched")
 REWARD_RISE = 0.3
 SAMPLE_SECONDS = 0.25
 # Variables the workbench sets for its own processes; bare TRL starts without them.
@@ -106,14 +117,17 @@ def seconds_to_reward_rise(rewards: dict[int, float], seen_at: dict[int, float],
     return None
 
 
-def follow(timeline: Timeline, log_path: Path, alive, pid_of) -> Timeline:
-    """Sample memory and read `log_path` until `alive()` is false; one last read after."""
+def follow(timeline: Timeline, log_path: Path, alive, pid_of, sample=None) -> Timeline:
+    """Sample memory and read `log_path` until `alive()` is false; one last read after. `sample(timeline)`, when
+    given, is called after each read."""
     offset = 0
     while alive():
         pid = pid_of()
         if pid:
             timeline.peak_rss = max(timeline.peak_rss, tree_rss(pid))
         offset = timeline.read(log_path, offset)
+        if sample is not None:
+            sample(timeline)
         time.sleep(SAMPLE_SECONDS)
     timeline.read(log_path, offset)
     return timeline
@@ -153,13 +167,13 @@ def run_foreground(config: RunConfig, work: Path) -> Timeline:
     return timeline
 
 
-def follow_background_run(run_dir: Path, launched: float) -> Timeline:
+def follow_background_run(run_dir: Path, launched: float, sample=None) -> Timeline:
     """Follow a run the launcher started until it reaches a final state; fail loudly if it did not finish."""
     timeline = Timeline(launched)
     try:
         follow(timeline, run_dir / runfolder.METRICS_FILE,
                lambda: run_state.status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES,
-               lambda: runfolder.read_status(run_dir).get("pgid"))
+               lambda: runfolder.read_status(run_dir).get("pgid"), sample)
     except BaseException:  # interrupted: the detached run must not outlive the benchmark
         launcher.stop(run_dir, timeout=0)
         raise
@@ -190,13 +204,39 @@ def process_cpu_seconds(process, with_children: bool) -> float:
     return total
 
 
-def run_watched(config: RunConfig, work: Path) -> tuple[Timeline, dict]:
-    """Launch from the real dashboard in Chromium and keep the Train tab open until the run ends."""
+class CpuFromFirstStep:
+    """CPU seconds `processes` ({name: (psutil process, with children)}) use from a run's first logged step on."""
+
+    def __init__(self, processes: dict):
+        self.processes = processes
+        self.at_first: dict | None = None
+        self.first_step: int | None = None
+
+    def now(self) -> dict:
+        return {name: process_cpu_seconds(*watched) for name, watched in self.processes.items()}
+
+    def sample(self, timeline: Timeline) -> None:
+        if self.at_first is None and timeline.rewards:
+            self.at_first, self.first_step = self.now(), min(timeline.rewards)
+
+    def per_step(self, timeline: Timeline) -> dict:
+        """CPU seconds per step after the first, for each process."""
+        steps = len([s for s in timeline.rewards if s != self.first_step])
+        if self.at_first is None or not steps:
+            return {}
+        now = self.now()
+        return {name: (now[name] - self.at_first[name]) / steps for name in self.processes}
+
+
+def run_dashboard(config: RunConfig, work: Path, watched: bool) -> tuple[Timeline, dict]:
+    """Launch from the real dashboard in Chromium; keep the Train tab open until the run ends (`watched`), or
+    close the browser once the launch has answered. Returns the run and the CPU seconds per step (after the
+    first) of the app server and the browser."""
     import psutil
     from browser_fixtures import CHROMIUM, CHROMIUM_ARGS, FIRST_LOAD_TIMEOUT_MS, UI, VIEWPORT, start_app
     from playwright.sync_api import sync_playwright
 
-    runs_dir = work / "watched-runs"
+    runs_dir = work / f"{'watched' if watched else 'unwatched'}-runs-{time.time_ns()}"
     server = start_app(runs_dir, log_dir=work)
     try:
         with sync_playwright() as playwright:
@@ -214,8 +254,8 @@ def run_watched(config: RunConfig, work: Path) -> tuple[Timeline, dict]:
             browser_process = next(p for p in psutil.Process().children(recursive=True)
                                    if "chrom" in p.name().lower())
             # The app server alone (the training run it starts is its child), the browser with its renderers.
-            watchers = {"app": (psutil.Process(server.process.pid), False), "browser": (browser_process, True)}
-            cpu_before = {name: process_cpu_seconds(*watched) for name, watched in watchers.items()}
+            cpu = CpuFromFirstStep({"app": (psutil.Process(server.process.pid), False),
+                                    "browser": (browser_process, True)})
             launched = time.time()
             ui.panel("Train").get_by_role("button", name="Launch", exact=True).click()
             run_dirs = []
@@ -227,12 +267,17 @@ def run_watched(config: RunConfig, work: Path) -> tuple[Timeline, dict]:
                          if k in BARE_SETTINGS and launched_config.get(k) != v}
             if differing:
                 raise SystemExit(f"the dashboard launched other settings than the other rows: {differing}")
-            timeline = follow_background_run(run_dirs[0], launched)
-            cpu = {name: process_cpu_seconds(*watched) - cpu_before[name] for name, watched in watchers.items()}
-            browser.close()
+            if not watched:  # the launch's answer shows the run; then no page is left open
+                ui.expect_text(page.locator("#wb-train-progress"), run_dirs[0].name)
+                browser.close()
+                del cpu.processes["browser"]
+            timeline = follow_background_run(run_dirs[0], launched, cpu.sample)
+            per_step = {"browser": 0.0, **cpu.per_step(timeline)}
+            if watched:
+                browser.close()
     finally:
         server.stop()
-    return timeline, cpu
+    return timeline, per_step
 
 
 def chromium_available() -> bool:
@@ -244,74 +289,112 @@ def chromium_available() -> bool:
 # ---------------------------------------------------------------- report
 
 
-def report(results: dict[str, Timeline], watch_cpu: dict | None, steps: int) -> dict:
-    bare = results.get("bare")
-    bare_step = bare.median_step() if bare else None
+def pooled_median(timelines: list[Timeline]) -> float:
+    """The median step time over several runs of one row, each run's first step left out."""
+    times = [timeline.step_times[s] for timeline in timelines for s in sorted(timeline.step_times)[1:]]
+    return statistics.median(times) if times else float("nan")
+
+
+def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict:
+    """Print each run, then each row's pooled median and the targets; returns the figures (JSON-able)."""
+    by_row: dict[str, list[Timeline]] = {}
+    for name, timeline, _ in results:
+        by_row.setdefault(name, []).append(timeline)
+    medians = {name: pooled_median(timelines) for name, timelines in by_row.items()}
+    bare_step = medians.get("bare")
     print(f"\n{'row':<11} {'median step':>11} {'vs bare':>8} {'peak RSS':>9} {'+0.3 reward':>12}"
-          f"   (demo task, {steps} steps; first step left out of the median)")
-    summary = {}
-    for name, timeline in results.items():
+          f"   {'app, browser CPU s/step':>24}   (demo task, {steps} steps; first step left out of the median)")
+    runs = []
+    for name, timeline, cpu in results:
         median = timeline.median_step()
         ratio = median / bare_step if bare_step else None
         rise = timeline.seconds_to_rise()
+        cpu_text = f"{cpu['app']:.3f}, {cpu['browser']:.3f}" if cpu and "app" in cpu else "-"
         print(f"{name:<11} {median:>9.2f} s {(f'{ratio:.3f}' if ratio else '-'):>8} "
-              f"{timeline.peak_rss / GB:>6.2f} GB {(f'{rise:.0f} s' if rise is not None else 'not reached'):>12}")
-        summary[name] = {"median_step_s": round(median, 3), "ratio_to_bare": round(ratio, 3) if ratio else None,
-                         "peak_rss_gb": round(timeline.peak_rss / GB, 3),
-                         "seconds_to_reward_rise": None if rise is None else round(rise, 1),
-                         "rewards": [round(timeline.rewards[s], 3) for s in sorted(timeline.rewards)]}
-    if watch_cpu is not None and "watched" in results:
-        logged = max(1, len(results["watched"].rewards))
-        per_step = {name: seconds / logged for name, seconds in watch_cpu.items()}
-        print(f"cost of watching: app server {per_step['app']:.2f} CPU s per step, "
-              f"browser {per_step['browser']:.2f} CPU s per step ({logged} steps)")
-        summary["watch_cpu_s_per_step"] = {k: round(v, 3) for k, v in per_step.items()}
+              f"{timeline.peak_rss / GB:>6.2f} GB {(f'{rise:.0f} s' if rise is not None else 'not reached'):>12}"
+              f"   {cpu_text:>24}")
+        runs.append({"row": name, "median_step_s": round(median, 3),
+                     "ratio_to_bare": round(ratio, 3) if ratio else None,
+                     "peak_rss_gb": round(timeline.peak_rss / GB, 3),
+                     "seconds_to_reward_rise": None if rise is None else round(rise, 1),
+                     "step_times_s": [round(timeline.step_times[s], 3) for s in sorted(timeline.step_times)],
+                     "rewards": [round(timeline.rewards[s], 3) for s in sorted(timeline.rewards)],
+                     **({"cpu_s_per_step": {k: round(v, 3) for k, v in cpu.items()}} if cpu else {})})
+    summary: dict = {"steps": steps, "runs": runs, "median_step_s": {k: round(v, 3) for k, v in medians.items()}}
+    cpu_rows: dict[str, list[dict]] = {}
+    for name, _, cpu in results:
+        if cpu and "app" in cpu:
+            cpu_rows.setdefault(name, []).append(cpu)
+    for name, rows in cpu_rows.items():
+        mean = {key: statistics.mean(row[key] for row in rows) for key in rows[0]}
+        print(f"{name}: app server {mean['app']:.3f} + browser {mean['browser']:.3f} = "
+              f"{mean['app'] + mean['browser']:.3f} CPU s per step (mean of {len(rows)} run(s), after the first step)")
+        summary.setdefault("cpu_s_per_step", {})[name] = {k: round(v, 3) for k, v in mean.items()}
     targets = []
+    if "watched" in medians and "unwatched" in medians:
+        ratio = medians["watched"] / medians["unwatched"]
+        summary["watched_over_unwatched"] = round(ratio, 3)
+        print(f"watched / unwatched: {medians['watched']:.2f} s / {medians['unwatched']:.2f} s = {ratio:.3f} "
+              f"(median step over {len(by_row['watched'])} and {len(by_row['unwatched'])} run(s))")
+        targets.append(f"watched/unwatched {ratio:.3f} {'meets' if ratio <= 1.10 else 'misses'} <= 1.10")
     if bare_step:
         for name, limit in (("launcher", 1.05), ("watched", 1.15)):
-            if name in results:
-                ratio = results[name].median_step() / bare_step
+            if name in medians:
+                ratio = medians[name] / bare_step
                 targets.append(f"{name}/bare {ratio:.3f} {'meets' if ratio <= limit else 'misses'} <= {limit}")
-    for name, timeline in results.items():
-        if name in ("launcher", "watched"):
-            targets.append(f"{name} peak {timeline.peak_rss / GB:.2f} GB "
-                           f"{'meets' if timeline.peak_rss <= 3 * GB else 'misses'} <= 3 GB")
-    if "watched" in results:
-        rise = results["watched"].seconds_to_rise()
+    for name, timelines in by_row.items():
+        if name in ("launcher", *DASHBOARD_ROWS):
+            peak = max(timeline.peak_rss for timeline in timelines)
+            targets.append(f"{name} peak {peak / GB:.2f} GB {'meets' if peak <= 3 * GB else 'misses'} <= 3 GB")
+    if "watched" in by_row:
+        rises = [timeline.seconds_to_rise() for timeline in by_row["watched"]]
+        rise = None if None in rises else max(rises)
         targets.append(f"click to +{REWARD_RISE} reward "
                        f"{'not reached' if rise is None else f'{rise:.0f} s'} "
                        f"{'meets' if rise is not None and rise <= 60 else 'misses'} <= 60 s")
     print("targets: " + "; ".join(targets))
-    print(json.dumps(summary))
+    summary["targets"] = targets
     return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=8, help="optimizer steps per run (default 8)")
-    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS)
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS,
+                        help="the rows to run, in this order (a row named twice runs twice)")
     parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not append the figures to benchmarks/results/bench_launch_path.jsonl")
     args = parser.parse_args(argv)
-    if "watched" in args.rows and not chromium_available():
-        raise SystemExit("the watched row needs Debian's chromium: `make browser` installs it")
+    if set(args.rows) & set(DASHBOARD_ROWS) and not chromium_available():
+        raise SystemExit("the dashboard rows need Debian's chromium: `make browser` installs it")
 
     # The Setup tab's own starting point, so the dashboard launches exactly these settings.
     config = RunConfig.for_task("demo", model=args.model, max_steps=args.steps)
     runners = {"bare": run_bare, "foreground": run_foreground, "launcher": run_launcher}
-    results: dict[str, Timeline] = {}
-    watch_cpu = None
+    results: list[tuple[str, Timeline, dict | None]] = []
+    loads = []
     with tempfile.TemporaryDirectory(prefix="bench-launch-path-") as tmp:
         for row in args.rows:
             print(f"{row}: running {args.steps} steps...", flush=True)
-            if row == "watched":
-                results[row], watch_cpu = run_watched(config, Path(tmp))
+            cpu = None
+            if row in DASHBOARD_ROWS:
+                timeline, cpu = run_dashboard(config, Path(tmp), watched=row == "watched")
             else:
-                results[row] = runners[row](config, Path(tmp))
-            timeline = results[row]
-            print(f"  load average over the last minute: {os.getloadavg()[0]:.2f}", flush=True)
+                timeline = runners[row](config, Path(tmp))
+            results.append((row, timeline, cpu))
+            loads.append(round(os.getloadavg()[0], 2))
+            print(f"  load average over the last minute: {loads[-1]:.2f}", flush=True)
+            watching = f"; CPU s per step: app {cpu['app']:.3f}, browser {cpu['browser']:.3f}" \
+                if cpu and "app" in cpu else ""
             print(f"  step times {', '.join(f'{timeline.step_times[s]:.2f}' for s in sorted(timeline.step_times))} s;"
-                  f" rewards {', '.join(f'{timeline.rewards[s]:.2f}' for s in sorted(timeline.rewards))}", flush=True)
-    report(results, watch_cpu, args.steps)
+                  f" rewards {', '.join(f'{timeline.rewards[s]:.2f}' for s in sorted(timeline.rewards))}{watching}",
+                  flush=True)
+    summary = report(results, args.steps)
+    summary["load_average_after_each_row"] = loads
+    print(json.dumps(summary))
+    if not args.no_record:
+        print(f"recorded in {record('bench_launch_path', summary).relative_to(ROOT)}")
     return 0
 
 

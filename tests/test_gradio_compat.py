@@ -33,7 +33,8 @@ from workbench.ui.app import refusals_as_messages
 
 REPO = Path(__file__).resolve().parents[1]
 CACHED_CHECKS = (gradio_compat.frame_throttle_problem, gradio_compat.sign_in_problem,
-                 gradio_compat.login_messages_problem, gradio_compat.plot_data_problem)
+                 gradio_compat.login_messages_problem, gradio_compat.plot_data_problem,
+                 gradio_compat.plot_redraws_problem)
 
 
 @pytest.fixture(autouse=True)
@@ -211,6 +212,26 @@ def test_no_throttle_script_when_the_clock_changed(tmp_path):
         assert gradio_compat.frame_throttle_script(assets) == ""
     assert "no longer hands requestAnimationFrame the clock" in gradio_compat.OFF["frame_throttle"]
     assert gradio_compat.frame_throttle_problem(tmp_path) == "Gradio's page has no statustracker-*.js"
+
+
+# ---- plot_redraws (end to end: tests/test_ui_polling_browser.py) -----------------------------------------
+
+def test_gradio_s_plotly_script_still_sets_the_window_plotly_the_redraw_script_wraps():
+    scripts = list(gradio_compat.frontend_assets().glob(gradio_compat.PLOTLY_ASSETS))
+    assert len(scripts) == 1, scripts
+    source = scripts[0].read_text(encoding="utf-8")
+    # 6.31 draws a new value with react, then asks for a resize, on the Plotly object it also sets on window.
+    assert "return window.Plotly=e,e" in source and ".default.react(g,e.data,e.layout,e.config)" in source
+    with no_warning():
+        assert gradio_compat.plot_redraws_script() == gradio_compat.PLOT_REDRAWS_JS
+
+
+def test_no_redraw_script_when_gradio_s_plotly_script_changed(tmp_path):
+    assets = assets_copy(tmp_path, gradio_compat.PLOTLY_ASSETS, "window.Plotly=e", "globalThis.wbOther=e")
+    with one_warning("plot_redraws"):
+        assert gradio_compat.plot_redraws_script(assets) == ""
+    assert "no longer sets window.Plotly" in gradio_compat.OFF["plot_redraws"]
+    assert gradio_compat.plot_redraws_problem(tmp_path) == "Gradio's page has no PlotlyPlot-*.js"
 
 
 # ---- sign_in and login_messages (end to end: tests/test_sign_in_server.py) -------------------------------
@@ -393,6 +414,6 @@ def test_every_check_passes_on_the_app_the_dashboard_builds(tmp_path):
     for problem in (gradio_compat.quiet_queue_problem(app), gradio_compat.cheap_skips_problem(app),
                     gradio_compat.events_problem(app), gradio_compat.frame_throttle_problem(),
                     gradio_compat.sign_in_problem(), gradio_compat.login_messages_problem(),
-                    gradio_compat.plot_data_problem()):
+                    gradio_compat.plot_data_problem(), gradio_compat.plot_redraws_problem()):
         assert problem is None
     assert "postprocess_data" in vars(app)

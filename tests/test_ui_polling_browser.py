@@ -4,19 +4,21 @@ The dashboard's polling competes with training for the CPU on a small
 machine. The Runs tab's timer runs only while that tab is open and the
 browser tab visible; the Train tab sends a Gradio event only when the run
 folder changed (its page script asks a cheap route otherwise); and the page
-does not draw frames while idle. These tests count the page's requests (each
-event is one `queue/join` request) and the animation frames it asks for.
+does not draw frames while idle, nor a figure twice. These tests count the page's requests (each
+event is one `queue/join` request), the animation frames it asks for and the redraws it leaves out.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
 from browser_fixtures import UI
 
 from workbench.runstore import runfolder
+from workbench.ui import train_view
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -112,6 +114,16 @@ def finished_run(runs_dir, run_id="20260101-000000-demo-tiny"):
     return run_dir
 
 
+def append_metrics(run_dir, step: int) -> None:
+    with open(run_dir / runfolder.METRICS_FILE, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"step": step, "reward": 0.1 * step, "step_time": 5.0}) + "\n")
+
+
+# Steps drawn on the reward figure (its traces' distinct x values).
+STEPS_DRAWN_JS = ("() => new Set(document.querySelector('#wb-plot-reward .js-plotly-plot').data"
+                  ".flatMap(t => Array.from(t.x || []))).size")
+
+
 def test_the_train_tab_sends_events_only_when_the_run_folder_changes(app_factory, tmp_path, page):
     runs_dir = tmp_path / "runs"
     run_dir = finished_run(runs_dir)
@@ -124,12 +136,23 @@ def test_the_train_tab_sends_events_only_when_the_run_folder_changes(app_factory
     assert counter.over(WINDOW_S) == 0, "an unchanged run folder must not cost a Gradio event"
     assert counter.looks >= 1, "the page's script keeps asking whether the run folder changed"
 
-    # Resumed elsewhere: a new step lands; the page asks for one redraw and shows it.
-    runfolder.update_status(run_dir, state="training", step=3, total_steps=4, pid=None)
-    with open(run_dir / runfolder.METRICS_FILE, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"step": 3, "reward": 0.3, "step_time": 5.0}) + "\n")
-    assert counter.arrive(1), "a changed run folder is redrawn"
-    ui.expect_text(page.locator("#wb-train-progress"), r"step 3 / 4")
+    # Resumed elsewhere (the live process is ours): a new step lands; the page asks for one redraw and shows it.
+    runfolder.update_status(run_dir, state="training", step=3, total_steps=4, pid=os.getpid())
+    append_metrics(run_dir, 3)
+    assert counter.arrive(1), "a changed run folder is redrawn (at once: its state changed)"
+    ui.expect_text(page.locator("#wb-train-progress"), r"training.*step 3 / 4")
+    # Gradio draws the new reward figure in a new div; the one it drops is not asked to draw it too.
+    page.wait_for_function("() => window.wbPlotRedraws && window.wbPlotRedraws.dropped > 0")
+
+    # The next step of the live run shows in the bar at once, from the page's question, and the figures follow
+    # once REDRAW_SECONDS have passed since the last redraw.
+    counter.count = 0
+    append_metrics(run_dir, 4)
+    runfolder.update_status(run_dir, step=4)
+    ui.expect_text(page.locator("#wb-train-progress"), r"step 4 / 4", timeout=10_000)
+    assert counter.count == 0, "the bar shows a live run's new step before any event"
+    assert counter.arrive(1, timeout=train_view.REDRAW_SECONDS + 30), "then the figures are redrawn"
+    page.wait_for_function(f"() => ({STEPS_DRAWN_JS})() === 4")
 
     ui.open_tab("Setup")
     page.wait_for_timeout(1500)

@@ -93,6 +93,18 @@ PATCHES = {patch.name: patch for patch in (
           gone_when="an idle page draws under 10 frames a second with nothing slowed "
                     "(tests/test_ui_polling_browser.py's frame test then fails on `slowed`)",
           without="an idle dashboard page draws 60 frames a second again"),
+    Patch("plot_redraws",
+          why="Gradio 6.31's gr.Plot draws each new figure in a new div (a new value re-creates its keyed plot), "
+              "after asking the div it is about to drop to draw the same figure with Plotly.react: every update "
+              "was drawn twice, and a Train tab refresh redraws five figures. A script served first in the page "
+              "wraps Plotly.react when Gradio's plotly script sets window.Plotly: a react on a div that already "
+              "shows a figure waits for the current task to end, and is left out when the div has left the page.",
+          touches="window.Plotly, which gradio/templates/frontend/assets/PlotlyPlot-*.js sets (`window.Plotly=`) "
+                  "and whose react draws a gr.Plot",
+          gone_when="Gradio's Plot keeps its div across values (window.wbPlotRedraws.dropped then stays 0 while a "
+                    "Train tab refresh redraws its figures: tests/test_ui_polling_browser.py)",
+          without="each new figure is drawn twice again (the Train tab's refresh costs the browser about a third "
+                  "more)"),
     Patch("sign_in",
           why="Gradio's own /login checks passwords on the event loop, has no limit on wrong passwords, keeps a "
               "session until the server restarts and signs out on a GET; ui/sign_in.py answers /login and "
@@ -426,6 +438,60 @@ def frame_throttle_problem(assets: Path | None = None) -> str | None:
 def frame_throttle_script(assets: Path | None = None) -> str:
     """FRAME_THROTTLE_JS while Gradio's status tracker still has the clock it slows; "" (nothing) otherwise."""
     return FRAME_THROTTLE_JS if ready("frame_throttle", frame_throttle_problem(assets)) else ""
+
+
+# ---- plot_redraws ------------------------------------------------------------------------------------
+
+PLOTLY_ASSETS = "PlotlyPlot-*.js"
+
+# A react on a div that shows a figure runs after the current task, and only if the div is still in the page:
+# Gradio 6.31 asks the div it drops for a new one to draw the new figure first. `deferred` and `dropped` count.
+PLOT_REDRAWS_JS = """<script>
+(() => {
+  const state = { deferred: 0, dropped: 0 };
+  window.wbPlotRedraws = state;
+  let plotly;
+  const wrap = (Plotly) => {
+    if (!Plotly || typeof Plotly.react !== "function" || Plotly.wbReact) return;
+    const react = Plotly.react;
+    Plotly.wbReact = react;
+    Plotly.react = function (div, ...figure) {
+      if (!div || !div._fullLayout) return react.call(this, div, ...figure);  // a first drawing: at once
+      state.deferred += 1;
+      return new Promise((resolve, reject) => setTimeout(() => {
+        if (!div.isConnected) {
+          state.dropped += 1;
+          resolve(div);
+          return;
+        }
+        Promise.resolve(react.call(Plotly, div, ...figure)).then(resolve, reject);
+      }, 0));
+    };
+  };
+  Object.defineProperty(window, "Plotly", {
+    configurable: true, enumerable: true, get: () => plotly, set: (value) => { plotly = value; wrap(value); },
+  });
+})();
+</script>"""
+
+
+@functools.cache
+def plot_redraws_problem(assets: Path | None = None) -> str | None:
+    """What is missing for PLOT_REDRAWS_JS in Gradio's built page scripts (None: nothing)."""
+    scripts = sorted((assets or frontend_assets()).glob(PLOTLY_ASSETS))
+    if not scripts:
+        return f"Gradio's page has no {PLOTLY_ASSETS}"
+    sources = [path.read_text(encoding="utf-8", errors="replace") for path in scripts]
+    if not any(re.search(r"\bwindow\.Plotly\s*=[^=]", source) for source in sources):
+        return "Gradio's plotly script no longer sets window.Plotly"
+    if not any(".react(" in source for source in sources):
+        return "Gradio's plotly script no longer draws a plot with Plotly.react"
+    return None
+
+
+def plot_redraws_script(assets: Path | None = None) -> str:
+    """PLOT_REDRAWS_JS while Gradio's plotly script still sets the window.Plotly it wraps; "" otherwise."""
+    return PLOT_REDRAWS_JS if ready("plot_redraws", plot_redraws_problem(assets)) else ""
 
 
 # ---- sign_in and login_messages ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A dashboard left open beside a training run shares the machine's cores with
 it, so what the page and the server do while nothing happens is measured and
 kept small (`benchmarks/bench_launch_path.py` prints it per training step).
-Two of the fixes reach into Gradio's internals and live, with the check
+Three of the fixes reach into Gradio's internals and live, with the check
 that their targets are still there, in ui/gradio_compat.py:
 
 - `quiet_queue`: Gradio's queue waits for work by sleeping 1 ms at a time
@@ -20,6 +20,11 @@ that their targets are still there, in ui/gradio_compat.py:
   transitions) is untouched. It counts what it slowed in
   `window.wbFrameThrottle` so a browser test can check the loop is still
   the one it was written for.
+- `plot_redraws_script`: Gradio 6.31's gr.Plot draws each new figure in a
+  new div, after asking the div it drops to draw it too (`Plotly.react`):
+  every figure a Train tab refresh sends was drawn twice. Served first in
+  the page as well, it leaves out a react on a div that has left the page
+  by the end of the task that asked for it (`window.wbPlotRedraws` counts).
 
 The page itself is the one `gr.Blocks.launch` would serve: same theme, CSS,
 scripts and routes, except where a shared dashboard needs more: sign-in and
@@ -304,7 +309,8 @@ def server_app(blocks: gr.Blocks, host: str, port: int, *, session_hours: float 
     if mount_options.get("auth") and gradio_compat.own_sign_in():
         signing_in = sign_in.SignIn(session_hours * 3600, sign_in_limits)
         gradio_compat.check_login_messages()
-    script = gradio_compat.frame_throttle_script() + (sign_in.PAGE_JS if signing_in else "")
+    script = gradio_compat.frame_throttle_script() + gradio_compat.plot_redraws_script() + \
+        (sign_in.PAGE_JS if signing_in else "")
     if script:
         api.add_middleware(EarlyScript, script=script)
     same_origin_only(api)

@@ -11,9 +11,12 @@ Liveness: the page's script (`train_view.WATCH_JS`) asks the server for the
 shown run's `change_signature` at a pace tied to the run's step time
 (`train_view.poll_seconds`: about four looks a step, 1 to 5 s), only while the
 Train tab is open and the browser tab visible, and clicks a hidden refresh
-button when the run folder changed: a Gradio event (whose frontend work grows
-with the number of outputs) happens once or twice a step, not every few
-seconds, and the clock moves in the page. A refresh reads only the bytes the
+button when the run folder changed, at most once every
+`train_view.REDRAW_SECONDS` while the run is live: a Gradio event costs the
+page about half a CPU second on a small machine, taken from the run it shows
+(`benchmarks/bench_launch_path.py`), so between redraws the script shows the
+step the run has reached in the bar from the same answer, and the clock moves
+in the page. A run that ends or changes state is redrawn at once. A refresh reads only the bytes the
 run wrote since the last one (`insight.follow.look`) and redraws only what changed.
 What the page knows lives in this browser session's
 `gr.State` (a `train_view.RunWatch`); the run it shows is also kept in the
@@ -541,8 +544,13 @@ class TrainTab:
         return gr.Button(interactive=bool(valid))
 
     def changes_route(self, user: str | None, query) -> dict:
-        """The page script's question: the signature of the run it shows, over the runs this user may see."""
-        return {"signature": self.signature_of(self.ctx.viewer_named(user), query.get("run") or None)}
+        """The page script's question: the signature of the run it shows, over the runs this user may see, and
+        where that run stands (state, step, total), which the bar shows until the page asks for a redraw."""
+        viewer = self.ctx.viewer_named(user)
+        signature, status = follow.signature_and_status(self.runs_dir, query.get("run") or None,
+                                                        self.status_for(viewer),
+                                                        run_access.visible_run_dirs(self.runs_dir, viewer))
+        return {"signature": signature, **train_view.bar_numbers(status)}
 
 
 def metrics_of(watch: train_view.RunWatch):
