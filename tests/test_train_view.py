@@ -101,6 +101,17 @@ def test_progress_html_shows_numbers_and_escapes_the_name():
     assert "Launch" in train_view.progress_html(None, None)
 
 
+def test_a_cpu_run_is_redrawn_less_often_than_a_gpu_run_and_an_ended_one_at_once():
+    cpu = train_view.redraw_seconds("training", {"device": "cpu"})
+    assert cpu == train_view.CPU_RUN_REDRAW_SECONDS > train_view.redraw_seconds("training", {"device": "cuda"}) > 0
+    assert train_view.redraw_seconds("finished", {"device": "cpu"}) == 0
+    assert train_view.redraw_seconds("training", {"device": ["not", "a", "name"]}) > 0  # a run's own config file
+    live = train_view.progress_html("r1", train_view.Progress("training", 3, 8, 30.0, 50.0), redraw=cpu)
+    assert f'data-redraw="{cpu}"' in live and f"follow every {cpu} s" in live
+    ended = train_view.progress_html("r1", train_view.Progress("finished", 8, 8, 80.0, None), redraw=cpu)
+    assert 'data-redraw="0"' in ended and "title=" not in ended
+
+
 def test_an_ended_run_has_no_moving_clock():
     text = train_view.progress_html("r1", train_view.Progress("finished", 12, 12, 300.0, None))
     assert "data-elapsed" not in text and "wb-progress-left" not in text and "elapsed" in text

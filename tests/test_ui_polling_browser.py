@@ -136,7 +136,9 @@ def test_the_train_tab_sends_events_only_when_the_run_folder_changes(app_factory
     assert counter.over(WINDOW_S) == 0, "an unchanged run folder must not cost a Gradio event"
     assert counter.looks >= 1, "the page's script keeps asking whether the run folder changed"
 
-    # Resumed elsewhere (the live process is ours): a new step lands; the page asks for one redraw and shows it.
+    # Resumed elsewhere (the live process is ours), on the CPU: a new step lands; the page asks for one redraw.
+    config = json.loads((run_dir / runfolder.CONFIG_FILE).read_text())
+    (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({**config, "device": "cpu"}))
     runfolder.update_status(run_dir, state="training", step=3, total_steps=4, pid=os.getpid())
     append_metrics(run_dir, 3)
     assert counter.arrive(1), "a changed run folder is redrawn (at once: its state changed)"
@@ -145,13 +147,13 @@ def test_the_train_tab_sends_events_only_when_the_run_folder_changes(app_factory
     page.wait_for_function("() => window.wbPlotRedraws && window.wbPlotRedraws.dropped > 0")
 
     # The next step of the live run shows in the bar at once, from the page's question, and the figures follow
-    # once REDRAW_SECONDS have passed since the last redraw.
+    # once a CPU run's redraw spacing has passed since the last redraw.
     counter.count = 0
     append_metrics(run_dir, 4)
     runfolder.update_status(run_dir, step=4)
     ui.expect_text(page.locator("#wb-train-progress"), r"step 4 / 4", timeout=10_000)
     assert counter.count == 0, "the bar shows a live run's new step before any event"
-    assert counter.arrive(1, timeout=train_view.REDRAW_SECONDS + 30), "then the figures are redrawn"
+    assert counter.arrive(1, timeout=train_view.CPU_RUN_REDRAW_SECONDS + 30), "then the figures are redrawn"
     page.wait_for_function(f"() => ({STEPS_DRAWN_JS})() === 4")
 
     ui.open_tab("Setup")

@@ -12,9 +12,9 @@ shown run's `change_signature` at a pace tied to the run's step time
 (`train_view.poll_seconds`: about four looks a step, 1 to 5 s), only while the
 Train tab is open and the browser tab visible, and clicks a hidden refresh
 button when the run folder changed, at most once every
-`train_view.REDRAW_SECONDS` while the run is live: a Gradio event costs the
-page about half a CPU second on a small machine, taken from the run it shows
-(`benchmarks/bench_launch_path.py`), so between redraws the script shows the
+`train_view.redraw_seconds` while the run is live (further apart for a run on
+the CPU, whose cores a redraw's drawing takes: `benchmarks/bench_launch_path.py`
+measures it), so between redraws the script shows the
 step the run has reached in the bar from the same answer, and the clock moves
 in the page. A run that ends or changes state is redrawn at once. A refresh reads only the bytes the
 run wrote since the last one (`insight.follow.look`) and redraws only what changed.
@@ -276,9 +276,10 @@ class TrainTab:
         watch = replace(watch, poll_seconds=train_view.poll_seconds(watch.status, watch.metrics))
         out: dict = {}
         # Always: the bar carries the signature this drawing reflects, and the page's script compares with it.
+        progress = train_view.measure_progress(watch.status, watch.metrics) if watch.run_id else None
         out[ui.progress] = train_view.progress_html(
-            watch.run_id, train_view.measure_progress(watch.status, watch.metrics) if watch.run_id else None,
-            watch.signature, watch.poll_seconds)
+            watch.run_id, progress, watch.signature, watch.poll_seconds,
+            train_view.redraw_seconds(progress.state, watch.config) if progress else 0)
         if full or changes.status:
             watch = self.render_controls(watch, full, out)
         if full or changes.metrics:

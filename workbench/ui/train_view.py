@@ -16,9 +16,8 @@ the newest live run, else the newest run.
 The page does not ask the server to poll: its script (`WATCH_JS`) fetches
 `follow.change_signature` of the run it shows, a short hash of what a redraw
 depends on, and asks for a redraw only when it differs from the one the
-progress bar was drawn from, for a live run at most once every REDRAW_SECONDS
-(each redraw is a Gradio event, about half a CPU second of the browser's on a
-small machine); meanwhile the bar shows the step from the same answer
+progress bar was drawn from, for a live run at most once every `redraw_seconds`
+(each redraw is a Gradio event whose drawing takes CPU); meanwhile the bar shows the step from the same answer
 (`bar_numbers`). Between steps that costs a few file stats, not an event.
 
 Also here: the progress numbers (step, total, elapsed, remaining) and their
@@ -40,6 +39,7 @@ from typing import Any, Callable
 from workbench.insight.follow import Seen
 from workbench.insight.health import Alarm
 from workbench.runstore.runfolder import FINAL_STATES, QUEUED, UNREADABLE
+from workbench.spec.hardware import runs_on_cpu
 from workbench.spec.numbers import format_duration
 
 # How many of the latest step_time values the remaining-time estimate averages.
@@ -227,8 +227,20 @@ def seconds_per_step(metrics: list[dict]) -> float | None:
 MIN_POLL_SECONDS = 1.0
 MAX_POLL_SECONDS = 5.0
 POLLS_PER_STEP = 4
-# The page asks for a redraw of a live run at most this often; a run that changes state is redrawn at once.
-REDRAW_SECONDS = 15
+# The page asks for a redraw of a live run at most this often (seconds); meanwhile the bar follows each step, and a
+# run that changes state is redrawn at once. Each redraw is a Gradio event whose drawing (five figures, the groups)
+# takes CPU: a run training on the CPU shares its cores with the app server and, when the browser runs on the same
+# machine, with the drawing too, so its redraws are spaced further (benchmarks/bench_launch_path.py measures the cost).
+REDRAW_SECONDS = 5
+CPU_RUN_REDRAW_SECONDS = 30
+
+
+def redraw_seconds(state: str, config: dict) -> int:
+    """The least time between two redraws of a run in `state` trained as `config` says (0: at once)."""
+    if state in FINAL_STATES:
+        return 0
+    device = config.get("device") if isinstance(config.get("device"), str) else "auto"
+    return CPU_RUN_REDRAW_SECONDS if runs_on_cpu(device) else REDRAW_SECONDS
 
 
 def poll_seconds(status: dict, metrics: list[dict]) -> float:
@@ -279,19 +291,21 @@ PROGRESS_CSS = """
 
 
 def progress_html(run_id: str | None, progress: Progress | None, signature: str = "",
-                  poll_seconds: float = MAX_POLL_SECONDS) -> str:
+                  poll_seconds: float = MAX_POLL_SECONDS, redraw: int = REDRAW_SECONDS) -> str:
     """A progress bar with the run's name, state, step / total, elapsed and remaining time.
 
     Its data attributes drive the page's script (WATCH_JS): which run to ask
     about and how often, the signature this drawing reflects, the state it
     shows and how long to wait between redraws, and, for a live run, the clock
-    to keep moving between redraws.
+    to keep moving between redraws. `redraw` is `redraw_seconds` for the run.
     """
     attributes = (f'data-run="{html.escape(run_id or "")}" data-signature="{html.escape(signature)}" '
                   f'data-poll="{poll_seconds:g}"')
     if run_id and progress is not None:
-        attributes += (f' data-state="{html.escape(progress.state)}" '
-                       f'data-redraw="{REDRAW_SECONDS if progress.state not in FINAL_STATES else 0}"')
+        redraw = redraw if progress.state not in FINAL_STATES else 0
+        attributes += f' data-state="{html.escape(progress.state)}" data-redraw="{redraw}"'
+        if redraw:
+            attributes += f' title="The bar follows each step; the figures and groups follow every {redraw} s."'
     if not run_id or progress is None:
         return (f'<div class="wb-progress" {attributes}><span class="wb-empty">No run yet: set up a run in the '
                 'Setup tab and press Launch.</span></div>')
@@ -332,8 +346,7 @@ REFRESH_BUTTON_ID = "wb-train-refresh"
 MORE_BUTTON_ID = "wb-train-refresh-more"
 MORE_SECTION_ID = "wb-train-more"
 CHANGES_ROUTE = "workbench/changes"
-# How often the page moves a live run's clock on: each move makes the browser draw a frame (about 15 ms of
-# CPU in headless Chromium, taken from the run on a small machine), so not every second.
+# How often the page moves a live run's clock on: each move makes the browser draw a frame, so not every second.
 CLOCK_SECONDS = 5
 
 # Runs once in the page. While the Train tab's progress bar is on screen and the
