@@ -1,18 +1,49 @@
 """The allocator and thread choices a training process starts with: names, environments, refusals."""
 
+from dataclasses import replace
+
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import allocator, commands
+from workbench.jobs import allocator, allocator_probe, commands
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.hardware import cpu_threads
+from workbench.tuning import allocator_kept
 
 
-def test_the_default_is_installed_or_falls_back_to_glibc(monkeypatch):
+def test_the_default_is_glibc_until_an_allocator_is_measured_on_this_machine(monkeypatch, tmp_path):
     monkeypatch.delenv(allocator.ALLOCATOR_ENV_VAR, raising=False)
-    chosen = allocator.choose()
-    assert chosen in allocator.available()
-    assert chosen == (allocator.DEFAULT_ALLOCATOR if allocator.DEFAULT_ALLOCATOR in allocator.available() else "glibc")
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    assert allocator.choose() == "glibc"  # nothing measured here: what a process gets without the workbench
+
+    assert allocator_kept.keep(allocator_kept.measured({"glibc": 5.0, "glibc-arenas": 4.0}))
+    assert allocator.choose() == "glibc-arenas"  # measured faster here, by more than the noise margin
+    assert allocator.choose("glibc") == "glibc"  # an explicit request still wins
+
+    elsewhere = replace(allocator_kept.kept(), key="another-machine")
+    assert allocator_kept.keep(elsewhere)
+    assert allocator_kept.kept() is None and allocator.choose() == "glibc"  # another machine's figure is not ours
+
+    monkeypatch.setenv(runfolder.SANDBOX_ENV, "1")
+    assert not allocator_kept.keep(allocator_kept.measured({"glibc": 1.0}))  # a sandboxed run keeps nothing
+
+
+def test_glibc_s_own_allocator_wins_unless_another_is_faster_by_the_noise_margin():
+    assert allocator_kept.pick({"glibc": 5.0, "tcmalloc": 4.95}) == "glibc"
+    assert allocator_kept.pick({"glibc": 5.0, "tcmalloc": 4.5}) == "tcmalloc"
+    assert allocator_kept.pick({"jemalloc": 6.0, "tcmalloc": 5.0}) == "tcmalloc"
+
+
+@pytest.mark.slow
+def test_the_allocator_probe_times_a_real_run_under_the_allocator_it_names(tiny_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    lines = []
+    seconds = allocator_probe.measure(["glibc-arenas"], tiny_model, 2, lines.append)
+    assert list(seconds) == ["glibc-arenas"] and 0 < seconds["glibc-arenas"] < 60
+    assert lines[0].startswith("timing 1/1: glibc-arenas")
+    with pytest.raises(WorkbenchError, match="did not train"):  # a failed run is said, not timed as zero
+        allocator_probe.step_seconds("glibc", str(tmp_path / "no-model-here"), 2, tmp_path / "runs")
 
 
 def test_the_environment_variable_overrides_the_default(monkeypatch):

@@ -7,9 +7,12 @@ choice has to be made before the process starts (environment variables and
 runs and the foreground CLI re-executes itself with it: both train under the
 same allocator, so their step times agree.
 
-`WORKBENCH_ALLOCATOR` overrides the default; the training process records the
-allocator it ran with in status.json. benchmarks/bench_allocator.py measured
-the choices on the demo run; the figures are in the README.
+`WORKBENCH_ALLOCATOR` overrides the default. The default is measured on the
+machine the run runs on: `python -m workbench tune --allocators` times a few
+demo steps under each installed allocator and keeps the winner for this
+machine (workbench/tuning/allocator_kept.py); until then runs use glibc's own
+allocator, as a process started without the workbench does. The training
+process records the allocator it ran with in status.json.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.tuning import allocator_kept
 
 ALLOCATOR_ENV_VAR = "WORKBENCH_ALLOCATOR"
 # Set in a process already started under its allocator, so the CLI does not re-execute twice.
@@ -34,10 +38,6 @@ GLIBC_SETTINGS = {
     "glibc-4m": {"MALLOC_MMAP_THRESHOLD_": "4194304", "MALLOC_TRIM_THRESHOLD_": "33554432"},
 }
 ALLOCATORS = (*GLIBC_SETTINGS, *PRELOADED)
-# The measured best on the demo run (bundled model, 2-core CPU): tcmalloc stepped in 10.5 s
-# at a 2.71 GB peak, glibc's defaults 11.7 s / 3.23 GB, glibc's 128 KiB thresholds
-# 16.2 s / 2.50 GB, jemalloc 14.6 s / 2.58 GB. Falls back to glibc where it is not installed.
-DEFAULT_ALLOCATOR = "tcmalloc"
 # Every variable an allocator choice may set, so one choice fully replaces another.
 ALLOCATOR_VARIABLES = ("LD_PRELOAD", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
@@ -57,14 +57,15 @@ def available() -> list[str]:
 
 
 def choose(requested: str | None = None) -> str:
-    """The allocator to use: `requested`, else $WORKBENCH_ALLOCATOR, else the default where installed.
+    """The allocator to use: `requested`, else $WORKBENCH_ALLOCATOR, else the one measured fastest on this machine.
 
-    An explicit request for an unknown or missing allocator is refused; the
-    default quietly falls back to glibc's own where jemalloc is not installed.
+    An explicit request for an unknown or missing allocator is refused; a kept
+    choice whose library is gone, or none kept, is glibc's own.
     """
     name = requested or os.environ.get(ALLOCATOR_ENV_VAR) or ""
     if not name:
-        return DEFAULT_ALLOCATOR if DEFAULT_ALLOCATOR in available() else "glibc"
+        choice = allocator_kept.kept()
+        return choice.allocator if choice is not None and choice.allocator in available() else allocator_kept.PLAIN
     if name not in ALLOCATORS:
         raise WorkbenchError(field=ALLOCATOR_ENV_VAR, rule=f"{name!r} is not an allocator the workbench knows",
                              fix=f"use one of {', '.join(ALLOCATORS)}")
