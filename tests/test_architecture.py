@@ -1,5 +1,6 @@
 """The package's layout as rules: which part may import which, no import cycles, pure views that do no I/O,
-short functions in ui/, Gradio's internals touched in one module only.
+short functions in ui/, Gradio's internals touched in one module only, and private parts of TRL, transformers, PEFT,
+accelerate and torch in another (workbench/library_compat.py).
 
 Read from the source with `ast` (imports inside functions count too), so a
 new module that breaks the layering fails here before it confuses anyone.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -357,45 +359,163 @@ def test_no_test_file_imports_another():
     assert not found, f"share it through tests/helpers.py or a fixture in conftest.py instead: {found}"
 
 
-# ---- private parts of TRL, transformers and torch: every tie in workbench/library_compat.py's registry ----------
+# ---- private parts of TRL, transformers, PEFT, accelerate and torch: only in workbench/library_compat.py ---------
+
+LIBRARY_COMPAT = PACKAGE / "library_compat.py"
+# the rebinding of a cache layer's tensors (transformers' DynamicLayer.keys/.values), a tie of the registry
+REBOUND_CACHE_ATTRIBUTES = {"keys", "values"}
 
 
-def private_name_uses(tree: ast.AST, names: set[str]) -> set[str]:
-    """The registry's private names the module `tree` spells: as an attribute, a name, a function it defines (an
-    override) or a string (getattr)."""
-    found = set()
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def root_name(node: ast.AST) -> str | None:
+    """`torch` for `torch.nn.Module`, `GRPOTrainer` for `GRPOTrainer`: the name an expression starts from."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def imported_names(tree: ast.AST, roots: set[str]) -> set[str]:
+    """The names the module binds by importing from a package whose top level is in `roots`."""
+    names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in names:
-            found.add(node.attr)
-        elif isinstance(node, ast.Name) and node.id in names:
-            found.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
-            found.add(node.name)
-        elif isinstance(node, ast.Constant) and node.value in names:
-            found.add(node.value)
-    return found
+        if isinstance(node, ast.Import):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names
+                         if alias.name.split(".")[0] in roots)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in roots:
+            names.update(alias.asname or alias.name for alias in node.names)
+    return names
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_private_library_names_appear_only_where_the_registry_says(path):
-    """A module that reaches a private name of TRL, transformers or torch is one of the sites its tie in
-    workbench/library_compat.py lists (a new use is added to the registry, with why and what happens without it)."""
+def library_classes(tree: ast.AST, libraries: set[str]) -> list[ast.ClassDef]:
+    """The module's classes with a base imported from one of `libraries` (GRPOTrainer, torch.nn.Module, ...)."""
+    bound = imported_names(tree, libraries)
+    return [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+            and any(root_name(base) in bound for base in node.bases)]
+
+
+def own_private_names(trees: list[ast.AST], libraries: set[str]) -> set[str]:
+    """The private names the workbench gives its own things: functions, classes, variables, arguments, import
+    aliases, names declared in a class body, and attributes set on `self` outside subclasses of a library's class
+    (a subclass declares its own in its class body: what it sets on `self` may be its library's)."""
+    own = set()
+    for tree in trees:
+        subclasses = library_classes(tree, libraries)
+        inside = {id(node) for cls in subclasses for node in ast.walk(cls)}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and id(node) not in inside:
+                own.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                own.add(node.id)
+            elif isinstance(node, ast.arg):
+                own.add(node.arg)
+            elif isinstance(node, ast.alias) and node.asname:
+                own.add(node.asname)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and id(node) not in inside \
+                    and isinstance(node.value, ast.Name) and node.value.id == "self":
+                own.add(node.attr)
+    return {name for name in own if is_private(name)}
+
+
+def library_private_reaches(tree: ast.AST, registry: set[str], own: set[str], libraries: set[str]) -> list[str]:
+    """Each place in the module `tree` that reaches a private part of `libraries`, as "line N: what".
+
+    The rule (ARCHITECTURE.md): a name of workbench/library_compat.py's registry is never spelled outside it (as an
+    attribute, a name, a method defined, a keyword or a string); nothing is imported from a private module or under
+    a private name of these libraries; no attribute starting with one underscore is touched, on any object, unless
+    the workbench itself gives that name to something of its own (a module's standard-library imports aside:
+    `os._exit`); a subclass of a library's class defines no private method (an override of a private hook goes
+    through library_compat.GRPOHooks); and no cache layer's keys or values are rebound on another object.
+    """
+    stdlib = imported_names(tree, set(sys.stdlib_module_names))
+    inside = {id(node): cls.name for cls in library_classes(tree, libraries) for node in ast.walk(cls)}
+    found = []
+    for node in ast.walk(tree):
+        line = f"line {getattr(node, 'lineno', 0)}: "
+        if isinstance(node, ast.Attribute) and node.attr in registry:
+            found.append(f"{line}reaches .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in registry:
+            found.append(f"{line}names {node.id}")
+        elif isinstance(node, ast.keyword) and node.arg in registry:
+            found.append(f"{line}passes {node.arg}=")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in registry:
+            found.append(f"{line}spells {node.value!r}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                (node.name in registry or (id(node) in inside and is_private(node.name))):
+            found.append(f"{line}defines {node.name} in {inside.get(id(node), 'the module')}")
+        elif isinstance(node, ast.Import):
+            found += [f"{line}imports {alias.name}" for alias in node.names if alias.name.split(".")[0] in libraries
+                      and any(is_private(part) for part in alias.name.split("."))]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in libraries:
+            found += [f"{line}imports {alias.name} from {node.module}" for alias in node.names
+                      if is_private(alias.name) or any(is_private(part) for part in node.module.split("."))]
+        elif isinstance(node, ast.Attribute) and is_private(node.attr) and node.attr not in own and \
+                root_name(node) not in stdlib:
+            found.append(f"{line}touches {ast.unparse(node.value)}.{node.attr}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and \
+                node.attr in REBOUND_CACHE_ATTRIBUTES and not on_own_object(node):
+            found.append(f"{line}rebinds {ast.unparse(node.value)}.{node.attr}")
+    return sorted(set(found), key=lambda tie: (int(tie.split(":")[0].removeprefix("line ")), tie))
+
+
+def library_rule_inputs():
+    """(every module's tree but the two registries', the registry's private names, the workbench's own private names,
+    the five libraries). The two modules left out are the fixed allowlist: library_compat.py is the registry of
+    these ties, and ui/gradio_compat.py's underscore attributes are Gradio's, kept there by the Gradio rule above."""
     from workbench import library_compat
 
-    relative = str(path.relative_to(PACKAGE))
-    if relative == "library_compat.py":
-        return
-    allowed = {tie.name for tie in library_compat.TIES if relative in tie.sites}
-    used = private_name_uses(ast.parse(path.read_text(encoding="utf-8")), set(library_compat.PRIVATE_NAMES))
-    assert used <= allowed, f"{relative} reaches {sorted(used - allowed)}, which library_compat.TIES does not list here"
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(PACKAGE.rglob("*.py"))
+             if path not in (LIBRARY_COMPAT, COMPAT)}
+    libraries = set(library_compat.LIBRARIES)
+    return trees, set(library_compat.PRIVATE_NAMES), own_private_names(list(trees.values()), libraries), libraries
 
 
-def test_every_site_the_registry_lists_still_uses_its_tie():
+def test_only_library_compat_reaches_private_parts_of_the_libraries():
+    """Every tie to a private part of TRL, transformers, PEFT, accelerate or torch is in workbench/library_compat.py's
+    registry (why, what it touches, how to tell it is gone, what happens without it, checked at start-up), and every
+    other module reaches it through that module's accessors and GRPOHooks."""
+    trees, registry, own, libraries = library_rule_inputs()
+    found = {str(path.relative_to(PACKAGE)): problems for path, tree in trees.items()
+             if (problems := library_private_reaches(tree, registry, own, libraries))}
+    assert not found, ("only workbench/library_compat.py may reach a private part of TRL, transformers, PEFT, "
+                       f"accelerate or torch (add the tie to its registry, with its check and an accessor): {found}")
+
+
+def test_the_library_rule_finds_each_kind_of_tie():
+    _, registry, own, libraries = library_rule_inputs()
+    ties = """
+import os
+import torch
+from trl import GRPOTrainer
+from trl.trainer import _private_module
+from transformers.cache_utils import _helper
+metrics = trainer._metrics
+getattr(config, "_attn_implementation", None)
+state = torch._C._get_tracing_state()
+class Mine(GRPOTrainer):
+    def _prepare_inputs(self, inputs):
+        return super()._prepare_inputs(inputs)
+layer.keys = keys
+os._exit(0); self._unwritten_completions; library_compat.round_logs(trainer); self.keys = 1; x.__name__
+"""
+    assert library_private_reaches(ast.parse(ties), registry, own, libraries) == [
+        "line 5: imports _private_module from trl.trainer", "line 6: imports _helper from transformers.cache_utils",
+        "line 7: reaches ._metrics", "line 8: spells '_attn_implementation'", "line 9: touches torch._C",
+        "line 9: touches torch._C._get_tracing_state", "line 11: defines _prepare_inputs in Mine",
+        "line 12: touches super()._prepare_inputs", "line 13: rebinds layer.keys"]
+    # library_compat holds the real ties, so the rule has something to find there.
+    compat = ast.parse(LIBRARY_COMPAT.read_text(encoding="utf-8"))
+    assert len(library_private_reaches(compat, registry, own, libraries)) >= 20
+
+
+def test_every_module_using_the_registry_is_a_site_of_a_tie_and_every_site_exists():
     from workbench import library_compat
 
-    for tie in library_compat.TIES:
-        if not tie.name.startswith("_"):
-            continue
-        for site in tie.sites:
-            tree = ast.parse((PACKAGE / site).read_text(encoding="utf-8"))
-            assert tie.name in private_name_uses(tree, {tie.name}), f"{site} no longer uses {tie.name}: drop the site"
+    sites = {site for tie in library_compat.TIES for site in tie.sites}
+    assert all((PACKAGE / site).is_file() for site in sites), sorted(s for s in sites if not (PACKAGE / s).is_file())
+    users = {str(MODULES[name].relative_to(PACKAGE)) for name, imported in GRAPH.items()
+             if "workbench.library_compat" in imported}
+    # the `ties` command reads the registry; every other module that imports it relies on a tie it lists
+    assert users - sites == {"cli/ties.py"}, users - sites

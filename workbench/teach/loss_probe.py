@@ -4,8 +4,9 @@ under each loss type computed twice: by TRL's own `_compute_loss` and by
 
 Used by notebook 02 (loss normalisation on a real batch) and by
 tests/test_losses.py, so the notebook's numbers and the test's check are the
-same code. It relies on TRL 1.16's private `_compute_loss(model, inputs)`;
-the test pins that.
+same code. It relies on TRL 1.16's private `_compute_loss(model, inputs)`, overridden
+under the workbench's name `grpo_loss` (workbench/library_compat.py's GRPOHooks and
+registry); the test pins that.
 
     ProbeTrainer = loss_probe_trainer_class()
     trainer = ProbeTrainer(model=..., args=GRPOConfig(...), ...)
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from workbench import library_compat
 from workbench.teach import losses
 
 
@@ -48,14 +50,14 @@ def loss_probe_trainer_class():
     """Build the probing subclass of TRL's GRPOTrainer (imports TRL only when called)."""
     from trl import GRPOTrainer
 
-    class LossProbeTrainer(GRPOTrainer):
+    class LossProbeTrainer(library_compat.GRPOHooks, GRPOTrainer):
         """Trains exactly like GRPOTrainer; additionally fills `self.probes`."""
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.probes: list[MicroBatchProbe] = []
 
-        def _compute_loss(self, model, inputs):
+        def grpo_loss(self, model, inputs):
             trained_type = self.loss_type
             per_token_logps = losses.completion_logps(
                 model,
@@ -97,10 +99,10 @@ def loss_probe_trainer_class():
                     self.loss_type = loss_type
                     try:
                         with torch.no_grad():
-                            probe.trl[loss_type] = float(super()._compute_loss(model, inputs))
+                            probe.trl[loss_type] = float(super().grpo_loss(model, inputs))
                     finally:
                         self.loss_type = trained_type
-            loss = super()._compute_loss(model, inputs)
+            loss = super().grpo_loss(model, inputs)
             probe.trl[trained_type] = float(loss.detach())
             self.probes.append(probe)
             return loss

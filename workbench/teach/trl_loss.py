@@ -1,4 +1,4 @@
-"""TRL's own loss on tensors you choose: `GRPOTrainer._compute_loss` of TRL 1.16 without a model or a run.
+"""TRL's own loss on tensors you choose: GRPOTrainer's loss (its `_compute_loss`) of TRL 1.16 without a model or a run.
 
 The variants (DAPO's clip-higher, GSPO's sequence-level ratio) only act when
 the policy has moved since the completions were generated, which a short run
@@ -9,10 +9,11 @@ beside TRL's number for any setting.
 
 It builds a GRPOTrainer without running its `__init__` (which needs a model,
 a dataset and reward functions) and sets the attributes `__init__` derives
-from GRPOConfig that `_compute_loss` reads, under the names TRL 1.16 gives
+from GRPOConfig that the loss reads, under the names TRL 1.16 gives
 them; the model's forward pass is replaced by the log-probabilities given.
-`_compute_loss` and these attribute names are TRL's private API: TRL is
-pinned, and the test comparing the two losses fails when they change.
+The loss and some of these attributes are TRL's private API, reached through
+workbench/library_compat.py (its registry checks them against the installed
+TRL), and the test comparing the two losses fails when they change.
 
     loss, metrics = trl_loss(logps, old_logps, advantages, mask, loss_type="grpo",
                              epsilon_high=0.28, importance_sampling_level="sequence")
@@ -22,9 +23,10 @@ from __future__ import annotations
 
 import tempfile
 import warnings
-from collections import defaultdict
 
 import torch
+
+from workbench import library_compat
 
 
 def trl_config(batch_size: int, **settings):
@@ -39,11 +41,18 @@ def trl_config(batch_size: int, **settings):
 
 
 def _loss_host(args, per_token_logps: torch.Tensor):
-    """A GRPOTrainer holding what `_compute_loss` reads, as TRL 1.16's `__init__` sets it from `args`."""
+    """A GRPOTrainer holding what its loss reads, as TRL 1.16's `__init__` sets it from `args`, whose
+    log-probabilities are `per_token_logps`."""
     from accelerate import Accelerator
     from trl import GRPOTrainer
 
-    host = object.__new__(GRPOTrainer)
+    entropies = torch.ones_like(per_token_logps)  # read only for the entropy metric and mask (off here)
+
+    class LossHost(library_compat.GRPOHooks, GRPOTrainer):
+        def token_logps_and_entropies(self, *args, **kwargs):
+            return per_token_logps, entropies, None
+
+    host = object.__new__(LossHost)
     host.args = args
     host.accelerator = Accelerator(cpu=True)
     host.model = torch.nn.Linear(1, 1)  # only its `.training` flag is read: train mode
@@ -58,11 +67,9 @@ def _loss_host(args, per_token_logps: torch.Tensor):
     host.vllm_importance_sampling_correction = args.vllm_importance_sampling_correction
     host.max_completion_length = args.max_completion_length
     host.aux_loss_enabled = False
-    host._entropy_bonus_enabled = False
+    library_compat.entropy_bonus_off(host)
     host.current_gradient_accumulation_steps = 1
-    host._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
-    entropies = torch.ones_like(per_token_logps)  # read only for the entropy metric and mask (off here)
-    host._get_per_token_logps_and_entropies = lambda *args, **kwargs: (per_token_logps, entropies, None)
+    library_compat.start_step_metrics(host)
     return host
 
 
@@ -78,8 +85,6 @@ def trl_loss(
     `settings` are GRPOConfig fields: loss_type, epsilon, epsilon_high, importance_sampling_level,
     max_completion_length, ...
     """
-    from trl import GRPOTrainer
-
     batch_size, length = per_token_logps.shape
     args = trl_config(batch_size, **{"max_completion_length": length, **settings})
     host = _loss_host(args, per_token_logps)
@@ -92,6 +97,6 @@ def trl_loss(
         "old_per_token_logps": old_per_token_logps,
         "num_items_in_batch": completion_mask.sum(),
     }
-    loss = GRPOTrainer._compute_loss(host, host.model, inputs)
-    metrics = {name: values[-1] for name, values in host._metrics["train"].items()}
+    loss = host.grpo_loss(host.model, inputs)
+    metrics = {name: values[-1] for name, values in library_compat.step_metrics(host, "train").items()}
     return float(loss.detach()), metrics

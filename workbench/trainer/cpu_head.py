@@ -21,9 +21,10 @@ TRL's own function. `scoring()` swaps it in for the duration of one forward call
 the function up in `trl.trainer.utils` at call time, and the graph keeps the class that ran the forward, so
 the backward runs this one's too. A pass that needs no entropies (the reference pass) skips computing them.
 
-Ties to TRL: `trl.trainer.utils._ChunkedLogProbFunction.apply(hidden, weight, bias, targets, temperature,
-chunk_size, final_logit_softcapping, logit_scale, outputs)`, returning `(log_probs, entropy,
-log_sum_sq_probs, mean_logits, is_top1)`.
+Ties to TRL: its fused head's function `.apply(hidden, weight, bias, targets, temperature, chunk_size,
+final_logit_softcapping, logit_scale, outputs)`, returning `(log_probs, entropy, log_sum_sq_probs, mean_logits,
+is_top1)`, a private module global of `trl.trainer.utils` swapped through `library_compat.trl_lm_head_replaced`
+(the registry's tie says why and what happens without it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from __future__ import annotations
 import contextlib
 
 import torch
+
+from workbench import library_compat
 
 # Keep the log-probabilities for the backward while one call's take at most this much (the demo's take 52 MB;
 # a pass scores its length buckets in separate calls, and each keeps its own until the backward)
@@ -109,7 +112,7 @@ class CpuLogProbFunction(torch.autograd.Function):
 
 
 class _Dispatch:
-    """`_ChunkedLogProbFunction`'s stand-in: this head where it applies, TRL's function elsewhere."""
+    """TRL's fused head function's stand-in: this head where it applies, TRL's function elsewhere."""
 
     def __init__(self, trls, entropy: bool):
         self.trls, self.entropy = trls, entropy
@@ -129,11 +132,5 @@ class _Dispatch:
 def scoring(entropy: bool = True):
     """TRL's fused LM head computes through this one where it applies, for the duration of the block; without
     `entropy` its entropies are left out (None) there."""
-    from trl.trainer import utils
-
-    trls = utils._ChunkedLogProbFunction
-    utils._ChunkedLogProbFunction = _Dispatch(trls, entropy)
-    try:
+    with library_compat.trl_lm_head_replaced(lambda trls: _Dispatch(trls, entropy)):
         yield
-    finally:
-        utils._ChunkedLogProbFunction = trls

@@ -12,7 +12,8 @@ How: `torch.get_rng_state()` holds the default CPU generator's MT19937 words and
 caches, left as they are). The words and position go into numpy's MT19937, which draws two 32-bit words per
 double as torch's `random64()` does; the new position and words are written back with `torch.set_rng_state`.
 
-This ties the sampler to the layout of torch's generator state, so `verified()` draws a few thousand
+This ties the sampler to the layout of torch's generator state (read and written only in
+workbench/library_compat.py, where the registry's tie checks it at start-up), so `verified()` draws a few thousand
 exponentials both ways once a process and compares every value and the state after them; where they differ
 (another torch, another layout), `faster_multinomial()` leaves torch.multinomial as it is. Only the default
 CPU generator's one-sample draws over float32 rows take this path; anything else is torch's own call. The
@@ -23,35 +24,26 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 
 import torch
 
-# Byte offsets in CPUGeneratorImplState (aten/src/ATen/CPUGeneratorImpl.cpp)
-LEFT, NEXT, WORDS, WORD_COUNT = slice(8, 12), slice(16, 24), 24, 624
+from workbench import library_compat
 
 
 def _twister():
     """(numpy MT19937 at the default CPU generator's position, the generator's state bytes)."""
     import numpy as np
 
-    state = torch.get_rng_state().numpy()
-    left = int(np.frombuffer(state[LEFT].tobytes(), np.int32)[0])
-    words = np.frombuffer(state[WORDS:WORDS + WORD_COUNT * 8].tobytes(), np.uint64).astype(np.uint32)
+    words, position, state = library_compat.cpu_generator_mt19937()
     twister = np.random.MT19937()
-    twister.state = {"bit_generator": "MT19937", "state": {"key": words, "pos": WORD_COUNT + 1 - left}}
+    twister.state = {"bit_generator": "MT19937", "state": {"key": words, "pos": position}}
     return twister, state
 
 
 def _write_back(twister, state) -> None:
     """The default CPU generator continues where `twister` stopped."""
-    import numpy as np
-
-    position, words = twister.state["state"]["pos"], twister.state["state"]["key"]
-    state = state.copy()
-    state[LEFT] = np.frombuffer(np.int32(WORD_COUNT + 1 - position).tobytes(), np.uint8)
-    state[NEXT] = np.frombuffer(np.uint64(position).tobytes(), np.uint8)
-    state[WORDS:WORDS + WORD_COUNT * 8] = np.frombuffer(words.astype(np.uint64).tobytes(), np.uint8)
-    torch.set_rng_state(torch.from_numpy(state))
+    library_compat.set_cpu_generator_mt19937(state, twister.state["state"]["key"], twister.state["state"]["pos"])
 
 
 def exponentials(count: int) -> torch.Tensor:
@@ -69,9 +61,7 @@ def exponentials(count: int) -> torch.Tensor:
 @functools.cache
 def verified() -> bool:
     """Whether `exponentials` gives this torch's own values and generator state (checked once a process)."""
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("numpy") is None:  # the twister is numpy's
         return False
     saved = torch.get_rng_state()
     try:

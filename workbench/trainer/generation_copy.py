@@ -20,8 +20,9 @@ off-policy; TRL's `sampling/sampling_logp_difference` is not logged for this pat
 
 Ties to TRL and PEFT: `GRPOTrainer._generate_single_turn` unwraps `self.model_wrapped` for generation
 (`unwrap_model_for_generation`); `GenerationCopy.swapped_in` puts the copy there for the duration of
-one call. PEFT's `LoraLayer.get_delta_weight(adapter)` gives the merged update (scaling and fan-in/out
-handled by PEFT).
+one call (the private tie is in workbench/library_compat.py's registry). The tied LM head is left to weight
+tying: transformers' public `all_tied_weights_keys`. PEFT's `LoraLayer.get_delta_weight(adapter)` gives the
+merged update (scaling and fan-in/out handled by PEFT).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class GenerationCopy:
         copy.to_empty(device=next(base.parameters()).device)
         state = {plain_name(k): v for k, v in base.state_dict().items() if not is_lora_key(k)}
         missing, unexpected = copy.load_state_dict(state, strict=False)
-        if unexpected or [k for k in missing if k not in _tied_keys(copy)]:
+        # tied weights (the LM head, where the config ties it to the embeddings) are left to tie_weights() below
+        if unexpected or [k for k in missing if k not in copy.all_tied_weights_keys]:
             raise RuntimeError(f"merged_generation: the plain copy does not match the policy "
                                f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
         # buffers left out of the state dict (rotary frequencies) came out of to_empty() uninitialised
@@ -165,9 +167,3 @@ class GenerationCopy:
                 yield self.model
         finally:
             trainer.model_wrapped = wrapped
-
-
-def _tied_keys(model) -> set[str]:
-    """Keys a plain model leaves to weight tying (the LM head tied to the embeddings)."""
-    tied = getattr(model, "_tied_weights_keys", None) or {}
-    return set(tied if isinstance(tied, (list, tuple, set)) else tied.keys())

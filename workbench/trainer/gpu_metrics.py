@@ -9,14 +9,16 @@
 
 Ties to TRL's internals (TRL 1.16, pinned): `trainer.vllm_generation.sync_weights` (TRL calls it before
 each generation round in its vLLM modes, under its own `profiling_context`, which reports only to
-trackers) and `trainer._metrics["train"]` (lists TRL averages into each logged step). On a CPU run
-nothing here is attached.
+trackers) and TRL's metric lists of the step it logs next (`library_compat.step_metrics`, a private tie of the
+registry there). On a CPU run nothing here is attached.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+
+from workbench import library_compat
 
 GIB = 2**30
 
@@ -40,7 +42,7 @@ def memory_callback(trainer):
     class GpuMemory(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             device = trainer.accelerator.device
-            metrics = trainer._metrics["train"]
+            metrics = library_compat.step_metrics(trainer, "train")
             metrics["gpu/peak_allocated_gib"].append(torch.cuda.max_memory_allocated(device) / GIB)
             metrics["gpu/peak_reserved_gib"].append(torch.cuda.max_memory_reserved(device) / GIB)
 
@@ -55,9 +57,9 @@ def time_weight_sync(trainer) -> None:
         print("TRL's vllm_generation.sync_weights was not found: vllm/weight_sync_seconds is not recorded",
               flush=True)
         return
-    # looked up at each call: TRL's log() clears `_metrics["train"]`, leaving any list held before behind
-    generation.sync_weights = timed(
-        generation.sync_weights, lambda seconds: trainer._metrics["train"]["vllm/weight_sync_seconds"].append(seconds))
+    # looked up at each call: TRL's log() clears its metric lists, leaving any list held before behind
+    generation.sync_weights = timed(generation.sync_weights, lambda seconds: library_compat.step_metrics(
+        trainer, "train")["vllm/weight_sync_seconds"].append(seconds))
 
 
 def timed(function, record):

@@ -22,7 +22,8 @@ keys and values must agree to float32 rounding, or the copy keeps `PackedDecode`
 
 Ties to transformers: `LlamaForCausalLM`'s module layout (`model.layers[i].self_attn.{q,k,v,o}_proj`,
 `mlp.{gate,up,down}_proj`, the two RMSNorms, `model.norm`, `model.rotary_emb`, `lm_head`), `DynamicCache`'s
-`DynamicLayer.keys/values`, and the model's `sdpa` attention (what `integrations.sdpa_attention` calls);
+`DynamicLayer.keys/values` rebound in place, and the model's `sdpa` attention (what `integrations.sdpa_attention`
+calls; the private ties through workbench/library_compat.py's registry);
 `generate` reads the forward's signature to decide what it passes, so the replacement keeps `position_ids`
 and `logits_to_keep`.
 """
@@ -33,6 +34,7 @@ import copy as copying
 
 import torch
 
+from workbench import library_compat
 from workbench.trainer import packed_decode
 
 GROW = 64  # cache positions added at a time
@@ -49,8 +51,9 @@ def unsupported(model) -> str | None:
         return f"the model's activation is {config.hidden_act}, not silu"
     if getattr(config, "pretraining_tp", 1) != 1:
         return "the model splits its linear layers (pretraining_tp)"
-    if config._attn_implementation != "sdpa":
-        return f"the model's attention is {config._attn_implementation}, not sdpa"
+    attention = library_compat.attention_implementation(config)
+    if attention != "sdpa":
+        return f"the model's attention is {attention}, not sdpa"
     weight = model.lm_head.weight
     if weight.dtype != torch.float32 or weight.device.type != "cpu":
         return "a float32 model on a CPU only"
@@ -98,7 +101,7 @@ def _append(cache_layer, key, value):
         keys[:, :, :length], values[:, :, :length] = cache_layer.keys, cache_layer.values
         cache_layer.workbench_grown = keys, values
     keys[:, :, length], values[:, :, length] = key, value
-    cache_layer.keys, cache_layer.values = keys[:, :, :length + 1], values[:, :, :length + 1]
+    library_compat.rebind_cache_layer(cache_layer, keys[:, :, :length + 1], values[:, :, :length + 1])
     return cache_layer.keys, cache_layer.values
 
 

@@ -13,13 +13,15 @@ The trainer (`training.make_trainer_class`) hands this module two things:
 Ties to TRL 1.16's internals (pinned; tests/test_tokens.py covers them): the two overridden methods above,
 the `inputs` keys `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`, `tool_mask`,
 `advantages`, `old_per_token_logps`, `ref_per_token_logps`, and the trainer attributes `beta`, `loss_type`,
-`epsilon_low`, `epsilon_high`, `args.use_bias_correction_kl`, `eos_token_ids`, `_tokenizer`.
+`epsilon_low`, `epsilon_high`, `args.use_bias_correction_kl`, `eos_token_ids`, and TRL's tokenizer (the
+private ties are in workbench/library_compat.py's registry, reached through it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from workbench import library_compat
 from workbench.spec.token_records import (
     OLD_POLICY, REFERENCE, clip_code, completion_length, rounded, rounded_list)
 
@@ -130,7 +132,7 @@ def _record(values: dict, row: int, n: int, ids: list[int], trainer, place: dict
 
     return {
         **place, "advantage": rounded(values["advantage"][row]), "ref": values["ref"], "ids": ids,
-        "tokens": trainer._tokenizer.batch_decode([[token] for token in ids]),
+        "tokens": library_compat.trl_tokenizer(trainer).batch_decode([[token] for token in ids]),
         "logprob": cut("logprob"), "ref_logprob": cut("ref_logprob"), "kl": cut("kl"), "entropy": cut("entropy"),
         "ratio": cut("ratio"),
         "clipped": [clip_code(lo, hi) for lo, hi in zip(values["low"][row][:n], values["high"][row][:n])],

@@ -27,7 +27,7 @@ from pathlib import Path
 from functools import partial
 from typing import Callable
 
-from workbench import startup
+from workbench import library_compat, startup
 from workbench.jobs import allocator
 from workbench.runstore import runfolder
 from workbench.spec.config import (
@@ -161,20 +161,21 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
 def make_trainer_class():
     """GRPOTrainer that also writes each generation round's completions to the run folder, with its step's metrics.
 
-    It reads TRL's `_logs` right after `_generate_and_score_completions` filled
-    them (deques sized to one generation batch, so they hold exactly this
-    round, gathered from every process in group order). Token lengths and
-    truncation come from the round's own completion ids and are gathered the
-    same way. `_logs` is private: TRL is pinned and tests cover this capture.
+    It reads TRL's round logs right after each generation round (`generate_and_score_round`) filled them
+    (deques sized to one generation batch, so they hold exactly this round, gathered from every process in
+    group order). Token lengths and truncation come from the round's own completion ids and are gathered the
+    same way.
 
-    With `record_tokens` it also overrides `_compute_loss` and `_get_per_token_logps_and_entropies` to hand
-    the loss's own per-token tensors to `token_capture` at logging steps (its docstring lists those ties).
-    With `shared_prompt_pass` the latter computes TRL's values with each prompt run once per group
-    (`prompt_sharing`); `_generate_single_turn` samples from `merged_generation`'s copy when there is one.
+    With `record_tokens` it also overrides the loss (`grpo_loss`) and the log-probabilities
+    (`token_logps_and_entropies`) to hand the loss's own per-token tensors to `token_capture` at logging
+    steps (its docstring lists those ties). With `shared_prompt_pass` the latter computes TRL's values with
+    each prompt run once per group (`prompt_sharing`); `generate_turn` samples from `merged_generation`'s copy
+    when there is one. Each of these is one of TRL's private hooks under a workbench name
+    (workbench/library_compat.py's GRPOHooks, and its registry of the ties).
     """
     from trl import GRPOTrainer
 
-    class WorkbenchGRPOTrainer(GRPOTrainer):
+    class WorkbenchGRPOTrainer(library_compat.GRPOHooks, GRPOTrainer):
         completions_path: Path | None = None
         reward_weights_list: list[float] = []
         _unwritten_completions: list[dict] = []  # this generation round's records, until its step logs
@@ -183,68 +184,68 @@ def make_trainer_class():
         generation_copy: GenerationCopy | None = None  # merged_generation: the plain model rounds are sampled from
         shared_prompt_pass: bool = False  # score each prompt once per group (trainer/prompt_sharing.py)
 
-        def _save_rng_state(self, output_dir: str) -> None:
+        def save_rng_state(self, output_dir: str) -> None:
             # Every process saves its random state into each checkpoint (the Trainer's own, for an exact
             # resume). Those on machines other than machine 0 write nothing into the run folder, which that
             # machine may not share: on a resume they start from fresh random states (the Trainer says so).
             if _machine_rank() == 0:
-                super()._save_rng_state(output_dir)
+                super().save_rng_state(output_dir)
 
-        def _generate_and_score_completions(self, inputs):
-            output = super()._generate_and_score_completions(inputs)
+        def generate_and_score_round(self, inputs):
+            output = super().generate_and_score_round(inputs)
             if self.model.training:
-                self._record_completions(output)
+                self.record_completions(output)
             return output
 
-        def _record_completions(self, output) -> None:
+        def record_completions(self, output) -> None:
             from accelerate.utils import gather_object
 
             if self.token_capture is not None:  # rows in TRL's order, before it shuffles them: keyed by their ids
                 offset = self.accelerator.process_index * len(output["completion_ids"])
                 self.token_capture.remember_round(output, self.state.global_step + 1, offset)
             lengths = output["completion_mask"].sum(dim=1).tolist()
-            ends = set(self.eos_token_ids) | {self._tokenizer.pad_token_id}
+            ends = set(self.eos_token_ids) | {library_compat.trl_tokenizer(self).pad_token_id}
             rows = output["completion_ids"].tolist()
             truncated = [n == 0 or row[n - 1] not in ends for row, n in zip(rows, lengths)]
             if self.accelerator.num_processes > 1:
                 lengths, truncated = gather_object(lengths), gather_object(truncated)
             if self.accelerator.is_main_process and self.completions_path is not None:
                 self._unwritten_completions = [*self._unwritten_completions, *completion_records(
-                    self._logs, step=self.state.global_step + 1, num_generations=self.num_generations,
-                    reward_weights=self.reward_weights_list, lengths=lengths, truncated=truncated,
+                    library_compat.round_logs(self), step=self.state.global_step + 1,
+                    num_generations=self.num_generations, reward_weights=self.reward_weights_list, lengths=lengths,
+                    truncated=truncated,
                 )]
 
-        def _generate_single_turn(self, *args, **kwargs):
+        def generate_turn(self, *args, **kwargs):
             copy = self.generation_copy  # None unless generation=transformers (attach_generation_copy)
             if copy is None:
-                return super()._generate_single_turn(*args, **kwargs)
+                return super().generate_turn(*args, **kwargs)
             with copy.swapped_in(self):
                 seconds = copy.take_sync_seconds()  # this step's refresh, here or in held-out evaluation before it
                 if seconds is not None:
-                    self._metrics["train" if self.model.training else "eval"][
+                    library_compat.step_metrics(self, "train" if self.model.training else "eval")[
                         "merged_generation/sync_seconds"].append(seconds)
-                return super()._generate_single_turn(*args, **kwargs)
+                return super().generate_turn(*args, **kwargs)
 
-        def _compute_loss(self, model, inputs):
-            # the first call of _get_per_token_logps_and_entropies below is the policy's, with its entropies
+        def grpo_loss(self, model, inputs):
+            # the first call of token_logps_and_entropies below is the policy's, with its entropies
             step = self.state.global_step + 1
             recording = self.token_capture is not None and self.model.training and step % self.args.logging_steps == 0
             self._tokens_of = inputs if recording else None
             try:
-                return super()._compute_loss(model, inputs)
+                return super().grpo_loss(model, inputs)
             finally:
                 self._tokens_of = None
 
-        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
-                                               batch_size=None, compute_entropy=False, compute_aux_loss=False,
-                                               **multimodal):
+        def token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                      compute_entropy=False, compute_aux_loss=False, **multimodal):
             # (a prompt of one token leaves nothing to share: the prefix is the prompt less its last token)
             if (self.shared_prompt_pass and not compute_aux_loss and all(v is None for v in multimodal.values())
                     and input_ids.size(1) - logits_to_keep >= 2):
                 output = (*shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, batch_size,
                                                compute_entropy, self.accelerator.autocast), None)
             else:
-                output = super()._get_per_token_logps_and_entropies(
+                output = super().token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                     **multimodal)
             inputs, self._tokens_of = self._tokens_of, None
@@ -307,21 +308,23 @@ def probe_progress(status, line: str) -> None:
     status.set(speed_probe=line)
 
 
-def check_library_ties(status: StatusWriter) -> None:
+def check_library_ties(cfg: RunConfig, status: StatusWriter) -> bool:
     """The private ties of workbench/library_compat.py against the installed libraries, before the model loads: a
-    version other than the one written for, or a tie that broke, is said in the log and status.json; a broken tie
-    every run needs refuses the run, naming it."""
-    from workbench import library_compat
-    from workbench.spec.config import ConfigError, ConfigProblem
-
-    problems, versions = library_compat.check(), library_compat.version_notes()
-    if problems or versions:
-        status.set(library_ties={"problems": problems, "versions": versions})
-        print("[workbench] private library ties: " + "; ".join([*versions, *(f"{k}: {v}" for k, v in problems.items())]),
-              flush=True)
-    refused = library_compat.refusal(problems)
+    version other than the one written for, or a tie that no longer holds, is said once in the log and status.json
+    (`library_ties`). A broken tie this run needs refuses it, naming the tie (status.json's error, no traceback):
+    returns True then."""
+    verdict = library_compat.verdict(cfg)
+    warning, refused = verdict.warning(), verdict.refusal()
+    if warning:
+        status.set(library_ties=verdict.record())
+        print(f"[workbench] private library ties: {warning}", flush=True)
     if refused:
-        raise ConfigError([ConfigProblem("libraries", refused, "reinstall the pinned versions: make setup")])
+        print(f"[workbench] refused: {refused}", file=sys.stderr, flush=True)
+        status.set(state="failed", finished_at=time.time(), error={
+            "type": "LibraryTiesBroken", "message": refused, "traceback_tail": "",
+            "hint": "Install the library versions the workbench was written for (make setup), or turn off what "
+                    "needs the broken tie; `python -m workbench ties` lists every tie and whether it holds."})
+    return bool(refused)
 
 
 def report_idle_levers(status: StatusWriter, speed_record: dict, problems: list[str]) -> None:
@@ -392,7 +395,8 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
             for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE, runfolder.EVAL_FILE, runfolder.TOKENS_FILE):
                 runfolder.keep_steps_up_to(run_dir / name, resumed_step)
 
-        check_library_ties(status)
+        if check_library_ties(cfg, status):  # refused before the model loads: status.json says why
+            return 1
         # before the run's model loads: a probe loads its own, and frees it, when this machine has no choice yet
         status.set(state="tuning")
         _, speed_record = speed_choice.choose(cfg, lambda line: probe_progress(status, line), probe_trainer)

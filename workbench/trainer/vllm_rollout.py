@@ -9,13 +9,16 @@ the prompts as token ids rendered by the trainer's own chat template (so the
 ids the server sees are exactly those the trainer scores), `n` = the group
 size and the run's sampling settings - the request TRL's VLLMClient sends.
 
-Every tie to TRL 1.16's internals is in this module (TRL is pinned; tests cover it):
+Every tie to TRL 1.16's internals is in this module, its private ones reached through the registry of
+workbench/library_compat.py (TRL is pinned; tests cover it):
 - GRPOTrainer's `rollout_func(prompts, trainer)` (experimental in TRL) is `VLLMRollout`;
 - `trainer.use_vllm = True` after construction (no vLLM import in the trainer)
   so that TRL calls `trainer.vllm_generation.sync_weights()` whenever the step
   changed - `AdapterSync` here - and applies its importance-sampling
   correction with the logprobs the server returned;
-- `trainer._tokenize_prompts` renders prompts exactly as TRL's own generation would.
+- TRL's prompt tokenizing (`library_compat.prompt_ids`) renders prompts exactly as TRL's own generation would;
+- TRL's step of the last weight sync is reset (`library_compat.sync_weights_next_round`) and the timings go into
+  TRL's metric lists (`library_compat.step_metrics`).
 
 With several training processes, each passes its slice of prompts; the main
 process gathers them, syncs the adapter, generates for all, and hands each
@@ -36,6 +39,7 @@ from pathlib import Path
 
 import requests
 
+from workbench import library_compat
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.run_status import RunStatus
@@ -170,7 +174,8 @@ class AdapterSync:
             self.link.post("/v1/unload_lora_adapter", {"lora_name": previous[0]},
                            f"unloading the adapter {previous[0]}")
             shutil.rmtree(previous[1], ignore_errors=True)
-        self.trainer._metrics["train"]["vllm/adapter_sync_seconds"].append(time.monotonic() - started)
+        library_compat.step_metrics(self.trainer, "train")["vllm/adapter_sync_seconds"].append(
+            time.monotonic() - started)
 
 
 def _completions_request(trainer, model: str, prompt_ids: list[list[int]], n: int) -> dict:
@@ -204,7 +209,7 @@ class VLLMRollout:
 
         accelerator = trainer.accelerator
         n = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
-        prompt_ids = trainer._tokenize_prompts(prompts)[0]
+        prompt_ids = library_compat.prompt_ids(trainer, prompts)
         everyone = gather_object(prompt_ids) if accelerator.num_processes > 1 else prompt_ids
         payload = None
         if accelerator.is_main_process:
@@ -242,7 +247,7 @@ class VLLMRollout:
         logprobs, _ = parse_logprobs([choice["logprobs"] for choice in choices])
         logprobs = [[position[0] for position in sequence] for sequence in logprobs]  # the sampled token's
         tokens = sum(len(ids) for ids in completion_ids)
-        metrics = trainer._metrics["train" if trainer.model.training else "eval"]
+        metrics = library_compat.step_metrics(trainer, "train" if trainer.model.training else "eval")
         metrics["vllm/generate_seconds"].append(seconds)
         metrics["vllm/completions_per_second"].append(len(completion_ids) / max(seconds, 1e-9))
         metrics["vllm/tokens_per_second"].append(tokens / max(seconds, 1e-9))
@@ -271,7 +276,7 @@ def attach(trainer, cfg: RunConfig, run_dir: Path, link: ServerLink | None) -> V
     trainer.vllm_generation = sync
     trainer.use_vllm = True  # TRL: sync before each step's generation, importance-sampling correction
     trainer.vllm_mode = "server"  # read by TRL's tool loop to find the context length; never colocate here
-    trainer._last_loaded_step = -1
+    library_compat.sync_weights_next_round(trainer)
     return rollout
 
 
