@@ -90,13 +90,8 @@ def test_step_counts(inputs, per_epoch, total, dropped):
     [
         (dict(dataset_size=3, per_device_train_batch_size=8, num_generations=2, max_steps=5), "silently trains 0 steps"),
         (dict(dataset_size=3, per_device_train_batch_size=8, num_generations=2), "args.max_steps must be set"),
-        (dict(dataset_size=11, per_device_train_batch_size=8, num_generations=4), "dropped each epoch"),
-        (dict(num_iterations=3), "num_iterations=3"),
-        (dict(dataset_size=100, max_steps=10), "covers 10% of one epoch"),
-        (dict(dataset_size=10, max_steps=25), "runs 2.5 epochs"),
-        (dict(gradient_accumulation_steps=2, num_generations=4, per_device_train_batch_size=2), "mixes completions"),
     ],
-    ids=["n-lt-p-max-steps", "n-lt-p-epochs", "dropped", "iterations", "max-steps-short", "max-steps-long", "spg"],
+    ids=["n-lt-p-max-steps", "n-lt-p-epochs"],
 )
 def test_warnings(inputs, fragment):
     result = plan(**inputs)
@@ -104,8 +99,25 @@ def test_warnings(inputs, fragment):
     assert any(fragment in w for w in result.warnings), result.warnings
 
 
+@pytest.mark.parametrize(
+    "inputs, fragment",
+    [
+        (dict(dataset_size=11, per_device_train_batch_size=8, num_generations=4), "dropped each epoch"),
+        (dict(num_iterations=3), "num_iterations=3"),
+        (dict(dataset_size=100, max_steps=10), "covers 10% of one epoch"),
+        (dict(dataset_size=10, max_steps=25), "runs 2.5 epochs"),
+        (dict(gradient_accumulation_steps=2, num_generations=4, per_device_train_batch_size=2), "mixes completions"),
+    ],
+    ids=["dropped", "iterations", "max-steps-short", "max-steps-long", "spg"],
+)
+def test_notes_are_information_not_warnings(inputs, fragment):
+    result = plan(**inputs)
+    assert result.valid and result.warnings == []
+    assert any(fragment in n for n in result.notes), result.notes
+
+
 def test_no_warnings_for_plain_plan():
-    assert plan(dataset_size=64).warnings == []
+    assert plan(dataset_size=64).warnings == [] and plan(dataset_size=64).notes == []
 
 
 @pytest.mark.parametrize(

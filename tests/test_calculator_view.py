@@ -97,7 +97,10 @@ def test_numbers_table_holds_the_plan_numbers():
 
 def test_warnings_are_plain_words_and_absent_for_invalid_plans():
     dropping = make_plan_view(calc_inputs(per_device_train_batch_size=8, num_generations=4, dataset_size=11))
-    assert "prompts are dropped each epoch" in warnings_html(dropping)
+    html = warnings_html(dropping)
+    assert "prompts are dropped each epoch" in html and "wb-infos" in html and "wb-warnings" not in html  # information
+    starved = make_plan_view(calc_inputs(per_device_train_batch_size=8, num_generations=2, dataset_size=3, max_steps=5))
+    assert "silently trains 0 steps" in warnings_html(starved) and "wb-warnings" in warnings_html(starved)
     assert warnings_html(make_plan_view(calc_inputs(num_processes=3))) == ""
 
 

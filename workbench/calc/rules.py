@@ -96,7 +96,7 @@ class Plan:
     inputs: dict
     valid: bool
     errors: list[str]
-    warnings: list[str]
+    warnings: list[str]  # what may go wrong with a valid plan (prompts it never trains on, no step at all)
     generation_batch_size: int | None
     steps_per_generation: int | None
     prompts_per_generation: int | None  # P: unique prompts per generation round
@@ -107,6 +107,8 @@ class Plan:
     prompts_dropped_per_epoch: int | None  # the sampler drops N % P prompts each epoch
     max_generated_tokens_per_step: int  # completions_per_step x max_completion_length
     suggestions: list[Suggestion] = field(default_factory=list)
+    # information about a valid plan, nothing wrong with it (epochs max_steps gives, prompts left to the next epoch)
+    notes: list[str] = field(default_factory=list)
 
     def numbers(self) -> list[tuple[str, str, str]]:
         """(what it means, how it is counted, the number as text) for each of PLAN_NUMBERS, in reading order."""
@@ -267,28 +269,34 @@ def count_steps(v: dict, gbs: int, spg: int) -> dict:
 
 
 def collect_warnings(v: dict, gbs: int, spg: int, steps: dict) -> list[str]:
-    """Plain-words warnings about a valid configuration."""
-    warnings = []
+    """Plain-words warnings about a valid configuration: what may go wrong (`collect_notes` has the rest)."""
     N, P = v["dataset_size"], steps["prompts_per_generation"]
-    if N is not None and N < P:
-        if v["max_steps"] > 0:
-            tail = f"with max_steps={v['max_steps']} TRL silently trains 0 steps"
-        else:
-            tail = "the Trainer stops with: " + NO_LENGTH_ERROR.format(max_steps=v["max_steps"])
-        warnings.append(
-            f"The dataset has {N} prompts but one generation round needs {P} unique prompts "
-            f"(generation_batch_size {gbs} / num_generations {v['num_generations']}); the sampler drops "
-            f"the incomplete chunk, so an epoch has no batches and {tail}. Use more prompts or a smaller "
-            f"generation batch."
-        )
-    elif N is not None and steps["prompts_dropped_per_epoch"]:
-        warnings.append(
+    if N is None or N >= P:
+        return []
+    if v["max_steps"] > 0:
+        tail = f"with max_steps={v['max_steps']} TRL silently trains 0 steps"
+    else:
+        tail = "the Trainer stops with: " + NO_LENGTH_ERROR.format(max_steps=v["max_steps"])
+    return [
+        f"The dataset has {N} prompts but one generation round needs {P} unique prompts "
+        f"(generation_batch_size {gbs} / num_generations {v['num_generations']}); the sampler drops "
+        f"the incomplete chunk, so an epoch has no batches and {tail}. Use more prompts or a smaller "
+        f"generation batch."
+    ]
+
+
+def collect_notes(v: dict, gbs: int, spg: int, steps: dict) -> list[str]:
+    """Plain-words information about a valid configuration: how TRL will treat it, nothing wrong with it."""
+    notes = []
+    N, P = v["dataset_size"], steps["prompts_per_generation"]
+    if N is not None and N >= P and steps["prompts_dropped_per_epoch"]:
+        notes.append(
             f"{steps['prompts_dropped_per_epoch']} of {N} prompts are dropped each epoch: the sampler cuts the "
             f"shuffled dataset into chunks of {P} prompts and drops the incomplete last one "
             f"(a different random set each epoch)."
         )
     if v["num_iterations"] > 1:
-        warnings.append(
+        notes.append(
             f"num_iterations={v['num_iterations']}: each generation round is trained on {v['num_iterations']} times, "
             f"so the policy ratio moves away from 1 and epsilon clipping takes effect; generation cost per step "
             f"drops by the same factor."
@@ -296,22 +304,22 @@ def collect_warnings(v: dict, gbs: int, spg: int, steps: dict) -> list[str]:
     if v["max_steps"] > 0 and steps["steps_per_epoch"]:
         per_epoch = steps["steps_per_epoch"]
         if v["max_steps"] < per_epoch:
-            warnings.append(
+            notes.append(
                 f"max_steps={v['max_steps']} covers {v['max_steps'] / per_epoch:.0%} of one epoch "
                 f"({per_epoch} steps); num_train_epochs is ignored."
             )
         elif v["max_steps"] > per_epoch:
-            warnings.append(
+            notes.append(
                 f"max_steps={v['max_steps']} runs {v['max_steps'] / per_epoch:.1f} epochs of {per_epoch} steps; "
                 f"num_train_epochs is ignored."
             )
     if spg > 1:
-        warnings.append(
+        notes.append(
             f"steps_per_generation={spg}: each generation round of {gbs} completions is shuffled and split into "
             f"{spg} micro-batches, so a micro-batch mixes completions of different groups (advantages are still "
             f"computed over whole groups first)."
         )
-    return warnings
+    return notes
 
 
 # ---------------------------------------------------------------- plan
@@ -336,6 +344,7 @@ def build_plan(v: dict) -> Plan:
     for key, value in steps.items():
         setattr(plan_, key, value)
     plan_.warnings = collect_warnings(v, gbs, spg, steps)
+    plan_.notes = collect_notes(v, gbs, spg, steps)
     return plan_
 
 

@@ -111,6 +111,7 @@ def format_plan(p, title: str = "TRL 1.16", show_steps: bool = True) -> str:
         total = "? (give --dataset-size)" if p.total_steps is None else p.total_steps
         lines.append(f"  steps per epoch {per_epoch}, total steps {total}")
     lines += [f"  warning: {w}" for w in p.warnings]
+    lines += [f"  note: {n}" for n in p.notes]
     if p.suggestions:
         lines.append("  fixes (smallest change first):")
         for s in p.suggestions[:TOP_SUGGESTIONS]:

@@ -113,15 +113,20 @@ def numbers_html(view: PlanView) -> str:
     return f'<table class="wb-numbers">{"".join(rows)}</table>'
 
 
-def warnings_html(view: PlanView, extra: list[str] = ()) -> str:
-    """Plain-words warnings of a valid plan (plus `extra` notes), or a short line saying there are none."""
+def warnings_html(view: PlanView, extra: list[str] = (), notes: list[str] = ()) -> str:
+    """A valid plan's warnings (plus `extra` ones: what may go wrong) in the warning colour, then its notes (plus
+    `notes`: information, nothing wrong) in grey; a short line when there is neither."""
     if view.plan is None or not view.plan.valid:
         return ""
-    warnings = [*view.plan.warnings, *extra]
-    if not warnings:
+    warnings, infos = [*view.plan.warnings, *extra], [*view.plan.notes, *notes]
+    if not warnings and not infos:
         return '<p class="wb-note">No warnings for these settings.</p>'
-    items = "".join(f"<li>{escape(w)}</li>" for w in warnings)
-    return f'<div class="wb-warnings"><ul>{items}</ul></div>'
+    html = ""
+    if warnings:
+        html += f'<div class="wb-warnings"><ul>{"".join(f"<li>{escape(w)}</li>" for w in warnings)}</ul></div>'
+    if infos:
+        html += f'<div class="wb-infos"><ul>{"".join(f"<li>{escape(n)}</li>" for n in infos)}</ul></div>'
+    return html
 
 
 def suggestion_slots(view: PlanView, slots: int = SUGGESTION_SLOTS, allowed_fields=None) -> list[dict | None]:
