@@ -5,6 +5,10 @@ key (workbench/tuning/choice.key_of: this machine, the model, the run's shape) t
 written by `python -m workbench tune` and by training processes that run outside a sandbox; a sandboxed run's code can
 write its own folder, so nothing of a run folder is ever read into it, and a sandboxed run never writes it (the
 sandbox shows the folder read-only, and `store` refuses inside one anyway).
+
+Every sandboxed run can read the file (the folder holds the converted models it loads, shown to it read-only), so an
+entry names no local folder: a model folder's path is another user's upload folder or run (tests/
+test_attack_tune_outside_sandbox.py); its key, a hash, still tells that folder's choice from any other.
 """
 
 from __future__ import annotations
@@ -45,9 +49,9 @@ def store(choice: SpeedChoice, path: Path | None = None) -> bool:
     if runfolder.inside_sandbox():
         return False
     path = path or cache_path()
-    entries = _entries(path)
-    entries.pop(choice.key, None)
-    entries[choice.key] = choice.to_dict()
+    # entries kept before they named no folder lose their paths at the next write
+    entries = {key: _no_path(entry) for key, entry in _entries(path).items() if key != choice.key}
+    entries[choice.key] = _no_path(choice.to_dict())
     newest = sorted(entries.items(), key=lambda item: _measured_at(item[1]))[-MAX_ENTRIES:]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,6 +59,15 @@ def store(choice: SpeedChoice, path: Path | None = None) -> bool:
     except OSError:
         return False
     return True
+
+
+def shown_model(model: str) -> str:
+    """The model as an entry names it: a hub id or bundled name as it is, a local folder by no path."""
+    return "a local folder" if model.startswith(("/", "~", ".")) else model
+
+
+def _no_path(entry):
+    return {**entry, "model": shown_model(str(entry.get("model", "")))} if isinstance(entry, dict) else entry
 
 
 def _measured_at(entry) -> float:
