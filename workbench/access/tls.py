@@ -17,7 +17,7 @@ import ssl
 
 from workbench.errors import WorkbenchError
 
-# How to make a pair for a class on a local network (README: "Serving over HTTPS").
+# How to make a pair for a class on a local network (docs/sharing.md: "Serving over HTTPS").
 SELF_SIGNED_HINT = ("make a pair with `openssl req -x509 -newkey rsa:2048 -nodes -days 365 "
                     "-keyout key.pem -out cert.pem -subj /CN=HOSTNAME`")
 

@@ -49,9 +49,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m workbench", description="GRPO Workbench command line")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+def build_parser(parser_class: type[argparse.ArgumentParser] = _Parser) -> argparse.ArgumentParser:
+    """Every command's parser under one; `parser_class` (a subclass of _Parser) is what the documentation's CLI
+    reference reads them with (cli/docs_pages.py)."""
+    parser = parser_class(prog="python -m workbench", description="GRPO Workbench command line")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
     subparsers.required = True
     for module_name in COMMAND_MODULES:
         try:

@@ -7,7 +7,7 @@ run, and a pids cgroup counts its processes. So, when this process may make cgro
 root on cgroup v2 with the memory controller delegated, or v1 with the memory and pids hierarchies), each
 sandbox starts inside one of its own: `prepare` makes it with the run's limits and gives the argument list
 that joins it (jobs/sandbox_init.py `--join`, outside the sandbox) before bwrap starts. Elsewhere it gives
-nothing and the per-process limits are what holds (the README says so).
+nothing and the per-process limits are what holds (docs/sharing.md says so).
 
 Stale groups (their processes gone) are removed by the next `prepare`.
 """

@@ -119,8 +119,8 @@ class RunConfig:
     )
     reward_names: list[str] = setting(
         [],
-        "Reward functions by name: the workbench's, TRL's (accuracy_reward, cosine_scaled_reward, ...; the README "
-        "lists them all) or your reward file's; empty uses the task's own.",
+        "Reward functions by name: the workbench's, TRL's (accuracy_reward, cosine_scaled_reward, ...; "
+        "docs/own-data.md lists them all) or your reward file's; empty uses the task's own.",
     )
     reward_params: dict = setting(
         {},
