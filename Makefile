@@ -95,7 +95,7 @@ sandbox:
 		|| echo "bubblewrap could not be installed: a dashboard with accounts needs it (or --no-sandbox)"
 
 # tcmalloc: the training processes' allocator (faster steps than glibc's and a lower
-# peak, see the README); without it (no apt, no root) runs fall back to glibc's.
+# peak, see docs/performance.md); without it (no apt, no root) runs fall back to glibc's.
 TCMALLOC := /usr/lib/$(shell uname -m)-linux-gnu/libtcmalloc_minimal.so.4
 allocators:
 	@test -e $(TCMALLOC) || (apt-get update -qq && apt-get install -y -qq libtcmalloc-minimal4 libjemalloc2) \

@@ -4,7 +4,7 @@
     python benchmarks/bench_demo.py --task reward_hacking  # the lesson task, for contrast
     python benchmarks/bench_demo.py --read RUN_DIR         # measure a run already made
     python benchmarks/bench_demo.py --set learning_rate=2e-3 --keep runs/try  # a variant, kept
-    python benchmarks/bench_demo.py --read RUN_DIR --screenshot   # and the README's picture of it (Chromium)
+    python benchmarks/bench_demo.py --read RUN_DIR --screenshot   # and the docs' picture of it (Chromium)
 
 It starts `python -m workbench train` with nothing but a run folder of its own (the demo task's defaults: the
 bundled SmolLM2-135M-Instruct, its settings and its held-out evaluation) and, when it ends, reads the run
