@@ -63,9 +63,9 @@ def settings_page() -> str:
              "from these defaults and changes a few ([task presets](#task-presets)); a recipe sets the fields of "
              "a published variant ([recipes](#recipes)). This page is made from the dataclass each time the "
              "site is built.", "",
-             "| setting | type | default |", "| --- | --- | --- |"]
-    lines += [f"| [`{f.name}`](#{f.name}) | `{f.type.replace(' | ', ' or ')}` | {_value(defaults[f.name])} |"
-              for f in fields]
+             "| setting | type | default | in short |", "| --- | --- | --- | --- |"]
+    lines += [f"| [`{f.name}`](#{f.name}) | `{f.type.replace(' | ', ' or ')}` | {_value(defaults[f.name])} | "
+              f"{_cell(_first_sentence(f.metadata['help']))} |" for f in fields]
     lines += ["", "## Every setting", ""]
     for f in fields:
         facts = [f"type `{f.type}`", f"default {_value(defaults[f.name])}"]
@@ -87,6 +87,17 @@ def settings_page() -> str:
     lines += [f"| `{r.name}` | {r.title} ({r.source}) | {_text(r.summary)} | {_pairs(r.settings)} | "
               f"{'yes' if r.needs_off_policy else 'no'} |" for r in recipes.RECIPES.values()]
     return "\n".join(lines) + "\n"
+
+
+def _first_sentence(text: str) -> str:
+    """Up to the first full stop or semicolon that ends a clause outside brackets (not one of "e.g.")."""
+    depth = 0
+    for match in re.finditer(r"[([{]|[)\]}]|(?<!e\.g)(?<!i\.e)[.;](?=\s|$)", text):
+        mark = match.group()
+        depth += 1 if mark in "([{" else -1 if mark in ")]}" else 0
+        if mark in ".;" and depth <= 0:
+            return text[:match.start()]
+    return text
 
 
 def _pairs(settings: Mapping) -> str:
