@@ -163,6 +163,12 @@ def nearest_step(steps: list[int], wanted: int | float | None) -> int | None:
 # ------------------------------------------------------------------ progress
 
 
+# The probe's line is one candidate's label ("timing 3/5: float32 copy + packed decode + shared prompt pass"); a
+# sandboxed run's code can write 4 MiB there, which every redraw of its bar sent to its owner's and each admin's
+# page, 16 MiB once escaped (tests/test_attack_speed_status.py)
+MAX_PROBE_CHARS = 200
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where a run stands, in numbers a progress bar shows."""
@@ -208,7 +214,7 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
             remaining = per_step * (total - step)
     probe = status.get("speed_probe") if state == "tuning" else None
     return Progress(state, step, total, elapsed, remaining, status.get("queue_position"), status.get("waits_for") or "",
-                    probe if isinstance(probe, str) else "")
+                    probe[:MAX_PROBE_CHARS] if isinstance(probe, str) else "")
 
 
 def seconds_per_step(metrics: list[dict]) -> float | None:
