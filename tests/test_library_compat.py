@@ -39,6 +39,26 @@ def test_every_tie_holds_with_the_installed_libraries():
         "_tokenizer", "_tokenize_prompts", "_last_loaded_step", "_save_rng_state", "_attn_implementation"}
 
 
+def test_grpo_hooks_forward_each_override_and_nothing_else():
+    overrides = {tie.name: tie.hook for tie in library_compat.TIES if tie.kind == "override"}
+    assert all(overrides.values())
+    defined = {name for name in vars(library_compat.GRPOHooks) if not name.startswith("__")}
+    assert defined == set(overrides) | set(overrides.values())
+
+
+def test_the_ties_command_prints_the_registry_checked(capsys):
+    import json
+
+    assert main(["ties"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"ok     {tie.label} " in out for tie in library_compat.TIES)
+    assert f"{len(library_compat.TIES)} ties, 0 broken" in out
+    assert main(["ties", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [tie["name"] for tie in printed["ties"]] == [tie.name for tie in library_compat.TIES]
+    assert all(tie["problem"] is None for tie in printed["ties"])
+
+
 def test_the_written_for_versions_are_requirements_pins():
     from pathlib import Path
 

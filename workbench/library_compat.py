@@ -38,8 +38,8 @@ LIBRARIES = ("trl", "transformers", "peft", "accelerate", "torch")
 # tie to (PEFT and accelerate have none: the workbench uses only their public API).
 WRITTEN_FOR = {"trl": "1.16.0", "transformers": "5.23.0", "torch": "2.13.0"}
 
-# Which runs cannot go on without a tie, by a RunConfig's fields: a broken tie a run needs refuses that run. The
-# others only lose a lever or a lesson (TRL's own path runs instead), so a broken one is said, not refused.
+# Which runs cannot go on without a tie, by a RunConfig's fields: a broken tie a run needs refuses that run. Without
+# a tie that no run needs, a run loses a lever or a lesson (TRL's own path runs instead): it is said, not refused.
 NEEDED_WHEN: dict[str, Callable] = {
     "every run": lambda cfg: True,
     "generation=vllm-server": lambda cfg: cfg.generation == "vllm-server",
