@@ -14,13 +14,12 @@ loads it with transformers outside the sandbox. Tried on the real `tune` through
   here, and leaves no process; the run then measures in its sandbox). Memory: each probe is held to the run's
   memory limit (RLIMIT_DATA), and the probe is part of the run (state `tuning`): it holds the run's devices and
   counts against the user's cap, so parallel launches probe no more than parallel runs train.
-- links in the folder to the server's files (/etc/shadow, the users file) are read as root, and nothing of them
-  reached the run's log (a config.json or tokenizer.json link fails to parse, a template link's syntax error
-  names no line); not kept as a test: see the session's report.
+- links in the folder (to the server's files, to another student's model): tests/test_attack_tune_model_links.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -79,30 +78,12 @@ def probe_before_the_sandbox(model, runs) -> tuple[dict, str, float]:
     config.save(run_dir / runfolder.CONFIG_FILE)
     launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
                                                                      config=config.to_dict()))
-    log = run_dir / runfolder.LOG_FILE
+    log = run_dir / runfolder.LOG_FILE  # the starter's stdout and stderr
     started = time.monotonic()
-    with open(log, "w") as handle, _stdout_to(handle):
+    with open(log, "w") as handle, contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
         handed = tune_job.choice_env(run_dir, launch_records.read_record(run_dir).config, dict(os.environ),
                                      memory_limit=4 * 2**30)
     return handed, log.read_text(), time.monotonic() - started
-
-
-class _stdout_to:
-    """The starter's stdout and stderr are the run's log: the probe's lines go there."""
-
-    def __init__(self, handle):
-        self.handle = handle
-
-    def __enter__(self):
-        import sys
-
-        self.saved = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = self.handle
-
-    def __exit__(self, *exc):
-        import sys
-
-        sys.stdout, sys.stderr = self.saved
 
 
 def test_custom_code_and_a_pickled_payload_in_the_model_folder_never_run(earlier_run, tmp_path):
