@@ -110,7 +110,7 @@ def screenshot(run_dir: Path, name: str = "demo_run.png") -> Path:
     import shutil
 
     sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' app server and Chromium settings
-    from browser_fixtures import CHROMIUM, CHROMIUM_ARGS, FIRST_LOAD_TIMEOUT_MS, UI, start_app
+    from browser_fixtures import ASSETS, CHROMIUM, CHROMIUM_ARGS, FIRST_LOAD_TIMEOUT_MS, UI, start_app
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="bench-demo-shot-") as folder:
@@ -122,7 +122,7 @@ def screenshot(run_dir: Path, name: str = "demo_run.png") -> Path:
                 browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
                 page = browser.new_context(viewport={"width": 1280, "height": 1500}).new_page()
                 page.set_default_timeout(FIRST_LOAD_TIMEOUT_MS)
-                ui = UI(page, server)
+                ui = UI(page, server, ASSETS)
                 ui.open("Train")
                 page.wait_for_function("() => document.querySelector('#wb-plot-held-out .js-plotly-plot')")
                 ui.settle()

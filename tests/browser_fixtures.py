@@ -5,8 +5,13 @@
   session (runs in a temporary folder), stopped at the end.
 - `browser` is Debian's Chromium driven by playwright (browser downloads are
   impossible here); `page` is a fresh 1280x800 page per test, and `ui` wraps
-  it with the few gestures the browser tests share (open a tab, set a number,
-  wait for text).
+  it with the few gestures the browser tests share (open a tab, open a closed
+  group of settings, set a number, wait for text, take a screenshot).
+
+Screenshots land in a temporary folder (the test's `tmp_path` for `ui`), so a
+test run leaves assets/ alone; `python tools/screenshots.py` runs the tests
+that take the README's and the docs' pictures with WORKBENCH_SCREENSHOTS set
+to assets/.
 
 Without Chromium the browser tests are skipped with the reason, except in CI
 (`CI=true`), where they fail: a browser test must never vanish silently there.
@@ -21,6 +26,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +37,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = REPO / "assets"
+# Where screenshots go when set (tools/screenshots.py sets it to assets/); else a temporary folder.
+SCREENSHOTS_ENV = "WORKBENCH_SCREENSHOTS"
 CHROMIUM = Path(os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 VIEWPORT = {"width": 1280, "height": 800}
@@ -177,12 +185,22 @@ def page(browser):
     context.close()
 
 
+def screenshot_folder(default: Path | None = None) -> Path:
+    """Where a test's screenshots go: WORKBENCH_SCREENSHOTS when set, else `default` (a test's tmp_path), else a
+    new temporary folder."""
+    chosen = os.environ.get(SCREENSHOTS_ENV)
+    folder = Path(chosen) if chosen else default or Path(tempfile.mkdtemp(prefix="workbench-screenshots-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 class UI:
     """The gestures browser tests share, finding elements by what a person sees."""
 
-    def __init__(self, page, server: AppServer):
+    def __init__(self, page, server: AppServer, shots: Path | None = None):
         self.page = page
         self.server = server
+        self.shots = shots  # the screenshots' folder (screenshot_folder), made when the first is taken
 
     def open(self, tab: str | None = None) -> None:
         """Load the app (and open `tab`); wait until gradio has rendered it."""
@@ -197,6 +215,24 @@ class UI:
     def panel(self, tab: str):
         """A tab's panel (`wb-tab-<name>`), so labels repeated in other tabs do not clash."""
         return self.page.locator(f"#wb-tab-{tab.lower()}")
+
+    def open_group(self, title: str, scope=None) -> None:
+        """Open the closed group of settings (a gr.Accordion) titled `title` by clicking its header, as a person
+        does; an open one stays open. A closed group's fields are not on the page until it opens."""
+        from playwright.sync_api import expect
+
+        header = (scope or self.page).locator("button.label-wrap", has_text=title).first
+        if "open" not in (header.get_attribute("class") or "").split():
+            header.click()
+        expect(header).to_have_class(re.compile(r"\bopen\b"))
+
+    def reveal(self, field: str, scope=None) -> None:
+        """Show the Setup tab's field `field`: open the closed group that holds it (setup_view.group_of)."""
+        from workbench.ui.setup_view import group_of
+
+        title = group_of(field)
+        if title is not None:
+            self.open_group(title, scope)
 
     def number(self, label: str, scope=None):
         """The input of the number field labelled `label` (exact label text)."""
@@ -231,16 +267,50 @@ class UI:
         self.page.mouse.move(0, 0)
 
     def screenshot(self, name: str, full_page: bool = False) -> Path:
-        """Save a screenshot of the viewport into assets/ (the README shows them)."""
-        path = ASSETS / name
+        """Save a screenshot of the viewport as `name` in the screenshots' folder (screenshot_folder: a temporary
+        one in a test run, assets/ for tools/screenshots.py, whose pictures the README and the docs show)."""
+        self.shots = screenshot_folder(self.shots)
+        path = self.shots / name
         self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
 
+class EventCounter:
+    """The page's Gradio events: each is one `queue/join` POST (chained events too), counted from now on, with
+    the time the last one left. It waits with `page.wait_for_timeout`: playwright's sync API delivers request
+    events only while the test is inside one of its calls."""
+
+    def __init__(self, page):
+        self.page = page
+        self.count = 0
+        self.last = time.monotonic()
+        page.on("request", self._seen)
+
+    def _seen(self, request) -> None:
+        if request.method == "POST" and "queue/join" in request.url:
+            self.count += 1
+            self.last = time.monotonic()
+
+    def quiet(self, seconds: float = 2.0, timeout: float = UI_TIMEOUT_MS / 1000) -> None:
+        """Wait until no event was sent for `seconds` (and none is awaited: a page waits for each answer before
+        it sends the next event of a chain)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() - self.last < seconds and time.monotonic() < deadline:
+            self.page.wait_for_timeout(100)
+
+    def during(self, gesture, quiet: float = 2.0) -> int:
+        """The events one gesture sends, counted until the page has been quiet for `quiet` seconds."""
+        before = self.count
+        gesture()
+        self.last = time.monotonic()
+        self.quiet(quiet)
+        return self.count - before
+
+
 @pytest.fixture
-def ui(page, app_server):
-    """A page on the session's app server, with the shared gestures."""
-    return UI(page, app_server)
+def ui(page, app_server, tmp_path):
+    """A page on the session's app server, with the shared gestures (screenshots into tmp_path)."""
+    return UI(page, app_server, tmp_path)
 
 
 def pytest_report_header(config):

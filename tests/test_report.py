@@ -492,7 +492,7 @@ def write_demo_run(run_dir):
 
 @pytest.mark.browser
 def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tmp_path):
-    from browser_fixtures import ASSETS
+    from browser_fixtures import screenshot_folder
 
     run_dir = write_demo_run(tmp_path / "runs" / "20261123-101500-demo-smollm2-135m-instruct")
     completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)
@@ -524,7 +524,7 @@ def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tm
         assert [url for url in requests if not url.startswith("file:")] == []
         assert dialogs == [] and errors == []
         first_row = page.locator("#wb-figure-reward").bounding_box()  # the picture ends below the first curves
-        page.screenshot(path=str(ASSETS / "report.png"),
+        page.screenshot(path=str(screenshot_folder(tmp_path / "shots") / "report.png"),
                         clip={"x": 0, "y": 0, "width": 1280, "height": first_row["y"] + first_row["height"] + 6})
     finally:
         context.close()

@@ -77,17 +77,40 @@ def test_script_download_holds_the_forms_settings(app):
     assert "    steps_per_generation=2,\n" in text and "def mentions_answer(" in text
 
 
-def test_a_task_s_presets_apply_once_per_choice_so_what_is_typed_after_stays(app):
+def outputs_by_label(event, result: dict) -> dict:
+    return {getattr(block, "label", None): value for block, value in zip(event.outputs, result["data"])}
+
+
+def test_a_task_choice_answers_with_its_presets_and_the_verdict_of_the_form_with_them(app):
     page = Page(app)
     event = find_event(app, "workbench.ui.setup_tab", "on_task")
-    labels = [getattr(block, "label", None) for block in event.outputs]
-    first = page.run(event, ["arithmetic", None])["data"]
-    length = first[labels.index("max_completion_length")]
-    assert length["value"] == setup_tab.RunConfig.for_task("arithmetic").max_completion_length
-    # Gradio's page sends the same choice again while the presets land: nothing of the form changes
-    again = page.run(event, ["arithmetic", None])["data"]
-    assert all(value == {"__type__": "update"} for value in again[:-1]), again
+    preset = setup_tab.RunConfig.for_task("arithmetic")
+    # the form still holds the demo's presets (batch 8, G=4) when the choice of arithmetic arrives
+    result = page.run(event, setup_form_values(task="arithmetic"))
+    shown = outputs_by_label(event, result)
+    assert shown["max_completion_length"]["value"] == preset.max_completion_length
+    assert shown["num_generations"]["value"] == preset.num_generations
+    badge = result["data"][[block for block in event.outputs].index(setup_tab_badge(app))]
+    assert "Valid" in badge and f"G={preset.num_generations} completions" in badge  # the verdict of arithmetic's values
+    assert shown["plan_valid"] is True
+    assert "exact_answer" in str(shown["correctness_reward"])  # the choices follow the task's rewards
     # another task applies its presets
-    other = page.run(event, [setup_tab.RunConfig().task, None])["data"]
-    assert other[labels.index("max_completion_length")]["value"] == \
+    other = outputs_by_label(event, page.run(event, setup_form_values(task=setup_tab.RunConfig().task)))
+    assert other["max_completion_length"]["value"] == \
         setup_tab.RunConfig.for_task(setup_tab.RunConfig().task).max_completion_length
+
+
+def setup_tab_badge(app):
+    live_plan = find_event(app, "workbench.ui.setup_tab", "live_plan")
+    return live_plan.outputs[0]
+
+
+def test_a_choice_starts_no_other_event_but_the_train_tab_s_launch_button(app):
+    """Gradio sends one request per event, chained ones included: what a task or recipe choice sets must not start
+    events of its own (a value set by a handler fires `change`, never `input`)."""
+    for name in ("on_task", "on_recipe"):
+        event = find_event(app, "workbench.ui.setup_tab", name)
+        written = {block._id for block in event.outputs}
+        started = [fn.fn.__qualname__ for fn in app.fns.values() if fn.fn is not None
+                   and any(target in written and trigger == "change" for target, trigger in fn.targets)]
+        assert set(started) <= {"TrainTab.on_plan_valid"}, (name, started)  # only when the verdict flips

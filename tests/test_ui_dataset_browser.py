@@ -2,7 +2,7 @@
 lays it out, its config and columns picked from the dropdowns the data fills, the first rows, the first row's
 `solution` and the exact text the model receives.
 
-Saves assets/setup_dataset.png for the README.
+Takes setup_dataset.png (the README's picture when tools/screenshots.py runs it).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def test_columns_of_a_real_split_are_mapped_and_previewed(ui, tmp_path, tiny_mod
     name = setup.get_by_role("textbox", name=re.compile(r"^dataset_name"))
     name.fill(str(folder))
     name.press("Tab")
+    ui.reveal("dataset_config", setup)  # the data's group: its mapping and preview
     preview = setup.locator("#wb-data-preview")
     # the default prompt column does not fit: the preview says so, and the dropdowns now offer the data's own
     ui.expect_text(setup, r"has no `prompt` column \(columns: `question`, `answer`, `answers`\)")
@@ -52,6 +53,6 @@ def test_columns_of_a_real_split_are_mapped_and_previewed(ui, tmp_path, tiny_mod
     ui.expect_text(setup, "Ready to launch")
     # the mapping, the rows and the model's text in one picture: a taller window, the data's section at its top
     ui.page.set_viewport_size({"width": 1280, "height": 1500})
-    setup.get_by_text("The data: first rows, the column mapping").evaluate("e => e.scrollIntoView({block: 'start'})")
+    setup.get_by_text("The data: first rows, column mapping").evaluate("e => e.scrollIntoView({block: 'start'})")
     ui.settle()
     ui.screenshot("setup_dataset.png")

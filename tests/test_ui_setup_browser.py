@@ -1,7 +1,8 @@
 """The Setup tab in a real headless Chromium: CPU hardware line, live plan, one-click fix, command preview,
 a smoke test that really trains one step, and a signal check that really samples the tiny model.
 
-Saves assets/setup.png and assets/setup_signal.png for the README.
+Takes setup.png and setup_signal.png (the README's pictures when tools/screenshots.py runs it). A field of a
+closed group of settings is shown first by opening its group (`ui.reveal`), as a person would.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+# the Setup tab's closed groups of the plan column
+PREVIEW_GROUP = "Check first: the exact command"
+SIGNAL_GROUP = "Will it learn?"
 
 
 @pytest.fixture
@@ -32,6 +36,7 @@ def test_cpu_machine_says_so_in_one_line(ui, setup):
 
 
 def test_invalid_batch_is_fixed_by_a_suggestion(ui, setup):
+    ui.reveal("num_generations", setup)
     ui.set_number("num_generations", 3, setup)
     badge = setup.locator(".wb-badge").first
     ui.expect_text(badge, r"generation_batch_size \(8\) must be divisible by num_generations \(3\)\.")
@@ -44,22 +49,27 @@ def test_invalid_batch_is_fixed_by_a_suggestion(ui, setup):
 
 
 def test_preview_shows_the_exact_command(ui, setup):
+    ui.open_group(PREVIEW_GROUP, setup)
     setup.get_by_role("button", name="Preview command").click()
     command = setup.locator(".wb-command textarea")
     expect(command).to_have_value(re.compile(r"-m workbench train --run-dir .* --config .*config\.json"),
                                   timeout=30_000)
+    page = ui.page
+    page.evaluate("() => window.scrollTo(0, 0)")
     ui.settle()
     ui.screenshot("setup.png")
 
 
 def test_smoke_test_runs_one_real_step_and_says_it_passed(page, app_factory, tmp_path):
     # A server of its own, so the smoke run's folder does not show up in other tests' runs.
-    ui = UI(page, app_factory(tmp_path / "runs"))
+    ui = UI(page, app_factory(tmp_path / "runs"), tmp_path)
     ui.open("Setup")
     setup = ui.panel("Setup")
     ui.choose("model", "tiny", setup)
     setup.get_by_role("radio", name="1", exact=True).check()  # one CPU process
+    ui.reveal("max_completion_length", setup)
     ui.set_number("max_completion_length", 8, setup)
+    ui.open_group(PREVIEW_GROUP, setup)
     setup.get_by_role("button", name="Smoke test (1 step)").click()
     ui.expect_text(setup, r"Smoke test passed", timeout=120_000)
 
@@ -71,7 +81,7 @@ def test_smoke_test_runs_one_real_step_and_says_it_passed(page, app_factory, tmp
 
 
 def test_signal_check_says_the_tiny_model_cannot_learn_arithmetic(page, app_factory, tmp_path):
-    ui = UI(page, app_factory(tmp_path / "runs"))
+    ui = UI(page, app_factory(tmp_path / "runs"), tmp_path)
     ui.open("Setup")
     setup = ui.panel("Setup")
     ui.choose("task", "arithmetic: Arithmetic with a tagged answer", setup)
@@ -79,14 +89,17 @@ def test_signal_check_says_the_tiny_model_cannot_learn_arithmetic(page, app_fact
     # the 8 below would be overwritten and the check would sample 64 tokens a completion
     preset = RunConfig.for_task("arithmetic").max_completion_length
     assert preset != RunConfig.for_task(RunConfig().task).max_completion_length  # so its arrival can be seen
+    ui.reveal("max_completion_length", setup)
     expect(ui.number("max_completion_length", setup)).to_have_value(str(preset), timeout=UI_TIMEOUT_MS)
     ui.choose("model", "tiny", setup)
     ui.set_number("max_completion_length", 8, setup)
     expect(ui.number("max_completion_length", setup)).to_have_value("8", timeout=UI_TIMEOUT_MS)
+    ui.reveal("correctness_reward", setup)
     setup.get_by_label("correctness_reward", exact=True).click()  # the rewards the task ticked are offered
     expect(page.get_by_role("option", name="exact_answer", exact=True)).to_be_visible()
     page.keyboard.press("Escape")
-    setup.get_by_role("button", name="Check the signal").click()
+    ui.open_group(SIGNAL_GROUP, setup)
+    setup.get_by_role("button", name="Check the signal", exact=True).click()
     verdict = setup.locator("#wb-signal-result")
     ui.expect_text(verdict, r"Will not learn", timeout=120_000)
     ui.expect_text(verdict, r"arithmetic on tiny: 0 of 4 groups have any correct answer; nothing will learn")

@@ -247,9 +247,9 @@ TASKS: dict[str, Task] = {
                 "Rewards: mentions_answer (1.0 when an accepted answer is in the reply as a word or number) and "
                 "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.1 and 0.9: a right "
                 "answer earns 0.1 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
-                "answers about three in four right at first, at length; over the 50 steps (about five minutes on a "
-                "2-core CPU) its answers shrink to a short sentence or a word (\"Jane Austen.\", \"H2O\"), under half "
-                "as long, and the held-out questions are answered right as often or more. "
+                "answers about three in four right at first, at length; over the 50 steps its answers shrink to a "
+                "short sentence or a word (\"Jane Austen.\", \"H2O\"), under half as long, and the held-out "
+                "questions are answered right as often or more. "
                 f"{DEMO_HELD_OUT} of the questions are held out and evaluated at step 0, every 10 steps and at the end."
             ),
             reward_names=("mentions_answer", "brief_if_correct"),

@@ -23,7 +23,7 @@ from workbench.access import hosts, paths
 from workbench.errors import WorkbenchError
 from workbench.runstore.runfolder import runs_root
 from workbench.jobs.sandbox import Policy
-from workbench.ui import browser_files, gradio_compat, sign_in
+from workbench.ui import browser_files, first_run, gradio_compat, sign_in
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -138,12 +138,15 @@ def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
                 sign_in.sign_out_button(ctx.page_scripts)
         if ctx.shared and sandbox is None:
             gr.HTML(NO_SANDBOX_WARNING, elem_id="wb-no-sandbox")
+        strip = first_run.build(ctx)  # whatever tab is open: the demo, one click away
         tabs = {}
-        with gr.Tabs(elem_id="wb-tabs"):
+        with gr.Tabs(elem_id="wb-tabs") as tab_set:
+            ctx.register(tabs=tab_set)  # a Launch shows the Train tab (gr.Tabs(selected="train"))
             for label, module in _tab_modules():
                 with gr.Tab(label, id=label.lower(), elem_id=f"wb-tab-{label.lower()}") as tab:
                     module.build(ctx)
                 tabs[label] = tab
+        first_run.wire(ctx, strip)
         _poll_only_where_seen(ctx, tabs)
     gradio_compat.wrap_handlers(app, refusals_as_messages)
     gradio_compat.cheap_skips(app)

@@ -3,7 +3,7 @@
 - Below `reward_file`, the file's code in a read-only code box with the
   reward functions it defines, read from its source and never imported: on a
   shared dashboard the code runs only in the training process.
-- With accounts, "Your files": upload dataset (.jsonl, .json, .csv, .parquet)
+- With accounts, "Your files" (a closed group of the Setup tab): upload dataset (.jsonl, .json, .csv, .parquet)
   and reward (.py) files into the user's own folder
   (`<runs folder>/uploads/<user>/`, at most 50 MB each); an upload fills
   `dataset_name` or `reward_file` with its path there, the only place those
@@ -101,8 +101,8 @@ class FilesPanel:
         return uploads_html(self.ctx.uploads_for(request))
 
 
-def build(ctx: UIContext, dataset_name: gr.Textbox, reward_file: gr.Textbox) -> None:
-    """The reward code box (and, on a shared dashboard, the uploads) under the Setup tab's reward_file field."""
+def build(ctx: UIContext, reward_file: gr.Textbox) -> None:
+    """The reward code box under the Setup tab's reward_file field."""
     panel = FilesPanel(ctx)
     reward_note = gr.HTML("", elem_id="wb-reward-note")
     # Read-only text, never imported here; a code box shows it as text, markup and all.
@@ -110,14 +110,28 @@ def build(ctx: UIContext, dataset_name: gr.Textbox, reward_file: gr.Textbox) -> 
                           label="reward_file's code (read-only)", elem_id="wb-reward-code")
     reward_file.change(panel.show_reward_code, inputs=[reward_file], outputs=[reward_note, reward_code],
                        show_progress="hidden", trigger_mode="always_last")
-    if not ctx.shared:
-        return
 
-    with gr.Accordion("Your files", open=True, elem_id="wb-uploads"):
+
+def build_uploads(ctx: UIContext) -> tuple | None:
+    """On a shared dashboard, "Your files" (closed until opened); its parts for `wire_uploads` once the fields it
+    fills exist. None on an open dashboard."""
+    if not ctx.shared:
+        return None
+    panel = FilesPanel(ctx)
+    with gr.Accordion("Your files: upload datasets and reward code", open=False, elem_id="wb-uploads"):
         gr.HTML(uploads_view.UPLOADS_NOTE)
         upload = gr.File(label=f"Upload dataset or reward files (at most {MAX_UPLOAD_TEXT} each)",
                          file_count="multiple", file_types=list(UPLOAD_SUFFIXES), elem_id="wb-upload")
         uploads_box = gr.HTML("", elem_id="wb-uploads-list")
-    upload.upload(panel.on_upload, inputs=[upload], outputs=[upload, uploads_box, dataset_name, reward_file],
-                  show_progress="minimal")
     ctx.blocks.load(panel.list_uploads, outputs=[uploads_box], show_progress="hidden")
+    return upload, uploads_box, panel
+
+
+def wire_uploads(parts: tuple | None, dataset_name: gr.Textbox, reward_file: gr.Textbox):
+    """An upload fills dataset_name or reward_file with its path; returns its event, for the Setup tab to follow
+    with the verdict of what it filled (None without uploads)."""
+    if parts is None:
+        return None
+    upload, uploads_box, panel = parts
+    return upload.upload(panel.on_upload, inputs=[upload], outputs=[upload, uploads_box, dataset_name, reward_file],
+                         show_progress="minimal")

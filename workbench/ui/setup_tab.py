@@ -76,20 +76,17 @@ from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
 from workbench.ui.calculator_view import warnings_html
 from workbench.ui.setup_view import (
-    BATCH_FIELDS,
+    ADVANCED_GROUPS,
     CORRECTNESS_FIELD,
     CPU_PROCESS_CHOICES,
     DATA_FIELDS,
-    LORA_FIELDS,
+    DATA_GROUP,
     MEMORY_NOT_ON_DISK,
-    OPTIMISER_FIELDS,
     PICKER_REWARDS,
     PLAN_FIELDS_SETTABLE,
     RECIPE_FORM_FIELDS,
-    REWARD_FIELDS,
-    RUN_FIELDS,
     SETTING_FIELDS,
-    VLLM_FIELDS,
+    TASK_SETTING_KEYS,
     command_text,
     config_from_form,
     data_choices,
@@ -110,16 +107,21 @@ from workbench.ui.setup_view import (
     rewards_help_markdown,
     scores_html,
     setting_notes,
+    speed_choice,
     speed_html,
     setup_plan_view,
     smoke_result_html,
     task_dataset_size,
+    task_description,
+    task_presets,
 )
-from workbench.ui import download_panel, export_view, files_panel, paths_view, run_access, run_reports
+from workbench.ui import download_panel, export_view, files_panel, launching, paths_view, run_access, run_reports
+from workbench.ui.calculator_view import apply_changes
+from workbench.ui.first_run_view import launch_html, launched_html, refused_html
 from workbench.ui.signal_view import correctness_choices, kept_correctness, signal_html
 from workbench.ui.paths_view import confine_path
 from workbench.ui.server_view import server_command_text
-from workbench.ui.widgets import build_verdict, render_plan_panel, suggestion_applier
+from workbench.ui.widgets import build_verdict, render_plan_panel
 
 CHOICES = {"reward_errors": REWARD_ERROR_MODES, "loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS,
            "lr_scheduler_type": LR_SCHEDULERS,
@@ -131,12 +133,9 @@ REWARD_KEYS = tuple(key for name in PICKER_REWARDS for key in (f"use_{name}", f"
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
 FORM_KEYS = ("model", "task", "dataset_name", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
              "vllm_gpu_ids", *SETTING_FIELDS)
-# Settings a task may preset (e.g. the demo's learning rate and batch).
-# (dataset_name too: a task may name its data, e.g. a hub dataset and its column mapping)
-TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings
-                                  if k in (*SETTING_FIELDS, "dataset_name")}))
-# What choosing a task updates: its description, each picker reward's tick and weight, its preset settings.
-TASK_OUTPUTS = 1 + len(REWARD_KEYS) + len(TASK_SETTING_KEYS)
+# What choosing a task sets on the form (setup_view.task_presets): each picker reward's tick and weight, and the
+# settings the task presets; its description beside them.
+TASK_KEYS = (*REWARD_KEYS, *TASK_SETTING_KEYS)
 EXAMPLE_COMPLETIONS = ("Paris.\n"
                        "The capital of France is Paris, which is also its largest city and its cultural centre.")
 # How many tokens the memory estimate allows for a prompt after the chat template.
@@ -145,7 +144,7 @@ MODEL_REFUSED_NOTE = ("<p class='wb-note'>Memory estimate: none for a model this
                       "(see Before launch).</p>")
 
 
-def _hardware_state(runs_dir) -> dict:
+def hardware_state(runs_dir) -> dict:
     """GPUs as NVML sees them now and those held by running runs (plain data for a gr.State)."""
     return {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(gpu_queue.busy_gpu_ids(runs_dir))}
 
@@ -298,7 +297,7 @@ def memory_problems(cfg: RunConfig, hardware: dict) -> list[ConfigProblem]:
 
 
 def update_plan(*values, scope: UserScope | None = None) -> list:
-    """Every live output of the tab: plan panel, notes, memory, problems, and plan_valid.
+    """Every live output of the tab: plan panel, what Launch runs (and the button), problems, memory, and plan_valid.
 
     `scope`: as in config_from_values; then the reward file is read, never imported,
     and a refused path is never looked into (no memory estimate for a refused model).
@@ -307,7 +306,8 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
         cfg = config_from_values(*values)
     except ConfigError as exc:
         view = error_view(exc)
-        return [*render_plan_panel(view, with_heatmap=False), problems_html(exc.problems), "", False]
+        return [*render_plan_panel(view, with_heatmap=False), "", gr.update(interactive=False),
+                problems_html(exc.problems), "", False]
     problems = []
     if scope is not None:
         cfg, problems = paths_view.confine_config(cfg, scope)
@@ -320,21 +320,28 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     ready = view.plan is not None and view.plan.valid and not problems
     panel = render_plan_panel(view, with_heatmap=False, allowed_fields=PLAN_FIELDS_SETTABLE)
     gpus = _gpus(values[-1])
-    # the plan's warnings and the settings' notes, then the speed levers' line (information, not a warning)
-    panel[-2] = warnings_html(view, extra=setting_notes(cfg, gpus)) + speed_html(cfg, gpus)
+    choice = speed_choice(cfg)  # looked up once: the speed line and the launch line's time both read it
+    # what may go wrong in the warning colour; the plan's and the settings' information, and the speed levers'
+    # line, in grey
+    warnings, notes = setting_notes(cfg, gpus)
+    panel[-2] = warnings_html(view, extra=warnings, notes=notes) + speed_html(cfg, gpus, choice)
     memory = (MODEL_REFUSED_NOTE if model_refused else memory_panel(cfg, free, device))
-    return [*panel, problems_html(problems), memory, ready]
+    return [*panel, launch_html(cfg, view.plan, choice), gr.update(interactive=ready), problems_html(problems),
+            memory, ready]
+
+
+def default_values(hardware: dict) -> list:
+    """The tab's values on first open (ctx.config_inputs order), with `hardware` as the hardware state."""
+    defaults = RunConfig.for_task(RunConfig().task).to_dict()
+    form = {key: defaults.get(key) for key in FORM_KEYS}
+    form.update(task_presets(defaults["task"]))
+    form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
+    return [form[key] for key in FORM_KEYS] + [hardware]
 
 
 def benchmark_values() -> list:
-    """The tab's default values, as update_plan receives them on page load (for the benchmark)."""
-    defaults = RunConfig.for_task(RunConfig().task).to_dict()
-    task = TASKS[defaults["task"]]
-    form = {key: defaults.get(key) for key in FORM_KEYS}
-    form.update({f"use_{n}": n in task.reward_names for n in PICKER_REWARDS})
-    form.update({f"weight_{n}": dict(zip(task.reward_names, task.reward_weights)).get(n, 1.0) for n in PICKER_REWARDS})
-    form.update(cpu_processes=1, gpu_ids=[], vllm_gpu_ids=[])
-    return [form[key] for key in FORM_KEYS] + [{"gpus": [], "busy": []}]
+    """The tab's default values, as update_plan receives them on page load on a CPU machine (for the benchmark)."""
+    return default_values({"gpus": [], "busy": []})
 
 
 def _setting(name: str, value):
@@ -366,30 +373,21 @@ def _rows(form: dict, names, defaults: dict, per_row: int = 3) -> None:
                 form[name] = _setting(name, defaults[name])
 
 
-def apply_task(task_name: str) -> list:
-    """On choosing a task: its description, its rewards and weights, and the settings it presets."""
-    task = TASKS.get(task_name) if isinstance(task_name, str) else None
-    if task is None:
-        return [gr.update()] * TASK_OUTPUTS
-    weights = dict(zip(task.reward_names, task.reward_weights))
-    reward_updates = []
-    for name in PICKER_REWARDS:
-        reward_updates += [gr.update(value=name in weights), gr.update(value=weights.get(name, 1.0))]
-    preset = RunConfig.for_task(task_name)
-    settings = [gr.update(value=getattr(preset, k)) for k in TASK_SETTING_KEYS]
-    return [f"**{task.title}.** {task.description}", *reward_updates, *settings]
+def form_with(values: list, changes: dict) -> list:
+    """The form's `values` (ctx.config_inputs order) once `changes` (form key -> value) land in it."""
+    form = dict(zip(FORM_KEYS, values[:-1]))
+    form.update(changes)
+    return [form[key] for key in FORM_KEYS] + [values[-1]]
 
 
-def on_task(task_name: str, applied: str) -> list:
-    """`apply_task` for a task the form does not hold yet, then the task now applied.
-
-    Gradio's page sends one choice of a task as up to three change events while the presets' own updates
-    land (measured over a few seconds, longer on a busy machine): applied again, the presets would undo
-    what was typed in between. The same task again leaves the form alone.
-    """
-    if task_name == applied:
-        return [gr.skip()] * TASK_OUTPUTS + [applied]
-    return [*apply_task(task_name), task_name]
+def correctness_update(values: list) -> gr.Dropdown:
+    """The correctness_reward choices follow the rewards ticked (the task's when none is)."""
+    form = dict(zip(FORM_KEYS, values[:-1]))
+    names = [name for name in PICKER_REWARDS if form.get(f"use_{name}")]
+    task = form.get("task")
+    if not names and isinstance(task, str) and task in TASKS:
+        names = list(TASKS[task].reward_names)
+    return gr.Dropdown(choices=correctness_choices(names), value=kept_correctness(form.get(CORRECTNESS_FIELD), names))
 
 
 def try_rewards(prompt: str, completions_text: str, columns_text: str, *values,
@@ -458,11 +456,15 @@ class SetupComponents:
     score_button: gr.Button
     example_button: gr.Button
     scores_box: gr.HTML
+    uploads: tuple | None  # "Your files" (a dashboard with accounts), None without
     plan: tuple  # the verdict: badge, suggestion buttons, suggestions, warnings
     numbers: gr.HTML
     memory: gr.HTML
+    launch_note: gr.HTML  # what Launch runs and how long it takes here
     problems: gr.HTML
     plan_valid: gr.Checkbox
+    launch_button: gr.Button
+    launch_result: gr.HTML
     preview_button: gr.Button
     smoke_button: gr.Button
     command: gr.Textbox
@@ -474,12 +476,11 @@ class SetupComponents:
     exported: gr.Textbox
     script_button: gr.Button
     script_file: gr.File
-    recipe_note: gr.HTML
     signal_button: gr.Button
     signal_result: gr.HTML
     signal_job: gr.State
     signal_timer: gr.Timer
-    applied_task: gr.State  # the task whose presets the form holds (on_task)
+    recipe_note: gr.HTML
 
     @property
     def data_dropdowns(self) -> list:
@@ -493,38 +494,37 @@ class SetupComponents:
 
     @property
     def plan_outputs(self) -> list:
+        """What `update_plan` fills, in its order."""
         badge, buttons, suggestions, warnings = self.plan
-        return [badge, *buttons, suggestions, warnings, self.numbers, self.problems, self.memory, self.plan_valid]
+        return [badge, *buttons, suggestions, warnings, self.numbers, self.launch_note, self.launch_button,
+                self.problems, self.memory, self.plan_valid]
+
+    @property
+    def preview_outputs(self) -> list:
+        """What `SetupTab.live_preview` fills: the preview, the dropdowns the data fills, the correctness choices."""
+        return [self.data_preview, *self.data_dropdowns, self.form[CORRECTNESS_FIELD]]
 
 
 def layout(ctx) -> SetupComponents:
-    """The form on the left (model and hardware, task and rewards, every setting), the plan on the right."""
+    """What a first run needs, open: model and hardware, task and data, rewards on the left; the verdict, memory and
+    Launch on the right. Every other setting sits in a closed group (setup_view.ADVANCED_GROUPS)."""
     defaults = {**RunConfig().to_dict(), **TASKS[RunConfig().task].settings}
     form: dict = {}
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=560):
             hardware, hardware_box = _model_and_hardware(ctx, form, defaults)
-            task_text, data_preview = _task_and_rewards(ctx, form, defaults)
-            tries = _try_rewards()
-            gr.Markdown("### Batch and length", elem_classes=["wb-section"])
-            _rows(form, BATCH_FIELDS, defaults)
-            recipe_note = _recipe_choice(form, defaults)
-            with gr.Accordion("Optimiser, loss and sampling", open=False):
-                _rows(form, OPTIMISER_FIELDS, defaults)
-            with gr.Accordion("LoRA", open=False):
-                _rows(form, LORA_FIELDS, defaults, per_row=2)
-            with gr.Accordion("Run, logging and vLLM", open=False):
-                _rows(form, RUN_FIELDS + tuple(f for f in VLLM_FIELDS if f != "generation"), defaults)
+            task_text, data_preview, uploads = _task_and_data(ctx, form, defaults)
+            tries = _rewards(form, defaults)
+            recipe_note = _advanced(ctx, form, defaults)
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
             plan_column = _plan_column()
             signal = _signal_check()
-    applied_task = gr.State(defaults["task"])
-    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, *plan_column, recipe_note,
-                           *signal, applied_task)
+    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, uploads, *plan_column,
+                           *signal, recipe_note)
 
 
 def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.HTML]:
-    hardware_now = _hardware_state(ctx.runs_dir)
+    hardware_now = hardware_state(ctx.runs_dir)
     gpus, busy = _gpus(hardware_now), set(hardware_now["busy"])
     gr.Markdown("### Model and hardware", elem_classes=["wb-section"])
     with gr.Row():
@@ -536,30 +536,40 @@ def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.H
             info="2 runs DDP over the CPU cores through accelerate", scale=2)
     hardware = gr.State(hardware_now)
     hardware_box = gr.HTML(hardware_html(gpus, busy))
-    with gr.Row():
+    with gr.Row(visible=bool(gpus)):
         form["gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="training GPUs",
                                            info=FIELD_HELP["gpu_ids"], visible=bool(gpus))
         form["vllm_gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="vLLM server GPUs",
                                                 info=FIELD_HELP["vllm_gpu_ids"], visible=bool(gpus))
-    form["generation"] = _setting("generation", defaults["generation"])
     return hardware, hardware_box
 
 
-def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.HTML]:
-    gr.Markdown("### Task and rewards", elem_classes=["wb-section"])
+def _task_and_data(ctx, form: dict, defaults: dict) -> tuple:
+    """The task and dataset_name, the task's description, the data's own group (closed) and, on a dashboard with
+    accounts, the uploads (their parts for files_panel.wire_uploads; None without accounts)."""
+    gr.Markdown("### Task and data", elem_classes=["wb-section"])
     with gr.Row():
         form["task"] = gr.Dropdown(choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
                                    value=defaults["task"], label="task", info=FIELD_HELP["task"])
         form["dataset_name"] = gr.Textbox(
-            value="", label="dataset_name", info=FIELD_HELP["dataset_name"],
+            value="", label="dataset_name",
+            info="Your own data in place of the task's prompts (open the data's group below for the column mapping).",
             placeholder="optional: a hub id, or a file or folder from your uploads (Your files, below)"
             if ctx.shared else "optional: openai/gsm8k, data/gsm8k (a hub-layout folder) or data/my_prompts.jsonl")
-    task_text = gr.Markdown(apply_task(defaults["task"])[0], elem_classes=["wb-note"])
-    with gr.Accordion("The data: first rows, the column mapping, and what the model receives", open=True):
+    task_text = gr.Markdown(task_description(defaults["task"]), elem_classes=["wb-note"])
+    with gr.Accordion(DATA_GROUP, open=False):
+        gr.Markdown(f"`dataset_name`: {FIELD_HELP['dataset_name']}", elem_classes=["wb-note"])
         first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
         _data_fields(form, defaults, first)
         data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
         download_panel.build(form["dataset_name"])
+    uploads = files_panel.build_uploads(ctx)
+    return task_text, data_preview, uploads
+
+
+def _rewards(form: dict, defaults: dict) -> tuple:
+    """A tick and a weight per reward function (the task's ticked), and trying them on typed completions."""
+    gr.Markdown("### Rewards", elem_classes=["wb-section"])
     task = TASKS[defaults["task"]]
     weights = dict(zip(task.reward_names, task.reward_weights))
     names = list(PICKER_REWARDS)
@@ -567,21 +577,46 @@ def _task_and_rewards(ctx, form: dict, defaults: dict) -> tuple[gr.Markdown, gr.
         for start in range(0, len(names), 2):
             with gr.Row():
                 for name in names[start:start + 2]:
-                    form[f"use_{name}"] = gr.Checkbox(value=name in weights, label=name, scale=3,
+                    form[f"use_{name}"] = gr.Checkbox(value=name in weights, label=name, scale=1,
                                                       container=False, min_width=150)
                     form[f"weight_{name}"] = gr.Number(value=weights.get(name, 1.0), show_label=False,
-                                                       label=f"weight of {name}", scale=1, min_width=70,
+                                                       label=f"weight of {name}", scale=0, min_width=64,
                                                        container=False)
+    return _try_rewards()
+
+
+def _advanced(ctx, form: dict, defaults: dict) -> gr.HTML:
+    """Every other setting, in the closed groups of setup_view.ADVANCED_GROUPS; the recipe's note."""
+    gr.Markdown("### More settings", elem_classes=["wb-section"])
+    recipe_note = None
+    with gr.Column(elem_classes=["wb-groups"]):
+        for title, names in ADVANCED_GROUPS.items():
+            with gr.Accordion(title, open=False):
+                if names == ("recipe",):
+                    recipe_note = _recipe_choice(form, defaults)
+                elif names == ("reward_file",):
+                    _reward_code(ctx, form)
+                elif CORRECTNESS_FIELD in names:
+                    _reward_scoring(form, defaults, names)
+                else:
+                    _rows(form, names, defaults, per_row=2 if len(names) <= 4 else 3)
+    return recipe_note
+
+
+def _reward_scoring(form: dict, defaults: dict, names: tuple) -> None:
+    task = TASKS[defaults["task"]]
+    _rows(form, tuple(name for name in names if name != CORRECTNESS_FIELD), defaults)
     form[CORRECTNESS_FIELD] = gr.Dropdown(choices=correctness_choices(list(task.reward_names)), value="",
                                           label=CORRECTNESS_FIELD, info=FIELD_HELP[CORRECTNESS_FIELD])
-    with gr.Accordion("What each reward function computes, and TRL's parameters", open=False):
-        gr.Markdown(rewards_help_markdown(), elem_classes=["wb-note"])
-    _rows(form, REWARD_FIELDS, defaults)
+    gr.Markdown("**What each reward function computes, and TRL's parameters**", elem_classes=["wb-note"])
+    gr.Markdown(rewards_help_markdown(), elem_classes=["wb-note"])
+
+
+def _reward_code(ctx, form: dict) -> None:
     form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
-                                     placeholder="optional: a .py file from your uploads (Your files, below)"
+                                     placeholder="optional: a .py file from your uploads (Your files, above)"
                                      if ctx.shared else "optional: my_rewards.py")
-    files_panel.build(ctx, form["dataset_name"], form["reward_file"])
-    return task_text, data_preview
+    files_panel.build(ctx, form["reward_file"])
 
 
 def _data_fields(form: dict, defaults: dict, first: DataPreview) -> None:
@@ -607,7 +642,6 @@ def _data_fields(form: dict, defaults: dict, first: DataPreview) -> None:
 
 def _recipe_choice(form: dict, defaults: dict) -> gr.HTML:
     """The recipe dropdown (spec/recipes.py) and the note saying which fields choosing one changed."""
-    gr.Markdown("### GRPO variant", elem_classes=["wb-section"])
     form["recipe"] = gr.Dropdown(choices=recipe_choices(), value=defaults["recipe"], label="recipe",
                                  info=FIELD_HELP["recipe"], elem_id="wb-recipe")
     return gr.HTML(recipe_note_html(defaults["recipe"], []), elem_id="wb-recipe-note")
@@ -615,12 +649,12 @@ def _recipe_choice(form: dict, defaults: dict) -> gr.HTML:
 
 def _signal_check() -> tuple:
     """Will it learn? The button, the report, the running check and the timer that follows it."""
-    gr.Markdown("### Will it learn?", elem_classes=["wb-section"])
-    gr.Markdown(f"Samples {signal_job.DEFAULT_GROUPS} prompts x num_generations completions from the base model "
-                "with these settings and scores them with the rewards: groups whose completions all score the same "
-                "teach nothing.", elem_classes=["wb-note"])
-    button = gr.Button("Check the signal", size="sm", elem_id="wb-signal-button")
-    result = gr.HTML(elem_id="wb-signal-result")
+    with gr.Accordion("Will it learn? A signal check before training", open=False):
+        gr.Markdown(f"Samples {signal_job.DEFAULT_GROUPS} prompts x num_generations completions from the base model "
+                    "with these settings and scores them with the rewards: groups whose completions all score the "
+                    "same teach nothing.", elem_classes=["wb-note"])
+        button = gr.Button("Check the signal", size="sm", elem_id="wb-signal-button")
+        result = gr.HTML(elem_id="wb-signal-result")
     job = gr.State(None, delete_callback=signal_job.cancel_signal_check)
     return button, result, job, gr.Timer(1.0, active=False)
 
@@ -641,23 +675,28 @@ def _try_rewards() -> tuple:
 
 
 def _plan_column() -> tuple:
-    """The batch plan, memory, what stops a launch, the command preview, the smoke test and the cluster export."""
+    """The batch plan, memory, Launch with what it runs and what stops it, then (closed) the command preview and
+    smoke test, the cluster export and the script."""
     gr.Markdown("### Batch plan", elem_classes=["wb-section"])
     plan = build_verdict()
     with gr.Accordion("The numbers", open=False):
         numbers = gr.HTML()
     gr.Markdown("### Memory", elem_classes=["wb-section"])
     memory = gr.HTML()
-    gr.Markdown("### Before launch", elem_classes=["wb-section"])
+    gr.Markdown("### Launch", elem_classes=["wb-section"])
+    launch_note = gr.HTML(elem_id="wb-launch-note")
     problems = gr.HTML()
     plan_valid = gr.Checkbox(value=False, visible=False, label="plan_valid")
-    with gr.Row():
-        preview_button = gr.Button("Preview command", size="sm")
-        smoke_button = gr.Button("Smoke test (1 step)", size="sm", variant="primary")
-    command = gr.Textbox(label="command the launch runs", lines=3, buttons=["copy"], interactive=False,
-                         placeholder="Preview command shows the exact argument list here.",
-                         elem_classes=["wb-command"])
-    smoke_result = gr.HTML()
+    launch_button = gr.Button("Launch", variant="primary", interactive=False, elem_id="wb-setup-launch")
+    launch_result = gr.HTML(elem_id="wb-setup-launch-result")
+    with gr.Accordion("Check first: the exact command, a one-step smoke test", open=False):
+        with gr.Row():
+            preview_button = gr.Button("Preview command", size="sm")
+            smoke_button = gr.Button("Smoke test (1 step)", size="sm")
+        command = gr.Textbox(label="command the launch runs", lines=3, buttons=["copy"], interactive=False,
+                             placeholder="Preview command shows the exact argument list here.",
+                             elem_classes=["wb-command"])
+        smoke_result = gr.HTML()
     smoke_run = gr.State(None)
     smoke_timer = gr.Timer(1.0, active=False)
     with gr.Accordion("Export for a cluster", open=False):
@@ -672,12 +711,20 @@ def _plan_column() -> tuple:
                     "functions' source and GRPOConfig with every setting above.", elem_classes=["wb-note"])
         script_button = gr.Button("Download as a Python script", size="sm", elem_id="wb-script-button")
         script_file = gr.File(label="training script", visible=False, interactive=False, elem_id="wb-script-file")
-    return (plan, numbers, memory, problems, plan_valid, preview_button, smoke_button, command, smoke_result,
-            smoke_run, smoke_timer, cluster, export_button, exported, script_button, script_file)
+    return (plan, numbers, memory, launch_note, problems, plan_valid, launch_button, launch_result, preview_button,
+            smoke_button, command, smoke_result, smoke_run, smoke_timer, cluster, export_button, exported,
+            script_button, script_file)
 
 
 class SetupTab:
-    """The Setup tab's event handlers, over the context and the components they fill."""
+    """The Setup tab's event handlers, over the context and the components they fill.
+
+    One person's action is one event: a handler that changes the form (a task, a recipe, a suggestion, the
+    hardware on page load) answers with the verdict of the form as it leaves it, in the same response, and the
+    form's own events listen to `input` (a person's edit), never to `change`, so no value a handler sets starts
+    another event. Gradio sends one request per event, chained ones included: a task choice used to start about
+    30 of them, in waves, over several seconds, and a loop of them on a busy machine.
+    """
 
     def __init__(self, ctx, ui: SetupComponents):
         self.ctx = ctx
@@ -687,16 +734,68 @@ class SetupTab:
         return update_plan(*values, scope=self.ctx.scope_for(request))
 
     def live_preview(self, request: gr.Request, *values) -> list:
-        return preview_data(*values, scope=self.ctx.scope_for(request))
+        return [*preview_data(*values, scope=self.ctx.scope_for(request)), correctness_update(list(values))]
 
     def on_score(self, request: gr.Request, prompt, completions_text, columns_text, *values) -> str:
         return try_rewards(prompt, completions_text, columns_text, *values, scope=self.ctx.scope_for(request))
 
-    def refresh_hardware(self):
-        state = _hardware_state(self.ctx.runs_dir)
+    def form_settled(self, request: gr.Request, *values) -> list:
+        """The verdict and the data preview of the form as it is (after an upload filled its paths)."""
+        return [*self.live_plan(request, *values), *self.live_preview(request, *values)]
+
+    def on_task(self, request: gr.Request, *values) -> list:
+        """Choosing a task: its description, its rewards and preset settings, and the verdict and data preview of
+        the form with them, in one answer."""
+        changes = task_presets(values[FORM_KEYS.index("task")])
+        if changes is None:  # no task of this name (only a hand-made request sends one)
+            return [gr.skip()] * (1 + len(TASK_KEYS) + len(self.ui.plan_outputs) + len(self.ui.preview_outputs))
+        settled = form_with(list(values), changes)
+        return [task_description(values[FORM_KEYS.index("task")]),
+                *[gr.update(value=changes[key]) for key in TASK_KEYS], *self.form_settled(request, *settled)]
+
+    def on_recipe(self, request: gr.Request, *values) -> list:
+        """Choosing a recipe: its settings into the form, the verdict of the form with them, and a note naming each
+        field it changed."""
+        form = dict(zip(FORM_KEYS, values[:-1]))
+        try:
+            before = config_from_values(*values)  # reads nothing: the recipe needs the numbers only
+            after, changed = apply_recipe(before, form["recipe"])
+        except (ConfigError, ValueError) as exc:  # a form it cannot read, a name that is no recipe
+            return ([gr.skip()] * (len(RECIPE_FORM_FIELDS) + len(self.ui.plan_outputs))
+                    + [recipe_note_html("", [], str(exc))])
+        lines = describe_changes(before, after, [name for name in changed if name != "recipe"])
+        values_now = {name: getattr(after, name) for name in RECIPE_FORM_FIELDS}
+        values_now["steps_per_generation"] = values_now["steps_per_generation"] or 0  # the form's 0 is unset
+        return ([gr.update(value=values_now[name]) for name in RECIPE_FORM_FIELDS]
+                + self.live_plan(request, *form_with(list(values), values_now))
+                + [recipe_note_html(form["recipe"], lines)])
+
+    def suggestion(self, index: int):
+        """The handler of the verdict's suggestion button `index`: the form's fields once its changes are made,
+        and the verdict of the form with them."""
+        def apply_suggestion(request: gr.Request, slots: list, *values) -> list:
+            form = dict(zip(FORM_KEYS, values[:-1]))
+            changes = slots[index] if isinstance(slots, list) and index < len(slots) and slots[index] else {}
+            fixed = apply_changes({name: form[name] for name in PLAN_FIELDS_SETTABLE}, changes)
+            return [*fixed.values(), *self.live_plan(request, *form_with(list(values), fixed))]
+
+        return apply_suggestion
+
+    def refresh_hardware(self, request: gr.Request, *values):
+        """On page load: the GPUs as they are now, and the verdict of the form on them."""
+        state = hardware_state(self.ctx.runs_dir)
         gpus, busy = _gpus(state), set(state["busy"])
         choices = gpu_choices(gpus, busy)
-        return state, hardware_html(gpus, busy), gr.update(choices=choices), gr.update(choices=choices)
+        return [state, hardware_html(gpus, busy), gr.update(choices=choices), gr.update(choices=choices),
+                *self.live_plan(request, *values[:-1], state)]
+
+    def launch(self, request: gr.Request, *values):
+        """Launch the form's config (ui/launching.py) and show the Train tab, which follows the new run."""
+        try:
+            run_id = launching.start_run(self.ctx, request, values)
+        except WorkbenchError as exc:  # the config's field, rule and fix, or too many launches this minute
+            return refused_html(str(exc)), gr.skip()
+        return launched_html(run_id), gr.Tabs(selected="train")
 
     def preview(self, request: gr.Request, *values):
         try:
@@ -706,6 +805,7 @@ class SetupTab:
         run_dir = self.ctx.runs_dir / runfolder.new_run_id(preview_label(cfg))  # not created
         return command_text(commands.build_command(cfg, run_dir), commands.launch_env(cfg),
                             server_command_text(cfg))
+
 
     def start_smoke(self, request: gr.Request, *values):
         ctx, viewer = self.ctx, self.ctx.viewer(request)
@@ -749,13 +849,6 @@ class SetupTab:
         state = signal_job.read_signal_check(job)
         return signal_html(state), gr.Timer(active=state["state"] == "running")
 
-    def correctness_options(self, task, current, *ticked):
-        """The correctness_reward choices follow the rewards ticked (the task's when none is)."""
-        names = [name for name, use in zip(PICKER_REWARDS, ticked) if use]
-        if not names and isinstance(task, str) and task in TASKS:
-            names = list(TASKS[task].reward_names)
-        return gr.Dropdown(choices=correctness_choices(names), value=kept_correctness(current, names))
-
     def export(self, request: gr.Request, *values):
         cluster = self.ui.cluster
         try:
@@ -767,21 +860,6 @@ class SetupTab:
         except WorkbenchError as exc:
             return f"Cannot export: {exc}"
         return export_view.export_text(written.folder, written.run_id, written.commands, self.ctx.runs_dir)
-
-
-    def on_recipe(self, *values) -> list:
-        """Choosing a recipe: its settings into the form, and a note naming each field it changed."""
-        form = dict(zip(FORM_KEYS, values[:-1]))
-        try:
-            before = config_from_values(*values)  # reads nothing: the recipe needs the numbers only
-            after, changed = apply_recipe(before, form["recipe"])
-        except (ConfigError, ValueError) as exc:  # a form it cannot read, a name that is no recipe
-            return [gr.update()] * len(RECIPE_FORM_FIELDS) + [recipe_note_html("", [], str(exc))]
-        lines = describe_changes(before, after, [name for name in changed if name != "recipe"])
-        values_now = {name: getattr(after, name) for name in RECIPE_FORM_FIELDS}
-        values_now["steps_per_generation"] = values_now["steps_per_generation"] or 0  # the form's 0 is unset
-        return [gr.update(value=values_now[name]) for name in RECIPE_FORM_FIELDS] + \
-            [recipe_note_html(form["recipe"], lines)]
 
     def export_script(self, request: gr.Request, *values):
         """This setup as one Python script, offered for download (a private folder, ui/cleanup.py empties it)."""
@@ -804,47 +882,70 @@ def build(ctx) -> None:
     """Lay the tab out, wire its events to a `SetupTab`, and register what the Train tab needs."""
     ui = layout(ctx)
     tab = SetupTab(ctx, ui)
-    form, inputs = ui.form, ui.inputs
-    gr.on(None, fn=tab.live_plan, inputs=inputs, outputs=ui.plan_outputs, show_progress="hidden",
-          trigger_mode="always_last")
-    settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
-    _badge, buttons, suggestions, _warnings = ui.plan
-    for index, button in enumerate(buttons):
-        button.click(suggestion_applier(PLAN_FIELDS_SETTABLE, index), inputs=[suggestions, *settable],
-                     outputs=settable, show_progress="hidden")
-    form["task"].change(on_task, inputs=[form["task"], ui.applied_task],
-                        outputs=[ui.task_text, *[form[k] for k in REWARD_KEYS], *[form[k] for k in TASK_SETTING_KEYS],
-                                 ui.applied_task], show_progress="hidden")
-    # The preview follows what decides the rows and the columns the rewards read.
-    preview_triggers = [form[name].change for name in ("task", "dataset_name", "reward_file", "seed", "model",
-                                                       *DATA_FIELDS) if name != "dataset_test_split"]
-    preview_triggers += [form[f"use_{name}"].change for name in PICKER_REWARDS]
-    gr.on(preview_triggers, fn=tab.live_preview, inputs=inputs, outputs=[ui.data_preview, *ui.data_dropdowns],
-          show_progress="hidden", trigger_mode="always_last")
-    ui.score_button.click(tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *inputs],
+    _wire_form(ctx, ui, tab)
+    ui.score_button.click(tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *ui.inputs],
                           outputs=ui.scores_box)
-    ui.example_button.click(example_from_task, inputs=form["task"], outputs=[ui.try_prompt, ui.try_columns])
-    ctx.blocks.load(tab.refresh_hardware, outputs=[ui.hardware, ui.hardware_box, form["gpu_ids"],
-                                                   form["vllm_gpu_ids"]], show_progress="hidden")
-    ui.preview_button.click(tab.preview, inputs=inputs, outputs=ui.command, show_progress="hidden")
-    ui.export_button.click(tab.export, inputs=[*ui.cluster, *inputs], outputs=ui.exported, show_progress="hidden")
-    ui.script_button.click(tab.export_script, inputs=inputs, outputs=[ui.script_file, ui.problems])
-    form["recipe"].input(tab.on_recipe, inputs=inputs, outputs=[*[form[k] for k in RECIPE_FORM_FIELDS], ui.recipe_note],
-                         show_progress="hidden")
-    ui.smoke_button.click(tab.start_smoke, inputs=inputs, outputs=[ui.smoke_run, ui.smoke_result, ui.smoke_timer])
+    ui.example_button.click(example_from_task, inputs=ui.form["task"], outputs=[ui.try_prompt, ui.try_columns])
+    ui.launch_button.click(tab.launch, inputs=ui.inputs, outputs=[ui.launch_result, ctx.components["tabs"]],
+                           show_progress="minimal")
+    ui.preview_button.click(tab.preview, inputs=ui.inputs, outputs=ui.command, show_progress="hidden")
+    ui.export_button.click(tab.export, inputs=[*ui.cluster, *ui.inputs], outputs=ui.exported, show_progress="hidden")
+    ui.script_button.click(tab.export_script, inputs=ui.inputs, outputs=[ui.script_file, ui.problems])
+    ui.smoke_button.click(tab.start_smoke, inputs=ui.inputs, outputs=[ui.smoke_run, ui.smoke_result, ui.smoke_timer])
     ui.smoke_timer.tick(tab.poll_smoke, inputs=ui.smoke_run, outputs=[ui.smoke_result, ui.smoke_timer],
                         show_progress="hidden")
-    ui.signal_button.click(tab.start_signal, inputs=[ui.signal_job, *inputs],
+    ui.signal_button.click(tab.start_signal, inputs=[ui.signal_job, *ui.inputs],
                            outputs=[ui.signal_job, ui.signal_result, ui.signal_timer])
     ui.signal_timer.tick(tab.poll_signal, inputs=ui.signal_job, outputs=[ui.signal_result, ui.signal_timer],
                          show_progress="hidden")
-    ticks = [form[f"use_{name}"] for name in PICKER_REWARDS]
-    gr.on([form["task"].change, *[t.change for t in ticks]], fn=tab.correctness_options,
-          inputs=[form["task"], form[CORRECTNESS_FIELD], *ticks], outputs=form[CORRECTNESS_FIELD],
-          show_progress="hidden", trigger_mode="always_last")
-    ctx.config_inputs = inputs
+    ctx.config_inputs = ui.inputs
     ctx.config_from_values = config_from_values
-    ctx.register(plan_valid=ui.plan_valid, setup_form=form, setup_hardware=ui.hardware)
+    ctx.register(plan_valid=ui.plan_valid, setup_form=ui.form, setup_hardware=ui.hardware)
+
+
+def _wire_form(ctx, ui: SetupComponents, tab: SetupTab) -> None:
+    """The form's events: one per person's action, each answering with the verdict of the form it leaves (see
+    SetupTab). `edited` picks the events of a person's edit; a value a handler sets starts nothing."""
+    form, inputs = ui.form, ui.inputs
+    edits = [event for key in FORM_KEYS if key not in ("task", "recipe") for event in edited(form[key])]
+    gr.on(edits, fn=tab.live_plan, inputs=inputs, outputs=ui.plan_outputs, show_progress="hidden",
+          trigger_mode="always_last")
+    # The preview follows what decides the rows and the columns the rewards read (the correctness choices follow
+    # the rewards ticked).
+    preview_keys = ["dataset_name", "seed", "model", *[k for k in DATA_FIELDS if k != "dataset_test_split"],
+                    *[f"use_{name}" for name in PICKER_REWARDS]]
+    gr.on([event for key in preview_keys for event in edited(form[key])], fn=tab.live_preview, inputs=inputs,
+          outputs=ui.preview_outputs, show_progress="hidden", trigger_mode="always_last")
+    gr.on(edited(form["task"]), tab.on_task, inputs=inputs,
+          outputs=[ui.task_text, *[form[k] for k in TASK_KEYS], *ui.plan_outputs, *ui.preview_outputs],
+          show_progress="hidden", trigger_mode="always_last")
+    gr.on(edited(form["recipe"]), tab.on_recipe, inputs=inputs,
+          outputs=[*[form[k] for k in RECIPE_FORM_FIELDS], *ui.plan_outputs, ui.recipe_note],
+          show_progress="hidden", trigger_mode="always_last")
+    settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
+    _badge, buttons, suggestions, _warnings = ui.plan
+    for index, button in enumerate(buttons):
+        button.click(tab.suggestion(index), inputs=[suggestions, *inputs], outputs=[*settable, *ui.plan_outputs],
+                     show_progress="hidden")
+    ctx.blocks.load(tab.refresh_hardware, inputs=inputs,
+                    outputs=[ui.hardware, ui.hardware_box, form["gpu_ids"], form["vllm_gpu_ids"], *ui.plan_outputs],
+                    show_progress="hidden")
+    uploaded = files_panel.wire_uploads(ui.uploads, form["dataset_name"], form["reward_file"])
+    if uploaded is not None:  # an upload fills dataset_name or reward_file: the verdict and preview of them
+        uploaded.success(tab.form_settled, inputs=inputs, outputs=[*ui.plan_outputs, *ui.preview_outputs],
+                            show_progress="hidden")
+
+
+def edited(component) -> list:
+    """The events of a person's edit of a form field: `input`, with two exceptions of Gradio's page. A dropdown of
+    fixed choices sends `input` twice for one choice (as the option is picked, again as its list closes): `select`
+    once instead. A text box sends `input` from key presses only, so a path pasted with the mouse would send
+    nothing: `blur` too, as the person leaves the box."""
+    if isinstance(component, gr.Dropdown) and not component.allow_custom_value and not component.multiselect:
+        return [component.select]
+    if isinstance(component, gr.Textbox):
+        return [component.input, component.blur]
+    return [component.input]
 
 
 def _cluster_inputs() -> list:

@@ -24,6 +24,7 @@ from workbench.spec.hardware import GpuInfo, runs_on_cpu
 from workbench.spec.recipes import RECIPES, VARIANT_FIELDS
 from workbench.spec.rewards import REWARDS, describe_rewards, describe_trl_rewards
 from workbench.spec.speed import speed_notes
+from workbench.spec.tasks import TASKS
 from workbench.spec.trl_rewards import TRL_REWARDS
 from workbench.ui.calculator_view import PlanView
 
@@ -58,6 +59,53 @@ OPTIONAL_FIELDS = tuple(name for name in SETTING_FIELDS if type(None) in typing.
 PLAN_FIELDS_SETTABLE = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
                         "steps_per_generation")
 CPU_PROCESS_CHOICES = (1, 2)
+# The Setup tab on first open shows what a first run needs (model, hardware, task and data, rewards, the verdict,
+# memory, Launch); every other setting sits in one of these groups, closed, by its title (the browser tests open
+# a field's group by this table: `group_of`).
+DATA_GROUP = "The data: first rows, column mapping, and what the model receives"
+ADVANCED_GROUPS = {
+    "Batch and length": BATCH_FIELDS,
+    "GRPO variant (a recipe of settings)": ("recipe",),
+    "Optimiser, loss and sampling": OPTIMISER_FIELDS,
+    "LoRA": LORA_FIELDS,
+    "Run: logging, checkpoints, precision, speed, evaluation": RUN_FIELDS,
+    "Generation and vLLM": VLLM_FIELDS,
+    "Reward scoring: parameters, failures, a reward model, which reward means right": REWARD_FIELDS
+    + (CORRECTNESS_FIELD,),
+    "Your own reward code": ("reward_file",),
+}
+# Settings a task may preset (e.g. the demo's learning rate and batch; dataset_name too: a task may name its data,
+# e.g. a hub dataset and its column mapping).
+TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings
+                                  if k in (*SETTING_FIELDS, "dataset_name")}))
+
+
+def group_of(field: str) -> str | None:
+    """The title of the closed group that holds `field` on the Setup tab; None for a field shown on first open."""
+    if field in DATA_FIELDS:
+        return DATA_GROUP
+    return next((title for title, fields in ADVANCED_GROUPS.items() if field in fields), None)
+
+
+def task_presets(task_name) -> dict | None:
+    """What choosing `task_name` sets on the form: each picker reward's tick and weight, and the settings the task
+    presets (the rest of TASK_SETTING_KEYS back to RunConfig's defaults); None for a name that is no task."""
+    task = TASKS.get(task_name) if isinstance(task_name, str) else None
+    if task is None:
+        return None
+    weights = dict(zip(task.reward_names, task.reward_weights))
+    values = {}
+    for name in PICKER_REWARDS:
+        values[f"use_{name}"], values[f"weight_{name}"] = name in weights, weights.get(name, 1.0)
+    preset = RunConfig.for_task(task_name)
+    values.update({key: getattr(preset, key) for key in TASK_SETTING_KEYS})
+    return values
+
+
+def task_description(task_name) -> str:
+    """The chosen task's title and description (Markdown)."""
+    task = TASKS.get(task_name) if isinstance(task_name, str) else None
+    return f"**{task.title}.** {task.description}" if task else ""
 
 
 # ---------------------------------------------------------------- hardware
@@ -211,24 +259,31 @@ def problems_html(problems: list[ConfigProblem]) -> str:
     return f'<div class="wb-problems"><b>Not ready to launch:</b><ul>{items}</ul></div>'
 
 
-def kept_speed_choice(cfg: RunConfig) -> tuple[dict | None, str]:
-    """This machine's kept speed choice for the run (RunConfig values) and its one-line summary; (None, "") when the
-    probe has not measured this model and shape here (workbench/tuning/)."""
+def speed_choice(cfg: RunConfig):
+    """This machine's kept speed choice for the run (a tuning.choice.SpeedChoice, with the seconds of a round it
+    measured), or None when the probe has not measured this model and shape here (workbench/tuning/)."""
     from workbench.tuning.for_config import kept_choice
 
-    choice = kept_choice(cfg)
+    return kept_choice(cfg)
+
+
+def kept_speed_choice(cfg: RunConfig, choice=None) -> tuple[dict | None, str]:
+    """This machine's kept speed choice for the run (RunConfig values) and its one-line summary; (None, "") when the
+    probe has not measured this model and shape here. `choice`: the one `speed_choice` found, when looked up already."""
+    choice = choice if choice is not None else speed_choice(cfg)
     return (choice.chosen.settings(), choice.summary()) if choice else (None, "")
 
 
-def speed_html(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> str:
-    """The speed levers' line, as information: what auto chose on this machine (or that it measures at launch)."""
-    lines = speed_notes(cfg, runs_on_cpu(cfg.device, gpus_present=bool(gpus)), *kept_speed_choice(cfg))
+def speed_html(cfg: RunConfig, gpus: list[GpuInfo] | tuple = (), choice=None) -> str:
+    """The speed levers' line, as information: what auto chose on this machine (or that it measures at launch);
+    `choice` as in kept_speed_choice."""
+    lines = speed_notes(cfg, runs_on_cpu(cfg.device, gpus_present=bool(gpus)), *kept_speed_choice(cfg, choice))
     return "".join(f'<p class="wb-note wb-speed">{escape(line)}</p>' for line in lines)
 
 
-def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> list[str]:
-    """Plain words about settings whose effect is easy to miss (beta = 0, which drops the KL term, the CPU
-    defaults, and where vLLM runs)."""
+def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> tuple[list[str], list[str]]:
+    """Plain words about settings whose effect is easy to miss, as (warnings, notes): a rate that may teach a LoRA
+    nothing is a warning; beta = 0 (no KL term) and where vLLM runs are information."""
     from workbench.ui.server_view import split_text
 
     notes = [text for text in [split_text(cfg, list(gpus))] if text]
@@ -236,9 +291,11 @@ def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> list[str]
         notes.append("beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
                      + ("With one iteration the grpo loss is ~0 by construction (advantages sum to zero per group)."
                         if cfg.loss_type == "grpo" and cfg.num_iterations == 1 else ""))
+    warnings = []
     if cfg.learning_rate < 1e-5:
-        notes.append(f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 to 1e-3.")
-    return [n.strip() for n in notes]
+        warnings.append(f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 "
+                        f"to 1e-3.")
+    return warnings, [n.strip() for n in notes]
 
 
 # The launch environment's variables the command preview shows, in this order.

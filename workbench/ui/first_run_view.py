@@ -1,0 +1,88 @@
+"""What a launch will do and how long it takes on this machine, in one line: the first-run strip above the tabs
+(the default demo) and the Setup tab's Launch (the form's config) say it the same way.
+
+How long comes only from what this machine measured: the speed probe's round for the run's model and shape, kept
+in the server's cache (workbench/tuning/), times the rounds the run makes. Where the probe has not measured it
+here, the line says so: a figure from another machine would be a promise this one may not keep. No gradio, no
+I/O: the tabs look the choice up and hand it over.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+
+from workbench.calc import Plan
+from workbench.spec.config import RunConfig
+from workbench.spec.numbers import format_duration
+
+NOT_MEASURED = ("how long is not measured on this machine yet: the run times its rounds in its first minute, "
+                "then the Train tab shows the time left")
+
+
+def rounds_of(plan: Plan) -> int | None:
+    """Generation rounds a valid plan makes: each round is steps_per_generation x num_iterations training passes,
+    each optimizer step gradient_accumulation_steps of them; None when the step count is not known."""
+    if not plan.valid or not plan.total_steps or not plan.steps_per_generation:
+        return None
+    passes = plan.total_steps * plan.inputs["gradient_accumulation_steps"]
+    return math.ceil(passes / (plan.steps_per_generation * plan.inputs.get("num_iterations", 1)))
+
+
+def what_it_runs(cfg: RunConfig, plan: Plan | None) -> str:
+    """`trains <model> with LoRA on <data> for <steps>`, and when it evaluates the held-out prompts."""
+    data = f"the {cfg.task} task" if not cfg.dataset_name else cfg.dataset_name
+    if plan is not None and plan.valid and plan.total_steps:
+        length = f"{plan.total_steps} steps"
+    else:
+        length = f"{cfg.max_steps} steps" if cfg.max_steps > 0 else f"{cfg.num_train_epochs:g} epochs"
+    evaluation = (f", held-out accuracy at step 0 and every {cfg.eval_steps} steps"
+                  if cfg.eval_strategy == "steps" and cfg.eval_size else "")
+    return f"trains {Path(cfg.model).name or cfg.model} with LoRA on {data} for {length}{evaluation}"
+
+
+def how_long(rounds: int | None, round_seconds: float | None) -> str:
+    """How long the training takes on this machine, from the probe's round here, or that it is not measured yet."""
+    if not round_seconds:
+        return NOT_MEASURED
+    if rounds is None:
+        return (f"a round takes {round_seconds:.1f} s on this machine (its speed probe measured it); the number of "
+                f"rounds is known once the data's size is")
+    return (f"about {format_duration(rounds * round_seconds)} of training on this machine ({rounds} rounds x "
+            f"{round_seconds:.1f} s, as its speed probe measured), plus loading the model")
+
+
+def round_seconds(choice) -> float | None:
+    """The seconds of one round with the levers a kept speed choice (tuning.choice.SpeedChoice) took, or None."""
+    if choice is None:
+        return None
+    return choice.seconds.get(choice.chosen.label())
+
+
+def launch_line(cfg: RunConfig, plan: Plan | None, choice) -> str:
+    """The sentence beside a Launch button: what the launch runs, and how long it takes here."""
+    rounds = rounds_of(plan) if plan is not None else None
+    return f"{what_it_runs(cfg, plan)}; {how_long(rounds, round_seconds(choice))}."
+
+
+def launch_html(cfg: RunConfig, plan: Plan | None, choice) -> str:
+    """The Setup tab's line above its Launch button."""
+    return f'<p class="wb-note wb-launch-line">Launch {escape(launch_line(cfg, plan, choice))}</p>'
+
+
+def demo_html(cfg: RunConfig, plan: Plan | None, choice) -> str:
+    """The first-run strip's line: the demo's Launch, what it does and how long it takes on this machine."""
+    return (f'<p class="wb-first-run-line"><b>New here?</b> The demo {escape(launch_line(cfg, plan, choice))} '
+            f"Your own run: the Setup tab.</p>")
+
+
+def launched_html(run_id: str) -> str:
+    """After a launch: where to watch it."""
+    return (f'<p class="wb-first-run-line wb-ok-line">Launched {escape(run_id)}: the Train tab shows it (its first '
+            f"points appear once the model has loaded and the first step is done).</p>")
+
+
+def refused_html(message: str) -> str:
+    """A launch that was refused, with the reason (the config's field, rule and fix)."""
+    return f'<p class="wb-first-run-line wb-warn-line"><b>Not launched:</b> {escape(message)}</p>'
