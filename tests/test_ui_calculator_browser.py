@@ -3,7 +3,7 @@
 Sets the Open-R1 failing case (3 training processes x batch 1, G = 8), reads
 TRL's exact message in the badge, clicks a suggestion and sees the plan turn
 valid; bad input names the field; a pasted error is explained and loaded into
-the fields. Saves assets/calculator.png for the README.
+the fields. Takes calculator.png (the README's picture when tools/screenshots.py runs it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The run (tests/shared_builds.py `tiny_eval_run`) evaluated GSM8K's bundled test split at steps 0, 1 and 2;
 the page must draw those three points beside the training reward and say what the latest evaluation found.
-The screenshot lands in assets/ for the README.
+Takes held_out.png (the README's picture when tools/screenshots.py runs it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A group card's completion opens into its tokens; the KL channel colours them, a token's values show on hover,
 the step's summary names its largest-KL tokens, and the clipped channel says why nothing is clipped on-policy.
-The screenshot lands in assets/ for the README.
+Takes token_view.png (the README's picture when tools/screenshots.py runs it).
 """
 
 from __future__ import annotations

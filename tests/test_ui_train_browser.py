@@ -5,8 +5,8 @@ Every run here is a real training process of the tiny model (2 layers, hidden
 step so a step takes seconds. The full path is driven as a person does it:
 choose model and CPU in Setup, launch, watch the reward plot and a group of
 completions, kill and restart the app under the live run, stop, find the run
-in the Runs tab. Screenshots of the Train, Compare and Runs tabs land in
-assets/ for the README.
+in the Runs tab. It takes screenshots of the Train, Compare and Runs tabs (the README's pictures when
+tools/screenshots.py runs it).
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, app_factory,
     setup.get_by_role("radio", name="1", exact=True).check()  # one CPU process
     for field, value in (("per_device_train_batch_size", 4), ("num_generations", 3),
                          ("max_completion_length", 8), ("max_steps", LONG_RUN_STEPS)):
+        ui.reveal(field, setup)  # its closed group of settings, opened as a person does
         ui.set_number(field, value, setup)
 
     ui.open_tab("Train")
@@ -125,6 +126,7 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, app_factory,
     launch = train.get_by_role("button", name="Launch", exact=True)
     expect(launch).to_be_disabled()  # 4 completions cannot hold whole groups of 3
     ui.open_tab("Setup")
+    ui.reveal("num_generations", setup)
     ui.set_number("num_generations", 4, setup)
     ui.open_tab("Train")
     expect(launch).to_be_enabled()

@@ -1,6 +1,7 @@
-"""Starting a run from a page: the one path a Launch takes, whichever button the person pressed.
+"""Starting a run from a page: the path a Launch takes, whichever of its buttons the person pressed.
 
-The first-run strip's "Launch the demo" and the Setup tab's Launch both start a run here: the config read from the
+The first-run strip's "Launch the demo" and the Setup tab's Launch both start a run here (the Train tab's Launch
+does the same steps in its own handler): the config read from the
 Setup form's values (`ctx.config_from_values`: on a dashboard with accounts every path only where access/paths.py
 allows this user, and a memory estimate within the device's memory and the admin's share), the user's launches per
 minute counted (access/limits.py), then `launcher.start` with the user as the run's owner, in their sandbox.
