@@ -13,10 +13,15 @@ from workbench.ui.setup_view import RECIPE_FORM_FIELDS, recipe_note_html
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def runs_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("setup") / "runs"
+
+
+@pytest.fixture(scope="module")
+def app(runs_dir):
     from workbench.ui.app import build_app
 
-    return build_app(tmp_path_factory.mktemp("setup") / "runs")
+    return build_app(runs_dir)
 
 
 def form_after(event, result: dict, values: list) -> dict:
@@ -114,3 +119,11 @@ def test_a_choice_starts_no_other_event_but_the_train_tab_s_launch_button(app):
         started = [fn.fn.__qualname__ for fn in app.fns.values() if fn.fn is not None
                    and any(target in written and trigger == "change" for target, trigger in fn.targets)]
         assert set(started) <= {"TrainTab.on_plan_valid"}, (name, started)  # only when the verdict flips
+
+
+def test_launch_refuses_a_form_that_stops_a_launch_and_starts_nothing(app, runs_dir):
+    event = find_event(app, "workbench.ui.setup_tab", "launch")
+    note, tabs = Page(app).run(event, setup_form_values(per_device_train_batch_size=None))["data"]
+    assert "Not launched" in note and "per_device_train_batch_size" in note
+    assert "selected" not in str(tabs)  # the page stays on the Setup tab, where the refusal shows
+    assert not any(runs_dir.glob("2*"))  # no run folder was made
