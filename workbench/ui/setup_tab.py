@@ -1,10 +1,17 @@
 """The Setup tab: model, hardware, task, rewards and every GRPO/LoRA setting, checked live.
 
+On first open it shows what a first run needs: model and hardware, task and data, the rewards, the batch plan's
+verdict, memory, and Launch with one line on what it runs and how long that takes on this machine
+(ui/first_run_view.py). Every other setting sits in a named group, closed (setup_view.ADVANCED_GROUPS), so the
+page at 1400x1000 stays under 2,000 px (benchmarks/bench_setup_page.py measures it).
+
 Each setting is a RunConfig field under TRL's name with FIELD_HELP as its info
-text. Every change re-runs `update_plan` (the function the benchmark times):
+text. Every edit re-runs `update_plan` (the function the benchmark times):
 the batch calculator fed by the chosen hardware (badge, one-click fixes,
-warnings, numbers), a rough memory estimate against the device's free memory,
-and every problem `validate_config` finds. "Preview command" shows the exact
+warnings, and information in grey, numbers), a rough memory estimate against the device's free memory,
+and every problem `validate_config` finds. One person's action is one event (`SetupTab`): a task, a recipe or a
+suggestion answers with the fields it sets and the verdict of them together. Launch starts the form's run
+(ui/launching.py) and shows the Train tab; "Preview command" shows the exact
 argument list the launch runs; "Smoke test" starts one real step in the
 background and a timer reports its outcome, so the page never blocks.
 
@@ -510,12 +517,13 @@ def layout(ctx) -> SetupComponents:
     Launch on the right. Every other setting sits in a closed group (setup_view.ADVANCED_GROUPS)."""
     defaults = {**RunConfig().to_dict(), **TASKS[RunConfig().task].settings}
     form: dict = {}
+    hardware_now = hardware_state(ctx.runs_dir)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=560):
-            hardware, hardware_box = _model_and_hardware(ctx, form, defaults)
+            hardware, hardware_box = _model_and_hardware(form, defaults, hardware_now)
             task_text, data_preview, uploads = _task_and_data(ctx, form, defaults)
             tries = _rewards(form, defaults)
-            recipe_note = _advanced(ctx, form, defaults)
+            recipe_note = _advanced(ctx, form, defaults, hardware_now)
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
             plan_column = _plan_column()
             signal = _signal_check()
@@ -523,8 +531,8 @@ def layout(ctx) -> SetupComponents:
                            *signal, recipe_note)
 
 
-def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.HTML]:
-    hardware_now = hardware_state(ctx.runs_dir)
+def _model_and_hardware(form: dict, defaults: dict, hardware_now: dict) -> tuple[gr.State, gr.HTML]:
+    """The model, and the CPU processes or the training GPUs (the vLLM server's GPUs are in Generation and vLLM)."""
     gpus, busy = _gpus(hardware_now), set(hardware_now["busy"])
     gr.Markdown("### Model and hardware", elem_classes=["wb-section"])
     with gr.Row():
@@ -536,11 +544,8 @@ def _model_and_hardware(ctx, form: dict, defaults: dict) -> tuple[gr.State, gr.H
             info="2 runs DDP over the CPU cores through accelerate", scale=2)
     hardware = gr.State(hardware_now)
     hardware_box = gr.HTML(hardware_html(gpus, busy))
-    with gr.Row(visible=bool(gpus)):
-        form["gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="training GPUs",
-                                           info=FIELD_HELP["gpu_ids"], visible=bool(gpus))
-        form["vllm_gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="vLLM server GPUs",
-                                                info=FIELD_HELP["vllm_gpu_ids"], visible=bool(gpus))
+    form["gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="training GPUs",
+                                       info=FIELD_HELP["gpu_ids"], visible=bool(gpus))
     return hardware, hardware_box
 
 
@@ -585,7 +590,7 @@ def _rewards(form: dict, defaults: dict) -> tuple:
     return _try_rewards()
 
 
-def _advanced(ctx, form: dict, defaults: dict) -> gr.HTML:
+def _advanced(ctx, form: dict, defaults: dict, hardware_now: dict) -> gr.HTML:
     """Every other setting, in the closed groups of setup_view.ADVANCED_GROUPS; the recipe's note."""
     gr.Markdown("### More settings", elem_classes=["wb-section"])
     recipe_note = None
@@ -598,9 +603,19 @@ def _advanced(ctx, form: dict, defaults: dict) -> gr.HTML:
                     _reward_code(ctx, form)
                 elif CORRECTNESS_FIELD in names:
                     _reward_scoring(form, defaults, names)
+                elif "vllm_gpu_ids" in names:
+                    _generation(form, defaults, names, hardware_now)
                 else:
                     _rows(form, names, defaults, per_row=2 if len(names) <= 4 else 3)
     return recipe_note
+
+
+def _generation(form: dict, defaults: dict, names: tuple, hardware_now: dict) -> None:
+    """The generation backend, the GPUs a vLLM server of the run's own takes (with GPUs only), and vLLM's settings."""
+    gpus, busy = _gpus(hardware_now), set(hardware_now["busy"])
+    form["vllm_gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="vLLM server GPUs",
+                                            info=FIELD_HELP["vllm_gpu_ids"], visible=bool(gpus))
+    _rows(form, tuple(name for name in names if name != "vllm_gpu_ids"), defaults)
 
 
 def _reward_scoring(form: dict, defaults: dict, names: tuple) -> None:

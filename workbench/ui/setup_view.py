@@ -69,7 +69,7 @@ ADVANCED_GROUPS = {
     "Optimiser, loss and sampling": OPTIMISER_FIELDS,
     "LoRA": LORA_FIELDS,
     "Run: logging, checkpoints, precision, speed, evaluation": RUN_FIELDS,
-    "Generation and vLLM": VLLM_FIELDS,
+    "Generation and vLLM": ("vllm_gpu_ids", *VLLM_FIELDS),
     "Reward scoring: parameters, failures, a reward model, which reward means right": REWARD_FIELDS
     + (CORRECTNESS_FIELD,),
     "Your own reward code": ("reward_file",),
@@ -112,8 +112,8 @@ def task_description(task_name) -> str:
 
 
 def gpu_label(gpu: GpuInfo) -> str:
-    return (f"GPU {gpu.index}: {gpu.name} - {gpu.free_mb / 1024:.1f} of {gpu.total_mb / 1024:.1f} GiB free, "
-            f"{gpu.utilization}% busy")
+    """A GPU as the pickers offer it: short, so two fit a line (its name is in the hardware table)."""
+    return f"GPU {gpu.index}: {gpu.free_mb / 1024:.1f} of {gpu.total_mb / 1024:.1f} GiB free, {gpu.utilization}% busy"
 
 
 BUSY_NOTE = "held by a run: a launch on it waits in the queue"
@@ -125,7 +125,8 @@ def gpu_choices(gpus: list[GpuInfo], busy: set[int]) -> list[tuple[str, int]]:
 
 
 def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
-    """One line without GPUs; otherwise a table with each GPU's memory, load and whether a run holds it."""
+    """One line without GPUs; otherwise one line of what they hold in all, and (closed until opened, so a machine
+    of many GPUs keeps the Setup tab short) a table with each GPU's memory, load and whether a run holds it."""
     if not gpus:
         return ('<p class="wb-note"><b>No GPU found</b> (NVIDIA\'s management library sees none): runs train on '
                 "the CPU, with 1 or 2 processes.</p>")
@@ -136,8 +137,11 @@ def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
            else "<td class='wb-ok'>free</td>") + "</tr>"
         for gpu in gpus
     )
-    return ('<table class="wb-table"><tr><th>GPU</th><th>name</th><th>free / total</th><th>load</th><th>state</th>'
-            f"</tr>{rows}</table>")
+    held = sum(gpu.index in busy for gpu in gpus)
+    summary = (f"<b>{len(gpus)} GPU{'s' if len(gpus) > 1 else ''}</b>: {sum(g.free_mb for g in gpus) / 1024:,.1f} of "
+               f"{sum(g.total_mb for g in gpus) / 1024:,.1f} GiB free" + (f", {held} held by runs" if held else ""))
+    return (f'<details class="wb-note wb-gpus"><summary>{summary}</summary><table class="wb-table"><tr><th>GPU</th>'
+            f"<th>name</th><th>free / total</th><th>load</th><th>state</th></tr>{rows}</table></details>")
 
 
 # ---------------------------------------------------------------- form -> RunConfig
@@ -154,10 +158,18 @@ def reward_choice(form: dict) -> tuple[list[str], list[float]]:
     return names, weights
 
 
+def _markdown_text(text: str) -> str:
+    """Text shown as Markdown as it is written: a tag it names outside `code` (<answer>) stays text, never markup
+    the page drops (inside backticks Markdown shows it as it is)."""
+    parts = text.split("`")
+    return "`".join(part if index % 2 else part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+                    for index, part in enumerate(parts))
+
+
 def rewards_help_markdown() -> str:
     """What each reward of the picker computes; TRL's with their parameters, set in reward_params."""
-    own = "\n".join(f"- `{name}`: {text}" for name, text in describe_rewards().items())
-    trl = "\n".join(f"- `{name}`: {text}" for name, text in describe_trl_rewards().items())
+    own = "\n".join(f"- `{name}`: {_markdown_text(text)}" for name, text in describe_rewards().items())
+    trl = "\n".join(f"- `{name}`: {_markdown_text(text)}" for name, text in describe_trl_rewards().items())
     return (f"{own}\n\n**TRL's own rewards** (`trl.rewards`; they run in the training process, so *Try the "
             f"rewards* leaves them out: the Smoke test tries them). Set a parameter in `reward_params`, e.g. "
             f'`{{"repetition_penalty_reward": {{"ngram_size": 4}}}}`:\n{trl}')
