@@ -248,6 +248,7 @@ def run_dashboard(config: RunConfig, work: Path, watched: bool) -> tuple[Timelin
             setup = ui.panel("Setup")
             if config.model != RunConfig().model:
                 ui.choose("model", config.model, setup)
+            ui.reveal("max_steps", setup)  # in a closed group of the Setup tab
             ui.set_number("max_steps", config.max_steps, setup)
             ui.open_tab("Train")
             # playwright's driver starts Chromium: the first Chromium among this process's descendants is the browser
