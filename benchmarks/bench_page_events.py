@@ -52,6 +52,8 @@ def setup_round(ui: UI, task: str) -> float:
     setup = ui.panel("Setup")
     started = time.monotonic()
     ui.choose("task", f"{task}: {TASKS[task].title}", setup)
+    if hasattr(ui, "reveal"):  # the field sits in a closed group of the Setup tab: opened as a person would
+        ui.reveal("max_completion_length", setup)
     preset = RunConfig.for_task(task).max_completion_length
     expect(ui.number("max_completion_length", setup)).to_have_value(str(preset), timeout=120_000)
     ui.choose("model", "tiny", setup)
