@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup vllm gpu-venv run test test-fast gpu-test browser sandbox allocators notebooks bench docs docs-serve clean
+.PHONY: setup vllm gpu-venv run test test-fast gpu-test browser sandbox allocators notebooks bench docs docs-serve screenshots clean
 
 # Packages install with uv (about 4x faster than pip here: 50 s against 188 s for both venvs, cold). uv reads
 # no pip configuration, so it is handed pip's find-links (where a machine keeps wheels such as the CPU torch)
@@ -140,6 +140,12 @@ docs: setup
 
 docs-serve: setup
 	$(MKDOCS) serve --dev-addr 127.0.0.1:8000
+
+# The README's and the docs' pictures (assets/*.png), retaken by the browser tests that take them (tools/screenshots.py
+# lists which); a test run writes its pictures into a temporary folder and leaves assets/ alone. DEMO_RUN=<run folder>
+# also retakes demo_run.png from a finished demo run.
+screenshots: setup browser
+	$(PY) tools/screenshots.py $(if $(DEMO_RUN),--demo-run $(DEMO_RUN))
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(GPU_VENV) $(UV_VENV) .pytest_cache site
