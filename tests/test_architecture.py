@@ -115,6 +115,19 @@ def test_every_module_says_what_it_is_for():
     assert not missing, f"modules without a docstring: {missing}"
 
 
+# Pairs of modules still sharing a basename (issue 45 renames them; the list may only shrink).
+SHARED_BASENAMES = {"evaluation.py": 2, "trl_rewards.py": 2}
+
+
+def test_module_basenames_are_unique_so_a_traceback_says_which_module():
+    counts: dict[str, int] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            counts[path.name] = counts.get(path.name, 0) + 1
+    shared = {name: count for name, count in counts.items() if count > 1}
+    assert shared == SHARED_BASENAMES, f"modules sharing a basename: {shared}"
+
+
 def test_every_tab_has_a_pure_view_named_after_it():
     ui = PACKAGE / "ui"
     tabs = sorted(p.name.removesuffix("_tab.py") for p in ui.glob("*_tab.py"))

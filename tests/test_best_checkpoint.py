@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from workbench import cli
-from workbench.cli.export_model import chosen_checkpoint
+from workbench.cli.export_model_command import chosen_checkpoint
 from workbench.insight import evaluation
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig

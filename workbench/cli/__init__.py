@@ -29,12 +29,12 @@ COMMAND_MODULES = (
     "workbench.cli.check_signal",
     "workbench.cli.export",
     "workbench.cli.export_script",
-    "workbench.cli.report",
+    "workbench.cli.report_command",
     "workbench.cli.watch",
     "workbench.cli.eval",
-    "workbench.cli.tokens",
-    "workbench.cli.export_model",
-    "workbench.cli.users",
+    "workbench.cli.tokens_command",
+    "workbench.cli.export_model_command",
+    "workbench.cli.users_command",
 )
 
 

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from workbench.cli import ArgumentError
-from workbench.cli.report import add_run_arguments, find_run
+from workbench.cli.report_command import add_run_arguments, find_run
 
 
 def add_parser(subparsers) -> None:

@@ -21,7 +21,7 @@ import math
 import sys
 
 from workbench.cli import ArgumentError
-from workbench.cli.report import add_run_arguments
+from workbench.cli.report_command import add_run_arguments
 
 DEFAULT_INTERVAL = 2.0
 # The run states that end a watch with exit 0; every other final state exits 1.
@@ -105,7 +105,7 @@ def final_line(run_id: str, status: dict) -> str:
 
 
 def run(args) -> int:
-    from workbench.cli.report import find_run
+    from workbench.cli.report_command import find_run
     from workbench.insight import follow
     from workbench.jobs import gpu_queue
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from workbench.cli import ArgumentError
-from workbench.cli.report import add_run_arguments
+from workbench.cli.report_command import add_run_arguments
 
 
 def add_parser(subparsers) -> None:

@@ -18,7 +18,7 @@ import json
 import sys
 
 from workbench.cli import ArgumentError
-from workbench.cli.report import add_run_arguments, find_run
+from workbench.cli.report_command import add_run_arguments, find_run
 
 
 def add_parser(subparsers) -> None:
