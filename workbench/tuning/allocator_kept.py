@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.runstore import runfolder
-from workbench.tuning import machine
+from workbench.tuning import cache, machine
 from workbench.tuning.choice import MIN_GAIN
 
 ALLOCATOR_FILE = "allocator-choice.json"
@@ -78,12 +78,4 @@ def kept(path: Path | None = None) -> AllocatorChoice | None:
 
 def keep(choice: AllocatorChoice, path: Path | None = None) -> bool:
     """Keep `choice`; False (nothing written) inside a sandbox or where the folder cannot be written."""
-    if runfolder.inside_sandbox():
-        return False
-    path = path or path_of()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        runfolder.write_json_atomic(path, asdict(choice))
-    except OSError:
-        return False
-    return True
+    return cache.write_kept(path or path_of(), asdict(choice))

@@ -53,9 +53,17 @@ def store(choice: SpeedChoice, path: Path | None = None) -> bool:
     entries = {key: _no_path(entry) for key, entry in _entries(path).items() if key != choice.key}
     entries[choice.key] = _no_path(choice.to_dict())
     newest = sorted(entries.items(), key=lambda item: _measured_at(item[1]))[-MAX_ENTRIES:]
+    return write_kept(path, dict(newest))
+
+
+def write_kept(path: Path, data) -> bool:
+    """Write a file of the server's cache folder as JSON; False (nothing written) inside a sandbox or where the
+    folder cannot be written. The speed choices and the allocator choice are kept through it."""
+    if runfolder.inside_sandbox():
+        return False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        runfolder.write_json_atomic(path, dict(newest))
+        runfolder.write_json_atomic(path, data)
     except OSError:
         return False
     return True
