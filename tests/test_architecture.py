@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -532,3 +533,65 @@ def test_every_module_using_the_registry_is_a_site_of_a_tie_and_every_site_exist
              if "workbench.library_compat" in imported}
     # the `ties` command reads the registry; every other module that imports it relies on a tie it lists
     assert users - sites == {"cli/ties.py"}, users - sites
+
+
+# ---- modules stay small; no measured figure in the code -------------------------------------------------------
+
+MAX_MODULE_LINES = 650
+
+
+def test_no_module_is_longer_than_650_lines():
+    found = {str(path.relative_to(PACKAGE)): lines for path in sorted(PACKAGE.rglob("*.py"))
+             if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not found, f"modules longer than {MAX_MODULE_LINES} lines (split them by job): {found}"
+
+
+# A measured figure in a comment, docstring or help text is wrong after the first upgrade and on another machine:
+# figures belong to benchmarks/results/, which docs/performance.md renders. These are the shapes a measurement
+# takes in prose; a setting (a timeout, a cap, an interval the code uses) is none of them.
+_NUMBER = r"\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?"
+_UNIT = r"(?:ms|s|seconds|minutes|min|MB|MiB|GB|GiB|KB|KiB|%|x)"
+MEASURED_FIGURE = re.compile("|".join(f"(?:{shape})" for shape in (
+    # a comparison: "2.95 s instead of 3.64 s", "82 ms against 113-147 ms"
+    rf"{_NUMBER} ?{_UNIT}[^\n]{{0,40}}?\b(?:against|instead of|vs\.?|versus|rather than|down from|up from)\b"
+    rf"[^\n]{{0,20}}?{_NUMBER} ?{_UNIT}(?![A-Za-z])",
+    # "measured ... 45.9 ms"
+    rf"\bmeasured\b[^\n]{{0,60}}?{_NUMBER} ?{_UNIT}(?![A-Za-z])",
+    # an estimate of a duration: "about 50 s", "~0.5 ms", "roughly 3 minutes"
+    rf"(?:\babout|~|\baround|\broughly) ?{_NUMBER} ?(?:ms|s|seconds|minutes|min)\b",
+    # a rate: "0.07 s a step", "3 ms per token"
+    rf"{_NUMBER} ?(?:ms|s|seconds) (?:a|per|each) (?:step|check|token|call|page|request|run|row|prompt|completion)\b",
+    # a fraction of a millisecond or a range of durations: "45.9 ms", "27-29 ms", "7-9 s"
+    r"\d+\.\d+ ?ms\b", r"\b\d+(?:\.\d+)?-\d+(?:\.\d+)? ?(?:ms|s)\b",
+    # a speed-up: "4x faster", "3 times slower"
+    rf"{_NUMBER} ?(?:x|times) (?:faster|slower|quicker)\b",
+)), re.IGNORECASE)
+
+
+def measured_figures(text: str) -> list[str]:
+    """Each line of `text` holding a measured figure, as "line N: the figure"."""
+    return [f"line {number}: {match.group(0)}" for number, line in enumerate(text.splitlines(), 1)
+            if (match := MEASURED_FIGURE.search(line))]
+
+
+def test_no_measured_figure_in_the_code():
+    found = {str(path.relative_to(PACKAGE)): figures for path in sorted(PACKAGE.rglob("*.py"))
+             if (figures := measured_figures(path.read_text(encoding="utf-8")))}
+    assert not found, ("measured figures in workbench/ (say the reason in words and name the benchmark that "
+                       f"prints the figure): {found}")
+
+
+def test_the_figure_rule_finds_each_shape_and_spares_settings():
+    prose = """pass (0.07 s a step for the 135M model
+2.95 s instead of 3.64 s for the demo
+head 82 ms against TRL's 113-147 ms
+Measured (benchmarks/bench_decode_variants.py): 45.9 ms
+(it loads the model first, about 50 s for SmolLM2
+# resolving the hints: ~0.5 ms, once
+re-imports torch and vLLM (7-9 s on 2 cores)
+about 4x faster here
+timeout_s: float = 10.0  # the guard gives its server 10 s to end
+the bar's text is capped at 200 characters; redraws every 30 s on a CPU
+step 3/10  reward 0.412  kl 0.0021  step_time 4.1 s
+"""
+    assert [place.split(":")[0] for place in measured_figures(prose)] == [f"line {n}" for n in range(1, 9)]

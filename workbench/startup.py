@@ -1,8 +1,8 @@
 """Process start-up: the cyclic garbage collector paused while a process imports its libraries.
 
 Importing torch, transformers, PEFT, TRL and datasets makes millions of objects and no garbage, and the
-collector walks them again and again meanwhile: here `import torch, transformers, peft, trl, datasets`
-takes about 5.3 s of CPU with it and 4.2 s without (`benchmarks/bench_startup.py`). Every training run,
+collector walks them again and again meanwhile, so `import torch, transformers, peft, trl, datasets` takes
+markedly more CPU with it than without (`benchmarks/bench_startup.py` prints both). Every training run,
 sampler, signal check and dashboard pays that at each start, so `python -m workbench` and `app.py` pause
 collection on their first line, and resume it once their libraries and model are in
 (`resume_collection`). What start-up left as garbage is collected once, what it built is set aside for
@@ -26,8 +26,8 @@ def resume_collection() -> None:
     (a notebook, a test, or once resumed)."""
     if gc.isenabled():
         return
-    # One collection first: start-up does leave some cyclic garbage (about 280,000 small objects after
-    # loading the bundled model, 0.4 s to collect), which a freeze would keep for the process's life.
+    # One collection first: start-up does leave some cyclic garbage (hundreds of thousands of small objects
+    # after loading the bundled model), which a freeze would keep for the process's life.
     gc.collect()
     gc.freeze()
     gc.enable()

@@ -1,6 +1,6 @@
 """How many wrong passwords a name, or an address, may send before it must wait.
 
-Each sign-in check costs about 0.3 s of a core (PBKDF2, 600,000 rounds), and a
+Each sign-in check costs a noticeable slice of a core (PBKDF2, 600,000 rounds), and a
 class's passwords are often short: without a limit, a script could try a
 name's passwords as fast as the server hashes them. The rules:
 

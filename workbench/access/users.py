@@ -35,7 +35,7 @@ USERS_FILE_ENV = "WORKBENCH_USERS_FILE"
 USERS_ENV = "WORKBENCH_USERS"
 ROLES = ("user", "admin")
 SCHEME = "pbkdf2_sha256"
-# OWASP's 2023 advice for PBKDF2-HMAC-SHA256; about 0.3 s per check on a small CPU, once per sign-in.
+# OWASP's 2023 advice for PBKDF2-HMAC-SHA256: deliberately slow, and paid once per sign-in.
 ITERATIONS = 600_000
 # A name is also a folder name (its uploads on a shared dashboard): never "." or "..".
 NAME_PATTERN = re.compile(r"^(?!\.+$)[A-Za-z0-9_.-]{1,64}$")
@@ -138,7 +138,7 @@ def authenticate(users: dict[str, User], name: str, password: str) -> User | Non
     """The user when `name` and `password` match an account, else None (same work either way)."""
     user = users.get(name)
     # An unknown name costs one check of the same rounds, so the time of an answer does not tell names apart
-    # (building a hash for it, as before, cost a second PBKDF2: 0.27 s against 0.14 s).
+    # (building a hash for it, as before, cost a second PBKDF2 and so told them apart again).
     matched = check_password(password, user.password_hash if user else stand_in_hash(users))
     return user if user is not None and matched else None
 
