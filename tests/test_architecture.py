@@ -117,7 +117,7 @@ def test_every_module_says_what_it_is_for():
 
 
 # Pairs of modules still sharing a basename (issue 45 renames them; the list may only shrink).
-SHARED_BASENAMES = {"evaluation.py": 2, "trl_rewards.py": 2}
+SHARED_BASENAMES = {"evaluation.py": 2}
 
 
 def test_module_basenames_are_unique_so_a_traceback_says_which_module():

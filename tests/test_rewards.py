@@ -6,6 +6,7 @@ import pytest
 
 from workbench.spec import rewards
 from workbench.spec.rewards import RewardError, RewardFileError, RewardFunctionError
+from workbench.spec.rewards import reward_file as reward_file_module
 
 
 def as_chat(text):
@@ -187,7 +188,7 @@ def test_reading_names_refuses_what_is_not_python_source(tmp_path, monkeypatch):
     path.write_bytes(b"def f(completions):\n    return [0\x00]\n")
     with pytest.raises(RewardFileError, match="nul.py"):
         rewards.read_reward_names(path)
-    monkeypatch.setattr(rewards, "MAX_REWARD_SOURCE_BYTES", 10)
+    monkeypatch.setattr(reward_file_module, "MAX_REWARD_SOURCE_BYTES", 10)
     with pytest.raises(RewardFileError, match=r"a reward file is code, at most"):
         rewards.read_reward_names(path)
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.spec import rewards, trl_rewards
+from workbench.spec import rewards
 from workbench.spec.config import ConfigError, RunConfig, parse_assignment, validate_config
 from workbench.spec.rewards import RewardError
-from workbench.spec.trl_rewards import TRL_REWARDS, TrlReward
+from workbench.spec.rewards import trl_reward_library
+from workbench.spec.rewards.trl_reward_library import TRL_REWARDS, TrlReward
 
 
 def _reward_problems(**changes) -> list[str]:
@@ -35,9 +36,9 @@ def test_the_accuracy_rewards_need_a_solution_column():
 
 
 def test_a_run_without_parameters_takes_the_defaults_and_the_runs_length():
-    reward = trl_rewards.trl_reward("get_soft_overlong_punishment")
-    assert trl_rewards.resolved_params(reward, None, 96) == {"max_completion_len": 96, "soft_punish_cache": 0}
-    cosine = trl_rewards.resolved_params(TRL_REWARDS["cosine_scaled_reward"], {"max_len": "64"}, 96)
+    reward = trl_reward_library.trl_reward("get_soft_overlong_punishment")
+    assert trl_reward_library.resolved_params(reward, None, 96) == {"max_completion_len": 96, "soft_punish_cache": 0}
+    cosine = trl_reward_library.resolved_params(TRL_REWARDS["cosine_scaled_reward"], {"max_len": "64"}, 96)
     assert cosine["max_len"] == 64 and cosine["max_value_correct"] == 1.0
 
 
@@ -87,7 +88,7 @@ def test_every_trl_reward_is_described_with_its_parameters():
 def test_built_rewards_are_trls_own_with_the_runs_parameters():
     import trl.rewards
 
-    from workbench.trainer.trl_rewards import build_trl_reward
+    from workbench.trainer.trl_reward_builders import build_trl_reward
 
     cfg = RunConfig(max_completion_length=8, reward_params={
         "repetition_penalty": {"ngram_size": 2}, "get_soft_overlong_punishment": {"soft_punish_cache": 4}})
@@ -97,7 +98,7 @@ def test_built_rewards_are_trls_own_with_the_runs_parameters():
     solution = ["3", "3", "3"]
 
     def built(name):
-        func = build_trl_reward(cfg, name, trl_rewards.trl_reward(name))
+        func = build_trl_reward(cfg, name, trl_reward_library.trl_reward(name))
         assert func.__name__ == name
         return func(prompts=["q"] * 3, completions=texts, completion_ids=ids, solution=solution)  # plain text
 

@@ -107,8 +107,8 @@ def build_script(inputs: ScriptInputs) -> str:
         _mapping_code(inputs),
     ]
     if reward_code:
-        parts.append("# ---- built-in reward functions of GRPO Workbench (workbench/spec/rewards.py), as the run "
-                     "calls them\n\n" + reward_code)
+        parts.append("# ---- built-in reward functions of GRPO Workbench (workbench/spec/rewards/reward_library.py), "
+                     "as the run calls them\n\n" + reward_code)
     if inputs.reward_source:
         parts.append("# ---- the run's reward file, as written\n\n" + inputs.reward_source.strip())
     parts.append(_training_code(cfg, inputs))
@@ -236,14 +236,14 @@ def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:
 
 def _trl_reward_imports(cfg: RunConfig) -> set[str]:
     """The imports TRL's rewards need in the script (`trl.rewards`, and functools to bind parameters)."""
-    from workbench.spec.trl_rewards import trl_reward
+    from workbench.spec.rewards.trl_reward_library import trl_reward
 
     found = [trl_reward(name) for name in reward_names_for(cfg)]
     return {"import trl.rewards", "import functools"} if any(found) else set()
 
 
 def _reward_call(name: str, inputs: ScriptInputs) -> str:
-    from workbench.spec.trl_rewards import resolved_params, trl_reward
+    from workbench.spec.rewards.trl_reward_library import resolved_params, trl_reward
 
     func = inputs.builtin_rewards.get(name)
     if func is not None:

@@ -845,7 +845,7 @@ def _data_problems(cfg: RunConfig, import_reward_file: bool = True, read_data: b
 
 def _reward_setting_problems(cfg: RunConfig, names: list[str]) -> list[ConfigProblem]:
     """TRL rewards' parameters, what a raising reward does, and the reward model."""
-    from workbench.spec import trl_rewards
+    from workbench.spec.rewards import trl_reward_library as trl_rewards
     from workbench.spec.models import ModelError, check_reward_model
     from workbench.spec.rewards import REWARD_ERROR_MODES
 

@@ -113,7 +113,7 @@ def build_reward_funcs(cfg: RunConfig) -> list:
 
     from workbench.spec.models import resolve_model
     from workbench.spec.rewards import resolve_rewards
-    from workbench.trainer.trl_rewards import build_trl_reward
+    from workbench.trainer.trl_reward_builders import build_trl_reward
 
     funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None, timeout_s=cfg.reward_timeout_s or None,
                             training=True, build_trl=partial(build_trl_reward, cfg), errors=cfg.reward_errors,

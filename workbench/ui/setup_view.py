@@ -25,7 +25,7 @@ from workbench.spec.recipes import RECIPES, VARIANT_FIELDS
 from workbench.spec.rewards import REWARDS, describe_rewards, describe_trl_rewards
 from workbench.spec.speed import speed_notes
 from workbench.spec.tasks import TASKS
-from workbench.spec.trl_rewards import TRL_REWARDS
+from workbench.spec.rewards.trl_reward_library import TRL_REWARDS
 from workbench.ui.calculator_view import PlanView
 
 # RunConfig fields the Setup tab shows as settings, grouped as on the page.

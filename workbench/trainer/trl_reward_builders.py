@@ -1,4 +1,5 @@
-"""TRL's own rewards (`trl.rewards`), built for a run from their description in `workbench/spec/trl_rewards.py`.
+"""TRL's own rewards (`trl.rewards`), built for a run from their description in
+`workbench/spec/rewards/trl_reward_library.py`.
 
 Here, in the training process, because importing TRL imports torch. A
 factory reward (`get_cosine_scaled_reward`, ...) is called with the run's
@@ -14,7 +15,7 @@ import functools
 from typing import Callable
 
 from workbench.spec.config import RunConfig
-from workbench.spec.trl_rewards import TrlReward, resolved_params
+from workbench.spec.rewards.trl_reward_library import TrlReward, resolved_params
 
 
 def _as_messages(completions):

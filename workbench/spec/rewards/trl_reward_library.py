@@ -3,7 +3,7 @@
 Pure metadata: nothing here imports TRL (which imports torch), so the
 config's checks, the Setup tab's picker and the data preview read it in the
 dashboard's process. The training process builds the functions
-(`workbench/trainer/trl_rewards.py`).
+(`workbench/trainer/trl_reward_builders.py`).
 
 A run names a TRL reward in `reward_names` by the name its metrics carry
 (`rewards/<name>/mean`), or by TRL's factory name (`get_cosine_scaled_reward`);
