@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.spec import rewards, trl_rewards
-from workbench.spec.config import ConfigError, RunConfig, parse_assignment, validate_config
+from workbench.spec.config import ConfigError, RunConfig, parse_assignment
+from workbench.spec.config_checks import validate_config
 from workbench.spec.rewards import RewardError
 from workbench.spec.trl_rewards import TRL_REWARDS, TrlReward
 

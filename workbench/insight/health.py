@@ -38,7 +38,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 from workbench.errors import WorkbenchError
-from workbench.spec.config import RunConfig, correctness_reward_for, shaping_rewards_for
+from workbench.spec.config import RunConfig
+from workbench.spec.reward_choice import correctness_reward_for, shaping_rewards_for
 from workbench.spec.numbers import finite_number
 
 LEVELS = ("error", "warning", "info")  # most serious first

@@ -58,7 +58,8 @@ from workbench.insight.token_cards import STYLE as TOKEN_STYLE
 from workbench.insight.token_cards import Scale, summary_html, token_view_html
 from workbench.insight.tokens import step_summary
 from workbench.spec.chat import transcript_text
-from workbench.spec.config import FIELD_HELP, RunConfig, plan_for
+from workbench.spec.config import FIELD_HELP, RunConfig
+from workbench.spec.config_checks import plan_for
 from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.evaluation import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
