@@ -8,7 +8,7 @@ without a network. Its sections, in order:
 
 - the run at a glance: state, model, task, steps, duration, and a failed run's error;
 - the settings in plain words, with each field's help (`spec.config.FIELD_HELP`);
-- the batch plan as the Calculator tab counts it (`spec.config.plan_for`, `Plan.numbers()`);
+- the batch plan as the Calculator tab counts it (`spec.config_checks.plan_for`, `Plan.numbers()`);
 - reward, reward spread, KL, loss and completion-length curves (`figures`);
 - held-out evaluation (`evaluation`): accuracy and pass@k on the training reward's step axis
   (`figures.held_out_figure`), the best evaluated checkpoint kept, and the prompts whose answer went
