@@ -3,7 +3,8 @@
 import pytest
 
 from workbench.spec import cluster
-from workbench.spec.config import ConfigError, RunConfig, check_config, plan_for, validate_config
+from workbench.spec.config import ConfigError, RunConfig
+from workbench.spec.config_checks import check_config, plan_for, validate_config
 
 
 def cfg(**changes) -> RunConfig:

@@ -18,7 +18,8 @@ import pytest
 
 from workbench.jobs import bundle, processes, run_state
 from workbench.runstore import runfolder
-from workbench.spec.config import RunConfig, plan_for
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import plan_for
 
 pytestmark = pytest.mark.slow
 

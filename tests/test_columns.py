@@ -8,7 +8,8 @@ import pytest
 
 from workbench.spec import columns
 from workbench.spec.columns import RewardColumns
-from workbench.spec.config import RunConfig, validate_config
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import validate_config
 from workbench.spec.rewards import REWARDS, keyword_presence, reward_columns
 
 USER_REWARDS = '''

@@ -11,14 +11,12 @@ from workbench.spec.config import (
     FIELD_HELP,
     ConfigError,
     RunConfig,
-    check_config,
     field_names,
     parse_assignment,
-    plan_for,
     reward_names_for,
     reward_weights_for,
-    validate_config,
 )
+from workbench.spec.config_checks import check_config, plan_for, validate_config
 
 
 @pytest.fixture
@@ -71,7 +69,8 @@ def test_default_config_passes_quickly(cfg):
 
 def test_checking_a_config_imports_no_torch():
     # a fresh interpreter: other tests in this session may have imported torch already
-    code = ("import sys; from workbench.spec.config import RunConfig, check_config; "
+    code = ("import sys; from workbench.spec.config import RunConfig; "
+            "from workbench.spec.config_checks import check_config; "
             "check_config(RunConfig()); print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -2,7 +2,9 @@
 
 import pytest
 
-from workbench.spec.config import RunConfig, correctness_reward_for, shaping_rewards_for, validate_config
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import validate_config
+from workbench.spec.reward_choice import correctness_reward_for, shaping_rewards_for
 
 
 @pytest.mark.parametrize("task,correct,shaping", [

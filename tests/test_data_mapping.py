@@ -9,7 +9,8 @@ import pytest
 from helpers import gsm8k_like_rows, tiny_config, write_hub_dataset
 
 from workbench.spec import data_mapping
-from workbench.spec.config import ConfigError, check_config, validate_config
+from workbench.spec.config import ConfigError
+from workbench.spec.config_checks import check_config, validate_config
 from workbench.spec.data_mapping import ColumnMapping, after_hashes, map_row, render_prompt
 
 GSM = ColumnMapping(prompt_column="question", solution_column="answer", solution_transform="after_hashes",

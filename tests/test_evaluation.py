@@ -10,7 +10,8 @@ import pytest
 from workbench.cli import main
 from workbench.insight import evaluation
 from workbench.runstore import runfolder
-from workbench.spec.config import RunConfig, validate_config
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import validate_config
 from workbench.spec.evaluation import eval_record, held_out_task_rows, pass_at_k
 from workbench.spec.chat import prompt_text
 from workbench.spec.tasks import GSM8K_SAMPLE, get_task

@@ -223,7 +223,8 @@ def test_completions_a_reward_could_not_score_are_counted_and_shown_with_their_e
 
 def test_cards_show_each_rewards_weight_in_the_total_when_the_config_gives_them():
     from workbench.insight.group_cards import render_groups_html
-    from workbench.spec.config import RunConfig, reward_weight_map
+    from workbench.spec.config import RunConfig
+    from workbench.spec.reward_choice import reward_weight_map
 
     weights = reward_weight_map(RunConfig.for_task("demo").to_dict())
     assert weights == {"mentions_answer": 0.1, "brief_if_correct": 0.9}

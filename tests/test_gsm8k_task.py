@@ -12,7 +12,8 @@ import pytest
 from workbench.calc import plan
 from workbench.modeltools.probes import default_prompts
 from workbench.spec import data_mapping, hub_data, rewards, tasks
-from workbench.spec.config import RunConfig, column_mapping, validate_config
+from workbench.spec.config import RunConfig, column_mapping
+from workbench.spec.config_checks import validate_config
 from workbench.spec.tasks import GSM8K_SAMPLE, TASKS
 
 ROOT = Path(__file__).resolve().parent.parent

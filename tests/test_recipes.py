@@ -10,7 +10,8 @@ import pytest
 
 from helpers import tiny_config
 from workbench.spec import recipes
-from workbench.spec.config import ConfigError, RunConfig, check_config, plan_for, validate_config
+from workbench.spec.config import ConfigError, RunConfig
+from workbench.spec.config_checks import check_config, plan_for, validate_config
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ import pytest
 from workbench.insight import groups, report
 from workbench.modeltools import probes
 from workbench.runstore import runfolder
-from workbench.spec.config import RunConfig, plan_for
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import plan_for
 from workbench.trainer.recorder import completion_records
 from workbench.ui import run_reports
 

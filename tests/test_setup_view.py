@@ -92,7 +92,7 @@ def test_a_mapping_that_does_not_fit_says_so_instead_of_a_text(tmp_path):
 def test_the_reward_picker_offers_trls_rewards_with_their_parameters_and_failure_settings():
     from helpers import setup_form_values
 
-    from workbench.spec.config import validate_config
+    from workbench.spec.config_checks import validate_config
     from workbench.ui import setup_tab
 
     assert {"accuracy_reward", "cosine_scaled_reward", "repetition_penalty_reward"} <= set(setup_view.PICKER_REWARDS)

@@ -12,7 +12,8 @@ from helpers import TINY
 from workbench.cli import main
 from workbench.insight import tokens
 from workbench.runstore import jsonl_cache, runfolder
-from workbench.spec.config import ConfigError, RunConfig, check_config
+from workbench.spec.config import ConfigError, RunConfig
+from workbench.spec.config_checks import check_config
 from workbench.spec.token_records import completion_length, rounded, token_problem
 
 

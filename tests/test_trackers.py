@@ -19,7 +19,8 @@ from helpers import TINY
 from workbench.jobs import processes
 from workbench.runstore import runfolder
 from workbench.spec import trackers
-from workbench.spec.config import RunConfig, validate_config
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import validate_config
 
 
 # Runs the training command in this interpreter, noting every connection or lookup that leaves the machine.

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.spec import rewards
-from workbench.spec.config import ConfigError, RunConfig, parse_assignment, validate_config
+from workbench.spec.config import ConfigError, RunConfig, parse_assignment
+from workbench.spec.config_checks import validate_config
 from workbench.spec.rewards import RewardError
 from workbench.spec.rewards import trl_reward_library
 from workbench.spec.rewards.trl_reward_library import TRL_REWARDS, TrlReward

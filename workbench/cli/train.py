@@ -103,7 +103,8 @@ def _with_recipe(config, name: str | None):
 
 
 def _checked(config) -> None:
-    from workbench.spec.config import ConfigError, check_config
+    from workbench.spec.config import ConfigError
+    from workbench.spec.config_checks import check_config
 
     try:
         check_config(config)

@@ -15,7 +15,7 @@ apply now, most serious first:
 - completions all hitting max_completion_length;
 - completion length collapsing to almost nothing;
 - a shaping reward (format, length) saturating while the correctness reward stays flat: the model learned
-  the easy reward (the config names which reward means "correct": `spec.config.correctness_reward_for`);
+  the easy reward (the config names which reward means "correct": `spec.reward_choice.correctness_reward_for`);
 - with held-out evaluation (`evals`: eval.jsonl's records, `insight.evaluation.read_evals`), the training
   reward rising while held-out accuracy falls: overfitting its training prompts, or reward hacking.
 
@@ -38,7 +38,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 from workbench.errors import WorkbenchError
-from workbench.spec.config import RunConfig, correctness_reward_for, shaping_rewards_for
+from workbench.spec.config import RunConfig
+from workbench.spec.reward_choice import correctness_reward_for, shaping_rewards_for
 from workbench.spec.numbers import finite_number
 
 LEVELS = ("error", "warning", "info")  # most serious first

@@ -8,7 +8,7 @@ without a network. Its sections, in order:
 
 - the run at a glance: state, model, task, steps, duration, and a failed run's error;
 - the settings in plain words, with each field's help (`spec.config.FIELD_HELP`);
-- the batch plan as the Calculator tab counts it (`spec.config.plan_for`, `Plan.numbers()`);
+- the batch plan as the Calculator tab counts it (`spec.config_checks.plan_for`, `Plan.numbers()`);
 - reward, reward spread, KL, loss and completion-length curves (`figures`);
 - held-out evaluation (`evaluation`): accuracy and pass@k on the training reward's step axis
   (`figures.held_out_figure`), the best evaluated checkpoint kept, and the prompts whose answer went
@@ -58,7 +58,8 @@ from workbench.insight.token_cards import STYLE as TOKEN_STYLE
 from workbench.insight.token_cards import Scale, summary_html, token_view_html
 from workbench.insight.tokens import step_summary
 from workbench.spec.chat import transcript_text
-from workbench.spec.config import FIELD_HELP, RunConfig, plan_for
+from workbench.spec.config import FIELD_HELP, RunConfig
+from workbench.spec.config_checks import plan_for
 from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.evaluation import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.spec import data_mapping
-from workbench.spec.config import RunConfig, data_field, reward_names_for, trl_reward_weights, trl_vllm_settings
+from workbench.spec.config import RunConfig, data_field, reward_names_for
+from workbench.spec.trl_settings import trl_reward_weights, trl_vllm_settings
 from workbench.spec.trl_settings import grpo_settings
 
 # Top-level modules the script may import besides Python's own.

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from workbench.runstore import runfolder
 from workbench.spec import cluster
-from workbench.spec.config import RunConfig, check_config
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import check_config
 
 ACCELERATE_FILE = "accelerate_config.yaml"
 TRAIN_SCRIPT = "launch_train.sh"

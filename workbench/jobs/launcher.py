@@ -38,7 +38,8 @@ from workbench.jobs.gpu_queue import ensure_dispatcher, machine_gpus, queue_stat
 from workbench.jobs.run_state import LauncherError, run_dir_of, runs_elsewhere, status_of_dir
 from workbench.runstore import launch_records, runfolder
 from workbench.spec import cluster
-from workbench.spec.config import RunConfig, check_config
+from workbench.spec.config import RunConfig
+from workbench.spec.config_checks import check_config
 from workbench.spec.run_status import RunStatus
 
 SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it

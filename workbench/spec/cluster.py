@@ -16,7 +16,7 @@ With `vllm_node` a vLLM server gets a machine of its own beside the
 a training machine.
 
 `problems(cfg)` returns (field, rule, fix) triples as `spec.generation` does;
-`spec.config` turns them into ConfigProblems. Pure: standard library only.
+`spec.config_checks` turns them into ConfigProblems. Pure: standard library only.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Four backends, chosen by `RunConfig.generation`:
   process on its own GPUs, synced by merging the adapter and broadcasting every
   weight over NCCL each step. CUDA only.
 
-`problems(cfg, gpus)` returns (field, rule, fix) triples; `spec.config`
+`problems(cfg, gpus)` returns (field, rule, fix) triples; `spec.config_checks`
 turns them into ConfigProblems. Pure: no torch, no vLLM import (vLLM's
 presence is found on disk), so it runs on every keystroke.
 """

@@ -291,6 +291,56 @@ def _positive(name: str, value: Any) -> int:
 
 # ---------------------------------------------------------------- the estimate
 
+@dataclass(frozen=True)
+class _RunSizes:
+    """The checked sizes the terms are counted from: a micro-batch, a round's share, LoRA's layers, the head's tiles."""
+
+    shape: ModelShape
+    batch: int
+    spg: int
+    seq: int                 # tokens per sequence at max length (prompt + completion)
+    completion: int
+    rank: int
+    targets: list[str]
+    dtype_bytes: int
+    device: str
+
+    @property
+    def train_tokens(self) -> int:
+        return self.batch * self.seq        # (B, T) of one micro-batch
+
+    @property
+    def gen_sequences(self) -> int:
+        return self.batch * self.spg        # this process's share of a generation round
+
+    @property
+    def vocab_tile(self) -> int:
+        return min(self.shape.vocab_size, VOCAB_TILE)
+
+    @property
+    def token_tile(self) -> int:
+        return min(self.train_tokens, TOKEN_TILE)
+
+
+def _run_sizes(model: Any, lora_r: int, lora_target_modules: Any, per_device_train_batch_size: int,
+               num_generations: int, gradient_accumulation_steps: int, steps_per_generation: int | None,
+               max_prompt_length: int, max_completion_length: int, dtype_bytes: int, device: str) -> _RunSizes:
+    """The estimate's inputs checked (a MemoryInputError naming the first bad one) and turned into sizes."""
+    shape = _as_shape(model)
+    batch = _positive("per_device_train_batch_size", per_device_train_batch_size)
+    _positive("num_generations", num_generations)
+    spg = _positive("steps_per_generation", steps_per_generation or gradient_accumulation_steps)
+    prompt = _positive("max_prompt_length", max_prompt_length)
+    completion = _positive("max_completion_length", max_completion_length)
+    rank = _positive("lora_r", lora_r)
+    if dtype_bytes not in (1, 2, 4):
+        raise MemoryInputError(f"dtype_bytes: got {dtype_bytes!r}; use 4 (float32), 2 (bf16/fp16) or 1 (8-bit)")
+    if device not in ("cpu", "cuda"):
+        raise MemoryInputError(f"device: got {device!r}; use \"cpu\" or \"cuda\"")
+    return _RunSizes(shape, batch, spg, prompt + completion, completion, rank, lora_target_names(lora_target_modules),
+                     dtype_bytes, device)
+
+
 def estimate_memory(
     model: Any,
     *,
@@ -332,34 +382,44 @@ def estimate_memory(
     `eval_sequences`: the held-out completions one evaluation answers and keeps (eval_size x (1 + eval_pass_k));
     0 for a run that does not evaluate.
     """
-    shape = _as_shape(model)
-    batch = _positive("per_device_train_batch_size", per_device_train_batch_size)
-    _positive("num_generations", num_generations)
-    spg = _positive("steps_per_generation", steps_per_generation or gradient_accumulation_steps)
-    prompt = _positive("max_prompt_length", max_prompt_length)
-    completion = _positive("max_completion_length", max_completion_length)
-    rank = _positive("lora_r", lora_r)
-    if dtype_bytes not in (1, 2, 4):
-        raise MemoryInputError(f"dtype_bytes: got {dtype_bytes!r}; use 4 (float32), 2 (bf16/fp16) or 1 (8-bit)")
-    if device not in ("cpu", "cuda"):
-        raise MemoryInputError(f"device: got {device!r}; use \"cpu\" or \"cuda\"")
-
-    layers = shape.num_hidden_layers
-    seq = prompt + completion                       # tokens per sequence at max length
-    train_tokens = batch * seq                      # (B, T) of one micro-batch
-    gen_sequences = batch * spg                     # this process's share of a generation round
-    targets = lora_target_names(lora_target_modules)
-    shapes = shape.linear_shapes()
-    lora_params = layers * sum(rank * (shapes[n][0] + shapes[n][1]) for n in targets)
-    vocab_tile = min(shape.vocab_size, VOCAB_TILE)
-    token_tile = min(train_tokens, TOKEN_TILE)
+    sizes = _run_sizes(model, lora_r, lora_target_modules, per_device_train_batch_size, num_generations,
+                       gradient_accumulation_steps, steps_per_generation, max_prompt_length, max_completion_length,
+                       dtype_bytes, device)
     notes: list[str] = []
     terms: list[MemoryTerm] = []
 
     def add(name: str, size: float, phase: str, explanation: str) -> None:
         terms.append(MemoryTerm(name, int(size), phase, explanation))
 
-    if device == "cpu":
+    _add_resident(add, sizes, merged_copy_dtype_bytes, packed_decode)
+    _add_generation(add, notes, sizes, use_vllm, vllm_mode, vllm_gpu_memory_utilization, device_total_bytes)
+    _add_scoring(add, sizes, beta, num_iterations, gradient_accumulation_steps)
+    if reward_model is not None:
+        _add_reward_model(add, _as_shape(reward_model), reward_model_dtype_bytes or dtype_bytes,
+                          sizes.gen_sequences * sizes.seq)
+    _add_training(add, sizes, gradient_checkpointing)
+    if eval_sequences > 0:
+        _add_evaluation(add, notes, sizes.shape, eval_sequences, sizes.seq, sizes.completion, dtype_bytes, device)
+
+    phases = ("generation", "scoring", "training", "evaluation")
+    peak = max(phases, key=lambda p: sum(t.bytes for t in terms if t.phase == p))
+    if device == "cuda":
+        tensors = sum(t.bytes for t in terms if t.phase in ("always", peak) and t.name not in ("runtime", "vllm"))
+        add("allocator reserve", tensors * CUDA_ALLOCATOR_OVERHEAD, "always",
+            f"torch's caching allocator holds about {CUDA_ALLOCATOR_OVERHEAD:.0%} more than its tensors (fitted to "
+            f"peaks measured on an H100)")
+    if device == "cuda" and dtype_bytes == 4:
+        notes.append("float32 on a GPU: bf16 (dtype_bytes=2) halves weights and activations.")
+    return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)
+
+
+def _add_resident(add, sizes: _RunSizes, merged_copy_dtype_bytes: int, packed_decode: bool) -> None:
+    """What is alive for the whole run: the runtime, the weights (and their merged or packed copies), the LoRA
+    adapter with its gradient and optimizer state."""
+    shape, dtype_bytes, rank, targets = sizes.shape, sizes.dtype_bytes, sizes.rank, sizes.targets
+    shapes = shape.linear_shapes()
+    lora_params = shape.num_hidden_layers * sum(rank * (shapes[n][0] + shapes[n][1]) for n in targets)
+    if sizes.device == "cpu":
         add("runtime", RUNTIME_BASELINE_CPU_BYTES, "always",
             "Python, torch, transformers, TRL and the trainer before the first step (measured)")
     else:
@@ -379,7 +439,11 @@ def estimate_memory(
         f"{lora_params / 1e6:.2f}M LoRA parameters (r={rank}, {len(targets)} layers each): float32 weight, "
         f"gradient and two AdamW moments")
 
-    # Generation: every completion of the round decodes at once.
+
+def _add_generation(add, notes: list[str], sizes: _RunSizes, use_vllm: bool, vllm_mode: str,
+                    vllm_gpu_memory_utilization: float, device_total_bytes: int | None) -> None:
+    """Generation: every completion of the round decodes at once (or vLLM holds its share of the GPU)."""
+    shape, seq, gen_sequences, layers = sizes.shape, sizes.seq, sizes.gen_sequences, sizes.shape.num_hidden_layers
     if use_vllm and vllm_mode == "server":
         add("generation", 0, "generation", "vLLM server on its own GPUs: no generation memory here")
     elif use_vllm:
@@ -391,56 +455,46 @@ def estimate_memory(
             notes.append("vLLM colocate reserves vllm_gpu_memory_utilization of the GPU: give device_total_bytes "
                          "to count it.")
     else:
-        kv = 2 * layers * shape.kv_size * seq * gen_sequences * dtype_bytes
+        kv = 2 * layers * shape.kv_size * seq * gen_sequences * sizes.dtype_bytes
         add("kv cache", kv, "generation",
             f"keys and values of {gen_sequences} sequences x {seq} tokens x {layers} layers")
         add("sampling logits", gen_sequences * shape.vocab_size * 4 * SAMPLING_LOGIT_COPIES, "generation",
             f"next-token logits of {gen_sequences} sequences over {shape.vocab_size} words")
 
-    # Scoring: no-grad forwards over micro-batches (reference model, old log-probs).
-    needs_old = num_iterations > 1 or gradient_accumulation_steps % (spg * num_iterations) != 0
+
+def _add_scoring(add, sizes: _RunSizes, beta: float, num_iterations: int, gradient_accumulation_steps: int) -> None:
+    """Scoring: no-grad forwards over micro-batches (reference model, old log-probs)."""
+    needs_old = num_iterations > 1 or gradient_accumulation_steps % (sizes.spg * num_iterations) != 0
     if beta > 0 or needs_old:
         h_copies, i_copies = INFERENCE_FLOATS_PER_TOKEN
-        layer_floats = train_tokens * (h_copies * shape.hidden_size + i_copies * shape.intermediate_size)
-        tiles = token_tile * vocab_tile * 4 * LOGIT_TILE_COPIES[device]["forward"]
+        layer_floats = sizes.train_tokens * (h_copies * sizes.shape.hidden_size
+                                             + i_copies * sizes.shape.intermediate_size)
+        tiles = sizes.token_tile * sizes.vocab_tile * 4 * LOGIT_TILE_COPIES[sizes.device]["forward"]
         why = "reference log-probs (base model with adapters disabled, no second copy of the weights)" \
             if beta > 0 else "old log-probs for num_iterations > 1"
-        add("reference forward", layer_floats * dtype_bytes + tiles, "scoring",
-            f"{why}: one layer's activations and the vocabulary tiles of {batch} sequences")
+        add("reference forward", layer_floats * sizes.dtype_bytes + tiles, "scoring",
+            f"{why}: one layer's activations and the vocabulary tiles of {sizes.batch} sequences")
 
-    if reward_model is not None:
-        _add_reward_model(add, _as_shape(reward_model), reward_model_dtype_bytes or dtype_bytes, gen_sequences * seq)
 
-    # Training: what autograd keeps for backward, then the head's backward tiles on top.
+def _add_training(add, sizes: _RunSizes, gradient_checkpointing: bool) -> None:
+    """Training: what autograd keeps for backward, then the head's backward tiles on top."""
+    shape, seq, train_tokens = sizes.shape, sizes.seq, sizes.train_tokens
+    layers = shape.num_hidden_layers
     per_layer_floats = (HIDDEN_COPIES_SAVED * shape.hidden_size + ATTENTION_COPIES_SAVED * shape.attention_size
-                        + INTERMEDIATE_COPIES_SAVED * shape.intermediate_size + rank * len(targets)
+                        + INTERMEDIATE_COPIES_SAVED * shape.intermediate_size + sizes.rank * len(sizes.targets)
                         + seq + shape.num_attention_heads + 2)
     if gradient_checkpointing:
-        activations = train_tokens * (layers * shape.hidden_size + per_layer_floats) * dtype_bytes
+        activations = train_tokens * (layers * shape.hidden_size + per_layer_floats) * sizes.dtype_bytes
         how = "gradient checkpointing: each layer's input plus one layer recomputed"
     else:
-        activations = train_tokens * layers * per_layer_floats * dtype_bytes
+        activations = train_tokens * layers * per_layer_floats * sizes.dtype_bytes
         how = f"{per_layer_floats:,} floats per token per layer"
     add("activations", activations, "training",
-        f"backward state of {batch} completions x {seq} tokens (prompt + completion) x {layers} layers: {how}")
-    tile_copies = LOGIT_TILE_COPIES[device]["backward"]
-    add("logits tiles", token_tile * vocab_tile * 4 * tile_copies, "training",
-        f"fused LM head backward: {tile_copies} float32 tile(s) of {token_tile} tokens x {vocab_tile} "
+        f"backward state of {sizes.batch} completions x {seq} tokens (prompt + completion) x {layers} layers: {how}")
+    tile_copies = LOGIT_TILE_COPIES[sizes.device]["backward"]
+    add("logits tiles", sizes.token_tile * sizes.vocab_tile * 4 * tile_copies, "training",
+        f"fused LM head backward: {tile_copies} float32 tile(s) of {sizes.token_tile} tokens x {sizes.vocab_tile} "
         f"words (never the full {train_tokens} x {shape.vocab_size} logits)")
-
-    if eval_sequences > 0:
-        _add_evaluation(add, notes, shape, eval_sequences, seq, completion, dtype_bytes, device)
-
-    phases = ("generation", "scoring", "training", "evaluation")
-    peak = max(phases, key=lambda p: sum(t.bytes for t in terms if t.phase == p))
-    if device == "cuda":
-        tensors = sum(t.bytes for t in terms if t.phase in ("always", peak) and t.name not in ("runtime", "vllm"))
-        add("allocator reserve", tensors * CUDA_ALLOCATOR_OVERHEAD, "always",
-            f"torch's caching allocator holds about {CUDA_ALLOCATOR_OVERHEAD:.0%} more than its tensors (fitted to "
-            f"peaks measured on an H100)")
-    if device == "cuda" and dtype_bytes == 4:
-        notes.append("float32 on a GPU: bf16 (dtype_bytes=2) halves weights and activations.")
-    return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)
 
 
 def _add_evaluation(add, notes: list[str], shape: ModelShape, sequences: int, seq: int, completion: int,

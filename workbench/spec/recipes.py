@@ -37,11 +37,8 @@ the step count that follows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-# A RunConfig (workbench/spec/config.py) is passed in; not imported, since config.py checks `recipe` with
-# `recipe_problem` from here and the two modules must not import each other.
-RunConfig = Any
+from workbench.spec.config import RunConfig
 
 # The fields a recipe sets, in the order they are reported.
 VARIANT_FIELDS = ("loss_type", "scale_rewards", "beta", "epsilon", "epsilon_high", "importance_sampling_level",

@@ -32,7 +32,8 @@ from typing import Any
 from workbench.runstore import runfolder
 from workbench.trainer.answering import Answers, generate
 from workbench.spec.chat import prompt_text
-from workbench.spec.config import RunConfig, column_mapping, correctness_reward_for, data_field, reward_names_for
+from workbench.spec.config import RunConfig, column_mapping, data_field, reward_names_for
+from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.evaluation import best_evaluation, eval_record, held_out_task_rows, is_correct
 from workbench.spec.rewards import call_as_trl
 

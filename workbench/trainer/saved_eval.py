@@ -12,7 +12,8 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.runstore import runfolder
-from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, correctness_reward_for, data_field
+from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, data_field
+from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.evaluation import eval_problems
 
 

@@ -17,13 +17,8 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from workbench import startup
-from workbench.spec.config import (
-    RunConfig,
-    correctness_reward_for,
-    data_field,
-    reward_names_for,
-    reward_weights_for,
-)
+from workbench.spec.config import RunConfig, data_field, reward_names_for, reward_weights_for
+from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.rewards import call_as_trl, weighted_total
 from workbench.spec.signal_check import GroupScores, SignalReport, signal_report
 from workbench.trainer.answering import end_token_ids, generate

@@ -30,16 +30,11 @@ from typing import Callable
 from workbench import library_compat, startup
 from workbench.jobs import allocator
 from workbench.runstore import runfolder
-from workbench.spec.config import (
-    RunConfig,
-    check_config,
-    reward_names_for,
-    trl_reward_weights,
-    trl_vllm_settings,
-)
+from workbench.spec.config import RunConfig, reward_names_for
+from workbench.spec.config_checks import check_config
 from workbench.spec.generation import SERVER_GENERATIONS
 from workbench.spec import trackers
-from workbench.spec.trl_settings import grpo_settings
+from workbench.spec.trl_settings import grpo_settings, trl_reward_weights, trl_vllm_settings
 from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
 from workbench.spec.hardware import runs_on_cpu

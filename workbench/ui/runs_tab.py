@@ -34,7 +34,7 @@ from workbench.insight import evaluation, figures, follow
 from workbench.insight.groups import groups_for_step
 from workbench.runstore import file_cache, runfolder
 from workbench.jobs import launcher, run_list
-from workbench.spec.config import reward_weight_map
+from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import merge_panel, run_access, run_reports, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext

@@ -71,9 +71,8 @@ from workbench.spec.config import (
     RunConfig,
     data_field,
     field_type,
-    path_problem,
-    validate_config,
 )
+from workbench.spec.config_checks import path_problem, validate_config
 from workbench.spec.generation import GENERATIONS
 from workbench.spec.hardware import list_gpus
 from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from workbench.spec.config import NO_CORRECTNESS
+from workbench.spec.reward_choice import NO_CORRECTNESS
 
 TASKS_OWN = "the task's"
 

@@ -50,7 +50,7 @@ from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
 from workbench.runstore import runfolder
 from workbench.spec.chat import transcript_text
-from workbench.spec.config import reward_weight_map
+from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import paths_view, run_access, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html, step_token_views
 from workbench.ui.context import UIContext
