@@ -3,7 +3,7 @@ link to another user's upload before the queued run starts, and the sandbox show
 
 The path rule checks the config's paths at launch. A queued run is started later by the dispatcher,
 without the rule ("read_data=False ... its data is read inside its sandbox, under its policy"), and the
-sandbox binds every path the recorded config names read-only, each resolved again *now* (`sandbox.named_paths`:
+sandbox binds every path the recorded config names read-only, each resolved again *now* (`sandbox_paths.named_paths`:
 `os.path.realpath`). alice's live run A can replace `A/prompts.jsonl`, which her queued run B names as its
 dataset, by a link to bob's upload: B's sandbox then shows bob's file at its real place (and the server makes
 it readable to every uid), and B's reward file, imported before its dataset is read, copies it into B's

@@ -10,7 +10,7 @@ import pytest
 from workbench import cli
 from workbench.cli.export_model_command import chosen_checkpoint
 from workbench.insight import evaluation
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.evaluation import best_evaluation, eval_record
 from workbench.ui import merge_view, runs_view
@@ -95,5 +95,5 @@ def test_training_keeps_the_best_checkpoint_whatever_save_total_limit_prunes(tin
     # the tiny random model answers no GSM8K question: every step ties, the earliest checkpoint is the best
     assert best["step"] < 3, [(r["step"], r["accuracy"], r["pass_at_k"]) for r in records]
     # save_total_limit=1 alone would keep only checkpoint-3, the newest
-    assert runfolder.checkpoint_steps(run_dir) == [best["step"]]
+    assert checkpoint_integrity.checkpoint_steps(run_dir) == [best["step"]]
     assert evaluation.best_checkpoint_of(run_dir)["step"] == best["step"]

@@ -11,7 +11,7 @@ from helpers import launched_threads, poll_until
 
 from workbench.cli.train import format_runs_table
 from workbench.jobs import allocator
-from workbench.runstore import runfolder
+from workbench.runstore import run_locks, runfolder
 from workbench.spec.config import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +99,7 @@ def test_background_train_waits_in_the_queue_and_stop_takes_it_out(tmp_path):
     finally:
         live.kill()
         live.wait()
-    poll_until(lambda: not runfolder.dispatcher_running(runs), timeout=20)  # nothing queued: the dispatcher ends
+    poll_until(lambda: not run_locks.dispatcher_running(runs), timeout=20)  # nothing queued: the dispatcher ends
 
 
 @pytest.mark.slow
@@ -133,7 +133,7 @@ def test_background_train_writes_into_the_run_dir_it_is_given(tmp_path):
     finally:
         live.kill()
         live.wait()
-    poll_until(lambda: not runfolder.dispatcher_running(runs), timeout=20)
+    poll_until(lambda: not run_locks.dispatcher_running(runs), timeout=20)
 
 
 def test_resume_without_checkpoint_exits_2(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from helpers import poll_until as wait_for, tiny_settings
 
 from workbench.jobs import dispatcher, gpu_queue, launcher, queue, run_list, run_state
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, run_locks, runfolder
 from workbench.spec.config import RunConfig
 
 TINY = tiny_settings(max_steps=1)
@@ -37,7 +37,7 @@ def runs_dir(tmp_path):
     for entry in run_list.list_runs(runs):
         if entry["state"] not in runfolder.FINAL_STATES:
             launcher.stop(entry["run_id"], runs, timeout=1)
-    wait_for(lambda: not runfolder.dispatcher_running(runs), timeout=30)
+    wait_for(lambda: not run_locks.dispatcher_running(runs), timeout=30)
 
 
 @pytest.fixture
@@ -81,14 +81,14 @@ def test_a_launch_on_a_held_device_waits_and_stop_takes_it_out_of_the_queue(runs
                                                        "waits_for": "the CPU (run 20260101-000000-holder)"}
     entry = next(e for e in run_list.list_runs(runs_dir) if e["run_id"] == run_id)
     assert entry["state"] == "queued" and entry["queue_position"] == 1 and "pid" not in entry
-    wait_for(lambda: runfolder.dispatcher_running(runs_dir), timeout=30)  # it keeps looking while the run waits
+    wait_for(lambda: run_locks.dispatcher_running(runs_dir), timeout=30)  # it keeps looking while the run waits
     time.sleep(dispatcher.POLL_SECONDS + 0.5)
     assert state_of(run_id, runs_dir) == "queued"  # the holder still trains
 
     stopped = launcher.stop(run_id, runs_dir)
     assert stopped["state"] == "stopped" and stopped["note"] == "taken out of the queue before it started"
     assert RunConfig.load(runs_dir / run_id / runfolder.CONFIG_FILE).max_steps == 1  # nothing else lost
-    wait_for(lambda: not runfolder.dispatcher_running(runs_dir), timeout=15)  # nothing queued: it ended
+    wait_for(lambda: not run_locks.dispatcher_running(runs_dir), timeout=15)  # nothing queued: it ended
 
 
 @pytest.mark.slow
@@ -114,9 +114,9 @@ def test_the_backstop_starts_a_dispatcher_for_a_queue_left_without_one(runs_dir,
     # it has exec'd, which takes a moment on a busy machine)
     for process in wait_for(lambda: dispatcher_processes(runs_dir), timeout=30):
         process.kill()
-    wait_for(lambda: not runfolder.dispatcher_running(runs_dir), timeout=30)
+    wait_for(lambda: not run_locks.dispatcher_running(runs_dir), timeout=30)
     assert run_list.keep_queue_moving(runs_dir) is True
-    wait_for(lambda: runfolder.dispatcher_running(runs_dir), timeout=30)
+    wait_for(lambda: run_locks.dispatcher_running(runs_dir), timeout=30)
     assert state_of(run_id, runs_dir) == "queued"
     assert run_list.keep_queue_moving(runs_dir) is False  # one is alive: no second one
 
@@ -133,7 +133,7 @@ def test_a_resume_waits_in_the_queue_too_and_keeps_its_checkpoint(runs_dir, hold
     assert (status["state"], status["queued_resume"], status["queue_position"]) == ("queued", True, 1)
     assert status["note"] is None and status["step"] == 1
     assert launcher.stop(run_dir.name, runs_dir)["state"] == "stopped"
-    assert runfolder.last_checkpoint(run_dir).name == "checkpoint-1"
+    assert checkpoint_integrity.last_checkpoint(run_dir).name == "checkpoint-1"
 
 
 @pytest.mark.slow
@@ -173,7 +173,7 @@ def test_a_queued_run_starts_by_itself_when_the_run_before_it_ends(runs_dir):
     assert final["step"] == 1 and final.get("queued_resume") is None
     log = (runs_dir / runfolder.DISPATCHER_LOG_FILE).read_text()
     assert f"started {second}" in log and f"started {third}" not in log
-    wait_for(lambda: not runfolder.dispatcher_running(runs_dir), timeout=15)
+    wait_for(lambda: not run_locks.dispatcher_running(runs_dir), timeout=15)
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import json
 import pytest
 from app_events import Page, find_event
 
-from workbench.insight import evaluation, figures
+from workbench.insight import evaluation, overlay_figures
 from workbench.runstore import jsonl_cache, runfolder
 from workbench.spec.config import RunConfig
 
@@ -27,10 +27,11 @@ def test_the_curve_as_metrics_draws_one_line_per_run_and_names_a_run_that_never_
     curves = {"a": evaluation.as_metrics([{"step": 0, "accuracy": 0.25, "pass_at_k": None}, {"step": 4, "accuracy": 0.5}]),
               "b": [], "c": evaluation.as_metrics([{"step": 0, "accuracy": 0.5, "pass_at_k": 0.75}])}
     assert curves["a"] == [{"step": 0, "held_out/accuracy": 0.25}, {"step": 4, "held_out/accuracy": 0.5}]
-    figure = figures.overlay_runs(curves, evaluation.HELD_OUT_ACCURACY)
+    figure = overlay_figures.overlay_runs(curves, evaluation.HELD_OUT_ACCURACY)
     assert [trace.name for trace in figure.data] == ["a", "c"] and list(figure.data[0].y) == [0.25, 0.5]
     assert "not logged by: b" in figure.layout.title.text
-    assert "eval_strategy=steps" in json.dumps(figures.overlay_runs({"b": []}, evaluation.HELD_OUT_ACCURACY).to_dict())
+    assert "eval_strategy=steps" in json.dumps(
+        overlay_figures.overlay_runs({"b": []}, evaluation.HELD_OUT_ACCURACY).to_dict())
 
 
 @pytest.fixture

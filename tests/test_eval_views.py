@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from workbench.insight import evaluation, figures
+from workbench.insight import evaluation, figures, overlay_figures
 from workbench.spec.evaluation import eval_record
 from workbench.ui import train_view
 
@@ -25,7 +25,7 @@ def _traces(figure) -> dict:
 
 
 def test_held_out_accuracy_and_pass_at_k_share_the_training_rewards_step_axis():
-    traces = _traces(figures.held_out_figure(EVALS, METRICS))
+    traces = _traces(overlay_figures.held_out_figure(EVALS, METRICS))
     assert list(traces["held-out accuracy (right)"]["x"]) == [0, 2]
     assert list(traces["held-out accuracy (right)"]["y"]) == [0.5, 0.5]
     assert list(traces["pass@2 (right)"]["y"]) == [1.0, 1.0] and traces["pass@2 (right)"]["yaxis"] == "y2"
@@ -36,8 +36,8 @@ def test_a_run_without_evaluation_says_how_to_turn_it_on_and_one_waiting_says_so
     def note(figure):
         return json.loads(figures.figure_json(figure))["layout"]["annotations"][0]["text"]
 
-    assert "eval_strategy=steps" in note(figures.held_out_figure([], METRICS, evaluates=False))
-    assert "step 0" in note(figures.held_out_figure([], METRICS, evaluates=True))
+    assert "eval_strategy=steps" in note(overlay_figures.held_out_figure([], METRICS, evaluates=False))
+    assert "step 0" in note(overlay_figures.held_out_figure([], METRICS, evaluates=True))
 
 
 def test_changed_answers_show_both_answers_escaped_with_the_summary():

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from workbench.insight import figures
+from workbench.insight import figures, overlay_figures
 
 # The dashboard's pure modules: the UI process and notebooks import them without torch or gradio.
 PURE_MODULES = ("workbench.insight.figures", "workbench.insight.groups", "workbench.insight.health", "workbench.spec.memory",
@@ -196,7 +196,7 @@ def test_learning_rate_is_never_smoothed():
 
 def test_overlay_draws_one_line_per_run_and_names_runs_without_the_metric():
     runs = {"lr-1e-3": make_metrics(5), "lr-1e-4": make_metrics(3), "beta-0": make_metrics(4, beta=0)}
-    fig = figures.overlay_runs(runs, "kl")
+    fig = overlay_figures.overlay_runs(runs, "kl")
     assert trace_names(fig) == ["lr-1e-3", "lr-1e-4"]
     assert "not logged by: beta-0" in fig.layout.title.text
     assert len(fig.data[1].x) == 3
@@ -209,11 +209,11 @@ def test_overlay_draws_one_line_per_run_and_names_runs_without_the_metric():
 )
 def test_overlay_without_data_is_a_note(runs, phrase):
     metric = "kl" if "beta" in phrase else "reward"
-    assert phrase in annotation_text(figures.overlay_runs(runs, metric)).replace("<br>", " ")
+    assert phrase in annotation_text(overlay_figures.overlay_runs(runs, metric)).replace("<br>", " ")
 
 
 def test_overlay_smoothing_applies_per_run():
-    fig = figures.overlay_runs({"a": make_metrics(4)}, "reward", smoothing=0.5)
+    fig = overlay_figures.overlay_runs({"a": make_metrics(4)}, "reward", smoothing=0.5)
     line = fig.data[-1]
     assert list(line.y) == pytest.approx(figures.smooth([0.3, 0.4, 0.5, 0.6], 0.5))
 
@@ -227,7 +227,7 @@ def test_a_short_run_gets_a_tick_on_every_step_and_a_long_one_plotly_ticks():
 @pytest.mark.parametrize("order", [("short", "long"), ("long", "short")])
 def test_overlay_of_a_short_and_a_long_run_keeps_plotly_ticks(order):
     runs = {"short": make_metrics(3), "long": make_metrics(400)}
-    fig = figures.overlay_runs({name: runs[name] for name in order}, "reward")
+    fig = overlay_figures.overlay_runs({name: runs[name] for name in order}, "reward")
     assert fig.layout.xaxis.dtick is None
 
 # ---------------------------------------------------------------- purity

@@ -148,13 +148,13 @@ def test_change_signature_of_a_missing_or_odd_run_id_is_gone_not_a_path(run_dir)
 
 
 def test_overlay_of_a_resumed_run_keeps_no_stale_point(make_run):
-    from workbench.insight import figures
+    from workbench.insight import overlay_figures
 
     # steps 1-3, a crash, a resume from checkpoint-1 that has logged step 2 again so far
     run_dir = make_run("20261122-010203-resumed", metrics=[
         {"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}, {"step": 2, "reward": 0.9}])
     assert follow.read_metrics(run_dir).records == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
-    (line,) = figures.overlay_runs({"resumed": follow.read_metrics(run_dir).records}, "reward").data
+    (line,) = overlay_figures.overlay_runs({"resumed": follow.read_metrics(run_dir).records}, "reward").data
     assert list(line.x) == [1, 2] and list(line.y) == [0.1, 0.9]
 
 

@@ -24,7 +24,7 @@ from helpers import tiny_settings
 
 from workbench.access import uploads, users
 from workbench.jobs import launcher, run_state, sandbox
-from workbench.runstore import launch_records, runfolder
+from workbench.runstore import launch_records, run_locks, runfolder
 from workbench.spec.config import RunConfig
 from workbench.ui import run_access
 
@@ -163,7 +163,7 @@ def test_a_hostile_reward_changes_nothing_the_server_decides_from(tmp_path, monk
 
         # read: the planted train.log link shows nothing; write: a stop request lands on no outside file
         assert SECRET not in runfolder.read_log_tail(run_dir) and "alice user" not in runfolder.read_log_tail(run_dir)
-        runfolder.request_stop(run_dir)
+        run_locks.request_stop(run_dir)
         assert not outside.exists()
 
         # owner and processes are the launcher's; status.json's `pid`, `owner` and `host` are only the run's report
@@ -175,7 +175,7 @@ def test_a_hostile_reward_changes_nothing_the_server_decides_from(tmp_path, monk
         assert final["state"] in runfolder.FINAL_STATES
 
         # resumed as the command line does (no policy given): the launcher's record's sandbox, not status.json's
-        runfolder.clear_stop_request(run_dir)
+        run_locks.clear_stop_request(run_dir)
         launcher.resume(run_id, runs)
         resumed = wait_final(run_id, runs)
         assert resumed["step"] == 2, (resumed, runfolder.read_log_tail(run_dir))

@@ -16,7 +16,7 @@ import pytest
 from helpers import TINY, launched_threads, poll_until as wait_for
 
 from workbench.jobs import allocator, commands, launcher, processes, run_list, run_state
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, run_locks, runfolder
 from workbench.spec.config import ConfigError, RunConfig
 
 
@@ -155,8 +155,8 @@ def test_stop_then_resume_continues_the_step_numbers(runs_dir):
     stop_step = stopped["step"]
     assert 1 <= stop_step < STEPS
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
-    assert runfolder.last_checkpoint(run_dir).name == f"checkpoint-{stop_step}"
-    assert not runfolder.stop_requested(run_dir)
+    assert checkpoint_integrity.last_checkpoint(run_dir).name == f"checkpoint-{stop_step}"
+    assert not run_locks.stop_requested(run_dir)
 
     assert launcher.resume(run_id, runs_dir) == run_id
     final = run_state.wait(run_id, runs_dir, timeout=240)
@@ -272,10 +272,10 @@ def test_relative_model_dataset_and_reward_file_train_in_the_background(tmp_path
 TRAINER = """
 import sys, time
 from pathlib import Path
-from workbench.runstore import runfolder
+from workbench.runstore import run_locks, runfolder
 run_dir, notice, save = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 runfolder.update_status(run_dir, state="training")
-while not runfolder.stop_requested(run_dir):
+while not run_locks.stop_requested(run_dir):
     time.sleep(0.05)
 time.sleep(notice)
 runfolder.update_status(run_dir, state="saving")
@@ -303,7 +303,7 @@ def test_stop_waits_for_the_step_and_the_save(runs_dir, notice, save, step_time)
     run_dir, process = slow_trainer(runs_dir, notice, save, step_time)
     try:
         if not step_time:  # already saving when the stop comes
-            runfolder.request_stop(run_dir)
+            run_locks.request_stop(run_dir)
             wait_for(lambda: runfolder.read_status(run_dir)["state"] == "saving", timeout=30)
         stopped = launcher.stop(run_dir.name, runs_dir, timeout=0.5)
         assert stopped["state"] == "stopped" and "note" not in stopped, stopped
@@ -334,7 +334,7 @@ def test_save_total_limit_caps_checkpoints_and_resume_skips_a_cut_short_one(runs
     final = run_state.wait(run_id, runs_dir, timeout=240)
     assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(run_dir))
     assert final["resumed_from"] == 2 and final["step"] == 3
-    assert runfolder.last_checkpoint(run_dir).name == "checkpoint-3"  # written again, whole
+    assert checkpoint_integrity.last_checkpoint(run_dir).name == "checkpoint-3"  # written again, whole
     # step 3 was trained twice; the resume cut the files back to step 2 first, so it is recorded once
     assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2, 3]
     assert steps_of(run_dir, runfolder.COMPLETIONS_FILE) == [1] * 4 + [2] * 4 + [3] * 4

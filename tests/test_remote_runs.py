@@ -10,7 +10,7 @@ import pytest
 from workbench.cli import main
 from workbench.cli.train import format_runs_table
 from workbench.jobs import gpu_queue, launcher, run_list, run_state
-from workbench.runstore import runfolder
+from workbench.runstore import run_locks, runfolder
 from workbench.ui import runs_view
 
 ELSEWHERE = "node07.cluster.invalid"
@@ -81,7 +81,7 @@ def test_stop_reaches_a_remote_run_through_its_folder_and_kills_nothing(runs_dir
     killed = []
     monkeypatch.setattr(launcher.processes, "end_tree", lambda *a, **k: killed.append(a))
     result = launcher.stop(run_dir.name, runs_dir, timeout=0.5)
-    assert runfolder.stop_requested(run_dir) and killed == []
+    assert run_locks.stop_requested(run_dir) and killed == []
     assert result["state"] == "training" and "never killed from here" in result["note"]
 
 
@@ -89,7 +89,7 @@ def test_stop_of_a_lost_run_leaves_the_request_for_its_return(runs_dir, monkeypa
     run_dir = remote_run(runs_dir, age=run_state.LOST_SECONDS + 60)
     monkeypatch.setattr(launcher.processes, "end_tree", lambda *a, **k: pytest.fail("killed a local pid"))
     result = launcher.stop(run_dir.name, runs_dir)
-    assert result["state"] == "lost" and runfolder.stop_requested(run_dir)
+    assert result["state"] == "lost" and run_locks.stop_requested(run_dir)
 
 
 def test_remote_runs_hold_no_local_gpu_and_block_no_local_trainer(runs_dir):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from workbench.modeltools import probes
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, run_locks, runfolder
 
 
 def test_status_is_merged_and_stamped(tmp_path):
@@ -60,10 +60,10 @@ def test_last_checkpoint_skips_those_a_kill_left_incomplete(tmp_path, make_check
     (tmp_path / "checkpoint-5" / "optimizer.pt").unlink()               # killed before the optimizer
     cut_short(tmp_path / "checkpoint-6" / "scheduler.pt")
     (tmp_path / "checkpoint-7").mkdir()                                  # killed at once
-    assert [p.name for p in runfolder.checkpoint_dirs(tmp_path)] == ["checkpoint-1", "checkpoint-2"]
-    assert runfolder.last_checkpoint(tmp_path).name == "checkpoint-2"
+    assert [p.name for p in checkpoint_integrity.checkpoint_dirs(tmp_path)] == ["checkpoint-1", "checkpoint-2"]
+    assert checkpoint_integrity.last_checkpoint(tmp_path).name == "checkpoint-2"
     cut_short(tmp_path / "checkpoint-2" / "adapter_model.safetensors")
-    assert runfolder.last_checkpoint(tmp_path).name == "checkpoint-1"  # falls back further
+    assert checkpoint_integrity.last_checkpoint(tmp_path).name == "checkpoint-1"  # falls back further
 
 
 def test_keep_steps_up_to_cuts_a_file_back_to_the_checkpoint(tmp_path):
@@ -106,17 +106,17 @@ def test_the_queue_lock_has_one_holder_at_a_time(tmp_path):
                 return False
             return True
 
-    with runfolder.queue_lock(tmp_path / "runs"):  # made with the folder when missing
+    with run_locks.queue_lock(tmp_path / "runs"):  # made with the folder when missing
         assert not try_lock()
     assert try_lock()
 
 
 def test_one_dispatcher_holds_its_lock_at_a_time(tmp_path):
-    held = runfolder.hold_dispatcher_lock(tmp_path)
-    assert held is not None and runfolder.dispatcher_running(tmp_path)
-    assert runfolder.hold_dispatcher_lock(tmp_path) is None
+    held = run_locks.hold_dispatcher_lock(tmp_path)
+    assert held is not None and run_locks.dispatcher_running(tmp_path)
+    assert run_locks.hold_dispatcher_lock(tmp_path) is None
     held.close()
-    assert not runfolder.dispatcher_running(tmp_path)
+    assert not run_locks.dispatcher_running(tmp_path)
 
 
 def test_only_the_runs_own_checkpoint_folders_count(tmp_path, make_checkpoint):
@@ -127,5 +127,5 @@ def test_only_the_runs_own_checkpoint_folders_count(tmp_path, make_checkpoint):
     (other / runfolder.ADAPTER_DIR / "adapter_config.json").write_text("{}")
     (mine / "checkpoint-9").symlink_to(other / "checkpoint-5", target_is_directory=True)
     (mine / runfolder.ADAPTER_DIR).symlink_to(other / runfolder.ADAPTER_DIR, target_is_directory=True)
-    assert [path.name for path in runfolder.checkpoint_dirs(mine)] == ["checkpoint-2"]
+    assert [path.name for path in checkpoint_integrity.checkpoint_dirs(mine)] == ["checkpoint-2"]
     assert [label for label, _ in probes.list_checkpoints(mine)] == ["step 2 (checkpoint-2)"]

@@ -18,7 +18,7 @@ from helpers import write_checkpoint
 
 from workbench.jobs import processes
 from workbench.modeltools import probes
-from workbench.runstore import file_cache, jsonl_cache, runfolder, safe_files
+from workbench.runstore import checkpoint_integrity, file_cache, jsonl_cache, run_locks, runfolder, safe_files
 
 SECRET = "alice admin pbkdf2_sha256$600000$salt$hash-of-a-password\n"
 
@@ -89,14 +89,14 @@ def test_stop_never_writes_through_a_linked_stop_request(run_dir, outside, tmp_p
     stop = run_dir / runfolder.STOP_FILE
     for target in (outside, tmp_path / "site-packages" / "evil.pth"):  # an existing file, and one to be made
         plant(stop, "link", target)
-        runfolder.request_stop(run_dir)
+        run_locks.request_stop(run_dir)
         assert not stop.is_symlink() and stop.is_file() and float(stop.read_text()) > 0
-        assert runfolder.stop_requested(run_dir)
+        assert run_locks.stop_requested(run_dir)
     assert outside.read_text() == SECRET and not (tmp_path / "site-packages").exists()
     for planted in ("link", "folder"):  # the link itself goes, never its target; a folder is moved aside
         plant(stop, planted, outside)
-        runfolder.clear_stop_request(run_dir)
-        assert not stop.is_symlink() and not runfolder.stop_requested(run_dir) and outside.read_text() == SECRET
+        run_locks.clear_stop_request(run_dir)
+        assert not stop.is_symlink() and not run_locks.stop_requested(run_dir) and outside.read_text() == SECRET
 
 
 def test_resume_writes_a_fresh_log_in_place_of_a_planted_one(run_dir, outside):
@@ -176,13 +176,14 @@ def test_a_run_folder_that_is_a_link_is_refused(tmp_path, outside):
     before = {path.name: path.read_bytes() for path in elsewhere.iterdir() if path.is_file()}
 
     assert runfolder.read_status(linked) == {} and runfolder.read_log_tail(linked) == ""
-    assert runfolder.read_jsonl(linked / runfolder.METRICS_FILE) == [] and runfolder.checkpoint_dirs(linked) == []
-    for write in (lambda: runfolder.update_status(linked, state="stopped"), lambda: runfolder.request_stop(linked),
+    assert runfolder.read_jsonl(linked / runfolder.METRICS_FILE) == [] and \
+        checkpoint_integrity.checkpoint_dirs(linked) == []
+    for write in (lambda: runfolder.update_status(linked, state="stopped"), lambda: run_locks.request_stop(linked),
                   lambda: runfolder.append_jsonl(linked / runfolder.METRICS_FILE, [{"step": 8}]),
                   lambda: processes.spawn(["true"], linked / runfolder.LOG_FILE, processes.job_env(), append=True)):
         with pytest.raises(OSError):
             write()
-    runfolder.clear_stop_request(linked)  # nothing removed there either
+    run_locks.clear_stop_request(linked)  # nothing removed there either
     assert {path.name: path.read_bytes() for path in elsewhere.iterdir() if path.is_file()} == before
 
 
@@ -198,9 +199,9 @@ def test_checkpoints_made_of_links_are_not_the_runs(tmp_path):
     # checkpoint-4: a link that stays inside the run (to its own checkpoint-1); checkpoint-5: one into the other run
     (mine / "checkpoint-4").symlink_to(mine / "checkpoint-1", target_is_directory=True)
     (mine / "checkpoint-5").symlink_to(other / "checkpoint-3", target_is_directory=True)
-    assert runfolder.checkpoint_steps(other) == [2, 3]
-    assert runfolder.checkpoint_steps(mine) == [1]
-    assert runfolder.last_checkpoint(mine) == mine / "checkpoint-1"
+    assert checkpoint_integrity.checkpoint_steps(other) == [2, 3]
+    assert checkpoint_integrity.checkpoint_steps(mine) == [1]
+    assert checkpoint_integrity.last_checkpoint(mine) == mine / "checkpoint-1"
     assert [label for label, _ in probes.list_checkpoints(mine)] == ["step 1 (checkpoint-1)"]
 
 

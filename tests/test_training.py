@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import TINY, poll_until
 
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig
 from workbench.spec.rewards import RewardFunctionError
@@ -229,7 +229,7 @@ def test_checkpoints_and_adapter_load_with_peft(finished_run):
     from workbench.spec.models import tiny_model_dir
 
     _, run_dir, _ = finished_run
-    assert [p.name for p in runfolder.checkpoint_dirs(run_dir)] == ["checkpoint-2", "checkpoint-3"]
+    assert [p.name for p in checkpoint_integrity.checkpoint_dirs(run_dir)] == ["checkpoint-2", "checkpoint-3"]
     adapter = run_dir / runfolder.ADAPTER_DIR
     weights = load_file(str(adapter / "adapter_model.safetensors"))
     assert weights and all("lora_" in name for name in weights)  # only LoRA weights were trained and saved

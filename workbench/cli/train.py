@@ -114,7 +114,7 @@ def _checked(config) -> None:
 
 def run_train(args) -> int:
     from workbench.jobs import gpu_queue, launcher, run_state
-    from workbench.runstore import runfolder
+    from workbench.runstore import checkpoint_integrity, runfolder
 
     if args.background or args.sandbox:  # no model loads in this process (workbench/startup.py)
         startup.resume_collection()
@@ -154,7 +154,7 @@ def run_train(args) -> int:
     else:
         run_dir = runfolder.runs_root(args.runs_dir) / runfolder.new_run_id(config.run_name or config.task)
         print(f"Run folder: {run_dir}", flush=True)
-    if args.resume and runfolder.last_checkpoint(run_dir) is None:
+    if args.resume and checkpoint_integrity.last_checkpoint(run_dir) is None:
         raise ArgumentError(f"--resume: {run_dir} has no checkpoint-* folder; start a new run without --resume")
     if os.environ.get("RANK", "0") == "0":
         _start_vllm_server(config, run_dir)
@@ -190,14 +190,14 @@ def _check_sandbox() -> None:
 def _train_sandboxed(args, config) -> int:
     """The foreground run, inside its sandbox: this process waits for it (Ctrl-C reaches it) and prints the end."""
     from workbench.jobs import commands, sandbox
-    from workbench.runstore import runfolder
+    from workbench.runstore import checkpoint_integrity, runfolder
 
     config = config.with_absolute_paths()
     run_dir = Path(args.run_dir).resolve() if args.run_dir else \
         runfolder.runs_root(args.runs_dir).resolve() / runfolder.new_run_id(config.run_name or config.task)
     if args.run_dir:
         _refuse_a_live_run(run_dir)
-    if args.resume and runfolder.last_checkpoint(run_dir) is None:
+    if args.resume and checkpoint_integrity.last_checkpoint(run_dir) is None:
         raise ArgumentError(f"--resume: {run_dir} has no checkpoint-* folder; start a new run without --resume")
     run_dir.mkdir(parents=True, exist_ok=True)
     config.save(run_dir / runfolder.CONFIG_FILE)

@@ -1,6 +1,7 @@
 """Reading a run: pure functions from run-folder records to figures, groups and health notes.
 
 - `figures`      plotly figure dicts for reward, KL, loss, lengths and the rest
+- `overlay_figures`  several runs' metric on one figure, held-out accuracy over the training reward
 - `groups`       completions regrouped by prompt, with their rewards and advantages
 - `group_cards`  those groups as HTML cards (the dashboard's and the report's)
 - `health`       alarms in plain words (no learning signal, KL spikes, truncation)

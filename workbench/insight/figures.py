@@ -23,6 +23,9 @@ A builder takes the records or their `metrics_frame`; `build_figures` makes
 the frame once for all figures, and a page that keeps the frame of the
 records it has (`metrics_frame(records, previous=...)`) adds one row a step.
 
+The figures that lay one series over another (several runs, held-out accuracy over the reward) are
+`overlay_figures`, built from the blocks here.
+
 No torch or gradio here: importable by the UI process and by notebooks.
 """
 
@@ -169,7 +172,7 @@ def _extend_frame(records: list, old_records, old_frame) -> pd.DataFrame | None:
     return frame
 
 
-def _frame_of(records) -> pd.DataFrame:
+def frame_of(records) -> pd.DataFrame:
     """`records` if they already are a metrics frame, else their frame."""
     return records if isinstance(records, pd.DataFrame) else metrics_frame(records)
 
@@ -207,7 +210,7 @@ def _smoothed(values: Sequence[float], weight: float) -> np.ndarray:
     return out
 
 
-def _series(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
+def metric_steps(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of one metric with its missing points dropped."""
     if metric not in frame.columns:
         return np.empty(0), np.empty(0)
@@ -440,7 +443,7 @@ def _mean_with_std_band(drawing, frame, mean_col, std_col, name, colour, smoothi
 
 def reward_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Total reward and each reward function's mean, each with a ± std band."""
-    frame = _frame_of(records)
+    frame = frame_of(records)
     title = "Reward (mean ± std over the completions of a step)"
     if not has_metric(frame, "reward"):
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no `reward`.")
@@ -454,15 +457,15 @@ def reward_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def reward_std_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Spread of rewards, and the share of groups whose rewards were all equal."""
-    frame = _frame_of(records)
+    frame = frame_of(records)
     title = "Reward spread and groups with no signal"
     if not (has_metric(frame, "reward_std") or has_metric(frame, "frac_reward_zero_std")):
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no `reward_std`.")
     drawing = Drawing(title, "reward std")
     drawing.layout["yaxis"]["rangemode"] = "tozero"
-    add_line(drawing, *_series(frame, "reward_std"), "reward_std", PALETTE[0], smoothing)
+    add_line(drawing, *metric_steps(frame, "reward_std"), "reward_std", PALETTE[0], smoothing)
     if has_metric(frame, "frac_reward_zero_std"):
-        add_line(drawing, *_series(frame, "frac_reward_zero_std"), "frac_reward_zero_std (right)",
+        add_line(drawing, *metric_steps(frame, "frac_reward_zero_std"), "frac_reward_zero_std (right)",
                  PALETTE[4], smoothing, dash="dot", yaxis="y2")
         add_fraction_axis(drawing, "fraction of groups")
     return drawing.figure()
@@ -470,7 +473,7 @@ def reward_std_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Mean completion length with its min-max band, and the clipped ratio on the right."""
-    frame = _frame_of(records)
+    frame = frame_of(records)
     title = "Completion length (tokens)"
     mean_col = "completions/mean_length"
     if not has_metric(frame, mean_col):
@@ -482,9 +485,9 @@ def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
         add_band(drawing, *_aligned(frame, "completions/min_length", "completions/max_length"), colour, "min-max")
         # An invisible trace so the legend explains the shaded band.
         drawing.add_trace(x=[None], y=[None], mode="lines", name="min-max", line=dict(color=_rgba(colour, 0.4), width=8))
-    add_line(drawing, *_series(frame, mean_col), "mean", colour, smoothing)
+    add_line(drawing, *metric_steps(frame, mean_col), "mean", colour, smoothing)
     if has_metric(frame, "completions/clipped_ratio"):
-        add_line(drawing, *_series(frame, "completions/clipped_ratio"), "clipped ratio (right)", PALETTE[4],
+        add_line(drawing, *metric_steps(frame, "completions/clipped_ratio"), "clipped ratio (right)", PALETTE[4],
                  smoothing, dash="dot", yaxis="y2")
         add_fraction_axis(drawing, "hit max length")
     return drawing.figure()
@@ -492,7 +495,7 @@ def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Share of tokens whose probability ratio was clipped (PPO-style trust region)."""
-    frame = _frame_of(records)
+    frame = frame_of(records)
     title = "Clip ratio (share of tokens clipped)"
     columns = [("clip_ratio/region_mean", "region"), ("clip_ratio/low_mean", "low"),
                ("clip_ratio/high_mean", "high")]
@@ -502,7 +505,7 @@ def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
     drawing = Drawing(title, "fraction")
     drawing.layout["yaxis"]["rangemode"] = "tozero"
     for i, (col, label) in enumerate(present):
-        add_line(drawing, *_series(frame, col), label, PALETTE[i], smoothing, dash=None if i == 0 else "dot")
+        add_line(drawing, *metric_steps(frame, col), label, PALETTE[i], smoothing, dash=None if i == 0 else "dot")
     if all((frame[col].dropna() == 0).all() for col, _ in present):
         drawing.layout["yaxis"]["range"] = (0, 0.1)
         drawing.annotations.append(dict(
@@ -519,12 +522,12 @@ def metric_figure(records, metric: str, title: str, y_title: str = "", smoothing
 
     `zero_line` draws a dotted line at 0; `y_axis` adds settings to the y axis.
     """
-    frame = _frame_of(records)
+    frame = frame_of(records)
     if not has_metric(frame, metric):
         note = WAITING_NOTE if frame.empty else MISSING_NOTES.get(metric, f"This run logged no `{metric}`.")
         return note_figure(title, note)
     drawing = Drawing(title, y_title)
-    add_line(drawing, *_series(frame, metric), metric, colour, smoothing, show_legend=False)
+    add_line(drawing, *metric_steps(frame, metric), metric, colour, smoothing, show_legend=False)
     if log_y:
         drawing.layout["yaxis"]["type"] = "log"
     elif from_zero:
@@ -582,59 +585,7 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
 def build_figures(records, smoothing: float = 0.0, names: Iterable[str] | None = None) -> dict[str, go.Figure]:
     """The dashboard figures for one run (its records or their metrics_frame), keyed as in FIGURE_BUILDERS
     (all of them, or those `names`)."""
-    frame = _frame_of(records if isinstance(records, pd.DataFrame) else list(records))
+    frame = frame_of(records if isinstance(records, pd.DataFrame) else list(records))
     check_smoothing(smoothing)
     wanted = FIGURE_BUILDERS if names is None else list(names)
     return {name: FIGURE_BUILDERS[name](frame, smoothing) for name in wanted}
-
-
-def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: float = 0.0) -> go.Figure:
-    """One metric of several runs on one figure, one line per run (name -> records, or their metrics_frame).
-
-    Runs that did not log the metric are named in a note under the title.
-    """
-    weight = check_smoothing(smoothing)
-    title = f"{metric}: runs compared"
-    if not runs:
-        return note_figure(title, "Pick one or more runs to compare.")
-    frames = {name: _frame_of(records) for name, records in runs.items()}
-    missing = [name for name, frame in frames.items() if not has_metric(frame, metric)]
-    if len(missing) == len(frames):
-        return note_figure(title, MISSING_NOTES.get(metric, f"None of these runs logged `{metric}`."))
-    if missing:
-        # Said under the title rather than on the plot, where it could cover a line.
-        title += f"<br><sup>not logged by: {', '.join(missing)}</sup>"
-    drawing = Drawing(title, metric)
-    for i, (name, frame) in enumerate(frames.items()):
-        if name not in missing:
-            add_line(drawing, *_series(frame, metric), name, PALETTE[i % len(PALETTE)], weight)
-    return drawing.figure()
-
-
-HELD_OUT_TITLE = "Held-out accuracy (right) beside the training reward"
-NO_EVAL_NOTE = ("This run evaluates no held-out prompts. Train with eval_strategy=steps (and eval_steps, eval_size) "
-                "to see whether a rising reward means right answers on prompts it never trained on.")
-EVAL_WAITING_NOTE = "No evaluation yet: the first, of the base model at step 0, lands before the first update."
-
-
-def held_out_figure(eval_records: list[Mapping], records, smoothing: float = 0.0, evaluates: bool = True) -> go.Figure:
-    """Held-out accuracy and pass@k (eval.jsonl, right-hand 0-100 % axis) on the training reward's step axis.
-
-    `eval_records`: one per evaluation in step order (`insight.evaluation.read_evals`); `records` the run's
-    metrics (or their frame); `evaluates`: whether the run's config turns evaluation on (which note to show).
-    """
-    if not eval_records:
-        return note_figure(HELD_OUT_TITLE, EVAL_WAITING_NOTE if evaluates else NO_EVAL_NOTE)
-    frame = _frame_of(records if isinstance(records, pd.DataFrame) else list(records))
-    drawing = Drawing(HELD_OUT_TITLE, "training reward")
-    if has_metric(frame, "reward"):
-        add_line(drawing, *_series(frame, "reward"), "training reward", PALETTE[0], smoothing)
-    steps = [record["step"] for record in eval_records]
-    for key, name, colour, dash in (("accuracy", "held-out accuracy", PALETTE[2], None),
-                                    ("pass_at_k", f"pass@{eval_records[-1].get('k')}", PALETTE[3], "dot")):
-        values = [record.get(key) for record in eval_records]
-        if any(value is not None for value in values):
-            add_line(drawing, steps, [math.nan if v is None else v for v in values], f"{name} (right)", colour, 0.0,
-                     dash=dash, yaxis="y2")
-    add_fraction_axis(drawing, "share of held-out prompts")
-    return drawing.figure()

@@ -11,7 +11,7 @@ without a network. Its sections, in order:
 - the batch plan as the Calculator tab counts it (`spec.config_checks.plan_for`, `Plan.numbers()`);
 - reward, reward spread, KL, loss and completion-length curves (`figures`);
 - held-out evaluation (`evaluation`): accuracy and pass@k on the training reward's step axis
-  (`figures.held_out_figure`), the best evaluated checkpoint kept, and the prompts whose answer went
+  (`overlay_figures.held_out_figure`), the best evaluated checkpoint kept, and the prompts whose answer went
   wrong -> right or right -> wrong since step 0 with both answers (`evaluation.changed_answers`);
 - the health notes (`health.check_health`, with the held-out evaluations), and a note for each run file with
   lines that could not be read (skipped by the reader, `spec.run_records`);
@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping
 import jinja2
 from markupsafe import Markup
 
-from workbench.insight import evaluation, figures
+from workbench.insight import evaluation, figures, overlay_figures
 from workbench.insight.group_cards import STYLE as CARDS_STYLE
 from workbench.insight.group_cards import render_group
 from workbench.insight.groups import SCALINGS, GroupView, available_steps, format_number, format_signed, groups_for_step
@@ -291,7 +291,7 @@ def _held_out(evals: list[dict], metrics: list[dict], checkpoint_steps: list[int
         words.append(f"The best evaluated checkpoint is checkpoint-{best['step']} ({_share(best.get('accuracy'))}), "
                      f"kept whatever save_total_limit prunes: export it or compare it.")
     return {"words": " ".join(words), "div_id": "wb-figure-held-out",
-            "json": Markup(figures.held_out_figure(evals, metrics).to_json()),
+            "json": Markup(overlay_figures.held_out_figure(evals, metrics).to_json()),
             "changed": evaluation.changed_answers(evals), "first_step": first["step"], "last_step": last["step"]}
 
 

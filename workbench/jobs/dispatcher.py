@@ -35,7 +35,7 @@ import traceback
 from pathlib import Path
 
 from workbench.jobs import gpu_queue, launcher, queue
-from workbench.runstore import launch_records, runfolder
+from workbench.runstore import launch_records, run_locks, runfolder
 
 POLL_SECONDS = 2.0  # how soon a queued run starts after its devices are free
 
@@ -43,7 +43,7 @@ POLL_SECONDS = 2.0  # how soon a queued run starts after its devices are free
 def dispatch(runs_dir: str | os.PathLike | None = None) -> list[str]:
     """Start every queued run whose devices are free, in queue order; returns the ids of those still waiting."""
     root = runfolder.runs_root(runs_dir)
-    with runfolder.queue_lock(root):
+    with run_locks.queue_lock(root):
         return [entry.run_id for entry in dispatch_held(root)[0]]
 
 
@@ -89,13 +89,13 @@ def run(root: Path, poll: float = POLL_SECONDS, lock_fd: int | None = None) -> i
 
     `lock_fd`: the dispatcher lock, already held (handed over by the launcher).
     """
-    held = os.fdopen(lock_fd, "ab") if lock_fd is not None else runfolder.hold_dispatcher_lock(root)
+    held = os.fdopen(lock_fd, "ab") if lock_fd is not None else run_locks.hold_dispatcher_lock(root)
     if held is None:
         return 0
     _say(f"watching the queue of {root}")
     with held:
         while True:
-            with runfolder.queue_lock(root):
+            with run_locks.queue_lock(root):
                 waiting, started = dispatch_held(root)
                 for run_id in started:
                     _say(f"started {run_id}")

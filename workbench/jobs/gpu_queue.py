@@ -15,7 +15,7 @@ from typing import Iterable
 
 from workbench.jobs import processes, queue
 from workbench.jobs.run_state import launch_record, runs_elsewhere, status_of_dir
-from workbench.runstore import runfolder
+from workbench.runstore import run_locks, runfolder
 from workbench.spec.hardware import list_gpus, runs_on_cpu
 from workbench.spec.run_status import RunStatus, status_field
 
@@ -111,7 +111,7 @@ def ensure_dispatcher(runs_dir: str | os.PathLike | None = None) -> bool:
     browser; it ends by itself once nothing is queued.
     """
     root = runfolder.runs_root(runs_dir)
-    held = runfolder.hold_dispatcher_lock(root)
+    held = run_locks.hold_dispatcher_lock(root)
     if held is None:
         return False
     with held:  # the child inherits the lock: it holds it from its first instant, and this copy lets go

@@ -61,7 +61,7 @@ def wait_for_release(reference: dict[int, int], timeout_s: float = 60.0, slack: 
     A process that has exited can still hold its CUDA memory for a moment while the driver tears its
     context down, and a run's status says "finished" before its process exits at all. A watch begun in
     that moment takes the last run's memory for its baseline and reports the next run's peak as almost
-    nothing (seen on an H100: 0.08 GiB for a run that allocated 1.16 GiB).
+    nothing (seen on an H100: a small fraction of what the run allocated).
     """
     deadline = clock() + timeout_s
     while True:

@@ -36,7 +36,7 @@ from workbench.jobs import bundle, processes, queue, sandbox, vllm_server
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
 from workbench.jobs.gpu_queue import ensure_dispatcher, machine_gpus, queue_state
 from workbench.jobs.run_state import LauncherError, run_dir_of, runs_elsewhere, status_of_dir
-from workbench.runstore import launch_records, runfolder
+from workbench.runstore import checkpoint_integrity, launch_records, run_locks, runfolder
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import check_config
@@ -173,7 +173,7 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     if sandboxed is not None:
         sandbox.check_available()
     root = runfolder.runs_root(runs_dir)
-    with runfolder.queue_lock(root):
+    with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
         place = _turn(config, "", owner, holding, queued)
         run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None \
@@ -203,7 +203,7 @@ def helper_job(runs_dir: str | os.PathLike | None, owner: str | None, kind: str)
     (runstore/launch_records.py, outside every run folder). Held under the queue lock: two clicks cannot
     both take the last place."""
     root = runfolder.runs_root(runs_dir).resolve()
-    with runfolder.queue_lock(root):
+    with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
         jobs = [queue.Entry(job_id, frozenset(), owner, "running") for job_id in launch_records.live_jobs(root, owner)]
         queue.check_user_limit(owner, [*holding, *queued, *jobs], queue.max_runs_per_user(os.environ))
@@ -276,7 +276,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     cap = stop_wait_cap(record)
     save_limit = SAVE_WAIT_SECONDS if cap is None else cap
     if current["state"] in ("training", "saving"):
-        runfolder.request_stop(run_dir)
+        run_locks.request_stop(run_dir)
         wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
         current = _wait_until_final(run_dir, wait if cap is None else min(wait, max(timeout, cap)),
                                     save_limit=save_limit)
@@ -288,7 +288,7 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     for started in record.live_processes():
         processes.end_tree(started.pid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
                            hold_limit=save_limit)
-    runfolder.clear_stop_request(run_dir)
+    run_locks.clear_stop_request(run_dir)
     if runfolder.read_run_status(run_dir).state not in runfolder.FINAL_STATES:
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(),
                                 note="killed: it did not stop on request")
@@ -318,7 +318,7 @@ def _stop_unrecorded(run_dir: Path, current: dict, timeout: float) -> dict:
     through its folder; its processes are not the launcher's to kill."""
     if current["state"] in runfolder.FINAL_STATES:
         return current
-    runfolder.request_stop(run_dir)
+    run_locks.request_stop(run_dir)
     current = _wait_until_final(run_dir, graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time")))
     if current["state"] not in runfolder.FINAL_STATES:
         current["note"] = ("stop requested: it stops at the end of its step; the launcher did not start it, so it "
@@ -328,7 +328,7 @@ def _stop_unrecorded(run_dir: Path, current: dict, timeout: float) -> dict:
 
 def _take_out_of_queue(run_dir: Path) -> bool:
     """Stop a queued run before it starts (state `stopped`, nothing else touched); False if it started meanwhile."""
-    with runfolder.queue_lock(run_dir.parent):
+    with run_locks.queue_lock(run_dir.parent):
         if runfolder.read_run_status(run_dir).state != runfolder.QUEUED:
             return False
         runfolder.update_status(run_dir, state="stopped", finished_at=time.time(), queued_resume=None,
@@ -343,7 +343,7 @@ def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
     The trainer finds stop.request at the end of its step, saves and ends
     `stopped`; a lost run finds it if it comes back.
     """
-    runfolder.request_stop(run_dir)
+    run_locks.request_stop(run_dir)
     if current["state"] != runfolder.LOST:
         current = _wait_until_final(run_dir, graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time")))
     if current["state"] not in runfolder.FINAL_STATES or current["state"] == runfolder.LOST:
@@ -368,7 +368,7 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
         raise LauncherError(f"run {run_dir.name}: {current['error']['message']}; {current['error']['hint']}")
     if current["state"] not in runfolder.FINAL_STATES:
         raise LauncherError(f"run {run_dir.name} is still {current['state']}; stop it before resuming")
-    checkpoint = runfolder.last_checkpoint(run_dir)
+    checkpoint = checkpoint_integrity.last_checkpoint(run_dir)
     if checkpoint is None:
         raise LauncherError(
             f"run {run_dir.name} has no checkpoint to resume from (it saves every save_steps steps); "
@@ -382,7 +382,7 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
     check_launch(config, import_reward_file, read_data=kept is None)
     if kept is not None:
         sandbox.check_available()
-    with runfolder.queue_lock(run_dir.parent):
+    with run_locks.queue_lock(run_dir.parent):
         holding, queued = queue_state(run_dir.parent)
         state = status_of_dir(run_dir)["state"]
         if state not in runfolder.FINAL_STATES:

@@ -33,6 +33,9 @@ process, and every helper process that loads a user's model or adapter
                                           what the run's folder holds, its processes, and a size on
                                           every in-memory folder (set by the admin, WORKBENCH_RUN_*)
 
+The paths it shows besides the run's folder (the code, the caches, the files a config names) are
+found in `sandbox_paths`.
+
 What the server decides a sandbox from (the policy, the config whose paths are
 shown) is the launcher's record of the run (runstore/launch_records.py),
 never the run's own folder, which the run's code can rewrite.
@@ -68,14 +71,14 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes, run_cgroup, tune_job
+from workbench.jobs import run_cgroup, tune_job
+from workbench.jobs.sandbox_paths import (SCRATCH, SCRATCH_VLLM, cache_paths, code_paths, hub_cache, is_under,
+                                          named_paths, real_path, vllm_record_placement)
 from workbench.runstore import launch_records, runfolder
 
 BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
 # Set inside every sandbox: pids in status.json are read through runfolder.pids_here.
 INSIDE_ENV = runfolder.SANDBOX_ENV
-SCRATCH = "/tmp/workbench-scratch"  # inside: the private, writable caches
-SCRATCH_VLLM = f"{SCRATCH}/cache/vllm"  # inside: vLLM's cache root, whatever the caller's VLLM_CACHE_ROOT
 HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/home", "/root", "/run", "/var/run", "/mnt", "/media", "/srv")
 GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri")
 # Environment variables a sandboxed process never gets: accounts, and credentials it could copy into its run folder.
@@ -212,87 +215,6 @@ BWRAP_MOUNT = {"empty": "--tmpfs", "read-only": "--ro-bind", "read-write": "--bi
 # ---------------------------------------------------------------- what a sandbox shows
 
 
-def _real(path) -> str:
-    return os.path.realpath(os.path.expanduser(str(path)))
-
-
-def code_paths() -> list[str]:
-    """The project, this Python (the venv and the interpreter it was made from) and its import path."""
-    here = _real(os.getcwd())  # `python -m` puts the working folder on sys.path: it is not code to show
-    paths = [processes.PROJECT_ROOT, sys.prefix, sys.base_prefix, sys.exec_prefix,
-             Path(_real(sys.executable)).parent.parent, *(p for p in sys.path if p and _real(p) != here)]
-    return [p for p in dict.fromkeys(_real(p) for p in paths) if os.path.exists(p)]
-
-
-def cache_paths(env: dict) -> list[str]:
-    """The model caches a run reads (read-only inside): the workbench's converted models and the HF hub cache."""
-    from workbench.spec.models import cache_dir
-
-    hub = env.get("HF_HUB_CACHE") or os.path.join(env.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"),
-                                                   "hub")
-    paths = [str(cache_dir()), hub]
-    return [p for p in dict.fromkeys(_real(p) for p in paths) if os.path.isdir(p)]
-
-
-def vllm_model_info_cache(env: dict) -> str | None:
-    """The host's record of what each model class vLLM inspected supports (`modelinfos` in vLLM's cache root),
-    when there is one."""
-    root = env.get("VLLM_CACHE_ROOT") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser(env.get("HOME") or "~"), ".cache"), "vllm")
-    path = _real(os.path.join(root, "modelinfos"))
-    return path if os.path.isdir(path) else None
-
-
-def vllm_record_placement(config: dict, env: dict) -> tuple[tuple[str, str], ...]:
-    """For a run whose generation runs vLLM: the host's model-class record, shown read-only in the sandbox's own
-    vLLM cache root (the scratch caches', where VLLM_CACHE_ROOT points inside).
-
-    With it a sandboxed vLLM finds its model class instead of inspecting it in a fresh process that re-imports
-    vLLM and torch (9 s of a CPU server's start here). A class the record lacks (another model family, or a
-    record an older vLLM wrote) is inspected as before, and vLLM logs that it could not save what it found."""
-    from workbench.spec.generation import GENERATIONS
-
-    record = vllm_model_info_cache(env)
-    if record is None or config.get("generation") not in set(GENERATIONS) - {"transformers"}:
-        return ()
-    return ((record, f"{SCRATCH_VLLM}/modelinfos"),)
-
-
-def named_paths(config: dict, runs_root: str | None = None) -> list[str]:
-    """The local files and folders a run's config names (model folder, dataset, reward file) that exist.
-
-    What lies in the runs folder (a user's runs) its users' code may write: a path with a link inside the
-    runs folder on its way is not shown (a link made since the path rule looked, say by another run of the
-    same user, could lead to another user's upload).
-    """
-    from workbench.spec.config import PATH_FIELDS
-
-    named = []
-    for name in PATH_FIELDS:
-        value = config.get(name)
-        if isinstance(value, str) and value.strip() and os.path.isabs(os.path.expanduser(value.strip())):
-            typed, path = os.path.abspath(os.path.expanduser(value.strip())), _real(value.strip())
-            if runs_root and _link_in(typed, runs_root):
-                continue
-            if os.path.exists(path):
-                named.append(path)
-    return named
-
-
-def _link_in(path: str, folder: str) -> bool:
-    """Whether a link that lies inside `folder` is on the way to `path` (links elsewhere, an admin's, are fine)."""
-    parts = Path(path).parts
-    for count in range(2, len(parts) + 1):
-        step = os.path.join(*parts[:count])
-        if os.path.islink(step) and _under(_real(os.path.dirname(step)), [folder]):
-            return True
-    return False
-
-
-def _under(path: str, roots) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
 def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: dict | None = None,
              policy: Policy | None = None, env: dict | None = None, limits: Limits | None = None) -> Exposure:
     """What a sandbox for a process writing `own_dir` (a run folder) shows, given the runs folder it lies in.
@@ -302,15 +224,15 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     """
     policy = policy or Policy()
     env = dict(os.environ if env is None else env)
-    runs_root, own_dir = _real(runs_root), _real(own_dir)
-    homes = [_real(env["HOME"])] if env.get("HOME") else []
+    runs_root, own_dir = real_path(runs_root), real_path(own_dir)
+    homes = [real_path(env["HOME"])] if env.get("HOME") else []
     hidden = [p for p in dict.fromkeys([*HIDDEN_ROOTS, *homes]) if os.path.isdir(p) and not os.path.islink(p)]
     # the code and caches are shown again only where a hidden folder covers them; whatever lies
     # inside the runs folder (a venv there, a cache there) stays hidden with it
-    code = [p for p in [*code_paths(), *cache_paths(env)] if _under(p, hidden) and not _under(p, [runs_root])]
-    readable = [p for p in (_real(f) for f in policy.readable) if os.path.isdir(p)]
-    readable += [p for p in named_paths(config or {}, runs_root) if not _under(p, [own_dir])]
-    masked = [p for p in (_real(f) for f in (*policy.hidden_files, *SYSTEM_SECRETS)) if os.path.isfile(p)]
+    code = [p for p in [*code_paths(), *cache_paths(env)] if is_under(p, hidden) and not is_under(p, [runs_root])]
+    readable = [p for p in (real_path(f) for f in policy.readable) if os.path.isdir(p)]
+    readable += [p for p in named_paths(config or {}, runs_root) if not is_under(p, [own_dir])]
+    masked = [p for p in (real_path(f) for f in (*policy.hidden_files, *SYSTEM_SECRETS)) if os.path.isfile(p)]
     devices = sorted(p for pattern in GPU_DEVICE_PATTERNS for p in glob.glob(pattern))
     mounts = [*(("empty", p) for p in hidden), *(("read-only", p) for p in code),
               ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
@@ -321,10 +243,10 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     # what the workbench itself wrote (converted models, uploads, the user's other runs) may be private to the
     # server's user (a server with accounts makes its files with umask 077): made readable for the run's uid
     shared = [p for p in dict.fromkeys(p for kind, p in mounts if kind == "read-only")
-              if _under(p, [_real(cache_dir()), runs_root])]
+              if is_under(p, [real_path(cache_dir()), runs_root])]
     scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp",
                "VLLM_CACHE_ROOT": SCRATCH_VLLM}
-    hub = _hub_cache(env)
+    hub = hub_cache(env)
     return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
                                     **({"HF_HUB_CACHE": hub} if hub else {})},
                     placed=vllm_record_placement(config or {}, env),
@@ -339,7 +261,7 @@ def run_uid(own_dir: str | os.PathLike) -> int | None:
     server's own uid). Two folders may meet on one uid; each still sees only its own folder."""
     if os.geteuid() != 0:
         return None
-    return RUN_UIDS.start + zlib.crc32(_real(own_dir).encode()) % len(RUN_UIDS)
+    return RUN_UIDS.start + zlib.crc32(real_path(own_dir).encode()) % len(RUN_UIDS)
 
 
 def _all_reachable(mounts, shared) -> bool:
@@ -351,10 +273,10 @@ def _all_reachable(mounts, shared) -> bool:
     shown = [(kind, path) for kind, path in mounts if kind in ("read-only", "read-write")]
     for kind, path in shown:
         parents = [str(parent) for parent in Path(path).parents if str(parent) != "/"]
-        if any(not _under(parent, hidden) and not os.stat(parent).st_mode & stat.S_IXOTH for parent in parents):
+        if any(not is_under(parent, hidden) and not os.stat(parent).st_mode & stat.S_IXOTH for parent in parents):
             return False
         needed = stat.S_IROTH | (stat.S_IXOTH if os.path.isdir(path) else 0)
-        if kind == "read-only" and not _under(path, shared) and os.stat(path).st_mode & needed != needed:
+        if kind == "read-only" and not is_under(path, shared) and os.stat(path).st_mode & needed != needed:
             return False
     return True
 
@@ -423,11 +345,6 @@ def share_read_only(folders) -> None:
                         os.close(fd)
         finally:
             os.close(top_fd)
-
-
-def _hub_cache(env: dict) -> str | None:
-    caches = [p for p in cache_paths(env) if p.rstrip("/").endswith("hub")]
-    return caches[0] if caches else None
 
 
 def clean_env(env: dict) -> dict:

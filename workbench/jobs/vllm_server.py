@@ -81,7 +81,8 @@ def server_command(cfg: RunConfig, port: int | str, python: str | None = None, o
     if on_cpu:
         # No worker process of its own on a CPU: the model runs in the engine's process (server_env keeps vLLM's
         # CPU platform from turning `uni` back into `mp`). The OpenAI server always starts its engine in a
-        # process of its own, and each process vLLM spawns re-imports torch and vLLM (7-9 s on 2 cores).
+        # process of its own, and each process vLLM spawns re-imports torch and vLLM (seconds each on a small
+        # CPU machine).
         command += ["--distributed-executor-backend", "uni"]
     else:
         command += ["--gpu-memory-utilization", str(cfg.vllm_gpu_memory_utilization),
@@ -104,9 +105,9 @@ def server_env(cfg: RunConfig, base: dict | None = None, on_cpu: bool | None = N
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # keeps the `uni` executor (see server_command)
         # vLLM compiles two small sampler helpers with inductor (`batched_count_greater_than` for the logprobs
-        # TRL asks for, `compiled_random_sample`) at the first request: 16 s of g++ on 2 cores wherever the
-        # inductor cache is cold, which a sandbox's private /tmp always is. Eager, they cost nothing measurable
-        # here (benchmarks/bench_sandbox.py --generation vllm-server). The model itself is not compiled on a
+        # TRL asks for, `compiled_random_sample`) at the first request: seconds of g++ on a small CPU machine
+        # wherever the inductor cache is cold, which a sandbox's private /tmp always is. Eager, they cost nothing
+        # measurable here (benchmarks/bench_sandbox.py --generation vllm-server). The model itself is not compiled on a
         # CPU server with LoRA (--enable-lora, always set here: vLLM's CPU platform then turns compilation off),
         # so this switches off nothing else.
         env.setdefault("TORCHDYNAMO_DISABLE", "1")

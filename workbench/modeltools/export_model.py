@@ -39,7 +39,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
-from workbench.runstore import runfolder, safe_files
+from workbench.runstore import checkpoint_integrity, runfolder, safe_files
 
 # What a merge goes through, in order; the UI shows "stage i of n".
 STAGES = ("loading", "merging", "saving")
@@ -98,7 +98,7 @@ def run_folder(run: str | os.PathLike, runs_dir: str | os.PathLike | None = None
 
 def checkpoint_steps(run_dir: Path) -> list[int]:
     """Steps of the run's complete checkpoints, oldest first."""
-    return runfolder.checkpoint_steps(run_dir)
+    return checkpoint_integrity.checkpoint_steps(run_dir)
 
 
 def adapter_for(run_dir: Path, checkpoint: int | None = None) -> Path:
@@ -133,7 +133,7 @@ def adapter_for(run_dir: Path, checkpoint: int | None = None) -> Path:
 def has_adapter(folder: Path) -> bool:
     """The folder holds a PEFT adapter: its config and its weights."""
     return (folder / "adapter_config.json").is_file() and any(
-        (folder / name).is_file() for name in runfolder.ADAPTER_WEIGHTS_FILES)
+        (folder / name).is_file() for name in checkpoint_integrity.ADAPTER_WEIGHTS_FILES)
 
 
 def default_out(run_dir: Path, checkpoint: int | None = None) -> Path:

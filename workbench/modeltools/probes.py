@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.runstore import runfolder, safe_files
+from workbench.runstore import checkpoint_integrity, runfolder, safe_files
 from workbench.modeltools import sampling
 
 PROBES_DIR = "probes"
@@ -89,7 +89,7 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
-    choices = [(side_label(path), str(path)) for path in runfolder.checkpoint_dirs(run_dir)
+    choices = [(side_label(path), str(path)) for path in checkpoint_integrity.checkpoint_dirs(run_dir)
                if safe_files.is_file(path / "adapter_config.json", root=run_dir)]
     final = run_dir / runfolder.ADAPTER_DIR
     if safe_files.is_file(final / "adapter_config.json", root=run_dir):  # adapter/ a link (anywhere) is not the run's

@@ -32,10 +32,13 @@ server's `vllm.pid` is marked `in_sandbox`. `pids_here` and
 A run waiting in the GPU queue (workbench/jobs/queue.py) is a run folder like
 any other, with the state `queued` and its `queued_at` time in status.json;
 its position follows from those times. Two files in the runs folder itself
-belong to the queue: `.queue.lock`, which every check-and-claim holds
-(`queue_lock`, fcntl.flock), and `.queue-dispatcher.lock`, held for its whole
-life by the one dispatcher process of the folder (`.queue-dispatcher.log` is
-its output).
+belong to the queue: `.queue.lock`, which every check-and-claim holds, and
+`.queue-dispatcher.lock`, held for its whole life by the one dispatcher process
+of the folder (`.queue-dispatcher.log` is its output).
+
+This module holds the files' names and formats and reads and writes them;
+`run_locks` takes the queue's locks and writes and reads `stop.request`, and
+`checkpoint_integrity` says which `checkpoint-*/` folders are whole enough to resume from.
 
 Readers keep no state in globals: they read the folder again, or read only the
 bytes after an offset they hold. A half-written last line is never returned as
@@ -61,21 +64,19 @@ Standard library (and orjson, where installed, to parse faster): importable with
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import re
 import stat
 import time
-import zipfile
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
 from workbench.errors import WorkbenchError
 from workbench.runstore import safe_files
+from workbench.runstore.checkpoint_integrity import checkpoint_steps
 from workbench.spec.evaluation import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
 from workbench.spec.run_status import RunStatus, status_field
@@ -149,26 +150,17 @@ def replace_file(path: str | os.PathLike, content: bytes, mode: int = safe_files
 
 
 # A run's code writes its folder: what a reader holds of one file at a time is bounded, whatever its size (a
-# sparse file costs the run no disk). A JSON file over MAX_JSON_BYTES cannot be read; a JSON line longer than
-# READ_CHUNK_BYTES is skipped.
-MAX_JSON_BYTES = 4 << 20
+# sparse file costs the run no disk). A JSON file over MAX_JSON_BYTES cannot be read (`safe_files.load_json`); a
+# JSON line longer than READ_CHUNK_BYTES is skipped.
+MAX_JSON_BYTES = safe_files.MAX_JSON_BYTES
 READ_CHUNK_BYTES = 8 << 20
-
-
-def _load_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:
-    """The JSON value in the regular file `path` (a link or FIFO there reads as missing; ValueError over
-    MAX_JSON_BYTES)."""
-    content = safe_files.read_bytes(path, size=MAX_JSON_BYTES + 1, root=root)
-    if len(content) > MAX_JSON_BYTES:
-        raise ValueError(f"{Path(path).name} is larger than {MAX_JSON_BYTES >> 20} MiB")
-    return json.loads(content.decode("utf-8"))
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:
     """Read a JSON file; `default` when it is missing or unreadable (permissions, not UTF-8, not JSON, not
     a regular file)."""
     try:
-        return _load_json(path)
+        return safe_files.load_json(path)
     except (OSError, ValueError):  # ValueError covers JSONDecodeError and UnicodeDecodeError
         return default
 
@@ -182,7 +174,7 @@ def read_json_object(path: str | os.PathLike) -> dict:
     """
     name = Path(path).name
     try:
-        data = _load_json(path)
+        data = safe_files.load_json(path)
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError:
@@ -520,156 +512,3 @@ def list_run_dirs(root: str | os.PathLike | None = None) -> list[Path]:
     with os.scandir(base) as entries:
         names = [entry.name for entry in entries if is_run_dir(entry.path)]
     return [base / name for name in sorted(names, reverse=True)]
-
-
-@contextmanager
-def queue_lock(root: str | os.PathLike) -> Iterator[None]:
-    """Hold the runs folder's queue lock: two launches (or a launch and the dispatcher) check and claim in turn.
-
-    fcntl.flock on `.queue.lock`: the kernel releases it when its holder dies,
-    so a killed process never leaves the queue locked.
-    """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / QUEUE_LOCK_FILE, "ab") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def hold_dispatcher_lock(root: str | os.PathLike) -> IO | None:
-    """The open, locked `.queue-dispatcher.lock` (closing it lets go), or None while another process holds it.
-
-    The launcher takes it and hands it to the dispatcher it starts, so there is
-    no moment at which a dispatcher runs without holding it.
-    """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    handle = open(root / DISPATCHER_LOCK_FILE, "ab")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    return handle
-
-
-def dispatcher_running(root: str | os.PathLike) -> bool:
-    """Whether a process holds the folder's dispatcher lock (a dispatcher is alive).
-
-    Read from the kernel's table of locks (/proc/locks), without taking the
-    lock: a look must never make a launcher think a dispatcher runs.
-    """
-    try:
-        info = os.stat(Path(root) / DISPATCHER_LOCK_FILE)
-    except FileNotFoundError:
-        return False
-    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
-    with open("/proc/locks", encoding="ascii") as table:  # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
-        return any(fields[1] == "FLOCK" and fields[5] == device for fields in map(str.split, table))
-
-
-def request_stop(run_dir: str | os.PathLike) -> None:
-    """Ask the run's trainer to stop after its current step (and save its adapter).
-
-    A link or FIFO planted as stop.request is removed and a fresh file made: Stop never writes through it.
-    """
-    safe_files.write_file(Path(run_dir) / STOP_FILE, f"{time.time()}\n".encode("utf-8"))
-
-
-def stop_requested(run_dir: str | os.PathLike) -> bool:
-    """Whether stop.request is there (anything by that name: the trainer stops; nothing is read or followed)."""
-    return safe_files.lstat(Path(run_dir) / STOP_FILE) is not None
-
-
-def clear_stop_request(run_dir: str | os.PathLike) -> None:
-    """Remove stop.request (a link itself, never what it points to)."""
-    safe_files.unlink(Path(run_dir) / STOP_FILE)
-
-
-# What resuming a LoRA run needs from a checkpoint (transformers' Trainer): the adapter, the
-# optimizer and scheduler (without them it silently restarts both) and the state file.
-CHECKPOINT_JSON_FILES = ("adapter_config.json", "trainer_state.json")
-CHECKPOINT_TORCH_FILES = ("optimizer.pt", "scheduler.pt")
-ADAPTER_WEIGHTS_FILES = ("adapter_model.safetensors", "adapter_model.bin")
-
-
-def _json_readable(path: Path, root: Path) -> bool:
-    try:
-        return isinstance(_load_json(path, root), dict)
-    except (OSError, ValueError):  # missing, unreadable, empty, half-written, not UTF-8, no regular file
-        return False
-
-
-def _safetensors_whole(path: Path, root: Path) -> bool:
-    """The file is as long as its header says: 8 bytes of header length, the JSON header, the tensors."""
-    try:
-        with safe_files.open_file(path, root=root) as handle:
-            header_length = int.from_bytes(handle.read(8), "little")
-            if not 0 < header_length < 100_000_000:
-                return False
-            header = json.loads(handle.read(header_length))
-            size = handle.seek(0, os.SEEK_END)
-    except (OSError, ValueError):
-        return False
-    ends = [entry["data_offsets"][1] for name, entry in header.items()
-            if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry]
-    return size == 8 + header_length + max(ends, default=0)
-
-
-def _torch_file_whole(path: Path, root: Path) -> bool:
-    # torch.save writes a zip archive; one cut short has no end-of-archive record
-    try:
-        with safe_files.open_file(path, root=root) as handle:
-            return zipfile.is_zipfile(handle)
-    except OSError:
-        return False
-
-
-def checkpoint_complete(path: str | os.PathLike, root: str | os.PathLike | None = None) -> bool:
-    """True when a checkpoint folder holds everything a resume reads, each file whole.
-
-    A process killed while saving can leave any of the files missing or cut
-    short, even trainer_state.json (another process's save at the same step).
-    Only regular files count, and the folder (and every folder between it and
-    `root`, the run folder, when given) must not be a link: one that leads to
-    another run's files is not this run's checkpoint.
-    """
-    path = Path(path)
-    root = path.parent if root is None else Path(root)
-    weights = [path / name for name in ADAPTER_WEIGHTS_FILES if safe_files.is_file(path / name, root=root)]
-    if not weights:
-        return False
-    whole = _safetensors_whole if weights[0].suffix == ".safetensors" else _torch_file_whole
-    return (whole(weights[0], root)
-            and all(_json_readable(path / name, root) for name in CHECKPOINT_JSON_FILES)
-            and all(_torch_file_whole(path / name, root) for name in CHECKPOINT_TORCH_FILES))
-
-
-def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
-    """The run's complete `checkpoint-<step>` folders, oldest first (incomplete ones are left out).
-
-    Only folders of the run itself: a `checkpoint-N` link (into another run,
-    anywhere, or to another checkpoint of the run) is not one of its
-    checkpoints, and neither is a folder whose files are links.
-    """
-    found = []
-    run_dir = Path(run_dir)
-    for name in safe_files.folders(run_dir):
-        step = name.removeprefix("checkpoint-")
-        if name.startswith("checkpoint-") and step.isdigit() and checkpoint_complete(run_dir / name, run_dir):
-            found.append((int(step), run_dir / name))
-    return [path for _, path in sorted(found)]
-
-
-def checkpoint_steps(run_dir: str | os.PathLike) -> list[int]:
-    """The steps of the run's complete checkpoints, oldest first."""
-    return [int(path.name.removeprefix("checkpoint-")) for path in checkpoint_dirs(run_dir)]
-
-
-def last_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint (an earlier one when the newest was cut short), or None."""
-    dirs = checkpoint_dirs(run_dir)
-    return dirs[-1] if dirs else None

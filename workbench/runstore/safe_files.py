@@ -42,13 +42,14 @@ Standard library only.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import secrets
 import stat
 from contextlib import contextmanager
 from pathlib import Path, PurePath
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO does not wait for its other end; O_NOCTTY: a terminal never becomes ours.
@@ -211,6 +212,20 @@ def read_bytes(path: str | os.PathLike, offset: int = 0, size: int = -1, *,
         if offset:
             handle.seek(offset)
         return handle.read(size)
+
+
+# What a reader holds of one JSON file is bounded, whatever its size: a run's code writes its folder (and a
+# sparse file costs the run no disk).
+MAX_JSON_BYTES = 4 << 20
+
+
+def load_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:
+    """The JSON value in the regular file `path` (a link or FIFO there reads as missing; ValueError over
+    MAX_JSON_BYTES)."""
+    content = read_bytes(path, size=MAX_JSON_BYTES + 1, root=root)
+    if len(content) > MAX_JSON_BYTES:
+        raise ValueError(f"{Path(path).name} is larger than {MAX_JSON_BYTES >> 20} MiB")
+    return json.loads(content.decode("utf-8"))
 
 
 def read_tail(path: str | os.PathLike, max_bytes: int, *, root: str | os.PathLike | None = None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.trainer.answering import Answers, generate
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig, column_mapping, data_field, reward_names_for
@@ -181,7 +181,7 @@ def make_eval_callback(evaluator: Evaluator, path: Path, eval_steps: int, is_mai
             records = runfolder.read_jsonl(path) if is_main else []
             self.done = {r["step"] for r in records if isinstance(r.get("step"), int)}
             # a resumed run: the evaluations of checkpoints still on disk stay candidates for the best one
-            on_disk = set(runfolder.checkpoint_steps(path.parent))
+            on_disk = set(checkpoint_integrity.checkpoint_steps(path.parent))
             self.saved = [r for r in records if r.get("step") in on_disk]
 
         def evaluate(self, state, saved: bool = False) -> None:

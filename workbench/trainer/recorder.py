@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.runstore import runfolder
+from workbench.runstore import run_locks, runfolder
 from workbench.spec.chat import completion_text, prompt_text
 from workbench.spec.numbers import finite_number
 from workbench.spec.rewards import error_column, weighted_total
@@ -265,7 +265,7 @@ def make_run_folder_callback(run_dir: Path, status: StatusWriter, is_main: bool,
 
         def on_step_end(self, args, state, control, **kwargs):
             status.raise_write_error()  # status.json cannot be written (a full disk): end the run, say why
-            wish = self.stop_signalled or (is_main and runfolder.stop_requested(run_dir))
+            wish = self.stop_signalled or (is_main and run_locks.stop_requested(run_dir))
             if decide_stop(wish):
                 self.stopped = True
                 control.should_training_stop = True

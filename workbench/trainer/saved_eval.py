@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, data_field
 from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.evaluation import eval_problems
@@ -29,12 +29,12 @@ def saved_policy(run_dir: Path, which: str) -> tuple[Path | None, int]:
     if which == "latest":
         if (run_dir / runfolder.ADAPTER_DIR).is_dir():
             return run_dir / runfolder.ADAPTER_DIR, int(runfolder.read_run_status(run_dir).step or 0)
-        newest = runfolder.last_checkpoint(run_dir)
+        newest = checkpoint_integrity.last_checkpoint(run_dir)
         if newest is None:
             raise CheckpointChoiceError("--checkpoint: latest, but the run saved no adapter or checkpoint yet; "
                                         "use --checkpoint base", field="--checkpoint")
         return newest, int(newest.name.split("-")[-1])
-    saved = runfolder.checkpoint_steps(run_dir)
+    saved = checkpoint_integrity.checkpoint_steps(run_dir)
     if not which.isdigit() or int(which) not in saved:
         listed = ", ".join(str(step) for step in saved) or "none"
         raise CheckpointChoiceError(f"--checkpoint: {which!r} is not latest, base or a saved checkpoint's step "

@@ -29,7 +29,7 @@ from typing import Callable
 
 from workbench import library_compat, startup
 from workbench.jobs import allocator
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, run_locks, runfolder
 from workbench.spec.config import RunConfig, reward_names_for
 from workbench.spec.config_checks import check_config
 from workbench.spec.generation import SERVER_GENERATIONS
@@ -377,11 +377,11 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
     try:
         check_config(cfg)
         if is_main:
-            runfolder.clear_stop_request(run_dir)
+            run_locks.clear_stop_request(run_dir)
             if not (run_dir / runfolder.CONFIG_FILE).is_file():
                 cfg.save(run_dir / runfolder.CONFIG_FILE)
             copy_reward_source(cfg, run_dir)
-        checkpoint = runfolder.last_checkpoint(run_dir) if resume else None
+        checkpoint = checkpoint_integrity.last_checkpoint(run_dir) if resume else None
         if resume and checkpoint is None:
             print("No checkpoint to resume from; starting from step 0.", flush=True)
         if resume and is_main:
@@ -437,7 +437,7 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
         save_final_adapter(trainer.save_model, run_dir, is_main)
         final = "stopped" if callback.stopped else "finished"
         if is_main:  # before the final state: whoever waits for that state finds the request gone too
-            runfolder.clear_stop_request(run_dir)
+            run_locks.clear_stop_request(run_dir)
         status.set(state=final, step=trainer.state.global_step, finished_at=time.time(), summary=callback.summary)
         return 0
     except KeyboardInterrupt:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from workbench.access.owners import Viewer
-from workbench.insight import evaluation, figures, follow
+from workbench.insight import evaluation, follow, overlay_figures
 from workbench.insight.groups import groups_for_step
 from workbench.runstore import file_cache, runfolder
 from workbench.jobs import launcher, run_list
@@ -211,10 +211,11 @@ class RunsTab:
         if metric_name in HELD_OUT_METRICS:  # each run's eval.jsonl, read through the process's cache
             runs = {run_id: evaluation.as_metrics(evaluation.read_evals(self.runs_dir / run_id))
                     for run_id in self.inside(viewer, run_ids)}
-            return {self.ui.overlay: figure_payload(figures.overlay_runs(runs, metric_name, smooth))}
+            return {self.ui.overlay: figure_payload(overlay_figures.overlay_runs(runs, metric_name, smooth))}
         read = {run_id: follow.read_metrics(self.runs_dir / run_id, overlaid.get(run_id))
                 for run_id in self.inside(viewer, run_ids)}
-        figure = figures.overlay_runs({run_id: metrics.frame for run_id, metrics in read.items()}, metric_name, smooth)
+        figure = overlay_figures.overlay_runs({run_id: metrics.frame for run_id, metrics in read.items()}, metric_name,
+                                              smooth)
         return {self.ui.overlay: figure_payload(figure), self.ui.overlaid_state: read}
 
     def diff_outputs(self, viewer: Viewer, run_ids: list[str]) -> dict:

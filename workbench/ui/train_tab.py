@@ -44,11 +44,11 @@ import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.insight import evaluation, figures, follow, tokens
+from workbench.insight import evaluation, figures, follow, overlay_figures, tokens
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
-from workbench.runstore import runfolder
+from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.chat import transcript_text
 from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import paths_view, run_access, server_view, train_view
@@ -306,7 +306,7 @@ class TrainTab:
         failure_panel = train_view.failure_html(watch.status, log_tail)
         server_panel = server_view.server_html(watch.status, server_log_tail(run_dir, watch.status)) if run_dir else ""
         resumable = bool(run_dir) and not live_run and watch.status.get("state") != "finished" \
-            and runfolder.last_checkpoint(run_dir) is not None
+            and checkpoint_integrity.last_checkpoint(run_dir) is not None
         controls = (failure_panel, server_panel, live_run, resumable)
         if full or controls != watch.controls_shown:  # a live run's status moves every step, these rarely
             out[ui.failure] = gr.HTML(failure_panel, visible=bool(failure_panel))
@@ -335,7 +335,7 @@ class TrainTab:
 
         def draw() -> tuple:
             evaluates = watch.config.get("eval_strategy") == "steps"
-            figure = figures.held_out_figure(evals, metrics_of(watch), smooth, evaluates)
+            figure = overlay_figures.held_out_figure(evals, metrics_of(watch), smooth, evaluates)
             return figure_payload(figure), train_view.changed_answers_html(evals, evaluation.changed_answers(evals))
 
         figure, changed = self.drawn.get(("held_out", *train_view.metrics_read(watch), shown, float(smooth)), draw)
