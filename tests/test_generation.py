@@ -2,9 +2,9 @@
 
 import pytest
 
+from workbench.sources.gpus import GpuInfo
 from workbench.spec import generation
 from workbench.spec.config import ConfigError, RunConfig, check_config, trl_vllm_settings, validate_config
-from workbench.spec.hardware import GpuInfo
 
 FOUR_GPUS = [GpuInfo(index=i, name="H100", total_mb=81_559, free_mb=80_000, utilization=0) for i in range(4)]
 

@@ -33,9 +33,9 @@ from workbench.calc import plan
 from workbench.jobs import launcher, run_state
 from workbench.jobs.gpu_watch import GpuMemoryWatch, used_bytes_per_gpu, wait_for_release
 from workbench.runstore import runfolder
+from workbench.sources.gpus import list_gpus
 from workbench.spec.config import RunConfig, validate_config
 from workbench.spec.generation import find_vllm_python, vllm_importable_here
-from workbench.spec.hardware import list_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUS = [gpu.index for gpu in list_gpus()]

@@ -4,7 +4,7 @@ import pytest
 
 from workbench.jobs.gpu_queue import busy_gpu_ids
 from workbench.jobs.processes import PROJECT_ROOT, training_env
-from workbench.spec.hardware import GpuInfo, list_gpus, runs_on_cpu, visible_devices
+from workbench.sources.gpus import GpuInfo, list_gpus, runs_on_cpu, visible_devices
 
 
 def test_list_gpus_returns_gpu_infos_or_nothing():
