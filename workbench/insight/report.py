@@ -10,7 +10,7 @@ without a network. Its sections, in order:
 - the settings in plain words, with each field's help (`spec.config.FIELD_HELP`);
 - the batch plan as the Calculator tab counts it (`spec.config.plan_for`, `Plan.numbers()`);
 - reward, reward spread, KL, loss and completion-length curves (`figures`);
-- held-out evaluation (`evaluation`): accuracy and pass@k on the training reward's step axis
+- held-out evaluation (`eval_results`): accuracy and pass@k on the training reward's step axis
   (`figures.held_out_figure`), the best evaluated checkpoint kept, and the prompts whose answer went
   wrong -> right or right -> wrong since step 0 with both answers (`eval_results.changed_answers`);
 - the health notes (`health.check_health`, with the held-out evaluations), and a note for each run file with
