@@ -30,7 +30,7 @@ def main(settings: dict, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from workbench.spec.models import resolve_model
+    from workbench.sources.model_files import resolve_model
     from workbench.spec.rewards import REWARDS
     from workbench.spec.tasks import TASKS, load_task_dataset
 

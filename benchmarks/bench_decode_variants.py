@@ -43,7 +43,7 @@ def load_packed_model():
     import torch
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
     from workbench.trainer.packed_decode import PackedDecode
 
     model = AutoModelForCausalLM.from_pretrained(bundled_model_dir(), dtype=torch.float32).eval()
@@ -102,7 +102,7 @@ def fused_row(model) -> None:
     """The same packed weights through transformers' forward (PackedDecode) and through llama_decode's step."""
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
     from workbench.trainer.llama_decode import FusedLlamaDecode
 
     sample(model)  # warm-up

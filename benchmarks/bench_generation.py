@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT))
 from workbench.jobs import launcher, run_state  # noqa: E402  (after the path fix above)
 from workbench.jobs.gpu_watch import GpuMemoryWatch  # noqa: E402
 from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
+from workbench.sources.gpus import list_gpus  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 from workbench.spec.generation import find_vllm_python, vllm_importable_here  # noqa: E402
-from workbench.spec.hardware import list_gpus  # noqa: E402
 
 
 def machine_label() -> str:

@@ -64,7 +64,7 @@ def run_child(setting: dict) -> dict:
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
     from workbench.spec.rewards import get_reward
     from workbench.spec.tasks import load_task_dataset
 
@@ -195,8 +195,8 @@ def measure(name: str, device: str = "cpu", timeout: float = 900, idle_used: dic
 
 def compare(name: str, device: str = "cpu", idle_used: dict | None = None) -> dict:
     """Measure one setting and set the estimate beside it."""
+    from workbench.sources.model_files import bundled_model_dir
     from workbench.spec.memory import estimate_memory, from_model_dir
-    from workbench.spec.models import bundled_model_dir
 
     measured = measure(name, device, idle_used=idle_used)
     setting = {k: v for k, v in measured["setting"].items() if k != "device"}

@@ -63,8 +63,8 @@ import results_file  # noqa: E402  (same folder)
 from bench_training import run_and_watch, run_bare_trl  # noqa: E402
 
 from workbench.jobs import gpu_watch  # noqa: E402
+from workbench.sources.gpus import cpu_threads  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
-from workbench.spec.hardware import cpu_threads  # noqa: E402
 
 GB = 2**30
 # row name -> (what it is, RunConfig changes); bare rows add the bare script's precision

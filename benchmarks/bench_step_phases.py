@@ -133,7 +133,7 @@ def decode_profile() -> None:
     from torch.profiler import profile
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
 
     prompts = decode_prompts()
     settings = dict(attention_mask=torch.ones_like(prompts), max_new_tokens=32, min_new_tokens=32, do_sample=True,
@@ -210,7 +210,7 @@ def matmul_probe() -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
     from workbench.trainer import packed_decode
 
     model = AutoModelForCausalLM.from_pretrained(bundled_model_dir()).eval()
@@ -293,7 +293,7 @@ def compiled_decode_step(mode: str) -> dict[str, float]:
     import torch._inductor.config as inductor
     from transformers import AutoModelForCausalLM, StaticCache
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
 
     if mode.startswith("max-autotune"):
         inductor.max_autotune = True
@@ -342,7 +342,7 @@ def head_probe() -> None:
     from transformers import AutoModelForCausalLM
     from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
     from workbench.trainer.cpu_head import CpuLogProbFunction
 
     weight = AutoModelForCausalLM.from_pretrained(bundled_model_dir()).lm_head.weight.detach()

@@ -35,7 +35,7 @@ def random_config(size: str):
     """The bundled model's transformers config with `size`'s shapes."""
     from transformers import AutoConfig
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
 
     config = AutoConfig.from_pretrained(bundled_model_dir())
     for name, value in SIZES[size].items():
@@ -48,7 +48,7 @@ def write_random_model(size: str, out: Path, seed: int = 0) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import bundled_model_dir
+    from workbench.sources.model_files import bundled_model_dir
 
     bundled = bundled_model_dir()
     config = random_config(size)

@@ -43,7 +43,7 @@ def poll_until(predicate, timeout: float = 180.0, poll: float = 0.2):
 def launched_threads(processes: int) -> int:
     """OMP_NUM_THREADS a run of `processes` CPU processes started from this test gets: the caller's own setting
     when it has one (a parallel run of the suite sets 1, tests/parallel.py), else its share of the cores."""
-    from workbench.spec.hardware import cpu_threads
+    from workbench.sources.gpus import cpu_threads
 
     return int(os.environ.get("OMP_NUM_THREADS") or 0) or cpu_threads(processes)
 

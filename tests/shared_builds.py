@@ -7,7 +7,7 @@ first worker to ask builds it, the others wait for it and then reuse it. Without
 into the session's base temp folder. What is shared is read-only: a test that writes into a run copies it
 first (`shutil.copytree(tiny_trained_run, ...)`).
 
-- `tiny_model`: the tiny random model (workbench.spec.models.tiny_model_dir, cached once per machine);
+- `tiny_model`: the tiny random model (workbench.sources.model_files.tiny_model_dir, cached once per machine);
 - `tiny_adapter`: a real LoRA adapter of it with random (non-zero) weights, so it changes the answers;
 - `tiny_trained_run`: a finished 2-step run of the tiny model on the `reward_hacking` task (brevity: a
   reward the random tiny model's answers differ on, so its steps change the adapter), launched as the app
@@ -52,7 +52,7 @@ def build_once(tmp_path_factory, name: str, build) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> str:
     """Folder of the tiny random model (config, safetensors, tokenizer with a chat template)."""
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
 
     # one worker builds it on a fresh machine; the others wait rather than build it alongside
     return str(build_once(tmp_path_factory, "tiny-model", lambda _: tiny_model_dir()))

@@ -7,8 +7,8 @@ import pytest
 from workbench.errors import WorkbenchError
 from workbench.jobs import allocator, allocator_probe, commands
 from workbench.runstore import runfolder
+from workbench.sources.gpus import cpu_threads
 from workbench.spec.config import RunConfig
-from workbench.spec.hardware import cpu_threads
 from workbench.tuning import allocator_kept
 
 

@@ -1,4 +1,5 @@
-"""The package's layout as rules: which part may import which, no import cycles, pure views that do no I/O,
+"""The package's layout as rules: which part may import which (sources/, the reading of models, datasets and GPUs,
+below spec/, which imports none of the libraries that read them), no import cycles, pure views that do no I/O,
 short functions in ui/, Gradio's internals touched in one module only, and private parts of TRL, transformers, PEFT,
 accelerate and torch in another (workbench/library_compat.py).
 
@@ -20,19 +21,21 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
 
 # Each part and the parts it may import (besides itself and the shared top-level modules, SHARED).
+# sources/ (reading models, datasets and GPUs) sits below spec/: every part that may import spec may import it.
 ALLOWED = {
     "calc": set(),
     "access": set(),
-    "spec": {"calc"},
-    "runstore": {"spec"},
-    "tuning": {"spec", "runstore"},
-    "insight": {"spec", "runstore"},
-    "teach": {"spec"},
-    "jobs": {"spec", "calc", "runstore", "tuning"},
-    "modeltools": {"spec", "runstore", "jobs"},
-    "trainer": {"spec", "calc", "runstore", "jobs", "tuning"},
-    "cli": {"calc", "spec", "runstore", "jobs", "modeltools", "trainer", "insight", "access", "tuning"},
-    "ui": {"calc", "spec", "runstore", "jobs", "modeltools", "insight", "access", "tuning"},
+    "sources": set(),
+    "spec": {"calc", "sources"},
+    "runstore": {"spec", "sources"},
+    "tuning": {"spec", "sources", "runstore"},
+    "insight": {"spec", "sources", "runstore"},
+    "teach": {"spec", "sources"},
+    "jobs": {"spec", "sources", "calc", "runstore", "tuning"},
+    "modeltools": {"spec", "sources", "runstore", "jobs"},
+    "trainer": {"spec", "sources", "calc", "runstore", "jobs", "tuning"},
+    "cli": {"calc", "spec", "sources", "runstore", "jobs", "modeltools", "trainer", "insight", "access", "tuning"},
+    "ui": {"calc", "spec", "sources", "runstore", "jobs", "modeltools", "insight", "access", "tuning"},
 }
 
 
@@ -79,6 +82,36 @@ def test_each_part_imports_only_the_parts_below_it(name):
         assert other in ALLOWED[part], f"{name} imports {imported}: {part}/ may import only {sorted(ALLOWED[part])}"
 
 
+# The libraries that read models, datasets and GPUs: only sources/ (and the parts above spec) import them; spec/
+# describes and checks a run without them.
+READING_LIBRARIES = {"torch", "transformers", "datasets", "huggingface_hub", "pynvml", "gguf", "pyarrow",
+                     "safetensors"}
+
+
+def imported_top_levels(source: str) -> set[str]:
+    """The top-level package of every module the code `source` imports, at the top or inside a function (relative
+    imports left out: they are the workbench's own)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if part_of(n) == "spec"))
+def test_spec_reads_nothing_through_the_heavy_libraries(name):
+    used = imported_top_levels(MODULES[name].read_text(encoding="utf-8")) & READING_LIBRARIES
+    assert not used, (f"{name} imports {sorted(used)}: spec/ describes a run; reading models, datasets or GPUs "
+                      f"belongs in sources/")
+
+
+def test_the_spec_rule_sees_imports_inside_functions():
+    code = "def f():\n    from datasets import Dataset\n    import pyarrow.parquet as pq\nimport json\nfrom . import x\n"
+    assert imported_top_levels(code) & READING_LIBRARIES == {"datasets", "pyarrow"}
+
+
 def test_outside_the_parts_only_the_shared_modules_and_the_entry_point():
     top_level = {name for name in MODULES if name.count(".") == 1 and part_of(name) is None}
     assert top_level == SHARED | {"workbench.__main__"}
@@ -116,8 +149,8 @@ def test_every_module_says_what_it_is_for():
     assert not missing, f"modules without a docstring: {missing}"
 
 
-# Pairs of modules still sharing a basename (issue 45 renames them; the list may only shrink).
-SHARED_BASENAMES = {"evaluation.py": 2}
+# Modules sharing a basename (none: a traceback or an editor tab names one module).
+SHARED_BASENAMES: dict[str, int] = {}
 
 
 def test_module_basenames_are_unique_so_a_traceback_says_which_module():

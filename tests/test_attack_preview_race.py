@@ -1,7 +1,7 @@
 """Attack: a live run swaps its own data file for a link between the Setup preview's check and its read.
 
 The path rule and the dataset's file-by-file check (ui/paths_view.py `confine_data_files`,
-spec/dataset_files.py `outside`) look at the file first, and the preview's readers then open it again by
+sources/dataset_files.py `outside`) look at the file first, and the preview's readers then open it again by
 its path, following whatever is there by then. A run's code can keep replacing its `data.jsonl` by a link
 to another user's upload and back; one preview in a few dozen then shows that user's rows (measured here:
 1 in 40 with a blind flip every 2 ms). The first test wins the race on purpose, right after the check; the
@@ -19,7 +19,7 @@ from helpers import app_handler, setup_form_values
 
 from workbench.access import users
 from workbench.runstore import launch_records, runfolder
-from workbench.spec import dataset_files
+from workbench.sources import dataset_files
 from workbench.spec.config import RunConfig
 from workbench.ui.app import build_app
 

@@ -9,10 +9,10 @@ import pytest
 
 from workbench import cli
 from workbench.cli.export_model_command import chosen_checkpoint
-from workbench.insight import evaluation
+from workbench.insight import eval_results
 from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.config import RunConfig
-from workbench.spec.evaluation import best_evaluation, eval_record
+from workbench.spec.heldout import best_evaluation, eval_record
 from workbench.ui import merge_view, runs_view
 from workbench.ui.merge_panel import adapter_choices
 
@@ -37,13 +37,13 @@ def test_the_best_is_the_highest_accuracy_then_pass_at_k_then_the_earliest_step(
 def test_the_best_checkpoint_is_one_still_on_disk(tmp_path, make_checkpoint):
     run_dir = tmp_path / "run"
     RunConfig.for_task("arithmetic", model="tiny").save(run_dir / runfolder.CONFIG_FILE)
-    assert evaluation.best_checkpoint_of(run_dir) is None  # no evaluation: today's defaults stay
+    assert eval_results.best_checkpoint_of(run_dir) is None  # no evaluation: today's defaults stay
     runfolder.append_jsonl(run_dir / runfolder.EVAL_FILE, [_record(0, 4), _record(1, 3), _record(2, 1), _record(3, 2)])
     for step in (2, 3):
         make_checkpoint(run_dir, step)
-    assert evaluation.best_checkpoint_of(run_dir)["step"] == 3  # step 1 was best but its checkpoint is gone
+    assert eval_results.best_checkpoint_of(run_dir)["step"] == 3  # step 1 was best but its checkpoint is gone
     make_checkpoint(run_dir, 1)
-    assert evaluation.best_checkpoint_of(run_dir)["step"] == 1
+    assert eval_results.best_checkpoint_of(run_dir)["step"] == 1
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_the_best_checkpoint_is_the_exports_default_and_marked_where_runs_are_li
         ("checkpoint-2 (step 2) · best held-out accuracy (75%)", "2"), ("final adapter", merge_view.FINAL),
         ("checkpoint-3 (step 3)", "3"), ("checkpoint-1 (step 1)", "1")]
     row = runs_view.summarise_run({"run_id": "r", "step": 3, "total_steps": 3,
-                                   "best_checkpoint": evaluation.best_checkpoint_of(evaluated_run)})
+                                   "best_checkpoint": eval_results.best_checkpoint_of(evaluated_run)})
     assert row["steps"] == "3 / 3 · best 2 (75%)"
 
 
@@ -96,4 +96,4 @@ def test_training_keeps_the_best_checkpoint_whatever_save_total_limit_prunes(tin
     assert best["step"] < 3, [(r["step"], r["accuracy"], r["pass_at_k"]) for r in records]
     # save_total_limit=1 alone would keep only checkpoint-3, the newest
     assert checkpoint_integrity.checkpoint_steps(run_dir) == [best["step"]]
-    assert evaluation.best_checkpoint_of(run_dir)["step"] == best["step"]
+    assert eval_results.best_checkpoint_of(run_dir)["step"] == best["step"]

@@ -21,7 +21,7 @@ from helpers import app_handler, setup_form_values, write_hub_dataset
 
 from workbench.access import paths, users
 from workbench.access.owners import Viewer
-from workbench.spec import dataset_files, hub_data
+from workbench.sources import dataset_files, hub_datasets
 from workbench.ui import paths_view
 from workbench.ui.app import build_app
 from workbench.ui.train_view import RunWatch
@@ -176,7 +176,7 @@ def test_a_cached_hub_dataset_reads_only_its_own_download(tmp_path, places):
     (repo / "blobs" / "1").write_text(json.dumps({"prompt": "hub row"}) + "\n")
     (snapshot / "train.jsonl").symlink_to(repo / "blobs" / "1")
     (snapshot / "README.md").write_text(readme("train.jsonl"))
-    source = hub_data.Source(hub_data.HUB, str(snapshot), "someone/rows")
+    source = hub_datasets.Source(hub_datasets.HUB, str(snapshot), "someone/rows")
     anything = lambda path: True  # noqa: E731 - even a rule that allows everything does not widen a hub id
     assert dataset_files.outside(source, anything) is None
     (snapshot / "README.md").write_text(readme(str(places["users"])))

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from workbench.spec.datasets_io import (
+from workbench.sources.dataset_reading import (
     DatasetError,
     check_dataset_path,
     load_user_dataset,

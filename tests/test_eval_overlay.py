@@ -8,7 +8,7 @@ import json
 import pytest
 from app_events import Page, find_event
 
-from workbench.insight import evaluation, overlay_figures
+from workbench.insight import eval_results, overlay_figures
 from workbench.runstore import jsonl_cache, runfolder
 from workbench.spec.config import RunConfig
 
@@ -24,14 +24,14 @@ def evaluated(runs_dir, run_id: str, points) -> None:
 
 
 def test_the_curve_as_metrics_draws_one_line_per_run_and_names_a_run_that_never_evaluated():
-    curves = {"a": evaluation.as_metrics([{"step": 0, "accuracy": 0.25, "pass_at_k": None}, {"step": 4, "accuracy": 0.5}]),
-              "b": [], "c": evaluation.as_metrics([{"step": 0, "accuracy": 0.5, "pass_at_k": 0.75}])}
+    curves = {"a": eval_results.as_metrics([{"step": 0, "accuracy": 0.25, "pass_at_k": None}, {"step": 4, "accuracy": 0.5}]),
+              "b": [], "c": eval_results.as_metrics([{"step": 0, "accuracy": 0.5, "pass_at_k": 0.75}])}
     assert curves["a"] == [{"step": 0, "held_out/accuracy": 0.25}, {"step": 4, "held_out/accuracy": 0.5}]
-    figure = overlay_figures.overlay_runs(curves, evaluation.HELD_OUT_ACCURACY)
+    figure = overlay_figures.overlay_runs(curves, eval_results.HELD_OUT_ACCURACY)
     assert [trace.name for trace in figure.data] == ["a", "c"] and list(figure.data[0].y) == [0.25, 0.5]
     assert "not logged by: b" in figure.layout.title.text
     assert "eval_strategy=steps" in json.dumps(
-        overlay_figures.overlay_runs({"b": []}, evaluation.HELD_OUT_ACCURACY).to_dict())
+        overlay_figures.overlay_runs({"b": []}, eval_results.HELD_OUT_ACCURACY).to_dict())
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_the_runs_tab_overlays_the_held_out_curves_of_the_runs_ticked(app):
     on_metric = find_event(app, "workbench.ui.runs_tab", "on_metric", (metric, "input"))
     ticked = ["20261127-100000-small-lr", "20261127-110000-large-lr"]
     page.run(find_event(app, "workbench.ui.runs_tab", "on_load"), [[], [], None, "reward", 0.0, {}])  # lists the runs
-    result = page.run(on_metric, [ticked, evaluation.HELD_OUT_ACCURACY, 0.0, {}])
+    result = page.run(on_metric, [ticked, eval_results.HELD_OUT_ACCURACY, 0.0, {}])
     figure = json.loads(Page.output(on_metric, result, "wb-runs-overlay")["plot"])
     assert [(trace["name"], trace["x"], trace["y"]) for trace in figure["data"]] == [
         (ticked[0], [0, 5, 10], [0.25, 0.375, 0.5]), (ticked[1], [0, 5, 10], [0.25, 0.5, 0.125])]

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from workbench.cli import main
-from workbench.insight import evaluation
+from workbench.insight import eval_results
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import validate_config
-from workbench.spec.evaluation import eval_record, held_out_task_rows, pass_at_k
+from workbench.spec.heldout import eval_record, held_out_task_rows, pass_at_k
 from workbench.spec.chat import prompt_text
 from workbench.spec.tasks import GSM8K_SAMPLE, get_task
 
@@ -112,21 +112,21 @@ def _write(run_dir, records):
 def test_a_resumed_runs_repeated_steps_count_once_the_newest_winning(tmp_path):
     _write(tmp_path / "run", [_record(0, [False]), _record(2, [False]), _record(4, [True]),
                               _record(2, [True]), _record(4, [False])])  # resumed from checkpoint-2
-    records = evaluation.read_evals(tmp_path / "run")
+    records = eval_results.read_evals(tmp_path / "run")
     assert [(r["step"], r["accuracy"]) for r in records] == [(0, 0.0), (2, 1.0), (4, 0.0)]
 
 
 def test_changed_answers_pair_the_first_and_latest_completions(tmp_path):
     first = _record(0, [False, True, True, False], completions=["12", "7", "9", "x"])
     last = _record(6, [True, False, True, False], completions=["13", "8", "9", "y"])
-    changed = evaluation.changed_answers([first, _record(3, [True] * 4), last])
+    changed = eval_results.changed_answers([first, _record(3, [True] * 4), last])
     assert changed == [
-        {"prompt": "q0", "change": evaluation.WRONG_TO_RIGHT, "first_step": 0, "last_step": 6, "before": "12",
+        {"prompt": "q0", "change": eval_results.WRONG_TO_RIGHT, "first_step": 0, "last_step": 6, "before": "12",
          "after": "13"},
-        {"prompt": "q1", "change": evaluation.RIGHT_TO_WRONG, "first_step": 0, "last_step": 6, "before": "7",
+        {"prompt": "q1", "change": eval_results.RIGHT_TO_WRONG, "first_step": 0, "last_step": 6, "before": "7",
          "after": "8"},
     ]
-    assert evaluation.changed_answers([first]) == []
+    assert eval_results.changed_answers([first]) == []
 
 
 def test_eval_json_prints_the_curve_and_per_prompt_adds_the_answers(tmp_path, capsys):

@@ -125,7 +125,7 @@ def test_a_real_runs_checkpoint_is_merged_by_a_background_export(tiny_run):
     from peft import PeftModel
     from transformers import AutoTokenizer
 
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
 
     plan = export_model.plan_export(tiny_run, 1, export_model.default_out(tiny_run, 1))
     process = export_model.start_export(plan)
@@ -177,7 +177,7 @@ def test_merged_smollm_answers_as_base_plus_adapter(tmp_path, one_thread):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from workbench.modeltools.sampling import sample_answers
-    from workbench.spec.models import BUNDLED_MODEL, resolve_model
+    from workbench.sources.model_files import BUNDLED_MODEL, resolve_model
 
     run_dir = tmp_path / "20261123-100000-smollm"
     RunConfig(model=BUNDLED_MODEL).save(run_dir / runfolder.CONFIG_FILE)

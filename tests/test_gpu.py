@@ -35,8 +35,8 @@ from workbench.jobs.gpu_watch import GpuMemoryWatch, used_bytes_per_gpu, wait_fo
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import validate_config
+from workbench.sources.gpus import list_gpus
 from workbench.spec.generation import find_vllm_python, vllm_importable_here
-from workbench.spec.hardware import list_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUS = [gpu.index for gpu in list_gpus()]

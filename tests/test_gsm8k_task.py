@@ -11,9 +11,10 @@ import pytest
 
 from workbench.calc import plan
 from workbench.modeltools.probes import default_prompts
-from workbench.spec import data_mapping, hub_data, rewards, tasks
+from workbench.spec import data_mapping, rewards, tasks
 from workbench.spec.config import RunConfig, column_mapping
 from workbench.spec.config_checks import validate_config
+from workbench.sources import hub_datasets
 from workbench.spec.tasks import GSM8K_SAMPLE, TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,9 +31,9 @@ def test_the_task_names_gsm8k_as_the_hub_does_and_maps_its_columns():
 
 
 def test_its_bundled_sample_is_laid_out_as_the_hub_lays_out_openai_gsm8k():
-    source = hub_data.locate(str(GSM8K_SAMPLE), "dataset_name")
-    train = hub_data.load_split(source, "main", hub_data.parse_split("train"))
-    test = hub_data.load_split(source, "main", hub_data.parse_split("test"))
+    source = hub_datasets.locate(str(GSM8K_SAMPLE), "dataset_name")
+    train = hub_datasets.load_split(source, "main", hub_datasets.parse_split("train"))
+    test = hub_datasets.load_split(source, "main", hub_datasets.parse_split("test"))
     assert (len(train), len(test)) == (8, 4) and train.column_names == ["question", "answer"]
     finals = [data_mapping.after_hashes(row["answer"]) for row in train]
     assert finals[0] == "72" and all(final.lstrip("-").isdigit() for final in finals)

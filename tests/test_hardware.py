@@ -4,7 +4,7 @@ import pytest
 
 from workbench.jobs.gpu_queue import busy_gpu_ids
 from workbench.jobs.processes import PROJECT_ROOT, training_env
-from workbench.spec.hardware import GpuInfo, list_gpus, runs_on_cpu, visible_devices
+from workbench.sources.gpus import GpuInfo, list_gpus, runs_on_cpu, runs_on_cpu_here, visible_devices
 
 
 def test_list_gpus_returns_gpu_infos_or_nothing():
@@ -40,6 +40,13 @@ def test_training_env(gpu_ids, device, expected):
 def test_runs_on_cpu(device, gpus_present, visible, expected):
     env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
     assert runs_on_cpu(device, gpus_present=gpus_present, env=env) is expected
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda", "auto"])
+def test_runs_on_cpu_here_asks_torch_whether_a_gpu_is_there(device):
+    import torch
+
+    assert runs_on_cpu_here(device) is runs_on_cpu(device, gpus_present=torch.cuda.is_available())
 
 
 def test_busy_gpu_ids_of_an_empty_runs_folder(tmp_path):

@@ -222,7 +222,7 @@ def probe_run_factory(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
     from workbench.spec.rewards import get_reward
     from workbench.spec.tasks import load_task_dataset
     from workbench.teach.loss_probe import loss_probe_trainer_class

@@ -224,7 +224,7 @@ def test_shape_counts_match_the_real_model_and_peft():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
 
     folder = tiny_model_dir()
     shape = memory.from_model_dir(folder)
@@ -243,7 +243,7 @@ def test_activation_formula_matches_saved_tensors():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
 
     folder = tiny_model_dir()
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench.spec import models
+from workbench.sources import model_files
 
 
 @pytest.mark.slow
@@ -10,11 +10,11 @@ def test_bundled_model_is_converted_once_to_a_plain_safetensors_folder():
     """Later loads read safetensors (under a second), not the GGUF file (about 25 s of de-quantising)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    path = models.bundled_model_dir()  # converts on first use
+    path = model_files.bundled_model_dir()  # converts on first use
     assert (path / "model.safetensors").is_file() and not list(path.glob("*.gguf"))
     config = AutoConfig.from_pretrained(path)
     assert config.model_type == "llama" and getattr(config, "quantization_config", None) is None
-    assert models.bundled_model_dir() == path  # the second call finds the cache
+    assert model_files.bundled_model_dir() == path  # the second call finds the cache
     model = AutoModelForCausalLM.from_pretrained(path)
     assert sum(p.numel() for p in model.parameters()) > 100_000_000
 
@@ -23,7 +23,7 @@ def test_bundled_model_is_converted_once_to_a_plain_safetensors_folder():
 def test_tiny_model_is_a_real_small_llama_with_a_chat_template():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = models.tiny_model_dir()
+    path = model_files.tiny_model_dir()
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     assert model.config.hidden_size == 16 and model.config.num_hidden_layers == 2
@@ -43,15 +43,15 @@ def test_tiny_model_is_a_real_small_llama_with_a_chat_template():
     ids=["absolute-path", "relative-path", "garbage"],
 )
 def test_bad_model_names_are_refused_without_loading(name, match):
-    with pytest.raises(models.ModelError, match=match):
-        models.check_model(name)
+    with pytest.raises(model_files.ModelError, match=match):
+        model_files.check_model(name)
 
 
 def test_folder_without_config_is_refused(tmp_path):
-    with pytest.raises(models.ModelError, match="no config.json"):
-        models.check_model(str(tmp_path))
+    with pytest.raises(model_files.ModelError, match="no config.json"):
+        model_files.check_model(str(tmp_path))
 
 
 @pytest.mark.parametrize("name", ["", "smollm2-135m-instruct", "tiny", "Qwen/Qwen2-0.5B-Instruct"], ids=["empty", "bundled", "tiny", "hub-id"])
 def test_good_model_names_pass_the_cheap_check(name):
-    models.check_model(name)
+    model_files.check_model(name)

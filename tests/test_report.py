@@ -174,7 +174,7 @@ def test_health_notes_come_from_the_health_checks(default_page, write_run):
 
 def held_out_records(accuracies, prompts=("2+2", "3+5")) -> list[dict]:
     """eval.jsonl records at steps 0, 1, ...: each prompt right while its index is below accuracy * n."""
-    from workbench.spec.evaluation import eval_record
+    from workbench.spec.heldout import eval_record
 
     records = []
     for step, accuracy in enumerate(accuracies):

@@ -73,7 +73,7 @@ def test_a_reward_model_folder_scores_completions_as_one_more_reward(tmp_path):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
     from workbench.trainer.training import run_training
 
     # a tiny randomly initialised classifier with one label, saved as a reward model's folder

@@ -7,7 +7,7 @@ import json
 
 from helpers import gsm8k_like_rows, write_hub_dataset
 
-from workbench.spec.hardware import GpuInfo
+from workbench.sources.gpus import GpuInfo
 from workbench.ui import setup_view
 from workbench.ui.setup_tab import preview_from_form
 from workbench.ui.setup_view import CELL_CHARS, data_preview_html

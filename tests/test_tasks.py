@@ -132,7 +132,7 @@ def test_task_trains_one_real_grpo_step(tmp_path, name):
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
 
     class KeepLogs(TrainerCallback):
         def __init__(self):

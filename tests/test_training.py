@@ -226,7 +226,7 @@ def test_checkpoints_and_adapter_load_with_peft(finished_run):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from workbench.spec.models import tiny_model_dir
+    from workbench.sources.model_files import tiny_model_dir
 
     _, run_dir, _ = finished_run
     assert [p.name for p in checkpoint_integrity.checkpoint_dirs(run_dir)] == ["checkpoint-2", "checkpoint-3"]

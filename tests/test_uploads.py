@@ -6,7 +6,7 @@ import pytest
 
 from workbench.access import paths, uploads
 from workbench.access.owners import Viewer
-from workbench.spec import datasets_io
+from workbench.sources import dataset_reading
 from workbench.spec.config import RunConfig
 from workbench.ui import files_panel, paths_view, uploads_view
 from workbench.ui.paths_view import scope_for
@@ -30,7 +30,7 @@ def folder(tmp_path):
 
 
 def test_the_accepted_suffixes_are_what_datasets_io_reads():
-    assert uploads.DATASET_SUFFIXES == datasets_io.SUPPORTED
+    assert uploads.DATASET_SUFFIXES == dataset_reading.SUPPORTED
 
 
 @pytest.mark.parametrize("name, stored", [

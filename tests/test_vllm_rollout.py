@@ -162,7 +162,7 @@ def requests_running(url: str) -> float:
 def test_served_adapter_answers_like_workbench_sample(live_run):
     from transformers import AutoTokenizer
 
-    from workbench.spec.models import resolve_model
+    from workbench.sources.model_files import resolve_model
 
     runs, run_id = live_run
     status = runfolder.read_status(runs / run_id)

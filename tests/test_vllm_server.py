@@ -17,9 +17,9 @@ import pytest
 
 from workbench.jobs import processes, vllm_server
 from workbench.runstore import runfolder
+from workbench.sources.model_files import model_location
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
-from workbench.spec.models import model_location
 
 
 def flag(command, name):

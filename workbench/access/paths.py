@@ -39,7 +39,7 @@ FIELD_KINDS = {"model": FOLDER, "dataset_name": FILE_OR_FOLDER, "dataset_path": 
 # Fields that may also name a hub id (fetched into the shared hub cache before a sandboxed run starts):
 # the policy, a reward model, a dataset.
 HUB_FIELDS = ("model", "reward_model", "dataset_name")
-# The hub's `owner/name` (as spec/models.py reads a model name), with no `.` or `..` part.
+# The hub's `owner/name` (as sources/model_files.py reads a model name), with no `.` or `..` part.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 
 

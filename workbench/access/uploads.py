@@ -32,7 +32,7 @@ from workbench.errors import WorkbenchError
 UPLOADS_DIR = "uploads"
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 MAX_UPLOAD_TEXT = "50 MB"
-# The formats workbench.spec.datasets_io reads (a test keeps the two lists equal), and reward code.
+# The formats workbench.sources.dataset_reading reads (a test keeps the two lists equal), and reward code.
 DATASET_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 REWARD_SUFFIXES = (".py",)
 UPLOAD_SUFFIXES = DATASET_SUFFIXES + REWARD_SUFFIXES

@@ -5,7 +5,7 @@
     python -m workbench eval 20261122-031502-arithmetic --checkpoint 20 --json
 
 Reads the run folder's eval.jsonl (written when the run trained with eval_strategy=steps; see
-workbench/spec/evaluation.py): one point per evaluation, the base model's before any update at step 0.
+workbench/spec/heldout.py): one point per evaluation, the base model's before any update at step 0.
 Without --json it prints a line per point (step, accuracy, pass@k, each reward's mean, n) and the
 answers that changed since step 0; with --json a JSON list of
 `{"step", "accuracy", "pass_at_k", "k", "rewards", "n"}`, and with --per-prompt each point also holds
@@ -87,7 +87,7 @@ def evaluate_in_sandbox(run_dir: Path, which: str, record) -> list[dict]:
     from workbench.errors import WorkbenchError
     from workbench.jobs import processes, sandbox
     from workbench.runstore import runfolder, safe_files
-    from workbench.spec.evaluation import eval_problem
+    from workbench.spec.heldout import eval_problem
 
     out = run_dir / RECORD_FILE
     safe_files.unlink(out)
@@ -111,18 +111,18 @@ def evaluate_in_sandbox(run_dir: Path, which: str, record) -> list[dict]:
 
 
 def run(args) -> int:
-    from workbench.insight import evaluation
+    from workbench.insight import eval_results
 
     run_dir = find_run(args.source, args.runs_dir)
-    records = evaluate_now(run_dir, args.checkpoint) if args.checkpoint else evaluation.read_evals(run_dir)
+    records = evaluate_now(run_dir, args.checkpoint) if args.checkpoint else eval_results.read_evals(run_dir)
     if args.write_record:  # inside the run's sandbox, for evaluate_in_sandbox
         Path(args.write_record).write_text(json.dumps(records[0]), encoding="utf-8")
         return 0
-    points = evaluation.curve_points(records, per_prompt=args.per_prompt)
+    points = eval_results.curve_points(records, per_prompt=args.per_prompt)
     if args.json:
         print(json.dumps(points, indent=1))
     elif points:
-        print_lines(points, evaluation.changed_answers(records))
+        print_lines(points, eval_results.changed_answers(records))
     if not records:
         print(f"Run {run_dir.name} has no held-out evaluation (no eval.jsonl): train with --set eval_strategy=steps "
               f"(and eval_steps, eval_size) to record one.", file=sys.stderr)

@@ -4,7 +4,7 @@
     python -m workbench export-model runs/20261122-031502-demo --checkpoint 10 --out merged-step10
 
 Without --checkpoint it merges the checkpoint with the best held-out accuracy when the run evaluated
-(eval_strategy=steps; workbench/insight/evaluation.py `best_checkpoint_of`), else the final adapter.
+(eval_strategy=steps; workbench/insight/eval_results.py `best_checkpoint_of`), else the final adapter.
 
 DIR becomes a standard transformers folder (model.safetensors, config,
 tokenizer with its chat template) that `AutoModelForCausalLM.from_pretrained`
@@ -56,14 +56,14 @@ def run(args) -> int:
 
 def chosen_checkpoint(value: str | None, run_dir) -> tuple[int | None, str]:
     """(the checkpoint step to merge, None for the final adapter; why, said after its name) from --checkpoint."""
-    from workbench.insight import evaluation
+    from workbench.insight import eval_results
 
     value = (value or "").strip()
     if value.isdecimal():
         return int(value), ""
     if value not in ("", "best", "final"):
         raise ArgumentError(f"--checkpoint: {value[:80]!r} is not a step, best or final; give e.g. 10, best or final")
-    best = evaluation.best_checkpoint_of(run_dir) if value != "final" else None
+    best = eval_results.best_checkpoint_of(run_dir) if value != "final" else None
     if best is not None:
         accuracy = best.get("accuracy")
         return best["step"], " (the best held-out accuracy" + ("" if accuracy is None else f", {accuracy:.0%}") + ")"

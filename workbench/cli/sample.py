@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         read_prompts_file,
         write_answers,
     )
-    from workbench.spec.models import ModelError
+    from workbench.sources.model_files import ModelError
 
     try:
         prompts = read_prompts_file(args.prompts_file)

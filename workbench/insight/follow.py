@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from workbench.insight.figures import metrics_frame
-from workbench.insight.evaluation import read_evals
+from workbench.insight.eval_results import read_evals
 from workbench.insight.health import Alarm, check_health
 from workbench.insight.resumed import latest_round, merge_metrics
 from workbench.runstore import jsonl_cache, runfolder, safe_files

@@ -16,7 +16,7 @@ apply now, most serious first:
 - completion length collapsing to almost nothing;
 - a shaping reward (format, length) saturating while the correctness reward stays flat: the model learned
   the easy reward (the config names which reward means "correct": `spec.reward_choice.correctness_reward_for`);
-- with held-out evaluation (`evals`: eval.jsonl's records, `insight.evaluation.read_evals`), the training
+- with held-out evaluation (`evals`: eval.jsonl's records, `insight.eval_results.read_evals`), the training
   reward rising while held-out accuracy falls: overfitting its training prompts, or reward hacking.
 
 Each alarm says what is happening, why it matters and what to change.
@@ -439,7 +439,7 @@ def check_health(metrics: Iterable[Mapping], config: Any = None, evals: Iterable
     """All alarms that apply to the run now, most serious first (then newest first).
 
     `metrics`: the records, or their metrics frame; `evals`: the run's held-out evaluations, one per step in
-    step order (`insight.evaluation.read_evals`), for the alarms that compare training with held-out accuracy.
+    step order (`insight.eval_results.read_evals`), for the alarms that compare training with held-out accuracy.
     """
     if not hasattr(metrics, "columns"):
         metrics = list(metrics)

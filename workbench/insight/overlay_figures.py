@@ -49,7 +49,7 @@ EVAL_WAITING_NOTE = "No evaluation yet: the first, of the base model at step 0, 
 def held_out_figure(eval_records: list[Mapping], records, smoothing: float = 0.0, evaluates: bool = True) -> go.Figure:
     """Held-out accuracy and pass@k (eval.jsonl, right-hand 0-100 % axis) on the training reward's step axis.
 
-    `eval_records`: one per evaluation in step order (`insight.evaluation.read_evals`); `records` the run's
+    `eval_records`: one per evaluation in step order (`insight.eval_results.read_evals`); `records` the run's
     metrics (or their frame); `evaluates`: whether the run's config turns evaluation on (which note to show).
     """
     if not eval_records:

@@ -12,7 +12,7 @@ without a network. Its sections, in order:
 - reward, reward spread, KL, loss and completion-length curves (`figures`);
 - held-out evaluation (`evaluation`): accuracy and pass@k on the training reward's step axis
   (`overlay_figures.held_out_figure`), the best evaluated checkpoint kept, and the prompts whose answer went
-  wrong -> right or right -> wrong since step 0 with both answers (`evaluation.changed_answers`);
+  wrong -> right or right -> wrong since step 0 with both answers (`eval_results.changed_answers`);
 - the health notes (`health.check_health`, with the held-out evaluations), and a note for each run file with
   lines that could not be read (skipped by the reader, `spec.run_records`);
 - completion groups with their advantages (`groups`, drawn as the dashboard's
@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping
 import jinja2
 from markupsafe import Markup
 
-from workbench.insight import evaluation, figures, overlay_figures
+from workbench.insight import eval_results, figures, overlay_figures
 from workbench.insight.group_cards import STYLE as CARDS_STYLE
 from workbench.insight.group_cards import render_group
 from workbench.insight.groups import SCALINGS, GroupView, available_steps, format_number, format_signed, groups_for_step
@@ -61,7 +61,7 @@ from workbench.spec.chat import transcript_text
 from workbench.spec.config import FIELD_HELP, RunConfig
 from workbench.spec.config_checks import plan_for
 from workbench.spec.numbers import finite_number, format_duration
-from workbench.spec.evaluation import eval_problem
+from workbench.spec.heldout import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
 from workbench.spec.run_status import RunStatus
 from workbench.spec.token_records import token_problem
@@ -286,13 +286,13 @@ def _held_out(evals: list[dict], metrics: list[dict], checkpoint_steps: list[int
                      f"{_share(last.get('accuracy'))} at step {last['step']}.")
     else:
         words.append(f"Accuracy {_share(last.get('accuracy'))} at step {last['step']}.")
-    best = evaluation.best_checkpoint(evals, checkpoint_steps)
+    best = eval_results.best_checkpoint(evals, checkpoint_steps)
     if best is not None:
         words.append(f"The best evaluated checkpoint is checkpoint-{best['step']} ({_share(best.get('accuracy'))}), "
                      f"kept whatever save_total_limit prunes: export it or compare it.")
     return {"words": " ".join(words), "div_id": "wb-figure-held-out",
             "json": Markup(overlay_figures.held_out_figure(evals, metrics).to_json()),
-            "changed": evaluation.changed_answers(evals), "first_step": first["step"], "last_step": last["step"]}
+            "changed": eval_results.changed_answers(evals), "first_step": first["step"], "last_step": last["step"]}
 
 
 def _share(value: Any) -> str:

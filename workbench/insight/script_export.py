@@ -69,8 +69,8 @@ def script_inputs(cfg: RunConfig, title: str = "", reward_source: str | None = N
     `reward_source`: the reward file's text when the caller has it (a run's own copy); else it is read from
     cfg.reward_file.
     """
+    from workbench.sources.model_files import model_location
     from workbench.spec import rewards, tasks
-    from workbench.spec.models import model_location
 
     if cfg.generation == "vllm-server":
         raise ScriptExportError("generation: the workbench's vllm-server generation has no TRL equivalent; "
@@ -137,14 +137,14 @@ def _data_code(inputs: ScriptInputs) -> str:
         return (f"# the {cfg.task} task's rows as the run trains on them (seed {cfg.seed})\n"
                 "ROWS = [\n" + "".join(f"    {row!r},\n" for row in inputs.rows) + "]\n"
                 "dataset = Dataset.from_list(ROWS)")
-    from workbench.spec import hub_data
+    from workbench.sources import hub_datasets
 
     name = data_field(cfg)[1]
-    split = hub_data.parse_split(cfg.dataset_train_split)
+    split = hub_datasets.parse_split(cfg.dataset_train_split)
     path = Path(name)
     if not path.exists():  # a hub id, or a folder laid out as the hub lays one out: datasets reads the slice
         return f"dataset = load_dataset({name!r}, {cfg.dataset_config or None!r}, split={split.text!r})"
-    if path.is_dir() and not any((path / marker).is_file() for marker in hub_data.SAVED_MARKERS):
+    if path.is_dir() and not any((path / marker).is_file() for marker in hub_datasets.SAVED_MARKERS):
         return f"dataset = load_dataset({str(path)!r}, {cfg.dataset_config or None!r}, split={split.text!r})"
     if path.suffix.lower() in LOADERS:
         code = (f"DATA_FILE = {str(path)!r}\n"
@@ -204,7 +204,7 @@ def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:
     names = reward_names_for(cfg)
     calls = [_reward_call(name, inputs) for name in names]
     if cfg.reward_model.strip():  # TRL loads a str as AutoModelForSequenceClassification(num_labels=1)
-        from workbench.spec.models import model_location
+        from workbench.sources.model_files import model_location
 
         calls.append(repr(model_location(cfg.reward_model.strip())))
     lines = [

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from workbench.jobs import allocator, bundle, processes
 from workbench.runstore import runfolder
+from workbench.sources.gpus import cpu_threads, runs_on_cpu
 from workbench.spec import cluster
 from workbench.spec.config import RunConfig
-from workbench.spec.hardware import cpu_threads, runs_on_cpu
 from workbench.tuning import for_config
 
 SANDBOX_MODULE = "workbench.jobs.sandbox"  # a sandboxed run's first process, which becomes its bwrap

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Callable, ContextManager
 
 from workbench.runstore import safe_files
-from workbench.spec.hardware import visible_devices
+from workbench.sources.gpus import visible_devices
 
 # The folder holding the `workbench` package: children get it on PYTHONPATH so
 # `python -m workbench ...` finds this copy whatever their working directory.

@@ -238,7 +238,7 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
               ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
               *(("read-only", p) for p in dict.fromkeys(readable)), ("read-write", own_dir),
               *(("masked", p) for p in masked), *(("device", p) for p in devices)]
-    from workbench.spec.models import cache_dir
+    from workbench.sources.model_files import cache_dir
 
     # what the workbench itself wrote (converted models, uploads, the user's other runs) may be private to the
     # server's user (a server with accounts makes its files with umask 077): made readable for the run's uid
@@ -460,7 +460,7 @@ def prepare(config: dict) -> None:
     a hub model is downloaded into the shared hub cache, its progress in the
     run's train.log. SandboxError when it cannot be.
     """
-    from workbench.spec.models import hub_unreachable_message, resolve_model
+    from workbench.sources.model_files import hub_unreachable_message, resolve_model
 
     prepare_dataset(config)
     model = config.get("model")
@@ -483,14 +483,14 @@ def prepare(config: dict) -> None:
 def prepare_dataset(config: dict) -> None:
     """Download a hub dataset the run names (`dataset_name`) into the shared hub cache, where the sandbox reads it;
     its progress lands in the run's train.log. SandboxError when it cannot be fetched."""
-    from workbench.spec import hub_data
+    from workbench.sources import hub_datasets
 
     name = config.get("dataset_name")
     if not isinstance(name, str) or not name.strip():
         return
     try:
-        source = hub_data.locate(name.strip())
-    except hub_data.DatasetError:  # not a hub id: check_config refuses what is nothing at all
+        source = hub_datasets.locate(name.strip())
+    except hub_datasets.DatasetError:  # not a hub id: check_config refuses what is nothing at all
         return
     if source.cached:
         return
@@ -501,7 +501,7 @@ def prepare_dataset(config: dict) -> None:
         snapshot_download(source.hub_id, repo_type="dataset")
     except Exception as exc:  # offline, unknown repository, gated: the run fails with the reason
         raise SandboxError(field="dataset_name", rule=f"{source.hub_id} could not be downloaded ({type(exc).__name__})",
-                           fix=hub_data.download_hint(source.hub_id)) from None
+                           fix=hub_datasets.download_hint(source.hub_id)) from None
 
 
 def recorded_policy(run_dir: Path) -> tuple[Policy, dict]:

@@ -32,7 +32,7 @@ def code_paths() -> list[str]:
 
 def cache_paths(env: dict) -> list[str]:
     """The model caches a run reads (read-only inside): the workbench's converted models and the HF hub cache."""
-    from workbench.spec.models import cache_dir
+    from workbench.sources.model_files import cache_dir
 
     hub = env.get("HF_HUB_CACHE") or os.path.join(env.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"),
                                                    "hub")

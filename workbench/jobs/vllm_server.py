@@ -40,10 +40,10 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.jobs import processes
 from workbench.runstore import runfolder, safe_files
+from workbench.sources.gpus import runs_on_cpu, visible_devices
+from workbench.sources.model_files import model_location
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
-from workbench.spec.hardware import runs_on_cpu, visible_devices
-from workbench.spec.models import model_location
 
 SERVED_MODEL_NAME = "base"  # the base model's name on the server; adapters get names of their own
 MAX_LORAS = 2  # the adapter being replaced and its successor
@@ -229,7 +229,7 @@ def _log(path: Path, text: str) -> None:
 
 def guard(run_dir: Path, model: str, command: list[str]) -> int:
     """Run `command` (the server) until the run is over, the server dies, or SIGTERM; then end its tree."""
-    from workbench.spec.models import resolve_model
+    from workbench.sources.model_files import resolve_model
 
     log = run_dir / runfolder.VLLM_LOG_FILE
     stop = []

@@ -163,7 +163,7 @@ def check_out(out: str | os.PathLike) -> Path:
 def plan_export(run: str | os.PathLike, checkpoint: int | None, out: str | os.PathLike,
                 runs_dir: str | os.PathLike | None = None) -> ExportPlan:
     """Everything an export needs, checked before any model loads; ExportError (field, rule, fix) otherwise."""
-    from workbench.spec.models import ModelError, check_model
+    from workbench.sources.model_files import ModelError, check_model
 
     run_dir = run_folder(run, runs_dir)
     config = runfolder.read_config(run_dir)
@@ -195,7 +195,7 @@ def merge_into(plan: ExportPlan, report=lambda stage: None) -> dict:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workbench.spec.models import resolve_model
+    from workbench.sources.model_files import resolve_model
 
     base_path = resolve_model(plan.model)
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.bfloat16 if plan.bf16 else torch.float32)

@@ -99,7 +99,7 @@ def format_prompt(tokenizer, prompt: str | list) -> str:
 
 def load_for_sampling(model: str, adapter_dir: str | Path | None = None, device: str | None = None):
     """(model, tokenizer) ready to generate: a model name or folder, plus an optional LoRA adapter."""
-    from workbench.spec.models import ModelError, hub_unreachable_message, resolve_model
+    from workbench.sources.model_files import ModelError, hub_unreachable_message, resolve_model
 
     # bad names fail here, before the slow imports
     adapter = check_adapter_dir(adapter_dir) if adapter_dir else None

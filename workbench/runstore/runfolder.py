@@ -9,7 +9,7 @@ files of `runs/<run_id>/`:
                        a field of `spec.run_status.RunStatus` (`read_run_status`, `write_run_status`)
 - `metrics.jsonl`      one JSON object per logging step, appended and flushed per line
 - `completions.jsonl`  one JSON object per completion, appended and flushed per line
-- `eval.jsonl`         one JSON object per held-out evaluation (eval_strategy=steps; `spec.evaluation`
+- `eval.jsonl`         one JSON object per held-out evaluation (eval_strategy=steps; `spec.heldout`
                        describes it): step 0 before any update, every eval_steps, the end; a resume
                        drops the steps after its checkpoint and never writes a step twice
 - `tokens.jsonl`       at logging steps, one JSON object per completion of the step's batch with its values
@@ -77,7 +77,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 from workbench.errors import WorkbenchError
 from workbench.runstore import safe_files
 from workbench.runstore.checkpoint_integrity import checkpoint_steps
-from workbench.spec.evaluation import eval_problem
+from workbench.spec.heldout import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
 from workbench.spec.run_status import RunStatus, status_field
 from workbench.spec.token_records import token_problem

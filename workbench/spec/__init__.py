@@ -1,12 +1,12 @@
-"""What a run is, before anything runs: its config, model, task, rewards, dataset, memory and hardware.
+"""What a run is, before anything runs: its config, model names, task, rewards, data mapping and memory.
 
 - `config`       RunConfig (one dataclass, TRL's field names) and its checks
-- `models`       the bundled model, local folders, hub ids, the tiny random model
+- `models`       the model names a run may give (re-exported from sources/model_files)
 - `tasks`        the built-in tasks and their presets
 - `rewards`      the reward registry and user reward files
-- `datasets_io`  user datasets (JSONL, CSV, Parquet, a datasets folder)
+- `heldout`      held-out evaluation's pure part: the held-out prompts, pass@k, one evaluation's record
 - `memory`       the memory estimate of a run, from the model's config.json
-- `hardware`     the GPUs a run can use, asked through NVML without torch
 
-Checking a config here imports no torch: bad input is refused before any model loads.
+Checking a config here imports no torch: bad input is refused before any model loads. Reading models, datasets
+and GPUs is in workbench/sources/, below this package.
 """

@@ -15,7 +15,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
-from workbench.spec import data_mapping, datasets_io, hub_data, rewards, tasks
+from workbench.sources import dataset_reading, hub_datasets
+from workbench.spec import data_mapping, rewards, tasks
 
 PREVIEW_ROWS = 5
 
@@ -54,7 +55,7 @@ class SourceRows:
     """
 
     rows: list[dict] | None
-    source: hub_data.Source | None = None  # None: a built-in task's rows
+    source: hub_datasets.Source | None = None  # None: a built-in task's rows
 
 
 def source_rows(task: str, dataset_name: str = "", config: str = "", split: str = "train", seed: int = 0,
@@ -66,14 +67,14 @@ def source_rows(task: str, dataset_name: str = "", config: str = "", split: str 
     if not dataset_name:
         built = tasks.get_task(task)
         return SourceRows(built.build_rows(min(count, built.default_size or count), seed))
-    chosen = hub_data.parse_split(split)
-    source = hub_data.locate(dataset_name, field)
+    chosen = hub_datasets.parse_split(split)
+    source = hub_datasets.locate(dataset_name, field)
     if not source.cached:
-        problem = hub_data.hub_problem(source.hub_id)
+        problem = hub_datasets.hub_problem(source.hub_id)
         if problem:
-            raise datasets_io.DatasetError(problem)
+            raise dataset_reading.DatasetError(problem)
         return SourceRows(None, source)
-    return SourceRows(hub_data.first_rows(source, config, chosen, count), source)
+    return SourceRows(hub_datasets.first_rows(source, config, chosen, count), source)
 
 
 def first_rows(task: str, dataset_name: str = "", seed: int = 0, count: int = PREVIEW_ROWS) -> list[dict]:
@@ -119,7 +120,7 @@ class DataChoice:
     split: str = "train"
     mapping: data_mapping.ColumnMapping = data_mapping.ColumnMapping()
     chat_template: str = "auto"
-    model_folder: str = ""  # where the model's tokenizer lies (spec.models.model_location)
+    model_folder: str = ""  # where the model's tokenizer lies (sources.model_files.model_location)
     seed: int = 0
 
 
@@ -141,13 +142,13 @@ def preview(choice: DataChoice, reward_names: list[str], reward_file: str = "", 
     needs = reward_needs(reward_names, extra)
     try:
         found = source_rows(choice.task, choice.dataset_name, choice.config, choice.split, choice.seed, count)
-        configs = hub_data.config_names(found.source) if found.source else []
+        configs = hub_datasets.config_names(found.source) if found.source else []
     except (ValueError, OSError) as exc:  # DatasetError, TaskError, a file that is not text, permissions
         return DataPreview(source, rewards=needs, error=str(exc))
     if found.rows is None:
         return DataPreview(source, rewards=needs, error=f"{choice.dataset_name} is not in the hub cache yet: a run "
                            "downloads it when it starts (its progress in the run's train.log), and its rows show "
-                           f"here once it is cached; to see them now, {hub_data.download_hint(choice.dataset_name)}")
+                           f"here once it is cached; to see them now, {hub_datasets.download_hint(choice.dataset_name)}")
     rows = found.rows
     shown = DataPreview(source, rows=rows, columns=list(rows[0]) if rows else [], rewards=needs, configs=configs)
     return _with_model_text(shown, choice)

@@ -466,7 +466,7 @@ class RunConfig:
         absolute paths. Only names that exist on disk change: `tiny`, the
         bundled model and hub ids such as `org/name` stay as they are.
         """
-        from workbench.spec.models import MODEL_CHOICES
+        from workbench.sources.model_files import MODEL_CHOICES
 
         changes = {}
         for name in PATH_FIELDS:

@@ -129,8 +129,8 @@ def _plan_problems(cfg: RunConfig) -> tuple[list[ConfigProblem], Any]:
 def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[ConfigProblem]:
     """The data source, its config and split, the column mapping and the chat template, read cheaply."""
     from workbench.spec import columns, data_mapping, tasks
-    from workbench.spec.datasets_io import CHECK_ROWS, DatasetError
-    from workbench.spec.models import model_location
+    from workbench.sources.dataset_reading import CHECK_ROWS, DatasetError
+    from workbench.sources.model_files import model_location
 
     field_name, value = data_field(cfg)
     if cfg.dataset_name.strip() and cfg.dataset_path.strip() and cfg.dataset_name.strip() != cfg.dataset_path.strip():
@@ -215,7 +215,7 @@ def _data_problems(cfg: RunConfig, import_reward_file: bool = True, read_data: b
 def _reward_setting_problems(cfg: RunConfig, names: list[str]) -> list[ConfigProblem]:
     """TRL rewards' parameters, what a raising reward does, and the reward model."""
     from workbench.spec.rewards import trl_reward_library as trl_rewards
-    from workbench.spec.models import ModelError, check_reward_model
+    from workbench.sources.model_files import ModelError, check_reward_model
     from workbench.spec.rewards import REWARD_ERROR_MODES
 
     problems = [ConfigProblem(*found) for found in
@@ -256,7 +256,7 @@ def _tracker_problems(cfg: RunConfig) -> list[ConfigProblem]:
 
 def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
     from workbench.spec import cluster
-    from workbench.spec.hardware import list_gpus, runs_on_cpu
+    from workbench.sources.gpus import list_gpus, runs_on_cpu
 
     if cluster.is_multi_machine(cfg):  # this machine's GPUs say nothing about the cluster's
         return [ConfigProblem(*found) for found in cluster.problems(cfg, on_cpu=cfg.device == "cpu")]
@@ -321,7 +321,7 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True, read_data: 
     queued start or resume, where no user's path rule is at hand: its data is
     read inside its sandbox, under its policy).
     """
-    from workbench.spec.models import ModelError, check_model
+    from workbench.sources.model_files import ModelError, check_model
 
     path_problems = _path_problems(cfg)
     if path_problems:
@@ -336,7 +336,7 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True, read_data: 
     problems += _data_problems(cfg, import_reward_file, read_data)
     problems += _correctness_problems(cfg)
     if cfg.eval_strategy == "steps" and not problems and read_data:  # the held-out data is looked at once the rest is sound
-        from workbench.spec.evaluation import eval_problems
+        from workbench.spec.heldout import eval_problems
 
         problems += [ConfigProblem(*found) for found in eval_problems(cfg, correctness_reward_for(cfg), data_field(cfg))]
     problems += _tracker_problems(cfg)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.spec.datasets_io import prompt_problem
+from workbench.sources.dataset_reading import prompt_problem
 
 CHAT_TEMPLATE_CHOICES = ("auto", "apply", "none")
 

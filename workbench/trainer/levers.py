@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import gc
 
+from workbench.sources.gpus import runs_on_cpu_here
 from workbench.spec.config import RunConfig
-from workbench.spec.hardware import runs_on_cpu
 from workbench.spec.memory import MERGED_COPY_BYTES
 from workbench.spec.speed import (copy_fits_gpu, resolve_merged_generation, resolve_packed_decode,
                                   resolve_shared_prompt_pass)
@@ -39,7 +39,7 @@ def attach_generation_copy(trainer, cfg: RunConfig, tuned: bool = False) -> str:
     probe: `tuned`); returns what it resolved to ("no", "float32" or "bfloat16"), which the run's status records."""
     import torch
 
-    on_cpu = runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available())
+    on_cpu = runs_on_cpu_here(cfg.device)
     merged = resolve_merged_generation(cfg.merged_generation, cfg.generation, cfg.distributed_backend)
     value = merged.value if merged.value in MERGED_COPY_BYTES else "no"
     if value != "no" and tuned and not on_cpu:
@@ -67,13 +67,9 @@ def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
 def attach_packed_decode(trainer, cfg: RunConfig) -> str:
     """Let the merged float32 copy decode through MKL's packed GEMM where `packed_decode` and this machine allow
     it; returns "yes", or "no" with the reason, which the run's status records."""
-    import torch
-
     copy = trainer.generation_copy
     merged = "no" if copy is None else str(copy.dtype).removeprefix("torch.")
-    choice = resolve_packed_decode(cfg.packed_decode, merged,
-                                   runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available()),
-                                   packed_decode.available())
+    choice = resolve_packed_decode(cfg.packed_decode, merged, runs_on_cpu_here(cfg.device), packed_decode.available())
     if choice.value == "yes":
         # the sequences of one generation round in this process (GRPOConfig's generation batch, per process)
         how = copy.pack_decode(trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation)

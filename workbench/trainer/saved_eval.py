@@ -14,7 +14,7 @@ from workbench.errors import WorkbenchError
 from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, data_field
 from workbench.spec.reward_choice import correctness_reward_for
-from workbench.spec.evaluation import eval_problems
+from workbench.spec.heldout import eval_problems
 
 
 class CheckpointChoiceError(WorkbenchError):
@@ -43,7 +43,7 @@ def saved_policy(run_dir: Path, which: str) -> tuple[Path | None, int]:
 
 
 def evaluate_saved(run_dir: str | Path, which: str = "latest") -> dict:
-    """One evaluation record (spec/evaluation.py) of the run's policy `which` on its held-out prompts."""
+    """One evaluation record (spec/heldout.py) of the run's policy `which` on its held-out prompts."""
     import torch
 
     from workbench.trainer.answering import end_token_ids

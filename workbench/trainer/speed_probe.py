@@ -95,12 +95,12 @@ class _Bench:
     def __init__(self, cfg: RunConfig, folder: Path, build_trainer):
         import torch
 
-        from workbench.spec.hardware import runs_on_cpu
+        from workbench.sources.gpus import runs_on_cpu_here
 
         self.cfg = cfg
         self.trainer = build_trainer(cfg, folder)
         self.model_type = self.trainer.model.config.model_type
-        self.on_cpu = runs_on_cpu(cfg.device, gpus_present=torch.cuda.is_available())
+        self.on_cpu = runs_on_cpu_here(cfg.device)
         generator = torch.Generator().manual_seed(cfg.seed)
         with torch.no_grad():
             for name, parameter in self.trainer.model.named_parameters():

@@ -37,7 +37,7 @@ from workbench.spec import trackers
 from workbench.spec.trl_settings import grpo_settings, trl_reward_weights, trl_vllm_settings
 from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.token_capture import TokenCapture
-from workbench.spec.hardware import runs_on_cpu
+from workbench.sources.gpus import runs_on_cpu
 from workbench.tuning.choice import LEVER_FIELDS
 from workbench.trainer import gpu_metrics, levers, speed_choice, vllm_rollout
 from workbench.trainer.prompt_sharing import shared_prompt_logps
@@ -57,7 +57,7 @@ def load_model_and_tokenizer(cfg: RunConfig):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workbench.spec.models import (
+    from workbench.sources.model_files import (
         ModelError,
         hub_unreachable_message,
         looks_like_path,
@@ -86,10 +86,10 @@ def load_dataset_for(cfg: RunConfig, has_chat_template: bool = True):
 
     field_name, name = data_field(cfg)
     if name:
-        from workbench.spec import hub_data
+        from workbench.sources import hub_datasets
 
-        source = hub_data.locate(name, field_name)
-        dataset = hub_data.load_split(source, cfg.dataset_config, hub_data.parse_split(cfg.dataset_train_split))
+        source = hub_datasets.locate(name, field_name)
+        dataset = hub_datasets.load_split(source, cfg.dataset_config, hub_datasets.parse_split(cfg.dataset_train_split))
     else:
         from workbench.spec.tasks import load_task_dataset
 
@@ -106,7 +106,7 @@ def build_reward_funcs(cfg: RunConfig) -> list:
     hub id (a str, which TRL loads as AutoModelForSequenceClassification with num_labels=1 and its own tokenizer)."""
     from functools import partial
 
-    from workbench.spec.models import resolve_model
+    from workbench.sources.model_files import resolve_model
     from workbench.spec.rewards import resolve_rewards
     from workbench.trainer.trl_reward_builders import build_trl_reward
 

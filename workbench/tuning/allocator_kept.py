@@ -61,7 +61,7 @@ def measured(seconds: dict[str, float]) -> AllocatorChoice:
 
 
 def path_of(folder: Path | None = None) -> Path:
-    from workbench.spec.models import cache_dir
+    from workbench.sources.model_files import cache_dir
 
     return (folder or cache_dir()) / ALLOCATOR_FILE
 

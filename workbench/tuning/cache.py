@@ -24,7 +24,7 @@ MAX_ENTRIES = 200
 
 
 def cache_path() -> Path:
-    from workbench.spec.models import cache_dir
+    from workbench.sources.model_files import cache_dir
 
     return cache_dir() / CACHE_FILE
 

@@ -17,7 +17,7 @@ PROBE_ENV = "WORKBENCH_SPEED_PROBE"
 
 def model_identity(cfg: RunConfig) -> str:
     """The model as the key names it: its folder or hub id (found without loading or converting it)."""
-    from workbench.spec.models import model_location
+    from workbench.sources.model_files import model_location
 
     try:
         return model_location(cfg.model)

@@ -23,7 +23,7 @@ import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.insight import evaluation
+from workbench.insight import eval_results
 from workbench.jobs import launcher
 from workbench.modeltools import probes, sampling
 from workbench.runstore import launch_records, runfolder
@@ -110,7 +110,7 @@ class CompareTab:
     def checkpoint_choices(self, viewer: Viewer, run_id: str | None, current: str | None = None) -> gr.Dropdown:
         folder = self.run_dir(viewer, run_id)
         labels = [label for label, _ in probes.list_checkpoints(folder)] if folder else []
-        best = evaluation.best_checkpoint_of(folder) if folder else None
+        best = eval_results.best_checkpoint_of(folder) if folder else None
         # the default: the checkpoint with the best held-out accuracy, else the newest adapter
         preferred = probes.side_label(f"checkpoint-{best['step']}") if best else None
         value = current if current in labels else preferred if preferred in labels else (labels[-1] if labels else None)

@@ -15,7 +15,7 @@ import threading
 
 import gradio as gr
 
-from workbench.spec import hub_data
+from workbench.sources import hub_datasets
 from workbench.ui.download_view import DONE, DOWNLOADING, FAILED, Download, download_html
 from workbench.ui.setup_view import form_text
 
@@ -31,14 +31,14 @@ class DownloadPanel:
 
     def start(self, dataset_name) -> tuple:
         name = form_text(dataset_name)
-        if not hub_data.HUB_ID.match(name):
+        if not hub_datasets.HUB_ID.match(name):
             return download_html(None, NOT_A_HUB_ID), gr.Timer(active=False)
         try:
-            source = hub_data.locate(name)
-        except hub_data.DatasetError as exc:  # a local path of that shape that is nothing usable
+            source = hub_datasets.locate(name)
+        except hub_datasets.DatasetError as exc:  # a local path of that shape that is nothing usable
             return download_html(None, str(exc)), gr.Timer(active=False)
         if source.cached and name not in self.downloads:
-            return download_html(Download(name, DONE, hub_data.downloaded_bytes(name))), gr.Timer(active=False)
+            return download_html(Download(name, DONE, hub_datasets.downloaded_bytes(name))), gr.Timer(active=False)
         with self.lock:
             if self.downloads.get(name, {}).get("state") in (None, FAILED):
                 record = {"state": DOWNLOADING, "total": None, "error": ""}
@@ -50,11 +50,11 @@ class DownloadPanel:
         from huggingface_hub import snapshot_download
 
         try:
-            record["total"] = hub_data.repo_bytes(hub_id)
+            record["total"] = hub_datasets.repo_bytes(hub_id)
             snapshot_download(hub_id, repo_type="dataset")
             record["state"] = DONE
         except Exception as exc:  # offline, unknown id, gated, a full disk: shown with how to fetch it elsewhere
-            record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}; {hub_data.download_hint(hub_id)}"
+            record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}; {hub_datasets.download_hint(hub_id)}"
             record["state"] = FAILED
 
     def poll(self, dataset_name) -> tuple:
@@ -62,7 +62,7 @@ class DownloadPanel:
         record = self.downloads.get(name)
         if record is None:
             return gr.skip(), gr.Timer(active=False)
-        shown = Download(name, record["state"], hub_data.downloaded_bytes(name), record["total"], record["error"])
+        shown = Download(name, record["state"], hub_datasets.downloaded_bytes(name), record["total"], record["error"])
         return download_html(shown), gr.Timer(active=shown.state == DOWNLOADING)
 
 

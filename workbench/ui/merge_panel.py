@@ -26,7 +26,7 @@ from pathlib import Path
 import gradio as gr
 
 from workbench.errors import WorkbenchError
-from workbench.insight import evaluation
+from workbench.insight import eval_results
 from workbench.jobs import launcher
 from workbench.modeltools import export_model
 from workbench.runstore import runfolder
@@ -57,7 +57,7 @@ def adapter_choices(run_dir: Path | None) -> list[tuple[str, str]]:
     if run_dir is None or not run_dir.is_dir():
         return []
     final = [("final adapter", merge_view.FINAL)] if export_model.has_adapter(run_dir / runfolder.ADAPTER_DIR) else []
-    best = evaluation.best_checkpoint_of(run_dir)
+    best = eval_results.best_checkpoint_of(run_dir)
     checkpoints = [(merge_view.checkpoint_label(step, best), str(step))
                    for step in reversed(export_model.checkpoint_steps(run_dir))]
     first = [choice for choice in checkpoints if best and choice[1] == str(best["step"])]

@@ -19,10 +19,10 @@ from pathlib import Path
 from workbench.access import hosts, paths, uploads
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.spec import dataset_files, hub_data
+from workbench.sources import dataset_files, hub_datasets
+from workbench.sources.dataset_reading import DatasetError
+from workbench.sources.model_files import MODEL_CHOICES
 from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
-from workbench.spec.datasets_io import DatasetError
-from workbench.spec.models import MODEL_CHOICES
 from workbench.ui.run_access import controls_run, live_run_holding
 
 DATA_FIELDS = ("dataset_name", "dataset_path")  # the fields whose value may name more files than itself
@@ -63,15 +63,15 @@ def confine_path(field: str, value: str, scope: paths.UserScope) -> str:
 
 def confine_data_files(field: str, value: str, scope: paths.UserScope) -> None:
     """Refuse (PathError) a dataset the rule allowed whose README `data_files`, links or save_to_disk files lead
-    elsewhere (another user's upload, the users file), before a row of it is read (spec/dataset_files.py)."""
+    elsewhere (another user's upload, the users file), before a row of it is read (sources/dataset_files.py)."""
     try:
-        source = hub_data.locate(value, field)
+        source = hub_datasets.locate(value, field)
     except DatasetError:  # nothing usable there: the readers say why, reading nothing
         return
     problem = dataset_files.outside(source, lambda path: paths.allowed(path, scope))
     if problem:
         shared = " and the shared folders" if scope.shared else ""
-        where = ("the hub dataset's own download" if source.kind == hub_data.HUB else
+        where = ("the hub dataset's own download" if source.kind == hub_datasets.HUB else
                  f"your uploads folder {scope.uploads}, your runs{shared}")
         raise paths.PathError(field=field, rule=f"{value[:80]!r} reads a file outside {where}: {problem}",
                               fix=DATA_FILES_FIX)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from workbench.access.owners import Viewer
-from workbench.insight import evaluation, follow, overlay_figures
+from workbench.insight import eval_results, follow, overlay_figures
 from workbench.insight.groups import groups_for_step
 from workbench.runstore import file_cache, runfolder
 from workbench.jobs import launcher, run_list
@@ -53,10 +53,10 @@ OVERLAY_METRICS = (
     ("grad norm", "grad_norm"),
     ("learning rate", "learning_rate"),
     ("step time", "step_time"),
-    ("held-out accuracy", evaluation.HELD_OUT_ACCURACY),  # eval.jsonl's curve, not a metrics.jsonl column
-    ("held-out pass@k", evaluation.HELD_OUT_PASS_AT_K),
+    ("held-out accuracy", eval_results.HELD_OUT_ACCURACY),  # eval.jsonl's curve, not a metrics.jsonl column
+    ("held-out pass@k", eval_results.HELD_OUT_PASS_AT_K),
 )
-HELD_OUT_METRICS = (evaluation.HELD_OUT_ACCURACY, evaluation.HELD_OUT_PASS_AT_K)
+HELD_OUT_METRICS = (eval_results.HELD_OUT_ACCURACY, eval_results.HELD_OUT_PASS_AT_K)
 
 NOTE_CSS = """
 .wb-runs-note { font-size: 0.9rem; border-radius: 8px; padding: 8px 12px; }
@@ -77,7 +77,7 @@ def with_final_reward(entry: dict) -> dict:
     if not entry.get("run_dir"):
         return {**entry, "final_reward": None, "best_checkpoint": None}
     return {**entry, "final_reward": file_cache.last_metric(entry["run_dir"], "reward"),
-            "best_checkpoint": evaluation.best_checkpoint_of(entry["run_dir"])}
+            "best_checkpoint": eval_results.best_checkpoint_of(entry["run_dir"])}
 
 
 def read_rows(runs_dir, viewer: Viewer, columns: tuple[str, ...] = runs_view.COLUMNS) -> list[list]:
@@ -209,7 +209,7 @@ class RunsTab:
                        overlaid: dict) -> dict:
         """The overlay and this page's read of each run on it (only what each run added since is read)."""
         if metric_name in HELD_OUT_METRICS:  # each run's eval.jsonl, read through the process's cache
-            runs = {run_id: evaluation.as_metrics(evaluation.read_evals(self.runs_dir / run_id))
+            runs = {run_id: eval_results.as_metrics(eval_results.read_evals(self.runs_dir / run_id))
                     for run_id in self.inside(viewer, run_ids)}
             return {self.ui.overlay: figure_payload(overlay_figures.overlay_runs(runs, metric_name, smooth))}
         read = {run_id: follow.read_metrics(self.runs_dir / run_id, overlaid.get(run_id))

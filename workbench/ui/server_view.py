@@ -13,11 +13,11 @@ from __future__ import annotations
 import shlex
 from html import escape
 
-from workbench.runstore import runfolder
 from workbench.jobs import vllm_server
+from workbench.runstore import runfolder
+from workbench.sources.gpus import GpuInfo
 from workbench.spec.config import RunConfig
 from workbench.spec.generation import SERVER_GENERATIONS
-from workbench.spec.hardware import GpuInfo
 
 # The server environment's variables the command preview shows, in this order.
 SERVER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_CPU_KVCACHE_SPACE",

@@ -74,8 +74,8 @@ from workbench.spec.config import (
 )
 from workbench.spec.config_checks import path_problem, validate_config
 from workbench.spec.generation import GENERATIONS
-from workbench.spec.hardware import list_gpus
-from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL
+from workbench.sources.gpus import list_gpus
+from workbench.sources.model_files import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.recipes import apply_recipe, describe_changes
 from workbench.spec.rewards import REWARD_ERROR_MODES, score
 from workbench.spec.tasks import TASKS
@@ -156,7 +156,7 @@ def hardware_state(runs_dir) -> dict:
 
 
 def _gpus(hardware: dict):
-    from workbench.spec.hardware import GpuInfo
+    from workbench.sources.gpus import GpuInfo
 
     return [GpuInfo(**g) for g in (hardware or {}).get("gpus", [])]
 
@@ -198,7 +198,7 @@ def config_from_values(*values, scope: UserScope | None = None, launching: bool 
 
 def local_model_folder(model: str) -> Path | None:
     """The model's folder when it is already on disk (the bundled and tiny models once converted)."""
-    from workbench.spec.models import BUNDLED_MODEL, TINY_MODEL, cache_dir
+    from workbench.sources.model_files import BUNDLED_MODEL, TINY_MODEL, cache_dir
 
     name = (model or BUNDLED_MODEL).strip()
     folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(

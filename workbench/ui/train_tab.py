@@ -44,7 +44,7 @@ import gradio as gr
 
 from workbench.access.owners import Viewer
 from workbench.errors import WorkbenchError
-from workbench.insight import evaluation, figures, follow, overlay_figures, tokens
+from workbench.insight import eval_results, figures, follow, overlay_figures, tokens
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
@@ -286,7 +286,7 @@ class TrainTab:
             out.update(self.render_figures(watch, smooth, None if with_more else MAIN_FIGURES))
         if full or changes.metrics or changes.skipped:  # unreadable lines of the run's files show among the alarms
             skipped = tuple(sorted(watch.skipped.items()))
-            evals = evaluation.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
+            evals = eval_results.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
             out[ui.alarms] = self.drawn.get(
                 ("alarms", *train_view.metrics_read(watch), skipped, len(evals)), lambda: train_view.alarms_html(
                     check_health(metrics_of(watch), watch.config, evals) + train_view.skipped_alarms(watch.skipped),
@@ -330,13 +330,13 @@ class TrainTab:
 
     def render_held_out(self, watch: train_view.RunWatch, smooth: float) -> dict:
         """The held-out figure and the changed answers, from eval.jsonl (read incrementally)."""
-        evals = evaluation.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
+        evals = eval_results.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
         shown = tuple((e["step"], e.get("accuracy"), e.get("pass_at_k"), e.get("eval_seconds")) for e in evals)
 
         def draw() -> tuple:
             evaluates = watch.config.get("eval_strategy") == "steps"
             figure = overlay_figures.held_out_figure(evals, metrics_of(watch), smooth, evaluates)
-            return figure_payload(figure), train_view.changed_answers_html(evals, evaluation.changed_answers(evals))
+            return figure_payload(figure), train_view.changed_answers_html(evals, eval_results.changed_answers(evals))
 
         figure, changed = self.drawn.get(("held_out", *train_view.metrics_read(watch), shown, float(smooth)), draw)
         return {self.ui.held_out: figure, self.ui.changed_answers: changed}

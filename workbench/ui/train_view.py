@@ -39,7 +39,7 @@ from typing import Any, Callable
 from workbench.insight.follow import Seen
 from workbench.insight.health import Alarm
 from workbench.runstore.runfolder import FINAL_STATES, QUEUED, UNREADABLE
-from workbench.spec.hardware import runs_on_cpu
+from workbench.sources.gpus import runs_on_cpu
 from workbench.spec.numbers import format_duration
 
 # How many of the latest step_time values the remaining-time estimate averages.
@@ -546,7 +546,7 @@ def held_out_summary(evals: list[dict]) -> str:
 
 def changed_answers_html(evals: list[dict], changed: list[dict]) -> str:
     """The held-out prompts whose greedy answer went wrong → right or right → wrong since step 0, both answers side
-    by side (`changed`: `insight.evaluation.changed_answers`); empty when the run has no evaluation."""
+    by side (`changed`: `insight.eval_results.changed_answers`); empty when the run has no evaluation."""
     if not evals:
         return ""
     summary = f'<p class="wb-changed-note">{html.escape(held_out_summary(evals))}</p>'

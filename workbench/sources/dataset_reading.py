@@ -7,7 +7,8 @@ reaches reward functions as TRL passes them (one value per completion).
 `check_dataset_path` is the cheap check the config validator runs before a
 run starts (it reads at most the first rows, loads no model); it raises
 `DatasetError` whose message names the path, the rule and a fix.
-`load_user_dataset` reads the whole file into a `datasets.Dataset`.
+`load_user_dataset` reads the whole file into a `datasets.Dataset`; `rows_dataset` turns
+rows built in code (a built-in task's) into one.
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ def load_user_dataset(path: str | Path, check_prompt: bool = True):
 
 
 # ---------------------------------------------------------------- reading
+
+
+def rows_dataset(rows: list[dict]):
+    """Rows built in code (a built-in task's) as a `datasets.Dataset`, the form TRL's trainer takes."""
+    from datasets import Dataset  # heavy import, only when data is actually built
+
+    return Dataset.from_list(rows)
 
 
 def existing(path: str | Path, field: str = "dataset_path") -> Path:

@@ -5,14 +5,14 @@
   written twice (a resume) counts once, the newest record winning (`resumed.merge_metrics`).
 - `curve_points(records, per_prompt)`: what `python -m workbench eval RUN --json` prints.
 - `best_checkpoint(records, checkpoint_steps)`: the saved checkpoint with the best held-out accuracy (ties: the
-  higher pass@k, then the earlier step; `spec.evaluation.best_evaluation`), the one training keeps whatever
+  higher pass@k, then the earlier step; `spec.heldout.best_evaluation`), the one training keeps whatever
   save_total_limit prunes; `best_checkpoint_of(run_dir)` reads both from the run folder.
 - `as_metrics(records)`: the curve as metric records (`held_out/accuracy`, `held_out/pass_at_k` by step), so
   the figures that overlay runs' training metrics overlay held-out curves the same way.
 - `changed_answers(records)`: the prompts whose greedy answer went wrong -> right or right -> wrong between the
   first evaluation (step 0, before any update) and the latest, with both completions.
 
-The record is described in workbench/spec/evaluation.py. Pure apart from `read_evals` and `best_checkpoint_of`.
+The record is described in workbench/spec/heldout.py. Pure apart from `read_evals` and `best_checkpoint_of`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from workbench.insight.resumed import merge_metrics
 from workbench.runstore import jsonl_cache, runfolder
-from workbench.spec.evaluation import best_evaluation
+from workbench.spec.heldout import best_evaluation
 
 CURVE_KEYS = ("step", "accuracy", "pass_at_k", "k", "rewards", "n")
 PROMPT_KEYS = ("prompt", "completion", "rewards")

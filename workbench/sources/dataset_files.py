@@ -7,8 +7,8 @@ be globs; a `save_to_disk` folder's dataset_dict.json names its split folders
 and each split's state.json its arrow files; and any file in a folder may be a
 link to anywhere. On a dashboard with accounts the path rule
 (workbench/access/paths.py) decides only the path typed, so `outside(source,
-allowed)` goes through everything the readers (`hub_data.first_rows`,
-`split_names`, `load_split`, `datasets_io`) would open and names the first file
+allowed)` goes through everything the readers (`hub_datasets.first_rows`,
+`split_names`, `load_split`, `dataset_reading`) would open and names the first file
 `allowed` refuses, in this order, so that nothing outside is even listed:
 
 1. the folder's own entries: a link must lead somewhere allowed, and nothing
@@ -33,8 +33,8 @@ import stat
 from pathlib import Path
 from typing import Callable, Iterator
 
-from workbench.spec import hub_data
-from workbench.spec.datasets_io import DatasetError
+from workbench.sources import hub_datasets
+from workbench.sources.dataset_reading import DatasetError
 
 GLOB_CHARS = "*?["  # where a datasets (fsspec) pattern stops being a fixed path
 CARD_FILES = ("README.md", ".huggingface.yaml")  # where datasets reads a folder's `configs:` (datasets.config)
@@ -43,7 +43,7 @@ SPLITS_FILE, STATE_FILE = "dataset_dict.json", "state.json"  # what save_to_disk
 Allowed = Callable[[Path], bool]
 
 
-def outside(source: hub_data.Source, allowed: Allowed) -> str | None:
+def outside(source: hub_datasets.Source, allowed: Allowed) -> str | None:
     """What of `source` lies outside `allowed` (a resolved path -> whether it may be read), in words; None if nothing.
 
     An uncached hub id names no file here yet: None (the run downloads it into the hub cache, and the check
@@ -52,7 +52,7 @@ def outside(source: hub_data.Source, allowed: Allowed) -> str | None:
     if not source.cached:
         return None
     root = Path(source.path)
-    if source.kind == hub_data.HUB:  # the hub's README decides its files: they stay in its own download
+    if source.kind == hub_datasets.HUB:  # the hub's README decides its files: they stay in its own download
         repo = Path(os.path.realpath(root)).parents[1]
         allowed = lambda path: path.is_relative_to(repo)  # noqa: E731
     for what, target in _named(source, root):
@@ -91,13 +91,13 @@ def _problem(what: str, target: str, allowed: Allowed) -> str | None:
     return None
 
 
-def _named(source: hub_data.Source, root: Path) -> Iterator[tuple[str, str]]:
+def _named(source: hub_datasets.Source, root: Path) -> Iterator[tuple[str, str]]:
     """(what names it, the path or pattern) for each thing a reader of `source` may open, outermost first."""
     yield from _entries(root)
-    if source.kind in (hub_data.FOLDER, hub_data.HUB):
+    if source.kind in (hub_datasets.FOLDER, hub_datasets.HUB):
         yield from _card_patterns(root)
         yield from _resolved_files(source)
-    elif source.kind == hub_data.SAVED:
+    elif source.kind == hub_datasets.SAVED:
         yield from _saved_files(root)
 
 
@@ -157,11 +157,11 @@ def _metadata_configs(root: Path) -> dict:
         return {}
 
 
-def _resolved_files(source: hub_data.Source) -> Iterator[tuple[str, str]]:
+def _resolved_files(source: hub_datasets.Source) -> Iterator[tuple[str, str]]:
     """Every file `datasets` resolves each config's patterns to (globs expanded), for every config."""
-    for config in hub_data.config_names(source) or [""]:
+    for config in hub_datasets.config_names(source) or [""]:
         try:
-            files = hub_data.data_files(source, config)
+            files = hub_datasets.data_files(source, config)
         except (DatasetError, ValueError, OSError):  # no builder: the readers stop at the same point, unread
             continue
         for split, paths in files.items():

@@ -151,13 +151,13 @@ def eval_problems(cfg, correctness_reward: str, data: tuple[str, str]) -> list[t
 
 
 def _test_split_problems(cfg, field_name: str, value: str) -> list[tuple[str, str, str]]:
-    from workbench.spec import hub_data
-    from workbench.spec.datasets_io import DatasetError
+    from workbench.sources import hub_datasets
+    from workbench.sources.dataset_reading import DatasetError
 
     try:
-        split = hub_data.parse_split(cfg.dataset_test_split, "dataset_test_split")
-        source = hub_data.locate(value, field_name)
-        if source.cached and not hub_data.first_rows(source, cfg.dataset_config, split, 1):
+        split = hub_datasets.parse_split(cfg.dataset_test_split, "dataset_test_split")
+        source = hub_datasets.locate(value, field_name)
+        if source.cached and not hub_datasets.first_rows(source, cfg.dataset_config, split, 1):
             return [("dataset_test_split", f"{cfg.dataset_test_split!r} holds no rows to evaluate",
                      "name a split (or slice) with rows, or set eval_strategy=no")]
     except DatasetError as exc:

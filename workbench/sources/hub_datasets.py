@@ -2,7 +2,7 @@
 
 `dataset_name` (TRL's name) may be
 
-- a data file (JSONL, JSON, CSV, Parquet): one split, read by `spec/datasets_io.py`;
+- a data file (JSONL, JSON, CSV, Parquet): one split, read by `sources/dataset_reading.py`;
 - a folder written by `Dataset.save_to_disk` / `DatasetDict.save_to_disk`;
 - a folder laid out as the hub lays out a dataset repository (a README.md whose
   YAML front matter names `configs:` with `data_files` per split, or data files
@@ -33,8 +33,8 @@ from pathlib import Path
 
 import yaml
 
-from workbench.spec import datasets_io
-from workbench.spec.datasets_io import DatasetError
+from workbench.sources import dataset_reading
+from workbench.sources.dataset_reading import DatasetError
 
 HUB_TIMEOUT_S = 4.0  # the longest a check waits for the hub before saying it cannot be reached
 HUB_ANSWER_KEPT_S = 60  # how long the hub's answer about one id is reused
@@ -113,7 +113,7 @@ def locate(name: str, field: str = "dataset_name") -> Source:
     name = (name or "").strip()
     path = Path(name).expanduser()
     if path.is_file():
-        datasets_io.existing(path, field)  # a supported, non-empty file
+        dataset_reading.existing(path, field)  # a supported, non-empty file
         return Source(FILE, str(path))
     if path.is_dir():
         saved = any((path / marker).is_file() for marker in SAVED_MARKERS)
@@ -122,7 +122,7 @@ def locate(name: str, field: str = "dataset_name") -> Source:
         snapshot = cached_snapshot(name)
         return Source(HUB, str(snapshot) if snapshot else name, name)
     raise DatasetError(f"{field}: no file or folder at '{path}', and it is not a hub id like openai/gsm8k; give a "
-                       f"{'/'.join(datasets_io.SUPPORTED)} file, a dataset folder (README.md with `configs:`, or "
+                       f"{'/'.join(dataset_reading.SUPPORTED)} file, a dataset folder (README.md with `configs:`, or "
                        "`save_to_disk`), or a hub id")
 
 
@@ -232,7 +232,7 @@ def first_rows(source: Source, config: str, split: Split, count: int) -> list[di
     """The first `count` rows of the split's slice as stored (no mapping); DatasetError naming what is wrong."""
     if source.kind == FILE:
         _file_split(source, split)
-        return list(islice(datasets_io.iter_rows(Path(source.path)), split.first_row, split.first_row + count))
+        return list(islice(dataset_reading.iter_rows(Path(source.path)), split.first_row, split.first_row + count))
     if source.kind == SAVED:
         dataset = _saved_split(source.path, split)
         return dataset.select(list(split.rows(len(dataset)))[:count]).to_list()
@@ -240,7 +240,7 @@ def first_rows(source: Source, config: str, split: Split, count: int) -> list[di
     if split.name not in files:
         raise DatasetError(f"dataset_train_split: {split.name!r} is not a split of {source.hub_id or source.path}"
                            f"{f' (config {config})' if config else ''}; its splits: {', '.join(files) or 'none'}")
-    rows = (row for path in files[split.name] for row in datasets_io.iter_rows(Path(path)))
+    rows = (row for path in files[split.name] for row in dataset_reading.iter_rows(Path(path)))
     return list(islice(rows, split.first_row, split.first_row + count))
 
 
@@ -276,7 +276,7 @@ def load_split(source: Source, config: str, split: Split):
     hub ids; a data file or a save_to_disk folder is read directly."""
     if source.kind == FILE:
         _file_split(source, split)
-        dataset = datasets_io.load_user_dataset(source.path, check_prompt=False)
+        dataset = dataset_reading.load_user_dataset(source.path, check_prompt=False)
         return dataset.select(split.rows(len(dataset)))
     if source.kind == SAVED:
         dataset = _saved_split(source.path, split)

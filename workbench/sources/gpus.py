@@ -1,4 +1,4 @@
-"""What hardware a run can use, asked without importing torch.
+"""What hardware a run can use, asked through NVML without importing torch (`runs_on_cpu_here` asks torch).
 
 The UI process must stay light, so GPUs are listed through NVML (nvidia-ml-py),
 which answers in milliseconds and needs no CUDA context. A machine without an
@@ -77,6 +77,14 @@ def runs_on_cpu(device: str, gpus_present: bool | None = None, env: dict | None 
     if gpus_present is None:
         gpus_present = bool(list_gpus())
     return not gpus_present
+
+
+def runs_on_cpu_here(device: str) -> bool:
+    """Whether a run with this `device` setting trains on the CPU in this process, asking torch whether CUDA
+    sees a GPU (the training process has torch loaded; NVML may list a GPU that torch cannot use)."""
+    import torch
+
+    return runs_on_cpu(device, gpus_present=torch.cuda.is_available())
 
 
 def cpu_threads(num_processes: int, cores: int | None = None) -> int:
