@@ -4,7 +4,7 @@ A dashboard left open beside a training run shares the machine's cores with
 it, so what the page and the server do while nothing happens is measured and
 kept small (`benchmarks/bench_launch_path.py` prints it per training step).
 Three of the fixes reach into Gradio's internals and live, with the check
-that their targets are still there, in ui/gradio_compat.py:
+that their targets are still there, in ui/gradio_compat/:
 
 - `quiet_queue`: Gradio's queue waits for work by sleeping 1 ms at a time
   (two loops, about 1,100 wake-ups a second): about 9% of a core for a

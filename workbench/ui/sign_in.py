@@ -16,7 +16,7 @@ routes before the mount, so they take precedence):
   `PAGE_JS` shows on the login page. A sign-in posted from another site's
   page (a foreign `Origin`) is refused.
 - The session is a token in `SessionTokens` (access/sessions.py), which
-  replaces the sessions of Gradio's app (ui/gradio_compat.py: the one place
+  replaces the sessions of Gradio's app (ui/gradio_compat/: the one place
   that touches them): every Gradio route and the dashboard's JSON routes read
   it, so a token past its hours is refused by all of them. The
   cookie is HttpOnly, SameSite=Lax (a cross-site request carries no
