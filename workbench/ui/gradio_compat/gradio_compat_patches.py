@@ -48,26 +48,27 @@ class Patch:
 PATCHES = {patch.name: patch for patch in (
     Patch("quiet_queue",
           why="Gradio's queue waits for work by sleeping 1 ms at a time in its event loop and 10 ms in its "
-              "progress loop: about 1,100 wake-ups a second, 9% of a core for a server with no page open. "
+              "progress loop: a thousand wake-ups a second or so, a steady share of a core for a server with "
+              "no page open. "
               "Here both sleep 20 ms; an event waits at most 20 ms longer to start.",
           touches="Blocks._queue.sleep_when_free and .progress_update_sleep_when_free, read by "
                   "Queue.start_processing and Queue.start_progress_updates",
           gone_when="Gradio's queue waits on an event instead of polling, or takes these sleeps as a setting "
                     "(bench_launch_path.py then shows no idle cost with the patch off)",
-          without="the queue polls every millisecond again (about 9% of a core on an idle server)"),
+          without="the queue polls every millisecond again (a steady share of a core on an idle server)"),
     Patch("cheap_skips",
-          why="Gradio 6.31 builds a component anew (and its session config, about 1.5 ms) for every output an "
+          why="Gradio 6.31 builds a component anew (and its session config) for every output an "
               "event leaves unchanged; a Train tab refresh skips most of its outputs. A bare skip takes Gradio's "
               "path for a finished generator's output and its answer is put back as Gradio sends it.",
           touches="Blocks.postprocess_data (wrapped on the app), gradio.blocks.postprocess_update_dict and "
                   "convert_component_dict_to_list, components._Keywords.FINISHED_ITERATING, Block._id, "
                   "Block.stateful",
           gone_when="tests/test_cheap_skips.py fails with \"Gradio no longer builds a component for a skip\"",
-          without="every skipped output costs its 1.5 ms again; the page gets the same answers"),
+          without="every skipped output costs a component's building again; the page gets the same answers"),
     Patch("frame_throttle",
           why="Gradio 6.31's page keeps one status tracker's elapsed-time clock asking for every animation "
-              "frame after its component stopped being pending: an idle page draws 60 frames a second (8-10% "
-              "of a core in Chromium). A script served first in the page runs that clock 4 times a second.",
+              "frame after its component stopped being pending: an idle page draws 60 frames a second (a steady "
+              "share of a core in the browser). A script served first in the page runs that clock 4 times a second.",
           touches="the clock callback in gradio/templates/frontend/assets/statustracker-*.js, "
                   "()=>{F(Pe,(performance.now()-w(de))/1e3),W&&ze()} in 6.31, recognised by its length and text",
           gone_when="an idle page draws under 10 frames a second with nothing slowed "
@@ -83,8 +84,7 @@ PATCHES = {patch.name: patch for patch in (
                   "and whose react draws a gr.Plot",
           gone_when="Gradio's Plot keeps its div across values (window.wbPlotRedraws.dropped then stays 0 while a "
                     "Train tab refresh redraws its figures: tests/test_ui_polling_browser.py)",
-          without="each new figure is drawn twice again (the Train tab's refresh costs the browser about a third "
-                  "more)"),
+          without="each new figure is drawn twice again (the Train tab's refresh costs the browser more)"),
     Patch("sign_in",
           why="Gradio's own /login checks passwords on the event loop, has no limit on wrong passwords, keeps a "
               "session until the server restarts and signs out on a GET; ui/sign_in.py answers /login and "

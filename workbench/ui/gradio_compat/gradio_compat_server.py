@@ -112,9 +112,9 @@ def cheap_skips(blocks: gr.Blocks) -> None:
     """Make an output an event leaves unchanged (`gr.skip()`, or left out of the dict it returns) cost nothing.
 
     Gradio 6.31 treats such an output as an empty update: it builds the
-    component anew and its config for the session (about 1.5 ms each), for
-    an answer that says only "unchanged". A Train tab refresh leaves most of
-    its ~18 outputs alone, so skips were half of its server time. Here a bare
+    component anew and its config for the session, for an answer that says
+    only "unchanged". A Train tab refresh leaves most of its outputs alone,
+    so skips were a large part of its server time. Here a bare
     skip takes Gradio's path for a finished generator's output (nothing
     built, nothing stored) and its answer is then put back: the page gets
     exactly what Gradio sends for a skip (tests/test_cheap_skips.py compares
