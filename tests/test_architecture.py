@@ -1,7 +1,8 @@
 """The package's layout as rules: which part may import which (sources/, the reading of models, datasets and GPUs,
 below spec/, which imports none of the libraries that read them), no import cycles, pure views that do no I/O,
-short functions in ui/, Gradio's internals touched in one module only, and private parts of TRL, transformers, PEFT,
-accelerate and torch in another (workbench/library_compat.py).
+short functions and small modules, unique module names, no measured figure in the code, Gradio's internals touched
+in one package only (ui/gradio_compat/), and private parts of TRL, transformers, PEFT, accelerate and torch in one
+module (workbench/library_compat.py).
 
 Read from the source with `ast` (imports inside functions count too), so a
 new module that breaks the layering fails here before it confuses anyone.
@@ -261,8 +262,8 @@ def long_functions(tree: ast.AST, limit: int = MAX_UI_FUNCTION_LINES) -> list[st
 
 
 def test_no_function_in_ui_is_longer_than_80_lines():
-    found = {path.name: long_functions(ast.parse(path.read_text(encoding="utf-8")))
-             for path in sorted((PACKAGE / "ui").glob("*.py"))}
+    found = {str(path.relative_to(PACKAGE / "ui")): long_functions(ast.parse(path.read_text(encoding="utf-8")))
+             for path in sorted((PACKAGE / "ui").rglob("*.py"))}
     found = {name: functions for name, functions in found.items() if functions}
     assert not found, (f"functions in ui/ longer than {MAX_UI_FUNCTION_LINES} lines (split the layout into "
                        f"parts, handlers into methods of the tab's class): {found}")
@@ -284,9 +285,11 @@ def test_calc_exports_the_calculator():
     assert calc.plan(per_device_train_batch_size=1, num_generations=8).suggestions
 
 
-# ---- Gradio's internals: only ui/gradio_compat.py touches them ------------------------------------------
+# ---- Gradio's internals: only ui/gradio_compat/ touches them ---------------------------------------------
 
-COMPAT = PACKAGE / "ui" / "gradio_compat.py"
+COMPAT = PACKAGE / "ui" / "gradio_compat"
+# The package's files, each named with "gradio" and "compat" (its __init__ aside, which names it by its folder).
+COMPAT_FILES = sorted(COMPAT.glob("*.py"))
 # gradio's submodules that are public API (`gr.themes.Soft`); every other submodule is its internals.
 PUBLIC_GRADIO_MODULES = {"themes"}
 
@@ -300,10 +303,12 @@ def gradio_submodules() -> set[str]:
 
 def compat_internal_attributes() -> set[str]:
     """gradio_compat.INTERNAL_ATTRIBUTES, read from its source (importing it would not import gradio, but stay sure)."""
-    for node in ast.parse(COMPAT.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "INTERNAL_ATTRIBUTES" for t in node.targets):
-            return set(ast.literal_eval(node.value))
-    raise AssertionError("gradio_compat.py has no INTERNAL_ATTRIBUTES")
+    for path in COMPAT_FILES:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "INTERNAL_ATTRIBUTES"
+                                                    for t in node.targets):
+                return set(ast.literal_eval(node.value))
+    raise AssertionError("gradio_compat/ has no INTERNAL_ATTRIBUTES")
 
 
 def on_own_object(node: ast.Attribute) -> bool:
@@ -349,9 +354,11 @@ def gradio_internals(tree: ast.AST, handles_gradio: bool, submodules: set[str], 
 
 def test_only_gradio_compat_touches_gradio_internals():
     submodules, internal = gradio_submodules(), compat_internal_attributes()
+    assert COMPAT_FILES and all(path.name == "__init__.py" or {"gradio", "compat"} <= set(path.stem.split("_"))
+                                for path in COMPAT_FILES), [path.name for path in COMPAT_FILES]
     found = {}
     for name, path in MODULES.items():
-        if path == COMPAT:
+        if path in COMPAT_FILES:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         handles_gradio = name.startswith("workbench.ui.") or any(
@@ -361,7 +368,7 @@ def test_only_gradio_compat_touches_gradio_internals():
         problems = gradio_internals(tree, handles_gradio, submodules, internal)
         if problems:
             found[name] = problems
-    assert not found, ("only workbench/ui/gradio_compat.py may touch Gradio's internals (move the tie there, "
+    assert not found, ("only workbench/ui/gradio_compat/ may touch Gradio's internals (move the tie there, "
                        f"with its check): {found}")
 
 
@@ -389,7 +396,8 @@ gr.themes.Soft(); gr.Button("fine"); self._mine; super()._theirs; self.tokens; x
     assert gradio_internals(ast.parse("trainer._metrics\nfrom gradio import routes"), False, submodules, internal) == \
         ["line 2: imports gradio.routes"]
     # gradio_compat holds the real ties, so the rule has something to find there.
-    assert len(gradio_internals(ast.parse(COMPAT.read_text(encoding="utf-8")), True, submodules, internal)) >= 10
+    assert sum(len(gradio_internals(ast.parse(path.read_text(encoding="utf-8")), True, submodules, internal))
+               for path in COMPAT_FILES) >= 10
 
 
 # ---- tests import helpers and fixtures, never another test file ----------------------------------------------
@@ -510,11 +518,11 @@ def library_private_reaches(tree: ast.AST, registry: set[str], own: set[str], li
 def library_rule_inputs():
     """(every module's tree but the two registries', the registry's private names, the workbench's own private names,
     the five libraries). The two modules left out are the fixed allowlist: library_compat.py is the registry of
-    these ties, and ui/gradio_compat.py's underscore attributes are Gradio's, kept there by the Gradio rule above."""
+    these ties, and ui/gradio_compat/'s underscore attributes are Gradio's, kept there by the Gradio rule above."""
     from workbench import library_compat
 
     trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(PACKAGE.rglob("*.py"))
-             if path not in (LIBRARY_COMPAT, COMPAT)}
+             if path != LIBRARY_COMPAT and path not in COMPAT_FILES}
     libraries = set(library_compat.LIBRARIES)
     return trees, set(library_compat.PRIVATE_NAMES), own_private_names(list(trees.values()), libraries), libraries
 

@@ -7,7 +7,6 @@ from workbench.spec import generation
 from workbench.spec.config import ConfigError, RunConfig
 from workbench.spec.config_checks import check_config, validate_config
 from workbench.spec.trl_settings import trl_vllm_settings
-from workbench.sources.gpus import GpuInfo
 
 FOUR_GPUS = [GpuInfo(index=i, name="H100", total_mb=81_559, free_mb=80_000, utilization=0) for i in range(4)]
 

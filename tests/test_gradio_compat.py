@@ -1,4 +1,4 @@
-"""ui/gradio_compat.py against the installed Gradio: each patch's target is there and on Gradio's code path,
+"""ui/gradio_compat/ against the installed Gradio: each patch's target is there and on Gradio's code path,
 and a missing target gives one warning and Gradio's own behaviour.
 
 One test per patch runs the patch where Gradio uses what it patches (the
@@ -90,7 +90,7 @@ def test_every_patch_says_why_what_when_it_can_go_and_life_without_it():
         assert patch.name == name and all(len(text) > 20 for text in (patch.why, patch.touches, patch.gone_when,
                                                                       patch.without)), name
     # Every internal attribute the architecture test keeps out of other modules is one this module uses.
-    source = (REPO / "workbench" / "ui" / "gradio_compat.py").read_text()
+    source = "".join(path.read_text() for path in (REPO / "workbench" / "ui" / "gradio_compat").glob("*.py"))
     for attribute in gradio_compat.INTERNAL_ATTRIBUTES:
         assert re.search(rf"\.{attribute}\b", source), attribute
 

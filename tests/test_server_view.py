@@ -5,7 +5,6 @@ import pytest
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import plan_for
 from workbench.sources.gpus import GpuInfo
-from workbench.sources.gpus import GpuInfo
 from workbench.ui import runs_view, server_view
 from workbench.ui.setup_view import command_text, config_from_form, hardware_choice
 

@@ -9,7 +9,7 @@ from helpers import gsm8k_like_rows, write_hub_dataset
 
 from workbench.sources.gpus import GpuInfo
 from workbench.ui import setup_view
-from workbench.ui.setup_tab import preview_from_form
+from workbench.ui.setup_form import preview_from_form
 from workbench.ui.setup_view import CELL_CHARS, data_preview_html
 
 GPUS = [GpuInfo(0, "H100", 81_000, 1_000, 97), GpuInfo(1, "H100", 81_000, 80_000, 0)]

@@ -166,7 +166,7 @@ def test_an_idle_page_draws_a_few_frames_a_second_not_sixty(app_factory, tmp_pat
     """Gradio 6.31 leaves a status tracker's clock asking for every frame; the page's throttle slows it.
 
     If this fails with `slowed` at 0 and many frames, gradio changed that clock:
-    look at FRAME_THROTTLE_JS in workbench/ui/gradio_compat.py again (tests/test_gradio_compat.py says
+    look at FRAME_THROTTLE_JS in workbench/ui/gradio_compat/ again (tests/test_gradio_compat.py says
     whether the status tracker's clock callback is still the one it matches).
     """
     ui = UI(page, app_factory(tmp_path / "runs"))

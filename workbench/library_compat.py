@@ -3,7 +3,7 @@ checked against the installed libraries when a run starts; the only module that 
 
 A private name (`GRPOTrainer._compute_loss`, `trainer._metrics`, `config._attn_implementation`, the byte layout of
 torch's generator state) is not part of a library's promise: an upgrade may rename, reshape or drop it without a
-word. `TIES` lists each one the workbench relies on, in the manner of ui/gradio_compat.py: why it is needed, what of
+word. `TIES` lists each one the workbench relies on, in the manner of ui/gradio_compat/: why it is needed, what of
 the library it touches, the workbench modules that rely on it (`sites`), how to tell it is gone, what happens without
 it, and which runs cannot go on without it (`needed_when`). Every other module reaches these names only through this
 one: `GRPOHooks` gives TRL's private hooks of GRPOTrainer workbench names that a trainer class overrides, and the

@@ -3,7 +3,7 @@
 Gradio keeps a served app's sessions in `app.tokens`, a mapping from the
 token in the session cookie to the user's name, and every one of its routes
 (the page's config, the queue, uploads, files) and the dashboard's JSON routes
-read it with `tokens.get(token)` (ui/gradio_compat.py checks that the
+read it with `tokens.get(token)` (ui/gradio_compat/ checks that the
 installed Gradio still does, and is the one module that touches it). Its own
 mapping is a plain dict: a token lives as long as the process, and a cookie
 copied off a shared computer works until the server restarts.

@@ -17,7 +17,6 @@ from workbench.jobs import processes, queue
 from workbench.jobs.run_state import launch_record, runs_elsewhere, status_of_dir
 from workbench.runstore import run_locks, runfolder
 from workbench.sources.gpus import list_gpus, runs_on_cpu
-from workbench.sources.gpus import list_gpus, runs_on_cpu
 from workbench.spec.run_status import RunStatus, status_field
 
 DISPATCHER_MODULE = "workbench.jobs.dispatcher"  # started as `python -m` while runs are queued

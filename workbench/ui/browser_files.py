@@ -15,7 +15,7 @@ turn on Gradio's check of the files the app itself returns (allowed only under
 the working directory or the temporary folder), so instead `guard` puts the
 upload-time rule in front of Gradio's reading of every event's inputs
 (`Blocks.preprocess_data`, which every event of every route passes through;
-the tie to it is ui/gradio_compat.py's patch `browser_files`):
+the tie to it is ui/gradio_compat/'s patch `browser_files`):
 any file object at any depth of any input, of any component (a file sent to
 a textbox would be copied into the cache all the same), must resolve (links
 followed) inside the upload folder, or the event is refused with a message

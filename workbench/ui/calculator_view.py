@@ -168,8 +168,8 @@ def heatmap_figure(view: PlanView) -> dict:
     """Valid (per_device_train_batch_size, num_generations) pairs for the other inputs, current pair marked.
 
     Returns a plotly figure as a plain dict ({"data": [...], "layout": {...}}):
-    building a `go.Figure` validates and deep-copies every cell, ~50 ms on a
-    wide grid, more than the whole update may take. `go.Figure(spec)` turns it
+    building a `go.Figure` validates and deep-copies every cell, which on a
+    wide grid costs more than the whole update may take. `go.Figure(spec)` turns it
     into a figure where one is wanted.
     """
     layout = dict(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from workbench.errors import WorkbenchError
-from workbench.ui import launching, setup_tab
+from workbench.ui import launching, setup_form, setup_form_view
 from workbench.ui.first_run_view import demo_html, launched_html, refused_html
 from workbench.ui.setup_view import setup_plan_view, speed_choice, task_dataset_size
 
@@ -30,7 +30,7 @@ class FirstRunStrip:
 
 def demo_values(runs_dir) -> list:
     """The Setup tab's values on first open (ctx.config_inputs order), on the hardware as NVML sees it now."""
-    return setup_tab.default_values(setup_tab.hardware_state(runs_dir))
+    return setup_form_view.default_values(setup_form.hardware_state(runs_dir))
 
 
 class FirstRun:
@@ -41,7 +41,7 @@ class FirstRun:
 
     def line(self) -> str:
         """The strip's sentence now: the demo as this machine would run it."""
-        cfg = setup_tab.config_from_values(*demo_values(self.ctx.runs_dir))
+        cfg = setup_form.config_from_values(*demo_values(self.ctx.runs_dir))
         return demo_html(cfg, setup_plan_view(cfg, task_dataset_size(cfg.task)).plan, speed_choice(cfg))
 
     def launch(self, request: gr.Request):

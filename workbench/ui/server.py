@@ -4,16 +4,16 @@ A dashboard left open beside a training run shares the machine's cores with
 it, so what the page and the server do while nothing happens is measured and
 kept small (`benchmarks/bench_launch_path.py` prints it per training step).
 Three of the fixes reach into Gradio's internals and live, with the check
-that their targets are still there, in ui/gradio_compat.py:
+that their targets are still there, in ui/gradio_compat/:
 
 - `quiet_queue`: Gradio's queue waits for work by sleeping 1 ms at a time
-  (two loops, about 1,100 wake-ups a second): about 9% of a core for a
-  server with no page open. It wakes 50 times a second instead; an event
+  (two loops, a thousand wake-ups a second or so): a steady share of a core
+  for a server with no page open. It wakes 50 times a second instead; an event
   waits at most 20 ms longer to start.
 - `frame_throttle_script`: Gradio 6.31's page keeps one status tracker's
   elapsed-time clock running after its component stopped being pending: a
   `requestAnimationFrame` loop that makes the browser draw 60 frames a
-  second forever (about 8% of a core in headless Chromium, on every tab).
+  second forever (a steady share of a core in the browser, on every tab).
   The script runs first in the page (`EarlyScript`), before Gradio's scripts
   take their reference to `requestAnimationFrame`, and runs such clock
   callbacks 4 times a second; every other frame callback (plotly,

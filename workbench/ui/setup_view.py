@@ -22,7 +22,6 @@ from workbench.spec.chat import prompt_text, transcript_text
 from workbench.spec.columns import DataPreview
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_type
 from workbench.spec.config_checks import plan_for
-from workbench.sources.gpus import GpuInfo, runs_on_cpu
 from workbench.spec.recipes import RECIPES, VARIANT_FIELDS
 from workbench.spec.rewards import REWARDS, describe_rewards, describe_trl_rewards
 from workbench.spec.speed import speed_notes

@@ -1,7 +1,7 @@
 """Sign-in and sign-out on the served dashboard: Gradio's login page, with the server side made safe for a class.
 
 Gradio 6.31's own `/login` checks the password on the server's event loop
-(PBKDF2, 600,000 rounds: three sign-ins at once froze every page for 1.75 s),
+(PBKDF2, 600,000 rounds: a few sign-ins at once froze every page),
 has no limit on wrong passwords, keeps a session until the server restarts,
 and signs out on a GET `/logout`, which any other site can make a signed-in
 browser send (an image tag is enough). `SignIn` answers those paths instead,
@@ -16,7 +16,7 @@ routes before the mount, so they take precedence):
   `PAGE_JS` shows on the login page. A sign-in posted from another site's
   page (a foreign `Origin`) is refused.
 - The session is a token in `SessionTokens` (access/sessions.py), which
-  replaces the sessions of Gradio's app (ui/gradio_compat.py: the one place
+  replaces the sessions of Gradio's app (ui/gradio_compat/: the one place
   that touches them): every Gradio route and the dashboard's JSON routes read
   it, so a token past its hours is refused by all of them. The
   cookie is HttpOnly, SameSite=Lax (a cross-site request carries no
