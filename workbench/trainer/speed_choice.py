@@ -22,7 +22,7 @@ from workbench.tuning.for_config import PROBE_ENV, handed_over, key_for, needs_n
 def choose(cfg: RunConfig, progress: Callable[[str], None], build_trainer, env: dict | None = None
            ) -> tuple[SpeedChoice | None, dict]:
     """The run's speed choice and the `speed_choice` record for status.json (what `auto` became, from where); a probe
-    builds its trainers with `build_trainer` (trainer/training.probe_trainer)."""
+    builds its trainers with `build_trainer` (trainer/speed_wiring.probe_trainer)."""
     env = os.environ if env is None else env
     skip = needs_no_choice(cfg)
     choice, source = None, skip or ""
