@@ -147,8 +147,9 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
     if platform.machine() == "x86_64":
         assert packed_decode.available() is None
     if packed_decode.available() is None:
-        assert packed == {"no": "no (merged_generation is no: only a float32 merged copy decodes this way)",
-                          "float32": "yes (the decode step written for llama layers)"}
+        assert {mode: (decision.value, decision.why) for mode, decision in packed.items()} == {
+            "no": ("no", "merged_generation is no: only a float32 merged copy decodes this way"),
+            "float32": ("yes", "the decode step written for llama layers")}
         # packed for a round's 4 sequences, 4 matrices a decoder layer (q/k/v fused, o, gate/up fused, down):
         # every one and the LM head for the start-up check, then before each step's round again only the
         # layers the LoRA update changed (the LM head stays packed)
@@ -181,7 +182,7 @@ def test_on_a_gpu_a_measured_bfloat16_copy_is_taken_only_where_it_fits_in_a_quar
                                     generation_copy=None)
     # auto resolved to a bfloat16 copy by this machine's probe (tuned): the GPU's free memory still decides
     config = RunConfig(model="tiny", device="cuda", gpu_ids=[0], bf16=True, merged_generation="bfloat16")
-    assert attach_generation_copy(trainer, config, tuned=True) == taken
+    assert attach_generation_copy(trainer, config, tuned=True).value == taken
     assert asked == ["cuda:0"]
     if taken == "no":
         assert trainer.generation_copy is None
@@ -189,5 +190,5 @@ def test_on_a_gpu_a_measured_bfloat16_copy_is_taken_only_where_it_fits_in_a_quar
     else:
         assert trainer.generation_copy.model.dtype == torch.bfloat16
     # set in the config, the copy is taken without asking the GPU
-    assert attach_generation_copy(trainer, config) == "bfloat16"
+    assert attach_generation_copy(trainer, config).value == "bfloat16"
     assert asked == ["cuda:0"]

@@ -95,7 +95,7 @@ def test_a_refresh_writes_the_fused_matrices_and_they_are_packed_again(model, mo
     with torch.no_grad():  # as GenerationCopy.sync writes a weight: in place
         attention.v_proj.weight.mul_(-3.0)
         model.model.layers[-1].mlp.down_proj.weight.mul_(5.0)
-    qkv = fused.layers[0][0][0]
+    qkv = fused.layers[0][0].weight
     assert qkv[-attention.v_proj.weight.shape[0]:].data_ptr() == attention.v_proj.weight.data_ptr()
     fused.invalidate([attention.v_proj.weight])
     after = first_scores(model)

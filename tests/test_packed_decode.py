@@ -49,7 +49,7 @@ def test_a_decode_step_packs_every_linear_layer_and_gives_the_plain_logits(model
         packed = model(token, past_key_values=cache).logits
     linear_layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     assert len(packing.layers) == len(linear_layers) and len(packing.packed) == len(linear_layers)
-    assert {rows for rows, _, _ in packing.packed.values()} == {4}
+    assert {entry.rows for entry in packing.packed.values()} == {4}
     # MKL's packed kernel sums in another order than the plain sgemm: float32 rounding, not other numbers
     assert torch.allclose(packed, plain, rtol=0, atol=1e-5 * plain.abs().max().item())
 
@@ -75,7 +75,7 @@ def test_new_weights_are_packed_again_into_the_same_buffer_and_a_new_row_count_g
     monkeypatch.setattr(packed_decode, "pack_into", lambda *args: packs.append(args) or real_pack(*args))
     with torch.no_grad():
         layer(torch.randn(4, 1, layer.in_features))
-        buffer = packing.packed[id(layer)][1]
+        buffer = packing.packed[id(layer)].buffer
         layer(torch.randn(4, 1, layer.in_features))
         assert len(packs) == 1  # packed once for 4 rows
         layer.weight.add_(1.0)
@@ -83,9 +83,9 @@ def test_new_weights_are_packed_again_into_the_same_buffer_and_a_new_row_count_g
         x = torch.randn(4, 1, layer.in_features)
         assert torch.allclose(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-4)
         # the new weights, written where the old ones were: no new memory each step
-        assert len(packs) == 2 and packing.packed[id(layer)][1] is buffer
+        assert len(packs) == 2 and packing.packed[id(layer)].buffer is buffer
         layer(torch.randn(3, 1, layer.in_features))
-        assert packing.packed[id(layer)][0] == 3 and len(packs) == 3
+        assert packing.packed[id(layer)].rows == 3 and len(packs) == 3
 
 
 real_pack = packed_decode.pack_into
@@ -128,7 +128,7 @@ def test_a_layer_with_a_bias_adds_it():
     x = torch.randn(5, 1, 64)
     with torch.no_grad():
         assert torch.allclose(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5)
-    assert packing.packed[id(layer)][0] == 5
+    assert packing.packed[id(layer)].rows == 5
 
 
 def test_packing_for_one_row_count_leaves_other_counts_on_the_plain_weight(model):
@@ -141,7 +141,7 @@ def test_packing_for_one_row_count_leaves_other_counts_on_the_plain_weight(model
         layer(torch.randn(3, 1, layer.in_features))
         assert packing.packed == {}
         layer(torch.randn(4, 1, layer.in_features))
-        assert packing.packed[id(layer)][0] == 4
+        assert packing.packed[id(layer)].rows == 4
 
 
 def test_a_linear_subclass_with_a_forward_of_its_own_keeps_it():

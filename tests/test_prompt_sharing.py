@@ -155,7 +155,8 @@ def test_a_run_with_the_shared_pass_logs_the_loss_of_a_run_without(tiny_model, t
         texts[mode] = [c["completion"] for c in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)]
         metrics[mode] = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "reward" in m]
         status[mode] = runfolder.read_run_status(run_dir).shared_prompt_pass
-    assert status == {"no": "no (set in the config)", "yes": "yes"}
+    assert {mode: decision.value for mode, decision in status.items()} == {"no": "no", "yes": "yes"}
+    assert status["no"].why == "set in the config"
     assert texts["yes"] == texts["no"] and len(texts["no"]) == 8
     for ours, theirs in zip(metrics["yes"], metrics["no"]):
         assert ours["loss"] == pytest.approx(theirs["loss"], abs=1e-5)

@@ -125,3 +125,20 @@ def test_every_key_a_writer_sets_is_a_run_status_field():
                     or node.func.attr == "set" and getattr(node.func.value, "id", "") == "status"):
                 keys |= {keyword.arg for keyword in node.keywords if keyword.arg}
     assert len(keys) > 15 and keys <= set(FIELDS), sorted(keys - set(FIELDS))
+
+
+def test_a_levers_decision_is_written_as_fields_and_an_older_sentence_still_reads(tmp_path):
+    from workbench.spec.lever_decisions import LeverDecision
+
+    status = StatusWriter(tmp_path, packed_decode=LeverDecision("yes", "the decode step written for llama layers"),
+                          merged_generation=LeverDecision("float32", "auto: measured earlier", "Test CPU"))
+    assert on_disk(tmp_path)["merged_generation"] == {"value": "float32", "why": "auto: measured earlier",
+                                                      "measured_on": "Test CPU"}
+    read = runfolder.read_run_status(tmp_path)
+    assert read.merged_generation == LeverDecision("float32", "auto: measured earlier", "Test CPU")
+    assert read.packed_decode.sentence() == "yes (the decode step written for llama layers)"
+    status.close()
+    older = RunStatus.from_dict({"shared_prompt_pass": "no (set in the config)", "merged_generation": "bfloat16"})
+    assert older.shared_prompt_pass == LeverDecision("no", "set in the config")
+    assert older.merged_generation == LeverDecision("bfloat16") and older.merged_generation.sentence() == "bfloat16"
+    assert RunStatus.from_dict({"packed_decode": {"why": "no value"}}).packed_decode is None

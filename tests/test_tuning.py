@@ -163,7 +163,7 @@ def test_workbench_tune_times_each_candidate_on_a_real_model_keeps_the_choice_an
     status = runfolder.read_status(run_dir)
     assert status["speed_choice"]["source"] == "measured earlier on this machine"
     assert status["speed_choice"]["chosen"] == measured.chosen.label()
-    assert status["merged_generation"] == measured.chosen.merged_generation
+    assert status["merged_generation"]["value"] == measured.chosen.merged_generation
     assert "speed probe" not in trained.stdout + trained.stderr
 
 

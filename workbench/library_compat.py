@@ -13,7 +13,7 @@ accessors below (`step_metrics`, `round_logs`, `trl_tokenizer`, ...) read and wr
 still calls it and it still reads what the workbench puts in place, that an `__init__` still sets an attribute and
 TRL still reads it, a cache layer's behaviour when its tensors are rebound, the generator state's bytes. It returns one
 problem per tie that no longer holds, by the tie's name. A training process runs it before its model loads
-(`verdict`, from workbench/trainer/training.py): a broken tie the run needs refuses the run, naming it; another
+(`verdict`, from workbench/trainer/grpo_subclass.py): a broken tie the run needs refuses the run, naming it; another
 version than the one written for, or a broken tie the run can do without, is said once in its log and status.json
 (`library_ties`). `python -m workbench ties` prints the registry, checked now.
 
@@ -87,7 +87,7 @@ TIES = (
             "before it shuffles and splits the batch",
         touches="GRPOTrainer._generate_and_score_completions(inputs), called by _prepare_inputs once a round; its "
                 "output's completion_ids and completion_mask",
-        sites=("trainer/training.py", "trainer/token_capture.py"),
+        sites=("trainer/grpo_subclass.py", "trainer/token_capture.py"),
         gone="its parameters change, or _prepare_inputs no longer calls it",
         without="no completions.jsonl or tokens.jsonl: the group cards, the token view and the reports have nothing",
         hook="generate_and_score_round", parameters=("self", "inputs"), called_by=("trl.GRPOTrainer._prepare_inputs",)),
@@ -95,7 +95,7 @@ TIES = (
         why="merged_generation's plain copy is put where TRL unwraps the model (model_wrapped) for one sampling call",
         touches="GRPOTrainer._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, "
                 "has_tool_images), called by _generate; it reads self.model_wrapped",
-        sites=("trainer/training.py", "trainer/generation_copy.py"),
+        sites=("trainer/grpo_subclass.py", "trainer/generation_copy.py"),
         gone="_generate no longer calls it, or it no longer reads model_wrapped",
         without="rounds are sampled from the policy itself, TRL's way (the copy's speed is lost; the run's status "
                 "says the copy sampled no round)",
@@ -107,7 +107,7 @@ TIES = (
             "TRL's loss on a stand-in trainer and under every loss type",
         touches="GRPOTrainer._compute_loss(model, inputs), called by compute_loss; it calls "
                 "_get_per_token_logps_and_entropies once for the policy",
-        sites=("trainer/training.py", *LOSS_LESSONS),
+        sites=("trainer/grpo_subclass.py", *LOSS_LESSONS),
         gone="its parameters change, compute_loss no longer calls it, or it no longer calls "
              "_get_per_token_logps_and_entropies",
         without="every run's trainer overrides it: a run would fail at its first step; the lessons have no TRL figure",
@@ -119,7 +119,7 @@ TIES = (
         touches="GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, "
                 "batch_size, compute_entropy, compute_aux_loss, **multimodal inputs) -> (logps, entropies, aux loss), "
                 "called by _compute_loss and _generate_and_score_completions",
-        sites=("trainer/training.py", "trainer/prompt_sharing.py", "teach/trl_loss.py"),
+        sites=("trainer/grpo_subclass.py", "trainer/prompt_sharing.py", "teach/trl_loss.py"),
         gone="its leading parameters change, a parameter without a default is added, or TRL no longer calls it",
         without="every run's trainer overrides it: a run would fail at its first round",
         hook="token_logps_and_entropies",
@@ -130,7 +130,7 @@ TIES = (
         why="processes on machines other than machine 0 save no random state into a checkpoint folder that machine "
             "may not share",
         touches="Trainer._save_rng_state(output_dir), called by _save_checkpoint",
-        sites=("trainer/training.py",), gone="its parameters change, or _save_checkpoint no longer calls it",
+        sites=("trainer/grpo_subclass.py",), gone="its parameters change, or _save_checkpoint no longer calls it",
         without="on a run over several machines the others write into a folder machine 0 may not share: a save "
                 "may fail",
         needed_when="num_machines > 1", hook="save_rng_state", parameters=("self", "output_dir"),
@@ -147,7 +147,7 @@ TIES = (
             "TRL logs",
         touches="self._metrics[\"train\" | \"eval\"][name]: lists TRL's log() averages into the step it logs, "
                 "then clears",
-        sites=("trainer/training.py", "trainer/gpu_metrics.py", "trainer/vllm_rollout.py", "teach/trl_loss.py"),
+        sites=("trainer/grpo_subclass.py", "trainer/gpu_metrics.py", "trainer/vllm_rollout.py", "teach/trl_loss.py"),
         gone="__init__ no longer sets it, or log() no longer reads it",
         without="those metrics are left out of metrics.jsonl (step_metrics hands a list nobody reads)",
         needed_when="no run (warned only)", set_in="trl.GRPOTrainer.__init__", called_by=("trl.GRPOTrainer.log",)),
@@ -155,14 +155,14 @@ TIES = (
         why="a round's prompts, completions, rewards and advantages, gathered from every process in group order",
         touches="self._logs[\"prompt\" | \"completion\" | \"rewards\" | \"advantages\"], deques of one generation "
                 "batch, filled by _generate_and_score_completions",
-        sites=("trainer/training.py", "trainer/recorder.py"),
+        sites=("trainer/grpo_subclass.py", "trainer/recorder.py"),
         gone="__init__ no longer sets it, or _generate_and_score_completions no longer fills it",
         without="no completions.jsonl", set_in="trl.GRPOTrainer.__init__",
         called_by=("trl.GRPOTrainer._generate_and_score_completions",)),
     Tie("trl", "_tokenizer", "attribute", TRAINER,
         why="the pad token that ends a completion (truncation), and the token view's token texts",
         touches="self._tokenizer, the processing class's tokenizer, set by GRPOTrainer.__init__",
-        sites=("trainer/training.py", "trainer/token_capture.py"),
+        sites=("trainer/grpo_subclass.py", "trainer/token_capture.py"),
         gone="__init__ no longer sets it, or TRL's generation no longer reads it",
         without="truncation cannot be told and the token view has no token texts",
         set_in="trl.GRPOTrainer.__init__", called_by=("trl.GRPOTrainer._generate_and_score_completions",)),

@@ -37,7 +37,7 @@ def run_tune(args) -> int:
     from workbench.cli import ArgumentError
     from workbench.cli.train import _checked, config_from_args
     from workbench.spec.config import ConfigError
-    from workbench.trainer import speed_probe, training
+    from workbench.trainer import speed_probe, speed_wiring
     from workbench.tuning import cache
     from workbench.tuning.for_config import key_for, needs_no_choice
 
@@ -60,7 +60,7 @@ def run_tune(args) -> int:
     choice = None if args.again else cache.lookup(key_for(config))
     if choice is None:
         choice = speed_probe.measure(config, lambda line: print(line, file=sys.stderr, flush=True),
-                                     training.probe_trainer)
+                                     speed_wiring.probe_trainer)
         kept = cache.store(choice)
         print(f"{'kept in' if kept else 'could not keep it in'} {cache.cache_path()}", file=sys.stderr)
     else:

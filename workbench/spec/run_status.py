@@ -9,6 +9,8 @@ it means beside it. `RunStatus.from_dict` takes whatever a status.json holds:
 - a known key whose value has the wrong type (`"step": "3"`, a `NaN` time)
   reads as None, and its value too is kept in `extra`, so reading and writing
   a file never loses what was in it;
+- a lever's decision (`merged_generation`, `shared_prompt_pass`, `packed_decode`) reads as a `LeverDecision`
+  (spec/lever_decisions.py), from its object or from the sentence older files hold, and is written as its object;
 - a missing key, or null, reads as None (the default of every field), and
   readers take the two alike; `to_dict` writes null where the file or a
   writer put null, and leaves out what no one wrote.
@@ -28,6 +30,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from workbench.spec.lever_decisions import LeverDecision
 
 
 def _known(kind: type, help: str) -> Any:
@@ -64,9 +68,12 @@ class RunStatus:
     command: list | None = _known(list, "the argument list that started it")
     num_processes: int | None = _known(int, "the processes training (WORLD_SIZE)")
     allocator: str | None = _known(str, "the memory allocator the process runs with")
-    merged_generation: str | None = _known(str, "what merged_generation resolved to: no, float32 or bfloat16")
-    shared_prompt_pass: str | None = _known(str, "what shared_prompt_pass resolved to: yes, or no (why)")
-    packed_decode: str | None = _known(str, "what packed_decode resolved to: yes (which decode step), or no (why)")
+    merged_generation: LeverDecision | None = _known(LeverDecision, "what merged_generation resolved to (no, float32 "
+                                                     "or bfloat16), why, and where it was measured")
+    shared_prompt_pass: LeverDecision | None = _known(LeverDecision, "what shared_prompt_pass resolved to (yes or "
+                                                      "no), why, and where it was measured")
+    packed_decode: LeverDecision | None = _known(LeverDecision, "what packed_decode resolved to (yes or no), why "
+                                                 "(which decode step, or why not), and where it was measured")
     speed_choice: dict | None = _known(dict, "what the auto speed levers became and from where: the lever values, "
                                              "source, and the probe's CPU, time and seconds per candidate")
     speed_probe: str | None = _known(str, "while the state is tuning: what the speed probe is timing now")
@@ -108,7 +115,7 @@ class RunStatus:
         for name in FIELDS:
             value = getattr(self, name)
             if value is not None or name in self._written:
-                written[name] = value
+                written[name] = value.to_dict() if isinstance(value, LeverDecision) else value
         return written
 
     def update(self, **fields: Any) -> None:
@@ -157,6 +164,8 @@ def _read(kind: type, value: Any) -> tuple[bool, Any]:
     """(True, `value` as `kind`) when it is one, or null; (False, None) when it has the wrong type for `kind`."""
     if value is None or (type(value) is kind and kind is not float):  # the common case, at once
         return True, value
+    if kind is LeverDecision:  # a record, or the sentence status files held before it was one
+        return LeverDecision.read(value)
     if isinstance(value, bool):  # a bool is an int to Python, never a number in status.json
         return False, None
     if kind is int and isinstance(value, float) and math.isfinite(value) and value.is_integer():

@@ -8,10 +8,9 @@ the forward's.
 
 Here the head is one matmul and `log_softmax` per chunk of positions, and the chunk's log-probabilities are
 kept for the backward (at most `KEEP_BYTES` of them a call: past that, the backward computes them again, as
-TRL's does), so the backward is one elementwise pass and one matmul for the hidden states' gradient. At the
-demo's size (264 positions x 49,152 tokens, `.venv/bin/python benchmarks/bench_step_phases.py --head-only`,
-two runs): the reference pass's head 82 ms against TRL's 113-147 ms, the policy's forward and backward
-152-211 ms against 354-390 ms.
+TRL's does), so the backward is one elementwise pass and one matmul for the hidden states' gradient: faster on a
+CPU than TRL's for the reference pass and for the policy's forward and backward, since each tile is projected once
+(`.venv/bin/python benchmarks/bench_step_phases.py --head-only` times both).
 The log-probabilities and entropies equal TRL's to float32 rounding (the log-sum-exp is summed in another
 order), and so do the gradients (tests/test_cpu_head.py).
 

@@ -3,7 +3,7 @@
 With `eval_strategy="steps"` the `EvalCallback` answers the held-out prompts (`load_eval_rows`) with the
 policy as it is (the LoRA adapter on; from merged_generation's float32 copy of it, refreshed to the step,
 when the run samples its rounds from one: float32 rounding apart, the same answers, and the same ones in
-tests and benchmarks here; 2.95 s instead of 3.64 s for the demo's 16 prompts, benchmarks/bench_eval.py):
+tests and benchmarks here, and faster on a CPU for the reasons merged_generation is; benchmarks/bench_eval.py):
 greedily, and with `eval_pass_k` samples each at the run's
 temperature; scores the answers with the run's reward functions; and appends one record to the run
 folder's eval.jsonl (workbench/spec/heldout.py describes it). It runs before the first update (step 0),

@@ -2,9 +2,9 @@
 
 Why: `torch.multinomial(probs, 1)` on a CPU draws one exponential per vocabulary entry and row
 (`aten::exponential_`: a serial loop of MT19937 words, a 53-bit double and `log1p` each) and takes the argmax
-of `probs / draws`. For the demo's 8 rows x 49,152 tokens that loop is 8.6 ms of a 50-60 ms decode step. The
+of `probs / draws`. For the demo's 8 rows x 49,152 tokens that loop is a sizeable share of a decode step. The
 same draws come from numpy's MT19937 (its words in C, in bulk) started at the generator's own position, with
-the doubles and `log1p` in torch over both cores: 4.3 ms (benchmarks/bench_decode_variants.py). Every value,
+the doubles and `log1p` in torch over every core, in less time (benchmarks/bench_decode_variants.py). Every value,
 and the generator's state after them, are torch's to the bit, so a seed draws the tokens it drew before.
 
 How: `torch.get_rng_state()` holds the default CPU generator's MT19937 words and position

@@ -2,16 +2,17 @@
 
 Why: on a CPU, decoding is bound by memory traffic and Python layers, not arithmetic. Every generated
 token runs each of PEFT's LoRA wrappers (two extra small matmuls, dropout and scaling per linear layer),
-which made generation about 30% slower than the bare model here. PEFT's own `merge_adapter` folds the
-update into the weights but keeps the wrappers, so it gains nothing. A second, plain model of the same
-architecture whose linear weights are `W + scale * B @ A` has neither cost, and in bfloat16 it reads
-half the bytes per token.
+which makes generation markedly slower than the bare model (benchmarks/bench_speed.py). PEFT's own
+`merge_adapter` folds the update into the weights but keeps the wrappers, so it gains nothing. A second, plain
+model of the same architecture whose linear weights are `W + scale * B @ A` has neither cost, and in bfloat16 it
+reads half the bytes per token.
 
 The copy is refreshed once per optimizer step, before the first generation after it (as TRL syncs vLLM
 weights; held-out evaluation answers from it too, refreshing it first when it evaluates a step before the
 step's round): for a plain LoRA linear layer one `addmm` writes `W + scale * B @ A` into the copy in a single
-pass (0.07 s a step for the 135M model's 210 layers in a demo run here, against 0.15 s through PEFT's
-`get_delta_weight`, which makes the product and scales it, then a sum and a copy); any other layer goes
+pass (faster than PEFT's `get_delta_weight`, which makes the product and scales it, then a sum and a copy:
+one pass over the weight instead of several; the copy's `merged_generation/sync_seconds` metric times it);
+any other layer goes
 through `get_delta_weight`. Training, the
 reference pass and every log-probability still use the PEFT policy; only sampling moves. In bfloat16 the
 sampling distribution differs from the float32 policy's by rounding, which makes the round very slightly

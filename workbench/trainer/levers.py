@@ -12,6 +12,7 @@ import gc
 
 from workbench.sources.gpus import runs_on_cpu_here
 from workbench.spec.config import RunConfig
+from workbench.spec.lever_decisions import LeverDecision
 from workbench.spec.memory import MERGED_COPY_BYTES
 from workbench.spec.speed import (copy_fits_gpu, resolve_merged_generation, resolve_packed_decode,
                                   resolve_shared_prompt_pass)
@@ -19,9 +20,9 @@ from workbench.trainer import packed_decode
 from workbench.trainer.generation_copy import GenerationCopy
 
 
-def attach(trainer, cfg: RunConfig, model_type: str, tuned: bool = False) -> dict[str, str]:
+def attach(trainer, cfg: RunConfig, model_type: str, tuned: bool = False) -> dict[str, LeverDecision]:
     """Every lever `cfg` asks for (auto already resolved; `tuned`: merged_generation was auto), after taking off any
-    attached before; the status fields saying what each became."""
+    attached before; the status fields saying what each became and why."""
     detach(trainer)
     return {"merged_generation": attach_generation_copy(trainer, cfg, tuned),
             "shared_prompt_pass": attach_shared_prompt_pass(trainer, cfg, model_type),
@@ -34,9 +35,10 @@ def detach(trainer) -> None:
     gc.collect()
 
 
-def attach_generation_copy(trainer, cfg: RunConfig, tuned: bool = False) -> str:
+def attach_generation_copy(trainer, cfg: RunConfig, tuned: bool = False) -> LeverDecision:
     """Give the trainer the plain merged copy `merged_generation` asks for (auto already resolved by the speed
-    probe: `tuned`); returns what it resolved to ("no", "float32" or "bfloat16"), which the run's status records."""
+    probe: `tuned`); returns what it resolved to ("no", "float32" or "bfloat16") and why, which the run's status
+    records."""
     import torch
 
     on_cpu = runs_on_cpu_here(cfg.device)
@@ -48,12 +50,12 @@ def attach_generation_copy(trainer, cfg: RunConfig, tuned: bool = False) -> str:
         too_big = copy_fits_gpu(weights * MERGED_COPY_BYTES[value], free_bytes)
         if too_big:
             print(f"[workbench] merged_generation=auto -> no ({too_big})", flush=True)
-            return "no"
+            return LeverDecision("no", too_big)
     trainer.generation_copy = GenerationCopy(trainer.model, getattr(torch, value)) if value != "no" else None
-    return value
+    return LeverDecision(value, merged.why)
 
 
-def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
+def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> LeverDecision:
     """Turn on the shared prompt pass where `shared_prompt_pass` and the run allow it; returns "yes", or "no"
     with the reason, which the run's status records."""
     choice = resolve_shared_prompt_pass(cfg.shared_prompt_pass, cfg.gradient_checkpointing,
@@ -61,20 +63,21 @@ def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> str:
     trainer.shared_prompt_pass = choice.value == "yes"
     if trainer.shared_prompt_pass and trainer.generation_copy is not None:
         trainer.generation_copy.share_prompt_prefill()
-    return "yes" if trainer.shared_prompt_pass else f"no ({choice.why})"
+    return LeverDecision("yes", choice.why) if trainer.shared_prompt_pass else LeverDecision("no", choice.why)
 
 
-def attach_packed_decode(trainer, cfg: RunConfig) -> str:
+def attach_packed_decode(trainer, cfg: RunConfig) -> LeverDecision:
     """Let the merged float32 copy decode through MKL's packed GEMM where `packed_decode` and this machine allow
-    it; returns "yes", or "no" with the reason, which the run's status records."""
+    it; returns "yes" with the decode step it runs, or "no" with the reason, which the run's status records."""
+
     copy = trainer.generation_copy
     merged = "no" if copy is None else str(copy.dtype).removeprefix("torch.")
     choice = resolve_packed_decode(cfg.packed_decode, merged, runs_on_cpu_here(cfg.device), packed_decode.available())
     if choice.value == "yes":
         # the sequences of one generation round in this process (GRPOConfig's generation batch, per process)
         how = copy.pack_decode(trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation)
-        return f"yes ({how})"
-    return f"no ({choice.why})"
+        return LeverDecision("yes", how)
+    return LeverDecision("no", choice.why)
 
 
 def not_taking_effect(trainer) -> list[str]:

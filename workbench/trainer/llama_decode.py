@@ -1,7 +1,7 @@
 """A decode step of the packed float32 sampling copy written for Llama layers, on a CPU (`packed_decode`).
 
-Why: with MKL's packed GEMM (trainer/packed_decode.py) a decode step of the demo's 8 rows spends about
-29 ms reading weights and 20 ms on everything else: seven GEMM calls, two RMSNorms, a rotary of the query
+Why: with MKL's packed GEMM (trainer/packed_decode.py) a decode step of the demo's 8 rows spends a large share
+of its time outside reading weights: seven GEMM calls, two RMSNorms, a rotary of the query
 and the key apart, a `torch.cat` that copies the whole key/value cache, and the Python of four module
 layers, per decoder layer. This step does the same arithmetic with fewer, larger operations:
 - q, k and v in one packed GEMM, gate and up in one (the copy's q/k/v and gate/up weights become views
@@ -10,8 +10,8 @@ layers, per decoder layer. This step does the same arithmetic with fewer, larger
 - one rotary over the query and key heads together, each row at the position `generate` gives it;
 - the padding mask as the causal mask (one new token sees every cached position) and torch's SDPA called
   directly, without transformers' mask builder and attention wrapper around it.
-Measured (benchmarks/bench_decode_variants.py, 8 rows x 32 tokens of the bundled model): 45.9 ms a step
-against 53.3 ms through transformers' forward on the same packed weights, the same tokens.
+It is faster than transformers' forward on the same packed weights, drawing the same tokens
+(benchmarks/bench_decode_variants.py times both).
 
 Only steps of one new token for the packed row count, without gradients, go this way; anything else
 (the prefill, evaluation batches of other sizes) runs the model's own forward. `unsupported(model)` names
@@ -119,14 +119,16 @@ class FusedLlamaDecode:
         attention = model.model.layers[0].self_attn
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = attention.head_dim
-        # per layer: (fused q/k/v, o, fused gate/up, down) as [weight, buffer, packed?]
-        self.layers = []
+        # per layer: (fused q/k/v, o, fused gate/up, down), each a PackedWeight
+        self.layers: list[list[packed_decode.PackedWeight]] = []
         for layer in model.model.layers:
             attention, mlp = layer.self_attn, layer.mlp
             weights = (_fuse([attention.q_proj, attention.k_proj, attention.v_proj]), attention.o_proj.weight,
                        _fuse([mlp.gate_proj, mlp.up_proj]), mlp.down_proj.weight)
-            self.layers.append([[weight, packed_decode.new_buffer(weight, rows), False] for weight in weights])
-        self.head = [model.lm_head.weight, packed_decode.new_buffer(model.lm_head.weight, rows), False]
+            self.layers.append([packed_decode.PackedWeight(weight, packed_decode.new_buffer(weight, rows), rows)
+                                for weight in weights])
+        self.head = packed_decode.PackedWeight(model.lm_head.weight,
+                                               packed_decode.new_buffer(model.lm_head.weight, rows), rows)
         self.steps = 0  # decode steps taken this way, for tests and benchmarks
         model.forward = self.forward
 
@@ -139,20 +141,19 @@ class FusedLlamaDecode:
         `weights` is None or holds it; the LoRA update leaves it alone)."""
         for entries in self.layers:
             for entry in entries:
-                entry[2] = False
-        if weights is None or any(weight is self.head[0] for weight in weights):
-            self.head[2] = False
+                entry.current = False
+        if weights is None or any(weight is self.head.weight for weight in weights):
+            self.head.current = False
 
-    def _linear(self, x, entry):
+    def _linear(self, x, entry: packed_decode.PackedWeight):
         """x (rows, 1, in) @ weight.T through the packed buffer: MKL's call without packed_linear's reshaping,
-        which is most of a small product's Python cost (8.5 against 2.4 us a call)."""
-        weight, buffer, packed = entry
-        if not packed:
-            packed_decode.pack_into(buffer, weight, self.rows)
-            entry[2] = True
+        which is most of a small product's Python cost."""
+        if not entry.current:
+            packed_decode.pack_into(entry.buffer, entry.weight, self.rows)
+            entry.current = True
         x = x.contiguous()  # held here: MKL reads it by address
-        out = torch.empty(self.rows, 1, weight.shape[0], dtype=torch.float32)
-        packed_decode.compute_into(out, x, buffer)
+        out = torch.empty(self.rows, 1, entry.weight.shape[0], dtype=torch.float32)
+        packed_decode.compute_into(out, x, entry.buffer)
         return out
 
     # generate reads this signature to decide what to pass: the positions it counts over each row's real

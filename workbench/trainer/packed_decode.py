@@ -1,11 +1,11 @@
 """Decode steps of the merged sampling copy through MKL's packed float32 GEMM, on a CPU (`packed_decode`).
 
 Why: a decode step multiplies a few rows (one new token per sequence) by every weight of the model, so on a
-CPU it is bound by reading the weights, and the plain `sgemm` reads them at about half the speed a plain sum
+CPU it is bound by reading the weights, and the plain `sgemm` reads them well below the speed a plain sum
 reaches here. MKL can store a weight once in the blocked layout its GEMM kernel reads (`cblas_sgemm_pack`);
 products of that many rows (`cblas_sgemm_compute`) then skip the packing the plain call repeats every time.
-Measured here (benchmarks/bench_step_phases.py --matmul-only): the 8-row products over the 135M model's
-linear layers take 27-29 ms packed against 34-40 ms plain, and its LM head 3.2 ms against 6.8 ms. The packed
+So the few-row products of a decode step are faster packed than plain, the LM head's most of all
+(benchmarks/bench_step_phases.py --matmul-only times both). The packed
 kernel sums in another order, so a product differs from the plain one by float32 rounding (about 1e-6 of its
 size), as the merged copy's own logits differ from the policy's; the completions drawn stay the same
 (tests/test_packed_decode.py, tests/test_generation_copy.py).
@@ -22,18 +22,32 @@ of address space for the 135M model's 0.5 GB) but writes about the weight's size
 becomes resident. torch's own wrappers (`torch.ops.mkl._mkl_reorder_linear_weight` and `_mkl_linear`, what
 inductor calls when it freezes a CPU model) compute the same numbers to the bit (tests/test_packed_decode.py),
 but allocate a new buffer at each repack, and the pages MKL touches land elsewhere in it each time: a demo
-run's resident memory grew by 2.1 GB instead of 0.54 GB. Here each buffer is made once and packed again in
-place. `available()` packs one small matrix and checks the product against torch's before anything uses it.
+run's resident memory grew by several times the weights' size instead of once. Here each buffer is made once
+and packed again in place. `available()` packs one small matrix and checks the product against torch's before
+anything uses it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # CBLAS's enumerations (mkl_cblas.h)
 ROW_MAJOR, NO_TRANS, TRANS, PACKED, B_MATRIX = 101, 111, 112, 151, 162
+
+
+@dataclass
+class PackedWeight:
+    """One weight's packed copy for MKL: the weight, the buffer it is packed into for `rows` rows, and whether the
+    buffer holds the weight's current values (`current`: False after the weights changed, until packed again)."""
+
+    weight: Any  # a float32 torch tensor (out_features, in_features)
+    buffer: Any  # new_buffer's tensor
+    rows: int
+    current: bool = False
 
 
 @functools.cache
@@ -131,8 +145,8 @@ class PackedDecode:
         self.layers = [module for module in model.modules()
                        if type(module) is torch.nn.Linear and module.weight.dtype == torch.float32
                        and module.weight.device.type == "cpu"]
-        # layer -> [rows it is packed for, its buffer, whether it holds the current weights]
-        self.packed: dict[int, list] = {}
+        # id(layer) -> its packed weight
+        self.packed: dict[int, PackedWeight] = {}
         self.steps = 0  # products computed packed: a swap that never took effect shows as none (trainer/levers.py)
         for layer in self.layers:
             layer.forward = self._forward_of(layer)
@@ -144,16 +158,16 @@ class PackedDecode:
         for layer in self.layers:
             entry = self.packed.get(id(layer))
             if entry is not None and (changed is None or id(layer.weight) in changed):
-                entry[2] = False
+                entry.current = False
 
     def _buffer(self, layer, rows: int):
         entry = self.packed.get(id(layer))
-        if entry is None or entry[0] != rows:
-            entry = self.packed[id(layer)] = [rows, new_buffer(layer.weight, rows), False]
-        if not entry[2]:
-            pack_into(entry[1], layer.weight, rows)
-            entry[2] = True
-        return entry[1]
+        if entry is None or entry.rows != rows:
+            entry = self.packed[id(layer)] = PackedWeight(layer.weight, new_buffer(layer.weight, rows), rows)
+        if not entry.current:
+            pack_into(entry.buffer, layer.weight, rows)
+            entry.current = True
+        return entry.buffer
 
     def _forward_of(self, layer):
         import torch

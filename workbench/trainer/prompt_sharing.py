@@ -8,7 +8,7 @@ those tiles. Here the rows' shared prompt part runs once per distinct prompt, it
 indexed out to the rows, and only the completions (with the prompt's last token, which predicts the
 first completion token) run per row, through TRL's own fused head, which on a CPU computes through
 `cpu_head` (the same values, without projecting every tile twice). The demo's rows are 37 prompt and 32
-completion tokens in groups of 4; the three passes take about 0.64x the time (benchmarks/bench_speed.py).
+completion tokens in groups of 4; the three passes take markedly less time (benchmarks/bench_speed.py).
 
 The result equals TRL's to float32 rounding: positions are the same (transformers counts them from the
 cache's length, TRL's from 0 over the padded row), the same padding is masked, and the head is TRL's

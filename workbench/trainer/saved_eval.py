@@ -48,7 +48,7 @@ def evaluate_saved(run_dir: str | Path, which: str = "latest") -> dict:
 
     from workbench.trainer.answering import end_token_ids
     from workbench.trainer.evaluator import Evaluator, Policy, load_eval_rows
-    from workbench.trainer.training import build_reward_funcs, load_dataset_for, load_model_and_tokenizer
+    from workbench.trainer.run_pieces import build_reward_funcs, load_dataset_for, load_model_and_tokenizer
 
     run_dir = Path(run_dir)
     cfg = RunConfig.load(run_dir / runfolder.CONFIG_FILE)

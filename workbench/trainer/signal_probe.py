@@ -30,7 +30,7 @@ def probe_signal(cfg: RunConfig, groups: int = DEFAULT_GROUPS) -> SignalReport:
     """The signal report of `groups` prompts x cfg.num_generations completions of the base model."""
     import torch
 
-    from workbench.trainer.training import load_dataset_for, load_model_and_tokenizer
+    from workbench.trainer.run_pieces import load_dataset_for, load_model_and_tokenizer
 
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_model_and_tokenizer(cfg)
@@ -68,7 +68,7 @@ def score_rewards(cfg: RunConfig, rows: list[dict], texts: list[str], ids: list[
     reward_funcs) is left out: it is not loaded for the check."""
     from transformers import TrainerState
 
-    from workbench.trainer.training import build_reward_funcs
+    from workbench.trainer.run_pieces import build_reward_funcs
 
     funcs = [f for f in build_reward_funcs(cfg) if callable(f)]
     # step 0 of a run, and TRL's logging hooks, which the check has no table for

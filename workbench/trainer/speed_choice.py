@@ -10,9 +10,11 @@ it runs in a sandbox (workbench/tuning/cache.py says why). Whatever decided `aut
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Callable
 
 from workbench.spec.config import RunConfig
+from workbench.spec.lever_decisions import SET_IN_CONFIG, LeverDecision
 from workbench.trainer import speed_probe
 from workbench.tuning import cache
 from workbench.tuning.choice import SpeedChoice, resolved_settings
@@ -22,7 +24,7 @@ from workbench.tuning.for_config import PROBE_ENV, handed_over, key_for, needs_n
 def choose(cfg: RunConfig, progress: Callable[[str], None], build_trainer, env: dict | None = None
            ) -> tuple[SpeedChoice | None, dict]:
     """The run's speed choice and the `speed_choice` record for status.json (what `auto` became, from where); a probe
-    builds its trainers with `build_trainer` (trainer/training.probe_trainer)."""
+    builds its trainers with `build_trainer` (trainer/speed_wiring.probe_trainer)."""
     env = os.environ if env is None else env
     skip = needs_no_choice(cfg)
     choice, source = None, skip or ""
@@ -43,8 +45,9 @@ def choose(cfg: RunConfig, progress: Callable[[str], None], build_trainer, env: 
     return choice, record
 
 
-def explained(attached: dict[str, str], cfg: RunConfig, record: dict) -> dict[str, str]:
+def explained(attached: dict[str, LeverDecision], cfg: RunConfig, record: dict) -> dict[str, LeverDecision]:
     """The levers' status fields (trainer/levers.attach), a lever left on auto saying what decided it rather than
-    "set in the config"."""
-    return {name: value.replace("(set in the config)", f"(auto: {record['source']})")
-            if getattr(cfg, name) == "auto" else value for name, value in attached.items()}
+    "set in the config", and the CPU its speed was measured on when the probe measured it."""
+    return {name: replace(decision, why=f"auto: {record['source']}", measured_on=record.get("cpu"))
+            if getattr(cfg, name) == "auto" and decision.why == SET_IN_CONFIG else decision
+            for name, decision in attached.items()}

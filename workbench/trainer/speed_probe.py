@@ -90,7 +90,8 @@ def consistent(candidate: Candidate, cfg: RunConfig) -> bool:
 
 
 class _Bench:
-    """A trainer built as the run's (by `build_trainer`, trainer/training.probe_trainer), and one timed round per call."""
+    """A trainer built as the run's (by `build_trainer`, trainer/speed_wiring.probe_trainer), and one timed round per
+    call."""
 
     def __init__(self, cfg: RunConfig, folder: Path, build_trainer):
         import torch
@@ -138,8 +139,8 @@ def differs(texts: list[str], loss: float, reference: tuple[list[str], float]) -
 
 
 def measure(cfg: RunConfig, progress: Callable[[str], None], build_trainer) -> SpeedChoice:
-    """Time the levers for `cfg` on this machine with trainers `build_trainer(cfg, folder)` makes (training.probe_trainer)
-    and pick; the choice is not stored (workbench/tuning/cache.py)."""
+    """Time the levers for `cfg` on this machine with trainers `build_trainer(cfg, folder)` makes
+    (speed_wiring.probe_trainer) and pick; the choice is not stored (workbench/tuning/cache.py)."""
     run_cfg, cfg = cfg, probe_config(cfg)
     packed_missing = packed_decode_in_child() if cfg.device != "cuda" else None
     progress("loading the model for the speed probe")

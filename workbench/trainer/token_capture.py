@@ -1,6 +1,6 @@
 """Per-token values of the loss, taken from the tensors TRL's `_compute_loss` computes: no second forward pass.
 
-The trainer (`training.make_trainer_class`) hands this module two things:
+The trainer (`grpo_subclass.make_trainer_class`) hands this module two things:
 - each generation round, right after `_generate_and_score_completions` (before TRL shuffles and splits it),
   the round's rows: `TokenCapture.remember_round` keys every completion by its token ids (prompt and
   completion) and its advantage, and keeps where it lies among the round's completions.jsonl records;
