@@ -23,24 +23,45 @@ import os
 def build_parser() -> argparse.ArgumentParser:
     """The dashboard's options (the documentation's CLI reference shows them too)."""
     parser = argparse.ArgumentParser(prog="python app.py", description="GRPO Workbench dashboard")
-    parser.add_argument("--host", default=os.environ.get("WORKBENCH_HOST", "127.0.0.1"),
-                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--host",
+        default=os.environ.get("WORKBENCH_HOST", "127.0.0.1"),
+        help="address to bind (default 127.0.0.1: this machine only)",
+    )
     parser.add_argument("--port", type=int, default=int(os.environ.get("WORKBENCH_PORT", "7860")))
     parser.add_argument("--runs-dir", default=None, help="folder of run folders (default: ./runs)")
-    parser.add_argument("--users", default=None,
-                        help="users file for sign-in (default $WORKBENCH_USERS_FILE); required off loopback")
-    parser.add_argument("--no-sandbox", action="store_true", dest="no_sandbox",
-                        help="with accounts, start runs without their bubblewrap sandbox (the page warns everyone)")
-    parser.add_argument("--ssl-certfile", default=os.environ.get("WORKBENCH_SSL_CERTFILE"),
-                        help="PEM certificate: serve HTTPS (with --ssl-keyfile; docs/sharing.md: serving over HTTPS)")
-    parser.add_argument("--ssl-keyfile", default=os.environ.get("WORKBENCH_SSL_KEYFILE"),
-                        help="PEM private key of --ssl-certfile")
-    parser.add_argument("--session-hours", default=os.environ.get("WORKBENCH_SESSION_HOURS"),
-                        help="hours a sign-in lasts before the page asks again (default 12)")
-    parser.add_argument("--models-dir", default=None,
-                        help="with accounts: a folder of models every user may train on (default $WORKBENCH_MODELS_DIR)")
-    parser.add_argument("--data-dir", default=None,
-                        help="with accounts: a folder of datasets every user may use (default $WORKBENCH_DATA_DIR)")
+    parser.add_argument(
+        "--users", default=None, help="users file for sign-in (default $WORKBENCH_USERS_FILE); required off loopback"
+    )
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        dest="no_sandbox",
+        help="with accounts, start runs without their bubblewrap sandbox (the page warns everyone)",
+    )
+    parser.add_argument(
+        "--ssl-certfile",
+        default=os.environ.get("WORKBENCH_SSL_CERTFILE"),
+        help="PEM certificate: serve HTTPS (with --ssl-keyfile; docs/sharing.md: serving over HTTPS)",
+    )
+    parser.add_argument(
+        "--ssl-keyfile", default=os.environ.get("WORKBENCH_SSL_KEYFILE"), help="PEM private key of --ssl-certfile"
+    )
+    parser.add_argument(
+        "--session-hours",
+        default=os.environ.get("WORKBENCH_SESSION_HOURS"),
+        help="hours a sign-in lasts before the page asks again (default 12)",
+    )
+    parser.add_argument(
+        "--models-dir",
+        default=None,
+        help="with accounts: a folder of models every user may train on (default $WORKBENCH_MODELS_DIR)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="with accounts: a folder of datasets every user may use (default $WORKBENCH_DATA_DIR)",
+    )
     return parser
 
 
@@ -61,8 +82,9 @@ def sandbox_policy(args: argparse.Namespace, known: dict):
     try:
         sandbox.check_available()
     except sandbox.SandboxError as exc:
-        raise SystemExit(f"error: {exc}\n(or start with --no-sandbox to serve without it; every page then "
-                         "says so)") from None
+        raise SystemExit(
+            f"error: {exc}\n(or start with --no-sandbox to serve without it; every page then says so)"
+        ) from None
     users_file = args.users or os.environ.get(USERS_FILE_ENV)
     return sandbox.Policy(hidden_files=(os.path.abspath(users_file),) if users_file else ())
 
@@ -95,10 +117,10 @@ def main(argv: list[str] | None = None) -> None:
         # processes started from here (trainers, servers, the queue's dispatcher) inherit the umask.
         os.umask(0o077)
 
+    from workbench import startup
     from workbench.access.uploads import MAX_UPLOAD_BYTES
     from workbench.jobs import run_list
     from workbench.ui import cleanup, run_reports
-    from workbench import startup
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
@@ -107,17 +129,32 @@ def main(argv: list[str] | None = None) -> None:
     app = build_app(args.runs_dir, users=known, sandbox=policy, shared_dirs=shared)
     startup.resume_collection()  # Gradio and the page are built (workbench/startup.py)
     # Gradio's upload cache keeps what a page used within the hour; the reports offered for download, a day
-    cleanup.start_cleaning(lambda: [cleanup.upload_cache_folder()], every=cleanup.CACHE_EVERY_SECONDS,
-                           max_age=cleanup.CACHE_MAX_AGE_SECONDS)
+    cleanup.start_cleaning(
+        lambda: [cleanup.upload_cache_folder()],
+        every=cleanup.CACHE_EVERY_SECONDS,
+        max_age=cleanup.CACHE_MAX_AGE_SECONDS,
+    )
     cleanup.start_cleaning(lambda: [run_reports.reports_root()])
     sign_in = None
     if known:
+
         def sign_in(name: str, password: str) -> bool:
             return accounts.authenticate(known, name, password) is not None
-    serve(app, args.host, args.port, show_error=True, auth=sign_in, max_file_size=MAX_UPLOAD_BYTES,
-          auth_message="GRPO Workbench: sign in with your account." if known else None,
-          ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile, session_hours=hours,
-          sign_in_limits=sign_in_limits, **launch_options(app))
+
+    serve(
+        app,
+        args.host,
+        args.port,
+        show_error=True,
+        auth=sign_in,
+        max_file_size=MAX_UPLOAD_BYTES,
+        auth_message="GRPO Workbench: sign in with your account." if known else None,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        session_hours=hours,
+        sign_in_limits=sign_in_limits,
+        **launch_options(app),
+    )
 
 
 if __name__ == "__main__":

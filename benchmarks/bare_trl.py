@@ -48,31 +48,59 @@ def main(settings: dict, out: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(path)
     task = TASKS[settings["task"]]
     trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer,
+        model=model,
+        processing_class=tokenizer,
         reward_funcs=[REWARDS[name] for name in task.reward_names],
         train_dataset=load_task_dataset(settings["task"], seed=settings["seed"]),
-        peft_config=LoraConfig(r=settings["lora_r"], lora_alpha=settings["lora_alpha"],
-                               lora_dropout=settings["lora_dropout"],
-                               target_modules="all-linear", task_type="CAUSAL_LM"),
+        peft_config=LoraConfig(
+            r=settings["lora_r"],
+            lora_alpha=settings["lora_alpha"],
+            lora_dropout=settings["lora_dropout"],
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        ),
         args=GRPOConfig(
-            output_dir=str(out / "trl"), report_to="none", disable_tqdm=True, save_strategy="no",
-            logging_steps=1, gradient_checkpointing=False, use_cpu=True,
+            output_dir=str(out / "trl"),
+            report_to="none",
+            disable_tqdm=True,
+            save_strategy="no",
+            logging_steps=1,
+            gradient_checkpointing=False,
+            use_cpu=True,
             **({} if settings.get("trl_bf16", False) is None else {"bf16": bool(settings.get("trl_bf16", False))}),
             **{name: settings[name] for name in GRPO_SETTINGS},
-            reward_weights=list(task.reward_weights), ddp_find_unused_parameters=False,
+            reward_weights=list(task.reward_weights),
+            ddp_find_unused_parameters=False,
         ),
         callbacks=[WallClockLog()],
     )
     runtime = trainer.train().metrics["train_runtime"]
     step_times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
-    (out / "summary.json").write_text(json.dumps(
-        {"step_time": step_times, "train_runtime": runtime, "steps": trainer.state.global_step}))
+    (out / "summary.json").write_text(
+        json.dumps({"step_time": step_times, "train_runtime": runtime, "steps": trainer.state.global_step})
+    )
 
 
 # RunConfig fields passed to GRPOConfig under the same names, so both sides train alike.
-GRPO_SETTINGS = ("max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "per_device_train_batch_size",
-                 "gradient_accumulation_steps", "num_generations", "steps_per_generation", "max_completion_length",
-                 "temperature", "top_p", "beta", "epsilon", "loss_type", "scale_rewards", "num_iterations", "seed")
+GRPO_SETTINGS = (
+    "max_steps",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "steps_per_generation",
+    "max_completion_length",
+    "temperature",
+    "top_p",
+    "beta",
+    "epsilon",
+    "loss_type",
+    "scale_rewards",
+    "num_iterations",
+    "seed",
+)
 # Every RunConfig field this script reads: callers pass exactly these.
 SETTINGS = ("model", "task", "lora_r", "lora_alpha", "lora_dropout", *GRPO_SETTINGS)
 

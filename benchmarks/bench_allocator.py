@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_training import tree_rss  # noqa: E402  (same folder)
+
 from workbench.jobs import allocator  # noqa: E402  (after the path fix above)
 from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
 
@@ -36,9 +37,24 @@ GB = 2**30
 
 def one_run(name: str, model: str, steps: int, runs_dir: Path) -> dict:
     run_dir = runs_dir / f"{name}-{time.monotonic_ns()}"
-    command = [sys.executable, "-m", "workbench", "train", "--model", model, "--task", "demo",
-               "--max-steps", str(steps), "--run-dir", str(run_dir), "--set", "save_steps=1000",
-               "--set", "device=cpu"]
+    command = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "train",
+        "--model",
+        model,
+        "--task",
+        "demo",
+        "--max-steps",
+        str(steps),
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "save_steps=1000",
+        "--set",
+        "device=cpu",
+    ]
     env = {**os.environ, allocator.ALLOCATOR_ENV_VAR: name, "PYTHONPATH": str(ROOT)}
     env.pop(allocator.APPLIED_ENV_VAR, None)
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -50,8 +66,11 @@ def one_run(name: str, model: str, steps: int, runs_dir: Path) -> dict:
         raise SystemExit(f"{name}: the run failed:\n{process.stderr.read().decode()[-2000:]}")
     metrics = runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)
     status = runfolder.read_status(run_dir)
-    return {"step_times": [m["step_time"] for m in metrics if "step_time" in m][1:], "peak": peak,
-            "recorded": status.get("allocator")}
+    return {
+        "step_times": [m["step_time"] for m in metrics if "step_time" in m][1:],
+        "peak": peak,
+        "recorded": status.get("allocator"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,16 +90,29 @@ def main(argv: list[str] | None = None) -> int:
                 assert run["recorded"] == name, f"status.json says {run['recorded']!r}, expected {name!r}"
                 results[name]["step_times"] += run["step_times"]
                 results[name]["peaks"].append(run["peak"])
-                print(f"  {name}: steps {', '.join(f'{t:.2f}' for t in run['step_times'])} s, "
-                      f"peak {run['peak'] / GB:.2f} GB", flush=True)
+                print(
+                    f"  {name}: steps {', '.join(f'{t:.2f}' for t in run['step_times'])} s, "
+                    f"peak {run['peak'] / GB:.2f} GB",
+                    flush=True,
+                )
 
-    print(f"\n{'allocator':<14} {'median step':>12} {'peak RSS':>10}   (demo, {args.model}, {args.steps} steps x "
-          f"{args.rounds} round(s); default: {allocator.choose()})")
+    print(
+        f"\n{'allocator':<14} {'median step':>12} {'peak RSS':>10}   (demo, {args.model}, {args.steps} steps x "
+        f"{args.rounds} round(s); default: {allocator.choose()})"
+    )
     for name, result in results.items():
-        print(f"{name:<14} {statistics.median(result['step_times']):>10.2f} s "
-              f"{max(result['peaks']) / GB:>7.2f} GB")
-    print(json.dumps({name: {"median_step_s": round(statistics.median(r["step_times"]), 3),
-                             "peak_rss_gb": round(max(r["peaks"]) / GB, 3)} for name, r in results.items()}))
+        print(f"{name:<14} {statistics.median(result['step_times']):>10.2f} s {max(result['peaks']) / GB:>7.2f} GB")
+    print(
+        json.dumps(
+            {
+                name: {
+                    "median_step_s": round(statistics.median(r["step_times"]), 3),
+                    "peak_rss_gb": round(max(r["peaks"]) / GB, 3),
+                }
+                for name, r in results.items()
+            }
+        )
+    )
     return 0
 
 

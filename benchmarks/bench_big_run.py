@@ -76,8 +76,9 @@ class Grower:
 
     def __init__(self, run_dir: Path, steps: int):
         self.run_dir, self.next_step, self.total = run_dir, steps + 1, steps
-        self.sizes = {name: (run_dir / name).stat().st_size for name in (runfolder.METRICS_FILE,
-                                                                          runfolder.COMPLETIONS_FILE)}
+        self.sizes = {
+            name: (run_dir / name).stat().st_size for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE)
+        }
         self.rng = random.Random(1)
         self.pool = big_run.completion_pool(self.rng, 256)
 
@@ -95,8 +96,12 @@ class Grower:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=big_run.STEPS, help="steps in the run (default 10,000)")
-    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "grpo-workbench-big-run",
-                        help="runs folder that keeps the written run between benchmarks")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "grpo-workbench-big-run",
+        help="runs folder that keeps the written run between benchmarks",
+    )
     parser.add_argument("--repeats", type=int, default=30, help="ticks of each kind (default 30)")
     parser.add_argument("--pages", type=int, default=20, help="pages watching the run in the class row (default 20)")
     args = parser.parse_args(argv)
@@ -106,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     big_run.mark_live(run_dir, args.steps, args.steps + 1)
     sizes = {name: (run_dir / name).stat().st_size for name in (runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE)}
     completions = sum(1 for _ in open(run_dir / runfolder.COMPLETIONS_FILE, "rb"))
-    print(f"run folder {run_dir} ({time.perf_counter() - started:.0f} s to write or check): {args.steps} steps, "
-          f"{completions} completions; metrics.jsonl {sizes[runfolder.METRICS_FILE] / 2**20:.1f} MiB, "
-          f"completions.jsonl {sizes[runfolder.COMPLETIONS_FILE] / 2**20:.0f} MiB", flush=True)
+    print(
+        f"run folder {run_dir} ({time.perf_counter() - started:.0f} s to write or check): {args.steps} steps, "
+        f"{completions} completions; metrics.jsonl {sizes[runfolder.METRICS_FILE] / 2**20:.1f} MiB, "
+        f"completions.jsonl {sizes[runfolder.COMPLETIONS_FILE] / 2**20:.0f} MiB",
+        flush=True,
+    )
 
     from workbench.ui.app import build_app
 
@@ -146,11 +154,20 @@ def main(argv: list[str] | None = None) -> int:
         measure("open", "Runs tab: the run's newest groups", lambda: runs.run(one_run, [run_id]))
         measure("open", "Runs tab: the run's reward overlay", lambda: runs.run(choose, [[run_id], "reward", 0.0, None]))
 
-        measure("tick", "Train refresh, nothing new", lambda: first.run(train["on_refresh"], [None, None, 0.5]),
-                args.repeats)
+        measure(
+            "tick",
+            "Train refresh, nothing new",
+            lambda: first.run(train["on_refresh"], [None, None, 0.5]),
+            args.repeats,
+        )
         measure("tick", "GET /workbench/changes (handler)", lambda: changes(None, {"run": run_id}), args.repeats)
-        measure("tick", "Train refresh after a new step", lambda: first.run(train["on_refresh"], [None, None, 0.5]),
-                args.repeats, before=grower.step)
+        measure(
+            "tick",
+            "Train refresh after a new step",
+            lambda: first.run(train["on_refresh"], [None, None, 0.5]),
+            args.repeats,
+            before=grower.step,
+        )
         # A class: every page refreshes after each new step (the first draws, the others take its drawing).
         pages = [Page(app) for _ in range(args.pages)]
         for page in pages:
@@ -161,9 +178,13 @@ def main(argv: list[str] | None = None) -> int:
 
         class_row = f"{args.pages} pages refresh after a step: all"
         measure("tick", class_row, class_refresh, max(3, args.repeats // 5), before=grower.step)
-        measure("tick", "Runs timer after a new step (overlay on)",
-                lambda: runs.run(runs_tick, [None, [run_id], run_id, "reward", 0.0, None]), args.repeats,
-                before=grower.step)
+        measure(
+            "tick",
+            "Runs timer after a new step (overlay on)",
+            lambda: runs.run(runs_tick, [None, [run_id], run_id, "reward", 0.0, None]),
+            args.repeats,
+            before=grower.step,
+        )
         middle = args.steps // 2
         measure("tick", f"Train slider to step {middle}", lambda: first.run(train["on_step"], [None, middle]))
         measure("tick", f"Runs slider to step {middle}", lambda: runs.run(runs_step, [run_id, middle]))
@@ -171,12 +192,21 @@ def main(argv: list[str] | None = None) -> int:
         grower.restore()
 
     kind, name, seconds, cpus, sent = next(row for row in rows if row[1] == class_row)
-    rows.append(("tick", f"{args.pages} pages refresh after a step: a page", [t / args.pages for t in seconds],
-                 [c / args.pages for c in cpus], [b / args.pages for b in sent]))
+    rows.append(
+        (
+            "tick",
+            f"{args.pages} pages refresh after a step: a page",
+            [t / args.pages for t in seconds],
+            [c / args.pages for c in cpus],
+            [b / args.pages for b in sent],
+        )
+    )
     rows.remove((kind, name, seconds, cpus, sent))
     load = os.getloadavg()
-    print(f"\n{'':4} {'what':<42} {'median':>9} {'p95':>9} {'CPU':>9} {'sent':>7}   target   "
-          f"({args.steps} steps; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores)")
+    print(
+        f"\n{'':4} {'what':<42} {'median':>9} {'p95':>9} {'CPU':>9} {'sent':>7}   target   "
+        f"({args.steps} steps; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores)"
+    )
     verdicts = []
     for kind, name, seconds, cpus, sent in rows:
         median, p95, cpu = statistics.median(seconds), percentile(seconds, 0.95), statistics.median(cpus)
@@ -184,10 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         met = median < OPEN_TARGET_S if kind == "open" else median * 1000 < TICK_TARGET_MS
         verdicts.append(met)
         shown = (lambda s: f"{s:7.2f} s") if kind == "open" else (lambda s: f"{s * 1000:6.1f} ms")
-        print(f"{kind:<4} {name:<42} {shown(median):>9} {shown(p95):>9} {shown(cpu):>9} "
-              f"{statistics.median(sent) / 1024:4.0f} KB   {target:<8} {'meets' if met else 'MISSES'}")
-    print(f"{sum(verdicts)} of {len(verdicts)} rows meet their target (wall-clock median; CPU: the median CPU time "
-          f"this process spent on the event, all its threads, which other jobs on the machine do not stretch)")
+        print(
+            f"{kind:<4} {name:<42} {shown(median):>9} {shown(p95):>9} {shown(cpu):>9} "
+            f"{statistics.median(sent) / 1024:4.0f} KB   {target:<8} {'meets' if met else 'MISSES'}"
+        )
+    print(
+        f"{sum(verdicts)} of {len(verdicts)} rows meet their target (wall-clock median; CPU: the median CPU time "
+        f"this process spent on the event, all its threads, which other jobs on the machine do not stretch)"
+    )
     return 0 if all(verdicts) else 1
 
 

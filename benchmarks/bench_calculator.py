@@ -45,10 +45,14 @@ def random_inputs(rng: random.Random) -> dict:
 
 def one_update(inputs: dict) -> None:
     plan(**inputs)
-    grid(num_processes=inputs["num_processes"], gradient_accumulation_steps=inputs["gradient_accumulation_steps"],
-         steps_per_generation=inputs.get("steps_per_generation"),
-         generation_batch_size=inputs.get("generation_batch_size"), do_eval=inputs["do_eval"],
-         per_device_eval_batch_size=inputs["per_device_eval_batch_size"])
+    grid(
+        num_processes=inputs["num_processes"],
+        gradient_accumulation_steps=inputs["gradient_accumulation_steps"],
+        steps_per_generation=inputs.get("steps_per_generation"),
+        generation_batch_size=inputs.get("generation_batch_size"),
+        do_eval=inputs["do_eval"],
+        per_device_eval_batch_size=inputs["per_device_eval_batch_size"],
+    )
     compare_frameworks(train_data_ratio=0.99, **inputs)
 
 
@@ -67,8 +71,10 @@ def main() -> None:
         one_update(inputs)
         times_ms.append((time.perf_counter() - start) * 1000)
     invalid = sum(not plan(**s, with_suggestions=False).valid for s in samples)
-    print(f"calculator update (plan + suggestions + grid + frameworks), {len(samples)} random inputs "
-          f"({invalid} invalid): {summarise(times_ms)}")
+    print(
+        f"calculator update (plan + suggestions + grid + frameworks), {len(samples)} random inputs "
+        f"({invalid} invalid): {summarise(times_ms)}"
+    )
     if args.ui:
         time_ui_update(samples)
 

@@ -69,8 +69,17 @@ def sample(model, seed: int | None = 1):
         torch.manual_seed(seed)
     started = time.perf_counter()
     with torch.no_grad():
-        tokens = model.generate(ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                                do_sample=True, temperature=0.7, top_k=0, top_p=1.0, pad_token_id=0)
+        tokens = model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=NEW_TOKENS,
+            min_new_tokens=NEW_TOKENS,
+            do_sample=True,
+            temperature=0.7,
+            top_k=0,
+            top_p=1.0,
+            pad_token_id=0,
+        )
     return time.perf_counter() - started, tokens
 
 
@@ -92,8 +101,13 @@ def decode_step_ms(model, forward) -> float:
             mask = torch.cat([mask, torch.ones(ROWS, 1, dtype=mask.dtype)], dim=1)
             positions = mask.long().cumsum(-1)[:, -1:] - 1
             started = time.perf_counter()
-            forward(input_ids=ids[:, -1:], attention_mask=mask, position_ids=positions, past_key_values=cache,
-                    use_cache=True)
+            forward(
+                input_ids=ids[:, -1:],
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+            )
             times.append(time.perf_counter() - started)
     return statistics.median(times) * 1e3
 
@@ -114,9 +128,11 @@ def fused_row(model) -> None:
     sample(written)
     ours = [sample(written) for _ in range(3)]
     same = all(tokens.equal(plain[0][1]) for _, tokens in plain + ours)
-    print(f"1. decode step: transformers' forward {decode_step_ms(model, model.forward):.1f} ms, written for Llama "
-          f"layers {decode_step_ms(written, fused.forward):.1f} ms; {ROWS} x {NEW_TOKENS} tokens "
-          f"{min(t for t, _ in plain):.2f} s against {min(t for t, _ in ours):.2f} s; the same tokens: {same}")
+    print(
+        f"1. decode step: transformers' forward {decode_step_ms(model, model.forward):.1f} ms, written for Llama "
+        f"layers {decode_step_ms(written, fused.forward):.1f} ms; {ROWS} x {NEW_TOKENS} tokens "
+        f"{min(t for t, _ in plain):.2f} s against {min(t for t, _ in ours):.2f} s; the same tokens: {same}"
+    )
 
 
 # ---------------------------------------------------------------- 2. the draws reproduced bit for bit
@@ -135,14 +151,19 @@ def draws_row(vocab: int) -> None:
     reproduced = exponentials(count)
     exact = torch.equal(expected, reproduced) and torch.equal(after, torch.get_rng_state())
     timing = {}
-    for name, draw in (("torch", lambda: torch.empty(count).exponential_()), ("reproduced", lambda: exponentials(count))):
+    for name, draw in (
+        ("torch", lambda: torch.empty(count).exponential_()),
+        ("reproduced", lambda: exponentials(count)),
+    ):
         draw()
         started = time.perf_counter()
         for _ in range(20):
             draw()
         timing[name] = (time.perf_counter() - started) / 20 * 1e3
-    print(f"2. one token's draws ({ROWS} x {vocab}): torch {timing['torch']:.1f} ms, reproduced "
-          f"{timing['reproduced']:.1f} ms; every value and the generator's state after them the same: {exact}")
+    print(
+        f"2. one token's draws ({ROWS} x {vocab}): torch {timing['torch']:.1f} ms, reproduced "
+        f"{timing['reproduced']:.1f} ms; every value and the generator's state after them the same: {exact}"
+    )
 
 
 # ---------------------------------------------------------------- 3. drawn ahead, per OpenMP wait policy
@@ -162,8 +183,10 @@ def ahead_seconds() -> dict:
     def with_draws_ahead():
         torch.manual_seed(1)
         drawn = queue.Queue(maxsize=2)
-        worker = threading.Thread(target=lambda: [drawn.put(exponentials(ROWS * vocab).view(ROWS, vocab))
-                                                  for _ in range(NEW_TOKENS)], daemon=True)
+        worker = threading.Thread(
+            target=lambda: [drawn.put(exponentials(ROWS * vocab).view(ROWS, vocab)) for _ in range(NEW_TOKENS)],
+            daemon=True,
+        )
         worker.start()
         torch.multinomial = lambda probs, num_samples, **_: (probs / drawn.get()).argmax(-1, keepdim=True)
         try:
@@ -182,14 +205,17 @@ def ahead_rows() -> None:
         env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
         if policy:
             env["OMP_WAIT_POLICY"] = policy
-        done = subprocess.run([sys.executable, __file__, "--ahead-here"], capture_output=True, text=True, env=env,
-                              timeout=900)
+        done = subprocess.run(
+            [sys.executable, __file__, "--ahead-here"], capture_output=True, text=True, env=env, timeout=900
+        )
         if done.returncode != 0:
             raise SystemExit(f"the OMP_WAIT_POLICY={policy} process failed:\n{done.stderr[-3000:]}")
         result = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"3. OMP_WAIT_POLICY={policy or 'unset (spin, then sleep)'}: {ROWS} x {NEW_TOKENS} tokens with the "
-              f"draws inline {result['inline']:.2f} s, drawn ahead on a thread {result['ahead']:.2f} s; "
-              f"the same tokens: {result['same']}")
+        print(
+            f"3. OMP_WAIT_POLICY={policy or 'unset (spin, then sleep)'}: {ROWS} x {NEW_TOKENS} tokens with the "
+            f"draws inline {result['inline']:.2f} s, drawn ahead on a thread {result['ahead']:.2f} s; "
+            f"the same tokens: {result['same']}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,9 +70,14 @@ def measure(run_dir: Path) -> dict:
     length = window_means([m["completions/mean_length"] for m in metrics])
     cfg = RunConfig.from_dict(runfolder.read_json(run_dir / runfolder.CONFIG_FILE, default={}))
     weights = dict(zip(reward_names_for(cfg), reward_weights_for(cfg)))
-    return {"steps": len(metrics), "reward": reward, "length": length,
-            "accuracy": [(e["step"], e["accuracy"], held_out_total(e, weights)) for e in evals],
-            "first_eval": evals[0], "last_eval": evals[-1]}
+    return {
+        "steps": len(metrics),
+        "reward": reward,
+        "length": length,
+        "accuracy": [(e["step"], e["accuracy"], held_out_total(e, weights)) for e in evals],
+        "first_eval": evals[0],
+        "last_eval": evals[-1],
+    }
 
 
 def held_out_total(record: dict, weights: dict[str, float]) -> float:
@@ -87,21 +92,34 @@ def report(found: dict, minutes: float | None) -> bool:
     first, last = found["first_eval"], found["last_eval"]
     gain = curve[-1][2] - curve[0][2]
     goals = {"reward": gain >= 0.3, "length": l1 <= l0 / 2, "held-out": curve[-1][1] >= curve[0][1]}
-    print(f"steps: {found['steps']}" + (f", {minutes:.1f} minutes from launch to exit" if minutes else "")
-          + f" (load average {os.getloadavg()[0]:.1f})")
-    print("held-out total reward (same questions each time): " + ", ".join(f"step {s} {t:.3f}" for s, _, t in curve)
-          + f", gain {gain:+.3f} ({'meets' if goals['reward'] else 'misses'} +0.3)")
+    print(
+        f"steps: {found['steps']}"
+        + (f", {minutes:.1f} minutes from launch to exit" if minutes else "")
+        + f" (load average {os.getloadavg()[0]:.1f})"
+    )
+    print(
+        "held-out total reward (same questions each time): "
+        + ", ".join(f"step {s} {t:.3f}" for s, _, t in curve)
+        + f", gain {gain:+.3f} ({'meets' if goals['reward'] else 'misses'} +0.3)"
+    )
     print(f"training reward (mean of {WINDOW} steps): first {r0:.3f}, last {r1:.3f}, gain {r1 - r0:+.3f}")
-    print(f"mean completion length (tokens, {WINDOW} steps): first {l0:.1f}, last {l1:.1f}, x{l1 / l0:.2f} "
-          f"({'meets' if goals['length'] else 'misses'} <= half); held-out answers {first['completion_length']:.1f} "
-          f"-> {last['completion_length']:.1f}")
-    print("held-out accuracy: " + ", ".join(f"step {s} {a:.2f}" for s, a, _ in curve)
-          + f" ({'meets' if goals['held-out'] else 'misses'} ends no lower than at step 0)")
+    print(
+        f"mean completion length (tokens, {WINDOW} steps): first {l0:.1f}, last {l1:.1f}, x{l1 / l0:.2f} "
+        f"({'meets' if goals['length'] else 'misses'} <= half); held-out answers {first['completion_length']:.1f} "
+        f"-> {last['completion_length']:.1f}"
+    )
+    print(
+        "held-out accuracy: "
+        + ", ".join(f"step {s} {a:.2f}" for s, a, _ in curve)
+        + f" ({'meets' if goals['held-out'] else 'misses'} ends no lower than at step 0)"
+    )
     for label, record in (("step 0", found["first_eval"]), (f"step {found['last_eval']['step']}", found["last_eval"])):
         print(f"held-out answers at {label}:")
         for answer in record["prompts"][:6]:
-            print(f"  {'right' if answer['correct'] else 'wrong'}  {answer['prompt'].strip()[:60]!r} -> "
-                  f"{answer['completion'].strip()[:70]!r}")
+            print(
+                f"  {'right' if answer['correct'] else 'wrong'}  {answer['prompt'].strip()[:60]!r} -> "
+                f"{answer['completion'].strip()[:70]!r}"
+            )
     return all(goals.values())
 
 
@@ -137,11 +155,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--read", type=Path, help="measure this finished run folder instead of training")
     parser.add_argument("--task", help="train this task instead of the default (e.g. reward_hacking)")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change a setting of the run, as `workbench train --set` (to try a variant)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a setting of the run, as `workbench train --set` (to try a variant)",
+    )
     parser.add_argument("--keep", type=Path, help="write the run to this new folder and keep it")
-    parser.add_argument("--screenshot", action="store_true",
-                        help="then save the Train tab showing the run as assets/demo_run.png (needs Chromium)")
+    parser.add_argument(
+        "--screenshot",
+        action="store_true",
+        help="then save the Train tab showing the run as assets/demo_run.png (needs Chromium)",
+    )
     args = parser.parse_args()
     if args.read:
         met = report(measure(args.read), None)

@@ -50,14 +50,22 @@ def main(argv: list[str] | None = None) -> int:
     seconds, answers = {name: [] for name in ways}, {}
     for _ in range(args.repeats):
         for name, generation_copy in ways.items():
-            policy = Policy(model, tokenizer, "cpu", end_token_ids(model, tokenizer), training.build_reward_funcs(cfg),
-                            generation_copy=generation_copy)
+            policy = Policy(
+                model,
+                tokenizer,
+                "cpu",
+                end_token_ids(model, tokenizer),
+                training.build_reward_funcs(cfg),
+                generation_copy=generation_copy,
+            )
             started = time.perf_counter()
             record = Evaluator(policy, cfg, rows).evaluate(0)
             seconds[name].append(time.perf_counter() - started)
             answers[name] = [p["completion"] for p in record["prompts"]]
-    print(f"\nheld-out evaluation of the demo ({len(rows)} prompts, greedy, up to {cfg.max_completion_length} tokens, "
-          f"{torch.get_num_threads()} threads), median of {args.repeats}:")
+    print(
+        f"\nheld-out evaluation of the demo ({len(rows)} prompts, greedy, up to {cfg.max_completion_length} tokens, "
+        f"{torch.get_num_threads()} threads), median of {args.repeats}:"
+    )
     for name in ways:
         print(f"  {name:34s} {statistics.median(seconds[name]):6.2f} s")
     same = answers["through the PEFT policy"] == answers["through merged_generation's copy"]

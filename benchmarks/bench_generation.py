@@ -73,10 +73,17 @@ def backends_here() -> list[str]:
 
 def config_for(backend: str, args) -> RunConfig:
     gpus = [g.index for g in list_gpus()]
-    changes = dict(generation=backend, model=args.model, max_steps=args.steps, save_steps=args.steps,
-                   per_device_train_batch_size=args.num_generations, num_generations=args.num_generations,
-                   max_completion_length=args.max_completion_length, vllm_max_model_len=args.max_model_len,
-                   run_name=f"bench-{backend}")
+    changes = dict(
+        generation=backend,
+        model=args.model,
+        max_steps=args.steps,
+        save_steps=args.steps,
+        per_device_train_batch_size=args.num_generations,
+        num_generations=args.num_generations,
+        max_completion_length=args.max_completion_length,
+        vllm_max_model_len=args.max_model_len,
+        run_name=f"bench-{backend}",
+    )
     if gpus:
         changes.update(bf16=True)
         if backend in ("vllm-server", "trl-server") and len(gpus) > 1:
@@ -103,14 +110,22 @@ def one_run(backend: str, args, runs_dir: Path) -> dict:
     steps = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m]
     times = [m["step_time"] for m in steps[1:]] or [m["step_time"] for m in steps]
     completions_per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
-    row = {"backend": backend, "state": final["state"], "steps": len(steps),
-           "median_step_s": statistics.median(times) if times else None,
-           "wall_s": time.monotonic() - launched,
-           "completions_per_s": completions_per_step / statistics.median(times) if times else None,
-           "server_ready_s": (final.get("vllm") or {}).get("ready_after_s"),
-           "peak_gib_per_gpu": {index: used / 2**30 for index, used in watch.peak_bytes().items()}}
-    for name in ("vllm/completions_per_second", "vllm/tokens_per_second", "vllm/adapter_sync_seconds",
-                 "vllm/weight_sync_seconds"):
+    row = {
+        "backend": backend,
+        "state": final["state"],
+        "steps": len(steps),
+        "median_step_s": statistics.median(times) if times else None,
+        "wall_s": time.monotonic() - launched,
+        "completions_per_s": completions_per_step / statistics.median(times) if times else None,
+        "server_ready_s": (final.get("vllm") or {}).get("ready_after_s"),
+        "peak_gib_per_gpu": {index: used / 2**30 for index, used in watch.peak_bytes().items()},
+    }
+    for name in (
+        "vllm/completions_per_second",
+        "vllm/tokens_per_second",
+        "vllm/adapter_sync_seconds",
+        "vllm/weight_sync_seconds",
+    ):
         values = [m[name] for m in steps[1:] if name in m]
         row[name] = statistics.median(values) if values else None
     if final["state"] != "finished":
@@ -132,16 +147,21 @@ def table(rows: list[dict], label: str, args) -> str:
     def memory(row) -> str:
         return ", ".join(f"GPU {i}: {gib:.1f}" for i, gib in sorted(row["peak_gib_per_gpu"].items())) or "—"
 
-    lines = [f"Machine: {label}",
-             f"Config: {args.model}, task {args.task}, G={args.num_generations} completions of up to "
-             f"{args.max_completion_length} tokens per step, {args.steps} steps (first step left out)", "",
-             "| backend | state | median step (s) | completions/s (whole step) | vLLM generation completions/s "
-             "| vLLM tokens/s | LoRA sync per step (s) | server ready after (s) | peak GiB per GPU |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Machine: {label}",
+        f"Config: {args.model}, task {args.task}, G={args.num_generations} completions of up to "
+        f"{args.max_completion_length} tokens per step, {args.steps} steps (first step left out)",
+        "",
+        "| backend | state | median step (s) | completions/s (whole step) | vLLM generation completions/s "
+        "| vLLM tokens/s | LoRA sync per step (s) | server ready after (s) | peak GiB per GPU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['backend']} | {r['state']} | {show(r['median_step_s'])} | {show(r['completions_per_s'])} "
-                     f"| {show(r['vllm/completions_per_second'])} | {show(r['vllm/tokens_per_second'], 1)} "
-                     f"| {sync(r)} | {show(r['server_ready_s'], 0)} | {memory(r)} |")
+        lines.append(
+            f"| {r['backend']} | {r['state']} | {show(r['median_step_s'])} | {show(r['completions_per_s'])} "
+            f"| {show(r['vllm/completions_per_second'])} | {show(r['vllm/tokens_per_second'], 1)} "
+            f"| {sync(r)} | {show(r['server_ready_s'], 0)} | {memory(r)} |"
+        )
     lines += [f"\n{r['backend']} did not finish: {r['error']}" for r in rows if r.get("error")]
     return "\n".join(lines)
 

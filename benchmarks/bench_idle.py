@@ -63,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.seconds)
             rows = [("app server, no page open", (cpu_seconds(app, False) - before) / args.seconds, None, "")]
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                                     headless=True)
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
                 chromium = next(p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower())
                 for tab in TABS:
                     page = browser.new_context(viewport=VIEWPORT).new_page()
@@ -77,16 +76,23 @@ def main(argv: list[str] | None = None) -> int:
                     frames = page.evaluate(FRAME_COUNTS_JS)
                     asked = (frames["frames"] - frames_before["frames"]) / args.seconds
                     slowed = (frames["slowed"] - frames_before["slowed"]) / args.seconds
-                    rows.append((f"one page on the {tab} tab", (cpu_seconds(app, False) - app_before) / args.seconds,
-                                 (cpu_seconds(chromium, True) - browser_before) / args.seconds,
-                                 f"{asked:.1f} ({slowed:.1f} slowed)"))
+                    rows.append(
+                        (
+                            f"one page on the {tab} tab",
+                            (cpu_seconds(app, False) - app_before) / args.seconds,
+                            (cpu_seconds(chromium, True) - browser_before) / args.seconds,
+                            f"{asked:.1f} ({slowed:.1f} slowed)",
+                        )
+                    )
                     page.context.close()
                 browser.close()
         finally:
             server.stop()
 
-    print(f"\n{'what is open':<28} {'app server':>11} {'browser':>9}   frames/s asked   "
-          f"(CPU s per s; 1.0 = one core; {args.seconds:.0f} s each)")
+    print(
+        f"\n{'what is open':<28} {'app server':>11} {'browser':>9}   frames/s asked   "
+        f"(CPU s per s; 1.0 = one core; {args.seconds:.0f} s each)"
+    )
     for name, app_cpu, browser_cpu, frames in rows:
         shown = "-" if browser_cpu is None else f"{browser_cpu:.3f}"
         print(f"{name:<28} {app_cpu:>11.3f} {shown:>9}   {frames}")

@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' app server and Chr
 from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402  (same folder)
 from bench_training import tree_rss  # noqa: E402
 from results_file import record  # noqa: E402
+
 from workbench.jobs import allocator, launcher, run_state  # noqa: E402
 from workbench.runstore import runfolder  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
@@ -63,8 +64,12 @@ DASHBOARD_ROWS = ("unwatched", "watched")
 REWARD_RISE = 0.3
 SAMPLE_SECONDS = 0.25
 # Variables the workbench sets for its own processes; bare TRL starts without them.
-WORKBENCH_VARIABLES = (*allocator.ALLOCATOR_VARIABLES, allocator.ALLOCATOR_ENV_VAR, allocator.APPLIED_ENV_VAR,
-                       "OMP_NUM_THREADS")
+WORKBENCH_VARIABLES = (
+    *allocator.ALLOCATOR_VARIABLES,
+    allocator.ALLOCATOR_ENV_VAR,
+    allocator.APPLIED_ENV_VAR,
+    "OMP_NUM_THREADS",
+)
 
 
 @dataclass
@@ -104,8 +109,9 @@ class Timeline:
         return seconds_to_reward_rise(self.rewards, self.seen_at, self.launched)
 
 
-def seconds_to_reward_rise(rewards: dict[int, float], seen_at: dict[int, float], launched: float,
-                           rise: float = REWARD_RISE) -> float | None:
+def seconds_to_reward_rise(
+    rewards: dict[int, float], seen_at: dict[int, float], launched: float, rise: float = REWARD_RISE
+) -> float | None:
     """The first step whose reward is `rise` above the first step's, as seconds after `launched` (pure)."""
     steps = sorted(rewards)
     if not steps:
@@ -142,8 +148,13 @@ def run_bare(config: RunConfig, work: Path) -> Timeline:
     env["PYTHONPATH"] = str(ROOT)
     out = work / "bare"
     timeline = Timeline(time.time())
-    process = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings),
-                                str(out)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings), str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     follow(timeline, out / "log.jsonl", lambda: process.poll() is None, lambda: process.pid)
     if process.returncode != 0:
         raise SystemExit(f"bare TRL failed:\n{process.stderr.read().decode()[-2000:]}")
@@ -158,9 +169,13 @@ def run_foreground(config: RunConfig, work: Path) -> Timeline:
     env = {k: v for k, v in os.environ.items() if k != allocator.APPLIED_ENV_VAR}
     env["PYTHONPATH"] = str(ROOT)
     timeline = Timeline(time.time())
-    process = subprocess.Popen([sys.executable, "-m", "workbench", "train", "--config", str(config_path),
-                                "--run-dir", str(run_dir)], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "train", "--config", str(config_path), "--run-dir", str(run_dir)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     follow(timeline, run_dir / runfolder.METRICS_FILE, lambda: process.poll() is None, lambda: process.pid)
     if process.returncode != 0:
         raise SystemExit(f"foreground run failed:\n{process.stderr.read().decode()[-2000:]}")
@@ -171,9 +186,13 @@ def follow_background_run(run_dir: Path, launched: float, sample=None) -> Timeli
     """Follow a run the launcher started until it reaches a final state; fail loudly if it did not finish."""
     timeline = Timeline(launched)
     try:
-        follow(timeline, run_dir / runfolder.METRICS_FILE,
-               lambda: run_state.status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES,
-               lambda: runfolder.read_status(run_dir).get("pgid"), sample)
+        follow(
+            timeline,
+            run_dir / runfolder.METRICS_FILE,
+            lambda: run_state.status_of_dir(run_dir)["state"] not in runfolder.FINAL_STATES,
+            lambda: runfolder.read_status(run_dir).get("pgid"),
+            sample,
+        )
     except BaseException:  # interrupted: the detached run must not outlive the benchmark
         launcher.stop(run_dir, timeout=0)
         raise
@@ -252,11 +271,11 @@ def run_dashboard(config: RunConfig, work: Path, watched: bool) -> tuple[Timelin
             ui.set_number("max_steps", config.max_steps, setup)
             ui.open_tab("Train")
             # playwright's driver starts Chromium: the first Chromium among this process's descendants is the browser
-            browser_process = next(p for p in psutil.Process().children(recursive=True)
-                                   if "chrom" in p.name().lower())
+            browser_process = next(p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower())
             # The app server alone (the training run it starts is its child), the browser with its renderers.
-            cpu = CpuFromFirstStep({"app": (psutil.Process(server.process.pid), False),
-                                    "browser": (browser_process, True)})
+            cpu = CpuFromFirstStep(
+                {"app": (psutil.Process(server.process.pid), False), "browser": (browser_process, True)}
+            )
             launched = time.time()
             ui.panel("Train").get_by_role("button", name="Launch", exact=True).click()
             run_dirs = []
@@ -264,8 +283,11 @@ def run_dashboard(config: RunConfig, work: Path, watched: bool) -> tuple[Timelin
                 run_dirs = runfolder.list_run_dirs(runs_dir)
                 time.sleep(0.05)
             launched_config = runfolder.read_config(run_dirs[0])
-            differing = {k: (launched_config.get(k), v) for k, v in config.to_dict().items()
-                         if k in BARE_SETTINGS and launched_config.get(k) != v}
+            differing = {
+                k: (launched_config.get(k), v)
+                for k, v in config.to_dict().items()
+                if k in BARE_SETTINGS and launched_config.get(k) != v
+            }
             if differing:
                 raise SystemExit(f"the dashboard launched other settings than the other rows: {differing}")
             if not watched:  # the launch's answer shows the run; then no page is left open
@@ -303,24 +325,33 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
         by_row.setdefault(name, []).append(timeline)
     medians = {name: pooled_median(timelines) for name, timelines in by_row.items()}
     bare_step = medians.get("bare")
-    print(f"\n{'row':<11} {'median step':>11} {'vs bare':>8} {'peak RSS':>9} {'+0.3 reward':>12}"
-          f"   {'app, browser CPU s/step':>24}   (demo task, {steps} steps; first step left out of the median)")
+    print(
+        f"\n{'row':<11} {'median step':>11} {'vs bare':>8} {'peak RSS':>9} {'+0.3 reward':>12}"
+        f"   {'app, browser CPU s/step':>24}   (demo task, {steps} steps; first step left out of the median)"
+    )
     runs = []
     for name, timeline, cpu in results:
         median = timeline.median_step()
         ratio = median / bare_step if bare_step else None
         rise = timeline.seconds_to_rise()
         cpu_text = f"{cpu['app']:.3f}, {cpu['browser']:.3f}" if cpu and "app" in cpu else "-"
-        print(f"{name:<11} {median:>9.2f} s {(f'{ratio:.3f}' if ratio else '-'):>8} "
-              f"{timeline.peak_rss / GB:>6.2f} GB {(f'{rise:.0f} s' if rise is not None else 'not reached'):>12}"
-              f"   {cpu_text:>24}")
-        runs.append({"row": name, "median_step_s": round(median, 3),
-                     "ratio_to_bare": round(ratio, 3) if ratio else None,
-                     "peak_rss_gb": round(timeline.peak_rss / GB, 3),
-                     "seconds_to_reward_rise": None if rise is None else round(rise, 1),
-                     "step_times_s": [round(timeline.step_times[s], 3) for s in sorted(timeline.step_times)],
-                     "rewards": [round(timeline.rewards[s], 3) for s in sorted(timeline.rewards)],
-                     **({"cpu_s_per_step": {k: round(v, 3) for k, v in cpu.items()}} if cpu else {})})
+        print(
+            f"{name:<11} {median:>9.2f} s {(f'{ratio:.3f}' if ratio else '-'):>8} "
+            f"{timeline.peak_rss / GB:>6.2f} GB {(f'{rise:.0f} s' if rise is not None else 'not reached'):>12}"
+            f"   {cpu_text:>24}"
+        )
+        runs.append(
+            {
+                "row": name,
+                "median_step_s": round(median, 3),
+                "ratio_to_bare": round(ratio, 3) if ratio else None,
+                "peak_rss_gb": round(timeline.peak_rss / GB, 3),
+                "seconds_to_reward_rise": None if rise is None else round(rise, 1),
+                "step_times_s": [round(timeline.step_times[s], 3) for s in sorted(timeline.step_times)],
+                "rewards": [round(timeline.rewards[s], 3) for s in sorted(timeline.rewards)],
+                **({"cpu_s_per_step": {k: round(v, 3) for k, v in cpu.items()}} if cpu else {}),
+            }
+        )
     summary: dict = {"steps": steps, "runs": runs, "median_step_s": {k: round(v, 3) for k, v in medians.items()}}
     cpu_rows: dict[str, list[dict]] = {}
     for name, _, cpu in results:
@@ -328,15 +359,19 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
             cpu_rows.setdefault(name, []).append(cpu)
     for name, rows in cpu_rows.items():
         mean = {key: statistics.mean(row[key] for row in rows) for key in rows[0]}
-        print(f"{name}: app server {mean['app']:.3f} + browser {mean['browser']:.3f} = "
-              f"{mean['app'] + mean['browser']:.3f} CPU s per step (mean of {len(rows)} run(s), after the first step)")
+        print(
+            f"{name}: app server {mean['app']:.3f} + browser {mean['browser']:.3f} = "
+            f"{mean['app'] + mean['browser']:.3f} CPU s per step (mean of {len(rows)} run(s), after the first step)"
+        )
         summary.setdefault("cpu_s_per_step", {})[name] = {k: round(v, 3) for k, v in mean.items()}
     targets = []
     if "watched" in medians and "unwatched" in medians:
         ratio = medians["watched"] / medians["unwatched"]
         summary["watched_over_unwatched"] = round(ratio, 3)
-        print(f"watched / unwatched: {medians['watched']:.2f} s / {medians['unwatched']:.2f} s = {ratio:.3f} "
-              f"(median step over {len(by_row['watched'])} and {len(by_row['unwatched'])} run(s))")
+        print(
+            f"watched / unwatched: {medians['watched']:.2f} s / {medians['unwatched']:.2f} s = {ratio:.3f} "
+            f"(median step over {len(by_row['watched'])} and {len(by_row['unwatched'])} run(s))"
+        )
         targets.append(f"watched/unwatched {ratio:.3f} {'meets' if ratio <= 1.10 else 'misses'} <= 1.10")
     if bare_step:
         for name, limit in (("launcher", 1.05), ("watched", 1.15)):
@@ -350,9 +385,11 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
     if "watched" in by_row:
         rises = [timeline.seconds_to_rise() for timeline in by_row["watched"]]
         rise = None if None in rises else max(rises)
-        targets.append(f"click to +{REWARD_RISE} reward "
-                       f"{'not reached' if rise is None else f'{rise:.0f} s'} "
-                       f"{'meets' if rise is not None and rise <= 60 else 'misses'} <= 60 s")
+        targets.append(
+            f"click to +{REWARD_RISE} reward "
+            f"{'not reached' if rise is None else f'{rise:.0f} s'} "
+            f"{'meets' if rise is not None and rise <= 60 else 'misses'} <= 60 s"
+        )
     print("targets: " + "; ".join(targets))
     summary["targets"] = targets
     return summary
@@ -361,11 +398,19 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=8, help="optimizer steps per run (default 8)")
-    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS,
-                        help="the rows to run, in this order (a row named twice runs twice)")
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        default=list(ROWS),
+        choices=ROWS,
+        help="the rows to run, in this order (a row named twice runs twice)",
+    )
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--no-record", action="store_true",
-                        help="do not append the figures to benchmarks/results/bench_launch_path.jsonl")
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not append the figures to benchmarks/results/bench_launch_path.jsonl",
+    )
     args = parser.parse_args(argv)
     if set(args.rows) & set(DASHBOARD_ROWS) and not chromium_available():
         raise SystemExit("the dashboard rows need Debian's chromium: `make browser` installs it")
@@ -386,11 +431,14 @@ def main(argv: list[str] | None = None) -> int:
             results.append((row, timeline, cpu))
             loads.append(round(os.getloadavg()[0], 2))
             print(f"  load average over the last minute: {loads[-1]:.2f}", flush=True)
-            watching = f"; CPU s per step: app {cpu['app']:.3f}, browser {cpu['browser']:.3f}" \
-                if cpu and "app" in cpu else ""
-            print(f"  step times {', '.join(f'{timeline.step_times[s]:.2f}' for s in sorted(timeline.step_times))} s;"
-                  f" rewards {', '.join(f'{timeline.rewards[s]:.2f}' for s in sorted(timeline.rewards))}{watching}",
-                  flush=True)
+            watching = (
+                f"; CPU s per step: app {cpu['app']:.3f}, browser {cpu['browser']:.3f}" if cpu and "app" in cpu else ""
+            )
+            print(
+                f"  step times {', '.join(f'{timeline.step_times[s]:.2f}' for s in sorted(timeline.step_times))} s;"
+                f" rewards {', '.join(f'{timeline.rewards[s]:.2f}' for s in sorted(timeline.rewards))}{watching}",
+                flush=True,
+            )
     summary = report(results, args.steps)
     summary["load_average_after_each_row"] = loads
     print(json.dumps(summary))

@@ -87,7 +87,7 @@ class AppEvents:
     progress_index: dict[int, int]  # event id -> index of the progress bar among its outputs
 
     @classmethod
-    def read(cls, http, url: str) -> "AppEvents":
+    def read(cls, http, url: str) -> AppEvents:
         """Found in the page's config by the components they draw: the progress bar and the hidden refresh button."""
         config = http.get(f"{url}config").json()
         ids = {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}
@@ -139,9 +139,16 @@ class HttpPage(threading.Thread):
 
     def event(self, http, fn_index: int, data: list, trigger: int | None) -> None:
         """Run one event through Gradio's queue and take in the progress bar it draws."""
-        joined = http.post(f"{self.url}gradio_api/queue/join", json={
-            "data": data, "event_data": None, "fn_index": fn_index, "trigger_id": trigger,
-            "session_hash": self.session}).json()
+        joined = http.post(
+            f"{self.url}gradio_api/queue/join",
+            json={
+                "data": data,
+                "event_data": None,
+                "fn_index": fn_index,
+                "trigger_id": trigger,
+                "session_hash": self.session,
+            },
+        ).json()
         with http.stream("GET", f"{self.url}gradio_api/queue/data", params={"session_hash": self.session}) as stream:
             for line in stream.iter_lines():
                 # Only the answer to this event is read whole: a browser elsewhere would read the rest.
@@ -189,11 +196,9 @@ def server_traces(http, url: str) -> list[dict]:
     return http.get(f"{url}gradio_api/profiling/traces").json()
 
 
-def run_with_watchers(name: str, config: RunConfig, server, http, http_pages: int, browsers: int,
-                      chromium) -> Row:
+def run_with_watchers(name: str, config: RunConfig, server, http, http_pages: int, browsers: int, chromium) -> Row:
     """Open the watchers, launch one run, follow it to the end; what the server and the watchers spent."""
     import psutil
-
     from browser_fixtures import UI, VIEWPORT
 
     events = AppEvents.read(http, server.url)
@@ -237,16 +242,18 @@ def run_with_watchers(name: str, config: RunConfig, server, http, http_pages: in
         context.close()
 
     steps = [timeline.step_times[s] for s in sorted(timeline.step_times)]
-    row = Row(name, f"{http_pages} HTTP + {browsers} Chromium" if browsers else f"{http_pages} HTTP", steps,
-              load=load)
+    row = Row(name, f"{http_pages} HTTP + {browsers} Chromium" if browsers else f"{http_pages} HTTP", steps, load=load)
     refreshes = [t for t in traces if "on_refresh" in str(t.get("fn_name"))]
     row.refresh_ms = [t["total_ms"] for t in refreshes]
     row.queue_ms = [t["queue_wait_ms"] for t in refreshes]
     row.changes_ms = [t["total_ms"] for t in traces if t.get("fn_name") == "/workbench/changes"]
     logged = max(1, len(steps))
     row.cpu = {key: seconds / logged for key, seconds in spent.items()}
-    print(f"  {name}: median step {row.median_step:.2f} s; {len(row.refresh_ms)} refreshes, "
-          f"{len(row.changes_ms)} polls; load average {load:.2f}", flush=True)
+    print(
+        f"  {name}: median step {row.median_step:.2f} s; {len(row.refresh_ms)} refreshes, "
+        f"{len(row.changes_ms)} polls; load average {load:.2f}",
+        flush=True,
+    )
     return row
 
 
@@ -254,28 +261,53 @@ def report(rows: list[Row], config: RunConfig) -> bool:
     # Step times drift between runs on a shared machine: with several "alone" rows (--rows alone http alone
     # http) each row is compared with the alone rows' median, and the verdict takes each kind's median.
     alones = [row for row in rows if row.name == "alone"]
-    alone = Row("alone", "0 HTTP", steps=[0.0, statistics.median(row.median_step for row in alones)],
-                cpu={"server": statistics.median(row.cpu["server"] for row in alones)})
-    print(f"\n{'run':<9} {'watchers':<21} {'median step':>11} {'vs alone':>8}   {'refresh ms (queue wait)':<27} "
-          f"{'changes ms':<15} {'ticks/step':<11} CPU s per step: server (more than alone) / browsers / HTTP pages")
+    alone = Row(
+        "alone",
+        "0 HTTP",
+        steps=[0.0, statistics.median(row.median_step for row in alones)],
+        cpu={"server": statistics.median(row.cpu["server"] for row in alones)},
+    )
+    print(
+        f"\n{'run':<9} {'watchers':<21} {'median step':>11} {'vs alone':>8}   {'refresh ms (queue wait)':<27} "
+        f"{'changes ms':<15} {'ticks/step':<11} CPU s per step: server (more than alone) / browsers / HTTP pages"
+    )
     verdicts = []
     for row in rows:
         ratio = row.median_step / alone.median_step if alone.median_step else float("nan")
-        refresh = (f"{statistics.median(row.refresh_ms):.1f} p95 {percentile(row.refresh_ms, 0.95):.1f} "
-                   f"({statistics.median(row.queue_ms):.1f})") if row.refresh_ms else "-"
-        changes = (f"{statistics.median(row.changes_ms):.1f} p95 {percentile(row.changes_ms, 0.95):.1f}"
-                   if row.changes_ms else "-")
+        refresh = (
+            (
+                f"{statistics.median(row.refresh_ms):.1f} p95 {percentile(row.refresh_ms, 0.95):.1f} "
+                f"({statistics.median(row.queue_ms):.1f})"
+            )
+            if row.refresh_ms
+            else "-"
+        )
+        changes = (
+            f"{statistics.median(row.changes_ms):.1f} p95 {percentile(row.changes_ms, 0.95):.1f}"
+            if row.changes_ms
+            else "-"
+        )
         steps = max(1, len(row.steps))
         ticks = f"{len(row.refresh_ms) / steps:.1f} + {len(row.changes_ms) / steps:.1f}"
         server = f"{row.cpu['server']:.2f} ({row.cpu['server'] - alone.cpu['server']:+.2f})"
         others = " / ".join(f"{row.cpu[key]:.2f}" if key in row.cpu else "-" for key in ("browsers", "http pages"))
-        print(f"{row.name:<9} {row.watchers:<21} {row.median_step:9.2f} s {ratio:8.3f}   {refresh:<27} {changes:<15} "
-              f"{ticks:<11} {server} / {others}   (load {row.load:.1f})")
+        print(
+            f"{row.name:<9} {row.watchers:<21} {row.median_step:9.2f} s {ratio:8.3f}   {refresh:<27} {changes:<15} "
+            f"{ticks:<11} {server} / {others}   (load {row.load:.1f})"
+        )
         if row.name != "alone":
-            verdicts.append((row.name, statistics.median(row.refresh_ms) if row.refresh_ms else float("nan"),
-                             statistics.median(row.changes_ms) if row.changes_ms else float("nan"), ratio))
-    print(f"(model {config.model}, {config.max_steps} steps a run, first step left out of the median; ticks/step: "
-          f"refresh events + changes polls of all pages per logged step; {os.cpu_count()} cores)")
+            verdicts.append(
+                (
+                    row.name,
+                    statistics.median(row.refresh_ms) if row.refresh_ms else float("nan"),
+                    statistics.median(row.changes_ms) if row.changes_ms else float("nan"),
+                    ratio,
+                )
+            )
+    print(
+        f"(model {config.model}, {config.max_steps} steps a run, first step left out of the median; ticks/step: "
+        f"refresh events + changes polls of all pages per logged step; {os.cpu_count()} cores)"
+    )
     met_all = True
     kinds = {name: [v for v in verdicts if v[0] == name] for name, *_ in verdicts}
     for name, rows_of_kind in kinds.items():
@@ -285,9 +317,11 @@ def report(rows: list[Row], config: RunConfig) -> bool:
         tick_met = refresh < TICK_TARGET_MS and changes < TICK_TARGET_MS
         step_met = ratio < SLOWDOWN_TARGET
         met_all &= tick_met and step_met
-        print(f"targets, {name}: median tick (refresh {refresh:.1f} ms, changes {changes:.1f} ms) "
-              f"{'meets' if tick_met else 'misses'} < {TICK_TARGET_MS:g} ms; step x{ratio:.3f} "
-              f"{'meets' if step_met else 'misses'} < x{SLOWDOWN_TARGET:g}")
+        print(
+            f"targets, {name}: median tick (refresh {refresh:.1f} ms, changes {changes:.1f} ms) "
+            f"{'meets' if tick_met else 'misses'} < {TICK_TARGET_MS:g} ms; step x{ratio:.3f} "
+            f"{'meets' if step_met else 'misses'} < x{SLOWDOWN_TARGET:g}"
+        )
     return met_all
 
 
@@ -297,9 +331,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="default: the bundled SmolLM2-135M-Instruct (tiny with --quick)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps a run (default 10; 4 with --quick)")
     parser.add_argument("--watchers", type=int, default=None, help="pages watching (default 20; 4 with --quick)")
-    parser.add_argument("--browsers", type=int, default=None,
-                        help="of those, real Chromium pages in the chromium run (default all; 2 with --quick)")
-    parser.add_argument("--rows", nargs="+", default=["alone", "http", "chromium"], choices=["alone", "http", "chromium"])
+    parser.add_argument(
+        "--browsers",
+        type=int,
+        default=None,
+        help="of those, real Chromium pages in the chromium run (default all; 2 with --quick)",
+    )
+    parser.add_argument(
+        "--rows", nargs="+", default=["alone", "http", "chromium"], choices=["alone", "http", "chromium"]
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     model = args.model or ("tiny" if quick else "smollm2-135m-instruct")
@@ -326,10 +366,14 @@ def main(argv: list[str] | None = None) -> int:
                     from playwright.sync_api import sync_playwright
 
                     playwright = sync_playwright().start()
-                    chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                                          headless=True)
-                http_pages, pages_in_chromium = {"alone": (0, 0), "http": (watchers, 0),
-                                                 "chromium": (watchers - browsers, browsers)}[name]
+                    chromium = playwright.chromium.launch(
+                        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+                    )
+                http_pages, pages_in_chromium = {
+                    "alone": (0, 0),
+                    "http": (watchers, 0),
+                    "chromium": (watchers - browsers, browsers),
+                }[name]
                 rows.append(run_with_watchers(name, config, server, http, http_pages, pages_in_chromium, chromium))
         finally:
             if chromium is not None:

@@ -48,17 +48,30 @@ def write_runs(root: Path, count: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
     have = sum(1 for path in root.iterdir() if path.name.startswith("2025"))
     config = json.dumps(RunConfig.for_task("demo", model="tiny").to_dict(), indent=2)
-    metrics = "".join(json.dumps({"step": step, "reward": step / STEPS, "loss": 0.01, "kl": 0.001,
-                                  "step_time": 1.2}) + "\n" for step in range(1, STEPS + 1))
+    metrics = "".join(
+        json.dumps({"step": step, "reward": step / STEPS, "loss": 0.01, "kl": 0.001, "step_time": 1.2}) + "\n"
+        for step in range(1, STEPS + 1)
+    )
     for index in range(have, count):
         run_dir = root / f"2025{index:06d}-000000-demo-tiny"
         run_dir.mkdir()
         (run_dir / runfolder.CONFIG_FILE).write_text(config)
         (run_dir / runfolder.METRICS_FILE).write_text(metrics)
         started = 1.7e9 + index * 600
-        (run_dir / runfolder.STATUS_FILE).write_text(json.dumps({
-            "state": "finished", "step": STEPS, "total_steps": STEPS, "owner": f"user{index % USERS:02d}",
-            "started_at": started, "updated_at": started + 120, "finished_at": started + 120, "pid": 0}))
+        (run_dir / runfolder.STATUS_FILE).write_text(
+            json.dumps(
+                {
+                    "state": "finished",
+                    "step": STEPS,
+                    "total_steps": STEPS,
+                    "owner": f"user{index % USERS:02d}",
+                    "started_at": started,
+                    "updated_at": started + 120,
+                    "finished_at": started + 120,
+                    "pid": 0,
+                }
+            )
+        )
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -69,16 +82,19 @@ def percentile(samples: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3000, help="run folders (default 3,000)")
-    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "grpo-workbench-many-runs",
-                        help="runs folder kept between benchmarks")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "grpo-workbench-many-runs",
+        help="runs folder kept between benchmarks",
+    )
     parser.add_argument("--repeats", type=int, default=20, help="ticks timed per viewer (default 20)")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
     write_runs(args.dir, args.runs)
     count = sum(1 for _ in runfolder.list_run_dirs(args.dir))
-    print(f"runs folder {args.dir}: {count} runs ({time.perf_counter() - started:.1f} s to write or check)",
-          flush=True)
+    print(f"runs folder {args.dir}: {count} runs ({time.perf_counter() - started:.1f} s to write or check)", flush=True)
 
     from workbench.access import users
     from workbench.ui.app import build_app
@@ -105,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         took, cpu, result = run(load)
         shown = len(result["data"][1]["data"])  # the table's rows
         # the first page in the process reads every file; the next ones only look at them
-        rows.append((f"page load, {'first in the process' if number == 0 else 'next'} ({viewer}: {shown} rows)",
-                     [took], [cpu]))
+        rows.append(
+            (f"page load, {'first in the process' if number == 0 else 'next'} ({viewer}: {shown} rows)", [took], [cpu])
+        )
         if number == 0:
             continue
         seconds, cpus = [], []
@@ -118,11 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         verdicts.append(statistics.median(cpus) * 1000 < TICK_TARGET_MS)
 
     load_avg = os.getloadavg()
-    print(f"\n{'what':<50} {'median':>9} {'p95':>9} {'CPU':>9}   ({count} runs; load average "
-          f"{load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}; {os.cpu_count()} cores)")
+    print(
+        f"\n{'what':<50} {'median':>9} {'p95':>9} {'CPU':>9}   ({count} runs; load average "
+        f"{load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}; {os.cpu_count()} cores)"
+    )
     for name, seconds, cpus in rows:
-        print(f"{name:<50} {statistics.median(seconds) * 1000:6.0f} ms {percentile(seconds, 0.95) * 1000:6.0f} ms "
-              f"{statistics.median(cpus) * 1000:6.0f} ms")
+        print(
+            f"{name:<50} {statistics.median(seconds) * 1000:6.0f} ms {percentile(seconds, 0.95) * 1000:6.0f} ms "
+            f"{statistics.median(cpus) * 1000:6.0f} ms"
+        )
     print(f"{sum(verdicts)} of {len(verdicts)} ticks meet the target (< {TICK_TARGET_MS:g} ms of CPU at the median)")
     return 0 if all(verdicts) else 1
 
@@ -134,7 +155,8 @@ def app_events_run(page: Page, event, inputs: list, request) -> dict:
     from app_events import _event_loop
 
     return asyncio.run_coroutine_threadsafe(
-        page.app.process_api(event, inputs, state=page.state, request=request), _event_loop()).result()
+        page.app.process_api(event, inputs, state=page.state, request=request), _event_loop()
+    ).result()
 
 
 if __name__ == "__main__":

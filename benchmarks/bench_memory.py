@@ -73,28 +73,55 @@ def run_child(setting: dict) -> dict:
     model_dir = str(bundled_model_dir())
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
     dataset = load_task_dataset("demo", size=16)
-    prompt_tokens = max(len(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True,
-                                                           return_dict=True)["input_ids"])
-                        if not isinstance(row["prompt"], str) else len(tokenizer(row["prompt"])["input_ids"])
-                        for row in dataset)
+    prompt_tokens = max(
+        len(
+            tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_dict=True)[
+                "input_ids"
+            ]
+        )
+        if not isinstance(row["prompt"], str)
+        else len(tokenizer(row["prompt"])["input_ids"])
+        for row in dataset
+    )
     g = setting["num_generations"]
     length = setting["max_completion_length"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         args = GRPOConfig(
-            output_dir="/tmp/bench-memory-unused", report_to="none", use_cpu=setting["device"] == "cpu", bf16=False,
-            gradient_checkpointing=False, save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0,
-            learning_rate=1e-3, max_steps=TRAIN_STEPS, num_generations=g,
+            output_dir="/tmp/bench-memory-unused",
+            report_to="none",
+            use_cpu=setting["device"] == "cpu",
+            bf16=False,
+            gradient_checkpointing=False,
+            save_strategy="no",
+            logging_steps=1,
+            disable_tqdm=True,
+            seed=0,
+            learning_rate=1e-3,
+            max_steps=TRAIN_STEPS,
+            num_generations=g,
             per_device_train_batch_size=setting["per_device_train_batch_size"],
-            gradient_accumulation_steps=setting["gradient_accumulation_steps"], beta=setting["beta"],
-            max_completion_length=length, generation_kwargs={"min_new_tokens": length},
+            gradient_accumulation_steps=setting["gradient_accumulation_steps"],
+            beta=setting["beta"],
+            max_completion_length=length,
+            generation_kwargs={"min_new_tokens": length},
         )
-        lora = LoraConfig(r=setting["lora_r"], lora_alpha=2 * setting["lora_r"],
-                          target_modules=setting["lora_target_modules"], task_type="CAUSAL_LM")
+        lora = LoraConfig(
+            r=setting["lora_r"],
+            lora_alpha=2 * setting["lora_r"],
+            target_modules=setting["lora_target_modules"],
+            task_type="CAUSAL_LM",
+        )
         model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         loaded_rss = _rss_bytes()
-        trainer = GRPOTrainer(model=model, reward_funcs=get_reward("brevity"), args=args, train_dataset=dataset,
-                              processing_class=tokenizer, peft_config=lora)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=get_reward("brevity"),
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=lora,
+        )
         trainer_rss = _rss_bytes()
         phase_peaks, run_peak = watch_cuda_phases(trainer) if setting["device"] == "cuda" else ({}, None)
         started = time.perf_counter()
@@ -105,9 +132,12 @@ def run_child(setting: dict) -> dict:
         "cuda_peak_reserved": cuda_peak,
         "cuda_peak_allocated": run_peak() if run_peak else None,
         "cuda_phase_peaks": phase_peaks,
-        "imports_rss": imports_rss, "loaded_rss": loaded_rss, "trainer_rss": trainer_rss,
+        "imports_rss": imports_rss,
+        "loaded_rss": loaded_rss,
+        "trainer_rss": trainer_rss,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "max_prompt_tokens": prompt_tokens, "completion_max_lengths": lengths,
+        "max_prompt_tokens": prompt_tokens,
+        "completion_max_lengths": lengths,
         "train_seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -151,6 +181,7 @@ def watch_cuda_phases(trainer):
                 best = phases.get(phase)
                 if best is None or window["peak"] > best["held"] + best["rise"]:
                     phases[phase] = {"held": held, "rise": window["peak"] - held}
+
         return wrapper
 
     def run_peak() -> int:
@@ -164,8 +195,9 @@ def watch_cuda_phases(trainer):
     trainer.training_step = watched("training", trainer.training_step)
     trainer.compute_loss = watched("policy forward", trainer.compute_loss)
     trainer.accelerator.backward = watched("backward", trainer.accelerator.backward)
-    trainer._get_per_token_logps_and_entropies = (
-        lambda *a, **k: watched_scorer(*a, **k) if not torch.is_grad_enabled() else scorer(*a, **k))
+    trainer._get_per_token_logps_and_entropies = lambda *a, **k: (
+        watched_scorer(*a, **k) if not torch.is_grad_enabled() else scorer(*a, **k)
+    )
     return phases, run_peak
 
 
@@ -179,13 +211,22 @@ def measure(name: str, device: str = "cpu", timeout: float = 900, idle_used: dic
 
     setting = {**COMMON, **SETTINGS[name], "device": device}
     if device == "cuda" and idle_used is not None and not wait_for_release(idle_used, timeout_s=120):
-        print(f"setting {name}: GPU memory is still above its level when the benchmark began; the peak "
-              "counts that memory out", file=sys.stderr)
+        print(
+            f"setting {name}: GPU memory is still above its level when the benchmark began; the peak "
+            "counts that memory out",
+            file=sys.stderr,
+        )
     # NVML counts GPUs in PCI bus order; CUDA does too with this set, so GPU 0 is the same card for both
     env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if device == "cuda" else None
     with GpuMemoryWatch() as watch:
-        result = subprocess.run([sys.executable, __file__, "--child", json.dumps(setting)], capture_output=True,
-                                text=True, timeout=timeout, cwd=REPO, env=env)
+        result = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(setting)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+            env=env,
+        )
     if result.returncode != 0:
         raise RuntimeError(f"setting {name}: the training process failed:\n{result.stderr[-3000:]}")
     measured = {"setting": setting, **json.loads(result.stdout.strip().splitlines()[-1])}
@@ -201,22 +242,35 @@ def compare(name: str, device: str = "cpu", idle_used: dict | None = None) -> di
     measured = measure(name, device, idle_used=idle_used)
     setting = {k: v for k, v in measured["setting"].items() if k != "device"}
     estimate = estimate_memory(
-        from_model_dir(bundled_model_dir()), device=device, dtype_bytes=4,
+        from_model_dir(bundled_model_dir()),
+        device=device,
+        dtype_bytes=4,
         max_prompt_length=measured["max_prompt_tokens"],
         **setting,
     )
     error = estimate.total_bytes / measured["peak"] - 1
-    return {"name": name, "device": device, "estimate_bytes": estimate.total_bytes, "measured_bytes": measured["peak"],
-            "relative_error": error, "within_tolerance": abs(error) <= TOLERANCE[device], "measured": measured,
-            "breakdown": estimate.breakdown()}
+    return {
+        "name": name,
+        "device": device,
+        "estimate_bytes": estimate.total_bytes,
+        "measured_bytes": measured["peak"],
+        "relative_error": error,
+        "within_tolerance": abs(error) <= TOLERANCE[device],
+        "measured": measured,
+        "breakdown": estimate.breakdown(),
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(SETTINGS), action="append", help="run only these settings")
     parser.add_argument("--json", action="store_true", help="print one JSON object per setting")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="cuda: train on the first GPU and measure the card (NVML)")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: train on the first GPU and measure the card (NVML)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -232,10 +286,12 @@ def main(argv=None) -> int:
             continue
         m = row["measured"]
         what = "peak RSS" if row["device"] == "cpu" else "GPU 0 peak (NVML)"
-        print(f"{row['name']:>10}: estimate {row['estimate_bytes'] / 2**30:5.2f} GiB, measured {what} "
-              f"{row['measured_bytes'] / 2**30:5.2f} GiB, error {row['relative_error']:+.0%}  "
-              f"(prompt {m['max_prompt_tokens']} tokens, runtime after imports {m['imports_rss'] / 2**30:.2f} GiB, "
-              f"after model load {m['loaded_rss'] / 2**30:.2f} GiB, {m['train_seconds']} s)")
+        print(
+            f"{row['name']:>10}: estimate {row['estimate_bytes'] / 2**30:5.2f} GiB, measured {what} "
+            f"{row['measured_bytes'] / 2**30:5.2f} GiB, error {row['relative_error']:+.0%}  "
+            f"(prompt {m['max_prompt_tokens']} tokens, runtime after imports {m['imports_rss'] / 2**30:.2f} GiB, "
+            f"after model load {m['loaded_rss'] / 2**30:.2f} GiB, {m['train_seconds']} s)"
+        )
     return 0 if all(row["within_tolerance"] for row in rows) else 1
 
 

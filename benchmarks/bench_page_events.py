@@ -35,8 +35,10 @@ from workbench.spec.tasks import TASKS  # noqa: E402
 
 # tasks in turn, each with a max_completion_length preset unlike the one before, so its arrival shows
 ROUND_TASKS = ("arithmetic", "demo", "gsm8k", "reward_hacking")
-HISTORY_BYTES_JS = ("() => Object.keys(localStorage).filter(k => k.startsWith('gradio:run-history'))"
-                    ".reduce((n, k) => n + localStorage.getItem(k).length, 0)")
+HISTORY_BYTES_JS = (
+    "() => Object.keys(localStorage).filter(k => k.startsWith('gradio:run-history'))"
+    ".reduce((n, k) => n + localStorage.getItem(k).length, 0)"
+)
 
 
 def main_thread_seconds(cdp) -> tuple[float, float]:
@@ -80,8 +82,13 @@ def measure(browser, server, chromium, rounds: int, seconds: float) -> dict:
     train_cpu = (cpu_seconds(chromium, True) - browser_before) / seconds
     history = page.evaluate(HISTORY_BYTES_JS)
     page.context.close()
-    return {"round": statistics.median(times), "busy": busy - busy_before, "script": script - script_before,
-            "train": train_cpu, "history": history}
+    return {
+        "round": statistics.median(times),
+        "busy": busy - busy_before,
+        "script": script - script_before,
+        "train": train_cpu,
+        "history": history,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not CHROMIUM.exists():
         raise SystemExit("this needs Debian's chromium: `make browser` installs it")
-    rows = {"run history off (the dashboard)": {"GRADIO_RUN_HISTORY": ""},
-            "run history on (GRADIO_RUN_HISTORY=true)": {"GRADIO_RUN_HISTORY": "true"}}
+    rows = {
+        "run history off (the dashboard)": {"GRADIO_RUN_HISTORY": ""},
+        "run history on (GRADIO_RUN_HISTORY=true)": {"GRADIO_RUN_HISTORY": "true"},
+    }
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-page-") as tmp, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
@@ -107,12 +116,16 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 server.stop()
         browser.close()
-    print(f"\n{'row':<42} {'Setup round':>12} {'page busy':>10} {'scripts':>8} {'Train tab CPU':>14} "
-          f"{'history':>9}   ({args.rounds} rounds; busy and scripts: seconds over all rounds; "
-          f"Train tab: browser CPU s per s over {args.seconds:.0f} s)")
+    print(
+        f"\n{'row':<42} {'Setup round':>12} {'page busy':>10} {'scripts':>8} {'Train tab CPU':>14} "
+        f"{'history':>9}   ({args.rounds} rounds; busy and scripts: seconds over all rounds; "
+        f"Train tab: browser CPU s per s over {args.seconds:.0f} s)"
+    )
     for name, r in results.items():
-        print(f"{name:<42} {r['round']:>10.2f} s {r['busy']:>8.2f} s {r['script']:>6.2f} s {r['train']:>14.3f} "
-              f"{r['history'] / 1e3:>7.0f} kB")
+        print(
+            f"{name:<42} {r['round']:>10.2f} s {r['busy']:>8.2f} s {r['script']:>6.2f} s {r['train']:>14.3f} "
+            f"{r['history'] / 1e3:>7.0f} kB"
+        )
     return 0
 
 

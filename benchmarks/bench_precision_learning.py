@@ -78,15 +78,21 @@ def run_figures(result: dict) -> dict:
     weights = dict(zip(reward_names_for(cfg), reward_weights_for(cfg)))
     rewards = [m["reward"] for m in metrics]
     step_times = [m["step_time"] for m in metrics if "step_time" in m]
-    return {"steps": len(metrics),
-            "reward_first10": statistics.mean(rewards[:WINDOW]), "reward_last10": statistics.mean(rewards[-WINDOW:]),
-            "accuracy_start": evals[0]["accuracy"], "accuracy_end": evals[-1]["accuracy"],
-            "eval_step_start": evals[0]["step"], "eval_step_end": evals[-1]["step"],
-            "held_out_reward_start": held_out_total(evals[0], weights),
-            "held_out_reward_end": held_out_total(evals[-1], weights),
-            "accuracy_curve": [[e["step"], e["accuracy"]] for e in evals],
-            "median_step": statistics.median(step_times[1:] or step_times),
-            "minutes": result["elapsed"] / 60, "peak_rss_gib": result["peak_rss"] / GB}
+    return {
+        "steps": len(metrics),
+        "reward_first10": statistics.mean(rewards[:WINDOW]),
+        "reward_last10": statistics.mean(rewards[-WINDOW:]),
+        "accuracy_start": evals[0]["accuracy"],
+        "accuracy_end": evals[-1]["accuracy"],
+        "eval_step_start": evals[0]["step"],
+        "eval_step_end": evals[-1]["step"],
+        "held_out_reward_start": held_out_total(evals[0], weights),
+        "held_out_reward_end": held_out_total(evals[-1], weights),
+        "accuracy_curve": [[e["step"], e["accuracy"]] for e in evals],
+        "median_step": statistics.median(step_times[1:] or step_times),
+        "minutes": result["elapsed"] / 60,
+        "peak_rss_gib": result["peak_rss"] / GB,
+    }
 
 
 def train(variant: str, seed: int, steps: int, runs_dir: Path) -> dict:
@@ -112,15 +118,23 @@ def verdict(runs: dict[str, list[dict]]) -> tuple[str, list[str]]:
         floor = f_mean - max(f_range, b_range)
         ok = b_mean >= floor - 1e-9  # equal figures are no loss, whatever the rounding
         found = found if ok else "loss"
-        lines.append(f"{label}: bfloat16 {b_mean:.3f} against float32 {f_mean:.3f}, floor {floor:.3f} "
-                     f"(float32's mean - max seed range {max(f_range, b_range):.3f}): {'no loss' if ok else 'LOSS'}")
+        lines.append(
+            f"{label}: bfloat16 {b_mean:.3f} against float32 {f_mean:.3f}, floor {floor:.3f} "
+            f"(float32's mean - max seed range {max(f_range, b_range):.3f}): {'no loss' if ok else 'LOSS'}"
+        )
     return found, lines
 
 
-COLUMNS = [("reward_first10", "rew first10", "{:.3f}"), ("reward_last10", "rew last10", "{:.3f}"),
-           ("accuracy_start", "acc step0", "{:.3f}"), ("accuracy_end", "acc end", "{:.3f}"),
-           ("held_out_reward_start", "heldrew 0", "{:.3f}"), ("held_out_reward_end", "heldrew end", "{:.3f}"),
-           ("median_step", "med step s", "{:.2f}"), ("minutes", "minutes", "{:.1f}")]
+COLUMNS = [
+    ("reward_first10", "rew first10", "{:.3f}"),
+    ("reward_last10", "rew last10", "{:.3f}"),
+    ("accuracy_start", "acc step0", "{:.3f}"),
+    ("accuracy_end", "acc end", "{:.3f}"),
+    ("held_out_reward_start", "heldrew 0", "{:.3f}"),
+    ("held_out_reward_end", "heldrew end", "{:.3f}"),
+    ("median_step", "med step s", "{:.2f}"),
+    ("minutes", "minutes", "{:.1f}"),
+]
 
 
 def table(runs: dict[str, list[dict]]) -> list[str]:
@@ -128,17 +142,22 @@ def table(runs: dict[str, list[dict]]) -> list[str]:
     lines = [head]
     for variant, rows in runs.items():
         for row in rows:
-            lines.append(f"{variant:9} {row['seed']:>9} " + " ".join(f"{fmt.format(row[key]):>11}"
-                                                                      for key, _, fmt in COLUMNS))
+            lines.append(
+                f"{variant:9} {row['seed']:>9} " + " ".join(f"{fmt.format(row[key]):>11}" for key, _, fmt in COLUMNS)
+            )
         for label, pick in (("mean", 0), ("range", 1)):
-            lines.append(f"{variant:9} {label:>9} " + " ".join(
-                f"{fmt.format(spread([r[key] for r in rows])[pick]):>11}" for key, _, fmt in COLUMNS))
+            lines.append(
+                f"{variant:9} {label:>9} "
+                + " ".join(f"{fmt.format(spread([r[key] for r in rows])[pick]):>11}" for key, _, fmt in COLUMNS)
+            )
     return lines
 
 
 def summary(rows: list[dict]) -> dict:
-    return {key: {"mean": spread([r[key] for r in rows])[0], "range": spread([r[key] for r in rows])[1]}
-            for key, _, _ in COLUMNS}
+    return {
+        key: {"mean": spread([r[key] for r in rows])[0], "range": spread([r[key] for r in rows])[1]}
+        for key, _, _ in COLUMNS
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,25 +174,37 @@ def main(argv: list[str] | None = None) -> int:
             for variant in args.variants:
                 runs[variant].append(train(variant, seed, args.steps, Path(tmp) / f"{variant}-{seed}"))
                 found = runs[variant][-1]
-                print(f"# {variant} seed {seed}: reward last 10 {found['reward_last10']:.3f}, held-out accuracy "
-                      f"{found['accuracy_start']:.3f} -> {found['accuracy_end']:.3f}, median step "
-                      f"{found['median_step']:.2f} s, {found['minutes']:.1f} min (load {os.getloadavg()[0]:.2f})",
-                      flush=True)
-    print(f"\n{args.steps} steps per run, seeds {' '.join(map(str, args.seeds))}; {COMMON}; "
-          f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
+                print(
+                    f"# {variant} seed {seed}: reward last 10 {found['reward_last10']:.3f}, held-out accuracy "
+                    f"{found['accuracy_start']:.3f} -> {found['accuracy_end']:.3f}, median step "
+                    f"{found['median_step']:.2f} s, {found['minutes']:.1f} min (load {os.getloadavg()[0]:.2f})",
+                    flush=True,
+                )
+    print(
+        f"\n{args.steps} steps per run, seeds {' '.join(map(str, args.seeds))}; {COMMON}; "
+        f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}"
+    )
     for line in table(runs):
         print(line)
-    figures = {"steps": args.steps, "seeds": args.seeds, "common": COMMON,
-               "variants": {v: VARIANTS[v] for v in args.variants}, "runs": runs,
-               "summary": {variant: summary(rows) for variant, rows in runs.items()}}
+    figures = {
+        "steps": args.steps,
+        "seeds": args.seeds,
+        "common": COMMON,
+        "variants": {v: VARIANTS[v] for v in args.variants},
+        "runs": runs,
+        "summary": {variant: summary(rows) for variant, rows in runs.items()},
+    }
     if set(VARIANTS) <= set(runs):
         found, lines = verdict(runs)
         for line in lines:
             print(line)
-        print(f"verdict: {found} (bfloat16 against float32, seeds {' '.join(map(str, args.seeds))}, "
-              f"{args.steps} steps)")
+        print(
+            f"verdict: {found} (bfloat16 against float32, seeds {' '.join(map(str, args.seeds))}, {args.steps} steps)"
+        )
         figures["verdict"], figures["verdict_lines"] = found, lines
-        speedup = figures["summary"]["bfloat16"]["median_step"]["mean"] / figures["summary"]["float32"]["median_step"]["mean"]
+        speedup = (
+            figures["summary"]["bfloat16"]["median_step"]["mean"] / figures["summary"]["float32"]["median_step"]["mean"]
+        )
         print(f"median step, bfloat16 / float32: {speedup:.2f}x (the same load on both only if the machine was quiet)")
         figures["step_ratio_bf16_over_fp32"] = speedup
     print(f"recorded in {record('bench_precision_learning', figures)}")

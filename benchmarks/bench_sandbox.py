@@ -93,8 +93,12 @@ def timed_run(config: RunConfig, runs: Path, sandboxed: bool) -> dict:
     steps = [m["step_time"] for m in runfolder.read_jsonl(metrics_file) if "step_time" in m][1:]
     (first_n, first_cpu), (last_n, last_cpu) = readings[0], readings[-1]
     cpu_per_step = (last_cpu - first_cpu) / (last_n - first_n) if last_n > first_n else float("nan")
-    return {"step_time": statistics.median(steps), "cpu_per_step": cpu_per_step, "first_step_s": first_step,
-            "wall_s": time.monotonic() - started}
+    return {
+        "step_time": statistics.median(steps),
+        "cpu_per_step": cpu_per_step,
+        "first_step_s": first_step,
+        "wall_s": time.monotonic() - started,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,31 +110,46 @@ def main(argv: list[str] | None = None) -> None:
     sandbox.check_available()
     config = RunConfig.for_task("demo", max_steps=args.steps, save_steps=10_000)
     if args.generation == "vllm-server":
-        config = config.with_changes(generation="vllm-server", per_device_train_batch_size=4, num_generations=4,
-                                     max_completion_length=16, vllm_max_model_len=512, eval_strategy="no")
+        config = config.with_changes(
+            generation="vllm-server",
+            per_device_train_batch_size=4,
+            num_generations=4,
+            max_completion_length=16,
+            vllm_max_model_len=512,
+            eval_strategy="no",
+        )
     rows = {False: [], True: []}
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as folder:
         for round_ in range(args.rounds):
-            for sandboxed in ((False, True) if round_ % 2 == 0 else (True, False)):
+            for sandboxed in (False, True) if round_ % 2 == 0 else (True, False):
                 result = timed_run(config, Path(folder) / "runs", sandboxed)
                 rows[sandboxed].append(result)
-                print(f"round {round_ + 1} {'sandboxed' if sandboxed else 'plain    '}: "
-                      f"step {result['step_time']:.2f} s, CPU {result['cpu_per_step']:.2f} s a step, "
-                      f"first step after {result['first_step_s']:.1f} s, ended after {result['wall_s']:.1f} s", flush=True)
+                print(
+                    f"round {round_ + 1} {'sandboxed' if sandboxed else 'plain    '}: "
+                    f"step {result['step_time']:.2f} s, CPU {result['cpu_per_step']:.2f} s a step, "
+                    f"first step after {result['first_step_s']:.1f} s, ended after {result['wall_s']:.1f} s",
+                    flush=True,
+                )
 
     def median(sandboxed: bool, key: str) -> float:
         return statistics.median(r[key] for r in rows[sandboxed])
 
-    print(f"\n{'row':<10} {'median step (s)':>16} {'CPU a step (s)':>15} {'launch to first step (s)':>26} "
-          f"{'launch to end (s)':>18}")
+    print(
+        f"\n{'row':<10} {'median step (s)':>16} {'CPU a step (s)':>15} {'launch to first step (s)':>26} "
+        f"{'launch to end (s)':>18}"
+    )
     for sandboxed in (False, True):
-        print(f"{'sandboxed' if sandboxed else 'plain':<10} {median(sandboxed, 'step_time'):>16.2f} "
-              f"{median(sandboxed, 'cpu_per_step'):>15.2f} {median(sandboxed, 'first_step_s'):>26.1f} "
-              f"{median(sandboxed, 'wall_s'):>18.1f}")
-    print(f"\nsandboxed / plain: step time x{median(True, 'step_time') / median(False, 'step_time'):.3f}, "
-          f"CPU a step x{median(True, 'cpu_per_step') / median(False, 'cpu_per_step'):.3f}, "
-          f"start {median(True, 'first_step_s') - median(False, 'first_step_s'):+.1f} s "
-          f"({args.steps} steps, {args.rounds} rounds, demo task on the bundled model, generation={args.generation})")
+        print(
+            f"{'sandboxed' if sandboxed else 'plain':<10} {median(sandboxed, 'step_time'):>16.2f} "
+            f"{median(sandboxed, 'cpu_per_step'):>15.2f} {median(sandboxed, 'first_step_s'):>26.1f} "
+            f"{median(sandboxed, 'wall_s'):>18.1f}"
+        )
+    print(
+        f"\nsandboxed / plain: step time x{median(True, 'step_time') / median(False, 'step_time'):.3f}, "
+        f"CPU a step x{median(True, 'cpu_per_step') / median(False, 'cpu_per_step'):.3f}, "
+        f"start {median(True, 'first_step_s') - median(False, 'first_step_s'):+.1f} s "
+        f"({args.steps} steps, {args.rounds} rounds, demo task on the bundled model, generation={args.generation})"
+    )
 
 
 if __name__ == "__main__":

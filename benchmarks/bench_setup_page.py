@@ -148,12 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
             browser.close()
-    print(f"Setup tab at {VIEWPORT['width']}x{VIEWPORT['height']}: page {figures['height_px']} px tall "
-          f"(Setup panel {figures['setup_panel_px']} px)")
+    print(
+        f"Setup tab at {VIEWPORT['width']}x{VIEWPORT['height']}: page {figures['height_px']} px tall "
+        f"(Setup panel {figures['setup_panel_px']} px)"
+    )
     for name in ("task", "preset", "field"):
-        print(f"{name:<7} {figures[f'{name}_requests']:>4} requests (at most {figures[f'{name}_requests_max']}), "
-              f"settled {figures[f'{name}_settle_s']:.2f} s after the gesture (at most "
-              f"{figures[f'{name}_settle_max_s']:.2f} s); verdicts {figures[f'{name}_verdicts']}")
+        print(
+            f"{name:<7} {figures[f'{name}_requests']:>4} requests (at most {figures[f'{name}_requests_max']}), "
+            f"settled {figures[f'{name}_settle_s']:.2f} s after the gesture (at most "
+            f"{figures[f'{name}_settle_max_s']:.2f} s); verdicts {figures[f'{name}_verdicts']}"
+        )
     if args.record:
         from results_file import record
 

@@ -76,28 +76,36 @@ def main() -> None:
                 known.append(sign_in_seconds(server.url, "known")[0])
                 unknown.append(sign_in_seconds(server.url, f"nobody{i}")[0])
             k, u = statistics.median(known), statistics.median(unknown)
-            print(f"1. sign-in, median of {args.rounds}: known name {k:.3f} s, unknown name {u:.3f} s "
-                  f"(unknown / known {u / k:.2f})")
+            print(
+                f"1. sign-in, median of {args.rounds}: known name {k:.3f} s, unknown name {u:.3f} s "
+                f"(unknown / known {u / k:.2f})"
+            )
 
             with httpx.Client(base_url=server.url, timeout=60) as page:
                 assert page.post("login", data={"username": "page", "password": PASSWORD}).status_code == 200
                 alone_end = time.perf_counter() + 1.0
                 alone = page_waits(page, lambda: time.perf_counter() > alone_end)
                 results = []
-                threads = [threading.Thread(target=lambda n=name: results.append(sign_in_seconds(server.url, n)))
-                           for name in names[2:]]
+                threads = [
+                    threading.Thread(target=lambda n=name: results.append(sign_in_seconds(server.url, n)))
+                    for name in names[2:]
+                ]
                 start = time.perf_counter()
                 for thread in threads:
                     thread.start()
                 during = page_waits(page, lambda: not any(t.is_alive() for t in threads))
                 span = time.perf_counter() - start
-            print(f"2. the change route alone: median {statistics.median(alone) * 1000:.0f} ms, "
-                  f"slowest {max(alone) * 1000:.0f} ms ({len(alone)} asks)")
+            print(
+                f"2. the change route alone: median {statistics.median(alone) * 1000:.0f} ms, "
+                f"slowest {max(alone) * 1000:.0f} ms ({len(alone)} asks)"
+            )
             statuses = sorted({status for _, status in results})
-            print(f"   {args.logins} sign-ins at once took {span:.3f} s (each {min(r[0] for r in results):.3f} to "
-                  f"{max(r[0] for r in results):.3f} s, answers {statuses}); meanwhile the change route: "
-                  f"median {statistics.median(during) * 1000:.0f} ms, slowest {max(during) * 1000:.0f} ms "
-                  f"({len(during)} asks)")
+            print(
+                f"   {args.logins} sign-ins at once took {span:.3f} s (each {min(r[0] for r in results):.3f} to "
+                f"{max(r[0] for r in results):.3f} s, answers {statuses}); meanwhile the change route: "
+                f"median {statistics.median(during) * 1000:.0f} ms, slowest {max(during) * 1000:.0f} ms "
+                f"({len(during)} asks)"
+            )
         finally:
             server.stop()
 

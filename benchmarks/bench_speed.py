@@ -71,31 +71,48 @@ GB = 2**30
 ROWS = {
     "bare-fp32": ("bare TRL, float32", {}),
     "bare-trl-defaults": ("bare TRL, GRPOConfig's default precision (bf16 autocast)", {}),
-    "workbench": ("workbench, TRL's sampling and scoring (both levers off)",
-                  {"merged_generation": "no", "shared_prompt_pass": "no"}),
-    "bf16": ("workbench, bf16=true (bf16 weights, fp32 LoRA)",
-             {"bf16": True, "merged_generation": "no", "shared_prompt_pass": "no"}),
-    "merged-fp32": ("a merged float32 copy samples", {"merged_generation": "float32", "shared_prompt_pass": "no",
-                                                       "packed_decode": "no"}),
-    "merged-fp32-packed": ("a merged float32 copy samples through MKL's packed GEMM",
-                           {"merged_generation": "float32", "shared_prompt_pass": "no", "packed_decode": "yes"}),
+    "workbench": (
+        "workbench, TRL's sampling and scoring (both levers off)",
+        {"merged_generation": "no", "shared_prompt_pass": "no"},
+    ),
+    "bf16": (
+        "workbench, bf16=true (bf16 weights, fp32 LoRA)",
+        {"bf16": True, "merged_generation": "no", "shared_prompt_pass": "no"},
+    ),
+    "merged-fp32": (
+        "a merged float32 copy samples",
+        {"merged_generation": "float32", "shared_prompt_pass": "no", "packed_decode": "no"},
+    ),
+    "merged-fp32-packed": (
+        "a merged float32 copy samples through MKL's packed GEMM",
+        {"merged_generation": "float32", "shared_prompt_pass": "no", "packed_decode": "yes"},
+    ),
     "merged-bf16": ("a merged bfloat16 copy samples", {"merged_generation": "bfloat16", "shared_prompt_pass": "no"}),
-    "bf16+merged-bf16": ("bf16 weights, merged bfloat16 copy",
-                         {"bf16": True, "merged_generation": "bfloat16", "shared_prompt_pass": "no"}),
+    "bf16+merged-bf16": (
+        "bf16 weights, merged bfloat16 copy",
+        {"bf16": True, "merged_generation": "bfloat16", "shared_prompt_pass": "no"},
+    ),
     "shared-prompt": ("each prompt scored once per group", {"merged_generation": "no", "shared_prompt_pass": "yes"}),
-    "defaults-plain-matmul": ("workbench defaults but packed_decode=no",
-                              {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "no"}),
-    "defaults": ("workbench defaults (`auto`: what this machine's speed probe chose)",
-                 {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "auto"}),
-    "merged-bf16+shared": ("a merged bfloat16 copy samples, each prompt scored once",
-                           {"merged_generation": "bfloat16", "shared_prompt_pass": "yes"}),
+    "defaults-plain-matmul": (
+        "workbench defaults but packed_decode=no",
+        {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "no"},
+    ),
+    "defaults": (
+        "workbench defaults (`auto`: what this machine's speed probe chose)",
+        {"merged_generation": "auto", "shared_prompt_pass": "auto", "packed_decode": "auto"},
+    ),
+    "merged-bf16+shared": (
+        "a merged bfloat16 copy samples, each prompt scored once",
+        {"merged_generation": "bfloat16", "shared_prompt_pass": "yes"},
+    ),
 }
 BARE_PRECISION = {"bare-fp32": False, "bare-trl-defaults": None}
 CPU_ROWS = [row for row in ROWS if row != "merged-bf16+shared"]
 GPU_ROWS = ["workbench", "merged-bf16", "shared-prompt", "merged-bf16+shared"]
 # the GPU kit's run (tests/test_gpu.py): G = 8 completions of up to 64 tokens, bf16 weights, GPU 0
-GPU_SETTINGS = dict(device="cuda", gpu_ids=[0], per_device_train_batch_size=8, num_generations=8,
-                    max_completion_length=64, bf16=True)
+GPU_SETTINGS = dict(
+    device="cuda", gpu_ids=[0], per_device_train_batch_size=8, num_generations=8, max_completion_length=64, bf16=True
+)
 
 
 def demo_config(steps: int, device: str = "cpu", model: str | None = None) -> RunConfig:
@@ -108,8 +125,11 @@ def demo_config(steps: int, device: str = "cpu", model: str | None = None) -> Ru
 def run_bare(config: RunConfig, precision: bool | None, workdir: Path) -> dict:
     """bare_trl.py on `config`'s settings (bench_training's runner): step times, rewards and peak RSS."""
     result = run_bare_trl(config, workdir, trl_bf16=precision)
-    return {"step_time": [m["step_time"] for m in result["log"]], "reward": [m["reward"] for m in result["log"]],
-            "peak_rss": result["peak_rss"]}
+    return {
+        "step_time": [m["step_time"] for m in result["log"]],
+        "reward": [m["reward"] for m in result["log"]],
+        "peak_rss": result["peak_rss"],
+    }
 
 
 def run_workbench(config: RunConfig, runs_dir: Path, idle_gpus: dict[int, int] | None = None) -> dict:
@@ -125,8 +145,11 @@ def run_workbench(config: RunConfig, runs_dir: Path, idle_gpus: dict[int, int] |
     if result["state"] != "finished":
         raise SystemExit(f"workbench run {result['state']}: {result['error']}")
     steps = [m for m in result["metrics"] if "step_time" in m]
-    figures = {"step_time": [m["step_time"] for m in steps], "reward": [m["reward"] for m in steps],
-               "peak_rss": result["peak_rss"]}
+    figures = {
+        "step_time": [m["step_time"] for m in steps],
+        "reward": [m["reward"] for m in steps],
+        "peak_rss": result["peak_rss"],
+    }
     if idle_gpus is not None:
         figures["gpu_peak"] = max(watch.peak_bytes().values(), default=0)
         figures["allocated_peak_gib"] = max((m.get("gpu/peak_allocated_gib") or 0 for m in steps), default=0)
@@ -135,12 +158,20 @@ def run_workbench(config: RunConfig, runs_dir: Path, idle_gpus: dict[int, int] |
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", nargs="+", choices=list(ROWS),
-                        help=f"rows to run (default: {' '.join(CPU_ROWS)}; with --device cuda: {' '.join(GPU_ROWS)})")
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        choices=list(ROWS),
+        help=f"rows to run (default: {' '.join(CPU_ROWS)}; with --device cuda: {' '.join(GPU_ROWS)})",
+    )
     parser.add_argument("--steps", type=int, default=8, help="optimizer steps per run (default 8)")
     parser.add_argument("--runs", type=int, default=2, help="runs per row (default 2)")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                        help="cpu (default), or cuda: the GPU kit's settings on GPU 0")
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cpu (default), or cuda: the GPU kit's settings on GPU 0",
+    )
     parser.add_argument("--model", help="another model than the bundled one (a name or a model folder)")
     args = parser.parse_args(argv)
     rows = args.rows or (GPU_ROWS if args.device == "cuda" else CPU_ROWS)
@@ -153,17 +184,26 @@ def main(argv: list[str] | None = None) -> int:
             for row in order:
                 config = demo_config(args.steps, args.device, args.model).with_changes(**ROWS[row][1])
                 workdir = Path(tmp) / f"{row}-{round_index}"
-                result = (run_bare(config, BARE_PRECISION[row], workdir) if row in BARE_PRECISION
-                          else run_workbench(config, workdir, idle_gpus))
+                result = (
+                    run_bare(config, BARE_PRECISION[row], workdir)
+                    if row in BARE_PRECISION
+                    else run_workbench(config, workdir, idle_gpus)
+                )
                 results[row].append(result)
-                print(f"# {row} run {round_index + 1}: median step {statistics.median(result['step_time'][1:]):.2f} s, "
-                      f"mean reward {statistics.mean(result['reward']):.3f}", flush=True)
+                print(
+                    f"# {row} run {round_index + 1}: median step {statistics.median(result['step_time'][1:]):.2f} s, "
+                    f"mean reward {statistics.mean(result['reward']):.3f}",
+                    flush=True,
+                )
 
-    figures = table_figures(results, args.steps, args.runs, describe_device(args.device),
-                            args.model or "smollm2-135m-instruct")
-    print(f"\nload average {os.getloadavg()[0]:.2f}; {args.steps} steps x {args.runs} runs per row; "
-          f"{os.cpu_count()} CPUs, {os.environ.get('OMP_NUM_THREADS') or cpu_threads(1)} threads per run; "
-          f"model {figures['model']}; {figures['device']}")
+    figures = table_figures(
+        results, args.steps, args.runs, describe_device(args.device), args.model or "smollm2-135m-instruct"
+    )
+    print(
+        f"\nload average {os.getloadavg()[0]:.2f}; {args.steps} steps x {args.runs} runs per row; "
+        f"{os.cpu_count()} CPUs, {os.environ.get('OMP_NUM_THREADS') or cpu_threads(1)} threads per run; "
+        f"model {figures['model']}; {figures['device']}"
+    )
     against = "x bare" if figures["baseline"] in BARE_PRECISION else "x row 1"
     gpu = " GPU peak  allocated" if args.device == "cuda" else ""
     print(f"{'row':<20} {'median step':>12} {against:>8} {'peak RSS':>9}{gpu}  mean reward per run   what")
@@ -172,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         memory = ""
         if args.device == "cuda":
             memory = f" {line['gpu_peak_gib']:>6.2f} GB {line['allocated_peak_gib']:>7.2f} GB"
-        print(f"{line['row']:<20} {line['median_step_s']:>10.2f} s {line['x_baseline']:>8.2f} "
-              f"{line['peak_rss_gib']:>7.2f} GB{memory}  {rewards:<20}  {line['what']}")
+        print(
+            f"{line['row']:<20} {line['median_step_s']:>10.2f} s {line['x_baseline']:>8.2f} "
+            f"{line['peak_rss_gib']:>7.2f} GB{memory}  {rewards:<20}  {line['what']}"
+        )
     print(f"recorded in {results_file.record('bench_speed', figures)}")
     return 0
 
@@ -182,19 +224,27 @@ def table_figures(results: dict[str, list[dict]], steps: int, runs: int, device:
     """The table as benchmarks/results/bench_speed.jsonl keeps it: per row its median step (over every run's steps
     but the first), that as a multiple of the faster bare row (of the first row when no bare row ran: `baseline`
     names it), the mean reward (over the runs, and per run), the peak RSS, and how many runs and steps."""
-    medians = {row: statistics.median([t for r in row_runs for t in r["step_time"][1:]])
-               for row, row_runs in results.items()}
+    medians = {
+        row: statistics.median([t for r in row_runs for t in r["step_time"][1:]]) for row, row_runs in results.items()
+    }
     bare = [row for row in BARE_PRECISION if row in medians]
     baseline = min(bare, key=medians.get) if bare else next(iter(results))
     lines = []
     for row, row_runs in results.items():
         rewards = [statistics.mean(r["reward"]) for r in row_runs]
-        line = {"row": row, "what": ROWS[row][0], "settings": ROWS[row][1], "median_step_s": round(medians[row], 3),
-                "median_step_per_run_s": [round(statistics.median(r["step_time"][1:]), 3) for r in row_runs],
-                "x_baseline": round(medians[row] / medians[baseline], 3),
-                "mean_reward": round(statistics.mean(rewards), 4), "mean_reward_per_run": [round(x, 4) for x in rewards],
-                "peak_rss_gib": round(max(r["peak_rss"] for r in row_runs) / GB, 3), "runs": len(row_runs),
-                "steps": steps}
+        line = {
+            "row": row,
+            "what": ROWS[row][0],
+            "settings": ROWS[row][1],
+            "median_step_s": round(medians[row], 3),
+            "median_step_per_run_s": [round(statistics.median(r["step_time"][1:]), 3) for r in row_runs],
+            "x_baseline": round(medians[row] / medians[baseline], 3),
+            "mean_reward": round(statistics.mean(rewards), 4),
+            "mean_reward_per_run": [round(x, 4) for x in rewards],
+            "peak_rss_gib": round(max(r["peak_rss"] for r in row_runs) / GB, 3),
+            "runs": len(row_runs),
+            "steps": steps,
+        }
         if row in BARE_PRECISION:
             line["settings"] = {"trl_bf16": BARE_PRECISION[row]}
         if any("gpu_peak" in r for r in row_runs):

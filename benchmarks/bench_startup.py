@@ -33,8 +33,17 @@ from workbench.jobs.commands import launch_env  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
 IMPORTS = "import torch, transformers, peft, datasets; from trl import GRPOTrainer, GRPOConfig"
-TINY_RUN = RunConfig(model="tiny", task="demo", device="cpu", per_device_train_batch_size=4, num_generations=4,
-                     max_completion_length=8, max_steps=1, save_steps=1000, eval_strategy="no")
+TINY_RUN = RunConfig(
+    model="tiny",
+    task="demo",
+    device="cpu",
+    per_device_train_batch_size=4,
+    num_generations=4,
+    max_completion_length=8,
+    max_steps=1,
+    save_steps=1000,
+    eval_strategy="no",
+)
 
 
 def cpu_seconds(command: list[str], env: dict) -> float:
@@ -49,6 +58,7 @@ def cpu_seconds(command: list[str], env: dict) -> float:
 
 def tiny_run_commands(workdir: Path) -> dict[str, list[str]]:
     """The launcher's command for a tiny run into a fresh folder, paused and not."""
+
     def run_dir(name: str) -> Path:
         folder = workdir / name
         folder.mkdir(parents=True)
@@ -57,8 +67,16 @@ def tiny_run_commands(workdir: Path) -> dict[str, list[str]]:
     paused, plain = run_dir("paused"), run_dir("plain")
     args = ["train", "--run-dir", str(plain), "--config", str(plain / "config.json")]
     return {
-        "paused": [sys.executable, "-m", "workbench", "train", "--run-dir", str(paused),
-                   "--config", str(paused / "config.json")],
+        "paused": [
+            sys.executable,
+            "-m",
+            "workbench",
+            "train",
+            "--run-dir",
+            str(paused),
+            "--config",
+            str(paused / "config.json"),
+        ],
         "collector on": [sys.executable, "-c", f"import sys; from workbench.cli import main; sys.exit(main({args!r}))"],
     }
 
@@ -68,14 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     env = {**launch_env(TINY_RUN), "PYTHONPATH": str(ROOT)}  # the launcher's: no re-execution for an allocator
-    rows: dict[str, dict[str, list[float]]] = {"import the training stack": {"collector on": [], "paused": []},
-                                                "one tiny training run": {"collector on": [], "paused": []}}
+    rows: dict[str, dict[str, list[float]]] = {
+        "import the training stack": {"collector on": [], "paused": []},
+        "one tiny training run": {"collector on": [], "paused": []},
+    }
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         for index in range(args.repeats):
-            for way in (("collector on", "paused") if index % 2 == 0 else ("paused", "collector on")):
+            for way in ("collector on", "paused") if index % 2 == 0 else ("paused", "collector on"):
                 prefix = "import gc; gc.disable(); " if way == "paused" else ""
                 rows["import the training stack"][way].append(
-                    cpu_seconds([sys.executable, "-c", prefix + IMPORTS], env))
+                    cpu_seconds([sys.executable, "-c", prefix + IMPORTS], env)
+                )
                 command = tiny_run_commands(Path(tmp) / f"{index}-{way.replace(' ', '-')}")[way]
                 rows["one tiny training run"][way].append(cpu_seconds(command, env))
     print(f"{args.repeats} processes each; CPU seconds (user + system), median; {os.cpu_count()} CPUs")

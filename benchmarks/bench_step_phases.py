@@ -76,23 +76,30 @@ def timed_trainer_class(times: dict):
                 grad = torch.is_grad_enabled() if name == "logps" else None
                 key = {True: "policy forward", False: "reference pass"}.get(grad, name)
                 times[key].append(time.perf_counter() - started)
+
         return run
 
-    return type("TimedTrainer", (base,), {
-        "_generate_single_turn": timer("sampling", base._generate_single_turn),
-        "_get_per_token_logps_and_entropies": timer("logps", base._get_per_token_logps_and_entropies),
-        "_generate_and_score_completions": timer("round", base._generate_and_score_completions),
-        "training_step": timer("whole step", base.training_step),
-    })
+    return type(
+        "TimedTrainer",
+        (base,),
+        {
+            "_generate_single_turn": timer("sampling", base._generate_single_turn),
+            "_get_per_token_logps_and_entropies": timer("logps", base._get_per_token_logps_and_entropies),
+            "_generate_and_score_completions": timer("round", base._generate_and_score_completions),
+            "training_step": timer("whole step", base.training_step),
+        },
+    )
 
 
 def _off(module_name: str, attribute: str, replacement):
     """A context in which one lever of the defaults is off: `module.attribute` replaced for its duration."""
+
     def context():
         import importlib
         from unittest import mock
 
         return mock.patch.object(importlib.import_module(module_name), attribute, replacement)
+
     return context
 
 
@@ -110,14 +117,19 @@ def phase_medians(cfg: RunConfig, steps: int) -> dict[str, float]:
     model, tokenizer = training.load_model_and_tokenizer(cfg)
     times: dict[str, list[float]] = defaultdict(list)
     trainer = timed_trainer_class(times)(
-        model=model, reward_funcs=training.build_reward_funcs(cfg),
+        model=model,
+        reward_funcs=training.build_reward_funcs(cfg),
         args=training.build_grpo_config(cfg, Path(tempfile.mkdtemp(prefix="bench-phases-"))),
         train_dataset=training.load_dataset_for(cfg, tokenizer.chat_template is not None),
-        processing_class=tokenizer, peft_config=training.build_lora_config(cfg))
+        processing_class=tokenizer,
+        peft_config=training.build_lora_config(cfg),
+    )
     levers.attach(trainer, cfg, model.config.model_type)
     trainer.train()
-    times["backward + optimizer"] = [step - round_ - forward for step, round_, forward
-                                     in zip(times["whole step"], times["round"], times["policy forward"])]
+    times["backward + optimizer"] = [
+        step - round_ - forward
+        for step, round_, forward in zip(times["whole step"], times["round"], times["policy forward"])
+    ]
     return {phase: statistics.median(times[phase][1:] or times[phase]) for phase in PHASES}
 
 
@@ -136,8 +148,16 @@ def decode_profile() -> None:
     from workbench.sources.model_files import bundled_model_dir
 
     prompts = decode_prompts()
-    settings = dict(attention_mask=torch.ones_like(prompts), max_new_tokens=32, min_new_tokens=32, do_sample=True,
-                    temperature=0.7, top_k=0, top_p=1.0, pad_token_id=0)
+    settings = dict(
+        attention_mask=torch.ones_like(prompts),
+        max_new_tokens=32,
+        min_new_tokens=32,
+        do_sample=True,
+        temperature=0.7,
+        top_k=0,
+        top_p=1.0,
+        pad_token_id=0,
+    )
     for dtype in (torch.float32, torch.bfloat16):
         model = AutoModelForCausalLM.from_pretrained(bundled_model_dir(), dtype=dtype).eval()
         with torch.no_grad():
@@ -147,14 +167,18 @@ def decode_profile() -> None:
                 model.generate(prompts, **settings)
             total = time.perf_counter() - started
         ops = {event.key: event.self_cpu_time_total / 1e6 for event in prof.key_averages()}
-        print(f"{str(dtype):15s} 8 x 32 tokens {total:.2f} s (profiled); aten::mm {ops.get('aten::mm', 0):.2f} s, "
-              f"aten::exponential_ {ops.get('aten::exponential_', 0):.2f} s")
+        print(
+            f"{str(dtype):15s} 8 x 32 tokens {total:.2f} s (profiled); aten::mm {ops.get('aten::mm', 0):.2f} s, "
+            f"aten::exponential_ {ops.get('aten::exponential_', 0):.2f} s"
+        )
     # int8 weights would read a quarter of the bytes: torch's weight-only int8 matmul against float32, one MLP layer
     x, w = torch.randn(8, 576), torch.randn(1536, 576)
     scales = w.abs().amax(dim=1) / 127
     w8 = (w / scales[:, None]).round().to(torch.int8)
-    for name, matmul in (("float32 x @ W.T", lambda: x @ w.T),
-                         ("int8 _weight_int8pack_mm", lambda: torch._weight_int8pack_mm(x, w8, scales))):
+    for name, matmul in (
+        ("float32 x @ W.T", lambda: x @ w.T),
+        ("int8 _weight_int8pack_mm", lambda: torch._weight_int8pack_mm(x, w8, scales)),
+    ):
         print(f"{name:26s} (8x576 by 576x1536): {per_call_ms(matmul, 100) * 1e3:.0f} us")
     weights = torch.randn(135_000_000)  # the 135M model's weights in float32: 540 MB
     ms = per_call_ms(weights.sum, 5)
@@ -179,8 +203,16 @@ def sampled_packed_and_plain(model) -> None:
     from workbench.trainer.packed_decode import PackedDecode
 
     prompts = decode_prompts()
-    settings = dict(attention_mask=torch.ones_like(prompts), max_new_tokens=32, min_new_tokens=32, do_sample=True,
-                    temperature=0.7, top_k=0, top_p=1.0, pad_token_id=0)
+    settings = dict(
+        attention_mask=torch.ones_like(prompts),
+        max_new_tokens=32,
+        min_new_tokens=32,
+        do_sample=True,
+        temperature=0.7,
+        top_k=0,
+        top_p=1.0,
+        pad_token_id=0,
+    )
 
     def sample(packing=None):
         torch.manual_seed(1)
@@ -197,8 +229,10 @@ def sampled_packed_and_plain(model) -> None:
     for layer in packing.layers:  # the plain model again, for what follows
         del layer.forward
     same = all(torch.equal(tokens, plain[0][1]) for _, tokens in plain + packed)
-    print(f"  8 x 32 tokens sampled: plain {min(t for t, _ in plain):.2f} s, packed_decode "
-          f"{min(t for t, _ in packed):.2f} s (packing included); the same tokens: {same}")
+    print(
+        f"  8 x 32 tokens sampled: plain {min(t for t, _ in plain):.2f} s, packed_decode "
+        f"{min(t for t, _ in packed):.2f} s (packing included); the same tokens: {same}"
+    )
 
 
 def matmul_probe() -> None:
@@ -214,8 +248,9 @@ def matmul_probe() -> None:
     from workbench.trainer import packed_decode
 
     model = AutoModelForCausalLM.from_pretrained(bundled_model_dir()).eval()
-    weights = [m.weight.detach() for name, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and name != "lm_head"]
+    weights = [
+        m.weight.detach() for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and name != "lm_head"
+    ]
     rows = {k: torch.randn(8, k) for k in {w.shape[1] for w in weights}}
     gigabytes = sum(w.numel() for w in weights) * 4 / 1e9
     transposed = [w.t().contiguous() for w in weights]
@@ -227,12 +262,14 @@ def matmul_probe() -> None:
     for buffer, w in packed:  # what each step's refresh costs
         packed_decode.pack_into(buffer, w, 8)
     pack_seconds = time.perf_counter() - started
-    ways = {"F.linear(x, W), as the model does": lambda: [torch.nn.functional.linear(rows[w.shape[1]], w)
-                                                          for w in weights],
-            "MKL's packed GEMM (packed_decode)": lambda: [
-                packed_decode.packed_linear(rows[w.shape[1]], p, w.shape[0]) for p, w in packed],
-            "x @ W.T stored transposed": lambda: [rows[w.shape[0]] @ w for w in transposed],
-            "W @ x.T (W as the tall side)": lambda: [torch.mm(w, columns[w.shape[1]]) for w in weights]}
+    ways = {
+        "F.linear(x, W), as the model does": lambda: [torch.nn.functional.linear(rows[w.shape[1]], w) for w in weights],
+        "MKL's packed GEMM (packed_decode)": lambda: [
+            packed_decode.packed_linear(rows[w.shape[1]], p, w.shape[0]) for p, w in packed
+        ],
+        "x @ W.T stored transposed": lambda: [rows[w.shape[0]] @ w for w in transposed],
+        "W @ x.T (W as the tall side)": lambda: [torch.mm(w, columns[w.shape[1]]) for w in weights],
+    }
     print(f"8-row matmuls over the {len(weights)} linear weights ({gigabytes * 1e3:.0f} MB, float32):")
     for name, work in ways.items():
         ms = per_call_ms(work)
@@ -242,9 +279,11 @@ def matmul_probe() -> None:
     head_packed = packed_decode.new_buffer(head, 8)
     packed_decode.pack_into(head_packed, head, 8)
     x = rows[head.shape[1]]
-    print(f"  the LM head ({head.numel() * 4 / 1e6:.0f} MB): F.linear "
-          f"{per_call_ms(lambda: torch.nn.functional.linear(x, head)):.1f} ms, packed "
-          f"{per_call_ms(lambda: packed_decode.packed_linear(x, head_packed, head.shape[0])):.1f} ms")
+    print(
+        f"  the LM head ({head.numel() * 4 / 1e6:.0f} MB): F.linear "
+        f"{per_call_ms(lambda: torch.nn.functional.linear(x, head)):.1f} ms, packed "
+        f"{per_call_ms(lambda: packed_decode.packed_linear(x, head_packed, head.shape[0])):.1f} ms"
+    )
     sampled_packed_and_plain(model)
     matmul_backend = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
     if matmul_backend is not None and hasattr(matmul_backend, "fp32_precision"):
@@ -258,8 +297,10 @@ def matmul_probe() -> None:
     noise = torch.empty(8, vocab)
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        print(f"torch.multinomial's exponential draws for one token (8 x {vocab}), {threads} thread(s): "
-              f"{per_call_ms(noise.exponential_, 50):.1f} ms")
+        print(
+            f"torch.multinomial's exponential draws for one token (8 x {vocab}), {threads} thread(s): "
+            f"{per_call_ms(noise.exponential_, 50):.1f} ms"
+        )
 
     def decode(draw) -> float:
         """Seconds for 32 tokens of 8 rows, sampled as torch.multinomial does (argmax of p / exponential)."""
@@ -274,14 +315,16 @@ def matmul_probe() -> None:
     def ahead():
         """The same draws made on a thread of their own while the model runs (the generator's order kept)."""
         drawn = queue.Queue()
-        threading.Thread(target=lambda: [drawn.put(torch.empty(8, vocab).exponential_()) for _ in range(32)],
-                         daemon=True).start()
+        threading.Thread(
+            target=lambda: [drawn.put(torch.empty(8, vocab).exponential_()) for _ in range(32)], daemon=True
+        ).start()
         return lambda step: drawn.get()
 
     inline = [decode(lambda step: torch.empty(8, vocab).exponential_()) for _ in range(2)]
     overlapped = [decode(ahead()) for _ in range(2)]
-    print(f"32 decode steps of 8 rows: draws inline {min(inline):.2f} s, drawn ahead on a thread "
-          f"{min(overlapped):.2f} s")
+    print(
+        f"32 decode steps of 8 rows: draws inline {min(inline):.2f} s, drawn ahead on a thread {min(overlapped):.2f} s"
+    )
 
 
 COMPILE_MODES = ("eager", "default", "max-autotune", "max-autotune + freezing")
@@ -330,8 +373,9 @@ def compile_probe() -> None:
 
     print(f"\n{'decode step of 8 rows':<28}{'compile':>10}{'median step':>14}")
     for mode in COMPILE_MODES:  # each in a process of its own: inductor's settings and caches stay apart
-        out = subprocess.run([sys.executable, __file__, "--compile-mode", mode], capture_output=True, text=True,
-                             check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--compile-mode", mode], capture_output=True, text=True, check=True
+        ).stdout
         result = json.loads(out.strip().splitlines()[-1])
         print(f"{mode:<28}{result['compile_s']:>8.1f} s{result['step_s'] * 1e3:>11.1f} ms", flush=True)
 
@@ -353,8 +397,10 @@ def head_probe() -> None:
     results = {}
     # TRL's head computes entropies in the reference pass too; cpu_head leaves them out there
     for name, function, reference_outputs in (
-            ("TRL's ChunkedLogProbFunction", ChunkedLogProbFunction, outputs),
-            ("cpu_head.CpuLogProbFunction", CpuLogProbFunction, ("log_probs",))):
+        ("TRL's ChunkedLogProbFunction", ChunkedLogProbFunction, outputs),
+        ("cpu_head.CpuLogProbFunction", CpuLogProbFunction, ("log_probs",)),
+    ):
+
         def reference():
             with torch.no_grad():
                 return function.apply(hidden, weight, None, targets, 0.7, 32768, None, 1.0, reference_outputs)[0]
@@ -366,11 +412,15 @@ def head_probe() -> None:
             return leaf.grad
 
         results[name] = (reference(), policy())
-        print(f"{name:30s} forward without gradients {per_call_ms(reference, 5):6.1f} ms; "
-              f"forward and backward {per_call_ms(policy, 5):6.1f} ms")
+        print(
+            f"{name:30s} forward without gradients {per_call_ms(reference, 5):6.1f} ms; "
+            f"forward and backward {per_call_ms(policy, 5):6.1f} ms"
+        )
     (trl_logps, trl_grad), (our_logps, our_grad) = results.values()
-    print(f"largest difference: log-probabilities {(trl_logps - our_logps).abs().max():.1e}, "
-          f"hidden gradient {(trl_grad - our_grad).abs().max():.1e}")
+    print(
+        f"largest difference: log-probabilities {(trl_logps - our_logps).abs().max():.1e}, "
+        f"hidden gradient {(trl_grad - our_grad).abs().max():.1e}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -380,10 +430,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", action="store_true", help="also time a compiled decode step")
     parser.add_argument("--compile-only", action="store_true", help="only time a compiled decode step")
     parser.add_argument("--compile-mode", choices=COMPILE_MODES, help=argparse.SUPPRESS)
-    parser.add_argument("--matmul-only", action="store_true",
-                        help="only try the decode step's matmuls and sampler draws other ways")
-    parser.add_argument("--head-only", action="store_true",
-                        help="only time the scoring passes' LM head, TRL's against cpu_head's")
+    parser.add_argument(
+        "--matmul-only", action="store_true", help="only try the decode step's matmuls and sampler draws other ways"
+    )
+    parser.add_argument(
+        "--head-only", action="store_true", help="only time the scoring passes' LM head, TRL's against cpu_head's"
+    )
     args = parser.parse_args(argv)
     if args.head_only:
         head_probe()
@@ -400,8 +452,11 @@ def main(argv: list[str] | None = None) -> int:
         compile_probe()
         return 0
     base = RunConfig.for_task("demo", device="cpu", max_steps=args.steps, save_steps=10_000, eval_strategy="no")
-    columns = {"defaults": (base, None), "packed_decode=no": (base.with_changes(packed_decode="no"), None),
-               "shared_prompt_pass=no": (base.with_changes(shared_prompt_pass="no"), None)}
+    columns = {
+        "defaults": (base, None),
+        "packed_decode=no": (base.with_changes(packed_decode="no"), None),
+        "shared_prompt_pass=no": (base.with_changes(shared_prompt_pass="no"), None),
+    }
     columns.update({name: (base, lever) for name, lever in LEVERS_OFF.items()})
     results = {}
     for name, (cfg, lever_off) in columns.items():

@@ -43,11 +43,15 @@ def timed_run(config: RunConfig, run_dir: Path) -> dict:
                 return function(*args, **kwargs)
             finally:
                 spent[0] += time.perf_counter() - start
+
         return timed
 
     capture = token_capture.TokenCapture
     capture.capture, capture.remember_round, capture.take = (
-        timing(capture.capture), timing(capture.remember_round), timing(capture.take))
+        timing(capture.capture),
+        timing(capture.remember_round),
+        timing(capture.take),
+    )
     append = runfolder.append_jsonl
 
     def append_timed(path, records):
@@ -59,14 +63,19 @@ def timed_run(config: RunConfig, run_dir: Path) -> dict:
     assert training.run_training(config, run_dir) == 0, runfolder.read_status(run_dir).get("error")
     metrics = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m]
     summary = runfolder.read_status(run_dir).get("summary") or {}
-    return {"step_time": [m["step_time"] for m in metrics][1:], "recording_s": spent[0],
-            "steps": len(metrics), "wall_per_step": summary.get("train_runtime", 0) / max(1, len(metrics))}
+    return {
+        "step_time": [m["step_time"] for m in metrics][1:],
+        "recording_s": spent[0],
+        "steps": len(metrics),
+        "wall_per_step": summary.get("train_runtime", 0) / max(1, len(metrics)),
+    }
 
 
 def one_run(args) -> None:
     """In a fresh process (`--one`): train once and print the result as one line of Python literals."""
-    config = RunConfig.for_task("demo", model=args.model, device="cpu", save_steps=1000, max_steps=args.steps,
-                                record_tokens=args.record == "on")
+    config = RunConfig.for_task(
+        "demo", model=args.model, device="cpu", save_steps=1000, max_steps=args.steps, record_tokens=args.record == "on"
+    )
     print(repr(timed_run(config, Path(args.run_dir))))
 
 
@@ -87,23 +96,45 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict]] = {"on": [], "off": []}
     with tempfile.TemporaryDirectory(prefix="bench-tokens-") as tmp:
         for index in range(args.rounds):
-            for record in (("on", "off") if index % 2 == 0 else ("off", "on")):
+            for record in ("on", "off") if index % 2 == 0 else ("off", "on"):
                 out = subprocess.run(
-                    [sys.executable, __file__, "--one", "--record", record, "--model", args.model, "--steps",
-                     str(args.steps), "--run-dir", str(Path(tmp) / f"{record}-{index}")],
-                    check=True, capture_output=True, text=True, cwd=ROOT).stdout
+                    [
+                        sys.executable,
+                        __file__,
+                        "--one",
+                        "--record",
+                        record,
+                        "--model",
+                        args.model,
+                        "--steps",
+                        str(args.steps),
+                        "--run-dir",
+                        str(Path(tmp) / f"{record}-{index}"),
+                    ],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    cwd=ROOT,
+                ).stdout
                 results[record].append(ast.literal_eval(out.strip().splitlines()[-1]))
                 result = results[record][-1]
-                print(f"run {index} record_tokens {record}: median step_time {statistics.median(result['step_time']):.2f} s, "
-                      f"recording {result['recording_s'] / result['steps'] * 1000:.1f} ms per step", flush=True)
+                print(
+                    f"run {index} record_tokens {record}: median step_time {statistics.median(result['step_time']):.2f} s, "
+                    f"recording {result['recording_s'] / result['steps'] * 1000:.1f} ms per step",
+                    flush=True,
+                )
     on = statistics.median(t for r in results["on"] for t in r["step_time"])
     off = statistics.median(t for r in results["off"] for t in r["step_time"])
     recording = sum(r["recording_s"] for r in results["on"]) / sum(r["steps"] for r in results["on"])
     walls = {k: statistics.mean(r["wall_per_step"] for r in v) for k, v in results.items()}
-    print(f"recording tokens: {recording * 1000:.1f} ms per step timed inside the run = {recording / off:.2%} of the "
-          f"median step_time without it ({off:.2f} s); target < 5%")
-    print(f"median step_time: on {on:.2f} s, off {off:.2f} s (ratio {on / off:.3f}); train_runtime / steps: "
-          f"on {walls['on']:.2f} s, off {walls['off']:.2f} s")
+    print(
+        f"recording tokens: {recording * 1000:.1f} ms per step timed inside the run = {recording / off:.2%} of the "
+        f"median step_time without it ({off:.2f} s); target < 5%"
+    )
+    print(
+        f"median step_time: on {on:.2f} s, off {off:.2f} s (ratio {on / off:.3f}); train_runtime / steps: "
+        f"on {walls['on']:.2f} s, off {walls['off']:.2f} s"
+    )
     return 0
 
 

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402  (same folder)
+
 from workbench.jobs import commands, launcher, run_state  # noqa: E402  (after the path fix above)
 from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
 from workbench.spec.config import RunConfig  # noqa: E402
@@ -96,14 +97,18 @@ def report_learning(result: dict) -> None:
     print(f"learning: median step_time {statistics.median(step_times):.1f} s")
     first, last = statistics.mean(rewards[:3]), statistics.mean(rewards[-3:])
     verdict = "meets" if last - first >= 0.3 and result["elapsed"] <= 300 else "misses"
-    print(f"learning: mean reward first 3 steps {first:.3f}, last 3 steps {last:.3f}, "
-          f"gain {last - first:+.3f} in {result['elapsed']:.0f} s ({verdict} the +0.3 within 5 min target)")
+    print(
+        f"learning: mean reward first 3 steps {first:.3f}, last 3 steps {last:.3f}, "
+        f"gain {last - first:+.3f} in {result['elapsed']:.0f} s ({verdict} the +0.3 within 5 min target)"
+    )
 
 
 def report_memory(result: dict) -> None:
     peak = result["peak_rss"] / GB
-    print(f"memory: peak RSS of the training process tree {peak:.2f} GB "
-          f"({'meets' if peak < 3 else 'misses'} the < 3 GB target)")
+    print(
+        f"memory: peak RSS of the training process tree {peak:.2f} GB "
+        f"({'meets' if peak < 3 else 'misses'} the < 3 GB target)"
+    )
 
 
 # ---------------------------------------------------------------- overhead
@@ -118,9 +123,12 @@ def run_bare_trl(config: RunConfig, workdir: Path, trl_bf16: bool | None = False
     import psutil
 
     settings = {name: getattr(config, name) for name in BARE_SETTINGS} | {"trl_bf16": trl_bf16}
-    process = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings),
-                                str(workdir)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               env={**commands.launch_env(config), "PYTHONPATH": str(ROOT)})
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings), str(workdir)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        env={**commands.launch_env(config), "PYTHONPATH": str(ROOT)},
+    )
     peak = 0
     while process.poll() is None:
         try:
@@ -153,10 +161,14 @@ def report_overhead(config: RunConfig, runs_dir: Path, rounds: int) -> None:
                 bare_walls.append(bare["train_runtime"] / max(1, bare["steps"]))
     wb_step, bare_step = statistics.median(wb_steps), statistics.median(bare_steps)
     ratio = wb_step / bare_step
-    print(f"overhead: median step_time over {len(wb_steps)} steps each: workbench {wb_step:.2f} s, "
-          f"bare TRL {bare_step:.2f} s, ratio {ratio:.3f} ({'meets' if ratio <= 1.05 else 'misses'} the within 5% target)")
-    print(f"overhead: train_runtime / steps (callbacks and file writes included): workbench {statistics.mean(wb_walls):.2f} s, "
-          f"bare TRL {statistics.mean(bare_walls):.2f} s")
+    print(
+        f"overhead: median step_time over {len(wb_steps)} steps each: workbench {wb_step:.2f} s, "
+        f"bare TRL {bare_step:.2f} s, ratio {ratio:.3f} ({'meets' if ratio <= 1.05 else 'misses'} the within 5% target)"
+    )
+    print(
+        f"overhead: train_runtime / steps (callbacks and file writes included): workbench {statistics.mean(wb_walls):.2f} s, "
+        f"bare TRL {statistics.mean(bare_walls):.2f} s"
+    )
 
 
 # ---------------------------------------------------------------- evaluation's cost
@@ -169,7 +181,7 @@ def report_eval_cost(config: RunConfig, runs_dir: Path, rounds: int) -> None:
     walls = {"off": [], "on": []}
     evals = []
     for index in range(rounds):
-        for kind in (("off", "on") if index % 2 == 0 else ("on", "off")):
+        for kind in ("off", "on") if index % 2 == 0 else ("on", "off"):
             result = run_and_watch(on_config if kind == "on" else config, runs_dir, time_limit=3600)
             steps[kind] += [m["step_time"] for m in result["metrics"] if "step_time" in m][1:]  # first: one-off costs
             runtime = result["summary"].get("train_runtime")
@@ -179,12 +191,18 @@ def report_eval_cost(config: RunConfig, runs_dir: Path, rounds: int) -> None:
                 evals += [r["eval_seconds"] for r in runfolder.read_jsonl(result["run_dir"] / runfolder.EVAL_FILE)]
     off, on = statistics.median(steps["off"]), statistics.median(steps["on"])
     ratio = on / off
-    print(f"eval cost: median step_time over {len(steps['off'])} / {len(steps['on'])} steps: evaluation off {off:.2f} s, "
-          f"on {on:.2f} s, ratio {ratio:.3f} ({'meets' if abs(ratio - 1) <= 0.05 else 'misses'} the within 5% target)")
-    print(f"eval cost: {len(evals)} evaluations of {on_config.eval_size} prompts (greedy + pass@{on_config.eval_pass_k}), "
-          f"median {statistics.median(evals):.2f} s each, counted apart in eval.jsonl")
-    print(f"eval cost: train_runtime / steps (evaluations included when on): off {statistics.mean(walls['off']):.2f} s, "
-          f"on {statistics.mean(walls['on']):.2f} s")
+    print(
+        f"eval cost: median step_time over {len(steps['off'])} / {len(steps['on'])} steps: evaluation off {off:.2f} s, "
+        f"on {on:.2f} s, ratio {ratio:.3f} ({'meets' if abs(ratio - 1) <= 0.05 else 'misses'} the within 5% target)"
+    )
+    print(
+        f"eval cost: {len(evals)} evaluations of {on_config.eval_size} prompts (greedy + pass@{on_config.eval_pass_k}), "
+        f"median {statistics.median(evals):.2f} s each, counted apart in eval.jsonl"
+    )
+    print(
+        f"eval cost: train_runtime / steps (evaluations included when on): off {statistics.mean(walls['off']):.2f} s, "
+        f"on {statistics.mean(walls['on']):.2f} s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,8 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning", action="store_true")
     parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--memory", action="store_true")
-    parser.add_argument("--eval-cost", dest="eval_cost", action="store_true",
-                        help="held-out evaluation off vs on, on the arithmetic task (its own rounds of runs)")
+    parser.add_argument(
+        "--eval-cost",
+        dest="eval_cost",
+        action="store_true",
+        help="held-out evaluation off vs on, on the arithmetic task (its own rounds of runs)",
+    )
     parser.add_argument("--max-steps", type=int, default=30, help="steps of the learning run (default 30)")
     parser.add_argument("--time-limit", type=float, default=300, help="stop the learning run after this many seconds")
     parser.add_argument("--overhead-steps", type=int, default=6, help="steps of each overhead run (default 6)")

@@ -31,8 +31,12 @@ sys.path.insert(0, str(REPO))
 CASES = {
     "valid": {"per_device_train_batch_size": 8},
     "invalid 3 x 1, G 8": {"num_processes": 3},
-    "invalid, eval rule": {"per_device_train_batch_size": 3, "num_generations": 2, "do_eval": True,
-                           "per_device_eval_batch_size": 3},
+    "invalid, eval rule": {
+        "per_device_train_batch_size": 3,
+        "num_generations": 2,
+        "do_eval": True,
+        "per_device_eval_batch_size": 3,
+    },
     "bad input": {"num_generations": 0},
     "wide axes": {"per_device_train_batch_size": 48, "num_generations": 40, "num_processes": 6},
 }
@@ -89,9 +93,8 @@ def bench_setup(repeats: int) -> None:
 
     if importlib.util.find_spec("workbench.ui.setup_tab") is None:
         return
-    from workbench.ui import setup_tab
-
     from workbench.spec.config import RunConfig
+    from workbench.ui import setup_tab
 
     print("Setup tab, live plan update (server side, per settings change):")
     values = setup_tab.benchmark_values()
@@ -111,8 +114,12 @@ def free_port() -> int:
 def seconds_to_serve(runs_dir: Path, timeout: float = 120.0) -> float:
     port = free_port()
     start = time.monotonic()
-    process = subprocess.Popen([sys.executable, str(REPO / "app.py"), "--port", str(port), "--runs-dir", str(runs_dir)],
-                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "app.py"), "--port", str(port), "--runs-dir", str(runs_dir)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while time.monotonic() - start < timeout:
             if process.poll() is not None:

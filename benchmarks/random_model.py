@@ -22,13 +22,25 @@ sys.path.insert(0, str(ROOT))
 
 # SmolLM2's published configurations, on top of the bundled 135M model's config.json
 SIZES = {
-    "smollm2-360m": dict(hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15,
-                         num_key_value_heads=5),
-    "smollm2-1.7b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
-                         num_key_value_heads=32, rope_theta=130000),
+    "smollm2-360m": dict(
+        hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15, num_key_value_heads=5
+    ),
+    "smollm2-1.7b": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        rope_theta=130000,
+    ),
 }
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
-                   "special_tokens_map.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "generation_config.json",
+    "special_tokens_map.json",
+)
 
 
 def random_config(size: str):

@@ -25,11 +25,23 @@ def record(benchmark: str, figures: dict, argv: list[str] | None = None, note: s
     import os
 
     argv = sys.argv if argv is None else argv
-    line = {"benchmark": benchmark, "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-            "command": "python " + shlex.join([str(Path(argv[0]).relative_to(ROOT)) if Path(argv[0]).is_absolute()
-                                               and ROOT in Path(argv[0]).parents else argv[0], *argv[1:]]),
-            "load_average": [round(x, 2) for x in os.getloadavg()], **fingerprint(), "note": note,
-            "figures": figures}
+    line = {
+        "benchmark": benchmark,
+        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "command": "python "
+        + shlex.join(
+            [
+                str(Path(argv[0]).relative_to(ROOT))
+                if Path(argv[0]).is_absolute() and ROOT in Path(argv[0]).parents
+                else argv[0],
+                *argv[1:],
+            ]
+        ),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        **fingerprint(),
+        "note": note,
+        "figures": figures,
+    }
     RESULTS_DIR.mkdir(exist_ok=True)
     path = RESULTS_DIR / f"{benchmark}.jsonl"
     with path.open("a", encoding="utf-8") as handle:

@@ -21,10 +21,19 @@ def find_event(app, module: str, name: str, trigger: tuple[Any, str] | None = No
     `trigger` = (component, event name) picks one of several handlers of the same name; a component of
     None stands for any component ((None, "tick"): a timer's tick), the app itself for its page load.
     """
-    found = [fn for fn in app.fns.values() if fn.fn is not None and fn.fn.__module__ == module
-             and fn.fn.__qualname__.rsplit(".", 1)[-1] == name
-             and (trigger is None or any(event == trigger[1] and (trigger[0] is None or target == trigger[0]._id)
-                                         for target, event in fn.targets))]
+    found = [
+        fn
+        for fn in app.fns.values()
+        if fn.fn is not None
+        and fn.fn.__module__ == module
+        and fn.fn.__qualname__.rsplit(".", 1)[-1] == name
+        and (
+            trigger is None
+            or any(
+                event == trigger[1] and (trigger[0] is None or target == trigger[0]._id) for target, event in fn.targets
+            )
+        )
+    ]
     if len(found) != 1:
         raise LookupError(f"{len(found)} events run {module}.{name}" + (f" on {trigger[1]}" if trigger else ""))
     return found[0]
@@ -60,8 +69,9 @@ class Page:
         Run on the event loop of a thread of its own, which lives as long as the process (as a server's
         loop and its worker threads do), and is free even where this thread's loop is taken (playwright's).
         """
-        return asyncio.run_coroutine_threadsafe(self.app.process_api(event, inputs, state=self.state),
-                                                _event_loop()).result()
+        return asyncio.run_coroutine_threadsafe(
+            self.app.process_api(event, inputs, state=self.state), _event_loop()
+        ).result()
 
     @staticmethod
     def output(event, result: dict, elem_id: str) -> Any:

@@ -87,8 +87,10 @@ def wait_until_serving(url: str, process: subprocess.Popen, log_path: Path, time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"app.py exited with code {process.returncode} before serving:\n"
-                               f"{log_path.read_text(errors='replace')[-3000:]}")
+            raise RuntimeError(
+                f"app.py exited with code {process.returncode} before serving:\n"
+                f"{log_path.read_text(errors='replace')[-3000:]}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2, context=context) as response:
                 if response.status == 200:
@@ -96,12 +98,18 @@ def wait_until_serving(url: str, process: subprocess.Popen, log_path: Path, time
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"app.py did not serve {url} within {timeout:.0f} s:\n"
-                       f"{log_path.read_text(errors='replace')[-3000:]}")
+    raise RuntimeError(
+        f"app.py did not serve {url} within {timeout:.0f} s:\n{log_path.read_text(errors='replace')[-3000:]}"
+    )
 
 
-def start_app(runs_dir: Path, log_dir: Path | None = None, extra_env: dict | None = None,
-              extra_args: list[str] | tuple = (), scheme: str = "http") -> AppServer:
+def start_app(
+    runs_dir: Path,
+    log_dir: Path | None = None,
+    extra_env: dict | None = None,
+    extra_args: list[str] | tuple = (),
+    scheme: str = "http",
+) -> AppServer:
     """Start the real app on a free port with `runs_dir` (and `extra_args`); return once it serves.
 
     `scheme="https"` when `extra_args` give it a certificate (--ssl-certfile, --ssl-keyfile).
@@ -115,7 +123,10 @@ def start_app(runs_dir: Path, log_dir: Path | None = None, extra_env: dict | Non
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, str(REPO / "app.py"), "--port", str(port), "--runs-dir", str(runs_dir), *extra_args],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     url = f"{scheme}://127.0.0.1:{port}/"
     try:
@@ -154,8 +165,10 @@ def app_factory(tmp_path):
 def _require_chromium() -> None:
     if CHROMIUM.exists():
         return
-    message = (f"Chromium not found at {CHROMIUM}: browser tests need Debian's chromium "
-               f"(`make browser` installs it, or set WORKBENCH_CHROMIUM).")
+    message = (
+        f"Chromium not found at {CHROMIUM}: browser tests need Debian's chromium "
+        f"(`make browser` installs it, or set WORKBENCH_CHROMIUM)."
+    )
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message, pytrace=False)
     pytest.skip(message)

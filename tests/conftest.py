@@ -62,8 +62,9 @@ def small_disk(tmp_path):
         point.mkdir()
         if os.geteuid() != 0:
             pytest.skip("mounting a small tmpfs needs root")
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True, text=True
+        )
         if result.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
         mounted.append(point)

@@ -40,6 +40,7 @@ def poll_until(predicate, timeout: float = 180.0, poll: float = 0.2):
 
 # ---------------------------------------------------------------- the smallest real run
 
+
 def launched_threads(processes: int) -> int:
     """OMP_NUM_THREADS a run of `processes` CPU processes started from this test gets: the caller's own setting
     when it has one (a parallel run of the suite sets 1, tests/parallel.py), else its share of the cores."""
@@ -94,8 +95,10 @@ def write_checkpoint(run_dir, step):
 
     path = run_dir / f"checkpoint-{step}"
     path.mkdir(parents=True)
-    save_file({"lora_A.weight": torch.ones(4, 16), "lora_B.weight": torch.zeros(16, 4)},
-              str(path / "adapter_model.safetensors"))
+    save_file(
+        {"lora_A.weight": torch.ones(4, 16), "lora_B.weight": torch.zeros(16, 4)},
+        str(path / "adapter_model.safetensors"),
+    )
     (path / "adapter_config.json").write_text(json.dumps({"r": 4, "peft_type": "LORA"}))
     torch.save({"state": {}, "param_groups": []}, path / "optimizer.pt")
     torch.save({"last_epoch": step}, path / "scheduler.pt")
@@ -111,14 +114,38 @@ def append_step(run_dir: Path, step: int) -> None:
     """One step as the trainer writes it: its round of completions, its metric row, the status."""
     from workbench.runstore import runfolder
 
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, [
-        {"step": step, "group": i // G, "prompt": f"question {i // G}", "completion": f"answer {step}.{i} " * (i + 1),
-         "rewards": {"brevity": i / 10}, "reward": i / 10, "advantage": (i % G - 1.5) / 1.29, "length": i + 1,
-         "truncated": False}
-        for i in range(2 * G)])
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [
-        {"step": step, "loss": 0.01, "reward": step / STEPS, "reward_std": 0.2, "kl": 0.01 * step,
-         "frac_reward_zero_std": 0.0, "completions/mean_length": 8.0, "step_time": 2.0}])
+    runfolder.append_jsonl(
+        run_dir / runfolder.COMPLETIONS_FILE,
+        [
+            {
+                "step": step,
+                "group": i // G,
+                "prompt": f"question {i // G}",
+                "completion": f"answer {step}.{i} " * (i + 1),
+                "rewards": {"brevity": i / 10},
+                "reward": i / 10,
+                "advantage": (i % G - 1.5) / 1.29,
+                "length": i + 1,
+                "truncated": False,
+            }
+            for i in range(2 * G)
+        ],
+    )
+    runfolder.append_jsonl(
+        run_dir / runfolder.METRICS_FILE,
+        [
+            {
+                "step": step,
+                "loss": 0.01,
+                "reward": step / STEPS,
+                "reward_std": 0.2,
+                "kl": 0.01 * step,
+                "frac_reward_zero_std": 0.0,
+                "completions/mean_length": 8.0,
+                "step_time": 2.0,
+            }
+        ],
+    )
     runfolder.update_status(run_dir, state="training", step=step, total_steps=STEPS * 2)
 
 
@@ -139,10 +166,29 @@ def fill_disk(folder) -> None:
 def make_certificate(folder: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and localhost, made the way the README says."""
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -204,15 +250,20 @@ def accounts_text() -> str:
     """
     from workbench.access import users
 
-    lines = [f"{name} {role} {users.hash_password(PASSWORD, iterations=1000)}"
-             for name, role in [("alice", "user"), ("bob", "user"), ("root", "admin")]]
+    lines = [
+        f"{name} {role} {users.hash_password(PASSWORD, iterations=1000)}"
+        for name, role in [("alice", "user"), ("bob", "user"), ("root", "admin")]
+    ]
     return "\n".join(lines) + "\n"
 
 
 def app_handler(app, module: str, name: str):
     """The event handler `name` of `workbench.ui.<module>` that `app` (a built Blocks) wired."""
-    return next(f.fn for f in app.fns.values() if f.fn is not None
-                and f.fn.__module__ == f"workbench.ui.{module}" and f.fn.__name__ == name)
+    return next(
+        f.fn
+        for f in app.fns.values()
+        if f.fn is not None and f.fn.__module__ == f"workbench.ui.{module}" and f.fn.__name__ == name
+    )
 
 
 def setup_form_values(**changes) -> list:
@@ -230,13 +281,18 @@ def setup_form_values(**changes) -> list:
 
 def gsm8k_like_rows(count: int, start: int = 0) -> list[dict]:
     """GSM8K's shape: a `question` and an `answer` whose final number follows `####` (with a thousands comma)."""
-    return [{"question": f"Tom has {n} apples and buys {n + 2} more. How many apples does he have?",
-             "answer": f"He has {n} + {n + 2} = {2 * n + 2} apples.\n#### {2 * n + 2 + 1000:,}"}
-            for n in range(start, start + count)]
+    return [
+        {
+            "question": f"Tom has {n} apples and buys {n + 2} more. How many apples does he have?",
+            "answer": f"He has {n} + {n + 2} = {2 * n + 2} apples.\n#### {2 * n + 2 + 1000:,}",
+        }
+        for n in range(start, start + count)
+    ]
 
 
-def write_hub_dataset(folder: Path, configs: dict[str, dict[str, list[dict]]], fmt: str = "parquet",
-                      default: str | None = None) -> Path:
+def write_hub_dataset(
+    folder: Path, configs: dict[str, dict[str, list[dict]]], fmt: str = "parquet", default: str | None = None
+) -> Path:
     """A dataset repository as the hub lays it out: README.md whose YAML front matter names each config's
     `data_files` per split, and one data file per split (`<config>/<split>-00000-of-00001.<fmt>`)."""
     import pyarrow as pa
@@ -269,7 +325,8 @@ def sandboxed_run_with_a_live_process(run_dir: Path) -> subprocess.Popen:
     config = tiny_config()
     config.save(run_dir / runfolder.CONFIG_FILE)
     process = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config=config.to_dict()))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config=config.to_dict())
+    )
     launch_records.record_started(run_dir, process.pid)
     return process

@@ -32,8 +32,12 @@ SECONDS_KEY = "workbench/file_seconds"
 
 def pytest_addoption(parser):
     parser.addini("test_workers", "pytest-xdist workers for a run of the whole suite (0: one process)", default="3")
-    parser.addini("start_first", "test files to start first under xdist when pytest's cache has no timings",
-                  type="linelist", default=[])
+    parser.addini(
+        "start_first",
+        "test files to start first under xdist when pytest's cache has no timings",
+        type="linelist",
+        default=[],
+    )
 
 
 # ---------------------------------------------------------------- how many workers
@@ -104,8 +108,14 @@ def pytest_collection_modifyitems(session, config, items):
     # resource as early as it can: notebook 05's vLLM server, run in the middle of its file, held the "vllm"
     # lock while the rollout tests' worker sat waiting for it (36.6 s idle in a fresh clone's suite). Every
     # worker sorts alike.
-    items.sort(key=lambda item: (_file_of(item.nodeid) in waits, weight(_file_of(item.nodeid)),
-                                 order[_file_of(item.nodeid)], item.get_closest_marker("one_at_a_time") is None))
+    items.sort(
+        key=lambda item: (
+            _file_of(item.nodeid) in waits,
+            weight(_file_of(item.nodeid)),
+            order[_file_of(item.nodeid)],
+            item.get_closest_marker("one_at_a_time") is None,
+        )
+    )
 
 
 class _FileSeconds:

@@ -105,9 +105,19 @@ def tiny_eval_run(tiny_model, tmp_path_factory) -> Path:
 
         runs = folder / "runs"
         # the fewest steps that make a curve: step 0 (before any update), 1 and 2; a checkpoint each, to resume
-        config = RunConfig.for_task("gsm8k", **tiny_settings(
-            dataset_name=str(GSM8K_SAMPLE), max_steps=2, save_steps=1, run_name="evaluated",
-            eval_strategy="steps", eval_steps=1, eval_size=4, eval_pass_k=2))
+        config = RunConfig.for_task(
+            "gsm8k",
+            **tiny_settings(
+                dataset_name=str(GSM8K_SAMPLE),
+                max_steps=2,
+                save_steps=1,
+                run_name="evaluated",
+                eval_strategy="steps",
+                eval_steps=1,
+                eval_size=4,
+                eval_pass_k=2,
+            ),
+        )
         run_id = launcher.start(config, runs)
         final = run_state.wait(run_id, runs, timeout=TRAINED_RUN_TIMEOUT_S)
         assert final["state"] == "finished", (final.get("error"), runfolder.read_log_tail(runs / run_id))

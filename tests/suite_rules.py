@@ -56,8 +56,9 @@ _watch = {"item": None}  # the test running now, when it is not marked slow
 
 
 def pytest_addoption(parser):
-    parser.addini("slow_after_s", "seconds a test not marked slow may take (its call and function-scoped setup)",
-                  default="5")
+    parser.addini(
+        "slow_after_s", "seconds a test not marked slow may take (its call and function-scoped setup)", default="5"
+    )
 
 
 def pytest_configure(config):

@@ -31,11 +31,14 @@ def test_users_file_lines_are_read_and_bad_ones_named():
     assert users.authenticate(known, "alice", "s3cret-pass") == known["alice"]
     assert users.authenticate(known, "alice", "wrong") is None
     assert users.authenticate(known, "mallory", "s3cret-pass") is None
-    for text, words in [("alice admin hunter2", "never as plain text"), ("alice boss pbkdf2_sha256$1$a$b", "role"),
-                        ("al/ce user pbkdf2_sha256$1$a$b", "user name"),
-                        (".. user pbkdf2_sha256$1$a$b", "not only dots"),
-                        ("alice user", "3 fields"),
-                        (f"{line}\n{line}", "listed twice")]:
+    for text, words in [
+        ("alice admin hunter2", "never as plain text"),
+        ("alice boss pbkdf2_sha256$1$a$b", "role"),
+        ("al/ce user pbkdf2_sha256$1$a$b", "user name"),
+        (".. user pbkdf2_sha256$1$a$b", "not only dots"),
+        ("alice user", "3 fields"),
+        (f"{line}\n{line}", "listed twice"),
+    ]:
         with pytest.raises(users.UsersError, match=words) as caught:
             users.parse_users(text, "users.txt")
         assert "users.txt, line" in str(caught.value)
@@ -47,16 +50,28 @@ def test_accounts_come_from_the_file_then_the_environment(tmp_path):
     path.write_text(f"carol user {hashed}\n")
     assert set(users.load_users(path, environ={})) == {"carol"}
     assert set(users.load_users(None, environ={users.USERS_FILE_ENV: str(path)})) == {"carol"}
-    assert set(users.load_users(None, environ={users.USERS_ENV: f"dan user {hashed};erin admin {hashed}"})) == \
-        {"dan", "erin"}
+    assert set(users.load_users(None, environ={users.USERS_ENV: f"dan user {hashed};erin admin {hashed}"})) == {
+        "dan",
+        "erin",
+    }
     assert users.load_users(None, environ={}) == {}
     with pytest.raises(users.UsersError, match="cannot be read"):
         users.load_users(tmp_path / "missing.txt", environ={})
 
 
-@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.0.1.5", True), ("localhost", True),
-                                            ("::1", True), ("0.0.0.0", False), ("192.168.1.20", False),
-                                            ("::", False), ("example.org", False)])
+@pytest.mark.parametrize(
+    "host, loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.0.1.5", True),
+        ("localhost", True),
+        ("::1", True),
+        ("0.0.0.0", False),
+        ("192.168.1.20", False),
+        ("::", False),
+        ("example.org", False),
+    ],
+)
 def test_only_loopback_may_serve_without_accounts(host, loopback):
     assert users.is_loopback(host) is loopback
     if loopback:
@@ -122,9 +137,26 @@ def test_the_users_file_is_never_readable_by_others_not_even_while_written(tmp_p
     path = folder / "users.txt"
 
     def add(name: str, *extra: str) -> set:
-        result = subprocess.run([sys.executable, "-c", WATCHED_USERS_ADD, str(folder), "users", "add", name,
-                                 "--file", str(path), "--password-stdin", *extra], input="a-long-password\n",
-                                capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                WATCHED_USERS_ADD,
+                str(folder),
+                "users",
+                "add",
+                name,
+                "--file",
+                str(path),
+                "--password-stdin",
+                *extra,
+            ],
+            input="a-long-password\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[1],
+        )
         assert result.returncode == 0, result.stderr
         return {mode for _, mode in eval(result.stdout.splitlines()[-1])}
 
@@ -137,9 +169,14 @@ def test_the_users_file_is_never_readable_by_others_not_even_while_written(tmp_p
 
 
 def test_app_refuses_an_open_address_without_accounts(tmp_path):
-    result = subprocess.run([sys.executable, "app.py", "--host", "0.0.0.0", "--port", "1",
-                             "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1],
-                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."})
+    result = subprocess.run(
+        [sys.executable, "app.py", "--host", "0.0.0.0", "--port", "1", "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."},
+    )
     assert result.returncode != 0
     assert "--host 0.0.0.0: serving beyond this machine requires sign-in" in result.stderr
     assert "Traceback" not in result.stderr

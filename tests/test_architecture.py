@@ -58,8 +58,9 @@ def workbench_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("workbench"):
             for alias in node.names:
                 candidate = f"{node.module}.{alias.name}"
-                is_module = (PACKAGE.parent / Path(*candidate.split("."))).with_suffix(".py").is_file() or \
-                    (PACKAGE.parent / Path(*candidate.split(".")) / "__init__.py").is_file()
+                is_module = (PACKAGE.parent / Path(*candidate.split("."))).with_suffix(".py").is_file() or (
+                    PACKAGE.parent / Path(*candidate.split(".")) / "__init__.py"
+                ).is_file()
                 found.add(candidate if is_module else node.module)
     return found
 
@@ -85,8 +86,7 @@ def test_each_part_imports_only_the_parts_below_it(name):
 
 # The libraries that read models, datasets and GPUs: only sources/ (and the parts above spec) import them; spec/
 # describes and checks a run without them.
-READING_LIBRARIES = {"torch", "transformers", "datasets", "huggingface_hub", "pynvml", "gguf", "pyarrow",
-                     "safetensors"}
+READING_LIBRARIES = {"torch", "transformers", "datasets", "huggingface_hub", "pynvml", "gguf", "pyarrow", "safetensors"}
 
 
 def imported_top_levels(source: str) -> set[str]:
@@ -104,12 +104,15 @@ def imported_top_levels(source: str) -> set[str]:
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if part_of(n) == "spec"))
 def test_spec_reads_nothing_through_the_heavy_libraries(name):
     used = imported_top_levels(MODULES[name].read_text(encoding="utf-8")) & READING_LIBRARIES
-    assert not used, (f"{name} imports {sorted(used)}: spec/ describes a run; reading models, datasets or GPUs "
-                      f"belongs in sources/")
+    assert not used, (
+        f"{name} imports {sorted(used)}: spec/ describes a run; reading models, datasets or GPUs belongs in sources/"
+    )
 
 
 def test_the_spec_rule_sees_imports_inside_functions():
-    code = "def f():\n    from datasets import Dataset\n    import pyarrow.parquet as pq\nimport json\nfrom . import x\n"
+    code = (
+        "def f():\n    from datasets import Dataset\n    import pyarrow.parquet as pq\nimport json\nfrom . import x\n"
+    )
     assert imported_top_levels(code) & READING_LIBRARIES == {"datasets", "pyarrow"}
 
 
@@ -133,7 +136,7 @@ def test_no_import_cycles():
             if nxt == name or MODULES[nxt].name == "__init__.py" and name.startswith(nxt + "."):
                 continue
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
+                cycle = stack[stack.index(nxt) :] + [nxt]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt)
@@ -181,13 +184,44 @@ VIEWS = sorted(path for path in (PACKAGE / "ui").glob("*_view.py"))
 IO_MODULES = {"os", "shutil", "tempfile", "glob", "io", "subprocess", "socket", "fcntl", "mmap", "sqlite3"}
 # pathlib.Path's methods that touch the file system (`Path.replace` is left out: the AST cannot tell it from
 # `str.replace`); a view calls none of them, on any object.
-PATH_IO_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "touch", "mkdir", "rmdir", "unlink",
-                   "rename", "iterdir", "glob", "rglob", "walk", "stat", "lstat", "exists", "is_file", "is_dir",
-                   "is_symlink", "resolve", "samefile", "readlink", "symlink_to", "hardlink_to", "chmod"}
+PATH_IO_METHODS = {
+    "read_text",
+    "read_bytes",
+    "write_text",
+    "write_bytes",
+    "open",
+    "touch",
+    "mkdir",
+    "rmdir",
+    "unlink",
+    "rename",
+    "iterdir",
+    "glob",
+    "rglob",
+    "walk",
+    "stat",
+    "lstat",
+    "exists",
+    "is_file",
+    "is_dir",
+    "is_symlink",
+    "resolve",
+    "samefile",
+    "readlink",
+    "symlink_to",
+    "hardlink_to",
+    "chmod",
+}
 # The readers of a run folder: a view may name their constants and types (a name that starts with a capital
 # letter: FINAL_STATES, RunIdError, Seen), never call their functions.
-READER_MODULES = {"workbench.runstore.runfolder", "workbench.runstore.jsonl_cache", "workbench.runstore.file_cache",
-                  "workbench.insight.follow", "workbench.runstore.safe_files", "workbench.runstore.launch_records"}
+READER_MODULES = {
+    "workbench.runstore.runfolder",
+    "workbench.runstore.jsonl_cache",
+    "workbench.runstore.file_cache",
+    "workbench.insight.follow",
+    "workbench.runstore.safe_files",
+    "workbench.runstore.launch_records",
+}
 MAX_UI_FUNCTION_LINES = 80
 
 
@@ -218,8 +252,12 @@ def view_io(tree: ast.AST) -> list[str]:
             elif isinstance(node.func, ast.Attribute) and node.func.attr in PATH_IO_METHODS:
                 found.append(f"line {node.lineno}: calls .{node.func.attr}(")
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in readers \
-                and not node.attr[:1].isupper():
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in readers
+            and not node.attr[:1].isupper()
+        ):
             found.append(f"line {node.lineno}: uses {node.value.id}.{node.attr}")
     return sorted(found, key=lambda place: int(place.split(":")[0].removeprefix("line ")))
 
@@ -227,8 +265,9 @@ def view_io(tree: ast.AST) -> list[str]:
 @pytest.mark.parametrize("view", VIEWS, ids=[path.stem for path in VIEWS])
 def test_views_do_no_io(view):
     found = view_io(ast.parse(view.read_text(encoding="utf-8")))
-    assert not found, (f"{view.name} must stay pure: the tab reads and writes, the view renders what it is "
-                       f"given: {found}")
+    assert not found, (
+        f"{view.name} must stay pure: the tab reads and writes, the view renders what it is given: {found}"
+    )
 
 
 def test_the_io_rule_finds_each_kind_of_io():
@@ -248,32 +287,45 @@ jsonl_cache.records(path)
 follow.look(seen, run_dir)
 """
     assert view_io(ast.parse(code)) == [
-        "line 2: imports os", "line 5: imports workbench.runstore.runfolder.read_status", "line 8: calls open(",
-        "line 9: calls .read_text(", "line 10: calls .stat(", "line 11: uses runfolder.read_config",
-        "line 13: uses jsonl_cache.records", "line 14: uses follow.look"]
+        "line 2: imports os",
+        "line 5: imports workbench.runstore.runfolder.read_status",
+        "line 8: calls open(",
+        "line 9: calls .read_text(",
+        "line 10: calls .stat(",
+        "line 11: uses runfolder.read_config",
+        "line 13: uses jsonl_cache.records",
+        "line 14: uses follow.look",
+    ]
 
 
 def long_functions(tree: ast.AST, limit: int = MAX_UI_FUNCTION_LINES) -> list[str]:
     """Each function (or method, nested ones too) of `tree` longer than `limit` lines, counted from its `def`
     line to its last line, as "name (line N): L lines"."""
-    return [f"{node.name} (line {node.lineno}): {node.end_lineno - node.lineno + 1} lines"
-            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > limit]
+    return [
+        f"{node.name} (line {node.lineno}): {node.end_lineno - node.lineno + 1} lines"
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit
+    ]
 
 
 def test_no_function_in_ui_is_longer_than_80_lines():
-    found = {str(path.relative_to(PACKAGE / "ui")): long_functions(ast.parse(path.read_text(encoding="utf-8")))
-             for path in sorted((PACKAGE / "ui").rglob("*.py"))}
+    found = {
+        str(path.relative_to(PACKAGE / "ui")): long_functions(ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted((PACKAGE / "ui").rglob("*.py"))
+    }
     found = {name: functions for name, functions in found.items() if functions}
-    assert not found, (f"functions in ui/ longer than {MAX_UI_FUNCTION_LINES} lines (split the layout into "
-                       f"parts, handlers into methods of the tab's class): {found}")
+    assert not found, (
+        f"functions in ui/ longer than {MAX_UI_FUNCTION_LINES} lines (split the layout into "
+        f"parts, handlers into methods of the tab's class): {found}"
+    )
 
 
 def test_the_length_rule_counts_from_def_to_the_last_line():
     body = "\n".join(f"    x{i} = {i}" for i in range(79))
     assert long_functions(ast.parse(f"def fits():\n{body}\n")) == []
-    assert long_functions(ast.parse(f"@decorated\ndef too_long():\n{body}\n    x = 1\n")) == \
-        ["too_long (line 2): 81 lines"]
+    assert long_functions(ast.parse(f"@decorated\ndef too_long():\n{body}\n    x = 1\n")) == [
+        "too_long (line 2): 81 lines"
+    ]
 
 
 def test_calc_exports_the_calculator():
@@ -297,16 +349,18 @@ PUBLIC_GRADIO_MODULES = {"themes"}
 def gradio_submodules() -> set[str]:
     """The names of gradio's modules and packages (gradio.blocks, gradio.routes, ...), found without importing it."""
     folder = Path(importlib.util.find_spec("gradio").submodule_search_locations[0])
-    return {path.stem for path in folder.glob("*.py")} | \
-        {path.name for path in folder.iterdir() if (path / "__init__.py").is_file()}
+    return {path.stem for path in folder.glob("*.py")} | {
+        path.name for path in folder.iterdir() if (path / "__init__.py").is_file()
+    }
 
 
 def compat_internal_attributes() -> set[str]:
     """gradio_compat.INTERNAL_ATTRIBUTES, read from its source (importing it would not import gradio, but stay sure)."""
     for path in COMPAT_FILES:
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "INTERNAL_ATTRIBUTES"
-                                                    for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", None) == "INTERNAL_ATTRIBUTES" for t in node.targets
+            ):
                 return set(ast.literal_eval(node.value))
     raise AssertionError("gradio_compat/ has no INTERNAL_ATTRIBUTES")
 
@@ -314,8 +368,9 @@ def compat_internal_attributes() -> set[str]:
 def on_own_object(node: ast.Attribute) -> bool:
     """`self.x`, `cls.x`, `super().x`: an attribute of the module's own class, not of someone else's object."""
     base = node.value
-    return (isinstance(base, ast.Name) and base.id in ("self", "cls")) or \
-        (isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super")
+    return (isinstance(base, ast.Name) and base.id in ("self", "cls")) or (
+        isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"
+    )
 
 
 def gradio_internals(tree: ast.AST, handles_gradio: bool, submodules: set[str], internal: set[str]) -> list[str]:
@@ -329,47 +384,62 @@ def gradio_internals(tree: ast.AST, handles_gradio: bool, submodules: set[str], 
     gradio_compat.INTERNAL_ATTRIBUTES is touched except on `self`, `cls` or `super()`.
     """
     private = submodules - PUBLIC_GRADIO_MODULES
-    aliases = {alias.asname or "gradio" for node in ast.walk(tree) if isinstance(node, ast.Import)
-               for alias in node.names if alias.name == "gradio"}
+    aliases = {
+        alias.asname or "gradio"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "gradio"
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [f"line {node.lineno}: imports {alias.name}" for alias in node.names
-                      if alias.name.startswith("gradio.") and alias.name.split(".")[1] in private]
+            found += [
+                f"line {node.lineno}: imports {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("gradio.") and alias.name.split(".")[1] in private
+            ]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "gradio":
             parts = node.module.split(".")
             if len(parts) > 1 and parts[1] in private:
                 found.append(f"line {node.lineno}: imports from {node.module}")
             elif len(parts) == 1:
-                found += [f"line {node.lineno}: imports gradio.{alias.name}" for alias in node.names
-                          if alias.name in private]
+                found += [
+                    f"line {node.lineno}: imports gradio.{alias.name}" for alias in node.names if alias.name in private
+                ]
         elif isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id in aliases and node.attr in private:
                 found.append(f"line {node.lineno}: reaches {node.value.id}.{node.attr}")
-            elif handles_gradio and not on_own_object(node) and (
-                    (node.attr.startswith("_") and not node.attr.startswith("__")) or node.attr in internal):
+            elif (
+                handles_gradio
+                and not on_own_object(node)
+                and ((node.attr.startswith("_") and not node.attr.startswith("__")) or node.attr in internal)
+            ):
                 found.append(f"line {node.lineno}: touches .{node.attr}")
     return sorted(found, key=lambda tie: int(tie.split(":")[0].removeprefix("line ")))
 
 
 def test_only_gradio_compat_touches_gradio_internals():
     submodules, internal = gradio_submodules(), compat_internal_attributes()
-    assert COMPAT_FILES and all(path.name == "__init__.py" or {"gradio", "compat"} <= set(path.stem.split("_"))
-                                for path in COMPAT_FILES), [path.name for path in COMPAT_FILES]
+    assert COMPAT_FILES and all(
+        path.name == "__init__.py" or {"gradio", "compat"} <= set(path.stem.split("_")) for path in COMPAT_FILES
+    ), [path.name for path in COMPAT_FILES]
     found = {}
     for name, path in MODULES.items():
         if path in COMPAT_FILES:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         handles_gradio = name.startswith("workbench.ui.") or any(
-            (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gradio" for a in node.names)) or
-            (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gradio")
-            for node in ast.walk(tree))
+            (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "gradio" for a in node.names))
+            or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "gradio")
+            for node in ast.walk(tree)
+        )
         problems = gradio_internals(tree, handles_gradio, submodules, internal)
         if problems:
             found[name] = problems
-    assert not found, ("only workbench/ui/gradio_compat/ may touch Gradio's internals (move the tie there, "
-                       f"with its check): {found}")
+    assert not found, (
+        f"only workbench/ui/gradio_compat/ may touch Gradio's internals (move the tie there, with its check): {found}"
+    )
 
 
 def test_the_gradio_rule_finds_each_kind_of_tie():
@@ -388,29 +458,50 @@ app.tokens = tokens
 gr.themes.Soft(); gr.Button("fine"); self._mine; super()._theirs; self.tokens; x.__name__
 """
     found = gradio_internals(ast.parse(ties), True, submodules, internal)
-    assert found == ["line 3: imports gradio.routes", "line 4: imports gradio.profiling",
-                     "line 5: imports from gradio.blocks", "line 6: imports from gradio.components.plot",
-                     "line 8: touches ._queue", "line 9: reaches gr.blocks", "line 10: touches .tokens"], found
+    assert found == [
+        "line 3: imports gradio.routes",
+        "line 4: imports gradio.profiling",
+        "line 5: imports from gradio.blocks",
+        "line 6: imports from gradio.components.plot",
+        "line 8: touches ._queue",
+        "line 9: reaches gr.blocks",
+        "line 10: touches .tokens",
+    ], found
     # Outside the modules that handle Gradio's objects, a private attribute is another library's business
     # (trainer/ reaches into TRL's, and says so); gradio's submodules stay off limits everywhere.
-    assert gradio_internals(ast.parse("trainer._metrics\nfrom gradio import routes"), False, submodules, internal) == \
-        ["line 2: imports gradio.routes"]
+    assert gradio_internals(ast.parse("trainer._metrics\nfrom gradio import routes"), False, submodules, internal) == [
+        "line 2: imports gradio.routes"
+    ]
     # gradio_compat holds the real ties, so the rule has something to find there.
-    assert sum(len(gradio_internals(ast.parse(path.read_text(encoding="utf-8")), True, submodules, internal))
-               for path in COMPAT_FILES) >= 10
+    assert (
+        sum(
+            len(gradio_internals(ast.parse(path.read_text(encoding="utf-8")), True, submodules, internal))
+            for path in COMPAT_FILES
+        )
+        >= 10
+    )
 
 
 # ---- tests import helpers and fixtures, never another test file ----------------------------------------------
+
 
 def test_no_test_file_imports_another():
     tests = Path(__file__).resolve().parent
     found = []
     for path in sorted(tests.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
-            found += [f"{path.name} imports {name}" for name in names
-                      if name.split(".")[0].startswith("test_") or name.startswith("tests.test_")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
+            found += [
+                f"{path.name} imports {name}"
+                for name in names
+                if name.split(".")[0].startswith("test_") or name.startswith("tests.test_")
+            ]
     assert not found, f"share it through tests/helpers.py or a fixture in conftest.py instead: {found}"
 
 
@@ -437,8 +528,9 @@ def imported_names(tree: ast.AST, roots: set[str]) -> set[str]:
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names
-                         if alias.name.split(".")[0] in roots)
+            names.update(
+                (alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name.split(".")[0] in roots
+            )
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in roots:
             names.update(alias.asname or alias.name for alias in node.names)
     return names
@@ -447,8 +539,11 @@ def imported_names(tree: ast.AST, roots: set[str]) -> set[str]:
 def library_classes(tree: ast.AST, libraries: set[str]) -> list[ast.ClassDef]:
     """The module's classes with a base imported from one of `libraries` (GRPOTrainer, torch.nn.Module, ...)."""
     bound = imported_names(tree, libraries)
-    return [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-            and any(root_name(base) in bound for base in node.bases)]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and any(root_name(base) in bound for base in node.bases)
+    ]
 
 
 def own_private_names(trees: list[ast.AST], libraries: set[str]) -> set[str]:
@@ -468,8 +563,13 @@ def own_private_names(trees: list[ast.AST], libraries: set[str]) -> set[str]:
                 own.add(node.arg)
             elif isinstance(node, ast.alias) and node.asname:
                 own.add(node.asname)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and id(node) not in inside \
-                    and isinstance(node.value, ast.Name) and node.value.id == "self":
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and id(node) not in inside
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
                 own.add(node.attr)
     return {name for name in own if is_private(name)}
 
@@ -497,20 +597,35 @@ def library_private_reaches(tree: ast.AST, registry: set[str], own: set[str], li
             found.append(f"{line}passes {node.arg}=")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in registry:
             found.append(f"{line}spells {node.value!r}")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                (node.name in registry or (id(node) in inside and is_private(node.name))):
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            node.name in registry or (id(node) in inside and is_private(node.name))
+        ):
             found.append(f"{line}defines {node.name} in {inside.get(id(node), 'the module')}")
         elif isinstance(node, ast.Import):
-            found += [f"{line}imports {alias.name}" for alias in node.names if alias.name.split(".")[0] in libraries
-                      and any(is_private(part) for part in alias.name.split("."))]
+            found += [
+                f"{line}imports {alias.name}"
+                for alias in node.names
+                if alias.name.split(".")[0] in libraries and any(is_private(part) for part in alias.name.split("."))
+            ]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in libraries:
-            found += [f"{line}imports {alias.name} from {node.module}" for alias in node.names
-                      if is_private(alias.name) or any(is_private(part) for part in node.module.split("."))]
-        elif isinstance(node, ast.Attribute) and is_private(node.attr) and node.attr not in own and \
-                root_name(node) not in stdlib:
+            found += [
+                f"{line}imports {alias.name} from {node.module}"
+                for alias in node.names
+                if is_private(alias.name) or any(is_private(part) for part in node.module.split("."))
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and is_private(node.attr)
+            and node.attr not in own
+            and root_name(node) not in stdlib
+        ):
             found.append(f"{line}touches {ast.unparse(node.value)}.{node.attr}")
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and \
-                node.attr in REBOUND_CACHE_ATTRIBUTES and not on_own_object(node):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and node.attr in REBOUND_CACHE_ATTRIBUTES
+            and not on_own_object(node)
+        ):
             found.append(f"{line}rebinds {ast.unparse(node.value)}.{node.attr}")
     return sorted(set(found), key=lambda tie: (int(tie.split(":")[0].removeprefix("line ")), tie))
 
@@ -521,8 +636,11 @@ def library_rule_inputs():
     these ties, and ui/gradio_compat/'s underscore attributes are Gradio's, kept there by the Gradio rule above."""
     from workbench import library_compat
 
-    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(PACKAGE.rglob("*.py"))
-             if path != LIBRARY_COMPAT and path not in COMPAT_FILES}
+    trees = {
+        path: ast.parse(path.read_text(encoding="utf-8"))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != LIBRARY_COMPAT and path not in COMPAT_FILES
+    }
     libraries = set(library_compat.LIBRARIES)
     return trees, set(library_compat.PRIVATE_NAMES), own_private_names(list(trees.values()), libraries), libraries
 
@@ -532,10 +650,15 @@ def test_only_library_compat_reaches_private_parts_of_the_libraries():
     registry (why, what it touches, how to tell it is gone, what happens without it, checked at start-up), and every
     other module reaches it through that module's accessors and GRPOHooks."""
     trees, registry, own, libraries = library_rule_inputs()
-    found = {str(path.relative_to(PACKAGE)): problems for path, tree in trees.items()
-             if (problems := library_private_reaches(tree, registry, own, libraries))}
-    assert not found, ("only workbench/library_compat.py may reach a private part of TRL, transformers, PEFT, "
-                       f"accelerate or torch (add the tie to its registry, with its check and an accessor): {found}")
+    found = {
+        str(path.relative_to(PACKAGE)): problems
+        for path, tree in trees.items()
+        if (problems := library_private_reaches(tree, registry, own, libraries))
+    }
+    assert not found, (
+        "only workbench/library_compat.py may reach a private part of TRL, transformers, PEFT, "
+        f"accelerate or torch (add the tie to its registry, with its check and an accessor): {found}"
+    )
 
 
 def test_the_library_rule_finds_each_kind_of_tie():
@@ -556,10 +679,16 @@ layer.keys = keys
 os._exit(0); self._unwritten_completions; library_compat.round_logs(trainer); self.keys = 1; x.__name__
 """
     assert library_private_reaches(ast.parse(ties), registry, own, libraries) == [
-        "line 5: imports _private_module from trl.trainer", "line 6: imports _helper from transformers.cache_utils",
-        "line 7: reaches ._metrics", "line 8: spells '_attn_implementation'", "line 9: touches torch._C",
-        "line 9: touches torch._C._get_tracing_state", "line 11: defines _prepare_inputs in Mine",
-        "line 12: touches super()._prepare_inputs", "line 13: rebinds layer.keys"]
+        "line 5: imports _private_module from trl.trainer",
+        "line 6: imports _helper from transformers.cache_utils",
+        "line 7: reaches ._metrics",
+        "line 8: spells '_attn_implementation'",
+        "line 9: touches torch._C",
+        "line 9: touches torch._C._get_tracing_state",
+        "line 11: defines _prepare_inputs in Mine",
+        "line 12: touches super()._prepare_inputs",
+        "line 13: rebinds layer.keys",
+    ]
     # library_compat holds the real ties, so the rule has something to find there.
     compat = ast.parse(LIBRARY_COMPAT.read_text(encoding="utf-8"))
     assert len(library_private_reaches(compat, registry, own, libraries)) >= 20
@@ -570,8 +699,11 @@ def test_every_module_using_the_registry_is_a_site_of_a_tie_and_every_site_exist
 
     sites = {site for tie in library_compat.TIES for site in tie.sites}
     assert all((PACKAGE / site).is_file() for site in sites), sorted(s for s in sites if not (PACKAGE / s).is_file())
-    users = {str(MODULES[name].relative_to(PACKAGE)) for name, imported in GRAPH.items()
-             if "workbench.library_compat" in imported}
+    users = {
+        str(MODULES[name].relative_to(PACKAGE))
+        for name, imported in GRAPH.items()
+        if "workbench.library_compat" in imported
+    }
     # the `ties` command reads the registry; every other module that imports it relies on a tie it lists
     assert users - sites == {"cli/ties.py"}, users - sites
 
@@ -582,8 +714,11 @@ MAX_MODULE_LINES = 650
 
 
 def test_no_module_is_longer_than_650_lines():
-    found = {str(path.relative_to(PACKAGE)): lines for path in sorted(PACKAGE.rglob("*.py"))
-             if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    found = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
     assert not found, f"modules longer than {MAX_MODULE_LINES} lines (split them by job): {found}"
 
 
@@ -592,34 +727,49 @@ def test_no_module_is_longer_than_650_lines():
 # takes in prose; a setting (a timeout, a cap, an interval the code uses) is none of them.
 _NUMBER = r"\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?"
 _UNIT = r"(?:ms|s|seconds|minutes|min|MB|MiB|GB|GiB|KB|KiB|%|x)"
-MEASURED_FIGURE = re.compile("|".join(f"(?:{shape})" for shape in (
-    # a comparison: "2.95 s instead of 3.64 s", "82 ms against 113-147 ms"
-    rf"{_NUMBER} ?{_UNIT}[^\n]{{0,40}}?\b(?:against|instead of|vs\.?|versus|rather than|down from|up from)\b"
-    rf"[^\n]{{0,20}}?{_NUMBER} ?{_UNIT}(?![A-Za-z])",
-    # "measured ... 45.9 ms"
-    rf"\bmeasured\b[^\n]{{0,60}}?{_NUMBER} ?{_UNIT}(?![A-Za-z])",
-    # an estimate of a duration: "about 50 s", "~0.5 ms", "roughly 3 minutes"
-    rf"(?:\babout|~|\baround|\broughly) ?{_NUMBER} ?(?:ms|s|seconds|minutes|min)\b",
-    # a rate: "0.07 s a step", "3 ms per token"
-    rf"{_NUMBER} ?(?:ms|s|seconds) (?:a|per|each) (?:step|check|token|call|page|request|run|row|prompt|completion)\b",
-    # a fraction of a millisecond or a range of durations: "45.9 ms", "27-29 ms", "7-9 s"
-    r"\d+\.\d+ ?ms\b", r"\b\d+(?:\.\d+)?-\d+(?:\.\d+)? ?(?:ms|s)\b",
-    # a speed-up: "4x faster", "3 times slower"
-    rf"{_NUMBER} ?(?:x|times) (?:faster|slower|quicker)\b",
-)), re.IGNORECASE)
+MEASURED_FIGURE = re.compile(
+    "|".join(
+        f"(?:{shape})"
+        for shape in (
+            # a comparison: "2.95 s instead of 3.64 s", "82 ms against 113-147 ms"
+            rf"{_NUMBER} ?{_UNIT}[^\n]{{0,40}}?\b(?:against|instead of|vs\.?|versus|rather than|down from|up from)\b"
+            rf"[^\n]{{0,20}}?{_NUMBER} ?{_UNIT}(?![A-Za-z])",
+            # "measured ... 45.9 ms"
+            rf"\bmeasured\b[^\n]{{0,60}}?{_NUMBER} ?{_UNIT}(?![A-Za-z])",
+            # an estimate of a duration: "about 50 s", "~0.5 ms", "roughly 3 minutes"
+            rf"(?:\babout|~|\baround|\broughly) ?{_NUMBER} ?(?:ms|s|seconds|minutes|min)\b",
+            # a rate: "0.07 s a step", "3 ms per token"
+            rf"{_NUMBER} ?(?:ms|s|seconds) (?:a|per|each) (?:step|check|token|call|page|request|run|row|prompt|completion)\b",
+            # a fraction of a millisecond or a range of durations: "45.9 ms", "27-29 ms", "7-9 s"
+            r"\d+\.\d+ ?ms\b",
+            r"\b\d+(?:\.\d+)?-\d+(?:\.\d+)? ?(?:ms|s)\b",
+            # a speed-up: "4x faster", "3 times slower"
+            rf"{_NUMBER} ?(?:x|times) (?:faster|slower|quicker)\b",
+        )
+    ),
+    re.IGNORECASE,
+)
 
 
 def measured_figures(text: str) -> list[str]:
     """Each line of `text` holding a measured figure, as "line N: the figure"."""
-    return [f"line {number}: {match.group(0)}" for number, line in enumerate(text.splitlines(), 1)
-            if (match := MEASURED_FIGURE.search(line))]
+    return [
+        f"line {number}: {match.group(0)}"
+        for number, line in enumerate(text.splitlines(), 1)
+        if (match := MEASURED_FIGURE.search(line))
+    ]
 
 
 def test_no_measured_figure_in_the_code():
-    found = {str(path.relative_to(PACKAGE)): figures for path in sorted(PACKAGE.rglob("*.py"))
-             if (figures := measured_figures(path.read_text(encoding="utf-8")))}
-    assert not found, ("measured figures in workbench/ (say the reason in words and name the benchmark that "
-                       f"prints the figure): {found}")
+    found = {
+        str(path.relative_to(PACKAGE)): figures
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (figures := measured_figures(path.read_text(encoding="utf-8")))
+    }
+    assert not found, (
+        "measured figures in workbench/ (say the reason in words and name the benchmark that "
+        f"prints the figure): {found}"
+    )
 
 
 def test_the_figure_rule_finds_each_shape_and_spares_settings():

@@ -26,9 +26,18 @@ pytestmark = pytest.mark.slow  # builds the whole app
 
 RUN = "20260101-000001-alice"
 SECRET = "THE-HASH-OF-BOB-5d1e"
-MODEL_CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-                "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "vocab_size": 1000, "max_position_embeddings": 512, "tie_word_embeddings": True}
+MODEL_CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": True,
+}
 
 
 @pytest.fixture
@@ -38,8 +47,9 @@ def places(tmp_path):
     users_file.write_text(f"bob user pbkdf2_sha256$1000$salt${SECRET}\n")
     run_dir = runs / RUN
     RunConfig(model="tiny").save(run_dir / runfolder.CONFIG_FILE)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config={}))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config={})
+    )
     runfolder.update_status(run_dir, state="finished", owner="alice")
     # what alice's run wrote into its own folder: a model folder whose chat template is a link
     merged = run_dir / "merged"
@@ -55,8 +65,9 @@ def places(tmp_path):
 def preview_text(places) -> str:
     app = build_app(places["runs"], users={name: users.User(name, "user", "") for name in ("alice", "bob")})
     preview = app_handler(app, "setup_tab", "live_preview")
-    out = preview(gr.Request(username="alice"),
-                  *setup_form_values(model=str(places["merged"]), dataset_name=str(places["data"])))
+    out = preview(
+        gr.Request(username="alice"), *setup_form_values(model=str(places["merged"]), dataset_name=str(places["data"]))
+    )
     values = out if isinstance(out, (list, tuple)) else list(out.values())
     return " ".join(str(getattr(value, "value", value)) for value in values)
 

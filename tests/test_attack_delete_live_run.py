@@ -30,8 +30,15 @@ def test_a_run_whose_recorded_process_runs_is_not_deleted_whatever_its_status_sa
     run_dir = runs / "20260101-000001-alice"
     process = sandboxed_run_with_a_live_process(run_dir)
     try:
-        runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, {  # the run's code: "I finished"
-            "state": "finished", "finished_at": time.time() + 10**9, "updated_at": time.time(), "owner": "alice"})
+        runfolder.write_json_atomic(
+            run_dir / runfolder.STATUS_FILE,
+            {  # the run's code: "I finished"
+                "state": "finished",
+                "finished_at": time.time() + 10**9,
+                "updated_at": time.time(),
+                "owner": "alice",
+            },
+        )
         with pytest.raises(launcher.LauncherError):
             launcher.delete_run(run_dir.name, runs)
         assert launch_records.read_record(run_dir) is not None, "the record of a live run's processes was removed"
@@ -40,7 +47,7 @@ def test_a_run_whose_recorded_process_runs_is_not_deleted_whatever_its_status_sa
         process.wait()
 
 
-LIAR = '''
+LIAR = """
 import json, os, time
 
 def brevity(completions, **kwargs):
@@ -53,7 +60,7 @@ def brevity(completions, **kwargs):
     open("claimed", "w").close()
     while True:  # the sandbox, and whatever it does, keeps going
         time.sleep(0.5)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -67,8 +74,10 @@ def test_deleting_a_run_that_lies_about_finishing_leaves_nothing_running(tmp_pat
     (alice_uploads / "liar.py").write_text(LIAR)
     policy = sandbox.Policy(readable=(str(alice_uploads),))
     app = build_app(runs, users={name: users.User(name, "user", "") for name in ("alice", "bob")}, sandbox=policy)
-    config = RunConfig(**tiny_settings(task="demo", reward_names=["brevity"], max_steps=2, save_steps=1000),
-                       reward_file=str(alice_uploads / "liar.py"))
+    config = RunConfig(
+        **tiny_settings(task="demo", reward_names=["brevity"], max_steps=2, save_steps=1000),
+        reward_file=str(alice_uploads / "liar.py"),
+    )
     run_id = launcher.start(config, runs, owner="alice", import_reward_file=False, sandboxed=policy)
     uid = sandbox.run_uid(runs / run_id)
     bwrap = launch_records.read_record(runs / run_id).processes[0]
@@ -77,12 +86,20 @@ def test_deleting_a_run_that_lies_about_finishing_leaves_nothing_running(tmp_pat
         delete = app_handler(app, "runs_tab", "delete")
         delete(gr.Request(username="alice"), run_id, [], [], "reward", 0.0, {})
         time.sleep(2)
-        left = [p.pid for p in psutil.process_iter(["uids"]) if uid is not None and p.info["uids"]
-                and p.info["uids"].real == uid] if uid is not None else ([bwrap.pid] if bwrap.is_running() else [])
-        assert (runs / run_id).exists() or not left, \
+        left = (
+            [
+                p.pid
+                for p in psutil.process_iter(["uids"])
+                if uid is not None and p.info["uids"] and p.info["uids"].real == uid
+            ]
+            if uid is not None
+            else ([bwrap.pid] if bwrap.is_running() else [])
+        )
+        assert (runs / run_id).exists() or not left, (
             f"the run was deleted while its processes {left} ran on: no run, no record, nothing can stop them"
+        )
     finally:
-        for process in (processes_of(uid) if uid is not None else []):
+        for process in processes_of(uid) if uid is not None else []:
             process.kill()
         if bwrap.is_running():
             psutil.Process(bwrap.pid).kill()

@@ -41,7 +41,9 @@ def test_an_unreadable_folder_still_counts_against_the_disk_limit(tmp_path):
         pytest.skip("the init runs as the server's uid here, which can walk any folder")
     argv, inner_env = sandbox.wrap([sys.executable, "-c", CODE], exposed, env, foreground=True)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=inner_env)
-    written = sum(os.lstat(os.path.join(root, name)).st_blocks * 512 for root, _, files in os.walk(own)
-                  for name in files)
-    assert "still running" not in done.stdout and "more than its limit" in done.stderr, \
+    written = sum(
+        os.lstat(os.path.join(root, name)).st_blocks * 512 for root, _, files in os.walk(own) for name in files
+    )
+    assert "still running" not in done.stdout and "more than its limit" in done.stderr, (
         f"the run held {written / 2**20:.0f} MiB under an 8 MiB disk limit and was not ended"
+    )

@@ -28,8 +28,10 @@ def lying_run(tmp_path, monkeypatch):
     process = sandboxed_run_with_a_live_process(run_dir)
 
     def claim(finished_at: float) -> None:
-        runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, {
-            "state": "finished", "finished_at": finished_at, "updated_at": time.time(), "owner": "alice", "step": 1})
+        runfolder.write_json_atomic(
+            run_dir / runfolder.STATUS_FILE,
+            {"state": "finished", "finished_at": finished_at, "updated_at": time.time(), "owner": "alice", "step": 1},
+        )
 
     yield runs, run_dir, claim
     process.kill()

@@ -35,19 +35,23 @@ def run_in_sandbox(tmp_path, code: str) -> subprocess.CompletedProcess:
 
 @needs_bwrap
 def test_a_shared_mapping_does_not_go_past_the_memory_limit(tmp_path):
-    code = ("import mmap\nm = mmap.mmap(-1, 600 * 2**20)\nfor i in range(0, len(m), 4096):\n    m[i] = 1\n"
-            "print('held 600 MiB', flush=True)\n")
+    code = (
+        "import mmap\nm = mmap.mmap(-1, 600 * 2**20)\nfor i in range(0, len(m), 4096):\n    m[i] = 1\n"
+        "print('held 600 MiB', flush=True)\n"
+    )
     done = run_in_sandbox(tmp_path, code)
     assert "held 600 MiB" not in done.stdout, "one process held 600 MiB (a shared mapping) under a 256 MiB limit"
 
 
 @needs_bwrap
 def test_several_processes_do_not_go_past_the_runs_memory_limit(tmp_path):
-    code = ("import os, time\nkids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
-            "        block = bytearray(200 * 2**20)\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
-            "time.sleep(1.5)\ntotal = sum(int(line.split()[1]) for pid in kids for line in open(f'/proc/{pid}/status')"
-            " if line.startswith('VmRSS'))\nprint('held MiB', total // 1024, flush=True)\n"
-            "for pid in kids:\n    os.waitpid(pid, 0)\n")
+    code = (
+        "import os, time\nkids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
+        "        block = bytearray(200 * 2**20)\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
+        "time.sleep(1.5)\ntotal = sum(int(line.split()[1]) for pid in kids for line in open(f'/proc/{pid}/status')"
+        " if line.startswith('VmRSS'))\nprint('held MiB', total // 1024, flush=True)\n"
+        "for pid in kids:\n    os.waitpid(pid, 0)\n"
+    )
     done = run_in_sandbox(tmp_path, code)
     held = int(done.stdout.split("held MiB")[1].split()[0]) if "held MiB" in done.stdout else 0
     assert held <= 256, f"the run's processes held {held} MiB together under a 256 MiB limit"
@@ -55,9 +59,11 @@ def test_several_processes_do_not_go_past_the_runs_memory_limit(tmp_path):
 
 @needs_bwrap
 def test_the_in_memory_folders_together_do_not_go_past_the_memory_limit(tmp_path):
-    code = ("total = 0\nfor folder in ['/tmp', '/var/tmp', '/home', '/root', '/run', '/mnt', '/media', '/srv', "
-            "'/dev/shm']:\n    try:\n        open(folder + '/fill', 'wb').write(b'x' * 60 * 2**20)\n"
-            "        total += 60\n    except OSError:\n        pass\nprint('in memory MiB', total, flush=True)\n")
+    code = (
+        "total = 0\nfor folder in ['/tmp', '/var/tmp', '/home', '/root', '/run', '/mnt', '/media', '/srv', "
+        "'/dev/shm']:\n    try:\n        open(folder + '/fill', 'wb').write(b'x' * 60 * 2**20)\n"
+        "        total += 60\n    except OSError:\n        pass\nprint('in memory MiB', total, flush=True)\n"
+    )
     done = run_in_sandbox(tmp_path, code)
     held = int(done.stdout.split("in memory MiB")[1].split()[0]) if "in memory MiB" in done.stdout else 0
     assert held <= 256, f"the run kept {held} MiB in its in-memory folders under a 256 MiB memory limit"

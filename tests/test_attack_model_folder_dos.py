@@ -26,16 +26,30 @@ from workbench.runstore import launch_records, runfolder
 from workbench.spec.config import RunConfig
 from workbench.ui.app import build_app
 
-pytestmark = [pytest.mark.slow,  # builds the whole app
-              # a known break, found and not yet fixed (issue 42's closing note): kept so the fix has its test;
-              # not run until then (it holds gigabytes of the server's memory)
-              pytest.mark.xfail(run=False, strict=True,
-                                reason="known break: a model folder's config and chat template read and rendered unbounded")]
+pytestmark = [
+    pytest.mark.slow,  # builds the whole app
+    # a known break, found and not yet fixed (issue 42's closing note): kept so the fix has its test;
+    # not run until then (it holds gigabytes of the server's memory)
+    pytest.mark.xfail(
+        run=False,
+        strict=True,
+        reason="known break: a model folder's config and chat template read and rendered unbounded",
+    ),
+]
 LIMIT = 64 * 2**20
 SIZE = 200 * 2**20
-MODEL_CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-                "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "vocab_size": 1000, "max_position_embeddings": 512, "tie_word_embeddings": True}
+MODEL_CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": True,
+}
 
 
 def sparse(path, head: bytes, size: int = SIZE) -> None:
@@ -45,10 +59,16 @@ def sparse(path, head: bytes, size: int = SIZE) -> None:
 
 
 CASES = {  # what the run's code left in its merged/ folder, and the event that reads it
-    "a template that multiplies a string": ("live_preview", lambda m: (m / "chat_template.jinja").write_text(
-        "{{ 'x' * %d }}" % SIZE)),
-    "a template with nested loops": ("live_preview", lambda m: (m / "chat_template.jinja").write_text(
-        "{% for a in range(100000) %}{% for b in range(100) %}x{% endfor %}{% endfor %}")),
+    "a template that multiplies a string": (
+        "live_preview",
+        lambda m: (m / "chat_template.jinja").write_text("{{ 'x' * %d }}" % SIZE),
+    ),
+    "a template with nested loops": (
+        "live_preview",
+        lambda m: (m / "chat_template.jinja").write_text(
+            "{% for a in range(100000) %}{% for b in range(100) %}x{% endfor %}{% endfor %}"
+        ),
+    ),
     # the template is compiled whole: 16 MiB of it took 40x that (200 MiB: 8 GiB)
     "a sparse 16 MiB template": ("live_preview", lambda m: sparse(m / "chat_template.jinja", b"x", 16 * 2**20)),
     "a sparse 200 MiB config.json": ("live_plan", lambda m: sparse(m / "config.json", b'{"x": "')),
@@ -61,8 +81,9 @@ def test_a_model_folder_of_the_users_run_costs_the_server_a_bounded_amount(tmp_p
     runs = tmp_path / "runs"
     run_dir = runs / "20260101-000001-alice"
     RunConfig(model="tiny").save(run_dir / runfolder.CONFIG_FILE)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config={}))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config={})
+    )
     runfolder.update_status(run_dir, state="finished", owner="alice")
     merged = run_dir / "merged"
     merged.mkdir()
@@ -76,8 +97,10 @@ def test_a_model_folder_of_the_users_run_costs_the_server_a_bounded_amount(tmp_p
     handler = app_handler(app, "setup_tab", event)
     tracemalloc.start()
     try:
-        handler(gr.Request(username="alice"),
-                *setup_form_values(model=str(merged), dataset_name=str(uploads / "prompts.jsonl")))
+        handler(
+            gr.Request(username="alice"),
+            *setup_form_values(model=str(merged), dataset_name=str(uploads / "prompts.jsonl")),
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

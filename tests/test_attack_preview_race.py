@@ -34,8 +34,9 @@ def places(tmp_path):
     run_dir = runs / RUN
     RunConfig(model="tiny").save(run_dir / runfolder.CONFIG_FILE)
     live = subprocess.Popen(["sleep", "300"], start_new_session=True)  # the run's process: its code can act
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config={}))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config={})
+    )
     launch_records.record_started(run_dir, live.pid)
     runfolder.update_status(run_dir, state="training", owner="alice")
     bob = runs / "uploads" / "bob"
@@ -51,8 +52,9 @@ def places(tmp_path):
 
 
 def preview(app, data) -> str:
-    out = app_handler(app, "setup_tab", "live_preview")(gr.Request(username="alice"),
-                                                        *setup_form_values(dataset_name=str(data)))
+    out = app_handler(app, "setup_tab", "live_preview")(
+        gr.Request(username="alice"), *setup_form_values(dataset_name=str(data))
+    )
     values = out if isinstance(out, (list, tuple)) else list(out.values())
     return " ".join(str(getattr(value, "value", value)) for value in values)
 
@@ -68,7 +70,9 @@ def test_a_data_file_swapped_for_a_link_after_the_check_shows_nothing_outside(pl
         return problem
 
     monkeypatch.setattr(dataset_files, "outside", check_then_swap)
-    assert SECRET not in preview(app, data), "the preview showed another user's row through a link planted after the check"
+    assert SECRET not in preview(app, data), (
+        "the preview showed another user's row through a link planted after the check"
+    )
 
 
 FLIP = """

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 needs_bwrap = pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed")
 SECRET = "BOB-SECRET-ROW-91e7"
 
-LEAK = '''
+LEAK = """
 try:
     with open(BOB_FILE) as handle:
         found = handle.read()
@@ -38,7 +38,7 @@ with open("leak.txt", "w") as handle:  # B's own folder: alice reads it back
 
 def brevity(completions, **kwargs):
     return [0.0 for _ in completions]
-'''
+"""
 
 
 @needs_bwrap
@@ -54,15 +54,18 @@ def test_a_queued_run_is_shown_only_what_its_config_named_when_it_was_checked(tm
     run_a.mkdir()
     RunConfig(model="tiny", device="cpu").save(run_a / runfolder.CONFIG_FILE)
     holder = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    launch_records.write_record(run_a, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                   config={}))
+    launch_records.write_record(run_a, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config={}))
     launch_records.record_started(run_a, holder.pid)
     runfolder.update_status(run_a, state="training", step=1, owner="alice")
     (run_a / "prompts.jsonl").write_text('{"prompt": "What is 2 + 2?"}\n' * 8)
     reward = alice_uploads / "leak.py"
     reward.write_text(LEAK.replace("BOB_FILE", repr(str(bob_file))))
-    config = RunConfig(**tiny_settings(task="demo", reward_names=["brevity"], max_steps=1, save_steps=1000),
-                       dataset_name=str(run_a / "prompts.jsonl"), prompt_column="prompt", reward_file=str(reward))
+    config = RunConfig(
+        **tiny_settings(task="demo", reward_names=["brevity"], max_steps=1, save_steps=1000),
+        dataset_name=str(run_a / "prompts.jsonl"),
+        prompt_column="prompt",
+        reward_file=str(reward),
+    )
     policy = sandbox.Policy(readable=(str(alice_uploads),))  # what the dashboard gives alice's runs
     run_b = None
     try:
@@ -73,8 +76,10 @@ def test_a_queued_run_is_shown_only_what_its_config_named_when_it_was_checked(tm
         (run_a / "prompts.jsonl").unlink()
         (run_a / "prompts.jsonl").symlink_to(bob_file)
         holder.kill()
-        poll_until(lambda: (run_b / "leak.txt").exists()
-                   or run_state.status_of_dir(run_b)["state"] in runfolder.FINAL_STATES, timeout=240)
+        poll_until(
+            lambda: (run_b / "leak.txt").exists() or run_state.status_of_dir(run_b)["state"] in runfolder.FINAL_STATES,
+            timeout=240,
+        )
         time.sleep(0.5)
         found = (run_b / "leak.txt").read_text() if (run_b / "leak.txt").exists() else ""
         shown = runfolder.read_status(run_b).get("sandbox", {}).get("shows", {}).get("read-only", [])

@@ -32,8 +32,9 @@ def test_a_private_folder_the_config_names_does_not_make_the_sandbox_root(tmp_pa
     env = {"PATH": os.environ["PATH"]}
     exposed = sandbox.exposure(own, runs, {"model": str(merged)}, sandbox.Policy(), env)
     if sandbox.bwrap_binary() is not None:
-        argv, inner_env = sandbox.wrap([sys.executable, "-c", "import os; print(os.getuid())"], exposed, env,
-                                       foreground=True)
+        argv, inner_env = sandbox.wrap(
+            [sys.executable, "-c", "import os; print(os.getuid())"], exposed, env, foreground=True
+        )
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=inner_env)
         assert done.stdout.strip() != "0", "the student's reward code ran as uid 0 on the host"
     assert exposed.uid is not None, "the sandbox kept the server's uid (root) for a folder the student named"

@@ -21,9 +21,11 @@ from workbench.jobs import launcher, run_state, sandbox
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed"),
-              pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox gets a uid of its own only on a root server")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox gets a uid of its own only on a root server"),
+]
 
 
 def test_a_run_launched_with_the_served_apps_umask_starts_in_its_sandbox(tmp_path):
@@ -33,8 +35,13 @@ def test_a_run_launched_with_the_served_apps_umask_starts_in_its_sandbox(tmp_pat
     config = RunConfig(**tiny_settings(task="demo", reward_names=["brevity"], max_steps=1, save_steps=1000))
     before = os.umask(0o077)  # what app.py does when it serves accounts
     try:
-        run_id = launcher.start(config, runs, owner="alice", import_reward_file=False,
-                                sandboxed=sandbox.Policy(readable=(str(alice_uploads),)))
+        run_id = launcher.start(
+            config,
+            runs,
+            owner="alice",
+            import_reward_file=False,
+            sandboxed=sandbox.Policy(readable=(str(alice_uploads),)),
+        )
     finally:
         os.umask(before)
     final = run_state.wait(run_id, runs, timeout=300)

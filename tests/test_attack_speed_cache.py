@@ -28,14 +28,22 @@ from workbench.spec.config import RunConfig
 from workbench.tuning import cache, for_config
 from workbench.tuning.choice import Candidate, SpeedChoice
 
-needs_bwrap = pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")
+needs_bwrap = pytest.mark.skipif(
+    sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)"
+)
 FOLDER = "bobs-thesis-model-v3"
 
 
 def choice_for(config: RunConfig, measured_at: float) -> SpeedChoice:
     """What the probe keeps for `config` (trainer/speed_probe.measure names the model so)."""
-    return SpeedChoice(key=for_config.key_for(config), chosen=Candidate("float32", True), cpu="a CPU",
-                       measured_at=measured_at, seconds={Candidate().label(): 2.0}, model=for_config.model_identity(config))
+    return SpeedChoice(
+        key=for_config.key_for(config),
+        chosen=Candidate("float32", True),
+        cpu="a CPU",
+        measured_at=measured_at,
+        seconds={Candidate().label(): 2.0},
+        model=for_config.model_identity(config),
+    )
 
 
 @needs_bwrap
@@ -70,8 +78,12 @@ def test_a_sandboxed_run_reads_no_other_students_model_folder_out_of_the_speed_c
 def test_a_choice_handed_over_for_another_key_or_malformed_is_not_taken():
     config = RunConfig(model="tiny", device="cpu")
     other = choice_for(RunConfig(model="tiny", device="cpu", max_completion_length=12), time.time())
-    assert for_config.handed_over(for_config.key_for(config), {for_config.CHOICE_ENV: json.dumps(other.to_dict())}) is None
-    forged = {**choice_for(config, time.time()).to_dict(), "chosen": {"merged_generation": "<script>",
-                                                                      "shared_prompt_pass": True, "packed_decode": 1}}
+    assert (
+        for_config.handed_over(for_config.key_for(config), {for_config.CHOICE_ENV: json.dumps(other.to_dict())}) is None
+    )
+    forged = {
+        **choice_for(config, time.time()).to_dict(),
+        "chosen": {"merged_generation": "<script>", "shared_prompt_pass": True, "packed_decode": 1},
+    }
     for text in (json.dumps(forged), "[]", '{"key": 1}', "x" * 1000):
         assert for_config.handed_over(for_config.key_for(config), {for_config.CHOICE_ENV: text}) is None

@@ -25,8 +25,11 @@ from workbench.ui.app import build_app
 pytestmark = pytest.mark.slow  # builds the whole app
 SCRIPT = "<img src=x onerror=alert(document.cookie)><script>alert(1)</script>"
 HOSTILE = {  # what the run's code writes, beside state "tuning"
-    "script": {"speed_probe": SCRIPT, "speed_choice": {"chosen": SCRIPT, "seconds": SCRIPT},
-               "library_ties": {SCRIPT: SCRIPT}},
+    "script": {
+        "speed_probe": SCRIPT,
+        "speed_choice": {"chosen": SCRIPT, "seconds": SCRIPT},
+        "library_ties": {SCRIPT: SCRIPT},
+    },
     "wrong types": {"speed_probe": {"timing": [1, 2]}, "speed_choice": [SCRIPT], "library_ties": "x" * 1000},
     "huge": {"speed_probe": "<" * (4 * 2**20 - 200)},
 }
@@ -44,8 +47,9 @@ def alices_tuning_run(tmp_path):
 def shown(out) -> str:
     """What the event sends to the page (not the session's state, which stays on the server)."""
     values = out.values() if isinstance(out, dict) else out
-    return " ".join(str(getattr(value, "value", value)) for value in values
-                    if not isinstance(value, train_view.RunWatch))
+    return " ".join(
+        str(getattr(value, "value", value)) for value in values if not isinstance(value, train_view.RunWatch)
+    )
 
 
 @pytest.mark.parametrize("case", list(HOSTILE))
@@ -54,8 +58,9 @@ def test_an_admin_watching_a_run_sees_its_speed_fields_escaped_and_bounded(alice
     status = {"state": "tuning", "owner": "alice", "step": 0, "total_steps": 2, **HOSTILE[case]}
     (run_dir / runfolder.STATUS_FILE).write_text(json.dumps(status))  # the run's code
     assert (run_dir / runfolder.STATUS_FILE).stat().st_size <= runfolder.MAX_JSON_BYTES
-    app = build_app(run_dir.parent, users={"alice": users.User("alice", "user", ""),
-                                           "root": users.User("root", "admin", "")})
+    app = build_app(
+        run_dir.parent, users={"alice": users.User("alice", "user", ""), "root": users.User("root", "admin", "")}
+    )
     pick = app_handler(app, "train_tab", "on_pick")
     text = shown(pick(gr.Request(username="root"), run_dir.name, train_view.RunWatch(), 0.5))
     assert "measuring this machine" in text, "the bar of a tuning run is drawn"

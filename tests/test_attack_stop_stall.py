@@ -47,7 +47,9 @@ def stop_within(runs, run_dir, process) -> bool:
 def test_a_step_time_the_run_wrote_does_not_make_stop_wait_forever(live_run):
     runs, run_dir, process = live_run
     runfolder.update_status(run_dir, state="training", step=1)
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 1, "loss": 0.0, "reward": 0.0, "step_time": 1e9}])
+    runfolder.append_jsonl(
+        run_dir / runfolder.METRICS_FILE, [{"step": 1, "loss": 0.0, "reward": 0.0, "step_time": 1e9}]
+    )
     assert stop_within(runs, run_dir, process), f"Stop did not end the run within {BOUND_S} s (step_time 1e9)"
 
 

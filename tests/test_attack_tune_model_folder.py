@@ -35,13 +35,13 @@ from workbench.tuning import for_config
 
 pytestmark = pytest.mark.slow  # loads the tiny model outside a sandbox, as the starter does
 
-CUSTOM_CODE = '''
+CUSTOM_CODE = """
 import os
 os.mkdir({marker!r})  # runs if transformers imports this module
 from transformers import LlamaForCausalLM
 class EvilModel(LlamaForCausalLM):
     pass
-'''
+"""
 
 
 class Payload:
@@ -62,8 +62,9 @@ def earlier_run(tmp_path, tiny_model, monkeypatch):
     runs = tmp_path / "runs"
     run_dir = runs / "20260101-000001-alice"
     run_dir.mkdir(parents=True)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config={}))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config={})
+    )
     runfolder.update_status(run_dir, state="finished", owner="alice")
     shutil.copytree(tiny_model, run_dir / "merged")
     return run_dir / "merged"
@@ -71,18 +72,29 @@ def earlier_run(tmp_path, tiny_model, monkeypatch):
 
 def probe_before_the_sandbox(model, runs) -> tuple[dict, str, float]:
     """The starter's call for alice's next run naming `model`: what it hands over, the run's log, its seconds."""
-    config = RunConfig.for_task("demo", model=str(model), device="cpu", max_completion_length=8,
-                                per_device_train_batch_size=4, num_generations=4, max_steps=1, eval_strategy="no",
-                                merged_generation="no", packed_decode="no")
+    config = RunConfig.for_task(
+        "demo",
+        model=str(model),
+        device="cpu",
+        max_completion_length=8,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_steps=1,
+        eval_strategy="no",
+        merged_generation="no",
+        packed_decode="no",
+    )
     run_dir = runs / "20260101-000002-alice"
     config.save(run_dir / runfolder.CONFIG_FILE)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config=config.to_dict()))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config=config.to_dict())
+    )
     log = run_dir / runfolder.LOG_FILE  # the starter's stdout and stderr
     started = time.monotonic()
     with open(log, "w") as handle, contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle):
-        handed = tune_job.choice_env(run_dir, launch_records.read_record(run_dir).config, dict(os.environ),
-                                     memory_limit=4 * 2**30)
+        handed = tune_job.choice_env(
+            run_dir, launch_records.read_record(run_dir).config, dict(os.environ), memory_limit=4 * 2**30
+        )
     return handed, log.read_text(), time.monotonic() - started
 
 
@@ -109,7 +121,8 @@ def test_custom_code_and_a_pickled_payload_in_the_model_folder_never_run(earlier
 def test_a_chat_template_that_never_ends_is_ended_with_its_probe(earlier_run, monkeypatch):
     monkeypatch.setattr(tune_job, "TUNE_TIMEOUT_S", 40)
     (earlier_run / "chat_template.jinja").write_text(
-        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}")
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+    )
     handed, log, seconds = probe_before_the_sandbox(earlier_run, earlier_run.parent.parent)
     assert handed == {} and "the speed probe took over 40 s and was ended" in log, log[-2000:]
     assert "timing 1/" not in log  # ended in its first round, the one that renders the template

@@ -32,15 +32,20 @@ from workbench.runstore import launch_records, runfolder
 from workbench.spec.config import RunConfig
 from workbench.tuning import cache, for_config
 
-SHAPE = dict(device="cpu", max_completion_length=8, per_device_train_batch_size=4, num_generations=4,
-             merged_generation="no", packed_decode="no")
+SHAPE = dict(
+    device="cpu",
+    max_completion_length=8,
+    per_device_train_batch_size=4,
+    num_generations=4,
+    merged_generation="no",
+    packed_decode="no",
+)
 
 
 def finished_run(runs, name: str, owner: str, tiny_model: str):
     run_dir = runs / name
     run_dir.mkdir(parents=True)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner=owner, sandboxed=True, policy={},
-                                                                     config={}))
+    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner=owner, sandboxed=True, policy={}, config={}))
     runfolder.update_status(run_dir, state="finished", owner=owner)
     shutil.copytree(tiny_model, run_dir / "merged")
     return run_dir / "merged"
@@ -62,8 +67,9 @@ def plant_fifo(alices, bobs):
 
 
 @pytest.mark.parametrize("plant", [plant_folder_link, plant_weights_link, plant_fifo])
-def test_the_probe_outside_the_sandbox_reads_nothing_through_a_link_in_the_students_run(tmp_path, monkeypatch,
-                                                                                         tiny_model, plant):
+def test_the_probe_outside_the_sandbox_reads_nothing_through_a_link_in_the_students_run(
+    tmp_path, monkeypatch, tiny_model, plant
+):
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv(for_config.PROBE_ENV, raising=False)
     runs = tmp_path / "runs"
@@ -73,8 +79,9 @@ def test_the_probe_outside_the_sandbox_reads_nothing_through_a_link_in_the_stude
     config = RunConfig.for_task("demo", model=str(alices), max_steps=1, eval_strategy="no", **SHAPE)
     run_dir = runs / "20260101-000003-alice"
     config.save(run_dir / runfolder.CONFIG_FILE)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config=config.to_dict()))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config=config.to_dict())
+    )
     plant(alices, bobs)  # run A's code, since
 
     log = run_dir / runfolder.LOG_FILE
@@ -85,7 +92,8 @@ def test_the_probe_outside_the_sandbox_reads_nothing_through_a_link_in_the_stude
     text = log.read_text()
 
     assert handed == {}, "the probe measured through the link and handed its choice to alice's run"
-    assert cache.lookup(for_config.key_for(RunConfig.for_task("demo", model=str(bobs), **SHAPE))) is None, \
+    assert cache.lookup(for_config.key_for(RunConfig.for_task("demo", model=str(bobs), **SHAPE))) is None, (
         "a choice measured by alice's run is kept under bob's model"
+    )
     assert "the model folder is left to the run" in text and "timing" not in text, text[-2000:]
     assert time.monotonic() - started < 20  # nothing loaded: a FIFO blocks no probe

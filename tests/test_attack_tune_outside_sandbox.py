@@ -30,7 +30,7 @@ from workbench.tuning import for_config
 
 pytestmark = pytest.mark.slow  # a real speed probe of the tiny model (two candidates)
 
-PAYLOAD = '''
+PAYLOAD = """
 import os
 
 with open({marker!r}, "a") as handle:  # runs when the file is imported, wherever that is
@@ -39,7 +39,7 @@ with open({marker!r}, "a") as handle:  # runs when the file is imported, whereve
 
 def evil(completions, **kwargs):
     return [0.0 for _ in completions]
-'''
+"""
 
 
 def test_the_probe_outside_the_sandbox_never_imports_the_students_reward_file(tmp_path, monkeypatch):
@@ -53,13 +53,22 @@ def test_the_probe_outside_the_sandbox_never_imports_the_students_reward_file(tm
     reward.parent.mkdir(parents=True)
     reward.write_text(PAYLOAD.format(marker=str(marker)))
     # two levers left to the probe's measuring (the fewest rounds), the reward file the student's
-    config = RunConfig.for_task("demo", **tiny_settings(max_steps=1, eval_strategy="no", reward_file=str(reward),
-                                                        reward_names=["evil"], merged_generation="no",
-                                                        packed_decode="no"))
+    config = RunConfig.for_task(
+        "demo",
+        **tiny_settings(
+            max_steps=1,
+            eval_strategy="no",
+            reward_file=str(reward),
+            reward_names=["evil"],
+            merged_generation="no",
+            packed_decode="no",
+        ),
+    )
     run_dir = runs / "20260101-000001-alice"
     config.save(run_dir / runfolder.CONFIG_FILE)
-    launch_records.write_record(run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={},
-                                                                     config=config.to_dict()))
+    launch_records.write_record(
+        run_dir, launch_records.LaunchRecord(owner="alice", sandboxed=True, policy={}, config=config.to_dict())
+    )
     recorded = launch_records.read_record(run_dir).config
 
     handed = tune_job.choice_env(run_dir, recorded, dict(os.environ))

@@ -11,7 +11,6 @@ launches again and again). The launcher's record says its process runs; that is 
 
 from __future__ import annotations
 
-
 import pytest
 from helpers import sandboxed_run_with_a_live_process, tiny_config
 

@@ -8,10 +8,35 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ROW_FIELDS = {"row", "what", "settings", "median_step_s", "median_step_per_run_s", "x_baseline", "mean_reward",
-              "mean_reward_per_run", "peak_rss_gib", "runs", "steps"}
-RECORD_FIELDS = {"benchmark", "date", "command", "load_average", "cpu", "cpu_flags", "cores", "machine", "torch",
-                 "transformers", "trl", "peft", "note", "figures"}
+ROW_FIELDS = {
+    "row",
+    "what",
+    "settings",
+    "median_step_s",
+    "median_step_per_run_s",
+    "x_baseline",
+    "mean_reward",
+    "mean_reward_per_run",
+    "peak_rss_gib",
+    "runs",
+    "steps",
+}
+RECORD_FIELDS = {
+    "benchmark",
+    "date",
+    "command",
+    "load_average",
+    "cpu",
+    "cpu_flags",
+    "cores",
+    "machine",
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "note",
+    "figures",
+}
 
 
 @pytest.fixture
@@ -22,8 +47,11 @@ def bench_speed(monkeypatch):
 
 def test_the_table_is_recorded_per_row_against_the_faster_bare_row(bench_speed):
     run = {"step_time": [9.0, 4.0, 4.0], "reward": [0.1, 0.3], "peak_rss": 2**30}
-    results = {"bare-fp32": [run, run], "bare-trl-defaults": [{**run, "step_time": [9.0, 2.0, 2.0]}] * 2,
-               "defaults": [{**run, "step_time": [9.0, 1.0, 1.0], "reward": [0.2, 0.2]}] * 2}
+    results = {
+        "bare-fp32": [run, run],
+        "bare-trl-defaults": [{**run, "step_time": [9.0, 2.0, 2.0]}] * 2,
+        "defaults": [{**run, "step_time": [9.0, 1.0, 1.0], "reward": [0.2, 0.2]}] * 2,
+    }
     figures = bench_speed.table_figures(results, steps=3, runs=2, device="CPU", model="m")
     assert (figures["baseline"], figures["steps"], figures["runs"]) == ("bare-trl-defaults", 3, 2)
     rows = {line["row"]: line for line in figures["rows"]}

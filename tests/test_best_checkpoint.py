@@ -25,8 +25,14 @@ def _record(step: int, right: int, of: int = 4, passed: float | None = None) -> 
 
 
 def test_the_best_is_the_highest_accuracy_then_pass_at_k_then_the_earliest_step():
-    records = [_record(0, 4), _record(1, 1, passed=0.5), _record(2, 3, passed=0.5), _record(3, 3, passed=0.75),
-               _record(4, 3, passed=0.75), _record(5, 2, passed=1.0)]
+    records = [
+        _record(0, 4),
+        _record(1, 1, passed=0.5),
+        _record(2, 3, passed=0.5),
+        _record(3, 3, passed=0.75),
+        _record(4, 3, passed=0.75),
+        _record(5, 2, passed=1.0),
+    ]
     assert best_evaluation(records)["step"] == 0  # the base model answers best: only a candidate when asked
     assert best_evaluation(records, {1, 2, 3, 4, 5})["step"] == 3  # 3 and 4 tie on both: the earlier wins
     assert best_evaluation(records, {2, 5})["step"] == 2  # accuracy first, pass@k only breaks its ties
@@ -64,10 +70,14 @@ def test_the_best_checkpoint_is_the_exports_default_and_marked_where_runs_are_li
     assert chosen_checkpoint("final", evaluated_run) == (None, "")
     assert chosen_checkpoint("3", evaluated_run) == (3, "")
     assert adapter_choices(evaluated_run) == [
-        ("checkpoint-2 (step 2) · best held-out accuracy (75%)", "2"), ("final adapter", merge_view.FINAL),
-        ("checkpoint-3 (step 3)", "3"), ("checkpoint-1 (step 1)", "1")]
-    row = runs_view.summarise_run({"run_id": "r", "step": 3, "total_steps": 3,
-                                   "best_checkpoint": eval_results.best_checkpoint_of(evaluated_run)})
+        ("checkpoint-2 (step 2) · best held-out accuracy (75%)", "2"),
+        ("final adapter", merge_view.FINAL),
+        ("checkpoint-3 (step 3)", "3"),
+        ("checkpoint-1 (step 1)", "1"),
+    ]
+    row = runs_view.summarise_run(
+        {"run_id": "r", "step": 3, "total_steps": 3, "best_checkpoint": eval_results.best_checkpoint_of(evaluated_run)}
+    )
     assert row["steps"] == "3 / 3 · best 2 (75%)"
 
 
@@ -78,7 +88,9 @@ def test_a_run_without_evaluation_keeps_the_final_adapter_as_the_default(evaluat
     assert runs_view.summarise_run({"run_id": "r", "step": 3, "total_steps": 3})["steps"] == "3 / 3"
     code = cli.main(["export-model", str(evaluated_run), "--checkpoint", "best", "--out", str(evaluated_run / "m")])
     assert code == 2 and "has no evaluated checkpoint" in capsys.readouterr().err
-    assert cli.main(["export-model", str(evaluated_run), "--checkpoint", "last", "--out", str(evaluated_run / "m")]) == 2
+    assert (
+        cli.main(["export-model", str(evaluated_run), "--checkpoint", "last", "--out", str(evaluated_run / "m")]) == 2
+    )
     assert "'last' is not a step, best or final" in capsys.readouterr().err
 
 

@@ -29,8 +29,18 @@ from workbench.ui import browser_files
 
 SECRET = f"bob's secret {secrets.token_hex(8)}"
 # Component types whose value is one or more files the browser uploads.
-FILE_TYPES = {"file", "uploadbutton", "image", "audio", "video", "gallery", "model3d", "multimodaltextbox",
-              "imageeditor", "simpleimage"}
+FILE_TYPES = {
+    "file",
+    "uploadbutton",
+    "image",
+    "audio",
+    "video",
+    "gallery",
+    "model3d",
+    "multimodaltextbox",
+    "imageeditor",
+    "simpleimage",
+}
 REFUSAL = "was not uploaded through this page"
 
 
@@ -45,8 +55,11 @@ def server(tmp_path_factory, accounts):
     (bob_folder / "bob_reward.py").write_text(f"# {SECRET}\ndef short(completions, **kwargs):\n    return [1.0]\n")
     users_file = base / "users.txt"
     users_file.write_text(accounts)
-    app = start_app(runs_dir, log_dir=base, extra_env={users.USERS_FILE_ENV: str(users_file),
-                                                        "GRADIO_TEMP_DIR": str(base / "gradio-cache")})
+    app = start_app(
+        runs_dir,
+        log_dir=base,
+        extra_env={users.USERS_FILE_ENV: str(users_file), "GRADIO_TEMP_DIR": str(base / "gradio-cache")},
+    )
     app.cache = base / "gradio-cache"
     yield app
     app.process.kill()
@@ -68,9 +81,16 @@ def send_event(client: httpx.Client, dependency: dict, data: list) -> dict:
     """Join the queue with `data` as `dependency`'s inputs; Gradio's last message about it (process_completed)."""
     session = uuid.uuid4().hex
     trigger = dependency["targets"][0][0] if dependency["targets"] else None
-    joined = client.post("gradio_api/queue/join", json={
-        "data": data, "fn_index": dependency["id"], "trigger_id": trigger, "session_hash": session,
-        "event_data": None})
+    joined = client.post(
+        "gradio_api/queue/join",
+        json={
+            "data": data,
+            "fn_index": dependency["id"],
+            "trigger_id": trigger,
+            "session_hash": session,
+            "event_data": None,
+        },
+    )
     joined.raise_for_status()
     with client.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
         for line in stream.iter_lines():
@@ -83,15 +103,24 @@ def send_event(client: httpx.Client, dependency: dict, data: list) -> dict:
 
 def forged(path: Path) -> dict:
     """A FileData as Gradio's page sends one, naming a server file it never uploaded."""
-    return {"path": str(path), "orig_name": path.name, "size": path.stat().st_size, "mime_type": None,
-            "is_stream": False, "meta": {"_type": "gradio.FileData"}}
+    return {
+        "path": str(path),
+        "orig_name": path.name,
+        "size": path.stat().st_size,
+        "mime_type": None,
+        "is_stream": False,
+        "meta": {"_type": "gradio.FileData"},
+    }
 
 
 def upload_events(config: dict) -> list[dict]:
     """The dependencies that run on a file component's upload, from the served config."""
     file_ids = {c["id"] for c in config["components"] if c["type"] in FILE_TYPES}
-    return [d for d in config["dependencies"]
-            if d.get("backend_fn") and any(target in file_ids and event == "upload" for target, event in d["targets"])]
+    return [
+        d
+        for d in config["dependencies"]
+        if d.get("backend_fn") and any(target in file_ids and event == "upload" for target, event in d["targets"])
+    ]
 
 
 def copies_of_secrets(*folders: Path) -> list[Path]:
@@ -121,8 +150,9 @@ def test_a_forged_file_in_an_upload_event_is_refused_and_a_real_upload_still_lan
     for dependency in events:
         for target in stolen:
             # every file input gets the forged file (a list where the input takes several)
-            data = [[forged(target)] if component_takes_list(config, i) else forged(target)
-                    for i in dependency["inputs"]]
+            data = [
+                [forged(target)] if component_takes_list(config, i) else forged(target) for i in dependency["inputs"]
+            ]
             assert_refused(send_event(client, dependency, data))
         assert copies_of_secrets(alice_folder, server.cache) == []
 
@@ -163,7 +193,13 @@ def test_every_file_named_in_an_event_is_found_however_deep():
     deep: list = [{"path": "/etc/passwd"}]
     for _ in range(5000):  # deeper than Python's recursion limit
         deep = [deep]
-    inputs = [None, "text", 3, {"value": [{"path": "/tmp/gradio/x/a.py", "meta": {"_type": "gradio.FileData"}}]},
-              {"path": 7}, deep]
+    inputs = [
+        None,
+        "text",
+        3,
+        {"value": [{"path": "/tmp/gradio/x/a.py", "meta": {"_type": "gradio.FileData"}}]},
+        {"path": 7},
+        deep,
+    ]
     assert sorted(browser_files.named_paths(inputs)) == ["/etc/passwd", "/tmp/gradio/x/a.py"]
     assert browser_files.foreign_paths(inputs, ["/tmp/gradio"]) == ["/etc/passwd"]

@@ -9,16 +9,24 @@ from accelerate.commands.config.config_args import load_config_from_file
 from workbench.jobs import bundle
 from workbench.spec.config import ConfigError, RunConfig
 
-TRAIN = ('accelerate launch --config_file "${BUNDLE}"/accelerate_config.yaml --num_machines %d --num_processes %d '
-         '%s-m workbench train --config "${BUNDLE}"/config.json --run-dir "${RUN_DIR}"')
+TRAIN = (
+    'accelerate launch --config_file "${BUNDLE}"/accelerate_config.yaml --num_machines %d --num_processes %d '
+    '%s-m workbench train --config "${BUNDLE}"/config.json --run-dir "${RUN_DIR}"'
+)
 RANKS = '--machine_rank "${MACHINE_RANK}" --main_process_ip "${MAIN_PROCESS_IP}" '
 VLLM_URL = ' --set vllm_server_base_url="${VLLM_SERVER_URL}"'
 
 
 def cluster_cfg(machines: int, per_machine: int = 1, vllm: bool = False, **changes) -> RunConfig:
     # small valid batch (2 completions per process, groups of 2) so any process count passes the calculator
-    base = dict(model="tiny", per_device_train_batch_size=2, num_generations=2, max_steps=2,
-                num_machines=machines, num_processes=machines * per_machine)
+    base = dict(
+        model="tiny",
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_steps=2,
+        num_machines=machines,
+        num_processes=machines * per_machine,
+    )
     if vllm:
         base.update(device="cuda", generation="vllm-server", vllm_node=True)
     else:
@@ -58,8 +66,10 @@ def test_the_exact_slurm_steps(machines, vllm):
     assert 'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")' in text
     assert 'export MAIN_PROCESS_IP="${NODES[0]}"' in text
     exclude = ' --exclude="${VLLM_NODE}"' if vllm else ""
-    assert (f"srun --nodes={machines} --ntasks={machines} --ntasks-per-node=1{exclude} "
-            f"""bash -c 'exec "$0" "$SLURM_PROCID"' "${{BUNDLE}}"/launch_train.sh""") in text.splitlines()
+    assert (
+        f"srun --nodes={machines} --ntasks={machines} --ntasks-per-node=1{exclude} "
+        f"""bash -c 'exec "$0" "$SLURM_PROCID"' "${{BUNDLE}}"/launch_train.sh"""
+    ) in text.splitlines()
     if vllm:
         lines = text.splitlines()
         server = 'srun --nodes=1 --ntasks=1 --nodelist="${VLLM_NODE}" "${BUNDLE}"/launch_vllm.sh &'
@@ -91,16 +101,23 @@ def test_every_script_parses_with_bash(written):
 def test_accelerates_own_loader_reads_the_config(written):
     config, result = written
     loaded = load_config_from_file(str(result.folder / bundle.ACCELERATE_FILE))
-    assert (loaded.num_machines, loaded.num_processes, loaded.main_process_port) == (config.num_machines,
-                                                                                      config.num_processes, 29500)
+    assert (loaded.num_machines, loaded.num_processes, loaded.main_process_port) == (
+        config.num_machines,
+        config.num_processes,
+        29500,
+    )
     assert loaded.distributed_type == ("MULTI_GPU" if config.num_processes > 1 else "NO")
 
 
-@pytest.mark.parametrize("backend, kind, stage", [("deepspeed-zero2", "DEEPSPEED", 2), ("deepspeed-zero3", "DEEPSPEED", 3),
-                                                  ("fsdp", "FSDP", None)], ids=["zero2", "zero3", "fsdp"])
+@pytest.mark.parametrize(
+    "backend, kind, stage",
+    [("deepspeed-zero2", "DEEPSPEED", 2), ("deepspeed-zero3", "DEEPSPEED", 3), ("fsdp", "FSDP", None)],
+    ids=["zero2", "zero3", "fsdp"],
+)
 def test_gpu_backends_are_trls_accelerate_files(tmp_path, backend, kind, stage):
-    config = cluster_cfg(2, per_machine=4, device="cuda", distributed_backend=backend, bf16=True,
-                         main_process_ip="10.0.0.1")
+    config = cluster_cfg(
+        2, per_machine=4, device="cuda", distributed_backend=backend, bf16=True, main_process_ip="10.0.0.1"
+    )
     result = bundle.write_bundle(config, tmp_path / backend)
     loaded = load_config_from_file(str(result.folder / bundle.ACCELERATE_FILE))
     assert loaded.distributed_type == kind and loaded.mixed_precision == "bf16"
@@ -114,8 +131,14 @@ def test_gpu_backends_are_trls_accelerate_files(tmp_path, backend, kind, stage):
 def test_the_bundle_holds_what_the_scripts_need(written):
     config, result = written
     names = set(result.files)
-    assert {"config.json", "accelerate_config.yaml", "launch_train.sh", "slurm.sbatch", "README.md",
-            "requirements.txt"} <= names
+    assert {
+        "config.json",
+        "accelerate_config.yaml",
+        "launch_train.sh",
+        "slurm.sbatch",
+        "README.md",
+        "requirements.txt",
+    } <= names
     assert (bundle.VLLM_SCRIPT in names) == config.vllm_node
     assert RunConfig.load(result.folder / "config.json") == config
     requirements = (result.folder / "requirements.txt").read_text()
@@ -147,14 +170,17 @@ def test_start_commands_name_each_machine_and_its_rank(tmp_path):
     config = cluster_cfg(2, vllm=True, main_process_ip="10.0.0.1")
     commands = bundle.start_commands(config, tmp_path)
     assert commands[0].endswith("launch_vllm.sh")
-    assert commands[1].endswith(f"MAIN_PROCESS_IP=10.0.0.1 VLLM_SERVER_URL=http://<vLLM machine>:8000 "
-                                f"{tmp_path}/launch_train.sh 0")
+    assert commands[1].endswith(
+        f"MAIN_PROCESS_IP=10.0.0.1 VLLM_SERVER_URL=http://<vLLM machine>:8000 {tmp_path}/launch_train.sh 0"
+    )
     assert commands[2].endswith("launch_train.sh 1") and "sbatch slurm.sbatch" in commands[3]
 
 
 def test_words_are_shell_quoted():
-    assert bundle.render(["echo", "a b", "it's", bundle.Var("X"), ("k=", bundle.Var("V"))]) == \
-        """echo 'a b' 'it'"'"'s' "${X}" k="${V}\""""
+    assert (
+        bundle.render(["echo", "a b", "it's", bundle.Var("X"), ("k=", bundle.Var("V"))])
+        == """echo 'a b' 'it'"'"'s' "${X}" k="${V}\""""
+    )
 
 
 def test_a_local_deepspeed_run_starts_with_trls_accelerate_file(tmp_path):
@@ -163,7 +189,7 @@ def test_a_local_deepspeed_run_starts_with_trls_accelerate_file(tmp_path):
     config = RunConfig(model="tiny", device="cuda", num_processes=4, distributed_backend="deepspeed-zero2")
     command = commands.build_command(config, tmp_path)
     assert command[command.index("--config_file") + 1] == str(tmp_path / bundle.ACCELERATE_FILE)
-    assert command[command.index("-m"):][:3] == ["-m", "workbench", "train"]
+    assert command[command.index("-m") :][:3] == ["-m", "workbench", "train"]
     written = bundle.write_accelerate_config(config, tmp_path)
     loaded = load_config_from_file(str(written))
     assert (loaded.distributed_type, loaded.num_processes, loaded.num_machines) == ("DEEPSPEED", 4, 1)

@@ -35,7 +35,11 @@ def test_calculator_imports_no_heavy_library():
 def test_valid_plan_numbers(inputs, gbs, spg, prompts):
     result = plan(**inputs)
     assert result.valid and result.errors == []
-    assert (result.generation_batch_size, result.steps_per_generation, result.prompts_per_generation) == (gbs, spg, prompts)
+    assert (result.generation_batch_size, result.steps_per_generation, result.prompts_per_generation) == (
+        gbs,
+        spg,
+        prompts,
+    )
 
 
 def test_seed_001_failure_and_gpu_move():
@@ -64,7 +68,10 @@ def test_suggestions_are_valid_and_ordered_by_size():
 
 def test_both_set_suggests_unsetting_one():
     result = plan(steps_per_generation=2, generation_batch_size=16)
-    assert result.errors[0] == "'generation_batch_size' and 'steps_per_generation' can not be both configured at the same time"
+    assert (
+        result.errors[0]
+        == "'generation_batch_size' and 'steps_per_generation' can not be both configured at the same time"
+    )
     assert {"generation_batch_size": None} in [s.changes for s in result.suggestions]
 
 
@@ -74,8 +81,18 @@ def test_both_set_suggests_unsetting_one():
         (dict(dataset_size=100, per_device_train_batch_size=8, num_generations=8), 100, 100, 0),
         (dict(dataset_size=10, per_device_train_batch_size=8, num_generations=4, num_train_epochs=2), 5, 10, 0),
         (dict(dataset_size=11, per_device_train_batch_size=8, num_generations=4), 5, 5, 1),
-        (dict(dataset_size=10, per_device_train_batch_size=4, num_generations=4, num_iterations=2,
-              gradient_accumulation_steps=2), 10, 10, 0),
+        (
+            dict(
+                dataset_size=10,
+                per_device_train_batch_size=4,
+                num_generations=4,
+                num_iterations=2,
+                gradient_accumulation_steps=2,
+            ),
+            10,
+            10,
+            0,
+        ),
         (dict(dataset_size=3, per_device_train_batch_size=8, num_generations=2, max_steps=5), 0, 0, 3),
     ],
     ids=["one-prompt-per-step", "two-epochs", "dropped-tail", "iterations", "n-less-than-p"],
@@ -88,7 +105,10 @@ def test_step_counts(inputs, per_epoch, total, dropped):
 @pytest.mark.parametrize(
     "inputs, fragment",
     [
-        (dict(dataset_size=3, per_device_train_batch_size=8, num_generations=2, max_steps=5), "silently trains 0 steps"),
+        (
+            dict(dataset_size=3, per_device_train_batch_size=8, num_generations=2, max_steps=5),
+            "silently trains 0 steps",
+        ),
         (dict(dataset_size=3, per_device_train_batch_size=8, num_generations=2), "args.max_steps must be set"),
     ],
     ids=["n-lt-p-max-steps", "n-lt-p-epochs"],
@@ -137,8 +157,21 @@ def test_no_warnings_for_plain_plan():
         (dict(per_device_train_batch_size=float("nan")), "per_device_train_batch_size", "whole number"),
         (dict(num_generations=float("inf")), "num_generations", "whole number"),
     ],
-    ids=["zero", "negative", "fraction", "bool", "string", "huge", "missing", "max-steps-0", "epochs-0", "g-0", "vllm-neg",
-         "nan", "inf"],
+    ids=[
+        "zero",
+        "negative",
+        "fraction",
+        "bool",
+        "string",
+        "huge",
+        "missing",
+        "max-steps-0",
+        "epochs-0",
+        "g-0",
+        "vllm-neg",
+        "nan",
+        "inf",
+    ],
 )
 def test_bad_input_names_field_and_rule(inputs, field, rule):
     with pytest.raises(InputError) as info:
@@ -161,8 +194,12 @@ def test_to_dict_is_json_with_suggestions():
 
 
 def test_grid_matches_plan():
-    table = grid(num_processes=3, gradient_accumulation_steps=1,
-                 per_device_train_batch_sizes=range(1, 9), num_generations_values=range(2, 9))
+    table = grid(
+        num_processes=3,
+        gradient_accumulation_steps=1,
+        per_device_train_batch_sizes=range(1, 9),
+        num_generations_values=range(2, 9),
+    )
     for gi, g in enumerate(table["num_generations"]):
         for bi, b in enumerate(table["per_device_train_batch_size"]):
             expected = plan(per_device_train_batch_size=b, num_generations=g, num_processes=3, with_suggestions=False)
@@ -192,8 +229,13 @@ def test_absurd_but_allowed_values_still_answer():
     import time
 
     start = time.perf_counter()
-    result = plan(per_device_train_batch_size=999_999, num_generations=999_983, num_processes=8, do_eval=True,
-                  per_device_eval_batch_size=999_999)
+    result = plan(
+        per_device_train_batch_size=999_999,
+        num_generations=999_983,
+        num_processes=8,
+        do_eval=True,
+        per_device_eval_batch_size=999_999,
+    )
     assert time.perf_counter() - start < 2.0
     assert not result.valid
     assert all(s.plan.valid for s in result.suggestions)

@@ -62,15 +62,24 @@ BATCH_MODES = {
 }
 
 TRAIN_CASES = [
-    pytest.param(n, dict(per_device_train_batch_size=bs, num_generations=g, **BATCH_MODES[mode]),
-                 id=f"n{n}-bs{bs}-G{g}-{mode}")
+    pytest.param(
+        n, dict(per_device_train_batch_size=bs, num_generations=g, **BATCH_MODES[mode]), id=f"n{n}-bs{bs}-G{g}-{mode}"
+    )
     for n, bs, g, mode in itertools.product((1, 2, 3, 4, 6, 8), (1, 2, 3, 8), (1, 2, 3, 8), BATCH_MODES)
 ]
 
 EVAL_CASES = [
-    pytest.param(n, dict(per_device_train_batch_size=2, num_generations=g, do_eval=True,
-                         per_device_eval_batch_size=ebs, num_generations_eval=ge),
-                 id=f"eval-n{n}-G{g}-ebs{ebs}-Ge{ge}")
+    pytest.param(
+        n,
+        dict(
+            per_device_train_batch_size=2,
+            num_generations=g,
+            do_eval=True,
+            per_device_eval_batch_size=ebs,
+            num_generations_eval=ge,
+        ),
+        id=f"eval-n{n}-G{g}-ebs{ebs}-Ge{ge}",
+    )
     for n, g, ebs, ge in itertools.product(range(1, 9), (2, 4, 8), (1, 3, 8), (None, 2, 6))
 ]
 

@@ -29,8 +29,17 @@ def train_steps(model_dir: str, output_dir, dataset_size: int, **grpo_args) -> i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = GRPOConfig(
-            output_dir=str(output_dir), report_to="none", use_cpu=True, bf16=False, gradient_checkpointing=False,
-            max_completion_length=4, save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0, **grpo_args,
+            output_dir=str(output_dir),
+            report_to="none",
+            use_cpu=True,
+            bf16=False,
+            gradient_checkpointing=False,
+            max_completion_length=4,
+            save_strategy="no",
+            logging_steps=1,
+            disable_tqdm=True,
+            seed=0,
+            **grpo_args,
         )
         trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=config, train_dataset=dataset)
         trainer.train()
@@ -39,13 +48,32 @@ def train_steps(model_dir: str, output_dir, dataset_size: int, **grpo_args) -> i
 
 CASES = [
     pytest.param(7, dict(per_device_train_batch_size=4, num_generations=2, num_train_epochs=1), id="dropped-tail"),
-    pytest.param(4, dict(per_device_train_batch_size=2, num_generations=2, gradient_accumulation_steps=2,
-                         num_iterations=2, num_train_epochs=1), id="num-iterations-2"),
-    pytest.param(5, dict(per_device_train_batch_size=2, num_generations=4, gradient_accumulation_steps=3,
-                         steps_per_generation=2, num_train_epochs=1), id="spg-not-ga"),
+    pytest.param(
+        4,
+        dict(
+            per_device_train_batch_size=2,
+            num_generations=2,
+            gradient_accumulation_steps=2,
+            num_iterations=2,
+            num_train_epochs=1,
+        ),
+        id="num-iterations-2",
+    ),
+    pytest.param(
+        5,
+        dict(
+            per_device_train_batch_size=2,
+            num_generations=4,
+            gradient_accumulation_steps=3,
+            steps_per_generation=2,
+            num_train_epochs=1,
+        ),
+        id="spg-not-ga",
+    ),
     pytest.param(20, dict(per_device_train_batch_size=4, num_generations=4, max_steps=3), id="max-steps"),
-    pytest.param(4, dict(per_device_train_batch_size=4, num_generations=2, num_train_epochs=1.5),
-                 id="fractional-epochs"),
+    pytest.param(
+        4, dict(per_device_train_batch_size=4, num_generations=2, num_train_epochs=1.5), id="fractional-epochs"
+    ),
     pytest.param(1, dict(per_device_train_batch_size=4, num_generations=2, max_steps=2), id="n-less-than-p"),
 ]
 

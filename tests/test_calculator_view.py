@@ -51,7 +51,11 @@ def calc_values(**overrides) -> list:
     ("overrides", "css_class", "text"),
     [
         ({"per_device_train_batch_size": 8}, "wb-badge-valid", "Valid: TRL 1.16 accepts"),
-        ({"num_processes": 3}, "wb-badge-invalid", "generation_batch_size (3) must be divisible by num_generations (8)."),
+        (
+            {"num_processes": 3},
+            "wb-badge-invalid",
+            "generation_batch_size (3) must be divisible by num_generations (8).",
+        ),
         ({"num_generations": 0}, "wb-badge-input", "Check the field num_generations"),
         ({"num_processes": None}, "wb-badge-input", "num_processes"),
         ({"gradient_accumulation_steps": 2.5}, "wb-badge-input", "use 2 or 3"),
@@ -65,8 +69,9 @@ def test_badge_shows_verdict_or_the_field_at_fault(overrides, css_class, text):
 
 
 def test_badge_lists_errors_trl_would_raise_next():
-    view = make_plan_view(calc_inputs(per_device_train_batch_size=3, num_generations=2, do_eval=True,
-                                      per_device_eval_batch_size=3))
+    view = make_plan_view(
+        calc_inputs(per_device_train_batch_size=3, num_generations=2, do_eval=True, per_device_eval_batch_size=3)
+    )
     html = badge_html(view)
     assert view.plan.errors[0].startswith("The global eval batch size (3 * 1)") and view.plan.errors[0] in html
     assert "After fixing that" in html and "generation_batch_size (3) must be divisible by num_generations (2)" in html
@@ -132,15 +137,15 @@ def test_apply_changes_touches_only_changed_fields():
     ids=["default-axes", "wide-batch", "huge-G-capped"],
 )
 def test_heatmap_marks_the_current_choice_and_matches_grid(batch, generations, expected_top):
-    view = make_plan_view(calc_inputs(per_device_train_batch_size=batch, num_generations=generations,
-                                      num_processes=2))
+    view = make_plan_view(calc_inputs(per_device_train_batch_size=batch, num_generations=generations, num_processes=2))
     fig = go.Figure(heatmap_figure(view))  # also checks the dict is a figure plotly accepts
     cells, marker = fig.data
     assert list(marker.x) == [batch] and list(marker.y) == [generations]
     axis = cells.y if generations > 16 else cells.x
     assert axis[-1] == expected_top
-    expected = grid(num_processes=2, per_device_train_batch_sizes=list(cells.x),
-                    num_generations_values=list(cells.y))["valid"]
+    expected = grid(num_processes=2, per_device_train_batch_sizes=list(cells.x), num_generations_values=list(cells.y))[
+        "valid"
+    ]
     assert [[bool(z) for z in row] for row in cells.z] == expected
 
 
@@ -206,8 +211,9 @@ def test_clicking_a_suggestion_makes_the_plan_valid():
 
 
 def test_loading_an_explained_error_sets_its_numbers():
-    _, inputs = explain_html("The global train batch size (3 x 1) must be evenly divisible by the number of "
-                             "generations per prompt (8)")
+    _, inputs = explain_html(
+        "The global train batch size (3 x 1) must be evenly divisible by the number of generations per prompt (8)"
+    )
     values = calc_values()[:-1]
     loaded = dict(zip(calculator_tab.FIELDS, calculator_tab.load_explained(inputs, *values)))
     assert (loaded["num_processes"], loaded["per_device_train_batch_size"], loaded["num_generations"]) == (3, 1, 8)

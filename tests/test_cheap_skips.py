@@ -18,7 +18,6 @@ from workbench.runstore import runfolder
 from workbench.ui import gradio_compat
 from workbench.ui.app import build_app
 
-
 # What Gradio answers for a skipped output (an HTML component's answer also has empty props).
 SKIP_ANSWERS = ({"__type__": "update"}, {"props": {"__type__": "update"}, "__type__": "update"})
 
@@ -50,14 +49,17 @@ def test_train_tab_answers_are_gradio_s_and_skips_build_nothing(tmp_path, monkey
     run_dir = tmp_path / "runs" / "20260101-000000-demo"
     run_dir.mkdir(parents=True)
     (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo", "num_generations": 4}))
-    runfolder.update_status(run_dir, state="training", step=0, total_steps=STEPS * 2, started_at=1000.0,
-                            pid=os.getpid())
+    runfolder.update_status(
+        run_dir, state="training", step=0, total_steps=STEPS * 2, started_at=1000.0, pid=os.getpid()
+    )
     for step in range(1, 4):
         append_step(run_dir, step)
     apps = {"patched": build_app(tmp_path / "runs"), "gradio": gradio_own(build_app(tmp_path / "runs"))}
     pages = {name: Page(app) for name, app in apps.items()}
-    events = {name: {event: find_event(app, "workbench.ui.train_tab", event) for event in ("on_load", "on_refresh")}
-              for name, app in apps.items()}
+    events = {
+        name: {event: find_event(app, "workbench.ui.train_tab", event) for event in ("on_load", "on_refresh")}
+        for name, app in apps.items()
+    }
     built = components_built(monkeypatch)
     answers: dict = {name: [] for name in apps}
     skips_built: dict = {}
@@ -67,8 +69,9 @@ def test_train_tab_answers_are_gradio_s_and_skips_build_nothing(tmp_path, monkey
             del built[:]
             answer = pages[name].run(events[name][event], inputs)
             answers[name].append(answer["data"])
-            skipped = {events[name][event].outputs[i]._id for i, value in enumerate(answer["data"])
-                       if value in SKIP_ANSWERS}
+            skipped = {
+                events[name][event].outputs[i]._id for i, value in enumerate(answer["data"]) if value in SKIP_ANSWERS
+            }
             skips_built[name] = skipped & set(built)
 
     both("on_load", [None, 0.5])

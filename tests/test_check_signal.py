@@ -11,8 +11,20 @@ from workbench.jobs import sandbox, signal_job
 from workbench.spec.config import RunConfig
 
 # The tiny random model, short completions, two groups of four: the fewest that make a report.
-TINY_CHECK = ["--model", "tiny", "--set", "device=cpu", "--set", "max_completion_length=8",
-              "--set", "num_generations=4", "--set", "per_device_train_batch_size=4", "--groups", "2"]
+TINY_CHECK = [
+    "--model",
+    "tiny",
+    "--set",
+    "device=cpu",
+    "--set",
+    "max_completion_length=8",
+    "--set",
+    "num_generations=4",
+    "--set",
+    "per_device_train_batch_size=4",
+    "--groups",
+    "2",
+]
 
 
 @pytest.mark.slow
@@ -25,13 +37,21 @@ def test_tiny_model_on_arithmetic_will_not_learn(capsys):
     assert report["correctness_rate"] == 0.0 and report["groups_with_correct"] == 0
     assert 0.0 <= report["truncation_rate"] <= 1.0 and report["mean_length"] <= 8
     assert not report["learns"]
-    assert report["verdict"] == ("arithmetic on tiny: 0 of 2 groups have any correct answer; nothing will learn "
-                                 "- pick a larger model or an easier task")
+    assert report["verdict"] == (
+        "arithmetic on tiny: 0 of 2 groups have any correct answer; nothing will learn "
+        "- pick a larger model or an easier task"
+    )
 
 
-@pytest.mark.parametrize("args, field", [(["--set", "temperature=0"], "temperature"), (["--groups", "0"], "--groups"),
-                                         (["--set", "correctness_reward=brevity"], "correctness_reward")],
-                         ids=["temperature", "groups", "correctness"])
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--set", "temperature=0"], "temperature"),
+        (["--groups", "0"], "--groups"),
+        (["--set", "correctness_reward=brevity"], "correctness_reward"),
+    ],
+    ids=["temperature", "groups", "correctness"],
+)
 def test_bad_config_exits_2_naming_the_field(capsys, args, field):
     code = cli.main(["check-signal", "--task", "arithmetic", "--model", "tiny", "--set", "device=cpu", *args])
     assert code == 2
@@ -40,8 +60,9 @@ def test_bad_config_exits_2_naming_the_field(capsys, args, field):
 
 @pytest.mark.slow
 def test_background_check_writes_its_report(tmp_path):
-    config = RunConfig.for_task("arithmetic").with_changes(model="tiny", device="cpu", max_completion_length=8,
-                                                            num_generations=4, per_device_train_batch_size=4)
+    config = RunConfig.for_task("arithmetic").with_changes(
+        model="tiny", device="cpu", max_completion_length=8, num_generations=4, per_device_train_batch_size=4
+    )
     job = signal_job.start_signal_check(config, tmp_path, groups=1)
     assert job.folder.parent == tmp_path / signal_job.CHECKS_DIR
     state = poll_until(lambda: (lambda s: s if s["state"] != "running" else None)(signal_job.read_signal_check(job)))

@@ -13,8 +13,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def calc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", "calc", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", "calc", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_seed_000_single_gpu_failure():
@@ -41,8 +42,19 @@ def test_json_carries_suggestions_under_trl_names():
 
 
 def test_open_r1_seed_001():
-    out = calc("--framework", "open-r1", "--gpus", "4", "--vllm-gpus", "1", "--per-device-train-batch-size", "1",
-               "--num-generations", "8", "--json")
+    out = calc(
+        "--framework",
+        "open-r1",
+        "--gpus",
+        "4",
+        "--vllm-gpus",
+        "1",
+        "--per-device-train-batch-size",
+        "1",
+        "--num-generations",
+        "8",
+        "--json",
+    )
     assert out.returncode == 1
     data = json.loads(out.stdout)
     assert (data["training_processes"], data["vllm_gpus"]) == (3, 1)
@@ -51,9 +63,25 @@ def test_open_r1_seed_001():
 
 
 def test_ms_swift_seed_004_gives_1320():
-    out = calc("--framework", "ms-swift", "--dataset-size", "8000", "--num-generations", "8",
-               "--per-device-train-batch-size", "8", "--num-processes", "6", "--train-data-ratio", "0.99",
-               "--gradient-accumulation-steps", "2", "--num-iterations", "2", "--json")
+    out = calc(
+        "--framework",
+        "ms-swift",
+        "--dataset-size",
+        "8000",
+        "--num-generations",
+        "8",
+        "--per-device-train-batch-size",
+        "8",
+        "--num-processes",
+        "6",
+        "--train-data-ratio",
+        "0.99",
+        "--gradient-accumulation-steps",
+        "2",
+        "--num-iterations",
+        "2",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["total_steps"] == 1320
 
@@ -66,10 +94,15 @@ def test_framework_all_prints_each():
 
 @pytest.mark.parametrize(
     "text, code, fragment",
-    [("generation_batch_size (4) must be divisible by num_generations (8).", 0, "num_generations 8 -> 4"),
-     ("The global train batch size (3 x 1) must be evenly divisible by the number of generations per prompt (8)",
-      0, "older TRL"),
-     ("Segmentation fault", 1, "Not recognised")],
+    [
+        ("generation_batch_size (4) must be divisible by num_generations (8).", 0, "num_generations 8 -> 4"),
+        (
+            "The global train batch size (3 x 1) must be evenly divisible by the number of generations per prompt (8)",
+            0,
+            "older TRL",
+        ),
+        ("Segmentation fault", 1, "Not recognised"),
+    ],
     ids=["trl-1.16", "old-trl", "unrecognised"],
 )
 def test_explain(text, code, fragment):
@@ -87,15 +120,17 @@ def test_explain_json():
 
 @pytest.mark.parametrize(
     "args, flag",
-    [(["--num-generations", "0"], "--num-generations"),
-     (["--per-device-train-batch-size", "-4"], "--per-device-train-batch-size"),
-     (["--gradient-accumulation-steps", "1.5"], "--gradient-accumulation-steps"),
-     (["--num-processes", "two"], "--num-processes"),
-     (["--dataset-size", "5000000000"], "--dataset-size"),
-     (["--gpus", "2", "--vllm-gpus", "2"], "--vllm-gpus"),
-     (["--gpus", "4", "--vllm-gpus", "1", "--num-processes", "2"], "--num-processes"),
-     (["--framework", "ms-swift", "--train-data-ratio", "1.5"], "--train-data-ratio"),
-     (["--framework", "axolotl"], "--framework")],
+    [
+        (["--num-generations", "0"], "--num-generations"),
+        (["--per-device-train-batch-size", "-4"], "--per-device-train-batch-size"),
+        (["--gradient-accumulation-steps", "1.5"], "--gradient-accumulation-steps"),
+        (["--num-processes", "two"], "--num-processes"),
+        (["--dataset-size", "5000000000"], "--dataset-size"),
+        (["--gpus", "2", "--vllm-gpus", "2"], "--vllm-gpus"),
+        (["--gpus", "4", "--vllm-gpus", "1", "--num-processes", "2"], "--num-processes"),
+        (["--framework", "ms-swift", "--train-data-ratio", "1.5"], "--train-data-ratio"),
+        (["--framework", "axolotl"], "--framework"),
+    ],
     ids=["zero", "negative", "fraction", "word", "huge", "all-gpus-vllm", "gpus-conflict", "ratio", "framework"],
 )
 def test_bad_arguments_exit_2_with_one_line(args, flag):

@@ -15,7 +15,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,21 @@ from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = dict(model="tiny", task="demo", device="cpu", per_device_train_batch_size=4, num_generations=4,
-            max_completion_length=8, logging_steps=1, save_steps=1000)
+TINY = dict(
+    model="tiny",
+    task="demo",
+    device="cpu",
+    per_device_train_batch_size=4,
+    num_generations=4,
+    max_completion_length=8,
+    logging_steps=1,
+    save_steps=1000,
+)
 LONG_RUN_STEPS = 500
-STEP_LINE = re.compile(r"^step (\d+)/(\d+)  reward \S+  reward_std \S+  kl \S+  loss \S+  length \S+  "
-                       r"step_time \S+( s)?$")
+STEP_LINE = re.compile(
+    r"^step (\d+)/(\d+)  reward \S+  reward_std \S+  kl \S+  loss \S+  length \S+  "
+    r"step_time \S+( s)?$"
+)
 
 
 def watch_command(*args: str) -> list[str]:
@@ -63,11 +72,26 @@ def written_run(runs_dir: Path, state: str, steps: int, **status) -> Path:
     run_dir = runs_dir / "20260101-000000-demo"
     run_dir.mkdir(parents=True)
     (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo", "num_generations": 4}))
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [
-        {"step": s, "reward": 0.1 * s, "reward_std": 0.2, "kl": 0.001 * s, "loss": -0.01 * s,
-         "completions/mean_length": 7.5, "step_time": 1.25, "frac_reward_zero_std": 0.0} for s in range(1, steps + 1)])
-    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, {
-        "state": state, "step": steps, "total_steps": 4, "started_at": 1000.0, "updated_at": 1042.0, **status})
+    runfolder.append_jsonl(
+        run_dir / runfolder.METRICS_FILE,
+        [
+            {
+                "step": s,
+                "reward": 0.1 * s,
+                "reward_std": 0.2,
+                "kl": 0.001 * s,
+                "loss": -0.01 * s,
+                "completions/mean_length": 7.5,
+                "step_time": 1.25,
+                "frac_reward_zero_std": 0.0,
+            }
+            for s in range(1, steps + 1)
+        ],
+    )
+    runfolder.write_json_atomic(
+        run_dir / runfolder.STATUS_FILE,
+        {"state": state, "step": steps, "total_steps": 4, "started_at": 1000.0, "updated_at": 1042.0, **status},
+    )
     return run_dir
 
 
@@ -77,27 +101,36 @@ def test_a_finished_run_prints_every_step_then_how_it_ended(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"Watching {run_dir.name} ")
-    assert lines[1:5] == [f"step {s}/4  reward {0.1 * s:.3f}  reward_std 0.200  kl {0.001 * s:.4f}  "
-                          f"loss {-0.01 * s:+.4f}  length 7.5  step_time 1.2 s" for s in range(1, 5)]
+    assert lines[1:5] == [
+        f"step {s}/4  reward {0.1 * s:.3f}  reward_std 0.200  kl {0.001 * s:.4f}  "
+        f"loss {-0.01 * s:+.4f}  length 7.5  step_time 1.2 s"
+        for s in range(1, 5)
+    ]
     assert lines[-1] == f"Run {run_dir.name} finished at step 4/4 after 42 s."
     assert result.stderr == ""
 
 
 def test_a_failed_run_ends_with_its_error_and_what_to_do(tmp_path):
-    run_dir = written_run(tmp_path, "failed", 2, error={"type": "ValueError", "message": "bad batch",
-                                                         "hint": "Lower num_generations."})
+    run_dir = written_run(
+        tmp_path, "failed", 2, error={"type": "ValueError", "message": "bad batch", "hint": "Lower num_generations."}
+    )
     result = watch(str(run_dir))  # a run folder's path works as well as its id
     assert result.returncode == 1, result.stderr
     assert [line for line in result.stdout.splitlines() if STEP_LINE.match(line)][-1].startswith("step 2/4")
-    assert result.stdout.endswith(f"Run {run_dir.name} failed at step 2/4 after 42 s. ValueError: bad batch\n"
-                                  "What to do: Lower num_generations.\n")
+    assert result.stdout.endswith(
+        f"Run {run_dir.name} failed at step 2/4 after 42 s. ValueError: bad batch\nWhat to do: Lower num_generations.\n"
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["no-such-run"], "error: RUN: no run called 'no-such-run' in"),
-    (["20260101-000000-demo", "--interval", "0"], "error: --interval: 0.0 is not a number of seconds from 0.05"),
-    (["20260101-000000-demo", "--interval", "nan"], "error: --interval: nan is not a number of seconds"),
-], ids=["unknown-run", "zero-interval", "nan-interval"])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["no-such-run"], "error: RUN: no run called 'no-such-run' in"),
+        (["20260101-000000-demo", "--interval", "0"], "error: --interval: 0.0 is not a number of seconds from 0.05"),
+        (["20260101-000000-demo", "--interval", "nan"], "error: --interval: nan is not a number of seconds"),
+    ],
+    ids=["unknown-run", "zero-interval", "nan-interval"],
+)
 def test_bad_input_is_one_line_naming_the_argument(tmp_path, args, message):
     written_run(tmp_path, "finished", 1)
     result = watch(*args, "--runs-dir", str(tmp_path))
@@ -112,12 +145,22 @@ def test_a_live_run_is_followed_step_by_step_and_ctrl_c_leaves_it_running(tmp_pa
     # only has to be live: helpers.in_background)
     run_id = launcher.start(RunConfig(**TINY, max_steps=LONG_RUN_STEPS), runs)
     in_background(runs, run_id)
-    follower = subprocess.Popen(watch_command(run_id, "--runs-dir", str(runs), "--interval", "0.5"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment())
+    follower = subprocess.Popen(
+        watch_command(run_id, "--runs-dir", str(runs), "--interval", "0.5"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+    )
     # a second watch of the same run, stopped with Ctrl-C once the run is under way
-    interrupted = subprocess.Popen(watch_command(run_id, "--runs-dir", str(runs), "--interval", "0.5"),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(),
-                                   preexec_fn=as_from_a_terminal)
+    interrupted = subprocess.Popen(
+        watch_command(run_id, "--runs-dir", str(runs), "--interval", "0.5"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+        preexec_fn=as_from_a_terminal,
+    )
     seen = []
     try:
         assert interrupted.stdout.readline().startswith(f"Watching {run_id} ")

@@ -30,29 +30,49 @@ PROMPTS = 4  # 2 processes x batch 2 = 4 completions = 2 prompts x G 2 per step:
 def two_machine_config(tmp_path, tiny_model) -> RunConfig:
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"Say {i} briefly."}) + "\n" for i in range(PROMPTS)))
-    return RunConfig(model="tiny", device="cpu", task="demo", dataset_path=str(data),
-                     reward_names=["brevity"], reward_weights=[1.0],  # needs no reference answer
-                     num_machines=2, num_processes=2, per_device_train_batch_size=2, num_generations=2,
-                     max_steps=-1, num_train_epochs=1, max_completion_length=8, save_steps=1,
-                     main_process_ip="127.0.0.1", main_process_port=processes.free_port())
+    return RunConfig(
+        model="tiny",
+        device="cpu",
+        task="demo",
+        dataset_path=str(data),
+        reward_names=["brevity"],
+        reward_weights=[1.0],  # needs no reference answer
+        num_machines=2,
+        num_processes=2,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_steps=-1,
+        num_train_epochs=1,
+        max_completion_length=8,
+        save_steps=1,
+        main_process_ip="127.0.0.1",
+        main_process_port=processes.free_port(),
+    )
 
 
 def start_machine(script: Path, rank: int, env: dict, log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen(["bash", str(script), str(rank)], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            ["bash", str(script), str(rank)], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def test_two_machines_from_the_bundle_train_to_finished(tmp_path, two_machine_config):
     config = two_machine_config
     written = bundle.write_bundle(config, tmp_path / "bundle", run_id="two-machines")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "OMP_NUM_THREADS": "1", "WORKBENCH_RUNS_DIR": str(tmp_path / "runs")}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OMP_NUM_THREADS": "1",
+        "WORKBENCH_RUNS_DIR": str(tmp_path / "runs"),
+    }
     env.pop("WORKBENCH_RUN_DIR", None)
     script = written.folder / bundle.TRAIN_SCRIPT
     machine1_dir = tmp_path / "machine1" / "two-machines"
-    machines = [start_machine(script, 1, {**env, "WORKBENCH_RUN_DIR": str(machine1_dir)}, tmp_path / "m1.log"),
-                start_machine(script, 0, env, tmp_path / "m0.log")]
+    machines = [
+        start_machine(script, 1, {**env, "WORKBENCH_RUN_DIR": str(machine1_dir)}, tmp_path / "m1.log"),
+        start_machine(script, 0, env, tmp_path / "m0.log"),
+    ]
     try:
         codes = [m.wait(timeout=300) for m in machines]
     finally:
@@ -66,8 +86,10 @@ def test_two_machines_from_the_bundle_train_to_finished(tmp_path, two_machine_co
     status = run_state.status_of_dir(run_dir)
     assert status["state"] == "finished", logs
     expected = plan_for(config, dataset_size=PROMPTS).total_steps
-    assert expected == 2 and plan_for(config.with_changes(num_processes=1, num_machines=1),
-                                      dataset_size=PROMPTS).total_steps == 4
+    assert (
+        expected == 2
+        and plan_for(config.with_changes(num_processes=1, num_machines=1), dataset_size=PROMPTS).total_steps == 4
+    )
     assert status["total_steps"] == expected and status["step"] == expected and status["num_processes"] == 2
     # one writer: one metrics row per step, one generation batch (2 processes x 2) of completions per step
     assert [row["step"] for row in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)] == [1, 2]

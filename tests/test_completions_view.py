@@ -11,20 +11,32 @@ HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
 LONG_WORD = "y" * 600
 
 
-def make_records(step=3, totals=((0.9, 0.1, 0.5, 0.5), (0.4, 0.4, 0.4, 0.4)), truncated=(1,),
-                 completions=None, prompt="Name a colour."):
+def make_records(
+    step=3,
+    totals=((0.9, 0.1, 0.5, 0.5), (0.4, 0.4, 0.4, 0.4)),
+    truncated=(1,),
+    completions=None,
+    prompt="Name a colour.",
+):
     """completions.jsonl records of one round with TRL-style (group-scaled) advantages."""
     records = []
     for group, values in enumerate(totals):
         mean, std = groups.mean_and_std(values)
         for index, total in enumerate(values):
             text = (completions or {}).get((group, index), f"Colour {index}")
-            records.append({
-                "step": step, "group": group, "prompt": prompt, "completion": text,
-                "rewards": {"brevity": total, "format": 0.0}, "reward": total,
-                "advantage": (total - mean) / (std + 1e-4), "length": 12,
-                "truncated": index in truncated,
-            })
+            records.append(
+                {
+                    "step": step,
+                    "group": group,
+                    "prompt": prompt,
+                    "completion": text,
+                    "rewards": {"brevity": total, "format": 0.0},
+                    "reward": total,
+                    "advantage": (total - mean) / (std + 1e-4),
+                    "length": 12,
+                    "truncated": index in truncated,
+                }
+            )
     return records
 
 
@@ -49,8 +61,9 @@ def test_card_shows_scores_total_advantage_and_arithmetic():
     assert "(0.90 - 0.50) / 0.33 = +1.22" in first_card
 
 
-@pytest.mark.parametrize("index, css", [(0, "wb-positive"), (1, "wb-negative"), (2, "wb-zero")],
-                         ids=["above-mean", "below-mean", "at-mean"])
+@pytest.mark.parametrize(
+    "index, css", [(0, "wb-positive"), (1, "wb-negative"), (2, "wb-zero")], ids=["above-mean", "below-mean", "at-mean"]
+)
 def test_advantage_colour_follows_its_sign(index, css):
     cards = render(make_records()).split('class="wb-card ')[1:]
     assert cards[index].startswith(css)
@@ -90,7 +103,7 @@ def test_css_is_self_contained_and_prefixed():
     html = render(make_records())
     classes = set(re.findall(r'class="([^"]+)"', html))
     assert all(name.startswith("wb-") for value in classes for name in value.split())
-    style = html[html.index("<style>"):html.index("</style>")]
+    style = html[html.index("<style>") : html.index("</style>")]
     selectors = re.findall(r"^\s*([^{}\n]+)\{", style, flags=re.M)
     assert selectors and all(".wb-" in selector for selector in selectors)
 

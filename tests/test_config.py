@@ -42,13 +42,41 @@ def test_grpo_fields_are_trls_own_names():
     from trl import GRPOConfig
 
     trl_fields = set(GRPOConfig.__dataclass_fields__)
-    ours = {"learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
-            "steps_per_generation", "max_completion_length", "temperature", "top_p", "beta", "epsilon", "loss_type",
-            "scale_rewards", "num_iterations", "max_steps", "num_train_epochs", "logging_steps", "save_steps",
-            "save_total_limit", "seed", "bf16", "gradient_checkpointing", "vllm_gpu_memory_utilization",
-            "vllm_tensor_parallel_size", "vllm_server_base_url", "vllm_server_timeout", "top_k", "repetition_penalty",
-            "lr_scheduler_type", "warmup_steps", "epsilon_high", "importance_sampling_level", "mask_truncated_completions",
-            "top_entropy_quantile"}
+    ours = {
+        "learning_rate",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "num_generations",
+        "steps_per_generation",
+        "max_completion_length",
+        "temperature",
+        "top_p",
+        "beta",
+        "epsilon",
+        "loss_type",
+        "scale_rewards",
+        "num_iterations",
+        "max_steps",
+        "num_train_epochs",
+        "logging_steps",
+        "save_steps",
+        "save_total_limit",
+        "seed",
+        "bf16",
+        "gradient_checkpointing",
+        "vllm_gpu_memory_utilization",
+        "vllm_tensor_parallel_size",
+        "vllm_server_base_url",
+        "vllm_server_timeout",
+        "top_k",
+        "repetition_penalty",
+        "lr_scheduler_type",
+        "warmup_steps",
+        "epsilon_high",
+        "importance_sampling_level",
+        "mask_truncated_completions",
+        "top_entropy_quantile",
+    }
     assert ours <= set(field_names())
     assert ours <= trl_fields
 
@@ -69,9 +97,11 @@ def test_default_config_passes_quickly(cfg):
 
 def test_checking_a_config_imports_no_torch():
     # a fresh interpreter: other tests in this session may have imported torch already
-    code = ("import sys; from workbench.spec.config import RunConfig; "
-            "from workbench.spec.config_checks import check_config; "
-            "check_config(RunConfig()); print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))")
+    code = (
+        "import sys; from workbench.spec.config import RunConfig; "
+        "from workbench.spec.config_checks import check_config; "
+        "check_config(RunConfig()); print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -151,13 +181,33 @@ def no_prompt_file(tmp_path):
         ({"task": "nope"}, "task", ["unknown task", "demo"]),
         ({"reward_weights": [1.0, 2.0, 3.0]}, "reward_weights", ["3 weights for 2 rewards"]),
     ],
-    ids=["batch-plan", "global-batch-too-small", "one-generation", "missing-dataset", "no-prompt-column",
-         "unknown-reward", "reward-file-does-not-import", "missing-model-folder", "missing-gpu", "zero-lr",
-         "negative-beta", "top-p", "zero-steps", "no-checkpoint-kept", "loss-type", "unknown-task", "weight-count"],
+    ids=[
+        "batch-plan",
+        "global-batch-too-small",
+        "one-generation",
+        "missing-dataset",
+        "no-prompt-column",
+        "unknown-reward",
+        "reward-file-does-not-import",
+        "missing-model-folder",
+        "missing-gpu",
+        "zero-lr",
+        "negative-beta",
+        "top-p",
+        "zero-steps",
+        "no-checkpoint-kept",
+        "loss-type",
+        "unknown-task",
+        "weight-count",
+    ],
 )
-def test_check_config_refuses_fast_with_field_rule_and_fix(cfg, changes, field, words, broken_reward_file, no_prompt_file):
-    values = {k: {"BROKEN": broken_reward_file, "NO_PROMPT": no_prompt_file}.get(v, v) if isinstance(v, str) else v
-              for k, v in changes.items()}
+def test_check_config_refuses_fast_with_field_rule_and_fix(
+    cfg, changes, field, words, broken_reward_file, no_prompt_file
+):
+    values = {
+        k: {"BROKEN": broken_reward_file, "NO_PROMPT": no_prompt_file}.get(v, v) if isinstance(v, str) else v
+        for k, v in changes.items()
+    }
     started = time.perf_counter()
     with pytest.raises(ConfigError) as info:
         check_config(cfg.with_changes(**values))
@@ -173,16 +223,22 @@ def test_check_config_refuses_fast_with_field_rule_and_fix(cfg, changes, field, 
 def test_a_reward_file_can_be_checked_without_running_it(cfg, tmp_path):
     marker = tmp_path / "ran"
     path = tmp_path / "shout.py"
-    path.write_text(f"open({str(marker)!r}, 'w')\nimport no_such_package_here\n\n"
-                    "def shout(prompts, completions, **kwargs):\n    return []\n")
+    path.write_text(
+        f"open({str(marker)!r}, 'w')\nimport no_such_package_here\n\n"
+        "def shout(prompts, completions, **kwargs):\n    return []\n"
+    )
     # What only running the file shows (a missing package) is left to the training process, which imports it.
-    assert validate_config(cfg.with_changes(reward_file=str(path), reward_names=["shout"]),
-                           import_reward_file=False) == []
-    assert [p.field for p in validate_config(cfg.with_changes(reward_file=str(path), reward_names=["shout"]))] == \
-        ["reward_file", "reward_names"], "imported, as an open dashboard and the CLI do"
+    assert (
+        validate_config(cfg.with_changes(reward_file=str(path), reward_names=["shout"]), import_reward_file=False) == []
+    )
+    assert [p.field for p in validate_config(cfg.with_changes(reward_file=str(path), reward_names=["shout"]))] == [
+        "reward_file",
+        "reward_names",
+    ], "imported, as an open dashboard and the CLI do"
     marker.unlink()
-    problems = validate_config(cfg.with_changes(reward_file=str(path), reward_names=["whisper"]),
-                               import_reward_file=False)
+    problems = validate_config(
+        cfg.with_changes(reward_file=str(path), reward_names=["whisper"]), import_reward_file=False
+    )
     assert [p.field for p in problems] == ["reward_names"] and "shout" in str(problems[0])
     assert not marker.exists()
     with pytest.raises(ConfigError, match="syntax error on line 1"):

@@ -30,8 +30,9 @@ def scored(function, hidden, weight, bias, targets, temperature, scale, entropy_
     the loss leaves the entropies out, so their gradient is None, GRPO's usual case; 0 and no log-probabilities:
     a loss of the entropies alone)."""
     hidden = hidden.clone().requires_grad_()
-    log_probs, entropy, *_ = function.apply(hidden, weight, bias, targets, temperature, 256, None, scale,
-                                            ("log_probs", "entropy"))
+    log_probs, entropy, *_ = function.apply(
+        hidden, weight, bias, targets, temperature, 256, None, scale, ("log_probs", "entropy")
+    )
     if entropy_weight == 0:
         entropy.sum().backward()
     else:
@@ -41,10 +42,13 @@ def scored(function, hidden, weight, bias, targets, temperature, scale, entropy_
 
 
 @pytest.mark.parametrize("layout", ["kept, one chunk", "kept, in chunks", "computed again, in chunks"])
-@pytest.mark.parametrize(("temperature", "scale", "bias", "entropy_weight"), [
-    (1.0, 1.0, False, None), (0.7, 1.0, False, None), (0.9, 0.5, True, 0.3), (0.8, 1.0, False, 0)])
-def test_log_probabilities_entropies_and_gradients_are_trls(monkeypatch, layout, temperature, scale, bias,
-                                                            entropy_weight):
+@pytest.mark.parametrize(
+    ("temperature", "scale", "bias", "entropy_weight"),
+    [(1.0, 1.0, False, None), (0.7, 1.0, False, None), (0.9, 0.5, True, 0.3), (0.8, 1.0, False, 0)],
+)
+def test_log_probabilities_entropies_and_gradients_are_trls(
+    monkeypatch, layout, temperature, scale, bias, entropy_weight
+):
     if layout != "kept, one chunk":
         monkeypatch.setattr(cpu_head, "CHUNK_BYTES", 10 * VOCAB * 4)  # 10 positions a chunk: 4 chunks
     if layout == "computed again, in chunks":
@@ -63,13 +67,15 @@ def test_within_scoring_trls_fused_forward_computes_through_this_head_and_only_t
     hidden, weight, bias, targets = head_inputs(False)
     trls = utils._ChunkedLogProbFunction
     with cpu_head.scoring():
-        log_probs, *_ = utils._ChunkedLogProbFunction.apply(hidden.requires_grad_(), weight, bias, targets, 1.0,
-                                                            256, None, 1.0, ("log_probs", "entropy"))
+        log_probs, *_ = utils._ChunkedLogProbFunction.apply(
+            hidden.requires_grad_(), weight, bias, targets, 1.0, 256, None, 1.0, ("log_probs", "entropy")
+        )
         assert type(log_probs.grad_fn).__name__ == "CpuLogProbFunctionBackward"
     assert utils._ChunkedLogProbFunction is trls
     with cpu_head.scoring(entropy=False):  # the reference pass: no entropies, the same log-probabilities
-        without = utils._ChunkedLogProbFunction.apply(hidden, weight, bias, targets, 1.0, 256, None, 1.0,
-                                                      ("log_probs", "entropy"))
+        without = utils._ChunkedLogProbFunction.apply(
+            hidden, weight, bias, targets, 1.0, 256, None, 1.0, ("log_probs", "entropy")
+        )
     assert without[1] is None and torch.equal(without[0], log_probs.detach())
     with pytest.raises(RuntimeError), cpu_head.scoring():  # put back however the block ends
         raise RuntimeError("a failed forward")
@@ -87,6 +93,7 @@ def test_what_it_does_not_compute_the_same_way_goes_to_trls_function(case):
     outputs = ("log_probs", "entropy", "is_top1") if case == "another output" else ("log_probs", "entropy")
     weight.requires_grad_(case == "a trained head")
     with cpu_head.scoring(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=case == "autocast"):
-        log_probs, *_ = utils._ChunkedLogProbFunction.apply(hidden.requires_grad_(), weight, bias, targets, 1.0,
-                                                            256, softcap, 1.0, outputs)
+        log_probs, *_ = utils._ChunkedLogProbFunction.apply(
+            hidden.requires_grad_(), weight, bias, targets, 1.0, 256, softcap, 1.0, outputs
+        )
     assert type(log_probs.grad_fn).__name__ == "ChunkedLogProbFunctionBackward"

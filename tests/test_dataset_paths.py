@@ -32,8 +32,10 @@ USERS_LINE = "alice user pbkdf2_sha256$1$salt$HASH-OF-ALICE"
 
 def readme(data_files: str, extra: str = "") -> str:
     """A README.md whose one config's train split reads `data_files`."""
-    return (f"---\nconfigs:\n- config_name: default\n{extra}  data_files:\n  - split: train\n    path: {data_files}\n"
-            "---\n# a dataset\n")
+    return (
+        f"---\nconfigs:\n- config_name: default\n{extra}  data_files:\n  - split: train\n    path: {data_files}\n"
+        "---\n# a dataset\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +52,14 @@ def places(tmp_path_factory):
     bob.mkdir(parents=True)
     accounts = {name: users.User(name, "user", "") for name in ("bob", "carol")}
     app = build_app(runs, users=accounts)
-    return {"runs": runs, "root": root, "bob": bob, "secret": carol / "secret.jsonl",
-            "users": root / "server" / "users.jsonl", "app": app}
+    return {
+        "runs": runs,
+        "root": root,
+        "bob": bob,
+        "secret": carol / "secret.jsonl",
+        "users": root / "server" / "users.jsonl",
+        "app": app,
+    }
 
 
 def hostile(places, name: str, data_files: str, extra: str = "", files: dict | None = None):
@@ -133,8 +141,9 @@ def test_a_save_to_disk_folder_whose_state_names_an_outside_file_is_refused(plac
 
 
 def test_an_honest_hub_layout_folder_and_save_to_disk_folder_still_preview(places):
-    honest = write_hub_dataset(places["bob"] / "honest", {"main": {"train": [{"prompt": "What is 2 + 3?"}]}},
-                               fmt="jsonl")
+    honest = write_hub_dataset(
+        places["bob"] / "honest", {"main": {"train": [{"prompt": "What is 2 + 3?"}]}}, fmt="jsonl"
+    )
     html = preview(places, honest)
     assert "What is 2 + 3?" in html and "reads a file outside" not in html, html
     scope = paths_view.scope_for(places["runs"], Viewer("bob"))
@@ -158,11 +167,13 @@ def test_the_live_plan_and_the_launch_refuse_it_before_reading_a_row(places):
     (folder / "README.md").write_text(readme("../../carol/secret.jsonl"))
     bob = gr.Request(username="bob")
     *_, problems, _memory, ready = app_handler(places["app"], "setup_tab", "live_plan")(
-        bob, *setup_form_values(dataset_name=str(folder), task="demo"))
+        bob, *setup_form_values(dataset_name=str(folder), task="demo")
+    )
     assert ready is False and "<b>dataset_name</b>" in problems and "reads a file outside" in problems, problems
     assert SECRET not in problems
     out = app_handler(places["app"], "train_tab", "on_launch")(
-        bob, RunWatch(), 0.5, *setup_form_values(dataset_name=str(folder), task="demo"))
+        bob, RunWatch(), 0.5, *setup_form_values(dataset_name=str(folder), task="demo")
+    )
     notice = next(v.value for v in out.values() if isinstance(v, gr.HTML) and "wb-notice" in v.value)
     assert "Not launched" in notice and "reads a file outside" in notice and SECRET not in notice, notice
 

@@ -78,7 +78,9 @@ def test_chat_prompts_in_a_csv_cell_are_decoded(tmp_path):
 def test_dataset_dict_folder_uses_the_train_split(tmp_path):
     from datasets import Dataset, DatasetDict
 
-    DatasetDict({"train": Dataset.from_list(ROWS), "test": Dataset.from_list(ROWS[:1])}).save_to_disk(str(tmp_path / "dd"))
+    DatasetDict({"train": Dataset.from_list(ROWS), "test": Dataset.from_list(ROWS[:1])}).save_to_disk(
+        str(tmp_path / "dd")
+    )
     assert len(load_user_dataset(tmp_path / "dd")) == 2
 
 
@@ -88,18 +90,29 @@ BAD_INPUTS = {
     "empty": (lambda tmp: _write(tmp / "data.jsonl", ""), r"the file is empty"),
     "blank_lines": (lambda tmp: _write(tmp / "data.jsonl", "\n\n"), r"no rows"),
     "header_only_csv": (lambda tmp: _write(tmp / "data.csv", "prompt,answer\n"), r"no rows"),
-    "no_prompt": (lambda tmp: write_jsonl(tmp / "data.jsonl", [{"question": "q", "answer": "a"}]),
-                  r"no `prompt` column \(columns: question, answer\); rename"),
+    "no_prompt": (
+        lambda tmp: write_jsonl(tmp / "data.jsonl", [{"question": "q", "answer": "a"}]),
+        r"no `prompt` column \(columns: question, answer\); rename",
+    ),
     "bad_json": (lambda tmp: _write(tmp / "data.jsonl", '{"prompt": "a"}\n{"prompt": \n'), r"line 2 is not valid JSON"),
     "not_object": (lambda tmp: _write(tmp / "data.jsonl", '["a"]\n'), r"line 1 is a JSON list, not an object"),
-    "empty_prompt": (lambda tmp: write_jsonl(tmp / "data.jsonl", [{"prompt": "a"}, {"prompt": " "}]),
-                     r"row 2: the `prompt` is empty"),
+    "empty_prompt": (
+        lambda tmp: write_jsonl(tmp / "data.jsonl", [{"prompt": "a"}, {"prompt": " "}]),
+        r"row 2: the `prompt` is empty",
+    ),
     "number_prompt": (lambda tmp: write_jsonl(tmp / "data.jsonl", [{"prompt": 7}]), r"row 1: the `prompt` is int"),
-    "bad_message": (lambda tmp: write_jsonl(tmp / "data.jsonl", [{"prompt": [{"text": "hi"}]}]),
-                    r"row 1: .*each message needs a `role`"),
-    "mixed_kinds": (lambda tmp: write_jsonl(tmp / "data.jsonl", [{"prompt": "a"}, {"prompt": CHAT}]),
-                    r"some prompts are text and some are chat messages"),
-    "not_a_datasets_folder": (lambda tmp: (tmp / "folder").mkdir() or tmp / "folder", r"written by `datasets` `save_to_disk`"),
+    "bad_message": (
+        lambda tmp: write_jsonl(tmp / "data.jsonl", [{"prompt": [{"text": "hi"}]}]),
+        r"row 1: .*each message needs a `role`",
+    ),
+    "mixed_kinds": (
+        lambda tmp: write_jsonl(tmp / "data.jsonl", [{"prompt": "a"}, {"prompt": CHAT}]),
+        r"some prompts are text and some are chat messages",
+    ),
+    "not_a_datasets_folder": (
+        lambda tmp: (tmp / "folder").mkdir() or tmp / "folder",
+        r"written by `datasets` `save_to_disk`",
+    ),
     "broken_parquet": (lambda tmp: _write(tmp / "data.parquet", "not parquet"), r"not a readable Parquet file"),
 }
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 # Import names whose distribution is named otherwise.
@@ -44,8 +45,13 @@ def third_party_imports() -> dict[str, set[str]]:
     modules: dict[str, set[str]] = {}
     for path in (REPO / "workbench").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                else []
+            )
             for name in names:
                 top = name.split(".")[0]
                 if top not in sys.stdlib_module_names and top != "workbench":
@@ -55,8 +61,11 @@ def third_party_imports() -> dict[str, set[str]]:
 
 def test_every_imported_package_is_a_pinned_runtime_dependency():
     declared = pins(project()["dependencies"])
-    missing = {module: sorted(files) for module, files in third_party_imports().items()
-               if normalised(DISTRIBUTION_OF.get(module, module)) not in declared}
+    missing = {
+        module: sorted(files)
+        for module, files in third_party_imports().items()
+        if normalised(DISTRIBUTION_OF.get(module, module)) not in declared
+    }
     assert missing == {}, f"imported but not declared in pyproject.toml's dependencies: {missing}"
 
 

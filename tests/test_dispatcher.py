@@ -13,7 +13,8 @@ import time
 
 import psutil
 import pytest
-from helpers import poll_until as wait_for, tiny_settings
+from helpers import poll_until as wait_for
+from helpers import tiny_settings
 
 from workbench.jobs import dispatcher, gpu_queue, launcher, queue, run_list, run_state
 from workbench.runstore import checkpoint_integrity, run_locks, runfolder
@@ -50,8 +51,9 @@ def holder(runs_dir):
         started.append(process)
         run_dir = runs_dir / name
         RunConfig(**TINY).save(run_dir / runfolder.CONFIG_FILE)
-        runfolder.update_status(run_dir, state="training", pid=process.pid, pgid=process.pid, step=1,
-                                started_at=time.time(), owner=owner)
+        runfolder.update_status(
+            run_dir, state="training", pid=process.pid, pgid=process.pid, step=1, started_at=time.time(), owner=owner
+        )
         return process
 
     yield make
@@ -66,8 +68,11 @@ def state_of(run_id, runs_dir):
 
 
 def dispatcher_processes(runs_dir):
-    return [p for p in psutil.process_iter(["cmdline"])
-            if gpu_queue.DISPATCHER_MODULE in (p.info["cmdline"] or []) and str(runs_dir) in p.info["cmdline"]]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if gpu_queue.DISPATCHER_MODULE in (p.info["cmdline"] or []) and str(runs_dir) in p.info["cmdline"]
+    ]
 
 
 # ---------------------------------------------------------------- waiting, cancelling, the limit
@@ -77,8 +82,10 @@ def dispatcher_processes(runs_dir):
 def test_a_launch_on_a_held_device_waits_and_stop_takes_it_out_of_the_queue(runs_dir, holder):
     holder()
     run_id = launcher.start(RunConfig(**TINY), runs_dir)
-    assert gpu_queue.queue_place(run_id, runs_dir) == {"queue_position": 1,
-                                                       "waits_for": "the CPU (run 20260101-000000-holder)"}
+    assert gpu_queue.queue_place(run_id, runs_dir) == {
+        "queue_position": 1,
+        "waits_for": "the CPU (run 20260101-000000-holder)",
+    }
     entry = next(e for e in run_list.list_runs(runs_dir) if e["run_id"] == run_id)
     assert entry["state"] == "queued" and entry["queue_position"] == 1 and "pid" not in entry
     wait_for(lambda: run_locks.dispatcher_running(runs_dir), timeout=30)  # it keeps looking while the run waits
@@ -97,8 +104,11 @@ def test_the_per_user_limit_counts_running_and_queued_runs(runs_dir, holder, mon
     holder(owner="alice")
     queued = launcher.start(RunConfig(**TINY), runs_dir, owner="alice")
     assert state_of(queued, runs_dir) == "queued"
-    with pytest.raises(queue.UserLimitError, match=rf"alice already has 2 runs running or queued "
-                                                   rf"\(20260101-000000-holder, {queued}\); each user may have 2"):
+    with pytest.raises(
+        queue.UserLimitError,
+        match=rf"alice already has 2 runs running or queued "
+        rf"\(20260101-000000-holder, {queued}\); each user may have 2",
+    ):
         launcher.start(RunConfig(**TINY), runs_dir, owner="alice")
     assert len(run_list.list_runs(runs_dir)) == 2  # nothing was made for the refused launch
     bob = launcher.start(RunConfig(**TINY), runs_dir, owner="bob")
@@ -193,9 +203,17 @@ def test_the_queue_outlives_the_processes_that_kept_it(runs_dir, holder):
     assert state_of(run_id, runs_dir) == "queued"
 
     # a process that knows nothing but the runs folder (an app started again) moves the queue on
-    look = subprocess.run([sys.executable, "-c", "import sys; from workbench.jobs import dispatcher; "
-                                                 "print(dispatcher.dispatch(sys.argv[1]))", str(runs_dir)],
-                          capture_output=True, text=True, timeout=60)
+    look = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from workbench.jobs import dispatcher; print(dispatcher.dispatch(sys.argv[1]))",
+            str(runs_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert look.returncode == 0 and look.stdout.strip() == "[]", look.stderr
     status = run_state.status(run_id, runs_dir)
     assert status["state"] in ("starting", "loading_model", "training"), status  # a live trainer took its turn

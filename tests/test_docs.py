@@ -17,10 +17,10 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from workbench.cli import COMMAND_MODULES, docs_pages
 from workbench.spec.config import RunConfig
@@ -39,12 +39,12 @@ def test_every_setting_has_its_own_entry_with_type_default_and_help():
     defaults = RunConfig().to_dict()
     for field in dataclasses.fields(RunConfig):
         start = page.index(f"### `{field.name}` {{#{field.name}}}")
-        entry = page[start:page.find("\n### ", start + 1)]
+        entry = page[start : page.find("\n### ", start + 1)]
         assert f"type `{field.type}`" in entry, field.name
         assert docs_pages._value(defaults[field.name]) in entry, field.name
         assert docs_pages._text(field.metadata["help"]) in entry, field.name
         for choice in field.metadata.get("choices", ()):
-            assert f"`\"{choice}\"`" in entry, (field.name, choice)
+            assert f'`"{choice}"`' in entry, (field.name, choice)
         assert f"[`{field.name}`](#{field.name})" in page  # in the table at the top
 
 
@@ -82,8 +82,8 @@ def test_every_command_and_subcommand_is_in_the_cli_reference_with_its_help():
     for name in names:
         heading = f"`{name}` {{#{name.replace(' ', '-')}}}"
         assert heading in page, f"the CLI reference lacks `{name}`"
-        section = page[page.index(heading):]
-        section = section[:re.search(r"\n##+ `", section).start()] if re.search(r"\n##+ `", section) else section
+        section = page[page.index(heading) :]
+        section = section[: re.search(r"\n##+ `", section).start()] if re.search(r"\n##+ `", section) else section
         assert f"usage: python -m workbench {name} [-h]" in " ".join(section.split()), name
 
 
@@ -99,8 +99,12 @@ def test_the_cli_reference_shows_the_dashboards_options():
 
 def test_every_metric_the_train_tab_plots_is_in_the_glossary():
     tab = ast.parse(TRAIN_TAB.read_text(encoding="utf-8"))
-    shown = [name for node in tab.body if isinstance(node, ast.Assign)
-             and node.targets[0].id in ("MAIN_FIGURES", "MORE_FIGURES") for name in ast.literal_eval(node.value)]
+    shown = [
+        name
+        for node in tab.body
+        if isinstance(node, ast.Assign) and node.targets[0].id in ("MAIN_FIGURES", "MORE_FIGURES")
+        for name in ast.literal_eval(node.value)
+    ]
     plotted = docs_pages.plotted_metrics(FIGURES.read_text(encoding="utf-8"), TRAIN_TAB.read_text(encoding="utf-8"))
     assert list(plotted) == shown
     from workbench.insight import figures  # plotly and pandas, no gradio
@@ -108,11 +112,25 @@ def test_every_metric_the_train_tab_plots_is_in_the_glossary():
     assert set(shown) == set(figures.FIGURE_BUILDERS)
     metrics = {metric for _, _, drawn in plotted.values() for metric in drawn}
     # the scan finds what the figures are known to draw
-    assert {"reward", "reward_std", "frac_reward_zero_std", "rewards/<func>/mean", "kl", "loss",
-            "completions/mean_length", "completions/clipped_ratio", "clip_ratio/low_mean", "entropy", "grad_norm",
-            "learning_rate", "step_time"} <= metrics
+    assert {
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "rewards/<func>/mean",
+        "kl",
+        "loss",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "clip_ratio/low_mean",
+        "entropy",
+        "grad_norm",
+        "learning_rate",
+        "step_time",
+    } <= metrics
     undescribed = sorted(metrics - set(docs_pages.METRIC_NOTES))
-    assert not undescribed, f"plotted but not in docs_pages.METRIC_NOTES (what computes it, how to read it): {undescribed}"
+    assert not undescribed, (
+        f"plotted but not in docs_pages.METRIC_NOTES (what computes it, how to read it): {undescribed}"
+    )
     page = metrics_page()
     for metric in (*metrics, *docs_pages.HELD_OUT_NOTES):
         assert f"### `{metric}` {{#{docs_pages.metric_anchor(metric)}}}" in page, metric
@@ -121,7 +139,7 @@ def test_every_metric_the_train_tab_plots_is_in_the_glossary():
 
 
 def test_the_metric_scan_finds_each_way_a_figure_reads_a_metric():
-    source = '''
+    source = """
 def made_up_figure(records, smoothing=0.0):
     frame = _frame_of(records)
     title = "A made-up figure"
@@ -133,16 +151,25 @@ def made_up_figure(records, smoothing=0.0):
     for func in names:
         add_line(drawing, *_series(frame, f"rewards/{func}/failed"), func, PALETTE[2], smoothing)
     return metric_figure(records, "last_metric", "A title", "y")
-'''
+"""
     function = ast.parse(source).body[0]
     assert docs_pages.figure_metrics(function) == [
-        "first_metric", "mean_metric", "std_metric", "series_metric", "group/low_mean", "group/high_mean",
-        "rewards/<func>/failed", "last_metric"]
+        "first_metric",
+        "mean_metric",
+        "std_metric",
+        "series_metric",
+        "group/low_mean",
+        "group/high_mean",
+        "rewards/<func>/failed",
+        "last_metric",
+    ]
 
 
 def test_the_results_page_shows_every_recorded_result():
-    results = {path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-               for path in (REPO / "benchmarks" / "results").glob("*.jsonl")}
+    results = {
+        path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for path in (REPO / "benchmarks" / "results").glob("*.jsonl")
+    }
     assert {"bench_speed", "bench_precision_learning"} <= set(results)
     page = docs_pages.results_page(results)
     for name, records in results.items():
@@ -160,7 +187,7 @@ def test_the_docs_requirements_are_pinned_and_installed_by_setup():
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert sorted(extras["docs"]) == sorted(pins)
     makefile = (REPO / "Makefile").read_text()
-    stamp_rule = makefile[makefile.index("$(STAMP):"):makefile.index("setup: $(STAMP)")]
+    stamp_rule = makefile[makefile.index("$(STAMP):") : makefile.index("setup: $(STAMP)")]
     assert "requirements-docs.txt" in stamp_rule.splitlines()[0] and "-r requirements-docs.txt" in stamp_rule
 
 
@@ -181,8 +208,14 @@ def test_the_site_builds_with_strict_links_and_anchors(tmp_path):
     if not mkdocs.exists():
         pytest.fail(f"{mkdocs} is missing: `make setup` installs requirements-docs.txt into the venv")
     site = tmp_path / "site"
-    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(site)], cwd=REPO, text=True,
-                          capture_output=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WARNING" not in done.stderr, done.stderr
     assert "learning_rate" in (site / "settings" / "index.html").read_text()

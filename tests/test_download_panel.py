@@ -11,12 +11,19 @@ from workbench.ui import download_panel
 from workbench.ui.download_view import DONE, DOWNLOADING, FAILED, Download, download_html
 
 
-@pytest.mark.parametrize("download, words", [
-    (Download("o/d", DOWNLOADING, 2_500_000, 10_000_000), "Downloading o/d into the hub cache: 2.5 MB of 10.0 MB (25%)"),
-    (Download("o/d", DOWNLOADING, 900), "Downloading o/d into the hub cache: 900 B ..."),
-    (Download("o/d", DONE, 3_000), "o/d is in the hub cache (3.0 kB)"),
-    (Download("o/<b>", FAILED, error="<offline>"), "Download of o/&lt;b&gt; failed: &lt;offline&gt;"),
-], ids=["progress", "size-unknown", "done", "failed-escaped"])
+@pytest.mark.parametrize(
+    "download, words",
+    [
+        (
+            Download("o/d", DOWNLOADING, 2_500_000, 10_000_000),
+            "Downloading o/d into the hub cache: 2.5 MB of 10.0 MB (25%)",
+        ),
+        (Download("o/d", DOWNLOADING, 900), "Downloading o/d into the hub cache: 900 B ..."),
+        (Download("o/d", DONE, 3_000), "o/d is in the hub cache (3.0 kB)"),
+        (Download("o/<b>", FAILED, error="<offline>"), "Download of o/&lt;b&gt; failed: &lt;offline&gt;"),
+    ],
+    ids=["progress", "size-unknown", "done", "failed-escaped"],
+)
 def test_the_download_is_worded(download, words):
     assert words in download_html(download)
 

@@ -18,8 +18,14 @@ def test_a_gsm8k_run_evaluates_its_test_split_at_steps_0_1_2_never_on_training_p
     assert main(["eval", str(tiny_eval_run), "--json", "--per-prompt"]) == 0
     points = json.loads(capsys.readouterr().out)
     assert [p["step"] for p in points] == [0, 1, 2]
-    assert all(p["n"] == 4 and p["k"] == 2 and set(p["rewards"]) == {"accuracy_reward", "boxed_format"}
-               and 0 <= p["accuracy"] <= 1 and 0 <= p["pass_at_k"] <= 1 for p in points)
+    assert all(
+        p["n"] == 4
+        and p["k"] == 2
+        and set(p["rewards"]) == {"accuracy_reward", "boxed_format"}
+        and 0 <= p["accuracy"] <= 1
+        and 0 <= p["pass_at_k"] <= 1
+        for p in points
+    )
     asked = {p["prompt"] for p in points[0]["prompts"]}
     assert asked == {row["question"] for row in gsm8k_sample("test")}  # the test split, every row of it
     trained = {r["prompt"] for r in runfolder.read_jsonl(tiny_eval_run / runfolder.COMPLETIONS_FILE)}

@@ -11,12 +11,23 @@ from workbench.ui import train_view
 
 def _record(step, correct, completions, k=2, right=None):
     rewards = {"exact_answer": [1.0 if ok else 0.0 for ok in correct]}
-    return eval_record(step, [f"What is {i} + {i}?" for i in range(len(correct))], completions, rewards,
-                       [4] * len(correct), "exact_answer", right or [1] * len(correct), k, 1.25)
+    return eval_record(
+        step,
+        [f"What is {i} + {i}?" for i in range(len(correct))],
+        completions,
+        rewards,
+        [4] * len(correct),
+        "exact_answer",
+        right or [1] * len(correct),
+        k,
+        1.25,
+    )
 
 
-EVALS = [_record(0, [False, True], ["<answer>1</answer>", "<answer>2</answer>"]),
-         _record(2, [True, False], ["<answer>0</answer>", "<b>wrong</b>"])]
+EVALS = [
+    _record(0, [False, True], ["<answer>1</answer>", "<answer>2</answer>"]),
+    _record(2, [True, False], ["<answer>0</answer>", "<b>wrong</b>"]),
+]
 METRICS = [{"step": 1, "reward": 0.2}, {"step": 2, "reward": 0.6}]
 
 
@@ -50,6 +61,7 @@ def test_changed_answers_show_both_answers_escaped_with_the_summary():
 
 def test_no_change_and_no_evaluation_read_plainly():
     same = [EVALS[0], {**EVALS[0], "step": 1}]
-    assert "No held-out answer changed verdict between step 0 and step 1" in \
-        train_view.changed_answers_html(same, eval_results.changed_answers(same))
+    assert "No held-out answer changed verdict between step 0 and step 1" in train_view.changed_answers_html(
+        same, eval_results.changed_answers(same)
+    )
     assert train_view.changed_answers_html([], []) == ""

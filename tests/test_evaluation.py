@@ -10,10 +10,10 @@ import pytest
 from workbench.cli import main
 from workbench.insight import eval_results
 from workbench.runstore import runfolder
+from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import validate_config
 from workbench.spec.heldout import eval_record, held_out_task_rows, pass_at_k
-from workbench.spec.chat import prompt_text
 from workbench.spec.tasks import GSM8K_SAMPLE, get_task
 
 
@@ -42,8 +42,13 @@ def test_accuracy_counts_full_marks_of_the_correctness_reward_and_pass_at_k_aver
     assert record["pass_at_k"] == pytest.approx((1 + 1 + 0 + 0) / 4)
     assert record["rewards"] == {"exact_answer": 0.5, "format_answer_tag": 1.0}
     assert record["n"] == 4 and record["k"] == 2 and record["step"] == 4
-    assert record["prompts"][1] == {"prompt": "q1", "completion": "answer 4.1", "correct": False, "length": 3,
-                                    "rewards": {"exact_answer": 0.0, "format_answer_tag": 1.0}}
+    assert record["prompts"][1] == {
+        "prompt": "q1",
+        "completion": "answer 4.1",
+        "correct": False,
+        "length": 3,
+        "rewards": {"exact_answer": 0.0, "format_answer_tag": 1.0},
+    }
 
 
 def test_a_failed_or_partial_correctness_score_is_not_right():
@@ -74,13 +79,17 @@ def test_eval_is_refused_without_a_correctness_reward_naming_the_field():
     assert "correctness reward" in problem.rule and "eval_strategy=no" in problem.fix
 
 
-@pytest.mark.parametrize("changes,field,words", [
-    ({"eval_steps": 0}, "eval_steps", "must be >= 1"),
-    ({"eval_size": 0}, "eval_size", "must be >= 1"),
-    ({"eval_pass_k": -1}, "eval_pass_k", "must be >= 0"),
-    ({"eval_strategy": "epoch"}, "eval_strategy", "not one of no, steps"),
-    ({"eval_size": 20000}, "eval_size", "cannot hold out 20000"),
-], ids=["steps", "size", "pass-k", "strategy", "too-many"])
+@pytest.mark.parametrize(
+    "changes,field,words",
+    [
+        ({"eval_steps": 0}, "eval_steps", "must be >= 1"),
+        ({"eval_size": 0}, "eval_size", "must be >= 1"),
+        ({"eval_pass_k": -1}, "eval_pass_k", "must be >= 0"),
+        ({"eval_strategy": "epoch"}, "eval_strategy", "not one of no, steps"),
+        ({"eval_size": 20000}, "eval_size", "cannot hold out 20000"),
+    ],
+    ids=["steps", "size", "pass-k", "strategy", "too-many"],
+)
 def test_bad_eval_settings_are_named(changes, field, words):
     cfg = RunConfig.for_task("arithmetic", model="tiny", **{"eval_strategy": "steps", **changes})
     assert words in _problems(cfg)[field].rule
@@ -110,8 +119,10 @@ def _write(run_dir, records):
 
 
 def test_a_resumed_runs_repeated_steps_count_once_the_newest_winning(tmp_path):
-    _write(tmp_path / "run", [_record(0, [False]), _record(2, [False]), _record(4, [True]),
-                              _record(2, [True]), _record(4, [False])])  # resumed from checkpoint-2
+    _write(
+        tmp_path / "run",
+        [_record(0, [False]), _record(2, [False]), _record(4, [True]), _record(2, [True]), _record(4, [False])],
+    )  # resumed from checkpoint-2
     records = eval_results.read_evals(tmp_path / "run")
     assert [(r["step"], r["accuracy"]) for r in records] == [(0, 0.0), (2, 1.0), (4, 0.0)]
 
@@ -121,28 +132,57 @@ def test_changed_answers_pair_the_first_and_latest_completions(tmp_path):
     last = _record(6, [True, False, True, False], completions=["13", "8", "9", "y"])
     changed = eval_results.changed_answers([first, _record(3, [True] * 4), last])
     assert changed == [
-        {"prompt": "q0", "change": eval_results.WRONG_TO_RIGHT, "first_step": 0, "last_step": 6, "before": "12",
-         "after": "13"},
-        {"prompt": "q1", "change": eval_results.RIGHT_TO_WRONG, "first_step": 0, "last_step": 6, "before": "7",
-         "after": "8"},
+        {
+            "prompt": "q0",
+            "change": eval_results.WRONG_TO_RIGHT,
+            "first_step": 0,
+            "last_step": 6,
+            "before": "12",
+            "after": "13",
+        },
+        {
+            "prompt": "q1",
+            "change": eval_results.RIGHT_TO_WRONG,
+            "first_step": 0,
+            "last_step": 6,
+            "before": "7",
+            "after": "8",
+        },
     ]
     assert eval_results.changed_answers([first]) == []
 
 
 def test_eval_json_prints_the_curve_and_per_prompt_adds_the_answers(tmp_path, capsys):
-    _write(tmp_path / "run", [_record(0, [False, True], k=2, right=[1, 1]), _record(1, [True, True], k=2, right=[2, 1])])
+    _write(
+        tmp_path / "run", [_record(0, [False, True], k=2, right=[1, 1]), _record(1, [True, True], k=2, right=[2, 1])]
+    )
     assert main(["eval", str(tmp_path / "run"), "--json"]) == 0
     points = json.loads(capsys.readouterr().out)
     assert points == [
-        {"step": 0, "accuracy": 0.5, "pass_at_k": 1.0, "k": 2, "rewards": {"exact_answer": 0.5, "format_answer_tag": 1.0},
-         "n": 2},
-        {"step": 1, "accuracy": 1.0, "pass_at_k": 1.0, "k": 2, "rewards": {"exact_answer": 1.0, "format_answer_tag": 1.0},
-         "n": 2},
+        {
+            "step": 0,
+            "accuracy": 0.5,
+            "pass_at_k": 1.0,
+            "k": 2,
+            "rewards": {"exact_answer": 0.5, "format_answer_tag": 1.0},
+            "n": 2,
+        },
+        {
+            "step": 1,
+            "accuracy": 1.0,
+            "pass_at_k": 1.0,
+            "k": 2,
+            "rewards": {"exact_answer": 1.0, "format_answer_tag": 1.0},
+            "n": 2,
+        },
     ]
     assert main(["eval", str(tmp_path / "run"), "--json", "--per-prompt"]) == 0
     prompts = json.loads(capsys.readouterr().out)[1]["prompts"]
-    assert prompts[0] == {"prompt": "q0", "completion": "answer 1.0",
-                          "rewards": {"exact_answer": 1.0, "format_answer_tag": 1.0}}
+    assert prompts[0] == {
+        "prompt": "q0",
+        "completion": "answer 1.0",
+        "rewards": {"exact_answer": 1.0, "format_answer_tag": 1.0},
+    }
     assert main(["eval", str(tmp_path / "run")]) == 0
     text = capsys.readouterr().out
     assert "step     1  accuracy 1.000  pass@2 1.000  n 2" in text and "wrong → right" in text

@@ -48,12 +48,14 @@ def test_calls_it_does_not_cover_are_torchs_own(monkeypatch):
 
     monkeypatch.setattr(exact_draws, "one_per_row", refuse)
     probs = torch.softmax(torch.randn(3, 11, generator=torch.Generator().manual_seed(1)), dim=-1)
-    calls = {"two samples": lambda: torch.multinomial(probs, 2),
-             "a generator": lambda: torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(3)),
-             "float64": lambda: torch.multinomial(probs.double(), 1),
-             "one row": lambda: torch.multinomial(probs[0], 1),
-             "not contiguous": lambda: torch.multinomial(probs.t().contiguous().t(), 1),
-             "no rows": lambda: torch.multinomial(probs[:0], 1)}
+    calls = {
+        "two samples": lambda: torch.multinomial(probs, 2),
+        "a generator": lambda: torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(3)),
+        "float64": lambda: torch.multinomial(probs.double(), 1),
+        "one row": lambda: torch.multinomial(probs[0], 1),
+        "not contiguous": lambda: torch.multinomial(probs.t().contiguous().t(), 1),
+        "no rows": lambda: torch.multinomial(probs[:0], 1),
+    }
     for name, call in calls.items():
         torch.manual_seed(2)
         theirs = call()
@@ -62,10 +64,14 @@ def test_calls_it_does_not_cover_are_torchs_own(monkeypatch):
             assert torch.equal(call(), theirs), name
 
 
-@pytest.mark.parametrize(("probs", "message"), [
-    (torch.tensor([[0.5, float("nan")]]), "probability tensor contains either `inf`, `nan` or element < 0"),
-    (torch.tensor([[0.5, -0.1]]), "probability tensor contains either `inf`, `nan` or element < 0"),
-    (torch.tensor([[0.0, 0.0], [0.5, 0.5]]), "invalid multinomial distribution")])
+@pytest.mark.parametrize(
+    ("probs", "message"),
+    [
+        (torch.tensor([[0.5, float("nan")]]), "probability tensor contains either `inf`, `nan` or element < 0"),
+        (torch.tensor([[0.5, -0.1]]), "probability tensor contains either `inf`, `nan` or element < 0"),
+        (torch.tensor([[0.0, 0.0], [0.5, 0.5]]), "invalid multinomial distribution"),
+    ],
+)
 def test_bad_probabilities_are_refused_as_torch_refuses_them(probs, message):
     with pytest.raises(RuntimeError, match="probability tensor|invalid multinomial") as theirs:
         torch.multinomial(probs, 1)

@@ -11,8 +11,8 @@ import pytest
 
 from workbench import cli
 from workbench.modeltools import export_model
-from workbench.runstore import runfolder
 from workbench.modeltools.export_model import ExportError
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 PROMPTS = ["What is the capital of France?", "Name a colour of the sky."]
@@ -60,15 +60,20 @@ def test_a_missing_checkpoint_is_refused_listing_those_there_are(make_run):
 def test_a_run_still_training_offers_its_checkpoints(make_run):
     run_dir = make_run(checkpoints=(10,))
     runfolder.update_status(run_dir, state="training", step=12)
-    with pytest.raises(ExportError, match=r"no final adapter yet \(it is training, step 12\); pass a checkpoint: one of 10"):
+    with pytest.raises(
+        ExportError, match=r"no final adapter yet \(it is training, step 12\); pass a checkpoint: one of 10"
+    ):
         export_model.adapter_for(run_dir)
 
 
 def test_a_run_without_an_adapter_yet_is_refused(make_run):
     run_dir = make_run()
     runfolder.update_status(run_dir, state="training", step=3)
-    with pytest.raises(ExportError, match=r"^RUN: run .* has no adapter yet \(it is training, step 3\); wait for its "
-                                          r"first checkpoint \(every 10 steps\)"):
+    with pytest.raises(
+        ExportError,
+        match=r"^RUN: run .* has no adapter yet \(it is training, step 3\); wait for its "
+        r"first checkpoint \(every 10 steps\)",
+    ):
         export_model.adapter_for(run_dir)
 
 
@@ -85,8 +90,9 @@ def test_an_output_folder_that_holds_files_is_refused(tmp_path):
 def test_cli_refusal_is_one_line_with_exit_2(tmp_path, make_run, capsys):
     run_dir = make_run(adapter=True)
     progress = tmp_path / "progress.jsonl"
-    code = cli.main(["export-model", str(run_dir), "--checkpoint", "7", "--out", str(tmp_path / "m"),
-                     "--progress", str(progress)])
+    code = cli.main(
+        ["export-model", str(run_dir), "--checkpoint", "7", "--out", str(tmp_path / "m"), "--progress", str(progress)]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert "checkpoint: run 20261123-100000-demo has no complete checkpoint-7; leave it out" in err
@@ -138,8 +144,13 @@ def test_a_real_runs_checkpoint_is_merged_by_a_background_export(tiny_run):
     assert progress["out"] == str(tiny_run / "merged-checkpoint-1") and progress["bytes"] > 0
     assert [r.get("stage") for r in runfolder.read_jsonl(plan.progress_path)][:3] == list(export_model.STAGES)
     names = {p.name for p in plan.out.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            export_model.EXPORT_INFO_FILE} <= names
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        export_model.EXPORT_INFO_FILE,
+    } <= names
     assert not plan.partial.exists()
     info = json.loads((plan.out / export_model.EXPORT_INFO_FILE).read_text())
     assert info["step"] == 1 and info["adapter"] == str(tiny_run / "checkpoint-1")
@@ -182,8 +193,10 @@ def test_merged_smollm_answers_as_base_plus_adapter(tmp_path, one_thread):
     run_dir = tmp_path / "20261123-100000-smollm"
     RunConfig(model=BUNDLED_MODEL).save(run_dir / runfolder.CONFIG_FILE)
     base_dir = Path(resolve_model(BUNDLED_MODEL))
-    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32),
-                                LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+    peft_model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32),
+        LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"),
+    )
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():  # LoRA B starts at zero (no change); small random values change the answers, not the language
         for name, param in peft_model.named_parameters():
@@ -200,7 +213,10 @@ def test_merged_smollm_answers_as_base_plus_adapter(tmp_path, one_thread):
     assert merged == adapted and all(merged)
 
     name = "model.layers.0.self_attn.q_proj.weight"  # the adapter is in the weights: they moved from the base's
-    with safe_open(str(out / "model.safetensors"), "pt") as new, safe_open(str(base_dir / "model.safetensors"), "pt") as old:
+    with (
+        safe_open(str(out / "model.safetensors"), "pt") as new,
+        safe_open(str(base_dir / "model.safetensors"), "pt") as old,
+    ):
         assert not torch.equal(new.get_tensor(name), old.get_tensor(name))
         assert not any("lora" in key for key in new.keys())
     tokenizer = AutoTokenizer.from_pretrained(out)

@@ -11,13 +11,19 @@ from workbench.ui import export_view
 @pytest.fixture
 def form_cfg():
     # what the form gives: this machine's processes (2 CPU processes) and a small valid batch
-    return RunConfig(model="tiny", device="cpu", num_processes=2, per_device_train_batch_size=2, num_generations=2,
-                     max_steps=2)
+    return RunConfig(
+        model="tiny", device="cpu", num_processes=2, per_device_train_batch_size=2, num_generations=2, max_steps=2
+    )
 
 
 def test_the_export_multiplies_one_machines_processes(form_cfg):
     cfg = export_view.cluster_config(form_cfg, 4, " 10.0.0.1 ", 29501, "ddp", False)
-    assert (cfg.num_machines, cfg.num_processes, cfg.main_process_ip, cfg.main_process_port) == (4, 8, "10.0.0.1", 29501)
+    assert (cfg.num_machines, cfg.num_processes, cfg.main_process_ip, cfg.main_process_port) == (
+        4,
+        8,
+        "10.0.0.1",
+        29501,
+    )
 
 
 def test_bundles_land_under_the_runs_folder_and_are_not_runs(form_cfg, tmp_path):

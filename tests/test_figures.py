@@ -10,8 +10,13 @@ import pytest
 from workbench.insight import figures, overlay_figures
 
 # The dashboard's pure modules: the UI process and notebooks import them without torch or gradio.
-PURE_MODULES = ("workbench.insight.figures", "workbench.insight.groups", "workbench.insight.health", "workbench.spec.memory",
-                "workbench.ui.completions_view")
+PURE_MODULES = (
+    "workbench.insight.figures",
+    "workbench.insight.groups",
+    "workbench.insight.health",
+    "workbench.spec.memory",
+    "workbench.ui.completions_view",
+)
 
 
 def make_metrics(steps=5, reward_funcs=("brevity",), beta=0.04, **overrides):
@@ -24,12 +29,23 @@ def make_metrics(steps=5, reward_funcs=("brevity",), beta=0.04, **overrides):
     for step in range(1, steps + 1):
         reward = 0.2 + 0.1 * step
         record = {
-            "step": step, "epoch": step / steps, "loss": 0.01 * (-1) ** step, "grad_norm": 0.5 + 0.1 * step,
-            "learning_rate": 1e-3 * (1 - step / (steps + 1)), "num_tokens": 400.0 * step,
-            "reward": reward, "reward_std": 0.2, "frac_reward_zero_std": 0.0, "entropy": 1.5 - 0.05 * step,
-            "completions/mean_length": 30.0 - step, "completions/min_length": 5.0,
-            "completions/max_length": 48.0, "completions/clipped_ratio": 0.25,
-            "clip_ratio/region_mean": 0.0, "clip_ratio/low_mean": 0.0, "clip_ratio/high_mean": 0.0,
+            "step": step,
+            "epoch": step / steps,
+            "loss": 0.01 * (-1) ** step,
+            "grad_norm": 0.5 + 0.1 * step,
+            "learning_rate": 1e-3 * (1 - step / (steps + 1)),
+            "num_tokens": 400.0 * step,
+            "reward": reward,
+            "reward_std": 0.2,
+            "frac_reward_zero_std": 0.0,
+            "entropy": 1.5 - 0.05 * step,
+            "completions/mean_length": 30.0 - step,
+            "completions/min_length": 5.0,
+            "completions/max_length": 48.0,
+            "completions/clipped_ratio": 0.25,
+            "clip_ratio/region_mean": 0.0,
+            "clip_ratio/low_mean": 0.0,
+            "clip_ratio/high_mean": 0.0,
             "step_time": 8.5,
         }
         for func in reward_funcs:
@@ -57,6 +73,7 @@ def annotation_text(fig):
 
 # ---------------------------------------------------------------- metrics_frame
 
+
 def test_frame_sorts_by_step_and_later_duplicate_wins():
     records = make_metrics(3)
     records = [records[2], records[0], dict(records[1], reward=9.0), dict(records[1], reward=0.5)]
@@ -65,8 +82,9 @@ def test_frame_sorts_by_step_and_later_duplicate_wins():
     assert frame.loc[frame["step"] == 2, "reward"].item() == 0.5
 
 
-@pytest.mark.parametrize("bad", [None, "n/a", float("nan"), [1, 2], {"a": 1}],
-                         ids=["none", "text", "nan", "list", "dict"])
+@pytest.mark.parametrize(
+    "bad", [None, "n/a", float("nan"), [1, 2], {"a": 1}], ids=["none", "text", "nan", "list", "dict"]
+)
 def test_frame_turns_non_numbers_into_gaps(bad):
     frame = figures.metrics_frame([{"step": 1, "reward": 0.1}, {"step": 2, "reward": bad}])
     assert frame["reward"].iloc[0] == 0.1 and math.isnan(frame["reward"].iloc[1])
@@ -86,6 +104,7 @@ def test_frame_reads_records_written_as_json_lines(tmp_path):
 
 
 # ---------------------------------------------------------------- smoothing
+
 
 @pytest.mark.parametrize(
     "values, weight, expected",
@@ -124,6 +143,7 @@ def test_smoothing_keeps_raw_points_faint_under_the_line():
 
 
 # ---------------------------------------------------------------- figures
+
 
 def test_every_figure_builds_from_realistic_records():
     figs = figures.build_figures(make_metrics(8, reward_funcs=("brevity", "format")), smoothing=0.6)
@@ -194,6 +214,7 @@ def test_learning_rate_is_never_smoothed():
 
 # ---------------------------------------------------------------- overlay
 
+
 def test_overlay_draws_one_line_per_run_and_names_runs_without_the_metric():
     runs = {"lr-1e-3": make_metrics(5), "lr-1e-4": make_metrics(3), "beta-0": make_metrics(4, beta=0)}
     fig = overlay_figures.overlay_runs(runs, "kl")
@@ -218,7 +239,6 @@ def test_overlay_smoothing_applies_per_run():
     assert list(line.y) == pytest.approx(figures.smooth([0.3, 0.4, 0.5, 0.6], 0.5))
 
 
-
 def test_a_short_run_gets_a_tick_on_every_step_and_a_long_one_plotly_ticks():
     assert figures.reward_figure(make_metrics(3)).layout.xaxis.dtick == 1
     assert figures.reward_figure(make_metrics(40)).layout.xaxis.dtick is None
@@ -230,14 +250,18 @@ def test_overlay_of_a_short_and_a_long_run_keeps_plotly_ticks(order):
     fig = overlay_figures.overlay_runs({name: runs[name] for name in order}, "reward")
     assert fig.layout.xaxis.dtick is None
 
+
 # ---------------------------------------------------------------- purity
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("module", PURE_MODULES)
 def test_pure_modules_import_without_torch_or_gradio(module):
-    code = (f"import sys, {module}; "
-            "heavy = [m for m in ('torch', 'gradio', 'transformers', 'trl') if m in sys.modules]; "
-            "print(','.join(heavy))")
+    code = (
+        f"import sys, {module}; "
+        "heavy = [m for m in ('torch', 'gradio', 'transformers', 'trl') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"{module} pulled in {result.stdout.strip()}"
@@ -250,11 +274,13 @@ def grown(records, how):
     """`records` grown one way the Train tab's list grows (resumed.merge_metrics)."""
     from workbench.insight.resumed import merge_metrics
 
-    new = {"appended": [{"step": len(records) + 1, "reward": 0.7, "entropy": 1.0}],
-           "last-step-merged": [{"step": len(records), "train_runtime": 12.0}],
-           "new-metric-appears": [{"step": len(records) + 1, "reward": 0.7, "new/metric": 3.0}],
-           "resumed": [{"step": 2, "reward": 0.9}],
-           "step-missing": [{"reward": 0.1}]}[how]
+    new = {
+        "appended": [{"step": len(records) + 1, "reward": 0.7, "entropy": 1.0}],
+        "last-step-merged": [{"step": len(records), "train_runtime": 12.0}],
+        "new-metric-appears": [{"step": len(records) + 1, "reward": 0.7, "new/metric": 3.0}],
+        "resumed": [{"step": 2, "reward": 0.9}],
+        "step-missing": [{"reward": 0.1}],
+    }[how]
     return merge_metrics(records, new)
 
 
@@ -274,7 +300,7 @@ def test_a_frame_extended_from_the_previous_one_is_the_frame_built_anew(how):
 def test_a_long_line_is_drawn_through_its_extremes():
     steps = list(range(1, 10_001))
     values = [0.5 + 0.001 * math.sin(s) for s in steps]
-    values[7_777] = 9.0   # one spike and one dip: both must stay on the figure
+    values[7_777] = 9.0  # one spike and one dip: both must stay on the figure
     values[3_333] = -4.0
     fig = figures.metric_figure([{"step": s, "kl": v} for s, v in zip(steps, values)], "kl", "KL")
     line = fig.data[0]
@@ -286,7 +312,11 @@ def test_a_long_line_is_drawn_through_its_extremes():
 def test_a_long_run_s_figures_stay_small_and_smoothing_uses_every_point():
     records = make_metrics(5000)
     built = figures.build_figures(figures.metrics_frame(records), 0.9)
-    assert all(len(trace.x if trace.x is not None else ()) <= 2 * figures.MAX_POINTS for fig in built.values() for trace in fig.data)
+    assert all(
+        len(trace.x if trace.x is not None else ()) <= 2 * figures.MAX_POINTS
+        for fig in built.values()
+        for trace in fig.data
+    )
     smoothed = figures.smooth([r["reward"] for r in records], 0.9)
     line = next(t for t in built["reward"].data if t.name == "total")
     assert line.y[-1] == pytest.approx(smoothed[-1]) and line.x[-1] == 5000

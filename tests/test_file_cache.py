@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.runstore import file_cache, runfolder
 from workbench.jobs import run_list
+from workbench.runstore import file_cache, runfolder
 from workbench.spec.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,11 +72,28 @@ def test_list_runs_follows_runs_as_they_change(tmp_path):
 
 @pytest.mark.slow
 def test_bench_many_runs_prints_every_row(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_many_runs.py"), "--runs", "60",
-                           "--repeats", "2", "--dir", str(tmp_path / "runs")],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_many_runs.py"),
+            "--runs",
+            "60",
+            "--repeats",
+            "2",
+            "--dir",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert done.returncode in (0, 1), done.stderr  # 1: a target missed on a busy machine, still a full table
-    for row in ("page load, first in the process (root: 60 rows)", "refresh tick, nothing changed (root)",
-                "page load, next (user07: 2 rows)", "refresh tick, nothing changed (user07)",
-                "ticks meet the target"):
+    for row in (
+        "page load, first in the process (root: 60 rows)",
+        "refresh tick, nothing changed (root)",
+        "page load, next (user07: 2 rows)",
+        "refresh tick, nothing changed (user07)",
+        "ticks meet the target",
+    ):
         assert row in done.stdout, done.stdout

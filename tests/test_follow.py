@@ -79,14 +79,17 @@ def test_heartbeat_alone_is_no_change(run_dir):
 
 
 def test_poll_uses_the_given_status_reader(run_dir):
-    watch, _ = follow.look(follow.Seen(), run_dir,
-                             read_status=lambda d: {**runfolder.read_status(d), "state": "failed"})
+    watch, _ = follow.look(
+        follow.Seen(), run_dir, read_status=lambda d: {**runfolder.read_status(d), "state": "failed"}
+    )
     assert watch.status["state"] == "failed"
 
 
 def test_completions_of_an_earlier_step_come_from_the_file(run_dir):
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
-                           [completion(1), completion(1, 1), completion(2), completion(3), completion(2, 0, 0.9)])
+    runfolder.append_jsonl(
+        run_dir / runfolder.COMPLETIONS_FILE,
+        [completion(1), completion(1, 1), completion(2), completion(3), completion(2, 0, 0.9)],
+    )
     assert len(follow.completions_of_step(run_dir, 1)) == 2
     assert follow.completions_of_step(run_dir, 2) == [completion(2, 0, 0.9)]
     assert follow.completions_of_step(run_dir, 7) == []
@@ -109,8 +112,10 @@ def test_poll_starts_again_when_a_resume_cut_the_files_back(run_dir):
 
 
 def test_the_newest_step_written_twice_in_a_row_keeps_its_last_round(run_dir):
-    runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
-                           [completion(1), completion(1, 1), completion(1, 0, 0.9), completion(1, 1, 0.8)])
+    runfolder.append_jsonl(
+        run_dir / runfolder.COMPLETIONS_FILE,
+        [completion(1), completion(1, 1), completion(1, 0, 0.9), completion(1, 1, 0.8)],
+    )
     watch, _ = follow.look(follow.Seen(), run_dir)
     assert [c["reward"] for c in watch.newest_completions] == [0.9, 0.8]
     assert [c["reward"] for c in follow.completions_of_step(run_dir, 1)] == [0.9, 0.8]
@@ -151,8 +156,15 @@ def test_overlay_of_a_resumed_run_keeps_no_stale_point(make_run):
     from workbench.insight import overlay_figures
 
     # steps 1-3, a crash, a resume from checkpoint-1 that has logged step 2 again so far
-    run_dir = make_run("20261122-010203-resumed", metrics=[
-        {"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}, {"step": 3, "reward": 0.3}, {"step": 2, "reward": 0.9}])
+    run_dir = make_run(
+        "20261122-010203-resumed",
+        metrics=[
+            {"step": 1, "reward": 0.1},
+            {"step": 2, "reward": 0.2},
+            {"step": 3, "reward": 0.3},
+            {"step": 2, "reward": 0.9},
+        ],
+    )
     assert follow.read_metrics(run_dir).records == [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.9}]
     (line,) = overlay_figures.overlay_runs({"resumed": follow.read_metrics(run_dir).records}, "reward").data
     assert list(line.x) == [1, 2] and list(line.y) == [0.1, 0.9]
@@ -214,8 +226,9 @@ def test_a_follower_reports_each_step_once_and_again_when_a_resume_trains_it_ane
 
 def test_a_follower_reports_an_alarm_when_it_appears(run_dir):
     follower = follow.RunFollower(run_dir)
-    runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE,
-                           [step(s, frac_reward_zero_std=0.0, reward_std=0.3) for s in (1, 2, 3)])
+    runfolder.append_jsonl(
+        run_dir / runfolder.METRICS_FILE, [step(s, frac_reward_zero_std=0.0, reward_std=0.3) for s in (1, 2, 3)]
+    )
     assert follower.look().alarms == []
     # every group of the next steps gives its completions the same reward: no learning signal
     runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [step(s, frac_reward_zero_std=1.0) for s in (4, 5, 6)])

@@ -6,8 +6,14 @@ from workbench.calc import InputError, plan
 from workbench.calc import compare_frameworks as compare_from_calculator
 from workbench.calc.frameworks import FRAMEWORKS, compare_frameworks, ms_swift_max_steps
 
-SEED_004 = dict(dataset_size=8000, num_generations=8, per_device_train_batch_size=8, num_processes=6,
-                gradient_accumulation_steps=2, num_iterations=2)
+SEED_004 = dict(
+    dataset_size=8000,
+    num_generations=8,
+    per_device_train_batch_size=8,
+    num_processes=6,
+    gradient_accumulation_steps=2,
+    num_iterations=2,
+)
 
 
 def by_name(readings):
@@ -39,8 +45,9 @@ def test_trl_reading_is_plan_exactly():
 
 
 def test_open_r1_seed_001_split():
-    readings = by_name(compare_frameworks(per_device_train_batch_size=1, num_generations=8, num_processes=3,
-                                          vllm_gpus=1))
+    readings = by_name(
+        compare_frameworks(per_device_train_batch_size=1, num_generations=8, num_processes=3, vllm_gpus=1)
+    )
     open_r1 = readings["open-r1"]
     assert (open_r1.training_processes, open_r1.vllm_gpus) == (3, 1)
     assert open_r1.message == "generation_batch_size (3) must be divisible by num_generations (8)."
@@ -55,8 +62,9 @@ def test_open_r1_gives_the_server_one_gpu_when_none_named():
 
 def test_ms_swift_message_lists_valid_values():
     swift = by_name(compare_frameworks(per_device_train_batch_size=2, num_generations=8, num_processes=3))["ms-swift"]
-    assert swift.message == ("generation_batch_size (6) must be divisible by num_generations (8). "
-                             "Valid values: [2, 3, 6]")
+    assert swift.message == (
+        "generation_batch_size (6) must be divisible by num_generations (8). Valid values: [2, 3, 6]"
+    )
 
 
 def test_every_framework_answers_and_serialises():
@@ -68,8 +76,12 @@ def test_every_framework_answers_and_serialises():
 
 @pytest.mark.parametrize(
     "kwargs, field",
-    [(dict(train_data_ratio=0), "train_data_ratio"), (dict(train_data_ratio=1.5), "train_data_ratio"),
-     (dict(frameworks=("axolotl",)), "framework"), (dict(num_processes=-1), "num_processes")],
+    [
+        (dict(train_data_ratio=0), "train_data_ratio"),
+        (dict(train_data_ratio=1.5), "train_data_ratio"),
+        (dict(frameworks=("axolotl",)), "framework"),
+        (dict(num_processes=-1), "num_processes"),
+    ],
     ids=["ratio-0", "ratio-above-1", "unknown-framework", "bad-plan-input"],
 )
 def test_bad_input(kwargs, field):

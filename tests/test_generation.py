@@ -33,37 +33,98 @@ def test_default_generates_with_transformers_and_passes():
     [
         ({"generation": "trl-colocate"}, [], "generation", ["CUDA", "vllm-server"]),
         ({"generation": "trl-server"}, [], "generation", ["no visible CUDA GPU", "vllm-server"]),
-        ({"generation": "vllm-server", "vllm_server_base_url": "localhost:8000"}, [], "vllm_server_base_url",
-         ["http://", "http://127.0.0.1:8000"]),
-        ({"generation": "vllm-server", "vllm_server_base_url": "http://h:99999"}, [], "vllm_server_base_url",
-         ["port"]),
-        ({"generation": "vllm-server", "vllm_server_base_url": "http://h:8000/v1"}, [], "vllm_server_base_url",
-         ["without /v1"]),
-        ({"generation": "vllm-server", "lora_r": 32, "vllm_max_lora_rank": 16}, [], "vllm_max_lora_rank",
-         ["above the server's --max-lora-rank 16", "32"]),
-        ({"generation": "vllm-server", "vllm_max_lora_rank": 12}, [], "vllm_max_lora_rank", ["not a rank vLLM accepts"]),
-        ({"generation": "vllm-server", "vllm_max_model_len": 48}, [], "vllm_max_model_len",
-         ["no room for a prompt", "560"]),
+        (
+            {"generation": "vllm-server", "vllm_server_base_url": "localhost:8000"},
+            [],
+            "vllm_server_base_url",
+            ["http://", "http://127.0.0.1:8000"],
+        ),
+        ({"generation": "vllm-server", "vllm_server_base_url": "http://h:99999"}, [], "vllm_server_base_url", ["port"]),
+        (
+            {"generation": "vllm-server", "vllm_server_base_url": "http://h:8000/v1"},
+            [],
+            "vllm_server_base_url",
+            ["without /v1"],
+        ),
+        (
+            {"generation": "vllm-server", "lora_r": 32, "vllm_max_lora_rank": 16},
+            [],
+            "vllm_max_lora_rank",
+            ["above the server's --max-lora-rank 16", "32"],
+        ),
+        (
+            {"generation": "vllm-server", "vllm_max_lora_rank": 12},
+            [],
+            "vllm_max_lora_rank",
+            ["not a rank vLLM accepts"],
+        ),
+        (
+            {"generation": "vllm-server", "vllm_max_model_len": 48},
+            [],
+            "vllm_max_model_len",
+            ["no room for a prompt", "560"],
+        ),
         ({"generation": "vllm-server", "vllm_gpu_ids": [0]}, [], "vllm_gpu_ids", ["shares the CPU"]),
-        ({"generation": "vllm-server", "vllm_gpu_ids": [1], "gpu_ids": [1, 2]}, FOUR_GPUS, "vllm_gpu_ids",
-         ["both to training and to vLLM"]),
+        (
+            {"generation": "vllm-server", "vllm_gpu_ids": [1], "gpu_ids": [1, 2]},
+            FOUR_GPUS,
+            "vllm_gpu_ids",
+            ["both to training and to vLLM"],
+        ),
         ({"generation": "vllm-server", "vllm_gpu_ids": [9]}, FOUR_GPUS, "vllm_gpu_ids", ["GPU 9 does not exist"]),
-        ({"generation": "vllm-server", "vllm_gpu_ids": [0, 1]}, FOUR_GPUS, "vllm_tensor_parallel_size",
-         ["2 GPU(s) but tensor parallel size 1", "vllm_tensor_parallel_size=2"]),
-        ({"generation": "vllm-server", "vllm_gpu_ids": [3], "num_processes": 4}, FOUR_GPUS, "num_processes",
-         ["only 3 GPU(s) left", "move a GPU"]),
+        (
+            {"generation": "vllm-server", "vllm_gpu_ids": [0, 1]},
+            FOUR_GPUS,
+            "vllm_tensor_parallel_size",
+            ["2 GPU(s) but tensor parallel size 1", "vllm_tensor_parallel_size=2"],
+        ),
+        (
+            {"generation": "vllm-server", "vllm_gpu_ids": [3], "num_processes": 4},
+            FOUR_GPUS,
+            "num_processes",
+            ["only 3 GPU(s) left", "move a GPU"],
+        ),
         ({"generation": "trl-server"}, FOUR_GPUS, "vllm_gpu_ids", ["GPUs of its own"]),
         ({"generation": "trl-colocate", "vllm_gpu_ids": [3]}, FOUR_GPUS, "vllm_gpu_ids", ["training GPUs themselves"]),
-        ({"generation": "trl-colocate", "num_processes": 3, "vllm_tensor_parallel_size": 2}, FOUR_GPUS,
-         "vllm_tensor_parallel_size", ["does not divide num_processes 3"]),
-        ({"generation": "transformers", "vllm_gpu_ids": [3]}, FOUR_GPUS, "vllm_gpu_ids", ["generation is transformers"]),
-        ({"generation": "vllm-server", "vllm_server_base_url": "http://10.0.0.2:8000", "vllm_gpu_ids": [3]},
-         FOUR_GPUS, "vllm_gpu_ids", ["already running"]),
+        (
+            {"generation": "trl-colocate", "num_processes": 3, "vllm_tensor_parallel_size": 2},
+            FOUR_GPUS,
+            "vllm_tensor_parallel_size",
+            ["does not divide num_processes 3"],
+        ),
+        (
+            {"generation": "transformers", "vllm_gpu_ids": [3]},
+            FOUR_GPUS,
+            "vllm_gpu_ids",
+            ["generation is transformers"],
+        ),
+        (
+            {"generation": "vllm-server", "vllm_server_base_url": "http://10.0.0.2:8000", "vllm_gpu_ids": [3]},
+            FOUR_GPUS,
+            "vllm_gpu_ids",
+            ["already running"],
+        ),
     ],
-    ids=["colocate-on-cpu", "trl-server-on-cpu", "url-no-scheme", "url-bad-port", "url-with-path", "rank-above-max",
-         "rank-not-accepted", "model-len-too-short", "vllm-gpu-on-cpu", "gpu-in-both", "missing-vllm-gpu",
-         "tp-vs-gpus", "counts-do-not-add-up", "trl-server-needs-gpus", "colocate-with-vllm-gpus", "colocate-tp",
-         "vllm-gpus-unused", "url-and-gpus"],
+    ids=[
+        "colocate-on-cpu",
+        "trl-server-on-cpu",
+        "url-no-scheme",
+        "url-bad-port",
+        "url-with-path",
+        "rank-above-max",
+        "rank-not-accepted",
+        "model-len-too-short",
+        "vllm-gpu-on-cpu",
+        "gpu-in-both",
+        "missing-vllm-gpu",
+        "tp-vs-gpus",
+        "counts-do-not-add-up",
+        "trl-server-needs-gpus",
+        "colocate-with-vllm-gpus",
+        "colocate-tp",
+        "vllm-gpus-unused",
+        "url-and-gpus",
+    ],
 )
 def test_generation_rules_name_field_rule_and_fix(with_vllm, changes, gpus, field, words):
     found = problem_fields(RunConfig(**changes), gpus)
@@ -87,9 +148,11 @@ def test_no_vllm_installed_is_refused_with_the_fix(monkeypatch):
     assert caught.value.field == "generation"
     assert "make vllm" in str(caught.value) and "vllm_server_base_url" in str(caught.value)
     # a running server needs nothing installed here
-    assert not [p for p in validate_config(RunConfig(generation="vllm-server",
-                                                     vllm_server_base_url="http://127.0.0.1:8000"))
-                if p.field == "generation"]
+    assert not [
+        p
+        for p in validate_config(RunConfig(generation="vllm-server", vllm_server_base_url="http://127.0.0.1:8000"))
+        if p.field == "generation"
+    ]
 
 
 def test_vllm_python_that_has_no_vllm_is_refused(tmp_path):
@@ -115,12 +178,25 @@ def test_served_lora_rank_is_the_smallest_vllm_accepts(rank, served):
 @pytest.mark.parametrize(
     "changes, expected",
     [
-        ({"generation": "trl-colocate", "vllm_gpu_memory_utilization": 0.4, "vllm_tensor_parallel_size": 2},
-         {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.4,
-          "vllm_tensor_parallel_size": 2, "vllm_max_model_length": 1024}),
-        ({"generation": "trl-server", "vllm_server_base_url": "http://10.0.0.2:8000", "vllm_server_timeout": 60},
-         {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": "http://10.0.0.2:8000",
-          "vllm_server_timeout": 60.0}),
+        (
+            {"generation": "trl-colocate", "vllm_gpu_memory_utilization": 0.4, "vllm_tensor_parallel_size": 2},
+            {
+                "use_vllm": True,
+                "vllm_mode": "colocate",
+                "vllm_gpu_memory_utilization": 0.4,
+                "vllm_tensor_parallel_size": 2,
+                "vllm_max_model_length": 1024,
+            },
+        ),
+        (
+            {"generation": "trl-server", "vllm_server_base_url": "http://10.0.0.2:8000", "vllm_server_timeout": 60},
+            {
+                "use_vllm": True,
+                "vllm_mode": "server",
+                "vllm_server_base_url": "http://10.0.0.2:8000",
+                "vllm_server_timeout": 60.0,
+            },
+        ),
         ({"generation": "vllm-server"}, {"use_vllm": False}),
     ],
     ids=["colocate", "server", "lora-server"],

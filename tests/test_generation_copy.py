@@ -26,8 +26,10 @@ def policy(tiny_model):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model),
-                           LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model),
+        LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
     randomise_lora_b(model)
     return model
 
@@ -124,21 +126,32 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
     packed_decode.available()  # its own check packs a small matrix: done before the count below
     packs = []  # (rows) of every weight the runs packed for MKL
     real_pack = packed_decode.pack_into
-    monkeypatch.setattr(packed_decode, "pack_into", lambda buffer, weight, rows: packs.append(rows) or
-                        real_pack(buffer, weight, rows))
+    monkeypatch.setattr(
+        packed_decode, "pack_into", lambda buffer, weight, rows: packs.append(rows) or real_pack(buffer, weight, rows)
+    )
 
     texts, metrics, packed, answers = {}, {}, {}, {}
     for mode in ("no", "float32"):
         run_dir = tmp_path / mode
         # held-out evaluation at steps 0, 1 and 2: with the copy it answers from the copy too
-        cfg = tiny_config(task="reward_hacking", max_steps=2, merged_generation=mode, packed_decode="yes",
-                          learning_rate=0.05,
-                          eval_strategy="steps", eval_steps=1, eval_size=3, save_steps=100)
+        cfg = tiny_config(
+            task="reward_hacking",
+            max_steps=2,
+            merged_generation=mode,
+            packed_decode="yes",
+            learning_rate=0.05,
+            eval_strategy="steps",
+            eval_steps=1,
+            eval_size=3,
+            save_steps=100,
+        )
         assert run_training(cfg, run_dir) == 0
         texts[mode] = [c["completion"] for c in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)]
         packed[mode] = runfolder.read_run_status(run_dir).packed_decode
-        answers[mode] = [[p["completion"] for p in record["prompts"]]
-                         for record in runfolder.read_jsonl(run_dir / runfolder.EVAL_FILE)]
+        answers[mode] = [
+            [p["completion"] for p in record["prompts"]]
+            for record in runfolder.read_jsonl(run_dir / runfolder.EVAL_FILE)
+        ]
         metrics[mode] = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "reward" in m]
     assert len(texts["no"]) == 8 and texts["float32"] == texts["no"]
     assert len(answers["no"]) == 3 and answers["float32"] == answers["no"]  # the same held-out answers
@@ -149,7 +162,8 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
     if packed_decode.available() is None:
         assert {mode: (decision.value, decision.why) for mode, decision in packed.items()} == {
             "no": ("no", "merged_generation is no: only a float32 merged copy decodes this way"),
-            "float32": ("yes", "the decode step written for llama layers")}
+            "float32": ("yes", "the decode step written for llama layers"),
+        }
         # packed for a round's 4 sequences, 4 matrices a decoder layer (q/k/v fused, o, gate/up fused, down):
         # every one and the LM head for the start-up check, then before each step's round again only the
         # layers the LoRA update changed (the LM head stays packed)
@@ -165,7 +179,8 @@ def test_a_run_sampling_from_the_float32_copy_draws_the_policys_completions(tiny
 
 @pytest.mark.parametrize(("free_gib", "taken"), [(80.0, "bfloat16"), (1e-4, "no")])
 def test_on_a_gpu_a_measured_bfloat16_copy_is_taken_only_where_it_fits_in_a_quarter_of_the_free_memory(
-        policy, monkeypatch, capsys, free_gib, taken):
+    policy, monkeypatch, capsys, free_gib, taken
+):
     """attach_generation_copy as a bf16 run on a GPU calls it; torch's CUDA queries answer as one GPU would
     (this machine has none), the copy itself is built where the policy's weights are."""
     import types
@@ -178,8 +193,9 @@ def test_on_a_gpu_a_measured_bfloat16_copy_is_taken_only_where_it_fits_in_a_quar
     asked = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: asked.append(device) or (int(free_gib * 2**30), 0))
-    trainer = types.SimpleNamespace(model=policy, accelerator=types.SimpleNamespace(device="cuda:0"),
-                                    generation_copy=None)
+    trainer = types.SimpleNamespace(
+        model=policy, accelerator=types.SimpleNamespace(device="cuda:0"), generation_copy=None
+    )
     # auto resolved to a bfloat16 copy by this machine's probe (tuned): the GPU's free memory still decides
     config = RunConfig(model="tiny", device="cuda", gpu_ids=[0], bf16=True, merged_generation="bfloat16")
     assert attach_generation_copy(trainer, config, tuned=True).value == taken

@@ -33,9 +33,9 @@ from workbench.calc import plan
 from workbench.jobs import launcher, run_state
 from workbench.jobs.gpu_watch import GpuMemoryWatch, used_bytes_per_gpu, wait_for_release
 from workbench.runstore import runfolder
+from workbench.sources.gpus import list_gpus
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import validate_config
-from workbench.sources.gpus import list_gpus
 from workbench.spec.generation import find_vllm_python, vllm_importable_here
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +51,8 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not GPUS, reason="no CUDA GPU (NVML lists none): run `make gpu-test` on a GPU machine"),
 ]
+
+
 @pytest.fixture(scope="session")
 def idle_used() -> dict[int, int]:
     """Each GPU's used memory before the first GPU test here ran (read when that test starts)."""
@@ -61,8 +63,11 @@ def wait_for_the_gpus(idle: dict[int, int]) -> None:
     """Wait for the last run's GPU memory to come back (jobs/gpu_watch.wait_for_release says why), and say so
     when it does not: the next watch then counts that memory out of its figures."""
     if not wait_for_release(idle, timeout_s=120):
-        print(f"\nGPU memory is still above what it was before the GPU tests began ({used_bytes_per_gpu()} "
-              f"against {idle}): the next figures count that memory out", flush=True)
+        print(
+            f"\nGPU memory is still above what it was before the GPU tests began ({used_bytes_per_gpu()} "
+            f"against {idle}): the next figures count that memory out",
+            flush=True,
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -74,15 +79,27 @@ def gpus_released_by_the_last_test(idle_used):
 needs_vllm_here = pytest.mark.skipif(
     not vllm_importable_here(),
     reason=f"vLLM is not importable in {sys.prefix}: TRL's vLLM modes run it inside the training process; "
-           "`make gpu-test` runs these tests in .venv-gpu, which has it")
+    "`make gpu-test` runs these tests in .venv-gpu, which has it",
+)
 needs_two_gpus = pytest.mark.skipif(len(GPUS) < 2, reason="needs 2 GPUs: one serves vLLM, one trains")
 
 
 def gpu_config(generation: str, **changes) -> RunConfig:
     """The demo task on the bundled model, G = 8 completions of up to 64 tokens, bf16, on the first GPU."""
-    settings = dict(generation=generation, device="cuda", max_steps=STEPS, save_steps=STEPS, logging_steps=1,
-                    per_device_train_batch_size=8, num_generations=8, max_completion_length=64, bf16=True,
-                    vllm_max_model_len=1024, gpu_ids=GPUS[:1], run_name=f"gpu-{generation}")
+    settings = dict(
+        generation=generation,
+        device="cuda",
+        max_steps=STEPS,
+        save_steps=STEPS,
+        logging_steps=1,
+        per_device_train_batch_size=8,
+        num_generations=8,
+        max_completion_length=64,
+        bf16=True,
+        vllm_max_model_len=1024,
+        gpu_ids=GPUS[:1],
+        run_name=f"gpu-{generation}",
+    )
     return RunConfig.for_task("demo", **{**settings, **changes})
 
 
@@ -99,7 +116,8 @@ def run_on_gpu(config: RunConfig, runs_dir: Path) -> tuple[dict, list[dict], dic
     run_dir = run_state.run_dir_of(run_id, runs_dir)
     steps = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m]
     figures = {
-        "state": final["state"], "steps": len(steps),
+        "state": final["state"],
+        "steps": len(steps),
         "median_step_s": median(steps[1:] or steps, "step_time"),
         "completions_per_s": config.per_device_train_batch_size / (median(steps[1:] or steps, "step_time") or 1),
         "peak_gib_per_gpu": {index: round(used / GIB, 2) for index, used in watch.peak_bytes().items()},
@@ -135,14 +153,18 @@ def test_the_cpu_speed_levers_measured_on_a_gpu(tmp_path, idle_used):
     """shared_prompt_pass and a merged bfloat16 copy for sampling, both off and both on; each alone and on a
     larger model: benchmarks/bench_speed.py --device cuda, whose figures set `auto` (workbench/spec/speed.py)."""
     medians = {}
-    for name, changes in (("off", dict(shared_prompt_pass="no", merged_generation="no")),
-                          ("on", dict(shared_prompt_pass="yes", merged_generation="bfloat16"))):
+    for name, changes in (
+        ("off", dict(shared_prompt_pass="no", merged_generation="no")),
+        ("on", dict(shared_prompt_pass="yes", merged_generation="bfloat16")),
+    ):
         wait_for_the_gpus(idle_used)  # the "off" run's memory back before "on" is watched
         final, steps, figures = run_on_gpu(gpu_config("transformers", **changes), tmp_path / name)
         assert_trained(final, steps, figures)
         medians[name] = figures["median_step_s"]
-    print(f"\nGPU figures [speed levers]: median step {medians['off']} s with both off, {medians['on']} s with both on",
-          flush=True)
+    print(
+        f"\nGPU figures [speed levers]: median step {medians['off']} s with both off, {medians['on']} s with both on",
+        flush=True,
+    )
 
 
 @needs_vllm_here
@@ -176,12 +198,20 @@ def test_trl_server_broadcasts_weights_to_its_own_gpu(tmp_path):
 
 
 def test_the_memory_estimate_meets_the_cards_measured_peak():
-    result = subprocess.run([sys.executable, "benchmarks/bench_memory.py", "--device", "cuda", "--only", "g8-len128",
-                             "--json"], cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_memory.py", "--device", "cuda", "--only", "g8-len128", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     assert result.stdout.strip(), result.stderr[-3000:]
     row = json.loads(result.stdout.strip().splitlines()[-1])
-    print(f"\nGPU figures [memory estimate]: estimate {row['estimate_bytes'] / GIB:.2f} GiB, measured "
-          f"{row['measured_bytes'] / GIB:.2f} GiB, error {row['relative_error']:+.1%}", flush=True)
+    print(
+        f"\nGPU figures [memory estimate]: estimate {row['estimate_bytes'] / GIB:.2f} GiB, measured "
+        f"{row['measured_bytes'] / GIB:.2f} GiB, error {row['relative_error']:+.1%}",
+        flush=True,
+    )
     assert abs(row["relative_error"]) <= MEMORY_TOLERANCE, row["breakdown"]
 
 
@@ -193,5 +223,8 @@ def test_the_calculator_splits_two_gpus_one_serving_one_training():
     assert not validate_config(config)  # checked against the GPUs this machine has
     crowded = gpu_config("vllm-server", vllm_gpu_ids=GPUS[:1], gpu_ids=GPUS[:1])
     assert any(p.field == "vllm_gpu_ids" for p in validate_config(crowded))  # one GPU given to both
-    print(f"\nGPU figures [calculator]: 2 GPUs, 1 serves vLLM, 1 trains: generation batch "
-          f"{split.generation_batch_size}, {split.prompts_per_step:g} prompt(s) a step", flush=True)
+    print(
+        f"\nGPU figures [calculator]: 2 GPUs, 1 serves vLLM, 1 trains: generation batch "
+        f"{split.generation_batch_size}, {split.prompts_per_step:g} prompt(s) a step",
+        flush=True,
+    )

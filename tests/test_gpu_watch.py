@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from workbench.jobs.gpu_watch import (RELEASE_SLACK_BYTES, GpuMemoryWatch, peak_above, used_bytes_per_gpu,
-                                      wait_for_release)
+from workbench.jobs.gpu_watch import (
+    RELEASE_SLACK_BYTES,
+    GpuMemoryWatch,
+    peak_above,
+    used_bytes_per_gpu,
+    wait_for_release,
+)
 from workbench.sources.gpus import list_gpus
 from workbench.trainer.gpu_metrics import timed
 

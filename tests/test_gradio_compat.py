@@ -32,9 +32,13 @@ from workbench.ui import gradio_compat, server
 from workbench.ui.app import refusals_as_messages
 
 REPO = Path(__file__).resolve().parents[1]
-CACHED_CHECKS = (gradio_compat.frame_throttle_problem, gradio_compat.sign_in_problem,
-                 gradio_compat.login_messages_problem, gradio_compat.plot_data_problem,
-                 gradio_compat.plot_redraws_problem)
+CACHED_CHECKS = (
+    gradio_compat.frame_throttle_problem,
+    gradio_compat.sign_in_problem,
+    gradio_compat.login_messages_problem,
+    gradio_compat.plot_data_problem,
+    gradio_compat.plot_redraws_problem,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +61,11 @@ def no_warning():
 
 
 def one_warning(patch: str):
-    return pytest.warns(gradio_compat.GradioChanged, match=rf"Gradio {re.escape(gradio_compat.installed_version())} "
-                        rf".*written for Gradio {re.escape(gradio_compat.WRITTEN_FOR)}.*Patch '{patch}' is off")
+    return pytest.warns(
+        gradio_compat.GradioChanged,
+        match=rf"Gradio {re.escape(gradio_compat.installed_version())} "
+        rf".*written for Gradio {re.escape(gradio_compat.WRITTEN_FOR)}.*Patch '{patch}' is off",
+    )
 
 
 def assets_copy(tmp_path: Path, pattern: str, old: str, new: str) -> Path:
@@ -87,8 +94,9 @@ def test_written_for_the_gradio_requirements_pins():
 
 def test_every_patch_says_why_what_when_it_can_go_and_life_without_it():
     for name, patch in gradio_compat.PATCHES.items():
-        assert patch.name == name and all(len(text) > 20 for text in (patch.why, patch.touches, patch.gone_when,
-                                                                      patch.without)), name
+        assert patch.name == name and all(
+            len(text) > 20 for text in (patch.why, patch.touches, patch.gone_when, patch.without)
+        ), name
     # Every internal attribute the architecture test keeps out of other modules is one this module uses.
     source = "".join(path.read_text() for path in (REPO / "workbench" / "ui" / "gradio_compat").glob("*.py"))
     for attribute in gradio_compat.INTERNAL_ATTRIBUTES:
@@ -113,6 +121,7 @@ def run_in_own_loop(coroutine):
 
 
 # ---- quiet_queue -----------------------------------------------------------------------------------------
+
 
 def idle_sleeps(app: gr.Blocks, monkeypatch, seconds: float = 0.3) -> set[float]:
     """The sleeps Gradio's own queue loops take while the queue stays empty for `seconds`."""
@@ -164,13 +173,15 @@ def test_quiet_queue_leaves_a_queue_that_no_longer_reads_its_sleep_alone(monkeyp
 
 # ---- cheap_skips (end to end: tests/test_cheap_skips.py) -------------------------------------------------
 
+
 def test_cheap_skips_finds_its_targets_and_wraps_postprocessing():
     app = two_output_app()
     with no_warning():
         gradio_compat.cheap_skips(app)
     assert "postprocess_data" in vars(app)
-    assert gradio_compat.stream_stop_problem(gradio_compat.mounted_app(server.server_app(app, "127.0.0.1", 7860))) \
-        is None
+    assert (
+        gradio_compat.stream_stop_problem(gradio_compat.mounted_app(server.server_app(app, "127.0.0.1", 7860))) is None
+    )
 
 
 def test_cheap_skips_leaves_gradio_s_postprocessing_when_a_target_is_gone(monkeypatch):
@@ -191,6 +202,7 @@ def test_cheap_skips_leaves_gradio_s_postprocessing_when_a_target_is_gone(monkey
 
 # ---- frame_throttle (end to end: tests/test_ui_polling_browser.py) ---------------------------------------
 
+
 def test_the_status_tracker_still_hands_requestanimationframe_the_clock_the_throttle_slows():
     trackers = list(gradio_compat.frontend_assets().glob(gradio_compat.STATUS_TRACKER_ASSETS))
     assert len(trackers) == 1, trackers
@@ -202,8 +214,10 @@ def test_the_status_tracker_still_hands_requestanimationframe_the_clock_the_thro
     with no_warning():
         assert gradio_compat.frame_throttle_script() == gradio_compat.FRAME_THROTTLE_JS
     # The page script tests a callback as is_clock_callback does.
-    assert f"source.length < {gradio_compat.CLOCK_CALLBACK_MAX_CHARS} && " \
-           'source.includes("performance.now()") && source.includes("/1e3")' in gradio_compat.FRAME_THROTTLE_JS
+    assert (
+        f"source.length < {gradio_compat.CLOCK_CALLBACK_MAX_CHARS} && "
+        'source.includes("performance.now()") && source.includes("/1e3")' in gradio_compat.FRAME_THROTTLE_JS
+    )
 
 
 def test_no_throttle_script_when_the_clock_changed(tmp_path):
@@ -215,6 +229,7 @@ def test_no_throttle_script_when_the_clock_changed(tmp_path):
 
 
 # ---- plot_redraws (end to end: tests/test_ui_polling_browser.py) -----------------------------------------
+
 
 def test_gradio_s_plotly_script_still_sets_the_window_plotly_the_redraw_script_wraps():
     scripts = list(gradio_compat.frontend_assets().glob(gradio_compat.PLOTLY_ASSETS))
@@ -236,6 +251,7 @@ def test_no_redraw_script_when_gradio_s_plotly_script_changed(tmp_path):
 
 # ---- sign_in and login_messages (end to end: tests/test_sign_in_server.py) -------------------------------
 
+
 def served(auth=None):
     """The FastAPI app server.serve would run for a small Blocks, and a client for it (no lifespan: no queue)."""
     api = server.server_app(two_output_app(), "127.0.0.1", 7860, auth=auth)
@@ -247,8 +263,10 @@ def test_gradio_s_routes_read_the_sessions_sign_in_keeps():
         api, client = served(auth=[("alice", "right")])
     gradio_app = gradio_compat.mounted_app(api)
     assert isinstance(gradio_app.tokens, SessionTokens)
-    assert gradio_compat.session_cookie_names(gradio_app) == (f"access-token-{gradio_app.cookie_id}",
-                                                              f"access-token-unsecure-{gradio_app.cookie_id}")
+    assert gradio_compat.session_cookie_names(gradio_app) == (
+        f"access-token-{gradio_app.cookie_id}",
+        f"access-token-unsecure-{gradio_app.cookie_id}",
+    )
     assert client.post("/login", data={"username": "alice", "password": "wrong"}).status_code == 400
     assert client.post("/login", data={"username": "alice", "password": "right"}).status_code == 200
     assert client.get("/gradio_api/user").json() == "alice"  # Gradio's get_current_user, through our sessions
@@ -293,6 +311,7 @@ def test_a_login_page_without_its_messages_warns(tmp_path):
 
 
 # ---- route_timing ------------------------------------------------------------------------------------------
+
 
 def test_a_route_s_time_lands_among_gradio_s_traces():
     from gradio import profiling
@@ -341,6 +360,7 @@ def test_a_figure_goes_through_plotly_when_plot_data_is_gone(monkeypatch):
 
 
 # ---- refusal_messages --------------------------------------------------------------------------------------
+
 
 def refusing_app() -> gr.Blocks:
     def handler():
@@ -392,7 +412,9 @@ def test_streams_are_left_to_the_grace_period_when_the_heartbeat_no_longer_waits
         def heartbeat():
             def iterator():
                 return "data: ALIVE"
+
             return iterator
+
         return heartbeat
 
     monkeypatch.setattr(type(gradio_app), "create_app", staticmethod(create_app))
@@ -411,9 +433,15 @@ def test_every_check_passes_on_the_app_the_dashboard_builds(tmp_path):
 
     with no_warning():
         app = build_app(tmp_path / "runs")
-    for problem in (gradio_compat.quiet_queue_problem(app), gradio_compat.cheap_skips_problem(app),
-                    gradio_compat.events_problem(app), gradio_compat.frame_throttle_problem(),
-                    gradio_compat.sign_in_problem(), gradio_compat.login_messages_problem(),
-                    gradio_compat.plot_data_problem(), gradio_compat.plot_redraws_problem()):
+    for problem in (
+        gradio_compat.quiet_queue_problem(app),
+        gradio_compat.cheap_skips_problem(app),
+        gradio_compat.events_problem(app),
+        gradio_compat.frame_throttle_problem(),
+        gradio_compat.sign_in_problem(),
+        gradio_compat.login_messages_problem(),
+        gradio_compat.plot_data_problem(),
+        gradio_compat.plot_redraws_problem(),
+    ):
         assert problem is None
     assert "postprocess_data" in vars(app)

@@ -39,18 +39,26 @@ def make_round(step, group_totals, scale_rewards="group", funcs=("brevity", "for
         share = None if total is None else round(total / len(funcs), 6)
         scores = {f: share for f in funcs[:-1]}
         scores[funcs[-1]] = None if total is None else total - share * (len(funcs) - 1)
-        records.append({
-            "step": step, "group": group, "prompt": f"Question {group}: name a colour.",
-            "completion": f"Answer {index} to question {group}", "rewards": scores, "reward": total,
-            "advantage": advantage, "length": 10 + index, "truncated": False, **fields,
-        })
+        records.append(
+            {
+                "step": step,
+                "group": group,
+                "prompt": f"Question {group}: name a colour.",
+                "completion": f"Answer {index} to question {group}",
+                "rewards": scores,
+                "reward": total,
+                "advantage": advantage,
+                "length": 10 + index,
+                "truncated": False,
+                **fields,
+            }
+        )
     return records
 
 
 @pytest.fixture
 def two_rounds():
-    return (make_round(1, [[0.82, 0.61, 0.40, 0.61], [0.5, 0.5, 0.5, 0.5]])
-            + make_round(2, [[1.0, 0.0, 0.5, 0.25]]))
+    return make_round(1, [[0.82, 0.61, 0.40, 0.61], [0.5, 0.5, 0.5, 0.5]]) + make_round(2, [[1.0, 0.0, 0.5, 0.25]])
 
 
 def test_steps_are_listed_in_order(two_rounds):
@@ -86,8 +94,9 @@ def test_equal_rewards_mean_no_signal(two_rounds):
     assert any("teaches the model nothing" in note for note in flat.notes)
 
 
-@pytest.mark.parametrize("scaling, phrase", [("none", "0.82 - 0.61 = +0.21"), ("batch", "(step std)")],
-                         ids=["none", "batch"])
+@pytest.mark.parametrize(
+    "scaling, phrase", [("none", "0.82 - 0.61 = +0.21"), ("batch", "(step std)")], ids=["none", "batch"]
+)
 def test_other_scalings_are_recognised_and_named(scaling, phrase):
     records = make_round(5, [[0.82, 0.61, 0.40, 0.61], [0.1, 0.9, 0.3, 0.2]], scale_rewards=scaling)
     first = groups.groups_for_step(records, 5)[0]
@@ -190,10 +199,12 @@ def test_to_dict_is_plain_data(two_rounds):
 
 
 def test_a_step_recorded_again_after_a_resume_shows_its_newest_round_only():
-    before = make_round(3, [[0.0, 0.0, 1.0, 1.0], [0.2, 0.4, 0.6, 0.8]])   # generated, then the crash
-    after = make_round(3, [[0.9, 0.1, 0.5, 0.5], [1.0, 1.0, 0.0, 0.0]])    # the resumed run's round
-    for records in (before + after,                                        # written one after the other
-                    make_round(2, [[0.1, 0.2, 0.3, 0.4]]) + before + make_round(2, [[0.5] * 4]) + after):
+    before = make_round(3, [[0.0, 0.0, 1.0, 1.0], [0.2, 0.4, 0.6, 0.8]])  # generated, then the crash
+    after = make_round(3, [[0.9, 0.1, 0.5, 0.5], [1.0, 1.0, 0.0, 0.0]])  # the resumed run's round
+    for records in (
+        before + after,  # written one after the other
+        make_round(2, [[0.1, 0.2, 0.3, 0.4]]) + before + make_round(2, [[0.5] * 4]) + after,
+    ):
         first, second = groups.groups_for_step(records, 3)
         assert len(first.completions) == len(second.completions) == 4 and first.complete
         assert [c.reward for c in first.completions] == [0.9, 0.1, 0.5, 0.5]
@@ -233,6 +244,6 @@ def test_cards_show_each_rewards_weight_in_the_total_when_the_config_gives_them(
     html = render_groups_html([group], weights=weights)
     assert html.count('<span class="wb-weight" title="its weight in the total">x0.1</span>') == 4
     assert html.count(">x0.9</span>") == 4
-    assert "wb-weight\"" not in render_groups_html([group])  # no config, no weights
+    assert 'wb-weight"' not in render_groups_html([group])  # no config, no weights
     # a config.json this version cannot read (a field it does not know): scores without weights
     assert reward_weight_map({"reward_names": ["brevity"], "field_from_the_future": 1}) == {}

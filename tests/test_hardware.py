@@ -33,8 +33,14 @@ def test_training_env(gpu_ids, device, expected):
 
 @pytest.mark.parametrize(
     "device, gpus_present, visible, expected",
-    [("cpu", True, None, True), ("cuda", False, None, False), ("auto", True, None, False),
-     ("auto", False, None, True), ("auto", True, "", True), ("auto", True, "0", False)],
+    [
+        ("cpu", True, None, True),
+        ("cuda", False, None, False),
+        ("auto", True, None, False),
+        ("auto", False, None, True),
+        ("auto", True, "", True),
+        ("auto", True, "0", False),
+    ],
     ids=["cpu", "cuda", "auto-gpu", "auto-none", "auto-hidden", "auto-visible"],
 )
 def test_runs_on_cpu(device, gpus_present, visible, expected):

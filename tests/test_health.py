@@ -13,9 +13,14 @@ def make_metrics(steps=8, beta=0.04, **series):
     records = []
     for step in range(1, steps + 1):
         record = {
-            "step": step, "loss": 0.02 + 0.01 * (-1) ** step, "reward": 0.3 + 0.05 * step, "reward_std": 0.2,
-            "frac_reward_zero_std": 0.125, "completions/mean_length": 30.0 - step,
-            "completions/clipped_ratio": 0.1, "grad_norm": 0.8,
+            "step": step,
+            "loss": 0.02 + 0.01 * (-1) ** step,
+            "reward": 0.3 + 0.05 * step,
+            "reward_std": 0.2,
+            "frac_reward_zero_std": 0.125,
+            "completions/mean_length": 30.0 - step,
+            "completions/clipped_ratio": 0.1,
+            "grad_norm": 0.8,
         }
         if beta:
             record["kl"] = 0.002 * step
@@ -33,8 +38,13 @@ def kinds(alarms):
     return [alarm.kind for alarm in alarms]
 
 
-CONFIG_SEED_002 = {"beta": 0.0, "num_iterations": 1, "loss_type": "grpo", "num_generations": 8,
-                   "max_completion_length": 48}
+CONFIG_SEED_002 = {
+    "beta": 0.0,
+    "num_iterations": 1,
+    "loss_type": "grpo",
+    "num_generations": 8,
+    "max_completion_length": 48,
+}
 
 
 def test_healthy_run_raises_nothing():
@@ -169,7 +179,7 @@ def kl_spike_by_the_definition(series):
     latest = None
     for i in range(1, len(series) - 1):
         step, value = series[i]
-        baseline = statistics.median(v for _, v in series[max(0, i - health.KL_BASELINE_WINDOW):i])
+        baseline = statistics.median(v for _, v in series[max(0, i - health.KL_BASELINE_WINDOW) : i])
         threshold = max(health.KL_SPIKE_FLOOR, health.KL_SPIKE_FACTOR * max(baseline, 1e-12))
         if value > threshold and series[i + 1][1] > threshold:
             latest = (step, value, baseline, series[i + 1][1])
@@ -184,17 +194,23 @@ def test_the_kl_check_finds_the_spike_the_rule_defines(seed):
     count = rng.choice([2, 5, 10, 11, 12, 40, 300])
     # around the floor, with runs of high steps (a spike needs two in a row)
     high = [rng.random() < 0.15 for _ in range(count)]
-    series = [(step, abs(rng.gauss(0.3, 0.3)) * (8 if high[step - 1] or (step > 1 and high[step - 2]) else 1))
-              for step in range(1, count + 1)]
+    series = [
+        (step, abs(rng.gauss(0.3, 0.3)) * (8 if high[step - 1] or (step > 1 and high[step - 2]) else 1))
+        for step in range(1, count + 1)
+    ]
     assert health._latest_kl_spike(series) == kl_spike_by_the_definition(series)
 
 
 @pytest.mark.parametrize(
     "records",
-    [make_metrics(15, kl=lambda s: 0.8 if s >= 12 else 0.02), make_metrics(6, beta=0, loss=0.0, frac_reward_zero_std=1.0),
-     make_metrics(9, **{"completions/mean_length": lambda s: 30.0 if s <= 3 else 1.2}),
-     make_metrics(12, kl=lambda s: float("nan") if s == 4 else 0.02), make_metrics(2000, kl=lambda s: 0.9 if s == 1500 else 0.02),
-     make_metrics(6, **{"completions/clipped_ratio": 1.0})],
+    [
+        make_metrics(15, kl=lambda s: 0.8 if s >= 12 else 0.02),
+        make_metrics(6, beta=0, loss=0.0, frac_reward_zero_std=1.0),
+        make_metrics(9, **{"completions/mean_length": lambda s: 30.0 if s <= 3 else 1.2}),
+        make_metrics(12, kl=lambda s: float("nan") if s == 4 else 0.02),
+        make_metrics(2000, kl=lambda s: 0.9 if s == 1500 else 0.02),
+        make_metrics(6, **{"completions/clipped_ratio": 1.0}),
+    ],
     ids=["kl-spike", "no-signal", "length-collapse", "nan-point", "long-run", "clipped"],
 )
 def test_a_metrics_frame_gives_the_alarms_its_records_give(records):
@@ -204,8 +220,9 @@ def test_a_metrics_frame_gives_the_alarms_its_records_give(records):
 
 
 def test_a_reward_that_could_not_score_some_completions_is_named_with_its_share():
-    metrics = make_metrics(6, **{"rewards/picky/failed": lambda step: 0.25 if step in (2, 5) else 0.0,
-                                 "rewards/fine/failed": 0.0})
+    metrics = make_metrics(
+        6, **{"rewards/picky/failed": lambda step: 0.25 if step in (2, 5) else 0.0, "rewards/fine/failed": 0.0}
+    )
     alarms = [a for a in health.check_health(metrics, {"reward_failure_score": -1.0}) if a.kind == "reward_failures"]
     assert len(alarms) == 1 and alarms[0].step == 5 and alarms[0].title == "picky could not score some completions"
     assert "raised on 25% of the completions at step 5 (2 step(s) with failures so far)" in alarms[0].message
@@ -218,8 +235,12 @@ def test_a_reward_that_could_not_score_some_completions_is_named_with_its_share(
 
 # ---------------------------------------------------------------- the alarms that know which reward means "correct"
 
-ARITHMETIC = {"task": "arithmetic", "reward_names": ["format_answer_tag", "exact_answer"], "reward_weights": [0.2, 1.0],
-              "correctness_reward": "exact_answer"}
+ARITHMETIC = {
+    "task": "arithmetic",
+    "reward_names": ["format_answer_tag", "exact_answer"],
+    "reward_weights": [0.2, 1.0],
+    "correctness_reward": "exact_answer",
+}
 
 
 def easy_reward_metrics(steps=8, right=lambda s: 0.1, tag=lambda s: min(1.0, 0.2 * s)):
@@ -229,23 +250,37 @@ def easy_reward_metrics(steps=8, right=lambda s: 0.1, tag=lambda s: min(1.0, 0.2
 def test_a_shaping_reward_learned_while_correctness_stays_flat_is_named():
     alarms = [a for a in health.check_health(easy_reward_metrics(), ARITHMETIC) if a.kind == "easy_reward"]
     assert len(alarms) == 1 and alarms[0].step == 8 and alarms[0].title == "Learned format_answer_tag, not the answers"
-    assert "rose from 0.40 to 1.00" in alarms[0].message and "exact_answer, the reward for a right answer, stayed at 0.10" \
-        in alarms[0].message
+    assert (
+        "rose from 0.40 to 1.00" in alarms[0].message
+        and "exact_answer, the reward for a right answer, stayed at 0.10" in alarms[0].message
+    )
     # the frame the dashboard reads gives the same alarm
     from workbench.insight.figures import metrics_frame
 
     assert health.check_easy_reward(metrics_frame(easy_reward_metrics()), ARITHMETIC) == alarms
 
 
-@pytest.mark.parametrize("metrics, config", [
-    (easy_reward_metrics(right=lambda s: 0.05 * s), ARITHMETIC),  # the answers improve too: both learned
-    (easy_reward_metrics(tag=lambda s: 0.8), ARITHMETIC),  # not saturated
-    (easy_reward_metrics(tag=lambda s: 0.95), ARITHMETIC),  # full marks from the start: learned nothing new
-    (easy_reward_metrics(steps=5), ARITHMETIC),  # too few steps to tell a start from now
-    (easy_reward_metrics(), {**ARITHMETIC, "correctness_reward": "none"}),  # no reward means "correct"
-    (easy_reward_metrics(), None),
-    (easy_reward_metrics(), {"not_a_field": 1}),  # a config it cannot read: no roles to judge by
-], ids=["both-rise", "not-saturated", "saturated-from-start", "few-steps", "no-correctness", "no-config", "bad-config"])
+@pytest.mark.parametrize(
+    "metrics, config",
+    [
+        (easy_reward_metrics(right=lambda s: 0.05 * s), ARITHMETIC),  # the answers improve too: both learned
+        (easy_reward_metrics(tag=lambda s: 0.8), ARITHMETIC),  # not saturated
+        (easy_reward_metrics(tag=lambda s: 0.95), ARITHMETIC),  # full marks from the start: learned nothing new
+        (easy_reward_metrics(steps=5), ARITHMETIC),  # too few steps to tell a start from now
+        (easy_reward_metrics(), {**ARITHMETIC, "correctness_reward": "none"}),  # no reward means "correct"
+        (easy_reward_metrics(), None),
+        (easy_reward_metrics(), {"not_a_field": 1}),  # a config it cannot read: no roles to judge by
+    ],
+    ids=[
+        "both-rise",
+        "not-saturated",
+        "saturated-from-start",
+        "few-steps",
+        "no-correctness",
+        "no-config",
+        "bad-config",
+    ],
+)
 def test_the_easy_reward_alarm_stays_quiet_otherwise(metrics, config):
     assert "easy_reward" not in kinds(health.check_health(metrics, config))
 
@@ -265,13 +300,17 @@ def test_held_out_accuracy_falling_while_the_training_reward_rises_is_named():
     assert "overfitting" in alarms[0].message and "reward hacking" in alarms[0].message
 
 
-@pytest.mark.parametrize("metrics, evals", [
-    (make_metrics(12), evals_at((0, 0.25), (4, 0.5), (12, 0.75))),  # both rise: learning
-    (make_metrics(12, reward=0.5), evals_at((0, 0.5), (12, 0.25))),  # the reward is flat too
-    (make_metrics(12), evals_at((0, 0.5), (12, 0.4375))),  # one prompt of 16 flipped: noise
-    (make_metrics(12), evals_at((0, 0.5), (12, 0.25), n=4)),  # 25 points, but one prompt of 4
-    (make_metrics(12), evals_at((0, 0.5))),  # one evaluation: no trend
-    (make_metrics(12), []),  # evaluation off
-], ids=["both-rise", "flat-reward", "one-prompt", "small-drop-small-n", "one-eval", "no-eval"])
+@pytest.mark.parametrize(
+    "metrics, evals",
+    [
+        (make_metrics(12), evals_at((0, 0.25), (4, 0.5), (12, 0.75))),  # both rise: learning
+        (make_metrics(12, reward=0.5), evals_at((0, 0.5), (12, 0.25))),  # the reward is flat too
+        (make_metrics(12), evals_at((0, 0.5), (12, 0.4375))),  # one prompt of 16 flipped: noise
+        (make_metrics(12), evals_at((0, 0.5), (12, 0.25), n=4)),  # 25 points, but one prompt of 4
+        (make_metrics(12), evals_at((0, 0.5))),  # one evaluation: no trend
+        (make_metrics(12), []),  # evaluation off
+    ],
+    ids=["both-rise", "flat-reward", "one-prompt", "small-drop-small-n", "one-eval", "no-eval"],
+)
 def test_the_held_out_alarm_stays_quiet_otherwise(metrics, evals):
     assert "held_out_falls" not in kinds(health.check_health(metrics, None, evals))

@@ -35,9 +35,11 @@ from workbench.spec.config import RunConfig
 from workbench.trainer.recorder import completion_records
 from workbench.ui.app import build_app
 
-pytestmark = [pytest.mark.slow,
-              # a dropdown handed a value off its list says so in a warning carrying the value (10 MB)
-              pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    # a dropdown handed a value off its list says so in a warning carrying the value (10 MB)
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
 
 RUN_ID = "20261123-000000-hostile"
 MARKUP = HOSTILE["markup"]
@@ -59,22 +61,46 @@ def write_hostile_run(runs_dir) -> None:
     config = RunConfig.for_task("demo", model="tiny", run_name=MARKUP).to_dict()
     config["reward_names"] = [MARKUP, "brevity"]
     (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps(config))
-    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, {
-        "state": "failed", "step": 3, "total_steps": 3, "started_at": 1_700_000_000.0,
-        "updated_at": 1_700_000_100.0, "pid": None,
-        "error": {"message": MARKUP, "hint": MARKUP, "type": MARKUP}})
+    runfolder.write_json_atomic(
+        run_dir / runfolder.STATUS_FILE,
+        {
+            "state": "failed",
+            "step": 3,
+            "total_steps": 3,
+            "started_at": 1_700_000_000.0,
+            "updated_at": 1_700_000_100.0,
+            "pid": None,
+            "error": {"message": MARKUP, "hint": MARKUP, "type": MARKUP},
+        },
+    )
     (run_dir / runfolder.LOG_FILE).write_text(f"{MARKUP}\n" * 20)
     for step in (1, 2, 3):
-        runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [
-            {"step": step, "loss": 0.1, "kl": 0.01 * step, "reward": 0.3 * step, "reward_std": 0.2,
-             "completions/mean_length": 8.0, f"rewards/{MARKUP}/mean": 0.5, "step_time": 1.0}])
+        runfolder.append_jsonl(
+            run_dir / runfolder.METRICS_FILE,
+            [
+                {
+                    "step": step,
+                    "loss": 0.1,
+                    "kl": 0.01 * step,
+                    "reward": 0.3 * step,
+                    "reward_std": 0.2,
+                    "completions/mean_length": 8.0,
+                    f"rewards/{MARKUP}/mean": 0.5,
+                    "step_time": 1.0,
+                }
+            ],
+        )
         count = len(ODD_TEXTS)
-        logs = {"prompt": [MARKUP] * (count // 2) + [HOSTILE["unicode"]] * (count - count // 2),
-                "completion": ODD_TEXTS,
-                "advantages": [(-1) ** i * 0.5 for i in range(count)],
-                "rewards": {MARKUP: [0.5, float("nan"), float("inf"), 1.0, 0.0, 2.0], "brevity": [1.0] * count}}
-        runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
-                               completion_records(logs, step, count // 2, [1.0, 1.0], [8] * count, [False] * count))
+        logs = {
+            "prompt": [MARKUP] * (count // 2) + [HOSTILE["unicode"]] * (count - count // 2),
+            "completion": ODD_TEXTS,
+            "advantages": [(-1) ** i * 0.5 for i in range(count)],
+            "rewards": {MARKUP: [0.5, float("nan"), float("inf"), 1.0, 0.0, 2.0], "brevity": [1.0] * count},
+        }
+        runfolder.append_jsonl(
+            run_dir / runfolder.COMPLETIONS_FILE,
+            completion_records(logs, step, count // 2, [1.0, 1.0], [8] * count, [False] * count),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +151,9 @@ def html_outputs(fn, outputs) -> list[str]:
 def clean_up(runs_dir, outputs) -> None:
     """Cancel sampling jobs an answer started and signal checks; stop and remove runs a launch started."""
     for output in outputs:
-        for value in (output.values() if isinstance(output, dict) else
-                      output if isinstance(output, (list, tuple)) else [output]):
+        for value in (
+            output.values() if isinstance(output, dict) else output if isinstance(output, (list, tuple)) else [output]
+        ):
             if isinstance(value, probes.ProbeJob):
                 probes.cancel_job(value)
             if isinstance(value, signal_job.SignalJob):
@@ -198,8 +225,9 @@ def test_every_event_survives_hostile_values(app, runs_dir, tab):
             if isinstance(component, SERVER_SIDE) or id(component) in form:
                 continue
             for label, value in [*HOSTILE.items(), ("the hostile run's id", RUN_ID), ("the hostile run", [RUN_ID])]:
-                cases.append((f"input {slot} ({type(component).__name__}) = {label}",
-                              [*start[:slot], value, *start[slot + 1:]]))
+                cases.append(
+                    (f"input {slot} ({type(component).__name__}) = {label}", [*start[:slot], value, *start[slot + 1 :]])
+                )
         for case, values in cases:
             try:
                 outputs = call(fn, values, runs_dir)

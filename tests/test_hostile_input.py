@@ -16,8 +16,7 @@ from workbench.ui import setup_tab
 
 
 def answer(form: dict, scope=None) -> list:
-    return setup_tab.update_plan(*[form[key] for key in setup_tab.FORM_KEYS], {"gpus": [], "busy": []},
-                                 scope=scope)
+    return setup_tab.update_plan(*[form[key] for key in setup_tab.FORM_KEYS], {"gpus": [], "busy": []}, scope=scope)
 
 
 def test_the_untouched_form_is_ready_to_launch():
@@ -40,8 +39,21 @@ def test_every_field_survives_every_hostile_value(key):
             assert outputs[-1] is False, f"{key} = {label} must not be ready to launch"
 
 
-@pytest.mark.parametrize("key", ["task", "dataset_name", "reward_file", "seed", "use_exact_answer", "prompt_column",
-                                 "solution_column", "solution_transform", "chat_template", "dataset_train_split"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "task",
+        "dataset_name",
+        "reward_file",
+        "seed",
+        "use_exact_answer",
+        "prompt_column",
+        "solution_column",
+        "solution_transform",
+        "chat_template",
+        "dataset_train_split",
+    ],
+)
 def test_the_data_preview_survives_every_hostile_value(key):
     for label, value in HOSTILE.items():
         form = {**default_values(), key: value}
@@ -69,6 +81,5 @@ def test_a_shared_dashboards_path_fields_survive_every_hostile_value(key, tmp_pa
         if value is not None:
             assert outputs[-1] is False and "in your uploads folder" in str(outputs[-3]), label
         form = {**default_values(), key: value}
-        html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []},
-                                      scope=scope)
+        html = setup_tab.preview_data(*[form[k] for k in setup_tab.FORM_KEYS], {"gpus": [], "busy": []}, scope=scope)
         assert "<script" not in html and "<img" not in html, f"{key} = {label}: the preview"

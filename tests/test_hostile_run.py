@@ -31,11 +31,13 @@ from workbench.ui import run_access
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "the-secret-of-bob-91c2"
 TINY = tiny_settings(task="demo", reward_names=["brevity"], logging_steps=1, save_steps=1)
-needs_bwrap = pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")
+needs_bwrap = pytest.mark.skipif(
+    sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)"
+)
 
 # The first process stops itself after step 1 (a checkpoint to resume from) and, at its exit, after the trainer's
 # last status write, plants its traps. The resumed process tries to read what the planted policy would show.
-HOSTILE = '''
+HOSTILE = """
 import atexit, json, os, time
 
 TARGETS = {targets!r}
@@ -104,7 +106,7 @@ def brevity(completions, **kwargs):
         with open("second.json", "w") as handle:
             json.dump(found, handle)
     return [0.0 for _ in completions]
-'''
+"""
 
 
 @pytest.fixture
@@ -137,15 +139,29 @@ def test_a_hostile_reward_changes_nothing_the_server_decides_from(tmp_path, monk
     users_file.write_text(users_text)
     outside = tmp_path / "outside-target.txt"
     reward = alice_uploads / "hostile.py"
-    reward.write_text(HOSTILE.format(targets={
-        "users_file": str(users_file), "outside": str(outside), "victim": victim.pid,
-        "bob_uploads": str(bob_uploads), "bob_upload": str(bob_uploads / "bob_reward.py"), "shadow": "/etc/shadow"}))
+    reward.write_text(
+        HOSTILE.format(
+            targets={
+                "users_file": str(users_file),
+                "outside": str(outside),
+                "victim": victim.pid,
+                "bob_uploads": str(bob_uploads),
+                "bob_upload": str(bob_uploads / "bob_reward.py"),
+                "shadow": "/etc/shadow",
+            }
+        )
+    )
     monkeypatch.setenv("WORKBENCH_RUN_MEMORY_GB", "3")
     monkeypatch.setenv("WORKBENCH_RUN_FILE_GB", "0.1")
     policy = sandbox.Policy(hidden_files=(str(users_file),), readable=(str(alice_uploads),))
     try:
-        run_id = launcher.start(RunConfig(**TINY, max_steps=2, reward_file=str(reward)), runs, owner="alice",
-                                import_reward_file=False, sandboxed=policy)
+        run_id = launcher.start(
+            RunConfig(**TINY, max_steps=2, reward_file=str(reward)),
+            runs,
+            owner="alice",
+            import_reward_file=False,
+            sandboxed=policy,
+        )
         run_dir = runs / run_id
         recorded = launch_records.read_record(run_dir)
         wait_final(run_id, runs)
@@ -181,7 +197,9 @@ def test_a_hostile_reward_changes_nothing_the_server_decides_from(tmp_path, monk
         assert resumed["step"] == 2, (resumed, runfolder.read_log_tail(run_dir))
         second = json.loads((run_dir / "second.json").read_text())
         # the users file stays masked (an empty file inside), bob's uploads unseen
-        assert second["bob_upload"] == "FileNotFoundError" and second["users_file"] in ("PermissionError", "read "), second
+        assert second["bob_upload"] == "FileNotFoundError" and second["users_file"] in ("PermissionError", "read "), (
+            second
+        )
         assert second["shadow"] in ("PermissionError", "read "), second  # masked, and unreadable to a non-root uid
         if os.geteuid() == 0:  # a root server runs the sandbox as a uid of its own, not root as the host sees it
             assert (run_dir / "second.json").stat().st_uid == sandbox.run_uid(run_dir) != 0
@@ -222,8 +240,10 @@ def test_a_run_past_its_process_limit_is_ended_saying_why(tmp_path):
 
 @needs_bwrap
 def test_a_run_past_its_disk_limit_is_ended_saying_why(tmp_path):
-    code = ("import time\nfor i in range(40):\n    open(f'part{i}', 'wb').write(b'x' * 2**20)\n"
-            "    time.sleep(0.1)\ntime.sleep(60)\n")
+    code = (
+        "import time\nfor i in range(40):\n    open(f'part{i}', 'wb').write(b'x' * 2**20)\n"
+        "    time.sleep(0.1)\ntime.sleep(60)\n"
+    )
     code_, stderr, own = run_in_sandbox(tmp_path, code, sandbox.Limits(disk=8 * 2**20))
     assert code_ != 0 and "more than its limit of" in stderr
     assert json.loads((own / "status.json").read_text())["state"] == "failed"
@@ -232,33 +252,40 @@ def test_a_run_past_its_disk_limit_is_ended_saying_why(tmp_path):
 @needs_bwrap
 def test_the_sandbox_ends_with_its_command_and_forwards_a_stop(tmp_path):
     # a double-forked sleeper outlives nothing: the init exits with the command and the kernel ends the rest
-    code = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n"
-            "    os._exit(0)\nprint('parent done')\n")
+    code = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n"
+        "    os._exit(0)\nprint('parent done')\n"
+    )
     before = {p.pid for p in psutil.process_iter()}
     code_, stderr, _ = run_in_sandbox(tmp_path, code, sandbox.Limits())
     assert code_ == 0, stderr
     time.sleep(0.3)
-    left = [p for p in psutil.process_iter(["cmdline"]) if p.pid not in before
-            and "time.sleep(600)" in " ".join(p.info["cmdline"] or [])]
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in before and "time.sleep(600)" in " ".join(p.info["cmdline"] or [])
+    ]
     assert left == []
     # SIGTERM to the sandbox reaches the command through the init (the trainer takes it as a stop request)
     own = tmp_path / "runs2" / "r"
     own.mkdir(parents=True)
-    exposed = sandbox.exposure(own, own.parent, {}, sandbox.Policy(), {"PATH": os.environ["PATH"]},
-                               limits=sandbox.Limits())
-    code = ("import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (print('asked to stop', flush=True),"
-            " sys.exit(3)))\ntime.sleep(60)\n")
+    exposed = sandbox.exposure(
+        own, own.parent, {}, sandbox.Policy(), {"PATH": os.environ["PATH"]}, limits=sandbox.Limits()
+    )
+    code = (
+        "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (print('asked to stop', flush=True),"
+        " sys.exit(3)))\ntime.sleep(60)\n"
+    )
     argv, env = sandbox.wrap([sys.executable, "-c", code], exposed, {"PATH": os.environ["PATH"]})
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True, env=env)
     time.sleep(1.5)
-    inner = [p for p in psutil.Process(process.pid).children(recursive=True)
-             if "sandbox_init" in " ".join(p.cmdline())]
+    inner = [p for p in psutil.Process(process.pid).children(recursive=True) if "sandbox_init" in " ".join(p.cmdline())]
     inner[0].send_signal(signal.SIGTERM)
     assert process.wait(timeout=20) == 3
     assert "asked to stop" in process.stdout.read()
 
 
-SPY = '''
+SPY = """
 import os
 
 def spy(completions, **kwargs):
@@ -267,7 +294,7 @@ def spy(completions, **kwargs):
     return [0.0 for _ in completions]
 
 TARGET = TARGET_PATH
-'''
+"""
 
 
 @pytest.mark.slow
@@ -281,9 +308,18 @@ def test_evaluating_a_sandboxed_run_from_the_command_line_runs_its_reward_code_i
     secret.write_text("x")
     reward = tmp_path / "spy.py"
     reward.write_text(SPY.replace("TARGET_PATH", repr(str(secret))))
-    config = RunConfig.for_task("gsm8k", **tiny_settings(
-        dataset_name=str(GSM8K_SAMPLE), max_steps=1, save_steps=1, reward_file=str(reward),
-        reward_names=["accuracy_reward", "spy"], eval_size=2, eval_pass_k=1))
+    config = RunConfig.for_task(
+        "gsm8k",
+        **tiny_settings(
+            dataset_name=str(GSM8K_SAMPLE),
+            max_steps=1,
+            save_steps=1,
+            reward_file=str(reward),
+            reward_names=["accuracy_reward", "spy"],
+            eval_size=2,
+            eval_pass_k=1,
+        ),
+    )
     run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
     wait_final(run_id, runs)
     (runs / run_id / "spy.txt").unlink()
@@ -328,8 +364,9 @@ def test_signal_checks_and_other_helper_jobs_count_against_the_per_user_cap(tmp_
 
     runs = tmp_path / "runs"
     monkeypatch.setenv(queue.MAX_RUNS_ENV, "2")
-    config = RunConfig.for_task("arithmetic").with_changes(model="tiny", device="cpu", max_completion_length=8,
-                                                            num_generations=4, per_device_train_batch_size=4)
+    config = RunConfig.for_task("arithmetic").with_changes(
+        model="tiny", device="cpu", max_completion_length=8, num_generations=4, per_device_train_batch_size=4
+    )
     checks = [signal_job.start_signal_check(config, runs, groups=1, owner="alice") for _ in range(2)]
     try:
         assert checks[0].folder != checks[1].folder  # each check in a folder of its own, even within a second

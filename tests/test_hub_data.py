@@ -13,19 +13,26 @@ from workbench.sources.dataset_reading import DatasetError
 @pytest.fixture
 def gsm(tmp_path):
     """A GSM8K-like repository: configs main and socratic, train and test splits, parquet."""
-    return write_hub_dataset(tmp_path / "gsm8k", {
-        "main": {"train": gsm8k_like_rows(30), "test": gsm8k_like_rows(5, start=100)},
-        "socratic": {"train": gsm8k_like_rows(3, start=200), "test": gsm8k_like_rows(2, start=300)},
-    })
+    return write_hub_dataset(
+        tmp_path / "gsm8k",
+        {
+            "main": {"train": gsm8k_like_rows(30), "test": gsm8k_like_rows(5, start=100)},
+            "socratic": {"train": gsm8k_like_rows(3, start=200), "test": gsm8k_like_rows(2, start=300)},
+        },
+    )
 
 
-@pytest.mark.parametrize("text, name, rows", [
-    ("train", "train", range(0, 30)),
-    ("train[:10]", "train", range(0, 10)),
-    ("train[5:8]", "train", range(5, 8)),
-    ("train[-3:]", "train", range(27, 30)),
-    ("test[:10%]", "test", range(0, 3)),
-], ids=["whole", "head", "middle", "tail", "percent"])
+@pytest.mark.parametrize(
+    "text, name, rows",
+    [
+        ("train", "train", range(0, 30)),
+        ("train[:10]", "train", range(0, 10)),
+        ("train[5:8]", "train", range(5, 8)),
+        ("train[-3:]", "train", range(27, 30)),
+        ("test[:10%]", "test", range(0, 3)),
+    ],
+    ids=["whole", "head", "middle", "tail", "percent"],
+)
 def test_split_slices_read_as_datasets_reads_them(text, name, rows):
     split = hub_datasets.parse_split(text)
     assert (split.name, split.rows(30)) == (name, rows)
@@ -48,7 +55,9 @@ def test_first_rows_of_a_slice_read_one_file_only(gsm):
     source = hub_datasets.locate(str(gsm))
     rows = hub_datasets.first_rows(source, "main", hub_datasets.parse_split("train[4:]"), 2)
     assert rows == gsm8k_like_rows(2, start=4)
-    assert hub_datasets.first_rows(source, "socratic", hub_datasets.parse_split("test"), 9) == gsm8k_like_rows(2, start=300)
+    assert hub_datasets.first_rows(source, "socratic", hub_datasets.parse_split("test"), 9) == gsm8k_like_rows(
+        2, start=300
+    )
 
 
 def test_load_split_reads_the_slice_through_datasets(gsm):
@@ -103,8 +112,9 @@ def test_a_cached_hub_id_is_read_from_its_snapshot(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     source = hub_datasets.locate("openai/gsm8k")
     assert (source.kind, source.hub_id, source.cached) == (hub_datasets.HUB, "openai/gsm8k", True)
-    assert hub_datasets.load_split(source, "main", hub_datasets.parse_split("train"))["question"] == \
-        [row["question"] for row in gsm8k_like_rows(4)]
+    assert hub_datasets.load_split(source, "main", hub_datasets.parse_split("train"))["question"] == [
+        row["question"] for row in gsm8k_like_rows(4)
+    ]
 
 
 def test_an_uncached_hub_id_offline_is_refused_with_how_to_download_it(tmp_path, monkeypatch):
@@ -135,8 +145,9 @@ def test_an_unreachable_hub_is_refused_quickly_and_asked_once_a_minute(tmp_path,
     hub_datasets._hub_answer.cache_clear()
     started = time.perf_counter()
     problem = hub_datasets.hub_problem("someone/some-data")
-    assert problem.startswith("dataset_name: 'someone/some-data' is not in the hub cache and the hub cannot be "
-                              "reached (")
+    assert problem.startswith(
+        "dataset_name: 'someone/some-data' is not in the hub cache and the hub cannot be reached ("
+    )
     assert "hf download --repo-type dataset someone/some-data --local-dir DIR" in problem
     assert time.perf_counter() - started < hub_datasets.HUB_TIMEOUT_S + 1
     assert hub_datasets.hub_problem("someone/some-data") == problem and hub_datasets._hub_answer.cache_info().hits == 1

@@ -36,9 +36,13 @@ FILES = {
     + [json.dumps(r) for s in (2, 3) for r in round_of(s, reward=0.9)],
     "newest-step-twice-in-a-row": [json.dumps(r) for r in round_of(1) + round_of(1, reward=0.9)],
     "other-key-order-and-floats": [json.dumps({"group": 0, "step": 1, "reward": 0.1})] * 2
-    + [json.dumps({"step": 2.0, "group": 0, "reward": 0.2})] * 2 + [json.dumps(r) for r in round_of(3)],
-    "junk-and-stepless-lines": [json.dumps(r) for r in round_of(1)] + ["not json", '{"no": "step"}']
-    + [json.dumps(r) for r in round_of(2)] + ['{"step": true}'] + [json.dumps(r) for r in round_of(3)],
+    + [json.dumps({"step": 2.0, "group": 0, "reward": 0.2})] * 2
+    + [json.dumps(r) for r in round_of(3)],
+    "junk-and-stepless-lines": [json.dumps(r) for r in round_of(1)]
+    + ["not json", '{"no": "step"}']
+    + [json.dumps(r) for r in round_of(2)]
+    + ['{"step": true}']
+    + [json.dumps(r) for r in round_of(3)],
     "skipped-steps": [json.dumps(r) for s in (2, 5, 9) for r in round_of(s)],
 }
 
@@ -124,8 +128,11 @@ def test_stretches_run_across_chunks(tmp_path, monkeypatch):
     runfolder.append_jsonl(path, round_of(1, groups=5) + round_of(2, groups=5))
     whole = jsonl_cache.index_steps(path)
     monkeypatch.setattr(jsonl_cache, "CHUNK_BYTES", 50)  # shorter than one line
-    assert jsonl_cache.index_steps(path).stretches == whole.stretches == ((1, 0, whole.last[1][1]),
-                                                                         (2, whole.last[1][1], whole.offset))
+    assert (
+        jsonl_cache.index_steps(path).stretches
+        == whole.stretches
+        == ((1, 0, whole.last[1][1]), (2, whole.last[1][1], whole.offset))
+    )
 
 
 def test_records_read_only_what_was_appended(tmp_path):

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import TINY, launched_threads, poll_until as wait_for
+from helpers import TINY, launched_threads
+from helpers import poll_until as wait_for
 
 from workbench.jobs import allocator, commands, launcher, processes, run_list, run_state
 from workbench.runstore import checkpoint_integrity, run_locks, runfolder
@@ -34,15 +35,31 @@ def steps_of(run_dir, name):
 
 def test_one_process_runs_python_m_workbench(tmp_path):
     command = commands.build_command(RunConfig(**TINY), tmp_path)
-    assert command == [sys.executable, "-m", "workbench", "train", "--run-dir", str(tmp_path),
-                       "--config", str(tmp_path / "config.json")]
+    assert command == [
+        sys.executable,
+        "-m",
+        "workbench",
+        "train",
+        "--run-dir",
+        str(tmp_path),
+        "--config",
+        str(tmp_path / "config.json"),
+    ]
 
 
 def test_several_processes_go_through_accelerate_launch(tmp_path):
     command = commands.build_command(RunConfig(**TINY, num_processes=2), tmp_path, resume=True)
     assert "launch" in command[:3] and command[command.index("--num_processes") + 1] == "2"
-    assert command[-8:] == ["-m", "workbench", "train", "--run-dir", str(tmp_path),
-                            "--config", str(tmp_path / "config.json"), "--resume"]
+    assert command[-8:] == [
+        "-m",
+        "workbench",
+        "train",
+        "--run-dir",
+        str(tmp_path),
+        "--config",
+        str(tmp_path / "config.json"),
+        "--resume",
+    ]
 
 
 def test_start_refuses_a_bad_config_before_anything_runs(runs_dir):
@@ -250,11 +267,18 @@ def test_relative_model_dataset_and_reward_file_train_in_the_background(tmp_path
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "prompts.jsonl").write_text(
-        "".join(f'{{"prompt": "Name a colour, {i}."}}\n' for i in range(8)))
+        "".join(f'{{"prompt": "Name a colour, {i}."}}\n' for i in range(8))
+    )
     (tmp_path / "my_rewards.py").write_text(
-        "def short(completions, **kwargs):\n    return [-len(str(c)) / 100 for c in completions]\n")
-    cfg = RunConfig(**{**TINY, "model": os.path.relpath(tiny_model, tmp_path)}, max_steps=1,
-                    dataset_path="data/prompts.jsonl", reward_file="my_rewards.py", reward_names=["short"])
+        "def short(completions, **kwargs):\n    return [-len(str(c)) / 100 for c in completions]\n"
+    )
+    cfg = RunConfig(
+        **{**TINY, "model": os.path.relpath(tiny_model, tmp_path)},
+        max_steps=1,
+        dataset_path="data/prompts.jsonl",
+        reward_file="my_rewards.py",
+        reward_names=["short"],
+    )
     run_id = launcher.start(cfg, "runs")
     status = run_state.wait(run_id, "runs", timeout=240)
     run_dir = run_state.run_dir_of(run_id, "runs")
@@ -290,15 +314,21 @@ def slow_trainer(runs_dir, notice, save, step_time=None):
     run_dir = fake_run(runs_dir, pid=None)
     if step_time:
         runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{"step": 1, "step_time": step_time}])
-    process = subprocess.Popen([sys.executable, "-c", TRAINER, str(run_dir), str(notice), str(save)],
-                               start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    process = subprocess.Popen(
+        [sys.executable, "-c", TRAINER, str(run_dir), str(notice), str(save)],
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     runfolder.update_status(run_dir, pid=process.pid, pgid=process.pid)
     return run_dir, process
 
 
 # A save 4x the stop's timeout, a step noticed 3x later than it: either way the stop must wait, not kill.
-@pytest.mark.parametrize("notice, save, step_time", [(0.0, 2.0, None), (1.5, 0.5, 4.0)],
-                         ids=["stop-while-saving", "step-slower-than-the-timeout"])
+@pytest.mark.parametrize(
+    "notice, save, step_time",
+    [(0.0, 2.0, None), (1.5, 0.5, 4.0)],
+    ids=["stop-while-saving", "step-slower-than-the-timeout"],
+)
 def test_stop_waits_for_the_step_and_the_save(runs_dir, notice, save, step_time):
     run_dir, process = slow_trainer(runs_dir, notice, save, step_time)
     try:
@@ -393,13 +423,19 @@ def test_a_run_folder_without_permission_is_flagged(tmp_path):
         locked = broken_run(runs, "20260102-000000-locked")
         locked.chmod(0o000)
         if os.geteuid() == 0:  # root reads anything: list the runs as nobody
-            out = subprocess.run([sys.executable, "-c", LIST_AS_NOBODY, str(runs)], capture_output=True, text=True,
-                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+            out = subprocess.run(
+                [sys.executable, "-c", LIST_AS_NOBODY, str(runs)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            )
             assert out.returncode == 0, out.stderr
             lines = out.stdout.splitlines()
         else:
-            lines = [f"{e['run_id']} {e['state']} {(e.get('error') or {}).get('message', '')}"
-                     for e in run_list.list_runs(runs)]
+            lines = [
+                f"{e['run_id']} {e['state']} {(e.get('error') or {}).get('message', '')}"
+                for e in run_list.list_runs(runs)
+            ]
         assert lines[0].startswith("20260102-000000-locked unreadable") and "Permission denied" in lines[0]
         assert lines[1] == "20260101-000000-fake finished "
     finally:

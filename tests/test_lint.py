@@ -16,8 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def ruff(*args: str) -> subprocess.CompletedProcess:
     # `python -m ruff` finds the binary the venv's ruff wheel installed, whichever venv runs the tests
-    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def test_ruff_finds_nothing_to_fix():

@@ -12,8 +12,12 @@ import pytest
 
 from workbench.trainer import packed_decode
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(packed_decode.available() is not None,
-                                                   reason=f"no MKL packed GEMM: {packed_decode.available()}")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        packed_decode.available() is not None, reason=f"no MKL packed GEMM: {packed_decode.available()}"
+    ),
+]
 ROWS = 4
 
 
@@ -40,8 +44,7 @@ def sampled(model, seed: int, **settings):
     ids, mask = prompts()
     torch.manual_seed(seed)
     with torch.no_grad():
-        return model.generate(ids, attention_mask=mask, max_new_tokens=12, do_sample=True, pad_token_id=0,
-                              **settings)
+        return model.generate(ids, attention_mask=mask, max_new_tokens=12, do_sample=True, pad_token_id=0, **settings)
 
 
 def test_the_start_up_check_passes_on_a_llama_model(model):
@@ -52,8 +55,10 @@ def test_the_start_up_check_passes_on_a_llama_model(model):
     assert fused.check() is None and fused.steps == 0
 
 
-@pytest.mark.parametrize("settings", [dict(temperature=1.0, top_k=0), dict(temperature=0.7, top_k=0),
-                                      dict(temperature=0.9, top_k=20, top_p=0.9)])
+@pytest.mark.parametrize(
+    "settings",
+    [dict(temperature=1.0, top_k=0), dict(temperature=0.7, top_k=0), dict(temperature=0.9, top_k=20, top_p=0.9)],
+)
 def test_generate_samples_the_tokens_of_the_models_own_forward(model, settings, monkeypatch):
     from workbench.trainer import llama_decode
     from workbench.trainer.llama_decode import FusedLlamaDecode
@@ -74,8 +79,15 @@ def first_scores(model):
 
     ids, mask = prompts()
     with torch.no_grad():
-        out = model.generate(ids, attention_mask=mask, max_new_tokens=2, do_sample=False, pad_token_id=0,
-                             output_scores=True, return_dict_in_generate=True)
+        out = model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=2,
+            do_sample=False,
+            pad_token_id=0,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
     return out.scores[1]
 
 
@@ -90,13 +102,16 @@ def test_a_refresh_writes_the_fused_matrices_and_they_are_packed_again(model, mo
     attention = model.model.layers[0].self_attn
     packs = []
     real_pack = packed_decode.pack_into
-    monkeypatch.setattr(packed_decode, "pack_into", lambda buffer, weight, rows: packs.append(weight.shape) or
-                        real_pack(buffer, weight, rows))
+    monkeypatch.setattr(
+        packed_decode,
+        "pack_into",
+        lambda buffer, weight, rows: packs.append(weight.shape) or real_pack(buffer, weight, rows),
+    )
     with torch.no_grad():  # as GenerationCopy.sync writes a weight: in place
         attention.v_proj.weight.mul_(-3.0)
         model.model.layers[-1].mlp.down_proj.weight.mul_(5.0)
     qkv = fused.layers[0][0].weight
-    assert qkv[-attention.v_proj.weight.shape[0]:].data_ptr() == attention.v_proj.weight.data_ptr()
+    assert qkv[-attention.v_proj.weight.shape[0] :].data_ptr() == attention.v_proj.weight.data_ptr()
     fused.invalidate([attention.v_proj.weight])
     after = first_scores(model)
     assert len(packs) == 4 * len(model.model.layers)  # every decoder layer's four matrices; not the LM head
@@ -125,9 +140,16 @@ def test_models_it_was_not_written_for_are_named_with_the_reason(model):
 
     from workbench.trainer.llama_decode import unsupported
 
-    qwen = AutoModelForCausalLM.from_config(Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32,
-                                                        num_hidden_layers=1, num_attention_heads=2,
-                                                        num_key_value_heads=1))
+    qwen = AutoModelForCausalLM.from_config(
+        Qwen2Config(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    )
     assert unsupported(qwen) == "written for llama layers, not qwen2"
     model.config.hidden_act = "gelu"
     assert unsupported(model) == "the model's activation is gelu, not silu"
@@ -186,6 +208,7 @@ def test_a_start_up_check_that_fails_leaves_the_copy_on_its_own_layers(model, mo
     copy = GenerationCopy.__new__(GenerationCopy)  # only its model and packing are used here
     copy.model = model
     own = model.forward
-    assert copy.pack_decode(ROWS) == ("the model's own layers (its start-up check failed: RuntimeError: shapes do "
-                                      "not fit)")
+    assert copy.pack_decode(ROWS) == (
+        "the model's own layers (its start-up check failed: RuntimeError: shapes do not fit)"
+    )
     assert isinstance(copy.packed, PackedDecode) and model.forward == own

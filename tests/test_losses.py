@@ -34,7 +34,12 @@ def test_per_token_loss_is_minus_advantage_on_policy(batch):
 @pytest.mark.parametrize(
     "log_ratio, advantage, expected",
     [(0.5, 1.0, -1.2), (0.5, -1.0, 1.6487), (-0.5, -1.0, 0.8), (-0.5, 1.0, -0.6065)],
-    ids=["high-ratio-positive-clipped", "high-ratio-negative-unclipped", "low-ratio-negative-clipped", "low-ratio-positive-unclipped"],
+    ids=[
+        "high-ratio-positive-clipped",
+        "high-ratio-negative-unclipped",
+        "low-ratio-negative-clipped",
+        "low-ratio-positive-unclipped",
+    ],
 )
 def test_clipping_takes_the_pessimistic_side(log_ratio, advantage, expected):
     old = torch.zeros(1, 1)
@@ -87,8 +92,13 @@ def test_zero_advantages_give_zero_loss_and_zero_gradient(batch, loss_type):
 def test_kl_term_is_aggregated_like_the_policy_term(batch, loss_type):
     beta = 0.04
     parts = losses.compute_loss(
-        batch["logps"], batch["advantages"], batch["mask"], loss_type=loss_type, beta=beta,
-        ref_per_token_logps=batch["ref"], max_completion_length=MAX_LEN,
+        batch["logps"],
+        batch["advantages"],
+        batch["mask"],
+        loss_type=loss_type,
+        beta=beta,
+        ref_per_token_logps=batch["ref"],
+        max_completion_length=MAX_LEN,
     )
     kl = losses.k3_kl(batch["logps"], batch["ref"])
     expected_kl = losses.aggregate(kl, batch["mask"], loss_type, max_completion_length=MAX_LEN)
@@ -105,8 +115,13 @@ def test_micro_batches_add_up_to_the_whole_batch_for_equal_token_counts(batch, l
     halves = [[0, 1], [2, 3]]
     total = sum(
         losses.aggregate(
-            per_token[rows], batch["mask"][rows], loss_type, max_completion_length=MAX_LEN,
-            num_items_in_batch=batch["mask"].sum(), gradient_accumulation_steps=2, steps_per_generation=2,
+            per_token[rows],
+            batch["mask"][rows],
+            loss_type,
+            max_completion_length=MAX_LEN,
+            num_items_in_batch=batch["mask"].sum(),
+            gradient_accumulation_steps=2,
+            steps_per_generation=2,
         )
         for rows in halves
     )
@@ -159,8 +174,13 @@ def test_sequence_ratio_is_the_geometric_mean_of_the_token_ratios(off_policy):
 
 def test_on_policy_the_variants_change_nothing(batch):
     """Old log-probs equal to the new ones (TRL's on-policy default): every variant gives the same loss."""
-    rows = losses.compare_variants(batch["logps"].detach(), batch["logps"].detach(), batch["advantages"],
-                                   batch["mask"], max_completion_length=MAX_LEN)
+    rows = losses.compare_variants(
+        batch["logps"].detach(),
+        batch["logps"].detach(),
+        batch["advantages"],
+        batch["mask"],
+        max_completion_length=MAX_LEN,
+    )
     assert len({round(row["loss"], 7) for row in rows}) == 1
     assert all(row["clip_region_mean"] == 0 for row in rows)
 
@@ -192,25 +212,45 @@ def trl_loss():
 def test_variants_match_trls_own_loss_and_clip_ratios(off_policy, trl_loss, loss_type, variant):
     knobs = losses.VARIANTS[variant]
     trl_value, metrics = trl_loss(
-        off_policy["logps"], off_policy["old"], off_policy["advantages"], off_policy["mask"], loss_type=loss_type,
-        epsilon=knobs["epsilon_low"], epsilon_high=knobs["epsilon_high"],
-        importance_sampling_level=knobs["importance_sampling_level"], max_completion_length=MAX_LEN,
+        off_policy["logps"],
+        off_policy["old"],
+        off_policy["advantages"],
+        off_policy["mask"],
+        loss_type=loss_type,
+        epsilon=knobs["epsilon_low"],
+        epsilon_high=knobs["epsilon_high"],
+        importance_sampling_level=knobs["importance_sampling_level"],
+        max_completion_length=MAX_LEN,
     )
-    ours = losses.compute_loss(off_policy["logps"], off_policy["advantages"], off_policy["mask"], loss_type=loss_type,
-                               old_per_token_logps=off_policy["old"], max_completion_length=MAX_LEN, **knobs)
+    ours = losses.compute_loss(
+        off_policy["logps"],
+        off_policy["advantages"],
+        off_policy["mask"],
+        loss_type=loss_type,
+        old_per_token_logps=off_policy["old"],
+        max_completion_length=MAX_LEN,
+        **knobs,
+    )
     assert ours.loss.item() == pytest.approx(trl_value, abs=1e-6)
-    ratio = losses.importance_ratio(off_policy["logps"], off_policy["old"], off_policy["mask"],
-                                    knobs["importance_sampling_level"])
-    clipped = losses.clip_fractions(ratio, off_policy["advantages"], off_policy["mask"], knobs["epsilon_low"],
-                                    knobs["epsilon_high"])
+    ratio = losses.importance_ratio(
+        off_policy["logps"], off_policy["old"], off_policy["mask"], knobs["importance_sampling_level"]
+    )
+    clipped = losses.clip_fractions(
+        ratio, off_policy["advantages"], off_policy["mask"], knobs["epsilon_low"], knobs["epsilon_high"]
+    )
     for side in ("low_mean", "high_mean", "region_mean"):
         assert clipped[side] == pytest.approx(metrics[f"clip_ratio/{side}"], abs=1e-6), side
     assert clipped["region_mean"] > 0  # the batch really is off-policy enough to clip
 
 
 def test_each_variant_gives_a_different_loss_off_policy(off_policy):
-    rows = losses.compare_variants(off_policy["logps"], off_policy["old"], off_policy["advantages"],
-                                   off_policy["mask"], max_completion_length=MAX_LEN)
+    rows = losses.compare_variants(
+        off_policy["logps"],
+        off_policy["old"],
+        off_policy["advantages"],
+        off_policy["mask"],
+        max_completion_length=MAX_LEN,
+    )
     assert len({round(row["loss"], 6) for row in rows}) == len(losses.VARIANTS)
 
 

@@ -36,8 +36,17 @@ RUN_ID = "20260301-000000-odd-lines"
 
 
 def completion(step, i, **changes) -> dict:
-    record = {"step": step, "group": 0, "prompt": f"question {step}", "completion": f"answer {step}.{i}",
-              "rewards": {"brevity": i / 2}, "reward": i / 2, "advantage": i - 0.5, "length": 3, "truncated": False}
+    record = {
+        "step": step,
+        "group": 0,
+        "prompt": f"question {step}",
+        "completion": f"answer {step}.{i}",
+        "rewards": {"brevity": i / 2},
+        "reward": i / 2,
+        "advantage": i - 0.5,
+        "length": 3,
+        "truncated": False,
+    }
     return {**record, **changes}
 
 
@@ -64,9 +73,11 @@ def write_run(runs_dir: Path) -> Path:
     """A finished 3-step run; step 2 and step 3 each have unreadable lines among their records."""
     run_dir = runs_dir / RUN_ID
     RunConfig.for_task("demo").with_changes(model="tiny", num_generations=G, max_steps=3).save(
-        run_dir / runfolder.CONFIG_FILE)
-    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE,
-                                {"state": "finished", "step": 3, "total_steps": 3, "started_at": 1000.0})
+        run_dir / runfolder.CONFIG_FILE
+    )
+    runfolder.write_json_atomic(
+        run_dir / runfolder.STATUS_FILE, {"state": "finished", "step": 3, "total_steps": 3, "started_at": 1000.0}
+    )
     completions, metrics = b"", b""
     for step in (1, 2, 3):
         completions += line(completion(step, 0))
@@ -76,8 +87,9 @@ def write_run(runs_dir: Path) -> Path:
         if step == 3:
             completions += line(completion(3, 9, rewards="high"))
         completions += line(completion(step, 1))
-        metrics += line({"step": step, "loss": 0.1, "reward": step / 3, "reward_std": 0.2, "kl": 0.01 * step,
-                         "step_time": 1.0})
+        metrics += line(
+            {"step": step, "loss": 0.1, "reward": step / 3, "reward_std": 0.2, "kl": 0.01 * step, "step_time": 1.0}
+        )
     (run_dir / runfolder.COMPLETIONS_FILE).write_bytes(completions)
     (run_dir / runfolder.METRICS_FILE).write_bytes(metrics)
     return run_dir
@@ -101,8 +113,9 @@ def test_each_bad_line_is_skipped_with_its_reason():
             good = line({"step": 1, "reward": 0.5})
             parsed, skipped = runfolder.parse_lines(good + bad + good, base=100, rule=rule)
             assert parsed == [{"step": 1, "reward": 0.5}] * 2
-            assert skipped.count == 1 and re.fullmatch(rf"byte {100 + len(good)}: {re.escape(reason)}.*",
-                                                        skipped.first), (bad, skipped)
+            assert skipped.count == 1 and re.fullmatch(
+                rf"byte {100 + len(good)}: {re.escape(reason)}.*", skipped.first
+            ), (bad, skipped)
     assert completion_problem(completion(1, 0)) is None and metric_problem({"loss": 0.1}) is None
     deep = b"[" * 100_000 + b"]" * 100_000 + b"\n"  # deeper than Python's parser goes
     assert runfolder.parse_lines(deep) == ([], Skipped(1, "byte 0: not JSON"))
@@ -130,8 +143,9 @@ def test_the_train_tab_shows_the_good_records_and_a_note(run_dir, caplog):
     assert "answer 2.0" in cards and "answer 2.1" in cards and "answer 2.9" not in cards
 
     with open(run_dir / runfolder.COMPLETIONS_FILE, "ab") as handle:
-        handle.write(b"\xff\xfe\n" + line(completion(4, 0, rewards=[1])) + line(completion(4, 0)) +
-                     line(completion(4, 1)))
+        handle.write(
+            b"\xff\xfe\n" + line(completion(4, 0, rewards=[1])) + line(completion(4, 0)) + line(completion(4, 1))
+        )
     with open(run_dir / runfolder.METRICS_FILE, "ab") as handle:
         handle.write(b'{"step": "4"}\n' + line({"step": 4, "loss": 0.1, "reward": 0.9}))
     runfolder.update_status(run_dir, step=4, total_steps=4)
@@ -175,8 +189,14 @@ def test_the_command_line_reads_the_run_and_says_so_once(run_dir, tmp_path):
     out = tmp_path / "report.html"
 
     def workbench(*args) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "workbench", *args, "--runs-dir", str(run_dir.parent)],
-                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "workbench", *args, "--runs-dir", str(run_dir.parent)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
 
     made = workbench("report", RUN_ID, "--out", str(out))
     assert made.returncode == 0 and "Traceback" not in made.stderr, made.stderr

@@ -15,9 +15,17 @@ REPO = Path(__file__).resolve().parents[1]
 def llama_config(**overrides):
     """A transformers config.json dict shaped like SmolLM2-135M-Instruct."""
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
-        "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
-        "head_dim": 64, "vocab_size": 49152, "tie_word_embeddings": True, "max_position_embeddings": 8192,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "head_dim": 64,
+        "vocab_size": 49152,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 8192,
     }
     config.update(overrides)
     return config
@@ -29,8 +37,9 @@ def smollm2():
 
 
 def estimate(shape, **settings):
-    defaults = dict(per_device_train_batch_size=8, num_generations=8, max_prompt_length=40,
-                    max_completion_length=48, beta=0.04)
+    defaults = dict(
+        per_device_train_batch_size=8, num_generations=8, max_prompt_length=40, max_completion_length=48, beta=0.04
+    )
     return memory.estimate_memory(shape, **{**defaults, **settings})
 
 
@@ -39,6 +48,7 @@ def term(result, name):
 
 
 # ---------------------------------------------------------------- shape
+
 
 def test_shape_and_parameter_count_of_smollm2(smollm2):
     assert smollm2.kv_size == 192 and smollm2.attention_size == 576
@@ -54,7 +64,10 @@ def test_from_model_dir_reads_config_json_only(tmp_path):
 
 @pytest.mark.parametrize(
     "config, field",
-    [({"hidden_size": 8, "num_attention_heads": 2}, "num_hidden_layers"), ({"n_layer": 2, "n_head": 2, "vocab_size": 10}, "hidden_size")],
+    [
+        ({"hidden_size": 8, "num_attention_heads": 2}, "num_hidden_layers"),
+        ({"n_layer": 2, "n_head": 2, "vocab_size": 10}, "hidden_size"),
+    ],
     ids=["no-layers", "no-hidden"],
 )
 def test_incomplete_config_names_the_missing_field(config, field):
@@ -77,6 +90,7 @@ def test_gpt2_style_names_are_understood():
 
 # ---------------------------------------------------------------- terms
 
+
 def test_lora_term_counts_adapter_and_adam_state(smollm2):
     result = estimate(smollm2, lora_r=16)
     params = 30 * 16 * sum(i + o for i, o in smollm2.linear_shapes().values())
@@ -94,8 +108,9 @@ def test_activations_grow_with_batch_and_length(smollm2):
     base = term(estimate(smollm2, per_device_train_batch_size=4), "activations").bytes
     assert term(estimate(smollm2, per_device_train_batch_size=8), "activations").bytes == 2 * base
     # Doubling prompt + completion doubles the tokens; the attention mask row adds a little more.
-    longer = term(estimate(smollm2, per_device_train_batch_size=4, max_prompt_length=80,
-                           max_completion_length=96), "activations").bytes
+    longer = term(
+        estimate(smollm2, per_device_train_batch_size=4, max_prompt_length=80, max_completion_length=96), "activations"
+    ).bytes
     assert 2.0 < longer / base < 2.05
 
 
@@ -113,8 +128,12 @@ def test_logits_are_tiled_not_full(smollm2):
     assert tiles == memory.TOKEN_TILE * memory.VOCAB_TILE * 4 * memory.LOGIT_TILE_COPIES["cpu"]["backward"]
     assert tiles < 64 * 552 * 49152 * 4  # far below the full logits
     # on a GPU, TRL's Triton kernels fold one tile at a time
-    assert term(estimate(smollm2, per_device_train_batch_size=64, max_completion_length=512, device="cuda"),
-                "logits tiles").bytes == memory.TOKEN_TILE * memory.VOCAB_TILE * 4
+    assert (
+        term(
+            estimate(smollm2, per_device_train_batch_size=64, max_completion_length=512, device="cuda"), "logits tiles"
+        ).bytes
+        == memory.TOKEN_TILE * memory.VOCAB_TILE * 4
+    )
 
 
 def test_the_cuda_estimate_meets_the_peaks_measured_on_an_h100(smollm2):
@@ -124,14 +143,16 @@ def test_the_cuda_estimate_meets_the_peaks_measured_on_an_h100(smollm2):
     recorded = json.loads((REPO / "tests" / "data" / "gpu_memory_h100.json").read_text())
     for row in recorded["rows"]:
         setting = {k: v for k, v in row["setting"].items() if k != "device"}
-        result = memory.estimate_memory(smollm2, device="cuda", dtype_bytes=4,
-                                        max_prompt_length=row["max_prompt_tokens"], **setting)
+        result = memory.estimate_memory(
+            smollm2, device="cuda", dtype_bytes=4, max_prompt_length=row["max_prompt_tokens"], **setting
+        )
         error = result.total_bytes / row["nvml_peak_bytes"] - 1
         # within the kit's 15%, and never far under: an estimate under the peak says a run fits that does not
         assert -0.10 <= error <= 0.15, (row["name"], error, result.breakdown())
         # the CUDA context: what the card held beyond torch's own reserve
-        assert term(result, "runtime").bytes == pytest.approx(row["nvml_peak_bytes"] - row["cuda_peak_reserved"],
-                                                               rel=0.01)
+        assert term(result, "runtime").bytes == pytest.approx(
+            row["nvml_peak_bytes"] - row["cuda_peak_reserved"], rel=0.01
+        )
         # the LM head's backward: about one tile above what the backward began with
         assert term(result, "logits tiles").bytes == pytest.approx(row["cuda_phase_peaks"]["backward"], rel=0.35)
         assert result.peak_phase == "training"
@@ -159,8 +180,14 @@ def test_gradient_checkpointing_saves_activations(smollm2):
 def test_vllm_server_and_colocate(smollm2):
     server = estimate(smollm2, device="cuda", dtype_bytes=2, use_vllm=True, vllm_mode="server")
     assert term(server, "generation").bytes == 0
-    colocate = estimate(smollm2, device="cuda", dtype_bytes=2, use_vllm=True, device_total_bytes=80 * memory.GIB,
-                        vllm_gpu_memory_utilization=0.3)
+    colocate = estimate(
+        smollm2,
+        device="cuda",
+        dtype_bytes=2,
+        use_vllm=True,
+        device_total_bytes=80 * memory.GIB,
+        vllm_gpu_memory_utilization=0.3,
+    )
     assert term(colocate, "vllm").bytes == int(0.3 * 80 * memory.GIB) and term(colocate, "vllm").phase == "always"
     assert any("device_total_bytes" in n for n in estimate(smollm2, device="cuda", use_vllm=True).notes)
 
@@ -180,12 +207,14 @@ def test_breakdown_and_dict_are_plain_data(smollm2):
 
 @pytest.mark.parametrize(
     "settings, field",
-    [({"per_device_train_batch_size": 0}, "per_device_train_batch_size"),
-     ({"max_completion_length": 2.5}, "max_completion_length"),
-     ({"lora_r": True}, "lora_r"),
-     ({"lora_target_modules": "c_attn"}, "lora_target_modules"),
-     ({"dtype_bytes": 3}, "dtype_bytes"),
-     ({"device": "tpu"}, "device")],
+    [
+        ({"per_device_train_batch_size": 0}, "per_device_train_batch_size"),
+        ({"max_completion_length": 2.5}, "max_completion_length"),
+        ({"lora_r": True}, "lora_r"),
+        ({"lora_target_modules": "c_attn"}, "lora_target_modules"),
+        ({"dtype_bytes": 3}, "dtype_bytes"),
+        ({"device": "tpu"}, "device"),
+    ],
     ids=["zero-batch", "fractional-length", "bool-rank", "unknown-module", "odd-dtype", "unknown-device"],
 )
 def test_bad_settings_name_the_field(smollm2, settings, field):
@@ -198,9 +227,14 @@ def test_estimate_for_run_config_uses_its_fields(smollm2):
 
     config = RunConfig()
     result = memory.estimate_for_config(config, smollm2, max_prompt_length=40)
-    direct = estimate(smollm2, per_device_train_batch_size=config.per_device_train_batch_size,
-                      max_completion_length=config.max_completion_length, lora_r=config.lora_r,
-                      merged_copy_dtype_bytes=4, packed_decode=True)  # auto on a CPU: a float32 copy, packed
+    direct = estimate(
+        smollm2,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        max_completion_length=config.max_completion_length,
+        lora_r=config.lora_r,
+        merged_copy_dtype_bytes=4,
+        packed_decode=True,
+    )  # auto on a CPU: a float32 copy, packed
     assert result.total_bytes == direct.total_bytes
     # sampling from the policy itself: no copy, and so nothing packed
     bare = memory.estimate_for_config(config.with_changes(merged_generation="no"), smollm2, max_prompt_length=40)
@@ -210,13 +244,15 @@ def test_estimate_for_run_config_uses_its_fields(smollm2):
     assert copy.bytes == next(t for t in result.terms if t.name == "weights").bytes
     # packed: every linear weight and the LM head (tied to the embeddings, so counted once among the weights)
     shape = smollm2
-    assert packed.bytes == 4 * (shape.parameter_count() - shape.num_hidden_layers * 2 * shape.hidden_size
-                                - shape.hidden_size)
+    assert packed.bytes == 4 * (
+        shape.parameter_count() - shape.num_hidden_layers * 2 * shape.hidden_size - shape.hidden_size
+    )
     unpacked = memory.estimate_for_config(config.with_changes(packed_decode="no"), smollm2, max_prompt_length=40)
     assert result.total_bytes - unpacked.total_bytes == packed.bytes
 
 
 # ---------------------------------------------------------------- against the real thing
+
 
 @pytest.mark.slow
 def test_shape_counts_match_the_real_model_and_peft():
@@ -264,8 +300,9 @@ def test_activation_formula_matches_saved_tensors():
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
         model(input_ids=ids, attention_mask=mask).logits.sum()
     shape = memory.from_model_dir(folder)
-    result = memory.estimate_memory(shape, lora_r=4, per_device_train_batch_size=batch, max_prompt_length=seq // 2,
-                                    max_completion_length=seq // 2)
+    result = memory.estimate_memory(
+        shape, lora_r=4, per_device_train_batch_size=batch, max_prompt_length=seq // 2, max_completion_length=seq // 2
+    )
     # The count also holds the embedding output and the final norm's input and output (3 hidden per token).
     saved = sum(storages.values()) - 3 * batch * seq * shape.hidden_size * 4
     assert term(result, "activations").bytes == pytest.approx(saved, rel=0.15)
@@ -274,8 +311,13 @@ def test_activation_formula_matches_saved_tensors():
 @pytest.mark.slow
 def test_estimate_within_30_percent_of_a_real_cpu_run():
     """One real short GRPO run of the bundled model (benchmarks/bench_memory.py) against the estimate."""
-    result = subprocess.run([sys.executable, "benchmarks/bench_memory.py", "--only", "g4-len32", "--json"],
-                            capture_output=True, text=True, timeout=900, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_memory.py", "--only", "g4-len32", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )
     assert result.returncode in (0, 1), result.stderr[-3000:]
     row = json.loads(result.stdout.strip().splitlines()[-1])
     assert abs(row["relative_error"]) <= 0.30, row
@@ -284,9 +326,18 @@ def test_estimate_within_30_percent_of_a_real_cpu_run():
 def test_a_reward_model_counts_its_weights_for_the_run_and_its_forward_when_scoring(smollm2, tmp_path):
     folder = tmp_path / "reward-model"
     folder.mkdir()
-    config = {**llama_config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                             vocab_size=1000, tie_word_embeddings=False),
-              "architectures": ["LlamaForSequenceClassification"], "dtype": "bfloat16"}
+    config = {
+        **llama_config(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            vocab_size=1000,
+            tie_word_embeddings=False,
+        ),
+        "architectures": ["LlamaForSequenceClassification"],
+        "dtype": "bfloat16",
+    }
     (folder / "config.json").write_text(json.dumps(config))
     settings = {"per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": 48}
     without = memory.estimate_for_config(settings, smollm2, max_prompt_length=64)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.runstore import runfolder
 from workbench.modeltools.export_model import ExportError
+from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 from workbench.ui import merge_panel, merge_view
 
@@ -21,8 +21,11 @@ def run_dir(tmp_path, make_checkpoint):
 
 
 def test_choices_are_the_final_adapter_then_checkpoints_newest_first(run_dir):
-    assert merge_panel.adapter_choices(run_dir) == [("final adapter", "final"), ("checkpoint-10 (step 10)", "10"),
-                                                   ("checkpoint-5 (step 5)", "5")]
+    assert merge_panel.adapter_choices(run_dir) == [
+        ("final adapter", "final"),
+        ("checkpoint-10 (step 10)", "10"),
+        ("checkpoint-5 (step 5)", "5"),
+    ]
     assert merge_panel.adapter_choices(None) == []
 
 
@@ -37,8 +40,11 @@ def test_the_dashboard_writes_only_inside_the_runs_folder(run_dir):
     assert merge_panel.resolve_out("merged-x", run_dir, runs) == run_dir / "merged-x"
     assert merge_panel.resolve_out(str(runs / "elsewhere"), run_dir, runs) == runs / "elsewhere"
     for text in ("/tmp/model", "../../outside", str(runs)):
-        with pytest.raises(ExportError, match=r"^out: .* is outside the runs folder .*`python -m workbench "
-                                              r"export-model` writes anywhere"):
+        with pytest.raises(
+            ExportError,
+            match=r"^out: .* is outside the runs folder .*`python -m workbench "
+            r"export-model` writes anywhere",
+        ):
             merge_panel.resolve_out(text, run_dir, runs)
     with pytest.raises(ExportError, match="^out: no output folder given"):
         merge_panel.resolve_out("  ", run_dir, runs)

@@ -27,7 +27,9 @@ def test_tiny_model_is_a_real_small_llama_with_a_chat_template():
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     assert model.config.hidden_size == 16 and model.config.num_hidden_layers == 2
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert "hi" in text and text != "hi"
     ids = tokenizer("hello world", return_tensors="pt").input_ids
     assert model(ids).logits.shape[-1] == len(tokenizer)
@@ -52,6 +54,10 @@ def test_folder_without_config_is_refused(tmp_path):
         model_files.check_model(str(tmp_path))
 
 
-@pytest.mark.parametrize("name", ["", "smollm2-135m-instruct", "tiny", "Qwen/Qwen2-0.5B-Instruct"], ids=["empty", "bundled", "tiny", "hub-id"])
+@pytest.mark.parametrize(
+    "name",
+    ["", "smollm2-135m-instruct", "tiny", "Qwen/Qwen2-0.5B-Instruct"],
+    ids=["empty", "bundled", "tiny", "hub-id"],
+)
 def test_good_model_names_pass_the_cheap_check(name):
     model_files.check_model(name)

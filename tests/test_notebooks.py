@@ -19,8 +19,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-EXPECTED = ("01_batch_math", "02_loss_normalisation", "03_first_run", "04_reading_a_run", "05_vllm_generation",
-            "06_gsm8k_recipe", "07_reward_hacking")
+EXPECTED = (
+    "01_batch_math",
+    "02_loss_normalisation",
+    "03_first_run",
+    "04_reading_a_run",
+    "05_vllm_generation",
+    "06_gsm8k_recipe",
+    "07_reward_hacking",
+)
 # A stored notebook may carry small outputs at most; executed ones embed
 # plotly.js (megabytes) and must be stripped before committing.
 MAX_STORED_OUTPUT_BYTES = 10_000
@@ -93,7 +100,9 @@ def execute(path: Path, kernels: Path, runs_dir: Path):
         "WORKBENCH_RUNS_DIR": str(runs_dir),
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
     }
-    client = NotebookClient(notebook, km=manager, timeout=MAX_SECONDS, resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    client = NotebookClient(
+        notebook, km=manager, timeout=MAX_SECONDS, resources={"metadata": {"path": str(NOTEBOOK_DIR)}}
+    )
     try:
         client.execute(env=env)
     finally:  # a client given its kernel manager leaves the kernel running (a model in memory) until pytest exits
@@ -111,8 +120,9 @@ def plotly_outputs(notebook) -> int:
 
 
 # the vLLM notebook starts a CPU vLLM server, which takes every core
-RUNS = [pytest.param(path, marks=pytest.mark.one_at_a_time("vllm")) if "vllm" in path.stem else path
-        for path in NOTEBOOKS]
+RUNS = [
+    pytest.param(path, marks=pytest.mark.one_at_a_time("vllm")) if "vllm" in path.stem else path for path in NOTEBOOKS
+]
 
 
 @pytest.mark.slow
@@ -126,8 +136,9 @@ def test_runs_top_to_bottom(path, kernel_spec_dir, tmp_path):
     seconds = time.monotonic() - started
     assert seconds < MAX_SECONDS, f"{path.name} took {seconds:.0f} s"
     assert plotly_outputs(notebook) >= 1, f"{path.name} rendered no plotly figure"
-    errors = [output for cell in notebook.cells for output in cell.get("outputs", [])
-              if output.get("output_type") == "error"]
+    errors = [
+        output for cell in notebook.cells for output in cell.get("outputs", []) if output.get("output_type") == "error"
+    ]
     assert not errors
     # Whatever the notebook trained in the background is finished and its process ends
     # (it writes its final state just before exiting, so give it a few seconds).

@@ -8,20 +8,42 @@ import pytest
 
 from workbench.access import owners, users
 from workbench.access.owners import NOBODY, OPEN, Viewer
-from workbench.runstore import runfolder
 from workbench.insight import follow
+from workbench.runstore import runfolder
 from workbench.ui import run_access
 
 ALICE, BOB, ADMIN = Viewer("alice"), Viewer("bob"), Viewer("root", admin=True)
 
 
-@pytest.mark.parametrize("viewer, owner, allowed", [
-    (OPEN, "alice", True), (OPEN, None, True),
-    (ALICE, "alice", True), (ALICE, "bob", False), (ALICE, None, False), (ALICE, "", False),
-    (ADMIN, "alice", True), (ADMIN, None, True),
-    (NOBODY, "", False), (NOBODY, None, False), (NOBODY, "alice", False),
-], ids=["open-owned", "open-unowned", "own", "other", "user-unowned", "user-empty-owner",
-        "admin-other", "admin-unowned", "nobody-empty", "nobody-unowned", "nobody-owned"])
+@pytest.mark.parametrize(
+    "viewer, owner, allowed",
+    [
+        (OPEN, "alice", True),
+        (OPEN, None, True),
+        (ALICE, "alice", True),
+        (ALICE, "bob", False),
+        (ALICE, None, False),
+        (ALICE, "", False),
+        (ADMIN, "alice", True),
+        (ADMIN, None, True),
+        (NOBODY, "", False),
+        (NOBODY, None, False),
+        (NOBODY, "alice", False),
+    ],
+    ids=[
+        "open-owned",
+        "open-unowned",
+        "own",
+        "other",
+        "user-unowned",
+        "user-empty-owner",
+        "admin-other",
+        "admin-unowned",
+        "nobody-empty",
+        "nobody-unowned",
+        "nobody-owned",
+    ],
+)
 def test_who_may_see_and_control_a_run(viewer, owner, allowed):
     assert owners.may_see(viewer, owner) is allowed
     assert owners.may_control(viewer, owner) is allowed

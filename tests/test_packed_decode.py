@@ -13,8 +13,12 @@ from workbench.trainer import packed_decode
 from workbench.trainer.packed_decode import PackedDecode
 
 # every test loads the tiny model's weights; MKL's packed GEMM is what torch's x86 wheels link in
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(packed_decode.available() is not None,
-                                                   reason=f"no MKL packed GEMM: {packed_decode.available()}")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        packed_decode.available() is not None, reason=f"no MKL packed GEMM: {packed_decode.available()}"
+    ),
+]
 
 
 @pytest.fixture
@@ -98,8 +102,9 @@ def test_the_product_is_torch_s_own_packed_mkl_product_to_the_bit():
     weight, x = torch.randn(96, 64), torch.randn(8, 1, 64)
     buffer = packed_decode.new_buffer(weight, 8)
     packed_decode.pack_into(buffer, weight, 8)
-    theirs = torch.ops.mkl._mkl_linear(x.view(8, 64), torch.ops.mkl._mkl_reorder_linear_weight(weight, 8), weight,
-                                       None, 8)
+    theirs = torch.ops.mkl._mkl_linear(
+        x.view(8, 64), torch.ops.mkl._mkl_reorder_linear_weight(weight, 8), weight, None, 8
+    )
     assert torch.equal(packed_decode.packed_linear(x, buffer, 96).view(8, 96), theirs)
 
 
@@ -107,8 +112,16 @@ def test_sampling_draws_the_same_tokens_packed_or_not(model):
     import torch
 
     prompts = torch.randint(0, 200, (4, 6), generator=torch.Generator().manual_seed(2))
-    settings = dict(attention_mask=torch.ones_like(prompts), max_new_tokens=12, min_new_tokens=12, do_sample=True,
-                    temperature=1.0, top_k=0, top_p=1.0, pad_token_id=0)
+    settings = dict(
+        attention_mask=torch.ones_like(prompts),
+        max_new_tokens=12,
+        min_new_tokens=12,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        pad_token_id=0,
+    )
     drawn = []
     for packing in (False, True):
         if packing:

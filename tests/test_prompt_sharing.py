@@ -36,13 +36,16 @@ def test_completions_of_very_different_lengths_are_scored_in_two_buckets():
     assert length_buckets([7]) == [[0]]
 
 
-@pytest.mark.parametrize(("model_type", "checkpointing", "processes", "refused"), [
-    ("llama", False, 1, None),
-    ("qwen2", False, 1, None),
-    ("llama", True, 1, "gradient_checkpointing"),
-    ("llama", False, 2, "2 processes"),
-    ("gpt2", False, 1, "not checked"),
-])
+@pytest.mark.parametrize(
+    ("model_type", "checkpointing", "processes", "refused"),
+    [
+        ("llama", False, 1, None),
+        ("qwen2", False, 1, None),
+        ("llama", True, 1, "gradient_checkpointing"),
+        ("llama", False, 2, "2 processes"),
+        ("gpt2", False, 1, "not checked"),
+    ],
+)
 def test_it_runs_only_where_it_was_checked(model_type, checkpointing, processes, refused):
     reason = unsupported_reason(model_type, checkpointing, processes)
     assert reason is None if refused is None else refused in reason
@@ -58,8 +61,15 @@ def tiny_of_type(model_type: str, tiny_model: str):
         return AutoModelForCausalLM.from_pretrained(tiny_model)
     config_class = {"qwen2": Qwen2Config, "qwen3": Qwen3Config}[model_type]
     torch.manual_seed(0)
-    config = config_class(vocab_size=256, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                          num_attention_heads=2, num_key_value_heads=1, head_dim=8)
+    config = config_class(
+        vocab_size=256,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=8,
+    )
     return AutoModelForCausalLM.from_config(config)
 
 
@@ -109,7 +119,6 @@ def trl_logps(model, ids, mask):
 
 def values_and_grads(model, compute, ids, mask, completion_mask):
     """(log-probs, entropies, LoRA gradients of a loss over both) of `compute`."""
-    import torch
 
     model.zero_grad(set_to_none=True)
     logps, entropies = compute(model, ids, mask)
@@ -149,8 +158,15 @@ def test_a_run_with_the_shared_pass_logs_the_loss_of_a_run_without(tiny_model, t
     texts, metrics, status = {}, {}, {}
     for mode in ("no", "yes"):
         run_dir = tmp_path / mode
-        cfg = tiny_config(task="reward_hacking", max_steps=2, shared_prompt_pass=mode, learning_rate=0.05,
-                          beta=0.1, eval_strategy="no", save_steps=100)
+        cfg = tiny_config(
+            task="reward_hacking",
+            max_steps=2,
+            shared_prompt_pass=mode,
+            learning_rate=0.05,
+            beta=0.1,
+            eval_strategy="no",
+            save_steps=100,
+        )
         assert run_training(cfg, run_dir) == 0
         texts[mode] = [c["completion"] for c in runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)]
         metrics[mode] = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "reward" in m]
@@ -177,8 +193,15 @@ def test_a_shared_prefill_generates_what_generate_alone_does(tiny_model, model_t
     model = tiny_of_type(model_type, tiny_model).eval()
     ids, mask, _ = batch(padded=True)
     prompts, prompt_mask = ids[:, :PROMPT], mask[:, :PROMPT]
-    settings = dict(max_new_tokens=8, do_sample=do_sample, temperature=0.7, top_k=0, output_scores=True,
-                    return_dict_in_generate=True, pad_token_id=0)
+    settings = dict(
+        max_new_tokens=8,
+        do_sample=do_sample,
+        temperature=0.7,
+        top_k=0,
+        output_scores=True,
+        return_dict_in_generate=True,
+        pad_token_id=0,
+    )
     caches = []
 
     def generate_from(**kwargs):  # records the cache the shared prefill hands generate

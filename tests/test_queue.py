@@ -27,15 +27,36 @@ def waiting(run_id, *devices, at, owner=None):
         ({"device": "auto", "gpu_ids": [1]}, [0, 1], {"GPU 1"}),
         ({"device": "auto", "gpu_ids": []}, [0, 1], {"GPU 0", "GPU 1"}),
         ({"device": "cuda"}, [], {"GPU 0"}),
-        ({"gpu_ids": [0], "generation": "vllm-server", "vllm_gpu_ids": [2, 3]}, [0, 1, 2, 3],
-         {"GPU 0", "GPU 2", "GPU 3"}),
-        ({"gpu_ids": [0], "generation": "vllm-server", "vllm_gpu_ids": [2],
-          "vllm_server_base_url": "http://10.0.0.9:8000"}, [0, 1, 2], {"GPU 0"}),
+        (
+            {"gpu_ids": [0], "generation": "vllm-server", "vllm_gpu_ids": [2, 3]},
+            [0, 1, 2, 3],
+            {"GPU 0", "GPU 2", "GPU 3"},
+        ),
+        (
+            {
+                "gpu_ids": [0],
+                "generation": "vllm-server",
+                "vllm_gpu_ids": [2],
+                "vllm_server_base_url": "http://10.0.0.9:8000",
+            },
+            [0, 1, 2],
+            {"GPU 0"},
+        ),
         ({"gpu_ids": [0, 1], "generation": "trl-colocate"}, [0, 1], {"GPU 0", "GPU 1"}),
         ({"device": "cpu", "generation": "vllm-server"}, [], {CPU}),
     ],
-    ids=["cpu-setting", "auto-without-gpus", "empty-config", "chosen-gpu", "all-gpus", "cuda-unknown-gpus",
-         "own-vllm-server", "external-vllm-server", "colocate", "vllm-on-cpu"],
+    ids=[
+        "cpu-setting",
+        "auto-without-gpus",
+        "empty-config",
+        "chosen-gpu",
+        "all-gpus",
+        "cuda-unknown-gpus",
+        "own-vllm-server",
+        "external-vllm-server",
+        "colocate",
+        "vllm-on-cpu",
+    ],
 )
 def test_devices_of_a_config(config, gpus, expected):
     assert queue.devices_of(config, gpus) == frozenset(expected)
@@ -74,8 +95,7 @@ def test_a_later_run_on_free_devices_nobody_ahead_waits_for_starts_first():
 
 def test_a_later_run_never_takes_a_device_an_earlier_one_waits_for():
     # GPU 1 is free, but "big" (queued first) waits for it too: "small" must not take it
-    places = queue.plan([waiting("big", "GPU 0", "GPU 1", at=1), waiting("small", "GPU 1", at=2)],
-                        [held("A", "GPU 0")])
+    places = queue.plan([waiting("big", "GPU 0", "GPU 1", at=1), waiting("small", "GPU 1", at=2)], [held("A", "GPU 0")])
     assert positions(places) == [(1, "big", False), (2, "small", False)]
     assert queue.describe_wait(places[0].waits_for) == "GPU 0 (run A)"
     assert queue.describe_wait(places[1].waits_for) == "GPU 1 (run big, queued ahead)"
@@ -100,16 +120,18 @@ def test_a_new_launch_stands_behind_everything_queued_even_with_the_clock_set_ba
 
 
 def test_an_ending_run_still_holds_its_devices():
-    places = queue.plan([waiting("B", "GPU 0", "GPU 1", at=1)],
-                        [held("A", "GPU 0", state=queue.ENDING), held("X", "GPU 1")])
+    places = queue.plan(
+        [waiting("B", "GPU 0", "GPU 1", at=1)], [held("A", "GPU 0", state=queue.ENDING), held("X", "GPU 1")]
+    )
     assert queue.describe_wait(places[0].waits_for) == "GPU 0 (run A, ending), GPU 1 (run X)"
 
 
 # ---------------------------------------------------------------- the per-user limit
 
 
-@pytest.mark.parametrize("value, expected", [(None, 2), ("", 2), (" 3 ", 3), ("0", 0)],
-                         ids=["unset", "blank", "three", "no-limit"])
+@pytest.mark.parametrize(
+    "value, expected", [(None, 2), ("", 2), (" 3 ", 3), ("0", 0)], ids=["unset", "blank", "three", "no-limit"]
+)
 def test_max_runs_per_user_from_the_environment(value, expected):
     env = {} if value is None else {queue.MAX_RUNS_ENV: value}
     assert queue.max_runs_per_user(env) == expected
@@ -122,20 +144,28 @@ def test_a_bad_limit_is_refused_naming_the_setting(value):
     assert info.value.field == queue.MAX_RUNS_ENV
 
 
-LIVE = [held("a1", CPU, owner="alice"), waiting("a2", CPU, at=1, owner="alice"), held("b1", "GPU 0", owner="bob"),
-        held("a0", "GPU 1", owner="alice", state=queue.ENDING)]
+LIVE = [
+    held("a1", CPU, owner="alice"),
+    waiting("a2", CPU, at=1, owner="alice"),
+    held("b1", "GPU 0", owner="bob"),
+    held("a0", "GPU 1", owner="alice", state=queue.ENDING),
+]
 
 
 def test_the_limit_counts_running_and_queued_runs_of_that_user():
     with pytest.raises(queue.UserLimitError) as info:
         queue.check_user_limit("alice", LIVE, 2)
     message = str(info.value)
-    assert message.startswith(f"{queue.MAX_RUNS_ENV}: alice already has 2 runs running or queued (a1, a2); "
-                              "each user may have 2")
+    assert message.startswith(
+        f"{queue.MAX_RUNS_ENV}: alice already has 2 runs running or queued (a1, a2); each user may have 2"
+    )
     assert "stop one" in info.value.fix and "a0" not in message  # an ending run does not count
 
 
-@pytest.mark.parametrize("owner, limit", [("alice", 3), ("bob", 2), ("carol", 1), (None, 1), ("alice", 0)],
-                         ids=["under-the-limit", "other-user", "no-runs", "no-owner", "limit-off"])
+@pytest.mark.parametrize(
+    "owner, limit",
+    [("alice", 3), ("bob", 2), ("carol", 1), (None, 1), ("alice", 0)],
+    ids=["under-the-limit", "other-user", "no-runs", "no-owner", "limit-off"],
+)
 def test_launches_within_the_limit_pass(owner, limit):
     queue.check_user_limit(owner, LIVE, limit)

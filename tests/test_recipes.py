@@ -7,8 +7,8 @@ import sys
 import warnings
 
 import pytest
-
 from helpers import tiny_config
+
 from workbench.spec import recipes
 from workbench.spec.config import ConfigError, RunConfig
 from workbench.spec.config_checks import check_config, plan_for, validate_config
@@ -48,8 +48,12 @@ def test_dapo_sets_clip_higher_and_goes_off_policy():
 
 def test_gspo_is_sequence_level_with_the_papers_clip():
     after, changed = recipes.apply_recipe(RunConfig(gradient_accumulation_steps=2), "gspo")
-    assert (after.importance_sampling_level, after.loss_type, after.epsilon, after.epsilon_high) == \
-        ("sequence", "grpo", 3e-4, 4e-4)
+    assert (after.importance_sampling_level, after.loss_type, after.epsilon, after.epsilon_high) == (
+        "sequence",
+        "grpo",
+        3e-4,
+        4e-4,
+    )
     assert after.steps_per_generation == 8 and "importance_sampling_level" in changed
 
 
@@ -62,8 +66,12 @@ def test_an_off_policy_config_keeps_its_own_batch_split():
 def test_recipes_set_every_variant_field_so_one_after_another_leaves_nothing_behind():
     dapo, _ = recipes.apply_recipe(RunConfig(), "dapo")
     dr, changed = recipes.apply_recipe(dapo, "dr_grpo")
-    assert (dr.loss_type, dr.scale_rewards, dr.epsilon_high, dr.mask_truncated_completions) == \
-        ("dr_grpo", "none", None, False)
+    assert (dr.loss_type, dr.scale_rewards, dr.epsilon_high, dr.mask_truncated_completions) == (
+        "dr_grpo",
+        "none",
+        None,
+        False,
+    )
     assert {"epsilon_high", "mask_truncated_completions", "loss_type", "scale_rewards"} <= set(changed)
     again, changed_again = recipes.apply_recipe(dr, "dr_grpo")
     assert again == dr and changed_again == []
@@ -99,8 +107,10 @@ def test_recipe_reaches_trl_and_the_plan_agrees_with_it(name, tmp_path, build_gr
     for field in recipes.VARIANT_FIELDS:
         assert getattr(trl_config, field) == getattr(cfg, field), field
     plan = plan_for(cfg, dataset_size=64)
-    assert (plan.steps_per_generation, plan.generation_batch_size) == \
-        (trl_config.steps_per_generation, trl_config.generation_batch_size)
+    assert (plan.steps_per_generation, plan.generation_batch_size) == (
+        trl_config.steps_per_generation,
+        trl_config.generation_batch_size,
+    )
     if recipes.RECIPES[name].needs_off_policy:  # more optimizer steps per round: the same prompts give more steps
         on_policy = plan_for(tiny_config(max_steps=-1, num_train_epochs=1), dataset_size=64)
         assert plan.total_steps == on_policy.total_steps
@@ -108,15 +118,17 @@ def test_recipe_reaches_trl_and_the_plan_agrees_with_it(name, tmp_path, build_gr
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "workbench", "train", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", "train", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_cli_refuses_an_unknown_recipe_in_one_line():
     done = run_cli("--recipe", "ppo", "--model", "tiny")
     assert done.returncode == 2
-    assert done.stderr.strip() == ("error: --recipe: 'ppo' is not a recipe; choose one of none, grpo, dapo, "
-                                   "dr_grpo, gspo")
+    assert done.stderr.strip() == (
+        "error: --recipe: 'ppo' is not a recipe; choose one of none, grpo, dapo, dr_grpo, gspo"
+    )
 
 
 def test_cli_prints_what_the_recipe_changed():
@@ -141,9 +153,26 @@ def test_a_dapo_run_trains_off_policy_and_records_its_recipe(tiny_model, tmp_pat
     from helpers import TINY
 
     settings = [f"--set={name}={value}" for name, value in TINY.items() if name != "model"]
-    done = subprocess.run([sys.executable, "-m", "workbench", "train", "--model", "tiny", "--recipe", "dapo",
-                           "--max-steps", "2", "--run-dir", str(tmp_path / "run"), *settings],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "train",
+            "--model",
+            "tiny",
+            "--recipe",
+            "dapo",
+            "--max-steps",
+            "2",
+            "--run-dir",
+            str(tmp_path / "run"),
+            *settings,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "recipe dapo changed" in done.stderr
     saved = json.loads((tmp_path / "run" / "config.json").read_text())

@@ -27,15 +27,24 @@ def remote_run(runs_dir, age: float, state: str = "training", host: str = ELSEWH
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo"}))
     # this machine's own pid: were it looked up here, the run would seem alive
-    status = {"state": state, "pid": pid or os.getpid(), "host": host, "step": 3, "total_steps": 10,
-              "started_at": time.time() - 600, "updated_at": time.time() - age}
+    status = {
+        "state": state,
+        "pid": pid or os.getpid(),
+        "host": host,
+        "step": 3,
+        "total_steps": 10,
+        "started_at": time.time() - 600,
+        "updated_at": time.time() - age,
+    }
     (run_dir / runfolder.STATUS_FILE).write_text(json.dumps(status))
     return run_dir
 
 
-@pytest.mark.parametrize("age, state", [(1, "training"), (run_state.STALE_SECONDS + 5, "training"),
-                                        (run_state.LOST_SECONDS + 5, "lost")],
-                         ids=["fresh", "stalled", "past-the-limit"])
+@pytest.mark.parametrize(
+    "age, state",
+    [(1, "training"), (run_state.STALE_SECONDS + 5, "training"), (run_state.LOST_SECONDS + 5, "lost")],
+    ids=["fresh", "stalled", "past-the-limit"],
+)
 def test_a_remote_run_is_judged_by_its_heartbeat(runs_dir, age, state):
     status = run_state.status_of_dir(remote_run(runs_dir, age))
     assert status["state"] == state
@@ -72,8 +81,10 @@ def test_lost_shows_in_the_runs_tab(runs_dir):
     remote_run(runs_dir, age=run_state.LOST_SECONDS + 60)
     row = runs_view.summarise_run(run_list.list_runs(runs_dir)[0])
     assert row["state"] == f"lost on {ELSEWHERE}" and "has not written status.json" in row["task"]
-    assert runs_view.summarise_run(run_state.status_of_dir(remote_run(runs_dir, age=1)))["state"] == \
-        f"training on {ELSEWHERE}"
+    assert (
+        runs_view.summarise_run(run_state.status_of_dir(remote_run(runs_dir, age=1)))["state"]
+        == f"training on {ELSEWHERE}"
+    )
 
 
 def test_stop_reaches_a_remote_run_through_its_folder_and_kills_nothing(runs_dir, monkeypatch):

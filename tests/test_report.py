@@ -28,50 +28,90 @@ HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 FAKE_PLOTLY = "window.Plotly = {newPlot: function () {}};"
 # (step, group) -> the G total rewards of that group; step 2's group 1 is the best, step 4's group 0 the worst.
 TOTALS = {
-    (1, 0): (0.2, 0.4, 0.6, 0.8), (1, 1): (0.1, 0.3, 0.5, 0.5),
-    (2, 0): (0.4, 0.4, 0.6, 0.6), (2, 1): (0.9, 1.0, 0.9, 1.0),
-    (3, 0): (0.5, 0.5, 0.5, 0.5), (3, 1): (0.3, 0.6, 0.3, 0.6),
-    (4, 0): (0.0, 0.1, 0.0, 0.1), (4, 1): (0.7, 0.7, 0.8, 0.9),
-    (5, 0): (0.6, 0.8, 0.6, 0.9), (5, 1): (0.5, 0.9, 0.7, 0.9),
+    (1, 0): (0.2, 0.4, 0.6, 0.8),
+    (1, 1): (0.1, 0.3, 0.5, 0.5),
+    (2, 0): (0.4, 0.4, 0.6, 0.6),
+    (2, 1): (0.9, 1.0, 0.9, 1.0),
+    (3, 0): (0.5, 0.5, 0.5, 0.5),
+    (3, 1): (0.3, 0.6, 0.3, 0.6),
+    (4, 0): (0.0, 0.1, 0.0, 0.1),
+    (4, 1): (0.7, 0.7, 0.8, 0.9),
+    (5, 0): (0.6, 0.8, 0.6, 0.9),
+    (5, 1): (0.5, 0.9, 0.7, 0.9),
 }
 STEPS = 5
 G = 4
 
 
-def round_records(step: int, prompt: str = "Name a colour.", completion: str = "Blue {i}",
-                  reward_name: str = "brevity") -> list[dict]:
+def round_records(
+    step: int, prompt: str = "Name a colour.", completion: str = "Blue {i}", reward_name: str = "brevity"
+) -> list[dict]:
     """One generation round in the recorder's format, from TRL-style `_logs` with group-scaled advantages."""
     totals = [total for group in (0, 1) for total in TOTALS[(step, group)]]
     advantages = []
     for group in (0, 1):
         mean, std = groups.mean_and_std(TOTALS[(step, group)])
         advantages += [(total - mean) / (std + 1e-4) for total in TOTALS[(step, group)]]
-    logs = {"prompt": [f"{prompt} ({i // G})" for i in range(2 * G)],
-            "completion": [completion.format(i=i) for i in range(2 * G)],
-            "advantages": advantages, "rewards": {reward_name: totals}}
+    logs = {
+        "prompt": [f"{prompt} ({i // G})" for i in range(2 * G)],
+        "completion": [completion.format(i=i) for i in range(2 * G)],
+        "advantages": advantages,
+        "rewards": {reward_name: totals},
+    }
     return completion_records(logs, step, G, [1.0], lengths=[12] * (2 * G), truncated=[i == 0 for i in range(2 * G)])
 
 
 def metric_records(reward_name: str = "brevity") -> list[dict]:
-    return [{"step": s, "reward": 0.3 + 0.1 * s, "reward_std": 0.2, f"rewards/{reward_name}/mean": 0.3 + 0.1 * s,
-             "kl": 0.01 * s, "loss": 0.02 - 0.005 * s, "completions/mean_length": 20.0 - s,
-             "completions/min_length": 4, "completions/max_length": 32, "completions/clipped_ratio": 0.1,
-             "frac_reward_zero_std": 0.0} for s in range(1, STEPS + 1)]
+    return [
+        {
+            "step": s,
+            "reward": 0.3 + 0.1 * s,
+            "reward_std": 0.2,
+            f"rewards/{reward_name}/mean": 0.3 + 0.1 * s,
+            "kl": 0.01 * s,
+            "loss": 0.02 - 0.005 * s,
+            "completions/mean_length": 20.0 - s,
+            "completions/min_length": 4,
+            "completions/max_length": 32,
+            "completions/clipped_ratio": 0.1,
+            "frac_reward_zero_std": 0.0,
+        }
+        for s in range(1, STEPS + 1)
+    ]
 
 
 def write_run_folder(runs_dir, name="20261123-101500-demo", config=None, status=None, metrics=None, completions=None):
     """A run folder of a finished 5-step demo run in `runs_dir`, parts replaced as asked."""
     run_dir = runs_dir / name
     run_dir.mkdir(parents=True)
-    cfg = config if config is not None else \
-        RunConfig.for_task("demo").with_changes(model="tiny", num_generations=G, max_steps=STEPS,
-                                                # the records below are scored by brevity alone
-                                                reward_names=["brevity"], reward_weights=[1.0], temperature=1.0,
-                                                eval_strategy="no").to_dict()
+    cfg = (
+        config
+        if config is not None
+        else RunConfig.for_task("demo")
+        .with_changes(
+            model="tiny",
+            num_generations=G,
+            max_steps=STEPS,
+            # the records below are scored by brevity alone
+            reward_names=["brevity"],
+            reward_weights=[1.0],
+            temperature=1.0,
+            eval_strategy="no",
+        )
+        .to_dict()
+    )
     (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps(cfg))
-    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, status or {
-        "state": "finished", "step": STEPS, "total_steps": STEPS, "started_at": 1_700_000_000.0,
-        "updated_at": 1_700_000_125.0})
+    runfolder.write_json_atomic(
+        run_dir / runfolder.STATUS_FILE,
+        status
+        or {
+            "state": "finished",
+            "step": STEPS,
+            "total_steps": STEPS,
+            "started_at": 1_700_000_000.0,
+            "updated_at": 1_700_000_125.0,
+        },
+    )
     runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, metric_records() if metrics is None else metrics)
     records = [r for s in range(1, STEPS + 1) for r in round_records(s)] if completions is None else completions
     runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE, records)
@@ -91,8 +131,12 @@ def default_page(tmp_path_factory):
 
 
 def build(run_dir, **kwargs) -> str:
-    contents = report.RunContents(name=run_dir.name, folder=str(run_dir),
-                                  comparisons=probes.stored_comparisons(run_dir), **runfolder.read_run(run_dir))
+    contents = report.RunContents(
+        name=run_dir.name,
+        folder=str(run_dir),
+        comparisons=probes.stored_comparisons(run_dir),
+        **runfolder.read_run(run_dir),
+    )
     return report.build_report(contents, plotly_js=kwargs.pop("plotly_js", FAKE_PLOTLY), **kwargs)
 
 
@@ -112,7 +156,7 @@ def section_text(page: str, anchor: str) -> str:
     """The HTML of one report section, up to the next one (group cards hold sections of their own)."""
     start = page.index(f'<section class="wb-section" id="{anchor}">')
     ends = [i for i in (page.find('<section class="wb-section"', start + 1), page.find("<footer>", start)) if i > 0]
-    return page[start:min(ends)]
+    return page[start : min(ends)]
 
 
 # ---------------------------------------------------------------- the page
@@ -180,8 +224,16 @@ def held_out_records(accuracies, prompts=("2+2", "3+5")) -> list[dict]:
     for step, accuracy in enumerate(accuracies):
         right = [i < accuracy * len(prompts) for i in range(len(prompts))]
         rewards = {"exact_answer": [1.0 if ok else 0.0 for ok in right]}
-        records.append(eval_record(step, list(prompts), [f"answer {step}.{i}" for i in range(len(prompts))], rewards,
-                                   [3] * len(prompts), "exact_answer"))
+        records.append(
+            eval_record(
+                step,
+                list(prompts),
+                [f"answer {step}.{i}" for i in range(len(prompts))],
+                rewards,
+                [3] * len(prompts),
+                "exact_answer",
+            )
+        )
     return records
 
 
@@ -193,8 +245,10 @@ def test_the_held_out_curve_the_best_checkpoint_and_the_changed_answers_are_in_t
         make_checkpoint(run_dir, step)
     page = build(run_dir)
     held_out = section_text(page, "held-out")
-    assert "2 held-out prompts, answered greedily at 6 evaluations. Accuracy went from 50% at step 0 to 0% at " \
-           "step 5." in held_out
+    assert (
+        "2 held-out prompts, answered greedily at 6 evaluations. Accuracy went from 50% at step 0 to 0% at "
+        "step 5." in held_out
+    )
     assert "The best evaluated checkpoint is checkpoint-2 (100%)" in held_out
     assert 'Plotly.newPlot("wb-figure-held-out"' in page
     assert "<td><b>2+2</b></td><td>right → wrong</td><td>answer 0.0</td><td>answer 5.0</td>" in held_out
@@ -208,25 +262,36 @@ def test_the_held_out_curve_the_best_checkpoint_and_the_changed_answers_are_in_t
 def test_first_middle_last_steps_then_the_best_and_worst_groups(default_page):
     section = section_text(default_page, "groups")
     headings = [h for h in section.split("<h3>")[1:]]
-    titles = [h[:h.index("</h3>")] for h in headings]
-    assert titles == ["First step: step 1", "Middle step: step 3", "Last step: step 5",
-                      "Best group: step 2, mean 0.95", "Worst group: step 4, mean 0.05"]
-    assert "the groups with the highest and the lowest mean total reward among the run&#x27;s 10 whole groups " \
-           "over 5 steps (the earliest one when several tie)" in section
+    titles = [h[: h.index("</h3>")] for h in headings]
+    assert titles == [
+        "First step: step 1",
+        "Middle step: step 3",
+        "Last step: step 5",
+        "Best group: step 2, mean 0.95",
+        "Worst group: step 4, mean 0.05",
+    ]
+    assert (
+        "the groups with the highest and the lowest mean total reward among the run&#x27;s 10 whole groups "
+        "over 5 steps (the earliest one when several tie)" in section
+    )
     # the best group is the second prompt of its step, shown with the dashboard's cards and arithmetic
     best = headings[3]
     assert "Prompt 2 of 2" in best and best.count('class="wb-card ') == G
     assert "(0.90 - 0.95) / 0.06 = -0.86" in best
 
 
-@pytest.mark.parametrize("steps, titles", [
-    (1, ["First and last step: step 1"]),
-    (2, ["First step: step 1", "Last step: step 2"]),
-], ids=["one-step", "two-steps"])
+@pytest.mark.parametrize(
+    "steps, titles",
+    [
+        (1, ["First and last step: step 1"]),
+        (2, ["First step: step 1", "Last step: step 2"]),
+    ],
+    ids=["one-step", "two-steps"],
+)
 def test_a_short_run_names_each_step_once(write_run, steps, titles):
     records = [r for s in range(1, steps + 1) for r in round_records(s)]
     section = section_text(build(write_run(completions=records)), "groups")
-    assert [h[:h.index("</h3>")] for h in section.split("<h3>")[1:]][:len(titles)] == titles
+    assert [h[: h.index("</h3>")] for h in section.split("<h3>")[1:]][: len(titles)] == titles
 
 
 def test_best_and_worst_ties_go_to_the_earliest_group():
@@ -234,8 +299,9 @@ def test_best_and_worst_ties_go_to_the_earliest_group():
         item = groups.CompletionView(0, "", {}, mean, 0.0, 0.0, "", None, False, True)
         return groups.GroupView(step, group, "", [item], mean, 0.0, "group", 1)
 
-    best, worst = report.best_and_worst([view(1, 0, 0.5), view(2, 1, 0.9), view(3, 0, 0.9), view(4, 0, 0.1),
-                                         view(5, 0, 0.1)])
+    best, worst = report.best_and_worst(
+        [view(1, 0, 0.5), view(2, 1, 0.9), view(3, 0, 0.9), view(4, 0, 0.1), view(5, 0, 0.1)]
+    )
     assert (best.step, best.group, worst.step) == (2, 1, 4)
     assert report.best_and_worst([]) == (None, None)
 
@@ -264,11 +330,19 @@ def test_many_prompts_in_a_step_show_the_first_few(write_run):
 def test_text_from_the_run_is_shown_never_run(write_run):
     config = RunConfig.for_task("demo").with_changes(model="tiny", run_name="x").to_dict()
     config.update(model=HOSTILE, run_name=HOSTILE)
-    records = [r for s in range(1, 3) for r in round_records(s, prompt=HOSTILE, completion=HOSTILE + " {i}",
-                                                             reward_name=HOSTILE)]
+    records = [
+        r
+        for s in range(1, 3)
+        for r in round_records(s, prompt=HOSTILE, completion=HOSTILE + " {i}", reward_name=HOSTILE)
+    ]
     status = {"state": "failed", "step": 2, "error": {"type": "RuntimeError", "message": HOSTILE, "hint": HOSTILE}}
-    run_dir = write_run("<img src=x onerror=alert(2)>", config=config, status=status,
-                        metrics=metric_records(reward_name=HOSTILE), completions=records)
+    run_dir = write_run(
+        "<img src=x onerror=alert(2)>",
+        config=config,
+        status=status,
+        metrics=metric_records(reward_name=HOSTILE),
+        completions=records,
+    )
     page = build(run_dir)
     tags = Tags(page).tags
     scripts = [a for t, a in tags if t == "script"]
@@ -312,35 +386,86 @@ def test_hostile_text_in_every_field_the_report_shows_is_shown_as_text(write_run
     """Every text field of config.json and status.json, every record's text, and a probe side's name."""
     config = RunConfig.for_task("demo").with_changes(model="tiny").to_dict()
     texts = [name for name, value in config.items() if isinstance(value, str)]
-    config.update({name: HOSTILE for name in texts}, reward_names=[HOSTILE], reward_weights=[HOSTILE],
-                  report_to=[HOSTILE], gpu_ids=[HOSTILE])
-    status = {"state": "failed", "step": 2, "total_steps": 2, "host": HOSTILE, "owner": HOSTILE,
-              "error": {"type": HOSTILE, "message": HOSTILE, "hint": HOSTILE, "traceback_tail": HOSTILE}}
+    config.update(
+        {name: HOSTILE for name in texts},
+        reward_names=[HOSTILE],
+        reward_weights=[HOSTILE],
+        report_to=[HOSTILE],
+        gpu_ids=[HOSTILE],
+    )
+    status = {
+        "state": "failed",
+        "step": 2,
+        "total_steps": 2,
+        "host": HOSTILE,
+        "owner": HOSTILE,
+        "error": {"type": HOSTILE, "message": HOSTILE, "hint": HOSTILE, "traceback_tail": HOSTILE},
+    }
     records = [r for s in (1, 2) for r in round_records(s, prompt=HOSTILE, completion=HOSTILE, reward_name=HOSTILE)]
-    run_dir = write_run(HOSTILE.replace("/", "|"), config=config, status=status,
-                        metrics=metric_records(reward_name=HOSTILE), completions=records)
+    run_dir = write_run(
+        HOSTILE.replace("/", "|"),
+        config=config,
+        status=status,
+        metrics=metric_records(reward_name=HOSTILE),
+        completions=records,
+    )
     side = str(run_dir / "<b onmouseover=alert(3)>side")  # a probe side is named after its adapter folder
     write_side(run_dir, probes.BASE_LABEL, None, [HOSTILE], [HOSTILE], model=HOSTILE)
     write_side(run_dir, "trained", side, [HOSTILE], [HOSTILE], model=HOSTILE)
     page = build(run_dir)
     tags = Tags(page).tags
-    assert {t for t, _ in tags} <= {"html", "head", "meta", "title", "style", "script", "body", "header", "div",
-                                    "h1", "h2", "h3", "p", "ul", "li", "b", "main", "nav", "a", "section", "table",
-                                    "tr", "th", "td", "code", "details", "summary", "br", "small", "pre", "span",
-                                    "footer"}
+    assert {t for t, _ in tags} <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "script",
+        "body",
+        "header",
+        "div",
+        "h1",
+        "h2",
+        "h3",
+        "p",
+        "ul",
+        "li",
+        "b",
+        "main",
+        "nav",
+        "a",
+        "section",
+        "table",
+        "tr",
+        "th",
+        "td",
+        "code",
+        "details",
+        "summary",
+        "br",
+        "small",
+        "pre",
+        "span",
+        "footer",
+    }
     assert not [(t, a) for t, a in tags if any(name.startswith("on") for name in a)]
     assert len([t for t, _ in tags if t == "script"]) == 1 + len(report.CURVES)
     assert page.lower().count("</script") == 1 + len(report.CURVES)
     shown = Shown(page).text
     name = HOSTILE.replace("/", "|")
-    assert f"Run report: {name}" in shown[""] and f"model{HOSTILE}" in shown[""] and f"task{HOSTILE} (data)" in shown[""]
-    assert f"on the data {HOSTILE}" in shown["summary"] and f"The run failed.\n{HOSTILE}\n{HOSTILE}\n{HOSTILE}" \
-        in shown["summary"]
+    assert (
+        f"Run report: {name}" in shown[""] and f"model{HOSTILE}" in shown[""] and f"task{HOSTILE} (data)" in shown[""]
+    )
+    assert (
+        f"on the data {HOSTILE}" in shown["summary"]
+        and f"The run failed.\n{HOSTILE}\n{HOSTILE}\n{HOSTILE}" in shown["summary"]
+    )
     assert shown["groups"].count(HOSTILE) >= 3  # prompt, completion, reward name
     assert "<b onmouseover=alert(3)>side" in shown["probes"] and shown["probes"].count(HOSTILE) == 3
     # each once (a field shows inside another's name once more: model in reward_model)
-    assert all(shown["settings"].count(f"{field}{HOSTILE}") == sum(other.endswith(field) for other in texts)
-               for field in texts)
+    assert all(
+        shown["settings"].count(f"{field}{HOSTILE}") == sum(other.endswith(field) for other in texts) for field in texts
+    )
     assert name in shown["footer"]
     state = build(write_run("odd-state", status={"state": HOSTILE}))
     assert f"state{HOSTILE}" in Shown(state).text[""] and not [t for t, _ in Tags(state).tags if t == "img"]
@@ -381,8 +506,9 @@ def write_side(run_dir, label, adapter, prompts, answers, tokens=64, done=True, 
     path = probes.answers_path(run_dir, label, model, adapter, prompts, tokens)
     path.parent.mkdir(exist_ok=True)
     runfolder.append_jsonl(path, [{"total": len(prompts), "model": model, "adapter": adapter}])
-    runfolder.append_jsonl(path, [{"index": i, "prompt": p, "answer": a, "seconds": 0.1}
-                                  for i, (p, a) in enumerate(zip(prompts, answers))])
+    runfolder.append_jsonl(
+        path, [{"index": i, "prompt": p, "answer": a, "seconds": 0.1} for i, (p, a) in enumerate(zip(prompts, answers))]
+    )
     if done:
         runfolder.append_jsonl(path, [{"done": True}])
     return path
@@ -441,16 +567,32 @@ def test_report_copies_lie_in_a_private_folder_of_their_own(write_run):
 DEMO_ANSWERS = {
     "What is the capital of France?": (
         "The capital of France is Paris. It lies on the Seine and is known for the Eiffel Tower, the Louvre "
-        "and its cafés.", "The capital of France is Paris, on the Seine.", "Paris is the capital.", "Paris."),
+        "and its cafés.",
+        "The capital of France is Paris, on the Seine.",
+        "Paris is the capital.",
+        "Paris.",
+    ),
     "How many legs does a spider have?": (
         "A spider has eight legs. Spiders are arachnids, not insects, which have six legs; they also have two "
-        "body parts.", "A spider has eight legs, unlike insects.", "Eight legs.", "Eight."),
+        "body parts.",
+        "A spider has eight legs, unlike insects.",
+        "Eight legs.",
+        "Eight.",
+    ),
     "Who wrote Romeo and Juliet?": (
         "Romeo and Juliet was written by William Shakespeare, the English playwright, around 1595; it is one of "
-        "his tragedies.", "William Shakespeare wrote it, around 1595.", "William Shakespeare.", "Shakespeare."),
+        "his tragedies.",
+        "William Shakespeare wrote it, around 1595.",
+        "William Shakespeare.",
+        "Shakespeare.",
+    ),
     "What is the boiling point of water?": (
         "Water boils at 100 degrees Celsius (212 degrees Fahrenheit) at sea level; at altitude it boils at a "
-        "lower temperature.", "100 degrees Celsius at sea level.", "100 °C.", "100 °C."),
+        "lower temperature.",
+        "100 degrees Celsius at sea level.",
+        "100 °C.",
+        "100 °C.",
+    ),
 }
 DEMO_STEPS = 8
 
@@ -459,10 +601,18 @@ def write_demo_run(run_dir):
     """A finished 8-step demo run (G = 4, two prompts a step) with base vs trained answers."""
     run_dir.mkdir(parents=True)
     RunConfig.for_task("demo").with_changes(num_generations=G, max_steps=DEMO_STEPS).save(
-        run_dir / runfolder.CONFIG_FILE)
-    runfolder.write_json_atomic(run_dir / runfolder.STATUS_FILE, {
-        "state": "finished", "step": DEMO_STEPS, "total_steps": DEMO_STEPS, "started_at": 1_795_000_000.0,
-        "updated_at": 1_795_000_000.0 + 6.5 * DEMO_STEPS + 20})
+        run_dir / runfolder.CONFIG_FILE
+    )
+    runfolder.write_json_atomic(
+        run_dir / runfolder.STATUS_FILE,
+        {
+            "state": "finished",
+            "step": DEMO_STEPS,
+            "total_steps": DEMO_STEPS,
+            "started_at": 1_795_000_000.0,
+            "updated_at": 1_795_000_000.0 + 6.5 * DEMO_STEPS + 20,
+        },
+    )
     questions = list(DEMO_ANSWERS)
     for step in range(1, DEMO_STEPS + 1):
         asked = [questions[(2 * step + k) % len(questions)] for k in (0, 1)]
@@ -470,24 +620,56 @@ def write_demo_run(run_dir):
         scores = [max(0.0, 1 - len(t) / 200) for t in texts]
         advantages = []
         for k in (0, 1):
-            mean, std = groups.mean_and_std(scores[k * G:(k + 1) * G])
-            advantages += [(s - mean) / (std + 1e-4) for s in scores[k * G:(k + 1) * G]]
-        logs = {"prompt": [q for q in asked for _ in range(G)], "completion": texts, "advantages": advantages,
-                "rewards": {"brevity": scores}}
+            mean, std = groups.mean_and_std(scores[k * G : (k + 1) * G])
+            advantages += [(s - mean) / (std + 1e-4) for s in scores[k * G : (k + 1) * G]]
+        logs = {
+            "prompt": [q for q in asked for _ in range(G)],
+            "completion": texts,
+            "advantages": advantages,
+            "rewards": {"brevity": scores},
+        }
         lengths = [max(2, len(t) // 4) for t in texts]
-        runfolder.append_jsonl(run_dir / runfolder.COMPLETIONS_FILE,
-                               completion_records(logs, step, G, [1.0], lengths, [n >= 28 for n in lengths]))
+        runfolder.append_jsonl(
+            run_dir / runfolder.COMPLETIONS_FILE,
+            completion_records(logs, step, G, [1.0], lengths, [n >= 28 for n in lengths]),
+        )
         mean, std = groups.mean_and_std(scores)
-        runfolder.append_jsonl(run_dir / runfolder.METRICS_FILE, [{
-            "step": step, "reward": mean, "reward_std": std, "rewards/brevity/mean": mean, "rewards/brevity/std": std,
-            "kl": 0.0004 * step ** 2, "loss": 0.003 * (-1) ** step / step, "completions/mean_length": sum(lengths) / 8,
-            "completions/min_length": min(lengths), "completions/max_length": max(lengths),
-            "completions/clipped_ratio": sum(n >= 28 for n in lengths) / 8, "frac_reward_zero_std": 0.0}])
+        runfolder.append_jsonl(
+            run_dir / runfolder.METRICS_FILE,
+            [
+                {
+                    "step": step,
+                    "reward": mean,
+                    "reward_std": std,
+                    "rewards/brevity/mean": mean,
+                    "rewards/brevity/std": std,
+                    "kl": 0.0004 * step**2,
+                    "loss": 0.003 * (-1) ** step / step,
+                    "completions/mean_length": sum(lengths) / 8,
+                    "completions/min_length": min(lengths),
+                    "completions/max_length": max(lengths),
+                    "completions/clipped_ratio": sum(n >= 28 for n in lengths) / 8,
+                    "frac_reward_zero_std": 0.0,
+                }
+            ],
+        )
     prompts = list(DEMO_ANSWERS)[:3]
-    write_side(run_dir, probes.BASE_LABEL, None, prompts, [DEMO_ANSWERS[q][0] for q in prompts],
-               model=RunConfig.for_task("demo").model)
-    write_side(run_dir, probes.FINAL_LABEL, str(run_dir / "adapter"), prompts, [DEMO_ANSWERS[q][3] for q in prompts],
-               model=RunConfig.for_task("demo").model)
+    write_side(
+        run_dir,
+        probes.BASE_LABEL,
+        None,
+        prompts,
+        [DEMO_ANSWERS[q][0] for q in prompts],
+        model=RunConfig.for_task("demo").model,
+    )
+    write_side(
+        run_dir,
+        probes.FINAL_LABEL,
+        str(run_dir / "adapter"),
+        prompts,
+        [DEMO_ANSWERS[q][3] for q in prompts],
+        model=RunConfig.for_task("demo").model,
+    )
     return run_dir
 
 
@@ -498,7 +680,9 @@ def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tm
     run_dir = write_demo_run(tmp_path / "runs" / "20261123-101500-demo-smollm2-135m-instruct")
     completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)
     completions[1]["completion"] = HOSTILE  # in the first step, which the report shows
-    runfolder.replace_file(run_dir / runfolder.COMPLETIONS_FILE, "".join(json.dumps(r) + "\n" for r in completions).encode())
+    runfolder.replace_file(
+        run_dir / runfolder.COMPLETIONS_FILE, "".join(json.dumps(r) + "\n" for r in completions).encode()
+    )
     out = tmp_path / "report.html"
     out.write_text(build(run_dir, plotly_js=None), encoding="utf-8")
     context = browser.new_context(viewport={"width": 1280, "height": 1000}, offline=True)
@@ -510,14 +694,23 @@ def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tm
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
         page.goto(out.as_uri())
-        page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length >= "
-                               f"{len(report.CURVES)}", timeout=30_000)
+        page.wait_for_function(
+            f"document.querySelectorAll('.js-plotly-plot .scatterlayer .trace').length >= {len(report.CURVES)}",
+            timeout=30_000,
+        )
         drawn = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'), e => e.data.length)")
         assert len(drawn) == len(report.CURVES) and all(count > 0 for count in drawn)
         for _, title in report.SECTIONS:
             assert page.locator("nav.wb-toc").get_by_text(title, exact=True).is_visible()
-        for heading in ("Summary", "Curves", "Health notes", "Completion groups and their advantages",
-                        "Base model vs trained", "Settings", "Batch plan"):
+        for heading in (
+            "Summary",
+            "Curves",
+            "Health notes",
+            "Completion groups and their advantages",
+            "Base model vs trained",
+            "Settings",
+            "Batch plan",
+        ):
             assert page.get_by_role("heading", name=heading, exact=True).count() == 1
         assert page.get_by_text("Paris.", exact=True).count() >= 1
         assert page.get_by_text(HOSTILE).first.is_visible()  # shown as text
@@ -525,8 +718,10 @@ def test_the_report_opens_in_chromium_offline_with_its_figures_drawn(browser, tm
         assert [url for url in requests if not url.startswith("file:")] == []
         assert dialogs == [] and errors == []
         first_row = page.locator("#wb-figure-reward").bounding_box()  # the picture ends below the first curves
-        page.screenshot(path=str(screenshot_folder(tmp_path / "shots") / "report.png"),
-                        clip={"x": 0, "y": 0, "width": 1280, "height": first_row["y"] + first_row["height"] + 6})
+        page.screenshot(
+            path=str(screenshot_folder(tmp_path / "shots") / "report.png"),
+            clip={"x": 0, "y": 0, "width": 1280, "height": first_row["y"] + first_row["height"] + 6},
+        )
     finally:
         context.close()
 

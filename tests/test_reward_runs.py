@@ -16,8 +16,10 @@ pytestmark = pytest.mark.slow  # each test trains the tiny model
 
 def _solution_data(tmp_path):
     path = tmp_path / "sums.jsonl"
-    rows = [{"prompt": [{"role": "user", "content": f"What is {a} + {a}? Answer in \\boxed{{}}."}],
-             "solution": str(2 * a)} for a in range(1, 9)]
+    rows = [
+        {"prompt": [{"role": "user", "content": f"What is {a} + {a}? Answer in \\boxed{{}}."}], "solution": str(2 * a)}
+        for a in range(1, 9)
+    ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
@@ -28,13 +30,22 @@ def test_a_hung_reward_beside_accuracy_reward_still_ends_the_run_naming_it_in_ti
     from workbench.trainer.training import run_training
 
     path = tmp_path / "slow_rewards.py"
-    path.write_text("import time\nfrom math_verify import parse\n\n"
-                    "def stuck_reward(prompts, completions, **kwargs):\n"
-                    "    parse('$1$')\n"
-                    "    while True:\n"
-                    "        time.sleep(0.1)\n")
-    cfg = RunConfig(**TINY, max_steps=2, save_steps=10, dataset_path=str(_solution_data(tmp_path)),
-                    reward_names=["accuracy_reward", "stuck_reward"], reward_file=str(path), reward_timeout_s=2)
+    path.write_text(
+        "import time\nfrom math_verify import parse\n\n"
+        "def stuck_reward(prompts, completions, **kwargs):\n"
+        "    parse('$1$')\n"
+        "    while True:\n"
+        "        time.sleep(0.1)\n"
+    )
+    cfg = RunConfig(
+        **TINY,
+        max_steps=2,
+        save_steps=10,
+        dataset_path=str(_solution_data(tmp_path)),
+        reward_names=["accuracy_reward", "stuck_reward"],
+        reward_file=str(path),
+        reward_timeout_s=2,
+    )
     started = time.monotonic()
     assert run_training(cfg, tmp_path / "run") == 1
     status = runfolder.read_status(tmp_path / "run")
@@ -48,15 +59,24 @@ def test_recorded_reward_errors_land_with_their_completions_and_the_run_goes_on(
 
     path = tmp_path / "picky_rewards.py"
     # raises on a whole batch, and on every other completion when scored alone: half the completions fail
-    path.write_text("calls = [0]\n\n"
-                    "def picky_reward(prompts, completions, **kwargs):\n"
-                    "    calls[0] += 1\n"
-                    "    if len(completions) > 1 or calls[0] % 2:\n"
-                    "        raise ValueError('cannot read this one')\n"
-                    "    return [1.0]\n")
-    cfg = RunConfig(**TINY, max_steps=2, save_steps=10, dataset_path=str(_solution_data(tmp_path)),
-                    reward_names=["accuracy_reward", "picky_reward"], reward_file=str(path),
-                    reward_errors="record", reward_failure_score=-2.0)
+    path.write_text(
+        "calls = [0]\n\n"
+        "def picky_reward(prompts, completions, **kwargs):\n"
+        "    calls[0] += 1\n"
+        "    if len(completions) > 1 or calls[0] % 2:\n"
+        "        raise ValueError('cannot read this one')\n"
+        "    return [1.0]\n"
+    )
+    cfg = RunConfig(
+        **TINY,
+        max_steps=2,
+        save_steps=10,
+        dataset_path=str(_solution_data(tmp_path)),
+        reward_names=["accuracy_reward", "picky_reward"],
+        reward_file=str(path),
+        reward_errors="record",
+        reward_failure_score=-2.0,
+    )
     run_dir = tmp_path / "run"
     assert run_training(cfg, run_dir) == 0, runfolder.read_status(run_dir).get("error")
     records = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)
@@ -83,8 +103,9 @@ def test_a_reward_model_folder_scores_completions_as_one_more_reward(tmp_path):
     AutoModelForSequenceClassification.from_config(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(tiny_model_dir()).save_pretrained(folder)
 
-    cfg = RunConfig(**TINY, max_steps=1, save_steps=10, reward_names=["brevity"], reward_model=str(folder),
-                    reward_model_weight=0.5)
+    cfg = RunConfig(
+        **TINY, max_steps=1, save_steps=10, reward_names=["brevity"], reward_model=str(folder), reward_model_weight=0.5
+    )
     run_dir = tmp_path / "run"
     assert run_training(cfg, run_dir) == 0, runfolder.read_status(run_dir).get("error")
     metrics = runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)[0]

@@ -23,19 +23,39 @@ def shape(request):
 
 CASES = [
     # (reward name, completions, columns, expected scores)
-    ("format_answer_tag", ["<answer>42</answer>", "42", "<answer> </answer>", "x <ANSWER>a\nb</ANSWER>"], {},
-     [1.0, 0.0, 0.0, 1.0]),
-    ("exact_answer", ["<answer> Paris. </answer>", "paris", "<answer>Lyon</answer>", "The answer is Paris"],
-     {"answer": ["Paris"] * 4}, [1.0, 1.0, 0.0, 0.0]),
-    ("numeric_answer", ["<answer>1,200</answer>", "so 3.0", "about 7", "no number"],
-     {"answer": ["1200", "3", "8", "5"]}, [1.0, 1.0, 0.0, 0.0]),
+    (
+        "format_answer_tag",
+        ["<answer>42</answer>", "42", "<answer> </answer>", "x <ANSWER>a\nb</ANSWER>"],
+        {},
+        [1.0, 0.0, 0.0, 1.0],
+    ),
+    (
+        "exact_answer",
+        ["<answer> Paris. </answer>", "paris", "<answer>Lyon</answer>", "The answer is Paris"],
+        {"answer": ["Paris"] * 4},
+        [1.0, 1.0, 0.0, 0.0],
+    ),
+    (
+        "numeric_answer",
+        ["<answer>1,200</answer>", "so 3.0", "about 7", "no number"],
+        {"answer": ["1200", "3", "8", "5"]},
+        [1.0, 1.0, 0.0, 0.0],
+    ),
     ("brevity", ["", "x" * 50, "x" * 200, "x" * 900], {}, [1.0, 0.75, 0.0, 0.0]),
-    ("mentions_answer", ["It is H\u2082O.", "Brasília!", "-18.0 °C", "Twenty-four hours", "no idea", "Paris"],
-     {"answers": [["H2O"], ["Brasilia"], "0|zero", "24|twenty-four", ["Paris"], []]}, [1.0, 1.0, 0.0, 1.0, 0.0, None]),
+    (
+        "mentions_answer",
+        ["It is H\u2082O.", "Brasília!", "-18.0 °C", "Twenty-four hours", "no idea", "Paris"],
+        {"answers": [["H2O"], ["Brasilia"], "0|zero", "24|twenty-four", ["Paris"], []]},
+        [1.0, 1.0, 0.0, 1.0, 0.0, None],
+    ),
     ("brief_if_correct", ["Paris.", "x" * 90 + " Paris", "Lyon.", ""], {"answers": "Paris"}, [0.94, 0.04, 0.0, 0.0]),
     ("length_target", ["x" * 100, "x" * 50, "x" * 150, "x" * 300], {}, [1.0, 0.5, 0.5, 0.0]),
-    ("keyword_presence", ["A cat and a dog.", "Cats only", "DOG", "nothing"],
-     {"keywords": [["cat", "dog"], ["cat"], "cat, dog", ["fish"]]}, [1.0, 0.0, 0.5, 0.0]),
+    (
+        "keyword_presence",
+        ["A cat and a dog.", "Cats only", "DOG", "nothing"],
+        {"keywords": [["cat", "dog"], ["cat"], "cat, dog", ["fish"]]},
+        [1.0, 0.0, 0.5, 0.0],
+    ),
 ]
 
 
@@ -79,8 +99,11 @@ def test_reward_needing_a_missing_column_says_which():
 
 @pytest.mark.parametrize(
     "factory,kwargs",
-    [(rewards.brevity, {"max_chars": 0}), (rewards.length_target, {"target_chars": -1}),
-     (rewards.numeric_answer, {"tolerance": -1})],
+    [
+        (rewards.brevity, {"max_chars": 0}),
+        (rewards.length_target, {"target_chars": -1}),
+        (rewards.numeric_answer, {"tolerance": -1}),
+    ],
     ids=["brevity", "length_target", "numeric_answer"],
 )
 def test_factories_refuse_bad_settings(factory, kwargs):
@@ -97,7 +120,7 @@ def test_unknown_reward_lists_valid_names():
 
 # ---------------------------------------------------------------- user reward files
 
-GOOD_FILE = '''
+GOOD_FILE = """
 import re
 
 def helper(text):  # not a reward: no `completions` parameter
@@ -108,7 +131,7 @@ def says_yes(prompts, completions, **kwargs):
 
 def _private(prompts, completions, **kwargs):
     return [0.0 for _ in completions]
-'''
+"""
 
 
 @pytest.fixture
@@ -156,18 +179,22 @@ def test_reward_names_are_read_from_the_source_without_running_it(tmp_path, rewa
     assert rewards.read_reward_names(reward_file) == ["says_yes"] == list(rewards.load_reward_file(reward_file))
     marker = tmp_path / "ran"
     path = tmp_path / "side_effects.py"
-    path.write_text(f"open({str(marker)!r}, 'w').write('ran')\nimport not_a_real_package_xyz\n\n"
-                    "async def graded(prompts, completions, answer=None, **kwargs):\n    return []\n\n"
-                    "def by_keyword(*, completions):\n    return []\n\n"
-                    "def inner_only():\n    def nested(completions):\n        return []\n")
+    path.write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nimport not_a_real_package_xyz\n\n"
+        "async def graded(prompts, completions, answer=None, **kwargs):\n    return []\n\n"
+        "def by_keyword(*, completions):\n    return []\n\n"
+        "def inner_only():\n    def nested(completions):\n        return []\n"
+    )
     assert rewards.read_reward_names(path) == ["graded", "by_keyword"]
     assert not marker.exists(), "reading the names runs none of the file"
 
 
 def test_the_columns_a_read_reward_asks_for_are_those_its_loaded_twin_asks_for(tmp_path):
     path = tmp_path / "graded.py"
-    path.write_text("def graded(prompts, completions, answer, completion_ids=None, *, tolerance=0.1, "
-                    "topic=None, **kwargs):\n    return [0.0 for _ in completions]\n")
+    path.write_text(
+        "def graded(prompts, completions, answer, completion_ids=None, *, tolerance=0.1, "
+        "topic=None, **kwargs):\n    return [0.0 for _ in completions]\n"
+    )
     read = rewards.read_reward_file(path)["graded"]
     assert (read.needs_columns, read.optional_columns) == (("answer",), ("tolerance", "topic"))
     assert rewards.reward_columns(read) == rewards.reward_columns(rewards.load_reward_file(path)["graded"])
@@ -198,8 +225,13 @@ def test_reading_names_refuses_what_is_not_python_source(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "values,pattern",
-    [([1.0], r"returned 1 rewards for 2"), ("ab", r"returned str"), ([1.0, "high"], r"'high' at position 1"),
-     ([1.0, math.inf], r"must be finite"), (None, r"returned NoneType")],
+    [
+        ([1.0], r"returned 1 rewards for 2"),
+        ("ab", r"returned str"),
+        ([1.0, "high"], r"'high' at position 1"),
+        ([1.0, math.inf], r"must be finite"),
+        (None, r"returned NoneType"),
+    ],
     ids=["count", "string", "not_a_number", "infinite", "none"],
 )
 def test_check_reward_output_names_the_function(values, pattern):
@@ -277,9 +309,11 @@ def test_score_uses_a_reward_file(reward_file):
 
 @pytest.mark.parametrize(
     "kwargs,pattern",
-    [({"weights": [1.0, 2.0]}, r"reward_weights: 2 weights for 1 rewards"),
-     ({"prompts": ["a", "b", "c"]}, r"prompts: 3 prompts for 2 completions"),
-     ({"reward_names": ["nope"]}, r"unknown reward 'nope'")],
+    [
+        ({"weights": [1.0, 2.0]}, r"reward_weights: 2 weights for 1 rewards"),
+        ({"prompts": ["a", "b", "c"]}, r"prompts: 3 prompts for 2 completions"),
+        ({"reward_names": ["nope"]}, r"unknown reward 'nope'"),
+    ],
     ids=["weights", "prompts", "unknown"],
 )
 def test_score_refuses_mismatched_input(kwargs, pattern):
@@ -302,8 +336,9 @@ def test_a_hung_reward_is_stopped_after_its_time_limit_with_its_name():
         guarded(prompts=["q"], completions=["a"])
     assert time.monotonic() - started < 5
     # the timer is gone afterwards: a later slow-ish call is not interrupted
-    assert rewards.guard_reward(lambda completions=None, **kw: [1.0] * len(completions), "quick",
-                                timeout_s=0.3)(completions=["a"]) == [1.0]
+    assert rewards.guard_reward(lambda completions=None, **kw: [1.0] * len(completions), "quick", timeout_s=0.3)(
+        completions=["a"]
+    ) == [1.0]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # no alarm left to go off later
 
 
@@ -324,8 +359,9 @@ def test_the_time_limit_survives_a_reward_that_uses_math_verify():
         rewards.guard_reward(parses_then_hangs, timeout_s=0.5)(prompts=["q"], completions=["a"])
     assert time.monotonic() - started < 3
     # and math_verify's own timeouts still work under the guard: a parse inside it returns normally
-    checked = rewards.guard_reward(lambda completions=None, **kw: [float(bool(parse("$2$")))] * len(completions),
-                                   "parses", timeout_s=5)
+    checked = rewards.guard_reward(
+        lambda completions=None, **kw: [float(bool(parse("$2$")))] * len(completions), "parses", timeout_s=5
+    )
     assert checked(completions=["a", "b"]) == [1.0, 1.0]
 
 
@@ -364,8 +400,10 @@ class _TrlLogs:
         self.extra, self.metrics = {}, {}
 
     def kwargs(self):
-        return {"log_extra": lambda column, values: self.extra.setdefault(column, []).extend(values),
-                "log_metric": lambda name, value: self.metrics.setdefault(name, []).append(value)}
+        return {
+            "log_extra": lambda column, values: self.extra.setdefault(column, []).extend(values),
+            "log_metric": lambda name, value: self.metrics.setdefault(name, []).append(value),
+        }
 
 
 def test_recording_a_failure_scores_that_completion_and_keeps_the_error_aligned():
@@ -385,8 +423,10 @@ def test_recording_a_failure_scores_that_completion_and_keeps_the_error_aligned(
 def test_failing_fast_stays_the_default_and_failing_everywhere_still_ends_the_run():
     with pytest.raises(rewards.RewardFunctionError, match="'_odd_hater' raised ValueError"):
         rewards.guard_reward(_odd_hater)(completions=["ab", "odd"])
-    with pytest.raises(rewards.RewardFunctionError,
-                       match=r"'_odd_hater' raised on every one of the 2 completions of this batch .*cannot parse"):
+    with pytest.raises(
+        rewards.RewardFunctionError,
+        match=r"'_odd_hater' raised on every one of the 2 completions of this batch .*cannot parse",
+    ):
         rewards.guard_reward(_odd_hater, errors="record")(completions=["odd", "odd too"])
 
 

@@ -55,11 +55,26 @@ def on_disk(run_dir: Path) -> dict:
 
 def test_a_status_of_an_older_version_reads_with_defaults_and_keeps_what_it_does_not_know(tmp_path):
     status = runfolder.read_run_status(written(tmp_path / "run", OLDER))
-    assert (status.state, status.step, status.total_steps, status.pid, status.smoke_test) == ("finished", 5, 5, 32364, False)
+    assert (status.state, status.step, status.total_steps, status.pid, status.smoke_test) == (
+        "finished",
+        5,
+        5,
+        32364,
+        False,
+    )
     assert status.summary == {"train_runtime": 61.2, "train_loss": 0.012} and status.command[0] == "python"
     # what the older version did not write reads as None, which every reader takes as "not written"
-    assert (status.host, status.allocator, status.cpu_threads, status.sandbox_pid, status.resumed_from,
-            status.vllm, status.owner, status.error, status.queued_at) == (None,) * 9
+    assert (
+        status.host,
+        status.allocator,
+        status.cpu_threads,
+        status.sandbox_pid,
+        status.resumed_from,
+        status.vllm,
+        status.owner,
+        status.error,
+        status.queued_at,
+    ) == (None,) * 9
     assert status.extra == UNKNOWN
     assert status.to_dict() == OLDER  # nulls included
     assert RunStatus() == RunStatus.from_dict({}) == RunStatus.from_dict([1, 2]) and RunStatus().to_dict() == {}
@@ -84,7 +99,9 @@ def test_keys_of_the_wrong_type_read_as_none_and_are_written_back_as_they_were(t
 
 def test_every_writer_keeps_unknown_keys(tmp_path):
     run_dir = written(tmp_path / "run", {**OLDER, "state": "training", "finished_at": None, "summary": None})
-    runfolder.update_status(run_dir, step=6, note="by hand")  # the launcher's, the dispatcher's and the sandbox's writer
+    runfolder.update_status(
+        run_dir, step=6, note="by hand"
+    )  # the launcher's, the dispatcher's and the sandbox's writer
     assert {key: on_disk(run_dir)[key] for key in UNKNOWN} == UNKNOWN and on_disk(run_dir)["step"] == 6
     writer = StatusWriter(run_dir, state="training")  # the trainer's
     writer.set(step=7, total_steps=9)
@@ -107,8 +124,10 @@ def test_the_trainer_drops_an_old_failure_and_the_launcher_reads_an_older_status
 
 
 def test_a_live_status_without_a_process_is_judged_failed_from_its_typed_fields(tmp_path):
-    run_dir = written(tmp_path / "runs" / "20260101-000000-gone",
-                      {"state": "training", "pid": 2 ** 22 + 12345, "updated_at": time.time() - 5, "future": [1]})
+    run_dir = written(
+        tmp_path / "runs" / "20260101-000000-gone",
+        {"state": "training", "pid": 2**22 + 12345, "updated_at": time.time() - 5, "future": [1]},
+    )
     seen = run_state.status_of_dir(run_dir)
     assert seen["state"] == "failed" and seen["error"]["type"] == "ProcessDied" and seen["future"] == [1]
     assert on_disk(run_dir)["state"] == "training"  # a reader's judgement is never written
@@ -120,9 +139,15 @@ def test_every_key_a_writer_sets_is_a_run_status_field():
     keys = set()
     for path in package.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and (
                     node.func.attr == "update_status"
-                    or node.func.attr == "set" and getattr(node.func.value, "id", "") == "status"):
+                    or node.func.attr == "set"
+                    and getattr(node.func.value, "id", "") == "status"
+                )
+            ):
                 keys |= {keyword.arg for keyword in node.keywords if keyword.arg}
     assert len(keys) > 15 and keys <= set(FIELDS), sorted(keys - set(FIELDS))
 
@@ -130,10 +155,16 @@ def test_every_key_a_writer_sets_is_a_run_status_field():
 def test_a_levers_decision_is_written_as_fields_and_an_older_sentence_still_reads(tmp_path):
     from workbench.spec.lever_decisions import LeverDecision
 
-    status = StatusWriter(tmp_path, packed_decode=LeverDecision("yes", "the decode step written for llama layers"),
-                          merged_generation=LeverDecision("float32", "auto: measured earlier", "Test CPU"))
-    assert on_disk(tmp_path)["merged_generation"] == {"value": "float32", "why": "auto: measured earlier",
-                                                      "measured_on": "Test CPU"}
+    status = StatusWriter(
+        tmp_path,
+        packed_decode=LeverDecision("yes", "the decode step written for llama layers"),
+        merged_generation=LeverDecision("float32", "auto: measured earlier", "Test CPU"),
+    )
+    assert on_disk(tmp_path)["merged_generation"] == {
+        "value": "float32",
+        "why": "auto: measured earlier",
+        "measured_on": "Test CPU",
+    }
     read = runfolder.read_run_status(tmp_path)
     assert read.merged_generation == LeverDecision("float32", "auto: measured earlier", "Test CPU")
     assert read.packed_decode.sentence() == "yes (the decode step written for llama layers)"

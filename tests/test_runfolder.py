@@ -56,10 +56,10 @@ def test_last_checkpoint_skips_those_a_kill_left_incomplete(tmp_path, make_check
     for step in (1, 2, 3, 4, 5, 6):
         make_checkpoint(tmp_path, step)
     cut_short(tmp_path / "checkpoint-3" / "adapter_model.safetensors")  # killed while writing the weights
-    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("")   # state file created, never filled
-    (tmp_path / "checkpoint-5" / "optimizer.pt").unlink()               # killed before the optimizer
+    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text("")  # state file created, never filled
+    (tmp_path / "checkpoint-5" / "optimizer.pt").unlink()  # killed before the optimizer
     cut_short(tmp_path / "checkpoint-6" / "scheduler.pt")
-    (tmp_path / "checkpoint-7").mkdir()                                  # killed at once
+    (tmp_path / "checkpoint-7").mkdir()  # killed at once
     assert [p.name for p in checkpoint_integrity.checkpoint_dirs(tmp_path)] == ["checkpoint-1", "checkpoint-2"]
     assert checkpoint_integrity.last_checkpoint(tmp_path).name == "checkpoint-2"
     cut_short(tmp_path / "checkpoint-2" / "adapter_model.safetensors")
@@ -88,8 +88,22 @@ def test_run_ids_from_a_browser_must_name_a_run_folder_inside_the_runs_folder(tm
     (outside / runfolder.CONFIG_FILE).write_text("{}")
     (runs / "escape").symlink_to(outside, target_is_directory=True)
     assert runfolder.run_dir_in(runs, good.name) == good
-    hostile = ["", None, 3, ".", "..", "../model", str(outside), "escape", "a/b", "a\\b", "x\0y",
-               "<script>alert(1)</script>", "n" * 10_000, "no-such-run"]
+    hostile = [
+        "",
+        None,
+        3,
+        ".",
+        "..",
+        "../model",
+        str(outside),
+        "escape",
+        "a/b",
+        "a\\b",
+        "x\0y",
+        "<script>alert(1)</script>",
+        "n" * 10_000,
+        "no-such-run",
+    ]
     for run_id in hostile:
         with pytest.raises(runfolder.RunIdError, match=r"^run: .* is not a run folder inside .*pick a run"):
             runfolder.run_dir_in(runs, run_id)

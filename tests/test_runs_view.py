@@ -25,8 +25,13 @@ def make_run(tmp_path):
     return _make
 
 
-FINISHED = {"state": "finished", "step": 10, "total_steps": 10, "started_at": 1_700_000_000.0,
-            "updated_at": 1_700_000_125.0}
+FINISHED = {
+    "state": "finished",
+    "step": 10,
+    "total_steps": 10,
+    "started_at": 1_700_000_000.0,
+    "updated_at": 1_700_000_125.0,
+}
 
 
 def entry(run_dir, status, **config):
@@ -48,8 +53,13 @@ def test_summary_row_of_a_finished_run(make_run):
 def test_summary_of_a_run_that_has_not_started(make_run):
     run_dir = make_run("r")
     row = runs_view.summarise_run(entry(run_dir, {}, model="tiny", dataset_path="/d/mine.jsonl"))
-    assert (row["state"], row["steps"], row["final reward"], row["started"], row["duration"]) == \
-        ("unknown", "—", "—", "—", "—")
+    assert (row["state"], row["steps"], row["final reward"], row["started"], row["duration"]) == (
+        "unknown",
+        "—",
+        "—",
+        "—",
+        "—",
+    )
     assert row["task"] == "mine.jsonl (data)"
 
 
@@ -60,8 +70,13 @@ def test_live_duration_runs_to_now(make_run):
 
 
 def test_a_queued_run_shows_its_place_and_what_it_waits_for(make_run):
-    status = {"state": "queued", "step": 0, "queued_at": 100.0, "queue_position": 2,
-              "waits_for": "GPU 0 (run 20261122-010203-demo)"}
+    status = {
+        "state": "queued",
+        "step": 0,
+        "queued_at": 100.0,
+        "queue_position": 2,
+        "waits_for": "GPU 0 (run 20261122-010203-demo)",
+    }
     row = runs_view.summarise_run(entry(make_run("q", status=status), status), now=190.0)
     assert row["state"] == "queued #2 — waits for GPU 0 (run 20261122-010203-demo)"
     assert (row["steps"], row["started"], row["duration"]) == ("0", "—", "—")
@@ -100,8 +115,10 @@ def test_an_unreadable_run_shows_its_reason_in_the_table(make_run):
     assert rows[0]["state"] == "unreadable" and "status.json is not UTF-8 text" in rows[0]["task"]
 
 
-@pytest.mark.parametrize("columns, widths", [(runs_view.COLUMNS, runs_view.COLUMN_WIDTHS),
-                                             (runs_view.SHARED_COLUMNS, runs_view.SHARED_COLUMN_WIDTHS)])
+@pytest.mark.parametrize(
+    "columns, widths",
+    [(runs_view.COLUMNS, runs_view.COLUMN_WIDTHS), (runs_view.SHARED_COLUMNS, runs_view.SHARED_COLUMN_WIDTHS)],
+)
 def test_every_column_but_the_last_has_a_width_and_the_last_keeps_room(columns, widths):
     assert len(widths) == len(columns) - 1
     assert 85 <= sum(float(width.rstrip("%")) for width in widths) <= 92

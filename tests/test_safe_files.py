@@ -104,8 +104,7 @@ def test_resume_writes_a_fresh_log_in_place_of_a_planted_one(run_dir, outside):
     command = [sys.executable, "-c", "print('resumed')"]
     for planted in ("link", "hard link", "fifo", "folder"):  # through a hard link the other file would change too
         plant(log, planted, outside)
-        process = returns_within(lambda: processes.spawn(command, log, processes.job_env(), cwd=run_dir,
-                                                         append=True))
+        process = returns_within(lambda: processes.spawn(command, log, processes.job_env(), cwd=run_dir, append=True))
         assert process.wait(timeout=60) == 0
         assert not log.is_symlink() and log.is_file() and os.stat(log).st_nlink == 1, planted
         assert log.read_text().splitlines() == [f"$ {' '.join(command)}", "resumed"], planted
@@ -120,8 +119,13 @@ def test_resume_writes_a_fresh_log_in_place_of_a_planted_one(run_dir, outside):
 def test_readers_take_a_planted_link_or_fifo_as_missing_at_once(run_dir, outside, kind):
     metrics = run_dir / runfolder.METRICS_FILE
     outside.write_text(json.dumps({"step": 1, "loss": 0.5, "state": "training"}) + "\n")
-    for name in (runfolder.STATUS_FILE, runfolder.METRICS_FILE, runfolder.COMPLETIONS_FILE, runfolder.LOG_FILE,
-                 runfolder.CONFIG_FILE):
+    for name in (
+        runfolder.STATUS_FILE,
+        runfolder.METRICS_FILE,
+        runfolder.COMPLETIONS_FILE,
+        runfolder.LOG_FILE,
+        runfolder.CONFIG_FILE,
+    ):
         plant(run_dir / name, kind, outside)
     readers = {
         "read_status": (lambda: runfolder.read_status(run_dir), {}),
@@ -176,11 +180,16 @@ def test_a_run_folder_that_is_a_link_is_refused(tmp_path, outside):
     before = {path.name: path.read_bytes() for path in elsewhere.iterdir() if path.is_file()}
 
     assert runfolder.read_status(linked) == {} and runfolder.read_log_tail(linked) == ""
-    assert runfolder.read_jsonl(linked / runfolder.METRICS_FILE) == [] and \
-        checkpoint_integrity.checkpoint_dirs(linked) == []
-    for write in (lambda: runfolder.update_status(linked, state="stopped"), lambda: run_locks.request_stop(linked),
-                  lambda: runfolder.append_jsonl(linked / runfolder.METRICS_FILE, [{"step": 8}]),
-                  lambda: processes.spawn(["true"], linked / runfolder.LOG_FILE, processes.job_env(), append=True)):
+    assert (
+        runfolder.read_jsonl(linked / runfolder.METRICS_FILE) == []
+        and checkpoint_integrity.checkpoint_dirs(linked) == []
+    )
+    for write in (
+        lambda: runfolder.update_status(linked, state="stopped"),
+        lambda: run_locks.request_stop(linked),
+        lambda: runfolder.append_jsonl(linked / runfolder.METRICS_FILE, [{"step": 8}]),
+        lambda: processes.spawn(["true"], linked / runfolder.LOG_FILE, processes.job_env(), append=True),
+    ):
         with pytest.raises(OSError):
             write()
     run_locks.clear_stop_request(linked)  # nothing removed there either

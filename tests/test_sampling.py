@@ -9,8 +9,8 @@ import pytest
 
 from workbench import cli
 from workbench.modeltools import sampling
-from workbench.runstore.runfolder import read_jsonl
 from workbench.modeltools.sampling import SamplingError
+from workbench.runstore.runfolder import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = ["What is the capital of France?", [{"role": "user", "content": "Say hi."}]]
@@ -21,8 +21,14 @@ FAST = {"max_new_tokens": 6, "temperature": 1.0}
 
 @pytest.mark.parametrize(
     "prompts,pattern",
-    [([], "non-empty list"), ("just text", "non-empty list"), (["ok", ""], "item 1"),
-     ([{"role": "user"}], "item 0"), ([["not", "messages"]], "item 0"), ([3], "item 0")],
+    [
+        ([], "non-empty list"),
+        ("just text", "non-empty list"),
+        (["ok", ""], "item 1"),
+        ([{"role": "user"}], "item 0"),
+        ([["not", "messages"]], "item 0"),
+        ([3], "item 0"),
+    ],
     ids=["empty", "string", "blank_item", "message_without_content", "list_of_text", "number"],
 )
 def test_bad_prompts_are_refused(prompts, pattern):
@@ -103,8 +109,9 @@ def test_cli_bad_model_is_reported_in_the_answers_file(tmp_path, capsys):
     prompts_file = tmp_path / "probes.json"
     prompts_file.write_text(json.dumps(["hi"]))
     out = tmp_path / "answers.jsonl"
-    code = cli.main(["sample", "--model", str(tmp_path / "no-model"), "--prompts-file", str(prompts_file),
-                     "--out", str(out)])
+    code = cli.main(
+        ["sample", "--model", str(tmp_path / "no-model"), "--prompts-file", str(prompts_file), "--out", str(out)]
+    )
     assert code == 2
     assert "does not exist" in capsys.readouterr().err
     final = read_jsonl(out)[-1]
@@ -112,8 +119,9 @@ def test_cli_bad_model_is_reported_in_the_answers_file(tmp_path, capsys):
 
 
 def test_cli_bad_prompts_file_is_an_argument_error(tmp_path, capsys):
-    code = cli.main(["sample", "--model", "tiny", "--prompts-file", str(tmp_path / "nope.json"),
-                     "--out", str(tmp_path / "a.jsonl")])
+    code = cli.main(
+        ["sample", "--model", "tiny", "--prompts-file", str(tmp_path / "nope.json"), "--out", str(tmp_path / "a.jsonl")]
+    )
     assert code == 2 and "--prompts-file: no file at" in capsys.readouterr().err
 
 

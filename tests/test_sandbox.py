@@ -38,9 +38,11 @@ SECRET = "the-secret-of-bob-7f3a"
 # brevity alone: the reward files below define their own `brevity`, which replaces the built-in one
 TINY = tiny_settings(task="demo", reward_names=["brevity"], logging_steps=1, save_steps=1000)
 
-needs_bwrap = pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")
+needs_bwrap = pytest.mark.skipif(
+    sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)"
+)
 
-HOSTILE_REWARD = '''
+HOSTILE_REWARD = """
 import json, os, socket
 
 def brevity(completions, **kwargs):
@@ -72,7 +74,7 @@ def brevity(completions, **kwargs):
     with open("found.json", "w") as handle:
         json.dump(found, handle)
     return [0.0 for _ in completions]
-'''
+"""
 
 
 class Listener:
@@ -129,20 +131,29 @@ def shared(tmp_path):
     users_file = REPO / ".cache" / f"test-users-{os.getpid()}-{time.monotonic_ns()}.txt"
     users_file.parent.mkdir(exist_ok=True)
     users_file.write_text(f"bob user {users.hash_password('a-long-password', iterations=1000)} {SECRET}\n")
-    yield {"runs": runs, "bob_uploads": bob_uploads, "bob_run": bob_run, "alice_uploads": alice_uploads,
-           "users_file": users_file}
+    yield {
+        "runs": runs,
+        "bob_uploads": bob_uploads,
+        "bob_run": bob_run,
+        "alice_uploads": alice_uploads,
+        "users_file": users_file,
+    }
     users_file.unlink(missing_ok=True)
 
 
 def hostile_reward(where: Path, shared: dict, port: int, users_file: bool = True) -> Path:
     """The reward file; `users_file`: it also reads the users file (which only a dashboard knows to mask)."""
-    reads = {"bob_upload": str(shared["bob_uploads"] / "bob_reward.py"),
-             "bob_run": str(shared["bob_run"] / runfolder.CONFIG_FILE),
-             "own_upload": str(shared["alice_uploads"] / "alice_data.jsonl"),
-             **({"users_file": str(shared["users_file"])} if users_file else {})}
-    writes = {"into_runs": str(shared["runs"] / "escaped.txt"),
-              "into_bob_uploads": str(shared["bob_uploads"] / "escaped.py"),
-              "into_project": str(REPO / ".cache" / f"escaped-{port}.txt")}
+    reads = {
+        "bob_upload": str(shared["bob_uploads"] / "bob_reward.py"),
+        "bob_run": str(shared["bob_run"] / runfolder.CONFIG_FILE),
+        "own_upload": str(shared["alice_uploads"] / "alice_data.jsonl"),
+        **({"users_file": str(shared["users_file"])} if users_file else {}),
+    }
+    writes = {
+        "into_runs": str(shared["runs"] / "escaped.txt"),
+        "into_bob_uploads": str(shared["bob_uploads"] / "escaped.py"),
+        "into_project": str(REPO / ".cache" / f"escaped-{port}.txt"),
+    }
     path = where / "hostile.py"
     path.write_text(HOSTILE_REWARD.format(reads=reads, writes=writes, port=port))
     return path
@@ -179,14 +190,22 @@ def test_the_runs_folder_is_hidden_after_the_code_is_shown_even_inside_the_proje
     users_file = tmp_path / "project" / "users.txt"
     users_file.write_text("x")
     env = {"HOME": str(tmp_path / "home"), "WORKBENCH_USERS": "alice user hash", "HF_TOKEN": "hf_x", "PATH": "/usr/bin"}
-    exposed = sandbox.exposure(run_dir, runs, {"model": "tiny", "reward_file": str(readable / "r.py")},
-                               sandbox.Policy(hidden_files=(str(users_file),), readable=(str(readable),)), env)
+    exposed = sandbox.exposure(
+        run_dir,
+        runs,
+        {"model": "tiny", "reward_file": str(readable / "r.py")},
+        sandbox.Policy(hidden_files=(str(users_file),), readable=(str(readable),)),
+        env,
+    )
     mounts = list(exposed.mounts)
     assert ("empty", "/tmp") in mounts and ("empty", str(runs)) in mounts
     # every code path shown again comes before the runs folder is emptied; the user's things after it
     runs_at = mounts.index(("empty", str(runs)))
-    assert all(i < runs_at for i, (kind, _) in enumerate(mounts) if kind == "read-only" and
-               not mounts[i][1].startswith(str(runs)))
+    assert all(
+        i < runs_at
+        for i, (kind, _) in enumerate(mounts)
+        if kind == "read-only" and not mounts[i][1].startswith(str(runs))
+    )
     assert mounts.index(("read-only", str(readable))) > runs_at
     assert mounts.index(("read-write", str(run_dir))) > runs_at
     assert ("masked", str(users_file)) in mounts
@@ -198,9 +217,9 @@ def test_the_runs_folder_is_hidden_after_the_code_is_shown_even_inside_the_proje
     assert "--share-net" not in argv and "--die-with-parent" not in argv
     # the namespace's init is the supervisor, which holds the limits and starts the command
     assert "--as-pid-1" in argv
-    inner = argv[argv.index("--") + 1:]
+    inner = argv[argv.index("--") + 1 :]
     assert inner[:3] == [sys.executable, "-I", str(sandbox.SUPERVISOR)]
-    assert inner[inner.index("--") + 1:] == ["python", "-m", "workbench", "train"]
+    assert inner[inner.index("--") + 1 :] == ["python", "-m", "workbench", "train"]
     assert "--die-with-parent" in sandbox.bwrap_command(exposed, ["true"], foreground=True)
     assert sandbox.clean_env(env) == {"HOME": env["HOME"], "PATH": "/usr/bin"}
 
@@ -219,7 +238,7 @@ def test_vllms_model_class_record_is_shown_read_only_in_the_sandboxs_own_vllm_ca
     assert exposed.env["VLLM_CACHE_ROOT"] == sandbox.SCRATCH_VLLM
     argv = sandbox.bwrap_command(exposed, ["true"])
     bound = argv.index(str(record))
-    assert argv[bound - 1:bound + 2] == ["--ro-bind", str(record), inside]
+    assert argv[bound - 1 : bound + 2] == ["--ro-bind", str(record), inside]
     assert bound > argv.index("/tmp")  # after the private /tmp it lies in
     assert f"{record} (at {inside})" in exposed.describe()["read-only"]
     # a record found through the caller's own VLLM_CACHE_ROOT is placed the same way
@@ -240,8 +259,9 @@ def test_inside_a_sandbox_vllms_record_reads_but_cannot_be_written(tmp_path):
     record.mkdir(parents=True)
     (record / "llama.json").write_text('{"supports_lora": true}')
     (runs / "r").mkdir(parents=True)
-    exposed = sandbox.exposure(runs / "r", runs, {"generation": "vllm-server"}, None,
-                               {"HOME": str(home), "PATH": os.environ["PATH"]})
+    exposed = sandbox.exposure(
+        runs / "r", runs, {"generation": "vllm-server"}, None, {"HOME": str(home), "PATH": os.environ["PATH"]}
+    )
     probe = """
 import os, pathlib
 root = pathlib.Path(os.environ["VLLM_CACHE_ROOT"])
@@ -255,10 +275,13 @@ for target in (root / "modelinfos" / "new.json", root / "torch_compile_cache" / 
         print(target.parent.name, type(error).__name__)
 """
     argv = sandbox.bwrap_command(exposed, [sys.executable, "-c", probe], foreground=True)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **exposed.env})
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**os.environ, **exposed.env})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ['{"supports_lora": true}', "modelinfos OSError", "torch_compile_cache written"]
+    assert done.stdout.split("\n")[:3] == [
+        '{"supports_lora": true}',
+        "modelinfos OSError",
+        "torch_compile_cache written",
+    ]
     assert sorted(p.name for p in record.iterdir()) == ["llama.json"]
     assert not (record.parent / "torch_compile_cache").exists()
 
@@ -287,14 +310,39 @@ def test_pids_are_read_in_the_namespace_that_wrote_them(monkeypatch):
 @needs_bwrap
 def test_train_sandbox_keeps_a_hostile_reward_from_everything_but_its_run(tmp_path, shared, listener):
     reward = hostile_reward(shared["alice_uploads"], shared, listener.port, users_file=False)
-    settings = [item for key, value in TINY.items() if key not in ("model", "reward_names")
-                for item in ("--set", f"{key}={value}")]
-    done = subprocess.run([sys.executable, "-m", "workbench", "train", "--sandbox", "--model", "tiny",
-                           "--max-steps", "1", "--runs-dir", str(shared["runs"]), *settings,
-                           "--set", "reward_names=brevity", "--set", "eval_strategy=no",
-                           "--set", f"reward_file={reward}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "WORKBENCH_USERS": f"bob user x {SECRET}", "HF_TOKEN": SECRET})
+    settings = [
+        item
+        for key, value in TINY.items()
+        if key not in ("model", "reward_names")
+        for item in ("--set", f"{key}={value}")
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "train",
+            "--sandbox",
+            "--model",
+            "tiny",
+            "--max-steps",
+            "1",
+            "--runs-dir",
+            str(shared["runs"]),
+            *settings,
+            "--set",
+            "reward_names=brevity",
+            "--set",
+            "eval_strategy=no",
+            "--set",
+            f"reward_file={reward}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "WORKBENCH_USERS": f"bob user x {SECRET}", "HF_TOKEN": SECRET},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert SECRET not in done.stdout + done.stderr
     run_dir = next(p for p in shared["runs"].iterdir() if p.name.endswith("-demo"))
@@ -306,25 +354,33 @@ def test_train_sandbox_keeps_a_hostile_reward_from_everything_but_its_run(tmp_pa
 @pytest.mark.slow
 @needs_bwrap
 def test_a_run_launched_from_the_shared_dashboard_runs_sandboxed(shared, listener):
+    import gradio as gr
     from helpers import default_values
 
     from workbench.ui import setup_tab
     from workbench.ui.app import build_app
 
-    import gradio as gr
-
     reward = hostile_reward(shared["alice_uploads"], shared, listener.port)
-    accounts = users.parse_users(shared["users_file"].read_text().replace(f" {SECRET}", "")
-                                 + f"alice user {users.hash_password('a-long-password', iterations=1000)}\n")
-    app = build_app(shared["runs"], users=accounts,
-                    sandbox=sandbox.Policy(hidden_files=(str(shared["users_file"]),)))
-    smoke = next(f.fn for f in app.fns.values()
-                 if f.fn.__module__ == "workbench.ui.setup_tab" and f.fn.__name__ == "start_smoke")
-    form = {**default_values(), **{k: v for k, v in TINY.items() if k in setup_tab.FORM_KEYS},
-            "use_mentions_answer": False, "use_brief_if_correct": False, "use_brevity": True,
-            "eval_strategy": "no", "reward_file": reward.name}
-    run_id, shown, _ = smoke(gr.Request(username="alice"), *[form[key] for key in setup_tab.FORM_KEYS],
-                             {"gpus": [], "busy": []})
+    accounts = users.parse_users(
+        shared["users_file"].read_text().replace(f" {SECRET}", "")
+        + f"alice user {users.hash_password('a-long-password', iterations=1000)}\n"
+    )
+    app = build_app(shared["runs"], users=accounts, sandbox=sandbox.Policy(hidden_files=(str(shared["users_file"]),)))
+    smoke = next(
+        f.fn for f in app.fns.values() if f.fn.__module__ == "workbench.ui.setup_tab" and f.fn.__name__ == "start_smoke"
+    )
+    form = {
+        **default_values(),
+        **{k: v for k, v in TINY.items() if k in setup_tab.FORM_KEYS},
+        "use_mentions_answer": False,
+        "use_brief_if_correct": False,
+        "use_brevity": True,
+        "eval_strategy": "no",
+        "reward_file": reward.name,
+    }
+    run_id, shown, _ = smoke(
+        gr.Request(username="alice"), *[form[key] for key in setup_tab.FORM_KEYS], {"gpus": [], "busy": []}
+    )
     assert run_id, shown
     final = run_state.wait(run_id, shared["runs"], timeout=300)
     run_dir = shared["runs"] / run_id
@@ -378,15 +434,23 @@ def test_a_dashboard_with_accounts_refuses_to_start_without_its_sandbox(tmp_path
     users_file = tmp_path / "users.txt"
     users_file.write_text(f"alice user {users.hash_password('a-long-password', iterations=1000)}\n")
     env = {**os.environ, users.USERS_FILE_ENV: str(users_file), sandbox.BWRAP_ENV: "/nonexistent/bwrap"}
-    done = subprocess.run([sys.executable, str(REPO / "app.py"), "--port", "0", "--runs-dir", str(tmp_path / "runs")],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "app.py"), "--port", "0", "--runs-dir", str(tmp_path / "runs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     assert "sandbox: bubblewrap (`bwrap`) is not installed" in done.stderr and "--no-sandbox" in done.stderr
     assert "Traceback" not in done.stderr
 
     # --no-sandbox serves it anyway, and every page says so
-    app = start_app(tmp_path / "runs", extra_env={users.USERS_FILE_ENV: str(users_file),
-                                                  sandbox.BWRAP_ENV: "/nonexistent/bwrap"}, extra_args=("--no-sandbox",))
+    app = start_app(
+        tmp_path / "runs",
+        extra_env={users.USERS_FILE_ENV: str(users_file), sandbox.BWRAP_ENV: "/nonexistent/bwrap"},
+        extra_args=("--no-sandbox",),
+    )
     try:
         import httpx
 
@@ -410,8 +474,9 @@ def test_sampling_and_export_of_a_run_start_in_its_sandbox(tmp_path):
     confine = sandbox.confinement(run_dir, runs, runfolder.read_config(run_dir), sandbox.Policy())
 
     out = run_dir / "probes" / "answers.jsonl"
-    process = sampling.start_sampling("tiny", ["What is 2 + 2?"], out, adapter_dir=run_dir / runfolder.ADAPTER_DIR,
-                                      max_new_tokens=4, confine=confine)
+    process = sampling.start_sampling(
+        "tiny", ["What is 2 + 2?"], out, adapter_dir=run_dir / runfolder.ADAPTER_DIR, max_new_tokens=4, confine=confine
+    )
     assert sandbox.bwrap_binary() in process.args  # through bwrap (after joining the run's cgroups, where offered)
     process.wait(timeout=300)
     progress = sampling.read_sampling(out, process)
@@ -431,14 +496,17 @@ def test_a_hub_model_is_fetched_before_the_sandbox_or_the_run_fails_saying_why(t
     env_before = os.environ.get("HF_HUB_OFFLINE")
     os.environ["HF_HUB_OFFLINE"] = "1"  # no hub here either way: the launcher's fetch must fail cleanly
     try:
-        run_id = launcher.start(RunConfig(**{**TINY, "model": "no-such-org/no-such-model"}, max_steps=1), runs,
-                                sandboxed=sandbox.Policy())
+        run_id = launcher.start(
+            RunConfig(**{**TINY, "model": "no-such-org/no-such-model"}, max_steps=1), runs, sandboxed=sandbox.Policy()
+        )
     finally:
         os.environ.pop("HF_HUB_OFFLINE") if env_before is None else os.environ.update(HF_HUB_OFFLINE=env_before)
     final = run_state.wait(run_id, runs, timeout=120)
     assert final["state"] == "failed"
-    assert "the sandbox could not start: model: no-such-org/no-such-model is not in the local hub cache" \
+    assert (
+        "the sandbox could not start: model: no-such-org/no-such-model is not in the local hub cache"
         in final["error"]["message"]
+    )
     assert "Traceback" not in runfolder.read_log_tail(runs / run_id)
 
 
@@ -447,8 +515,15 @@ def test_a_hub_model_is_fetched_before_the_sandbox_or_the_run_fails_saying_why(t
 def test_a_sandboxed_run_reads_its_hub_layout_dataset_folder(tmp_path):
     folder = write_hub_dataset(tmp_path / "data" / "gsm8k", {"main": {"train": gsm8k_like_rows(8)}})
     runs = tmp_path / "runs"
-    cfg = RunConfig(**TINY, max_steps=1, dataset_name=str(folder), dataset_config="main",
-                    prompt_column="question", solution_column="answer", solution_transform="after_hashes")
+    cfg = RunConfig(
+        **TINY,
+        max_steps=1,
+        dataset_name=str(folder),
+        dataset_config="main",
+        prompt_column="question",
+        solution_column="answer",
+        solution_transform="after_hashes",
+    )
     run_id = launcher.start(cfg, runs, sandboxed=sandbox.Policy())
     final = run_state.wait(run_id, runs, timeout=300)
     assert final["state"] == "finished", runfolder.read_log_tail(runs / run_id)
@@ -460,7 +535,10 @@ def test_an_uncached_hub_dataset_that_cannot_be_fetched_fails_before_the_sandbox
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(sandbox.SandboxError, match=r"^dataset_name: someone/some-data could not be downloaded .*"
-                                                   r"hf download --repo-type dataset someone/some-data"):
+    with pytest.raises(
+        sandbox.SandboxError,
+        match=r"^dataset_name: someone/some-data could not be downloaded .*"
+        r"hf download --repo-type dataset someone/some-data",
+    ):
         sandbox.prepare_dataset({"dataset_name": "someone/some-data"})
     sandbox.prepare_dataset({"dataset_name": ""})  # nothing named: nothing to fetch

@@ -23,8 +23,12 @@ def screenshots_tool():
 
 def pictures_shown() -> set[str]:
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    return {name for page in pages if page.is_file()
-            for name in re.findall(r"assets/([\w.-]+\.png)", page.read_text(encoding="utf-8"))}
+    return {
+        name
+        for page in pages
+        if page.is_file()
+        for name in re.findall(r"assets/([\w.-]+\.png)", page.read_text(encoding="utf-8"))
+    }
 
 
 def test_every_picture_the_readme_and_the_docs_show_has_a_command_that_takes_it():
@@ -39,8 +43,9 @@ def test_each_entry_names_a_test_that_takes_its_picture():
         tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
         found = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == name]
         assert found, f"{picture}: {node} is no test"
-        assert f'"{picture}"' in ast.get_source_segment((ROOT / path).read_text(encoding="utf-8"), found[0]), \
+        assert f'"{picture}"' in ast.get_source_segment((ROOT / path).read_text(encoding="utf-8"), found[0]), (
             f"{node} does not take {picture}"
+        )
 
 
 def test_a_test_run_writes_its_screenshots_outside_assets(tmp_path, monkeypatch):

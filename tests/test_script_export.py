@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from helpers import gsm8k_like_rows, tiny_config, write_hub_dataset
+
 from workbench.insight import script_export
 from workbench.spec import rewards
 from workbench.spec.config import RunConfig
@@ -29,8 +29,10 @@ USER_REWARDS = textwrap.dedent('''
         return [1.0 if "paris" in t.lower() else math.floor(0.5) for t in texts]
 ''')
 # Python runs the script with `workbench` made unimportable: the script must stand on TRL, PEFT and datasets.
-WITHOUT_WORKBENCH = ("import runpy, sys; sys.modules['workbench'] = None; script = sys.argv[1]; "
-                     "sys.argv = sys.argv[1:]; runpy.run_path(script, run_name='__main__')")
+WITHOUT_WORKBENCH = (
+    "import runpy, sys; sys.modules['workbench'] = None; script = sys.argv[1]; "
+    "sys.argv = sys.argv[1:]; runpy.run_path(script, run_name='__main__')"
+)
 
 
 def imported_modules(text: str) -> set[str]:
@@ -47,9 +49,16 @@ def imported_modules(text: str) -> set[str]:
 def arithmetic_config(tmp_path: Path) -> RunConfig:
     reward_file = tmp_path / "my_rewards.py"
     reward_file.write_text(USER_REWARDS)
-    return RunConfig(task="arithmetic", reward_names=[*ALL_BUILTINS, "says_paris"],
-                     reward_weights=[1.0] * len(ALL_BUILTINS) + [2.0], reward_file=str(reward_file), recipe="dapo",
-                     epsilon_high=0.28, mask_truncated_completions=True, steps_per_generation=4)
+    return RunConfig(
+        task="arithmetic",
+        reward_names=[*ALL_BUILTINS, "says_paris"],
+        reward_weights=[1.0] * len(ALL_BUILTINS) + [2.0],
+        reward_file=str(reward_file),
+        recipe="dapo",
+        epsilon_high=0.28,
+        mask_truncated_completions=True,
+        steps_per_generation=4,
+    )
 
 
 def test_script_imports_only_trl_peft_datasets_and_the_standard_library(tmp_path):
@@ -93,8 +102,10 @@ def test_script_trains_on_the_rows_the_run_trains_on(exported):
 
 def test_scripts_rewards_score_as_the_workbenchs_own(exported):
     _, namespace = exported
-    completions = [[{"role": "assistant", "content": text}] for text in
-                   ("<answer>47</answer>", "It is 47, in Paris. It is 47, in Paris.", "<answer> forty </answer>", "")]
+    completions = [
+        [{"role": "assistant", "content": text}]
+        for text in ("<answer>47</answer>", "It is 47, in Paris. It is 47, in Paris.", "<answer> forty </answer>", "")
+    ]
     columns = {"answer": ["47"] * 4, "keywords": [["paris", "47"]] * 4, "answers": [["47", "forty"]] * 4}
     funcs = namespace["REWARD_FUNCS"]
     assert [f.__name__ for f in funcs] == [*ALL_BUILTINS, "says_paris"]
@@ -110,8 +121,21 @@ def test_workbench_vllm_server_generation_is_refused_by_field():
 
 
 def test_cli_refuses_what_is_neither_a_run_nor_a_config(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "workbench", "export-script", "no-such-run", "--out",
-                           str(tmp_path / "x.py"), "--runs-dir", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "export-script",
+            "no-such-run",
+            "--out",
+            str(tmp_path / "x.py"),
+            "--runs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "neither a config file nor a run" in done.stderr
 
@@ -119,17 +143,34 @@ def test_cli_refuses_what_is_neither_a_run_nor_a_config(tmp_path):
 @pytest.mark.slow
 def test_exported_script_of_a_tiny_run_trains_one_step_on_its_own(tiny_model, tmp_path):
     (tmp_path / "rewards.py").write_text(USER_REWARDS)
-    cfg = tiny_config(task="demo", reward_names=["brevity", "says_paris"], reward_weights=[1.0, 0.5],
-                      reward_file=str(tmp_path / "rewards.py"), recipe="gspo", importance_sampling_level="sequence",
-                      steps_per_generation=2, loss_type="grpo", max_steps=5)
+    cfg = tiny_config(
+        task="demo",
+        reward_names=["brevity", "says_paris"],
+        reward_weights=[1.0, 0.5],
+        reward_file=str(tmp_path / "rewards.py"),
+        recipe="gspo",
+        importance_sampling_level="sequence",
+        steps_per_generation=2,
+        loss_type="grpo",
+        max_steps=5,
+    )
     config_file = cfg.save(tmp_path / "config.json")
     script = tmp_path / "out" / "train_tiny.py"
-    done = subprocess.run([sys.executable, "-m", "workbench", "export-script", str(config_file), "--out", str(script)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "export-script", str(config_file), "--out", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert f"Wrote {script}" in done.stdout
-    run = subprocess.run([sys.executable, "-c", WITHOUT_WORKBENCH, str(script), "--max_steps", "1"],
-                         cwd=script.parent, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT_WORKBENCH, str(script), "--max_steps", "1"],
+        cwd=script.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     state = json.loads(next((script.parent / "grpo-output").glob("checkpoint-*/trainer_state.json")).read_text())
     assert state["global_step"] == 1
@@ -143,9 +184,16 @@ def test_scripts_data_is_the_runs_own_for_a_mapped_hub_layout_folder(tmp_path):
     from workbench.trainer.training import load_dataset_for
 
     folder = write_hub_dataset(tmp_path / "gsm8k", {"main": {"train": gsm8k_like_rows(12)}})
-    cfg = tiny_config(dataset_name=str(folder), dataset_config="main", dataset_train_split="train[2:7]",
-                      prompt_column="question", solution_column="answer", solution_transform="after_hashes",
-                      system_prompt="Think first.", reward_names=["brevity"])
+    cfg = tiny_config(
+        dataset_name=str(folder),
+        dataset_config="main",
+        dataset_train_split="train[2:7]",
+        prompt_column="question",
+        solution_column="answer",
+        solution_transform="after_hashes",
+        system_prompt="Think first.",
+        reward_names=["brevity"],
+    )
     script = tmp_path / "train.py"
     script.write_text(script_export.build_script(script_export.script_inputs(cfg)))
     namespace = runpy.run_path(str(script), run_name="exported")  # not __main__: builds everything, trains nothing
@@ -156,15 +204,26 @@ def test_scripts_data_is_the_runs_own_for_a_mapped_hub_layout_folder(tmp_path):
 def test_trls_rewards_and_a_reward_model_are_exported_as_trl_takes_them(tmp_path):
     folder = tmp_path / "reward-model"
     folder.mkdir()
-    cfg = RunConfig(task="arithmetic", reward_names=["exact_answer", "get_repetition_penalty_reward",
-                                                     "think_format_reward", "reasoning_accuracy_reward"],
-                    reward_params={"get_repetition_penalty_reward": {"ngram_size": 4}}, reward_model=str(folder),
-                    reward_model_weight=0.5, reward_errors="record")
+    cfg = RunConfig(
+        task="arithmetic",
+        reward_names=[
+            "exact_answer",
+            "get_repetition_penalty_reward",
+            "think_format_reward",
+            "reasoning_accuracy_reward",
+        ],
+        reward_params={"get_repetition_penalty_reward": {"ngram_size": 4}},
+        reward_model=str(folder),
+        reward_model_weight=0.5,
+        reward_errors="record",
+    )
     text = script_export.build_script(script_export.script_inputs(cfg))
     assert "import trl.rewards" in text and "import functools" in text
-    assert ("REWARD_FUNCS = [exact_answer(), trl.rewards.get_repetition_penalty_reward(ngram_size=4, "
-            "max_penalty=-1.0), trl.rewards.think_format_reward, functools.partial(trl.rewards."
-            f"reasoning_accuracy_reward, reasoning_delimiters=['</think>']), {str(folder.resolve())!r}]") in text
+    assert (
+        "REWARD_FUNCS = [exact_answer(), trl.rewards.get_repetition_penalty_reward(ngram_size=4, "
+        "max_penalty=-1.0), trl.rewards.think_format_reward, functools.partial(trl.rewards."
+        f"reasoning_accuracy_reward, reasoning_delimiters=['</think>']), {str(folder.resolve())!r}]"
+    ) in text
     assert "reward_weights=[1.0, 1.0, 1.0, 1.0, 0.5]," in text
     assert "# reward_errors=record is the workbench's own" in text
     ast.parse(text)

@@ -2,9 +2,9 @@
 
 import pytest
 
+from workbench.sources.gpus import GpuInfo
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import plan_for
-from workbench.sources.gpus import GpuInfo
 from workbench.ui import runs_view, server_view
 from workbench.ui.setup_view import command_text, config_from_form, hardware_choice
 
@@ -12,15 +12,26 @@ FOUR_GPUS = [GpuInfo(index=i, name="H100", total_mb=81_559, free_mb=80_000, util
 
 
 def status_with(run_state="training", **vllm):
-    return {"state": run_state, "vllm": {"state": "ready", "url": "http://127.0.0.1:41234", "on_cpu": True,
-                                         "ready_after_s": 48.2, **vllm}}
+    return {
+        "state": run_state,
+        "vllm": {"state": "ready", "url": "http://127.0.0.1:41234", "on_cpu": True, "ready_after_s": 48.2, **vllm},
+    }
 
 
 @pytest.mark.parametrize(
     "status, words",
     [
-        (status_with(), ["vLLM server: ready", "after 48 s", "http://127.0.0.1:41234", "on the CPU", "hot-loads",
-                         "slower than transformers"]),
+        (
+            status_with(),
+            [
+                "vLLM server: ready",
+                "after 48 s",
+                "http://127.0.0.1:41234",
+                "on the CPU",
+                "hot-loads",
+                "slower than transformers",
+            ],
+        ),
         (status_with(run_state="finished"), ["vLLM server: stopped"]),
         (status_with(run_state="failed"), ["vLLM server: stopped"]),
         (status_with(run_state="failed", state="failed"), ["vLLM server: failed", "<details open>"]),

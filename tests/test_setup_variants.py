@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from app_events import Page, find_event
 from helpers import setup_form_values
+
 from workbench.ui import setup_tab
 from workbench.ui.setup_view import RECIPE_FORM_FIELDS, recipe_note_html
 
@@ -34,8 +34,13 @@ def form_after(event, result: dict, values: list) -> dict:
 
 
 def test_variant_fields_are_on_the_form():
-    for name in ("epsilon_high", "importance_sampling_level", "mask_truncated_completions", "top_entropy_quantile",
-                 "recipe"):
+    for name in (
+        "epsilon_high",
+        "importance_sampling_level",
+        "mask_truncated_completions",
+        "top_entropy_quantile",
+        "recipe",
+    ):
         assert name in setup_tab.FORM_KEYS
 
 
@@ -45,8 +50,12 @@ def test_choosing_gspo_sets_its_fields_and_says_which_changed(app):
     values = setup_form_values(recipe="gspo")
     result = page.run(event, values)
     form = form_after(event, result, values)
-    assert (form["importance_sampling_level"], form["loss_type"], form["epsilon"], form["epsilon_high"]) == \
-        ("sequence", "grpo", 3e-4, 4e-4)
+    assert (form["importance_sampling_level"], form["loss_type"], form["epsilon"], form["epsilon_high"]) == (
+        "sequence",
+        "grpo",
+        3e-4,
+        4e-4,
+    )
     assert form["steps_per_generation"] == 4 * form["gradient_accumulation_steps"]
     note = result["data"][-1]
     assert "GSPO" in note and "importance_sampling_level: &#x27;token&#x27; -&gt; &#x27;sequence&#x27;" in note
@@ -72,8 +81,9 @@ def test_recipe_note_escapes_and_names_no_change():
 
 def test_script_download_holds_the_forms_settings(app):
     event = find_event(app, "workbench.ui.setup_tab", "export_script")
-    result = Page(app).run(event, setup_form_values(epsilon_high=0.28, mask_truncated_completions=True,
-                                                    steps_per_generation=2))
+    result = Page(app).run(
+        event, setup_form_values(epsilon_high=0.28, mask_truncated_completions=True, steps_per_generation=2)
+    )
     download = result["data"][0]
     assert download["visible"] is True
     text = Path(download["value"]["path"]).read_text()
@@ -101,8 +111,10 @@ def test_a_task_choice_answers_with_its_presets_and_the_verdict_of_the_form_with
     assert "exact_answer" in str(shown["correctness_reward"])  # the choices follow the task's rewards
     # another task applies its presets
     other = outputs_by_label(event, page.run(event, setup_form_values(task=setup_tab.RunConfig().task)))
-    assert other["max_completion_length"]["value"] == \
-        setup_tab.RunConfig.for_task(setup_tab.RunConfig().task).max_completion_length
+    assert (
+        other["max_completion_length"]["value"]
+        == setup_tab.RunConfig.for_task(setup_tab.RunConfig().task).max_completion_length
+    )
 
 
 def setup_tab_badge(app):
@@ -116,8 +128,11 @@ def test_a_choice_starts_no_other_event_but_the_train_tab_s_launch_button(app):
     for name in ("on_task", "on_recipe"):
         event = find_event(app, "workbench.ui.setup_tab", name)
         written = {block._id for block in event.outputs}
-        started = [fn.fn.__qualname__ for fn in app.fns.values() if fn.fn is not None
-                   and any(target in written and trigger == "change" for target, trigger in fn.targets)]
+        started = [
+            fn.fn.__qualname__
+            for fn in app.fns.values()
+            if fn.fn is not None and any(target in written and trigger == "change" for target, trigger in fn.targets)
+        ]
         assert set(started) <= {"TrainTab.on_plan_valid"}, (name, started)  # only when the verdict flips
 
 

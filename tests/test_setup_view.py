@@ -25,8 +25,9 @@ def test_a_gpu_a_run_holds_can_be_chosen_and_says_the_launch_waits():
 
 
 def test_a_queued_smoke_test_says_what_it_waits_for():
-    text = setup_view.smoke_result_html({"state": "queued", "run_id": "s1", "queue_position": 1,
-                                         "waits_for": "GPU 0 (run <x>)"})
+    text = setup_view.smoke_result_html(
+        {"state": "queued", "run_id": "s1", "queue_position": 1, "waits_for": "GPU 0 (run <x>)"}
+    )
     assert "Smoke test queued at position 1: it waits for GPU 0 (run &lt;x&gt;)" in text and "(run s1)" in text
     assert "Smoke test loading model" in setup_view.smoke_result_html({"state": "loading_model", "run_id": "s1"})
 
@@ -43,16 +44,20 @@ def test_a_task_preview_shows_its_rows_and_the_column_its_reward_needs():
 def test_a_ticked_reward_whose_column_is_missing_is_warned_about():
     form = {"task": "demo", "use_brevity": True, "use_exact_answer": True, "use_length_target": True}
     html = data_preview_html(preview_from_form(form))
-    assert ("<b>exact_answer</b> needs the column <code>answer</code> and the demo task has none: add it (one value "
-            "per prompt), or untick exact_answer.") in html
+    assert (
+        "<b>exact_answer</b> needs the column <code>answer</code> and the demo task has none: add it (one value "
+        "per prompt), or untick exact_answer."
+    ) in html
     assert "reads <code>target_chars</code> when present (absent here: it uses its default)" in html
 
 
 def test_a_file_preview_escapes_and_cuts_text(tmp_path):
     path = tmp_path / "data.jsonl"
     markup = "<script>alert(1)</script>"
-    rows = [{"prompt": markup + "x" * 500, "answer": "4"},
-            {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "answer": "5"}]
+    rows = [
+        {"prompt": markup + "x" * 500, "answer": "4"},
+        {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "answer": "5"},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     html = data_preview_html(preview_from_form({"task": "demo", "dataset_name": str(path), "use_exact_answer": True}))
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -67,20 +72,33 @@ def test_an_unreadable_file_shows_the_reason_instead_of_rows(tmp_path):
 
 
 def test_a_hub_layout_split_fills_the_dropdowns_and_shows_its_solution(tmp_path):
-    folder = write_hub_dataset(tmp_path / "gsm8k", {"main": {"train": gsm8k_like_rows(3)},
-                                                    "socratic": {"train": gsm8k_like_rows(1)}})
-    form = {"task": "demo", "dataset_name": str(folder), "dataset_config": "main", "prompt_column": "question",
-            "solution_column": "answer", "solution_transform": "after_hashes", "chat_template": "auto",
-            "model": str(tmp_path / "no-model-yet")}
+    folder = write_hub_dataset(
+        tmp_path / "gsm8k", {"main": {"train": gsm8k_like_rows(3)}, "socratic": {"train": gsm8k_like_rows(1)}}
+    )
+    form = {
+        "task": "demo",
+        "dataset_name": str(folder),
+        "dataset_config": "main",
+        "prompt_column": "question",
+        "solution_column": "answer",
+        "solution_transform": "after_hashes",
+        "chat_template": "auto",
+        "model": str(tmp_path / "no-model-yet"),
+    }
     data = preview_from_form(form)
-    assert setup_view.data_choices(data) == (["main", "socratic"], ["question", "answer"],
-                                             [("(none)", ""), ("question", "question"), ("answer", "answer")])
+    assert setup_view.data_choices(data) == (
+        ["main", "socratic"],
+        ["question", "answer"],
+        [("(none)", ""), ("question", "question"), ("answer", "answer")],
+    )
     html = data_preview_html(data)
     assert "<code id='wb-first-solution'>1002</code>" in html
     assert "The model&#x27;s tokenizer is not on disk yet" in html and "wb-model-text" not in html
     raw = data_preview_html(preview_from_form({**form, "chat_template": "none", "system_prompt": "Be brief."}))
-    assert f"<pre class='wb-model-text' id='wb-model-text'>Be brief.\n\n{gsm8k_like_rows(1)[0]['question']}</pre>" \
-        in raw and "the text goes to the model as it is" in raw
+    assert (
+        f"<pre class='wb-model-text' id='wb-model-text'>Be brief.\n\n{gsm8k_like_rows(1)[0]['question']}</pre>" in raw
+        and "the text goes to the model as it is" in raw
+    )
 
 
 def test_a_mapping_that_does_not_fit_says_so_instead_of_a_text(tmp_path):
@@ -96,10 +114,16 @@ def test_the_reward_picker_offers_trls_rewards_with_their_parameters_and_failure
     from workbench.ui import setup_tab
 
     assert {"accuracy_reward", "cosine_scaled_reward", "repetition_penalty_reward"} <= set(setup_view.PICKER_REWARDS)
-    changes = {"use_mentions_answer": False, "use_brief_if_correct": False,  # the demo's own, ticked at first
-               "use_brevity": True, "use_repetition_penalty_reward": True, "weight_repetition_penalty_reward": 0.5,
-               "reward_params": '{"repetition_penalty_reward": {"ngram_size": 4}}', "reward_errors": "record",
-               "reward_failure_score": -1.0}
+    changes = {
+        "use_mentions_answer": False,
+        "use_brief_if_correct": False,  # the demo's own, ticked at first
+        "use_brevity": True,
+        "use_repetition_penalty_reward": True,
+        "weight_repetition_penalty_reward": 0.5,
+        "reward_params": '{"repetition_penalty_reward": {"ngram_size": 4}}',
+        "reward_errors": "record",
+        "reward_failure_score": -1.0,
+    }
     form = dict(zip(setup_tab.FORM_KEYS, setup_form_values(**changes)))
     cfg = setup_view.config_from_form(form, gpus_present=False)
     assert (cfg.reward_names, cfg.reward_weights) == (["brevity", "repetition_penalty_reward"], [1.0, 0.5])

@@ -51,15 +51,17 @@ def test_launches_and_stops_per_user_per_minute_are_capped(tmp_path, monkeypatch
         assert "stopped" in said(list(on_stop(bob, watch))[-1])
         second = on_launch(bob, RunWatch(), 0.5, *setup_form_values())
         assert "Queued" in said(second), said(second)
-        (queued,) = [d.name for d in runfolder.list_run_dirs(runs)
-                     if runfolder.read_status(d).get("state") == runfolder.QUEUED]
+        (queued,) = [
+            d.name for d in runfolder.list_run_dirs(runs) if runfolder.read_status(d).get("state") == runfolder.QUEUED
+        ]
         refused = said(next(on_stop(bob, RunWatch(run_id=queued, status={"state": runfolder.QUEUED}))))
         assert "Not stopped: stop: bob has started or stopped runs 3 times in the last 60 s" in refused, refused
         assert "wait" in refused and runfolder.read_status(runs / queued)["state"] == runfolder.QUEUED
         third = said(on_launch(bob, RunWatch(), 0.5, *setup_form_values()))
         assert "Not launched" in third and "launch: bob has started or stopped runs 3 times" in third
-        assert "Queued" in said(on_launch(gr.Request(username="alice"), RunWatch(), 0.5, *setup_form_values())), \
+        assert "Queued" in said(on_launch(gr.Request(username="alice"), RunWatch(), 0.5, *setup_form_values())), (
             "each user has a cap of their own"
+        )
     finally:
         # the queued runs first: once the holder ends, the dispatcher would start one (the bundled model's
         # demo), and it would train on through the rest of the suite
@@ -131,9 +133,8 @@ def test_files_older_than_a_day_leave_the_cache(tmp_path):
 
 @pytest.mark.slow
 def test_the_app_with_accounts_cleans_the_cache_at_start_and_keeps_its_folders_private(tmp_path):
-    from gradio_client import Client, handle_file
-
     from browser_fixtures import start_app
+    from gradio_client import Client, handle_file
 
     old, new, _, _ = old_and_new_files(tmp_path / "gradio")
     users_file = tmp_path / "users.txt"
@@ -143,8 +144,9 @@ def test_the_app_with_accounts_cleans_the_cache_at_start_and_keeps_its_folders_p
     RunConfig(model="tiny", device="cpu").save(holder / runfolder.CONFIG_FILE)
     live = subprocess.Popen(["sleep", "300"])  # holds the CPU: the launch waits in the queue, nothing trains
     runfolder.update_status(holder, state="training", pid=live.pid, pgid=live.pid, step=1)
-    server = start_app(runs, extra_env={users.USERS_FILE_ENV: str(users_file),
-                                        "GRADIO_TEMP_DIR": str(tmp_path / "gradio")})
+    server = start_app(
+        runs, extra_env={users.USERS_FILE_ENV: str(users_file), "GRADIO_TEMP_DIR": str(tmp_path / "gradio")}
+    )
     try:
         assert not old.exists() and new.exists(), "the app cleans Gradio's upload cache when it starts"
         data = tmp_path / "prompts.jsonl"
@@ -158,8 +160,10 @@ def test_the_app_with_accounts_cleans_the_cache_at_start_and_keeps_its_folders_p
         folder = runs / "uploads" / "bob"
         assert (folder / "prompts.jsonl").is_file()
         (run_dir,) = [d for d in runfolder.list_run_dirs(runs) if d != holder]
-        modes = {path.name: oct(path.stat().st_mode & 0o777)
-                 for path in (runs / "uploads", folder, run_dir, run_dir / runfolder.CONFIG_FILE)}
+        modes = {
+            path.name: oct(path.stat().st_mode & 0o777)
+            for path in (runs / "uploads", folder, run_dir, run_dir / runfolder.CONFIG_FILE)
+        }
         assert modes == {"uploads": "0o700", "bob": "0o700", run_dir.name: "0o700", "config.json": "0o600"}, modes
     finally:
         server.process.kill()

@@ -30,9 +30,18 @@ from workbench.ui.train_view import RunWatch
 
 ALICE_RUN, BOB_RUN, HOLDER_RUN = "20260101-000001-alice", "20260101-000002-bob", "20260101-000000-holder"
 # A model's config.json: the memory estimate reads its sizes (so an estimate on the page means it was read).
-MODEL_CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-                "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "vocab_size": 1000, "max_position_embeddings": 512, "tie_word_embeddings": True}
+MODEL_CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": True,
+}
 
 
 def model_folder(folder):
@@ -55,8 +64,13 @@ def places(tmp_path):
     model_folder(models / "shared-model")
     elsewhere = model_folder(tmp_path / "elsewhere" / "model")
     (runs / "uploads" / "bob").mkdir(parents=True)
-    return {"runs": runs, "models": models, "elsewhere": elsewhere,
-            "alice": runs / ALICE_RUN / "merged", "bob": runs / BOB_RUN / "merged"}
+    return {
+        "runs": runs,
+        "models": models,
+        "elsewhere": elsewhere,
+        "alice": runs / ALICE_RUN / "merged",
+        "bob": runs / BOB_RUN / "merged",
+    }
 
 
 # ---------------------------------------------------------------- the rule
@@ -69,17 +83,31 @@ def test_the_rule_allows_names_hub_ids_own_runs_and_shared_folders_only(places, 
     assert confine("model", "tiny", bob) == "tiny"
     assert confine("model", "Qwen/Qwen2-0.5B-Instruct", bob) == "Qwen/Qwen2-0.5B-Instruct"
     assert confine("model", str(places["bob"]), bob) == str(places["bob"].resolve())
-    assert confine("model", str(places["models"] / "shared-model"), bob) == str((places["models"] / "shared-model").resolve())
+    assert confine("model", str(places["models"] / "shared-model"), bob) == str(
+        (places["models"] / "shared-model").resolve()
+    )
     assert confine("dataset_path", str(runs / BOB_RUN / "prompts.jsonl"), bob).endswith("prompts.jsonl")
     monkeypatch.chdir(runs.parent)  # `runs/ID` has a hub id's shape, but it is a local path: the rule applies
     (runs / "uploads" / "bob" / "link").symlink_to(places["alice"])
-    refused = [("model", str(places["alice"])), ("model", str(places["elsewhere"])), ("model", f"runs/{ALICE_RUN}"),
-               ("model", f"../../{ALICE_RUN}/merged"), ("model", "link"), ("model", "x/../../alice"), ("model", str(runs)),
-               ("model", str(runs / "uploads")), ("dataset_path", str(runs / ALICE_RUN / "prompts.jsonl")),
-               ("reward_file", str(places["bob"] / "config.json") + "/.."), ("model", "/etc")]
+    refused = [
+        ("model", str(places["alice"])),
+        ("model", str(places["elsewhere"])),
+        ("model", f"runs/{ALICE_RUN}"),
+        ("model", f"../../{ALICE_RUN}/merged"),
+        ("model", "link"),
+        ("model", "x/../../alice"),
+        ("model", str(runs)),
+        ("model", str(runs / "uploads")),
+        ("dataset_path", str(runs / ALICE_RUN / "prompts.jsonl")),
+        ("reward_file", str(places["bob"] / "config.json") + "/.."),
+        ("model", "/etc"),
+    ]
     for field, value in refused:
-        with pytest.raises(paths.PathError, match=rf"^{field}: .* is not a .* in your uploads folder .*bob, one of "
-                                                  r"your runs or a shared folder \(.*models\); on a shared dashboard"):
+        with pytest.raises(
+            paths.PathError,
+            match=rf"^{field}: .* is not a .* in your uploads folder .*bob, one of "
+            r"your runs or a shared folder \(.*models\); on a shared dashboard",
+        ):
             confine(field, value, bob)
     admin = paths_view.scope_for(runs, Viewer("root", admin=True))
     assert confine("model", str(places["alice"]), admin) == str(places["alice"].resolve()), "an admin: every run"
@@ -100,10 +128,20 @@ def test_only_loopback_and_listed_hosts_pass_as_a_vllm_server():
         hosts.check_server_url(url)
     assert hosts.listed_hosts({hosts.VLLM_HOSTS_ENV: "gpu1, GPU2.lan ,"}) == {"gpu1", "gpu2.lan"}
     hosts.check_server_url("http://GPU1:8000", frozenset({"gpu1"}))
-    for url in ("http://10.0.0.1:8000", "http://127.0.0.1@169.254.169.254/", "http://2130706433:80",
-                "http://0.0.0.0:8000", "http://[::1", "file:///etc/passwd", "http://gpu3:8000"):
-        with pytest.raises(Exception, match=r"^vllm_server_base_url: .* is not on this machine \(loopback\) nor a "
-                                            r"vLLM host the admin lists.*; leave it empty"):
+    for url in (
+        "http://10.0.0.1:8000",
+        "http://127.0.0.1@169.254.169.254/",
+        "http://2130706433:80",
+        "http://0.0.0.0:8000",
+        "http://[::1",
+        "file:///etc/passwd",
+        "http://gpu3:8000",
+    ):
+        with pytest.raises(
+            Exception,
+            match=r"^vllm_server_base_url: .* is not on this machine \(loopback\) nor a "
+            r"vLLM host the admin lists.*; leave it empty",
+        ):
             hosts.check_server_url(url, frozenset({"gpu1"}))
 
 
@@ -112,8 +150,9 @@ def test_only_loopback_and_listed_hosts_pass_as_a_vllm_server():
 
 @pytest.fixture
 def app(places):
-    accounts = {name: users.User(name, role, "") for name, role in [("alice", "user"), ("bob", "user"),
-                                                                    ("root", "admin")]}
+    accounts = {
+        name: users.User(name, role, "") for name, role in [("alice", "user"), ("bob", "user"), ("root", "admin")]
+    }
     return build_app(places["runs"], users=accounts, shared_dirs=(places["models"].resolve(),))
 
 
@@ -131,7 +170,9 @@ def cpu_held(places):
 
 def launch(app, user: str, **changes) -> str:
     """The Train tab's launch as `user`: the notice it shows."""
-    out = app_handler(app, "train_tab", "on_launch")(gr.Request(username=user), RunWatch(), 0.5, *setup_form_values(**changes))
+    out = app_handler(app, "train_tab", "on_launch")(
+        gr.Request(username=user), RunWatch(), 0.5, *setup_form_values(**changes)
+    )
     return next(value.value for value in out.values() if isinstance(value, gr.HTML) and "wb-notice" in value.value)
 
 
@@ -167,9 +208,11 @@ def test_a_run_that_rewrote_its_config_is_not_resumed_sampled_or_exported(app, p
     config = json.loads((mine / runfolder.CONFIG_FILE).read_text())
     (mine / runfolder.CONFIG_FILE).write_text(json.dumps({**config, "model": str(places["alice"])}))
     bob = gr.Request(username="bob")
-    said = [app_handler(app, "train_tab", "on_resume")(bob, RunWatch(run_id=BOB_RUN)),
-            app_handler(app, "compare_tab", "on_answer")(bob, BOB_RUN, None, "What is 2 + 2?", 8, None),
-            app_handler(app, "merge_panel", "start")(bob, BOB_RUN, None, str(mine / "merged-again"), None)]
+    said = [
+        app_handler(app, "train_tab", "on_resume")(bob, RunWatch(run_id=BOB_RUN)),
+        app_handler(app, "compare_tab", "on_answer")(bob, BOB_RUN, None, "What is 2 + 2?", 8, None),
+        app_handler(app, "merge_panel", "start")(bob, BOB_RUN, None, str(mine / "merged-again"), None),
+    ]
     for out in said:
         text = " ".join(str(getattr(value, "value", value)) for value in out.values())
         assert "model: " in text and "is not a folder in your uploads folder" in text, text
@@ -219,7 +262,8 @@ def test_a_vllm_server_elsewhere_is_refused_before_any_request(app, places):
     try:
         url = f"http://{address}:{port}"
         *_, problems, _memory, ready = app_handler(app, "setup_tab", "live_plan")(
-            gr.Request(username="bob"), *setup_form_values(generation="vllm-server", vllm_server_base_url=url))
+            gr.Request(username="bob"), *setup_form_values(generation="vllm-server", vllm_server_base_url=url)
+        )
         assert ready is False and "<b>vllm_server_base_url</b>: " in problems and "is not on this machine" in problems
         notice = launch(app, "bob", generation="vllm-server", vllm_server_base_url=url)
         assert "Not launched" in notice and "is not on this machine (loopback)" in notice, notice

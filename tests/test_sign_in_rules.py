@@ -151,8 +151,10 @@ def test_an_unknown_name_costs_what_a_known_one_does():
     known = {"alice": users.User("alice", "user", users.hash_password("a-long-password", iterations=rounds))}
     assert users.stand_in_hash(known).split("$")[1] == str(rounds), "as dear as the dearest account"
     assert not users.check_password("", users.stand_in_hash(known))
-    known_s, unknown_s = _median_cpu_seconds(lambda: users.authenticate(known, "alice", "wrong-password"),
-                                             lambda: users.authenticate(known, "mallory", "wrong-password"))
+    known_s, unknown_s = _median_cpu_seconds(
+        lambda: users.authenticate(known, "alice", "wrong-password"),
+        lambda: users.authenticate(known, "mallory", "wrong-password"),
+    )
     assert 0.6 < unknown_s / known_s < 1.6, f"known {known_s:.3f} s, unknown {unknown_s:.3f} s"
 
 
@@ -174,34 +176,54 @@ def test_https_files_are_checked_before_serving(tmp_path):
 
 
 def test_app_refuses_half_an_https_setting_or_bad_hours(tmp_path):
-    for args, words in [(["--ssl-certfile", str(tmp_path / "cert.pem")], "error: --ssl-keyfile: HTTPS needs"),
-                        (["--session-hours", "0"], "error: --session-hours: hours a sign-in lasts")]:
-        result = subprocess.run([sys.executable, "app.py", "--port", "1", "--runs-dir", str(tmp_path), *args],
-                                capture_output=True, text=True, timeout=60, cwd=REPO,
-                                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."})
+    for args, words in [
+        (["--ssl-certfile", str(tmp_path / "cert.pem")], "error: --ssl-keyfile: HTTPS needs"),
+        (["--session-hours", "0"], "error: --session-hours: hours a sign-in lasts"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "app.py", "--port", "1", "--runs-dir", str(tmp_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."},
+        )
         assert result.returncode != 0 and words in result.stderr and "Traceback" not in result.stderr
 
 
 def request_with(headers: dict, scheme: str = "http", host: str = "class.example:7860") -> Request:
     raw = [(b"host", host.encode())] + [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-    return Request({"type": "http", "method": "POST", "scheme": scheme, "path": "/logout", "headers": raw,
-                    "query_string": b"", "server": ("127.0.0.1", 7860)})
+    return Request(
+        {
+            "type": "http",
+            "method": "POST",
+            "scheme": scheme,
+            "path": "/logout",
+            "headers": raw,
+            "query_string": b"",
+            "server": ("127.0.0.1", 7860),
+        }
+    )
 
 
-@pytest.mark.parametrize("headers, scheme, host, own", [
-    ({"Origin": "http://class.example:7860"}, "http", "class.example:7860", True),
-    ({"Referer": "http://class.example:7860/?tab=runs"}, "http", "class.example:7860", True),
-    ({"Origin": "https://class.example"}, "https", "class.example:443", True),
-    ({"Origin": "https://class.example", "X-Forwarded-Host": "class.example"}, "http", "127.0.0.1:7860", True),
-    ({"Origin": "https://evil.example"}, "http", "class.example:7860", False),
-    ({"Origin": "http://class.example:7861"}, "http", "class.example:7860", False),
-    ({"Origin": "http://class.example.evil.example:7860"}, "http", "class.example:7860", False),
-    ({"Origin": "null"}, "http", "class.example:7860", False),
-    ({"Referer": "javascript:alert(1)"}, "http", "class.example:7860", False),
-    ({}, "http", "class.example:7860", False),
-])
+@pytest.mark.parametrize(
+    "headers, scheme, host, own",
+    [
+        ({"Origin": "http://class.example:7860"}, "http", "class.example:7860", True),
+        ({"Referer": "http://class.example:7860/?tab=runs"}, "http", "class.example:7860", True),
+        ({"Origin": "https://class.example"}, "https", "class.example:443", True),
+        ({"Origin": "https://class.example", "X-Forwarded-Host": "class.example"}, "http", "127.0.0.1:7860", True),
+        ({"Origin": "https://evil.example"}, "http", "class.example:7860", False),
+        ({"Origin": "http://class.example:7861"}, "http", "class.example:7860", False),
+        ({"Origin": "http://class.example.evil.example:7860"}, "http", "class.example:7860", False),
+        ({"Origin": "null"}, "http", "class.example:7860", False),
+        ({"Referer": "javascript:alert(1)"}, "http", "class.example:7860", False),
+        ({}, "http", "class.example:7860", False),
+    ],
+)
 def test_only_the_dashboards_own_page_may_sign_out(headers, scheme, host, own):
     assert from_own_page(request_with(headers, scheme, host)) is own
     if not headers:
-        assert from_own_page(request_with(headers, scheme, host), allow_missing=True), \
+        assert from_own_page(request_with(headers, scheme, host), allow_missing=True), (
             "a sign-in from a script (no page at all) is not a cross-site request"
+        )

@@ -47,8 +47,9 @@ def users_file(tmp_path_factory):
 def server(users_file):
     from browser_fixtures import start_app
 
-    app = start_app(users_file.parent / "runs", extra_env={users.USERS_FILE_ENV: str(users_file),
-                                                           SIGN_IN_WAIT_ENV: str(WAIT_S)})
+    app = start_app(
+        users_file.parent / "runs", extra_env={users.USERS_FILE_ENV: str(users_file), SIGN_IN_WAIT_ENV: str(WAIT_S)}
+    )
     yield app
     app.stop()
 
@@ -74,8 +75,9 @@ def test_checking_passwords_leaves_the_pages_answering(server):
         logins, waits, logins_s = sign_in_while_asking(server.url, page)
     assert len(logins) == 6 and min(logins) > 0.05, "600,000 rounds of PBKDF2 take time"
     slowest = max(waits)
-    assert len(waits) >= 3 and slowest < 0.5 and slowest < logins_s / 2, \
+    assert len(waits) >= 3 and slowest < 0.5 and slowest < logins_s / 2, (
         f"the page waited up to {slowest:.3f} s while six sign-ins took {logins_s:.3f} s ({len(waits)} asks)"
+    )
 
 
 def sign_in_while_asking(url: str, page: httpx.Client) -> tuple[list[float], list[float], float]:
@@ -178,9 +180,12 @@ def https_server(users_file, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("https")
     cert, key = make_certificate(folder)
-    app = start_app(folder / "runs", extra_env={users.USERS_FILE_ENV: str(users_file)}, scheme="https",
-                    extra_args=["--ssl-certfile", str(cert), "--ssl-keyfile", str(key),
-                                "--session-hours", str(SESSION_HOURS)])
+    app = start_app(
+        folder / "runs",
+        extra_env={users.USERS_FILE_ENV: str(users_file)},
+        scheme="https",
+        extra_args=["--ssl-certfile", str(cert), "--ssl-keyfile", str(key), "--session-hours", str(SESSION_HOURS)],
+    )
     app.certificate = cert
     yield app
     app.stop()

@@ -7,8 +7,9 @@ from workbench.spec.signal_check import GroupScores, report_lines, signal_report
 
 def group(totals, correctness=None, lengths=None, truncated=None):
     n = len(totals)
-    return GroupScores(totals=totals, correctness=correctness, lengths=lengths or [10] * n,
-                       truncated=truncated or [False] * n)
+    return GroupScores(
+        totals=totals, correctness=correctness, lengths=lengths or [10] * n, truncated=truncated or [False] * n
+    )
 
 
 def test_no_correct_answer_says_nothing_will_learn():
@@ -17,13 +18,19 @@ def test_no_correct_answer_says_nothing_will_learn():
     assert report.groups_with_correct == 0 and report.correctness_rate == 0.0
     assert report.groups_with_spread == 8
     assert not report.learns
-    assert report.verdict == ("gsm8k on tiny: 0 of 8 groups have any correct answer; nothing will learn - "
-                              "pick a larger model or an easier task")
+    assert report.verdict == (
+        "gsm8k on tiny: 0 of 8 groups have any correct answer; nothing will learn - "
+        "pick a larger model or an easier task"
+    )
 
 
 def test_zero_spread_groups_are_counted_and_none_counts_as_zero():
-    groups = [group([1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]), group([0.0, 0.0, 0.0, 0.0], [0.0] * 4),
-              group([None, 0.0, None, 0.0], [None, 0.0, None, 0.0]), group([0.3, 0.3, 0.3, 0.3], [0.0] * 4)]
+    groups = [
+        group([1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]),
+        group([0.0, 0.0, 0.0, 0.0], [0.0] * 4),
+        group([None, 0.0, None, 0.0], [None, 0.0, None, 0.0]),
+        group([0.3, 0.3, 0.3, 0.3], [0.0] * 4),
+    ]
     report = signal_report(groups, "arithmetic on tiny", "exact_answer")
     assert report.groups_with_spread == 1
     assert report.zero_spread_share == pytest.approx(0.75)
@@ -53,8 +60,16 @@ def test_truncation_and_all_correct_are_named():
 def test_report_dict_and_lines_carry_every_figure():
     report = signal_report([group([0.0, 1.0], [0.0, 1.0])], "x", "exact_answer")
     data = report.to_dict()
-    assert {"groups", "reward_spread", "zero_spread_share", "correctness_rate", "groups_with_correct",
-            "truncation_rate", "verdict", "learns"} <= set(data)
+    assert {
+        "groups",
+        "reward_spread",
+        "zero_spread_share",
+        "correctness_rate",
+        "groups_with_correct",
+        "truncation_rate",
+        "verdict",
+        "learns",
+    } <= set(data)
     assert report_lines(report)[-1] == f"verdict: {report.verdict}"
 
 

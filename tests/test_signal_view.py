@@ -13,8 +13,11 @@ def test_correctness_choices_follow_the_rewards_ticked():
 
 
 def test_report_shows_verdict_and_figures_escaped():
-    report = signal_report([GroupScores(totals=[0.0, 0.5], lengths=[4, 8], truncated=[False, True],
-                                        correctness=[0.0, 0.0])], "<b>x</b>", "exact_answer")
+    report = signal_report(
+        [GroupScores(totals=[0.0, 0.5], lengths=[4, 8], truncated=[False, True], correctness=[0.0, 0.0])],
+        "<b>x</b>",
+        "exact_answer",
+    )
     html = signal_view.signal_html({"state": "done", "report": report.to_dict()})
     assert "Will not learn" in html and "0 of 1 groups have any correct answer" in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html

@@ -9,20 +9,29 @@ from pathlib import Path
 import pytest
 
 from workbench.spec.config import RunConfig
-from workbench.spec.speed import (NOT_MEASURED, copy_fits_gpu, memory_merged_dtype, resolve_merged_generation,
-                                  resolve_packed_decode, resolve_shared_prompt_pass, speed_notes)
+from workbench.spec.speed import (
+    NOT_MEASURED,
+    copy_fits_gpu,
+    memory_merged_dtype,
+    resolve_merged_generation,
+    resolve_packed_decode,
+    resolve_shared_prompt_pass,
+    speed_notes,
+)
 
 TUNED = {"merged_generation": "float32", "shared_prompt_pass": "yes", "packed_decode": "no"}
 
 
 @pytest.mark.parametrize(
     ("setting", "generation", "backend", "tuned", "value"),
-    [("auto", "transformers", "ddp", None, "auto"),  # not measured here yet: the run's probe decides
-     ("auto", "transformers", "ddp", TUNED, "float32"),  # this machine's measured choice
-     ("auto", "vllm-server", "ddp", TUNED, "no"),  # the server samples
-     ("bfloat16", "transformers", "ddp", TUNED, "bfloat16"),  # the user's choice stands
-     ("float32", "trl-colocate", "ddp", None, "no"),  # TRL's vLLM samples: nothing to copy into
-     ("auto", "transformers", "fsdp", TUNED, "no")],  # sharded weights: no whole model to copy
+    [
+        ("auto", "transformers", "ddp", None, "auto"),  # not measured here yet: the run's probe decides
+        ("auto", "transformers", "ddp", TUNED, "float32"),  # this machine's measured choice
+        ("auto", "vllm-server", "ddp", TUNED, "no"),  # the server samples
+        ("bfloat16", "transformers", "ddp", TUNED, "bfloat16"),  # the user's choice stands
+        ("float32", "trl-colocate", "ddp", None, "no"),  # TRL's vLLM samples: nothing to copy into
+        ("auto", "transformers", "fsdp", TUNED, "no"),
+    ],  # sharded weights: no whole model to copy
 )
 def test_merged_generation_resolves_by_backend_and_this_machines_choice(setting, generation, backend, tuned, value):
     assert resolve_merged_generation(setting, generation, backend, tuned).value == value
@@ -59,12 +68,14 @@ def test_the_speed_note_says_auto_is_measured_here_or_what_it_chose_and_quotes_n
 
 @pytest.mark.parametrize(
     ("setting", "checkpointing", "processes", "tuned", "value"),
-    [("auto", False, 1, TUNED, "yes"),
-     ("auto", False, 1, None, "auto"),
-     ("yes", False, 1, None, "yes"),  # the user's choice stands where it can run
-     ("yes", True, 1, None, "no"),  # checkpointed layers drop the prompt's cache
-     ("auto", False, 2, TUNED, "no"),  # DDP: one forward per backward
-     ("no", False, 1, TUNED, "no")],
+    [
+        ("auto", False, 1, TUNED, "yes"),
+        ("auto", False, 1, None, "auto"),
+        ("yes", False, 1, None, "yes"),  # the user's choice stands where it can run
+        ("yes", True, 1, None, "no"),  # checkpointed layers drop the prompt's cache
+        ("auto", False, 2, TUNED, "no"),  # DDP: one forward per backward
+        ("no", False, 1, TUNED, "no"),
+    ],
 )
 def test_shared_prompt_pass_resolves_by_run_and_this_machines_choice(setting, checkpointing, processes, tuned, value):
     assert resolve_shared_prompt_pass(setting, checkpointing, processes, tuned=tuned).value == value
@@ -72,15 +83,17 @@ def test_shared_prompt_pass_resolves_by_run_and_this_machines_choice(setting, ch
 
 @pytest.mark.parametrize(
     ("setting", "merged", "on_cpu", "mkl_missing", "value", "why"),
-    [("auto", "float32", True, None, "no", "measured fastest on this machine"),  # TUNED says no
-     ("auto", "auto", True, None, "no", "measured fastest on this machine"),
-     ("yes", "float32", True, None, "yes", "set in the config"),
-     ("no", "float32", True, None, "no", "set in the config"),
-     ("maybe", "float32", True, None, "no", "set in the config"),  # refused by check_config: nothing packed
-     ("auto", "bfloat16", True, None, "no", "merged_generation is bfloat16: only a float32 merged copy"),
-     ("yes", "no", True, None, "no", "merged_generation is no: only a float32 merged copy"),
-     ("auto", "float32", False, None, "no", "MKL's packed GEMM is a CPU kernel"),
-     ("yes", "float32", True, "this torch is built without MKL", "no", "this torch is built without MKL")],
+    [
+        ("auto", "float32", True, None, "no", "measured fastest on this machine"),  # TUNED says no
+        ("auto", "auto", True, None, "no", "measured fastest on this machine"),
+        ("yes", "float32", True, None, "yes", "set in the config"),
+        ("no", "float32", True, None, "no", "set in the config"),
+        ("maybe", "float32", True, None, "no", "set in the config"),  # refused by check_config: nothing packed
+        ("auto", "bfloat16", True, None, "no", "merged_generation is bfloat16: only a float32 merged copy"),
+        ("yes", "no", True, None, "no", "merged_generation is no: only a float32 merged copy"),
+        ("auto", "float32", False, None, "no", "MKL's packed GEMM is a CPU kernel"),
+        ("yes", "float32", True, "this torch is built without MKL", "no", "this torch is built without MKL"),
+    ],
 )
 def test_packed_decode_needs_a_float32_copy_on_a_cpu_and_mkl(setting, merged, on_cpu, mkl_missing, value, why):
     choice = resolve_packed_decode(setting, merged, on_cpu, mkl_missing, tuned=TUNED)
@@ -101,7 +114,11 @@ def test_the_speed_benchmark_runs_each_lever_alone_with_the_gpu_kits_settings(lo
     assert (config.num_generations, config.max_completion_length, config.eval_strategy) == (8, 64, "no")
     rows = {row: config.with_changes(**bench_speed.ROWS[row][1]) for row in bench_speed.GPU_ROWS}
     assert [(c.merged_generation, c.shared_prompt_pass) for c in rows.values()] == [
-        ("no", "no"), ("bfloat16", "no"), ("no", "yes"), ("bfloat16", "yes")]
+        ("no", "no"),
+        ("bfloat16", "no"),
+        ("no", "yes"),
+        ("bfloat16", "yes"),
+    ]
     assert bench_speed.demo_config(4).device == "cpu" and "merged-bf16+shared" not in bench_speed.CPU_ROWS
 
 

@@ -50,9 +50,11 @@ def test_a_command_that_loads_no_model_has_collection_resumed_before_it_runs(pau
 
 
 def test_python_m_workbench_pauses_on_its_first_line():
-    probe = ("import gc, runpy, sys; sys.argv = ['workbench', '--help']\n"
-             "try:\n    runpy.run_module('workbench', run_name='__main__')\n"
-             "except SystemExit:\n    print('enabled' if gc.isenabled() else 'paused')")
+    probe = (
+        "import gc, runpy, sys; sys.argv = ['workbench', '--help']\n"
+        "try:\n    runpy.run_module('workbench', run_name='__main__')\n"
+        "except SystemExit:\n    print('enabled' if gc.isenabled() else 'paused')"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
     # --help exits while arguments are parsed, before any command would resume it
     assert done.stdout.strip().endswith("paused"), done.stderr

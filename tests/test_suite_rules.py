@@ -48,7 +48,8 @@ def suite(pytester):
 
 
 def test_an_unmarked_test_over_the_limit_fails_saying_to_mark_it_slow(suite):
-    suite.makepyfile(test_made="""
+    suite.makepyfile(
+        test_made="""
 import time
 import pytest
 
@@ -61,15 +62,21 @@ def test_marked():
 
 def test_quick():
     pass
-""")
+"""
+    )
     result = suite.runpytest_subprocess("-o", "slow_after_s=0.5", "-n", "0", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*test_unmarked: took 1.0 s of its own, over slow_after_s = 0.5 s, "
-                                 "and is not marked slow: mark it @pytest.mark.slow*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_unmarked: took 1.0 s of its own, over slow_after_s = 0.5 s, "
+            "and is not marked slow: mark it @pytest.mark.slow*"
+        ]
+    )
 
 
 def test_an_unmarked_test_that_loads_weights_fails(suite):
-    suite.makepyfile(test_made="""
+    suite.makepyfile(
+        test_made="""
 import numpy as np
 import pytest
 from safetensors import safe_open
@@ -86,7 +93,8 @@ def test_unmarked(tmp_path):
 @pytest.mark.slow
 def test_marked(tmp_path):
     assert load(tmp_path) == ["w"]
-""")
+"""
+    )
     result = suite.runpytest_subprocess("-n", "0", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*test_unmarked: loaded model weights (*model.safetensors) and is not marked slow*"])
@@ -104,7 +112,10 @@ def overlapping(spans_by_name: dict, name: str) -> list[str]:
 
 def test_under_xdist_a_serial_test_runs_alone_and_a_resource_is_used_one_at_a_time(suite):
     for side in ("a", "b"):
-        suite.makepyfile(**{f"test_{side}": NOTED + f"""
+        suite.makepyfile(
+            **{
+                f"test_{side}": NOTED
+                + f"""
 @pytest.mark.parametrize("i", range(3))
 def test_plain(i):
     note("{side}" + str(i))
@@ -116,7 +127,9 @@ def test_alone():
 @pytest.mark.one_at_a_time("server")
 def test_server():
     note("server_{side}")
-"""})
+"""
+            }
+        )
     result = suite.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=10)
     noted = spans(suite.path)
@@ -127,7 +140,9 @@ def test_server():
 
 def test_under_xdist_a_test_holding_a_resource_leads_its_file(suite):
     """So it frees the resource as early as it can for another file's test that waits for it."""
-    suite.makepyfile(test_made=NOTED + """
+    suite.makepyfile(
+        test_made=NOTED
+        + """
 @pytest.mark.parametrize("i", range(3))
 def test_plain(i):
     note("plain" + str(i))
@@ -135,7 +150,8 @@ def test_plain(i):
 @pytest.mark.one_at_a_time("server")
 def test_server():
     note("server")
-""")
+"""
+    )
     result = suite.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     noted = spans(suite.path)

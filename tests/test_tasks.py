@@ -48,13 +48,16 @@ def _score_task(name, completions, **columns):
     return [r["reward"] for r in rewards.score(task.reward_names, "q", completions, task.reward_weights, **columns)]
 
 
-LONG_RIGHT = ("The capital of France is Paris, a city famous for the Eiffel Tower, museums such as the Louvre, "
-              "and its long history as a centre of art, fashion and culture in Europe.")
+LONG_RIGHT = (
+    "The capital of France is Paris, a city famous for the Eiffel Tower, museums such as the Louvre, "
+    "and its long history as a centre of art, fashion and culture in Europe."
+)
 
 
 def test_demo_pays_for_right_answers_and_for_their_brevity():
     short_right, mid_right, long_right, short_wrong, empty = _score_task(
-        "demo", ["Paris.", "The capital of France is Paris.", LONG_RIGHT, "Lyon.", ""], answers=[["Paris"]] * 5)
+        "demo", ["Paris.", "The capital of France is Paris.", LONG_RIGHT, "Lyon.", ""], answers=[["Paris"]] * 5
+    )
     assert short_right > mid_right > long_right >= 0.1 > short_wrong == empty == 0.0
     assert short_right <= 1.0
 
@@ -115,9 +118,11 @@ def test_task_data_is_reproducible_and_sized(name):
 
 @pytest.mark.parametrize(
     "name,size,pattern",
-    [("nope", None, r"unknown task 'nope'; choose from demo, arithmetic, keywords"),
-     ("demo", 10_000, r"the demo task has \d+ questions"),
-     ("arithmetic", 0, r"at least 1")],
+    [
+        ("nope", None, r"unknown task 'nope'; choose from demo, arithmetic, keywords"),
+        ("demo", 10_000, r"the demo task has \d+ questions"),
+        ("arithmetic", 0, r"at least 1"),
+    ],
     ids=["unknown", "demo_too_big", "zero"],
 )
 def test_task_errors_say_what_to_use(name, size, pattern):
@@ -143,15 +148,26 @@ def test_task_trains_one_real_grpo_step(tmp_path, name):
 
     task = TASKS[name]
     args = GRPOConfig(
-        output_dir=str(tmp_path), report_to="none", max_steps=1, logging_steps=1, save_strategy="no",
+        output_dir=str(tmp_path),
+        report_to="none",
+        max_steps=1,
+        logging_steps=1,
+        save_strategy="no",
         # shrunk to one prompt x 2 completions of 8 tokens: this checks wiring, not learning
-        per_device_train_batch_size=2, num_generations=2, max_completion_length=8,
-        reward_weights=list(task.reward_weights), use_cpu=True, bf16=False, gradient_checkpointing=False,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        reward_weights=list(task.reward_weights),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
         disable_tqdm=True,
     )
     callback = KeepLogs()
     trainer = GRPOTrainer(
-        model=str(tiny_model_dir()), args=args, callbacks=[callback],
+        model=str(tiny_model_dir()),
+        args=args,
+        callbacks=[callback],
         reward_funcs=rewards.resolve_rewards(task.reward_names),
         train_dataset=tasks.load_task_dataset(name, size=4),
     )

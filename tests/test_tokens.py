@@ -18,21 +18,39 @@ from workbench.spec.token_records import completion_length, rounded, token_probl
 
 
 def _record(**changes):
-    record = {"step": 2, "round": 2, "index": 1, "group": 0, "micro_batch": 0, "advantage": 0.5, "ref": "reference",
-              "ids": [5, 6], "tokens": ["a", "b"], "logprob": [-1.0, -2.0], "ref_logprob": [-1.1, -2.0],
-              "kl": [0.004, 0.0], "entropy": [3.0, 1.0], "ratio": None, "clipped": [0, 0], "masked": [0, 1]}
+    record = {
+        "step": 2,
+        "round": 2,
+        "index": 1,
+        "group": 0,
+        "micro_batch": 0,
+        "advantage": 0.5,
+        "ref": "reference",
+        "ids": [5, 6],
+        "tokens": ["a", "b"],
+        "logprob": [-1.0, -2.0],
+        "ref_logprob": [-1.1, -2.0],
+        "kl": [0.004, 0.0],
+        "entropy": [3.0, 1.0],
+        "ratio": None,
+        "clipped": [0, 0],
+        "masked": [0, 1],
+    }
     return {**record, **changes}
 
 
-@pytest.mark.parametrize("changes, words", [
-    ({}, None),
-    ({"kl": None, "ref": "old policy"}, None),  # beta = 0: no KL term
-    ({"logprob": [-1.0]}, "logprob"),  # one value short of its tokens
-    ({"ratio": "1"}, "ratio"),
-    ({"ref": "base"}, "ref"),
-    ({"advantage": None}, "advantage"),
-    ({"step": True}, "step"),
-])
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({}, None),
+        ({"kl": None, "ref": "old policy"}, None),  # beta = 0: no KL term
+        ({"logprob": [-1.0]}, "logprob"),  # one value short of its tokens
+        ({"ratio": "1"}, "ratio"),
+        ({"ref": "base"}, "ref"),
+        ({"advantage": None}, "advantage"),
+        ({"step": True}, "step"),
+    ],
+)
 def test_the_tokens_rule_wants_one_value_per_token(changes, words):
     problem = token_problem(_record(**changes))
     assert problem is None if words is None else words in problem
@@ -88,7 +106,9 @@ def _check_cards_own_their_tokens(run_dir, tokenizer_dir):
     assert rows
     for step in tokens.token_steps(run_dir):
         for record in tokens.tokens_of_step(run_dir, step):
-            completion = jsonl_cache.records_of_step(run_dir / runfolder.COMPLETIONS_FILE, record["round"])[record["index"]]
+            completion = jsonl_cache.records_of_step(run_dir / runfolder.COMPLETIONS_FILE, record["round"])[
+                record["index"]
+            ]
             assert tokenizer.decode(record["ids"], skip_special_tokens=True) == completion["completion"]
             assert math.isclose(record["advantage"], completion["advantage"], rel_tol=1e-4, abs_tol=1e-6)
             assert record["group"] == completion["group"]
@@ -129,8 +149,16 @@ def clipping_run(tmp_path_factory):
     from workbench.trainer.training import run_training
 
     run_dir = tmp_path_factory.mktemp("clipping")
-    cfg = RunConfig(**{**TINY, "per_device_train_batch_size": 2}, task="reward_hacking", gradient_accumulation_steps=2,
-                    max_steps=2, num_iterations=2, learning_rate=0.05, epsilon=0.001, save_steps=10)
+    cfg = RunConfig(
+        **{**TINY, "per_device_train_batch_size": 2},
+        task="reward_hacking",
+        gradient_accumulation_steps=2,
+        max_steps=2,
+        num_iterations=2,
+        learning_rate=0.05,
+        epsilon=0.001,
+        save_steps=10,
+    )
     assert run_training(cfg, run_dir) == 0, runfolder.read_status(run_dir).get("error")
     return run_dir
 
@@ -229,9 +257,11 @@ def test_the_report_shows_the_last_steps_highest_and_lowest_advantage_token_by_t
 
 
 def test_the_same_tokens_after_the_same_prefix_at_an_earlier_step_are_found_the_newest_first():
-    earlier = [_record(step=1, ids=[5, 6, 7], logprob=[-1.0, -2.0, -3.0]),
-               _record(step=3, ids=[5, 6, 9], logprob=[-0.5, -1.5, -0.1]),
-               _record(step=2, ids=[8], logprob=[-4.0])]
+    earlier = [
+        _record(step=1, ids=[5, 6, 7], logprob=[-1.0, -2.0, -3.0]),
+        _record(step=3, ids=[5, 6, 9], logprob=[-0.5, -1.5, -0.1]),
+        _record(step=2, ids=[8], logprob=[-4.0]),
+    ]
     # 5 and 6 were sampled at steps 1 and 3 (step 3 is newer); 7 follows 5 6 only at step 1; then 4 breaks the prefix
     assert tokens.prefix_matches([5, 6, 7, 4, 6], earlier) == [(3, -0.5), (3, -1.5), (1, -3.0), None, None]
     assert tokens.prefix_matches([6], earlier) == [None]  # the same token at another place is not the same token

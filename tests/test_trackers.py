@@ -11,7 +11,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from helpers import TINY
@@ -21,7 +20,6 @@ from workbench.runstore import runfolder
 from workbench.spec import trackers
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import validate_config
-
 
 # Runs the training command in this interpreter, noting every connection or lookup that leaves the machine.
 OFFLINE_TRAIN = """
@@ -47,11 +45,15 @@ def test_the_default_is_no_tracker_and_both_trackers_are_accepted():
     assert RunConfig.from_dict({"report_to": "tensorboard,trackio"}).report_to == ["tensorboard", "trackio"]
 
 
-@pytest.mark.parametrize("report_to, rule", [
-    (["wandb"], "'wandb' is not a tracker the workbench passes on"),
-    (["none"], "'none' is not a tracker the workbench passes on"),
-    (["trackio", "trackio"], "names a tracker twice"),
-], ids=["online_tracker", "none_as_text", "twice"])
+@pytest.mark.parametrize(
+    "report_to, rule",
+    [
+        (["wandb"], "'wandb' is not a tracker the workbench passes on"),
+        (["none"], "'none' is not a tracker the workbench passes on"),
+        (["trackio", "trackio"], "names a tracker twice"),
+    ],
+    ids=["online_tracker", "none_as_text", "twice"],
+)
 def test_bad_trackers_are_refused_naming_the_fix(report_to, rule):
     problems = [p for p in validate_config(RunConfig(report_to=report_to)) if p.field == "report_to"]
     assert [p.rule for p in problems] == [rule] and problems[0].fix
@@ -60,34 +62,57 @@ def test_bad_trackers_are_refused_naming_the_fix(report_to, rule):
 def test_a_tracker_that_is_not_installed_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(trackers.importlib.util, "find_spec", lambda name: None)
     assert trackers.problems(["trackio"]) == [
-        ("report_to", "trackio is not installed in this Python",
-         "run `make setup` (requirements.txt pins trackio), or remove trackio from report_to")]
+        (
+            "report_to",
+            "trackio is not installed in this Python",
+            "run `make setup` (requirements.txt pins trackio), or remove trackio from report_to",
+        )
+    ]
 
 
 def test_trackers_write_into_the_run_folder_and_trackio_nowhere_else(tmp_path):
     settings, removed = trackers.environment(["tensorboard", "trackio"], tmp_path)
-    assert settings == {"TENSORBOARD_LOGGING_DIR": str(tmp_path / "tensorboard"), "TRACKIO_DIR": str(tmp_path / "trackio")}
+    assert settings == {
+        "TENSORBOARD_LOGGING_DIR": str(tmp_path / "tensorboard"),
+        "TRACKIO_DIR": str(tmp_path / "trackio"),
+    }
     assert "TRACKIO_SPACE_ID" in removed and "TRACKIO_SERVER_URL" in removed
     assert trackers.environment([], tmp_path) == ({}, ())
     assert trackers.open_commands(["tensorboard", "trackio"], "runs/x") == [
-        "tensorboard --logdir runs/x/tensorboard", "TRACKIO_DIR=runs/x/trackio trackio show --project grpo-workbench"]
+        "tensorboard --logdir runs/x/tensorboard",
+        "TRACKIO_DIR=runs/x/trackio trackio show --project grpo-workbench",
+    ]
 
 
 @pytest.fixture(scope="module")
 def tracked_run(tmp_path_factory):
     """2 tiny steps with TensorBoard and trackio, in their own process, watched for network access."""
     run_dir = tmp_path_factory.mktemp("runs") / "20261123-100000-tracked"
-    config = RunConfig(**TINY, task="reward_hacking", max_steps=2, save_steps=10, beta=0.0,
-                       report_to=["tensorboard", "trackio"])
+    config = RunConfig(
+        **TINY, task="reward_hacking", max_steps=2, save_steps=10, beta=0.0, report_to=["tensorboard", "trackio"]
+    )
     config.save(run_dir / runfolder.CONFIG_FILE)
     script, network = run_dir.parent / "offline_train.py", run_dir.parent / "network.jsonl"
     script.write_text(OFFLINE_TRAIN)
     # TRACKIO_SPACE_ID must be ignored: metrics stay local. TRL's own usage ping to huggingface.co, sent by every
     # trainer with or without trackers, is switched off the way TRL documents: this test is about the trackers.
     env = {**processes.job_env(), "TRACKIO_SPACE_ID": "someone/space", "HF_HUB_DISABLE_TELEMETRY": "1"}
-    result = subprocess.run([sys.executable, str(script), str(network), "train", "--run-dir", str(run_dir),
-                             "--config", str(run_dir / runfolder.CONFIG_FILE)],
-                            capture_output=True, text=True, timeout=600, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(network),
+            "train",
+            "--run-dir",
+            str(run_dir),
+            "--config",
+            str(run_dir / runfolder.CONFIG_FILE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert result.returncode == 0, (result.stderr[-3000:], runfolder.read_status(run_dir).get("error"))
     return run_dir, network
 

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 from app_events import Page, find_event
-from helpers import G, STEPS, append_step
+from helpers import STEPS, G, append_step
 
 from workbench.runstore import jsonl_cache, runfolder, safe_files
 

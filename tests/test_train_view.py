@@ -22,8 +22,15 @@ from workbench.ui import train_tab, train_view
         ([("b", {"state": "training"}), ("a", {"state": "training"})], "a", "a"),
         ([("b", {"state": "finished"})], "deleted", "b"),
     ],
-    ids=["no-runs", "newest", "live-beats-newer-finished", "remembered", "newer-live-beats-remembered-ended",
-         "remembered-still-live", "remembered-gone"],
+    ids=[
+        "no-runs",
+        "newest",
+        "live-beats-newer-finished",
+        "remembered",
+        "newer-live-beats-remembered-ended",
+        "remembered-still-live",
+        "remembered-gone",
+    ],
 )
 def test_choose_run(runs, remembered, expected):
     assert train_view.choose_run(runs, remembered) == expected
@@ -65,10 +72,18 @@ def test_nearest_step(steps, wanted, expected):
     "status, metrics, now, expected",
     [
         ({"state": "training", "step": 4, "total_steps": 10, "started_at": 100.0}, [], 180.0, (80.0, 120.0)),
-        ({"state": "training", "step": 4, "total_steps": 10, "started_at": 100.0},
-         [{"step": s, "step_time": 3.0} for s in range(1, 5)], 180.0, (80.0, 18.0)),
-        ({"state": "finished", "step": 10, "total_steps": 10, "started_at": 100.0, "updated_at": 150.0}, [], 999.0,
-         (50.0, None)),
+        (
+            {"state": "training", "step": 4, "total_steps": 10, "started_at": 100.0},
+            [{"step": s, "step_time": 3.0} for s in range(1, 5)],
+            180.0,
+            (80.0, 18.0),
+        ),
+        (
+            {"state": "finished", "step": 10, "total_steps": 10, "started_at": 100.0, "updated_at": 150.0},
+            [],
+            999.0,
+            (50.0, None),
+        ),
         ({"state": "loading_model", "step": 0, "total_steps": 10, "started_at": 100.0}, [], 105.0, (5.0, None)),
         ({}, [], 5.0, (None, None)),
     ],
@@ -118,8 +133,7 @@ def test_an_ended_run_has_no_moving_clock():
 
 
 def test_a_queued_run_shows_its_position_and_what_it_waits_for():
-    status = {"state": "queued", "step": 0, "queued_at": 100.0, "queue_position": 2,
-              "waits_for": "the CPU (run <a>)"}
+    status = {"state": "queued", "step": 0, "queued_at": 100.0, "queue_position": 2, "waits_for": "the CPU (run <a>)"}
     progress = train_view.measure_progress(status, [], now=160.0)
     assert (progress.queue_position, progress.waits_for, progress.elapsed_s) == (2, "the CPU (run <a>)", None)
     text = train_view.progress_html("r2", progress)
@@ -144,8 +158,10 @@ def test_a_tuning_run_shows_what_the_speed_probe_times_now(tmp_path):
 
 
 def test_failure_panel_shows_hint_error_and_log_tail():
-    status = {"state": "failed", "error": {"type": "ValueError", "message": "bad <thing>",
-                                           "hint": "Lower num_generations."}}
+    status = {
+        "state": "failed",
+        "error": {"type": "ValueError", "message": "bad <thing>", "hint": "Lower num_generations."},
+    }
     text = train_view.failure_html(status, "Traceback ...\nValueError: bad")
     assert text.index("Lower num_generations.") < text.index("ValueError: bad &lt;thing&gt;")
     assert "End of train.log" in text and "Traceback ..." in text
@@ -190,8 +206,13 @@ def test_alarms_are_shown_in_plain_words():
 
 @pytest.mark.parametrize(
     "state, step_times, expected",
-    [("training", [], 2.0), ("training", [12.0, 10.0], 2.8), ("training", [2.0], 1.0), ("training", [60.0], 5.0),
-     ("finished", [10.0], 5.0)],
+    [
+        ("training", [], 2.0),
+        ("training", [12.0, 10.0], 2.8),
+        ("training", [2.0], 1.0),
+        ("training", [60.0], 5.0),
+        ("finished", [10.0], 5.0),
+    ],
     ids=["loading", "ten-second-steps", "fast-steps-floor", "slow-steps-ceiling", "finished"],
 )
 def test_polling_pace_follows_the_step_time(state, step_times, expected):

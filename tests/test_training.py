@@ -25,7 +25,6 @@ from workbench.spec.config import RunConfig
 from workbench.spec.rewards import RewardFunctionError
 from workbench.trainer.recorder import StatusWriter, completion_records, failure_hint
 
-
 # ---------------------------------------------------------------- pure pieces
 
 
@@ -36,8 +35,14 @@ def test_completion_records_group_by_num_generations_and_weight_rewards():
         "rewards": {"brevity": [1.0, 0.5, 0.2, float("nan")], "length_target": [0.0, 1.0, 0.4, 0.6]},
         "advantages": [0.7, -0.7, 0.1, -0.1],
     }
-    records = completion_records(logs, step=5, num_generations=2, reward_weights=[1.0, 0.5],
-                                 lengths=[1, 2, 3, 4], truncated=[False, False, True, False])
+    records = completion_records(
+        logs,
+        step=5,
+        num_generations=2,
+        reward_weights=[1.0, 0.5],
+        lengths=[1, 2, 3, 4],
+        truncated=[False, False, True, False],
+    )
     assert [r["group"] for r in records] == [0, 0, 1, 1]
     assert [r["prompt"] for r in records] == ["Q1", "Q1", "Q2", "Q2"]
     assert records[1]["completion"] == "bb" and records[1]["step"] == 5
@@ -143,8 +148,10 @@ def test_a_save_killed_halfway_leaves_the_previous_adapter_whole(tmp_path, tiny_
     adapter = tmp_path / runfolder.ADAPTER_DIR
     shutil.copytree(tiny_adapter, adapter)
     before = (adapter / "adapter_model.safetensors").read_bytes()
-    killed = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(tmp_path), str(tiny_adapter)],
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_SAVE, str(tmp_path), str(tiny_adapter)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
     assert killed.returncode == -9
     assert (adapter / "adapter_model.safetensors").read_bytes() == before
     with safe_open(str(adapter / "adapter_model.safetensors"), "pt") as weights:
@@ -167,8 +174,9 @@ def finished_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
     # two reward functions with unequal weights, so the weighted total is checked too
     # (0.25, not 0.5: with 0.5 brevity and length_target add up to a constant below 100 characters)
-    cfg = RunConfig(**TINY, max_steps=3, save_steps=2, reward_names=["brevity", "length_target"],
-                    reward_weights=[1.0, 0.25])
+    cfg = RunConfig(
+        **TINY, max_steps=3, save_steps=2, reward_names=["brevity", "length_target"], reward_weights=[1.0, 0.25]
+    )
     code = run_training(cfg, run_dir)
     return code, run_dir, cfg
 
@@ -188,9 +196,21 @@ def test_metrics_carry_every_step_under_trls_names(finished_run):
     _, run_dir, _ = finished_run
     metrics = runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)
     assert [m["step"] for m in metrics] == [1, 2, 3]
-    for name in ("loss", "reward", "reward_std", "kl", "entropy", "grad_norm", "learning_rate", "step_time",
-                 "frac_reward_zero_std", "completions/mean_length", "clip_ratio/region_mean",
-                 "rewards/brevity/mean", "rewards/length_target/mean"):
+    for name in (
+        "loss",
+        "reward",
+        "reward_std",
+        "kl",
+        "entropy",
+        "grad_norm",
+        "learning_rate",
+        "step_time",
+        "frac_reward_zero_std",
+        "completions/mean_length",
+        "clip_ratio/region_mean",
+        "rewards/brevity/mean",
+        "rewards/length_target/mean",
+    ):
         assert all(name in m for m in metrics), name
     assert all("train_runtime" not in m for m in metrics)
 
@@ -202,12 +222,23 @@ def test_completions_carry_rewards_and_trls_advantages(finished_run):
     assert len(records) == 3 * cfg.per_device_train_batch_size
     groups = defaultdict(list)
     for record in records:
-        assert set(record) >= {"step", "group", "prompt", "completion", "rewards", "reward", "advantage",
-                               "length", "truncated"}
+        assert set(record) >= {
+            "step",
+            "group",
+            "prompt",
+            "completion",
+            "rewards",
+            "reward",
+            "advantage",
+            "length",
+            "truncated",
+        }
         assert 0 <= record["length"] <= cfg.max_completion_length
         if record["truncated"]:  # cut off without an end token: it used the whole length budget
             assert record["length"] == cfg.max_completion_length
-        assert record["reward"] == pytest.approx(record["rewards"]["brevity"] + 0.25 * record["rewards"]["length_target"])
+        assert record["reward"] == pytest.approx(
+            record["rewards"]["brevity"] + 0.25 * record["rewards"]["length_target"]
+        )
         groups[(record["step"], record["group"])].append(record)
     assert sorted({step for step, _ in groups}) == [1, 2, 3]
     for members in groups.values():
@@ -251,7 +282,11 @@ def test_checkpoints_and_adapter_load_with_peft(finished_run):
     assert torch.allclose(untouched, plain)  # the base weights are unchanged
     base_now = model.get_base_model().state_dict()
     for name, value in reference.items():
-        key = name.replace(".weight", ".base_layer.weight") if f"{name.rsplit('.', 1)[0]}.base_layer.weight" in base_now else name
+        key = (
+            name.replace(".weight", ".base_layer.weight")
+            if f"{name.rsplit('.', 1)[0]}.base_layer.weight" in base_now
+            else name
+        )
         assert torch.equal(base_now[key], value), name
 
 
@@ -277,8 +312,9 @@ def test_a_reward_that_raises_fails_the_run_naming_it(tmp_path, reward_fails_on_
     from workbench.trainer.training import run_training
 
     run_dir = tmp_path / "run"
-    cfg = RunConfig(**TINY, max_steps=3, save_steps=10, reward_names=["flaky_reward"],
-                    reward_file=str(reward_fails_on_second_call))
+    cfg = RunConfig(
+        **TINY, max_steps=3, save_steps=10, reward_names=["flaky_reward"], reward_file=str(reward_fails_on_second_call)
+    )
     assert run_training(cfg, run_dir) == 1
     status = runfolder.read_status(run_dir)
     assert status["state"] == "failed"
@@ -297,13 +333,13 @@ def test_a_hung_reward_is_stopped_and_fails_the_run_naming_it(tmp_path):
     from workbench.trainer.training import run_training
 
     path = tmp_path / "slow_rewards.py"
-    path.write_text("import time\n"
-                    "def stuck_reward(prompts, completions, **kwargs):\n"
-                    "    while True:\n"
-                    "        time.sleep(0.1)\n")
+    path.write_text(
+        "import time\ndef stuck_reward(prompts, completions, **kwargs):\n    while True:\n        time.sleep(0.1)\n"
+    )
     run_dir = tmp_path / "run"
-    cfg = RunConfig(**TINY, max_steps=2, save_steps=10, reward_names=["stuck_reward"], reward_file=str(path),
-                    reward_timeout_s=2)
+    cfg = RunConfig(
+        **TINY, max_steps=2, save_steps=10, reward_names=["stuck_reward"], reward_file=str(path), reward_timeout_s=2
+    )
     assert run_training(cfg, run_dir) == 1
     error = runfolder.read_status(run_dir)["error"]
     assert runfolder.read_status(run_dir)["state"] == "failed"

@@ -7,23 +7,29 @@ import pytest
 from workbench.spec import rewards
 from workbench.spec.config import ConfigError, RunConfig, parse_assignment
 from workbench.spec.config_checks import validate_config
-from workbench.spec.rewards import RewardError
-from workbench.spec.rewards import trl_reward_library
+from workbench.spec.rewards import RewardError, trl_reward_library
 from workbench.spec.rewards.trl_reward_library import TRL_REWARDS, TrlReward
 
 
 def _reward_problems(**changes) -> list[str]:
     cfg = RunConfig(**{"task": "arithmetic", "model": "tiny", "device": "cpu", **changes})
-    return [str(p) for p in validate_config(cfg) if p.field in ("reward_params", "reward_names", "reward_errors",
-                                                                  "reward_failure_score", "reward_model")]
+    return [
+        str(p)
+        for p in validate_config(cfg)
+        if p.field in ("reward_params", "reward_names", "reward_errors", "reward_failure_score", "reward_model")
+    ]
 
 
-@pytest.mark.parametrize("name, canonical", [
-    ("accuracy_reward", "accuracy_reward"), ("get_cosine_scaled_reward", "cosine_scaled_reward"),
-    ("get_repetition_penalty_reward", "repetition_penalty_reward"),
-    ("get_soft_overlong_punishment", "soft_overlong_punishment_reward"),
-    ("repetition_penalty", "repetition_penalty_reward"),  # the workbench's own, before TRL's replaced it
-])
+@pytest.mark.parametrize(
+    "name, canonical",
+    [
+        ("accuracy_reward", "accuracy_reward"),
+        ("get_cosine_scaled_reward", "cosine_scaled_reward"),
+        ("get_repetition_penalty_reward", "repetition_penalty_reward"),
+        ("get_soft_overlong_punishment", "soft_overlong_punishment_reward"),
+        ("repetition_penalty", "repetition_penalty_reward"),  # the workbench's own, before TRL's replaced it
+    ],
+)
 def test_names_and_aliases_find_trls_reward(name, canonical):
     found = rewards.get_reward(name)
     assert isinstance(found, TrlReward) and found.name == canonical
@@ -43,18 +49,21 @@ def test_a_run_without_parameters_takes_the_defaults_and_the_runs_length():
     assert cosine["max_len"] == 64 and cosine["max_value_correct"] == 1.0
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"repetition_penalty_reward": {"ngram_size": 0}}, "repetition_penalty_reward.ngram_size must be >= 1, got 0"),
-    ({"repetition_penalty_reward": {"max_penalty": 0.5}}, "max_penalty must be <= 0"),
-    ({"repetition_penalty_reward": {"ngram": 2}}, "has no parameter 'ngram'; use one of ngram_size, max_penalty"),
-    ({"repetition_penalty_reward": {"ngram_size": "two"}}, "ngram_size must be >= 1, got 'two'"),
-    ({"cosine_scaled_reward": {"max_len": 10}}, "sets parameters of 'cosine_scaled_reward', which reward_names"),
-    ({"think_format_reward": {"x": 1}}, "'think_format_reward' takes no parameters"),
-    ({"repetition_penalty_reward": 3}, "must be an object of parameters"),
-], ids=["range", "sign", "unknown", "type", "unchosen", "no-params", "not-object"])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"repetition_penalty_reward": {"ngram_size": 0}}, "repetition_penalty_reward.ngram_size must be >= 1, got 0"),
+        ({"repetition_penalty_reward": {"max_penalty": 0.5}}, "max_penalty must be <= 0"),
+        ({"repetition_penalty_reward": {"ngram": 2}}, "has no parameter 'ngram'; use one of ngram_size, max_penalty"),
+        ({"repetition_penalty_reward": {"ngram_size": "two"}}, "ngram_size must be >= 1, got 'two'"),
+        ({"cosine_scaled_reward": {"max_len": 10}}, "sets parameters of 'cosine_scaled_reward', which reward_names"),
+        ({"think_format_reward": {"x": 1}}, "'think_format_reward' takes no parameters"),
+        ({"repetition_penalty_reward": 3}, "must be an object of parameters"),
+    ],
+    ids=["range", "sign", "unknown", "type", "unchosen", "no-params", "not-object"],
+)
 def test_bad_parameters_are_refused_naming_the_field_and_the_rule(params, message):
-    problems = _reward_problems(reward_names=["repetition_penalty_reward", "think_format_reward"],
-                                reward_params=params)
+    problems = _reward_problems(reward_names=["repetition_penalty_reward", "think_format_reward"], reward_params=params)
     assert any(p.startswith("reward_params: ") and message in p for p in problems), problems
 
 
@@ -68,8 +77,10 @@ def test_good_parameters_pass_and_come_from_the_command_line_as_json():
 
 def test_reward_errors_and_the_failure_score_are_checked():
     assert any("reward_errors: 'skip' is not one of fail, record" in p for p in _reward_problems(reward_errors="skip"))
-    assert any("reward_failure_score: must be a finite number" in p
-               for p in _reward_problems(reward_failure_score=float("nan")))
+    assert any(
+        "reward_failure_score: must be a finite number" in p
+        for p in _reward_problems(reward_failure_score=float("nan"))
+    )
 
 
 def test_trying_a_trl_reward_in_the_dashboard_says_where_it_runs():
@@ -91,8 +102,13 @@ def test_built_rewards_are_trls_own_with_the_runs_parameters():
 
     from workbench.trainer.trl_reward_builders import build_trl_reward
 
-    cfg = RunConfig(max_completion_length=8, reward_params={
-        "repetition_penalty": {"ngram_size": 2}, "get_soft_overlong_punishment": {"soft_punish_cache": 4}})
+    cfg = RunConfig(
+        max_completion_length=8,
+        reward_params={
+            "repetition_penalty": {"ngram_size": 2},
+            "get_soft_overlong_punishment": {"soft_punish_cache": 4},
+        },
+    )
     texts = ["so \\boxed{3}", "it is $4$", "<think>add</think> \\boxed{3}"]
     ids = [[1, 1, 1], [1, 2, 3, 4, 5, 6, 7], [5] * 9]
     messages = [[{"role": "assistant", "content": t}] for t in texts]

@@ -85,18 +85,31 @@ def test_the_cpu_name_and_flags_read_from_x86_and_arm_cpuinfo():
 
 
 def a_choice(key: str = "k1", merged: str = "float32", at: float = 1.0) -> SpeedChoice:
-    return SpeedChoice(key=key, chosen=Candidate(merged, True), cpu="Test CPU", measured_at=at,
-                       seconds={TRL.label(): 2.0, Candidate(merged, True).label(): 1.0})
+    return SpeedChoice(
+        key=key,
+        chosen=Candidate(merged, True),
+        cpu="Test CPU",
+        measured_at=at,
+        seconds={TRL.label(): 2.0, Candidate(merged, True).label(): 1.0},
+    )
 
 
-def test_the_cache_keeps_choices_by_key_reads_nothing_malformed_and_is_never_written_from_a_sandbox(tmp_path, monkeypatch):
+def test_the_cache_keeps_choices_by_key_reads_nothing_malformed_and_is_never_written_from_a_sandbox(
+    tmp_path, monkeypatch
+):
     path = tmp_path / "speed-choices.json"
     assert cache.lookup("k1", path) is None
     assert cache.store(a_choice(), path)
     assert cache.lookup("k1", path) == a_choice()
     assert cache.lookup("k2", path) is None
-    runfolder.write_json_atomic(path, {"k1": {"key": "k1", "chosen": {"merged_generation": "float64"}},
-                                       "k2": {**a_choice("k2").to_dict(), "key": "k3"}, "k4": "text"})
+    runfolder.write_json_atomic(
+        path,
+        {
+            "k1": {"key": "k1", "chosen": {"merged_generation": "float64"}},
+            "k2": {**a_choice("k2").to_dict(), "key": "k3"},
+            "k4": "text",
+        },
+    )
     assert (cache.lookup("k1", path), cache.lookup("k2", path), cache.lookup("k4", path)) == (None, None, None)
     path.unlink()
     path.symlink_to(tmp_path / "elsewhere.json")  # a link where the cache lives is read as no cache
@@ -125,7 +138,10 @@ def test_a_run_takes_the_choice_the_launcher_hands_over_only_for_its_own_key(tmp
     taken, record = speed_choice.choose(config, print, training.probe_trainer, other)
     assert taken is None and record["merged_generation"] == "no" and "=off" in record["source"]
     explicit = config.with_changes(merged_generation="float32", shared_prompt_pass="no", packed_decode="no")
-    assert speed_choice.choose(explicit, print, training.probe_trainer, env)[1]["source"] == "every speed lever is set in the config"
+    assert (
+        speed_choice.choose(explicit, print, training.probe_trainer, env)[1]["source"]
+        == "every speed lever is set in the config"
+    )
     # the launcher hands a kept choice over in the run's environment (a sandboxed run cannot read the cache)
     assert for_config.launcher_env(config) == {}
     cache.store(handed)
@@ -135,8 +151,14 @@ def test_a_run_takes_the_choice_the_launcher_hands_over_only_for_its_own_key(tmp
 def tune(tiny_model: str, cache_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "WORKBENCH_CACHE": str(cache_dir)}
     env.pop(for_config.PROBE_ENV, None)
-    return subprocess.run([sys.executable, "-m", "workbench", "tune", "--model", tiny_model, *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", "tune", "--model", tiny_model, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -156,9 +178,27 @@ def test_workbench_tune_times_each_candidate_on_a_real_model_keeps_the_choice_an
     run_dir = tmp_path / "run"
     env = {**os.environ, "WORKBENCH_CACHE": str(tmp_path)}
     env.pop(for_config.PROBE_ENV, None)
-    trained = subprocess.run([sys.executable, "-m", "workbench", "train", "--model", tiny_model, "--max-steps", "1",
-                              "--set", "eval_strategy=no", "--run-dir", str(run_dir)], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=600)
+    trained = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "train",
+            "--model",
+            tiny_model,
+            "--max-steps",
+            "1",
+            "--set",
+            "eval_strategy=no",
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert trained.returncode == 0, trained.stderr[-2000:]
     status = runfolder.read_status(run_dir)
     assert status["speed_choice"]["source"] == "measured earlier on this machine"
@@ -168,8 +208,9 @@ def test_workbench_tune_times_each_candidate_on_a_real_model_keeps_the_choice_an
 
 
 @pytest.mark.slow
-def test_a_copy_that_merges_wrongly_or_a_decode_step_that_never_runs_is_caught_and_never_chosen(tiny_model, monkeypatch,
-                                                                                               tmp_path):
+def test_a_copy_that_merges_wrongly_or_a_decode_step_that_never_runs_is_caught_and_never_chosen(
+    tiny_model, monkeypatch, tmp_path
+):
     from workbench.trainer import llama_decode
     from workbench.trainer.generation_copy import GenerationCopy
 
@@ -184,13 +225,15 @@ def test_a_copy_that_merges_wrongly_or_a_decode_step_that_never_runs_is_caught_a
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     measured = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model), lambda _: None, training.probe_trainer)
     assert "completions differ from TRL's sampling" in measured.exact_failures[COPY.label()]
-    assert measured.exact_failures[PACKED.label()] == ("did not take effect: packed_decode: no decode step ran through "
-                                                       "MKL's packed GEMM")
+    assert measured.exact_failures[PACKED.label()] == (
+        "did not take effect: packed_decode: no decode step ran through MKL's packed GEMM"
+    )
     if BF16.label() in measured.seconds:  # timed where the CPU has native bfloat16: its sync is the same as the copy's
         assert measured.exact_failures[BF16.label()].startswith("its float32 twin failed the exact check")
     assert measured.chosen.merged_generation == "no"
-    explicit = speed_probe.measure(RunConfig.for_task("demo", model=tiny_model, merged_generation="no"),
-                                   lambda _: None, training.probe_trainer)
+    explicit = speed_probe.measure(
+        RunConfig.for_task("demo", model=tiny_model, merged_generation="no"), lambda _: None, training.probe_trainer
+    )
     assert set(explicit.seconds) == {TRL.label(), SHARED.label()}  # only what the config leaves to auto
 
 
@@ -216,7 +259,9 @@ def tamper(completions, **kwargs):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not __import__("shutil").which("bwrap"), reason="bubblewrap is not installed (make test installs it)")
+@pytest.mark.skipif(
+    not __import__("shutil").which("bwrap"), reason="bubblewrap is not installed (make test installs it)"
+)
 def test_a_sandboxed_run_takes_a_choice_measured_outside_its_sandbox_and_cannot_forge_the_cache(tmp_path, monkeypatch):
     from helpers import tiny_settings
 
@@ -227,8 +272,9 @@ def test_a_sandboxed_run_takes_a_choice_measured_outside_its_sandbox_and_cannot_
     monkeypatch.delenv(for_config.PROBE_ENV, raising=False)
     reward = tmp_path / "tamper.py"
     reward.write_text(TAMPER.replace("CACHE_FILE", repr(str(cache_dir / cache.CACHE_FILE))))
-    config = RunConfig.for_task("demo", **tiny_settings(max_steps=1, reward_file=str(reward), eval_strategy="no",
-                                                        reward_names=["tamper"]))
+    config = RunConfig.for_task(
+        "demo", **tiny_settings(max_steps=1, reward_file=str(reward), eval_strategy="no", reward_names=["tamper"])
+    )
     runs = tmp_path / "runs"
     run_id = launcher.start(config, runs, sandboxed=sandbox.Policy())
     final = run_state.wait(run_id, runs, timeout=400)
@@ -239,6 +285,11 @@ def test_a_sandboxed_run_takes_a_choice_measured_outside_its_sandbox_and_cannot_
     kept = cache.lookup(for_config.key_for(config))
     assert kept is not None and status["speed_choice"]["chosen"] == kept.chosen.label()
     assert "forged" not in (cache_dir / cache.CACHE_FILE).read_text()
-    assert set((runs / run_id / "tamper.txt").read_text().split()) <= {"OSError", "PermissionError",
-                                                                         "FileNotFoundError", "wrote", "cache-link.json"}
+    assert set((runs / run_id / "tamper.txt").read_text().split()) <= {
+        "OSError",
+        "PermissionError",
+        "FileNotFoundError",
+        "wrote",
+        "cache-link.json",
+    }
     assert "timing 1/" in (runs / run_id / runfolder.LOG_FILE).read_text()  # the probe's lines are in the run's log

@@ -21,11 +21,14 @@ def with_answers(rows: list[dict]) -> list[dict]:
 
 
 def test_columns_of_a_real_split_are_mapped_and_previewed(ui, tmp_path, tiny_model):
-    folder = write_hub_dataset(tmp_path / "gsm8k", {
-        # `answers`: the demo task's rewards read each question's accepted answers from it
-        "main": {"train": with_answers(gsm8k_like_rows(20)), "test": with_answers(gsm8k_like_rows(3, start=500))},
-        "socratic": {"train": gsm8k_like_rows(2, start=900)},
-    })
+    folder = write_hub_dataset(
+        tmp_path / "gsm8k",
+        {
+            # `answers`: the demo task's rewards read each question's accepted answers from it
+            "main": {"train": with_answers(gsm8k_like_rows(20)), "test": with_answers(gsm8k_like_rows(3, start=500))},
+            "socratic": {"train": gsm8k_like_rows(2, start=900)},
+        },
+    )
     ui.open("Setup")
     setup = ui.panel("Setup")
     ui.expect_text(setup.locator(".wb-badge").first, r"Valid|Invalid", timeout=90_000)

@@ -22,8 +22,9 @@ HELD_OUT_STEPS_JS = """() => {
 }"""
 
 
-def test_the_train_tab_draws_held_out_accuracy_at_steps_0_1_2_and_what_changed(app_factory, page, tiny_eval_run,
-                                                                             tmp_path):
+def test_the_train_tab_draws_held_out_accuracy_at_steps_0_1_2_and_what_changed(
+    app_factory, page, tiny_eval_run, tmp_path
+):
     runs = tmp_path / "runs"
     shutil.copytree(tiny_eval_run, runs / tiny_eval_run.name)
     ui = UI(page, app_factory(runs))

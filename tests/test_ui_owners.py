@@ -125,10 +125,13 @@ def test_uploads_land_in_the_users_folder_and_other_paths_are_refused(server, cl
     data.write_text('{"prompt": "What is 2 + 2?"}\n')
     reward = tmp_path / "rewards.py"
     marker = tmp_path / "ran"
-    reward.write_text(f"open({str(marker)!r}, 'w')\n\ndef short(prompts, completions, **kwargs):\n"
-                      "    return [1.0 for _ in completions]\n")
-    _, listing, dataset_path, reward_file = bob.predict([handle_file(str(data)), handle_file(str(reward))],
-                                                        api_name="/on_upload")
+    reward.write_text(
+        f"open({str(marker)!r}, 'w')\n\ndef short(prompts, completions, **kwargs):\n"
+        "    return [1.0 for _ in completions]\n"
+    )
+    _, listing, dataset_path, reward_file = bob.predict(
+        [handle_file(str(data)), handle_file(str(reward))], api_name="/on_upload"
+    )
     folder = (server.runs_dir / "uploads" / "bob").resolve()
     assert dataset_path == str(folder / "my_prompts.jsonl") and reward_file == str(folder / "rewards.py")
     assert (folder / "my_prompts.jsonl").read_text() == data.read_text() and "my_prompts.jsonl" in listing
@@ -145,8 +148,9 @@ def test_uploads_land_in_the_users_folder_and_other_paths_are_refused(server, cl
     elsewhere = {**form, "dataset_name": "/etc/passwd", "reward_file": str(reward)}
     refused = bob.predict(*[elsewhere[key] for key in setup_tab.FORM_KEYS], api_name="/preview")
     for field in ("dataset_name", "reward_file"):
-        assert re.search(rf"{field}: .* is not a file.* in your uploads folder .*bob, one of your runs; .*upload",
-                         refused), refused
+        assert re.search(
+            rf"{field}: .* is not a file.* in your uploads folder .*bob, one of your runs; .*upload", refused
+        ), refused
 
 
 def test_every_event_checks_the_run_against_its_user(runs_dir, accounts):
@@ -167,8 +171,9 @@ def test_every_event_checks_the_run_against_its_user(runs_dir, accounts):
     assert [fn.__name__ for fn in asking if gradio_utils.get_type_hints(fn).get("request") is not gr.Request] == []
 
     def handler(module: str, name: str):
-        return next(f.fn for f in app.fns.values()
-                    if f.fn.__module__ == f"workbench.ui.{module}" and f.fn.__name__ == name)
+        return next(
+            f.fn for f in app.fns.values() if f.fn.__module__ == f"workbench.ui.{module}" and f.fn.__name__ == name
+        )
 
     def said(outputs) -> str:
         """The text of a handler's outputs, as the page would show it."""

@@ -106,8 +106,9 @@ def finished_run(runs_dir, run_id="20260101-000000-demo-tiny"):
     run_dir = runs_dir / run_id
     run_dir.mkdir(parents=True)
     (run_dir / runfolder.CONFIG_FILE).write_text(json.dumps({"model": "tiny", "task": "demo", "max_steps": 2}))
-    runfolder.update_status(run_dir, state="finished", step=2, total_steps=2, started_at=1000.0,
-                            updated_at=1010.0, pid=1)
+    runfolder.update_status(
+        run_dir, state="finished", step=2, total_steps=2, started_at=1000.0, updated_at=1010.0, pid=1
+    )
     with open(run_dir / runfolder.METRICS_FILE, "w", encoding="utf-8") as handle:
         for step in (1, 2):
             handle.write(json.dumps({"step": step, "reward": 0.1 * step, "step_time": 5.0}) + "\n")
@@ -120,8 +121,10 @@ def append_metrics(run_dir, step: int) -> None:
 
 
 # Steps drawn on the reward figure (its traces' distinct x values).
-STEPS_DRAWN_JS = ("() => new Set(document.querySelector('#wb-plot-reward .js-plotly-plot').data"
-                  ".flatMap(t => Array.from(t.x || []))).size")
+STEPS_DRAWN_JS = (
+    "() => new Set(document.querySelector('#wb-plot-reward .js-plotly-plot').data"
+    ".flatMap(t => Array.from(t.x || []))).size"
+)
 
 
 def test_the_train_tab_sends_events_only_when_the_run_folder_changes(app_factory, tmp_path, page):

@@ -52,8 +52,9 @@ def test_preview_shows_the_exact_command(ui, setup):
     ui.open_group(PREVIEW_GROUP, setup)
     setup.get_by_role("button", name="Preview command").click()
     command = setup.locator(".wb-command textarea")
-    expect(command).to_have_value(re.compile(r"-m workbench train --run-dir .* --config .*config\.json"),
-                                  timeout=30_000)
+    expect(command).to_have_value(
+        re.compile(r"-m workbench train --run-dir .* --config .*config\.json"), timeout=30_000
+    )
     page = ui.page
     page.evaluate("() => window.scrollTo(0, 0)")
     ui.settle()

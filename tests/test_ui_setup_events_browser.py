@@ -64,14 +64,20 @@ def badge_matches(generations: str, steps: str, badge: str) -> bool:
 
 def fields_and_verdict(ui: UI, setup) -> tuple[str, str, str]:
     badge = setup.locator(".wb-badge").first
-    return (ui.number("num_generations", setup).input_value(), ui.number("max_steps", setup).input_value(),
-            badge.inner_text())
+    return (
+        ui.number("num_generations", setup).input_value(),
+        ui.number("max_steps", setup).input_value(),
+        badge.inner_text(),
+    )
 
 
 def sampled(ui: UI, setup, gesture, events: EventCounter) -> tuple[int, list]:
     """The events of one gesture, and what the page showed (G, max_steps, the verdict) every 25 ms meanwhile."""
-    handles = [ui.number("num_generations", setup).element_handle(), ui.number("max_steps", setup).element_handle(),
-               setup.locator(".wb-badge").first.element_handle()]
+    handles = [
+        ui.number("num_generations", setup).element_handle(),
+        ui.number("max_steps", setup).element_handle(),
+        setup.locator(".wb-badge").first.element_handle(),
+    ]
     ui.page.evaluate(SAMPLE_JS, handles)
     sent = events.during(gesture)
     return sent, ui.page.evaluate("() => window.wbSamples")

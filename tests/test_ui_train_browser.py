@@ -37,8 +37,9 @@ LONG_RUN_STEPS = 400
 
 def tiny_config(**changes) -> RunConfig:
     """The smallest real run (helpers.TINY) on the demo task, long enough to be stopped while it trains."""
-    return helpers.tiny_config(**{"task": "demo", "max_steps": LONG_RUN_STEPS, "save_steps": 2, "logging_steps": 1,
-                                  **changes})
+    return helpers.tiny_config(
+        **{"task": "demo", "max_steps": LONG_RUN_STEPS, "save_steps": 2, "logging_steps": 1, **changes}
+    )
 
 
 # Steps drawn on a dashboard plot: the distinct x values over its traces (a std band
@@ -56,8 +57,9 @@ def plotted_points(page, plot: str = "reward") -> int:
 
 
 def wait_for_points(page, at_least: int, plot: str = "reward", timeout_ms: int = FIRST_POINTS_TIMEOUT_MS) -> int:
-    page.wait_for_function(f"([id, n]) => ({STEPS_DRAWN_JS})(id) >= n", arg=[f"wb-plot-{plot}", at_least],
-                           timeout=timeout_ms)
+    page.wait_for_function(
+        f"([id, n]) => ({STEPS_DRAWN_JS})(id) >= n", arg=[f"wb-plot-{plot}", at_least], timeout=timeout_ms
+    )
     return plotted_points(page, plot)
 
 
@@ -65,12 +67,17 @@ def sampling_processes(run_dir, prompt_text: str) -> list[str]:
     """Command lines of live `python -m workbench sample` processes answering prompts that contain `prompt_text`."""
     import psutil
 
-    prompt_files = [str(path) for path in (run_dir / "probes").glob("*.prompts.json") if prompt_text in path.read_text()]
+    prompt_files = [
+        str(path) for path in (run_dir / "probes").glob("*.prompts.json") if prompt_text in path.read_text()
+    ]
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if "workbench sample" in cmdline and any(f in cmdline for f in prompt_files) \
-                and process.info["status"] != psutil.STATUS_ZOMBIE:
+        if (
+            "workbench sample" in cmdline
+            and any(f in cmdline for f in prompt_files)
+            and process.info["status"] != psutil.STATUS_ZOMBIE
+        ):
             found.append(cmdline)
     return found
 
@@ -116,8 +123,12 @@ def test_full_path_setup_launch_watch_stop_and_find_the_run(server, app_factory,
     setup = ui.panel("Setup")
     ui.choose("model", "tiny", setup)
     setup.get_by_role("radio", name="1", exact=True).check()  # one CPU process
-    for field, value in (("per_device_train_batch_size", 4), ("num_generations", 3),
-                         ("max_completion_length", 8), ("max_steps", LONG_RUN_STEPS)):
+    for field, value in (
+        ("per_device_train_batch_size", 4),
+        ("num_generations", 3),
+        ("max_completion_length", 8),
+        ("max_steps", LONG_RUN_STEPS),
+    ):
         ui.reveal(field, setup)  # its closed group of settings, opened as a person does
         ui.set_number(field, value, setup)
 
@@ -251,10 +262,15 @@ def test_reload_during_a_run_reattaches_and_a_frozen_tab_catches_up(server, page
 
 def test_a_failed_run_shows_its_hint_error_and_log(server, page, tmp_path):
     reward_file = tmp_path / "broken_reward.py"
-    reward_file.write_text("def broken(prompts, completions, **kwargs):\n"
-                           "    raise RuntimeError('this reward always fails')\n")
-    run_id = launcher.start(tiny_config(max_steps=2, reward_file=str(reward_file), reward_names=["broken"],
-                                        reward_weights=[1.0], run_name="broken"), server.runs_dir)
+    reward_file.write_text(
+        "def broken(prompts, completions, **kwargs):\n    raise RuntimeError('this reward always fails')\n"
+    )
+    run_id = launcher.start(
+        tiny_config(
+            max_steps=2, reward_file=str(reward_file), reward_names=["broken"], reward_weights=[1.0], run_name="broken"
+        ),
+        server.runs_dir,
+    )
     assert run_state.wait(run_id, server.runs_dir, timeout=FIRST_POINTS_TIMEOUT_MS / 1000)["state"] == "failed"
     ui = UI(page, server)
     ui.open("Train")
@@ -338,8 +354,17 @@ def test_runs_tab_overlays_runs_and_deletes_after_confirmation(app_factory, trai
 @pytest.fixture(scope="module")
 def bundled_run(tmp_path_factory):
     """One real GRPO step of the bundled SmolLM2-135M-Instruct, so Compare has real text to show."""
-    config = RunConfig(task="demo", device="cpu", per_device_train_batch_size=2, num_generations=2,
-                       max_completion_length=16, max_steps=1, save_steps=1, logging_steps=1, run_name="demo-smollm2")
+    config = RunConfig(
+        task="demo",
+        device="cpu",
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=16,
+        max_steps=1,
+        save_steps=1,
+        logging_steps=1,
+        run_name="demo-smollm2",
+    )
     return run_to_the_end(config, tmp_path_factory.mktemp("bundled") / "runs", 300)
 
 
@@ -352,8 +377,9 @@ def test_compare_on_the_bundled_model_shows_real_answers(app_factory, bundled_ru
     expect(prompts).to_have_value(re.compile(r"capital of France"))
     ui.set_number("number input for Longest answer (tokens)", 24, compare)
     compare.get_by_role("button", name="Answer side by side").click()
-    ui.expect_text(page.locator("#wb-compare-progress"), "base model: done · final adapter: done",
-                   timeout=SAMPLING_TIMEOUT_MS)
+    ui.expect_text(
+        page.locator("#wb-compare-progress"), "base model: done · final adapter: done", timeout=SAMPLING_TIMEOUT_MS
+    )
     table = page.locator("#wb-compare-table table")
     france = table.locator("tbody tr", has_text="capital of France")
     # Greedy answers of the real model: the base one knows the capital, and neither column is blank.

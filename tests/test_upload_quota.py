@@ -35,9 +35,15 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("upload-quota")
     users_file = root / "users.txt"
     users_file.write_text("".join(f"{name} user {users.hash_password(PASSWORD, iterations=1000)}\n" for name in NAMES))
-    app = start_app(root / "runs", extra_env={users.USERS_FILE_ENV: str(users_file),
-                                              "GRADIO_TEMP_DIR": str(root / "gradio"),
-                                              uploads.MAX_FILES_ENV: "3", uploads.MAX_TOTAL_ENV: "2"})
+    app = start_app(
+        root / "runs",
+        extra_env={
+            users.USERS_FILE_ENV: str(users_file),
+            "GRADIO_TEMP_DIR": str(root / "gradio"),
+            uploads.MAX_FILES_ENV: "3",
+            uploads.MAX_TOTAL_ENV: "2",
+        },
+    )
     app.cache = root / "gradio"
     yield app
     app.stop()
@@ -68,8 +74,9 @@ def test_past_the_files_cap_an_upload_is_refused_and_its_files_leave_the_cache(s
         before = set(cached_files(server.cache))
         refused = upload(bob, 10 * KB, tag="x")
         assert refused.status_code == 413, refused.text
-        assert refused.text.startswith("upload: that would leave you 4 files in the upload cache, over the 3 each "
-                                       "user may hold"), refused.text
+        assert refused.text.startswith(
+            "upload: that would leave you 4 files in the upload cache, over the 3 each user may hold"
+        ), refused.text
         assert "wait for files no page used within the hour" in refused.text
         assert set(cached_files(server.cache)) == before, "the refused upload left a file in the cache"
     with signed_in(server.url, "carol") as carol:  # several files in one request: those past the cap go again
@@ -86,8 +93,11 @@ def test_past_the_bytes_cap_an_upload_is_refused_before_its_body_is_read(server)
         before = len(cached_files(server.cache))
         refused = upload(dave, 700 * KB, tag="more")
         assert refused.status_code == 413, refused.text
-        assert re.match(r"^upload: 0\.7 MB more would take what you uploaded to 2\.1 MB, over the 2 MB each user "
-                        r"may hold; wait for files", refused.text), refused.text
+        assert re.match(
+            r"^upload: 0\.7 MB more would take what you uploaded to 2\.1 MB, over the 2 MB each user "
+            r"may hold; wait for files",
+            refused.text,
+        ), refused.text
         assert len(cached_files(server.cache)) == before
         assert upload(dave, 300 * KB, tag="small").status_code == 200, "room left is room to use"
 

@@ -33,11 +33,20 @@ def test_the_accepted_suffixes_are_what_datasets_io_reads():
     assert uploads.DATASET_SUFFIXES == dataset_reading.SUPPORTED
 
 
-@pytest.mark.parametrize("name, stored", [
-    ("prompts.jsonl", "prompts.jsonl"), ("My Data (v2).CSV", "My_Data_v2_.csv"), ("../../etc/x.py", "x.py"),
-    ("C:\\Users\\me\\r.py", "r.py"), (".hidden.json", "hidden.json"), ("x..py", "x.py"),
-    ("名前.parquet", "_.parquet"), ("a" * 300 + ".jsonl", "a" * 94 + ".jsonl"),
-], ids=["plain", "spaces-case", "dotdot", "windows", "hidden", "dots-before-suffix", "unicode", "long"])
+@pytest.mark.parametrize(
+    "name, stored",
+    [
+        ("prompts.jsonl", "prompts.jsonl"),
+        ("My Data (v2).CSV", "My_Data_v2_.csv"),
+        ("../../etc/x.py", "x.py"),
+        ("C:\\Users\\me\\r.py", "r.py"),
+        (".hidden.json", "hidden.json"),
+        ("x..py", "x.py"),
+        ("名前.parquet", "_.parquet"),
+        ("a" * 300 + ".jsonl", "a" * 94 + ".jsonl"),
+    ],
+    ids=["plain", "spaces-case", "dotdot", "windows", "hidden", "dots-before-suffix", "unicode", "long"],
+)
 def test_upload_names_are_cleaned(name, stored):
     assert uploads.safe_file_name(name) == stored
 
@@ -62,8 +71,12 @@ def test_an_upload_lands_in_the_users_folder_within_the_size_limit(tmp_path, fol
     # Replacing a link replaces the link, never the file it points to.
     uploads.store_upload(source, "link.py", folder)
     assert not (folder / "link.py").is_symlink() and (tmp_path / "elsewhere.py").read_text() == REWARD_SOURCE
-    assert [p.name for p in uploads.list_uploads(folder)] == ["link.py", "prompts.jsonl", "prompts_two.jsonl",
-                                                              "rewards.py"]
+    assert [p.name for p in uploads.list_uploads(folder)] == [
+        "link.py",
+        "prompts.jsonl",
+        "prompts_two.jsonl",
+        "rewards.py",
+    ]
     monkeypatch.setattr(uploads, "MAX_UPLOAD_BYTES", 10)
     with pytest.raises(uploads.UploadError, match=r"upload: prompts.jsonl is 0.0 MB, over the 50 MB limit"):
         uploads.store_upload(source, "prompts.jsonl", folder)
@@ -75,11 +88,22 @@ def test_paths_resolve_inside_the_users_folder_only(tmp_path, folder):
     assert paths_view.confine_path("dataset_path", "prompts.jsonl", scope) == str(folder / "prompts.jsonl")
     assert paths_view.confine_path("reward_file", str(folder / "rewards.py"), scope) == str(folder / "rewards.py")
     assert paths_view.confine_path("dataset_path", "", scope) == ""
-    outside = ["../alice/secret.jsonl", str(folder.parent / "alice" / "secret.jsonl"), "/etc/passwd", "link.py",
-               "missing.jsonl", "x\0y", "n" * 5000, str(tmp_path / "elsewhere.py")]
+    outside = [
+        "../alice/secret.jsonl",
+        str(folder.parent / "alice" / "secret.jsonl"),
+        "/etc/passwd",
+        "link.py",
+        "missing.jsonl",
+        "x\0y",
+        "n" * 5000,
+        str(tmp_path / "elsewhere.py"),
+    ]
     for value in outside:
-        with pytest.raises(paths.PathError, match=r"^dataset_path: .* is not a file or folder in your uploads folder "
-                                                  r".*bob, one of your runs; on a shared dashboard .* upload the file"):
+        with pytest.raises(
+            paths.PathError,
+            match=r"^dataset_path: .* is not a file or folder in your uploads folder "
+            r".*bob, one of your runs; on a shared dashboard .* upload the file",
+        ):
             paths_view.confine_path("dataset_path", value, scope)
 
 
@@ -87,10 +111,14 @@ def test_a_config_keeps_only_files_of_the_users_uploads(folder):
     scope = scope_for(folder.parent.parent, Viewer("bob"))
     cfg = RunConfig(dataset_path="prompts.jsonl", reward_file="rewards.py")
     confined, problems = paths_view.confine_config(cfg, scope)
-    assert (confined.dataset_path, confined.reward_file, problems) == \
-        (str(folder / "prompts.jsonl"), str(folder / "rewards.py"), [])
+    assert (confined.dataset_path, confined.reward_file, problems) == (
+        str(folder / "prompts.jsonl"),
+        str(folder / "rewards.py"),
+        [],
+    )
     confined, problems = paths_view.confine_config(
-        RunConfig(dataset_path="/etc/passwd", reward_file="../alice/x.py"), scope)
+        RunConfig(dataset_path="/etc/passwd", reward_file="../alice/x.py"), scope
+    )
     assert (confined.dataset_path, confined.reward_file) == ("", ""), "nothing outside is read by later checks"
     assert [p.field for p in problems] == ["dataset_path", "reward_file"]
     assert "is not a file or folder in your uploads folder" in problems[0].rule and "upload the file" in problems[0].fix
@@ -117,8 +145,9 @@ def test_uploaded_files_are_listed_with_refusals_escaped(tmp_path, folder):
     sent = [tmp_path / "a.csv", tmp_path / "<img src=x>.exe"]
     for path in sent:
         path.write_text("prompt\nhi\n")
-    stored, refused = files_panel.store_files([str(p) for p in sent] + [str(tmp_path / "gone.py")], folder,
-                                               upload_folder=str(tmp_path))
+    stored, refused = files_panel.store_files(
+        [str(p) for p in sent] + [str(tmp_path / "gone.py")], folder, upload_folder=str(tmp_path)
+    )
     assert stored == [folder / "a.csv"] and len(refused) == 2
     assert uploads_view.newest_of(stored, uploads.DATASET_SUFFIXES) == str(folder / "a.csv")
     assert uploads_view.newest_of(stored, uploads.REWARD_SUFFIXES) is None
@@ -135,15 +164,22 @@ def test_only_files_in_the_upload_folder_are_stored(tmp_path, folder):
     (sent / "mine.jsonl").write_text('{"prompt": "mine"}\n')
     theirs = tmp_path / "runs" / "uploads" / "alice" / "secret.jsonl"
     (sent / "link.jsonl").symlink_to(theirs)
-    paths = [str(sent / "mine.jsonl"), str(theirs), str(sent / "link.jsonl"), str(sent / ".." / ".." / "elsewhere.py"),
-             "relative.py", "nul\0.py"]
+    paths = [
+        str(sent / "mine.jsonl"),
+        str(theirs),
+        str(sent / "link.jsonl"),
+        str(sent / ".." / ".." / "elsewhere.py"),
+        "relative.py",
+        "nul\0.py",
+    ]
     stored, refused = files_panel.store_files(paths, folder, upload_folder=str(tmp_path / "gradio"))
     assert stored == [folder / "mine.jsonl"]
-    assert refused == [f"upload: {name!r} was not uploaded through this page; upload the file with the upload box "
-                       "under 'Your files' in the Setup tab"
-                       for name in ["secret.jsonl", "link.jsonl", "elsewhere.py", "relative.py", "nul\0.py"]]
+    assert refused == [
+        f"upload: {name!r} was not uploaded through this page; upload the file with the upload box "
+        "under 'Your files' in the Setup tab"
+        for name in ["secret.jsonl", "link.jsonl", "elsewhere.py", "relative.py", "nul\0.py"]
+    ]
     assert not (folder / "secret.jsonl").exists()
-
 
 
 def test_dataset_name_takes_a_hub_id_or_a_file_of_the_users_uploads(folder):

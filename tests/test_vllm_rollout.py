@@ -21,9 +21,9 @@ import pytest
 import requests
 from helpers import in_background
 
-from workbench.jobs import launcher, processes, run_state, sandbox, vllm_server
-from workbench.runstore import runfolder
+from workbench.jobs import launcher, processes, run_state, sandbox
 from workbench.modeltools import sampling
+from workbench.runstore import runfolder
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
 
@@ -38,8 +38,10 @@ def vllm_installed():
     if generation.find_vllm_python() is None:
         if os.environ.get("WORKBENCH_SKIP_VLLM") == "1":
             pytest.skip("WORKBENCH_SKIP_VLLM=1: the real vLLM tests are skipped on purpose")
-        pytest.fail("vLLM is not installed: run `make vllm` (`make test` does), "
-                    "or set WORKBENCH_SKIP_VLLM=1 to skip these tests knowingly")
+        pytest.fail(
+            "vLLM is not installed: run `make vllm` (`make test` does), "
+            "or set WORKBENCH_SKIP_VLLM=1 to skip these tests knowingly"
+        )
 
 
 # Two steps prove the adapter is hot-loaded at each one; every step of a CPU vLLM run costs seconds of both cores.
@@ -49,8 +51,16 @@ STEPS = 2
 def small_config(**changes) -> RunConfig:
     # 4 completions of at most 16 tokens per step: a CPU vLLM server makes them in seconds; no held-out
     # evaluation (the demo's default), which answers through transformers, not the server
-    settings = dict(generation="vllm-server", max_steps=STEPS, per_device_train_batch_size=4, num_generations=4,
-                    max_completion_length=16, save_steps=2, vllm_max_model_len=512, eval_strategy="no")
+    settings = dict(
+        generation="vllm-server",
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=16,
+        save_steps=2,
+        vllm_max_model_len=512,
+        eval_strategy="no",
+    )
     return RunConfig.for_task("demo", **{**settings, **changes})
 
 
@@ -91,7 +101,8 @@ def finished_run(tmp_path_factory):
 def test_two_steps_through_the_launchers_own_server(finished_run):
     run_dir, status, _ = finished_run
     assert status["state"] == "finished", json.dumps(status.get("error"), indent=1) + runfolder.read_log_tail(
-        run_dir, 3000, name=runfolder.VLLM_LOG_FILE)
+        run_dir, 3000, name=runfolder.VLLM_LOG_FILE
+    )
     assert status["vllm"]["state"] == "ready" and status["vllm"]["url"].startswith("http://127.0.0.1:")
     metrics = runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)
     steps = [m for m in metrics if "loss" in m]
@@ -105,7 +116,7 @@ def test_two_steps_through_the_launchers_own_server(finished_run):
     assert (run_dir / runfolder.ADAPTER_DIR / "adapter_model.safetensors").is_file()
     assert wait_gone(status) == []  # trainer, guard, server and its engine: none left
     log = (run_dir / runfolder.VLLM_LOG_FILE).read_text()
-    assert log.count("POST /v1/load_lora_adapter HTTP/1.1\" 200") == STEPS and "vLLM server stopped" in log
+    assert log.count('POST /v1/load_lora_adapter HTTP/1.1" 200') == STEPS and "vLLM server stopped" in log
     assert not (run_dir / ".vllm_adapters").exists()
 
 
@@ -117,18 +128,29 @@ def test_a_run_with_its_own_vllm_server_runs_both_in_one_sandbox(finished_run):
     assert status["vllm"]["in_sandbox"] and status["vllm"]["state"] == "ready"
     # the final state lands before the server is ended: the sandbox closes once the trainer has ended it
     deadline = time.monotonic() + 120
-    while psutil.pid_exists(outer) and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE \
-            and time.monotonic() < deadline:
+    while (
+        psutil.pid_exists(outer)
+        and psutil.Process(outer).status() != psutil.STATUS_ZOMBIE
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.5)
     assert not psutil.pid_exists(outer) or psutil.Process(outer).status() == psutil.STATUS_ZOMBIE
     assert "vLLM server stopped" in (run_dir / runfolder.VLLM_LOG_FILE).read_text(errors="replace")
-    assert not [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info["cmdline"] or [])
-                and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if str(run_dir) in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 def completion(url: str, model: str, prompt_ids: list[int], max_tokens: int) -> list[int]:
-    body = {"model": model, "prompt": [prompt_ids], "temperature": 0.0, "max_tokens": max_tokens,
-            "return_token_ids": True}
+    body = {
+        "model": model,
+        "prompt": [prompt_ids],
+        "temperature": 0.0,
+        "max_tokens": max_tokens,
+        "return_token_ids": True,
+    }
     answer = requests.post(f"{url}/v1/completions", json=body, timeout=300)
     assert answer.status_code == 200, answer.text
     return answer.json()["choices"][0]["token_ids"]
@@ -155,8 +177,9 @@ def live_run(tmp_path_factory):
 def requests_running(url: str) -> float:
     """Requests the server is working on now, from its Prometheus metrics."""
     text = requests.get(f"{url}/metrics", timeout=30).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("vllm:num_requests_running"))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:num_requests_running")
+    )
 
 
 def test_served_adapter_answers_like_workbench_sample(live_run):
@@ -176,8 +199,9 @@ def test_served_adapter_answers_like_workbench_sample(live_run):
         while requests_running(server) > 0:
             assert time.monotonic() < deadline, "the server did not finish the trainer's request in 120 s"
             time.sleep(0.5)
-        loaded = requests.post(f"{server}/v1/load_lora_adapter", json={"lora_name": "trained",
-                               "lora_path": str(adapter)}, timeout=60)
+        loaded = requests.post(
+            f"{server}/v1/load_lora_adapter", json={"lora_name": "trained", "lora_path": str(adapter)}, timeout=60
+        )
         assert loaded.status_code == 200, loaded.text
         tokenizer = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m-instruct"))
         expected = sampling.sample_answers("smollm2-135m-instruct", PROBES, adapter_dir=adapter, max_new_tokens=24)

@@ -47,9 +47,17 @@ class StandIn:
             for prompt in body["prompt"]:
                 for _ in range(body["n"]):
                     ids = [rng.randrange(3, 200) for _ in range(rng.randrange(1, body["max_tokens"]))] + [self.eos]
-                    choices.append({"prompt_token_ids": prompt, "token_ids": ids, "logprobs": {
-                        "tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-1.0] * len(ids),
-                        "top_logprobs": [None] * len(ids)}})
+                    choices.append(
+                        {
+                            "prompt_token_ids": prompt,
+                            "token_ids": ids,
+                            "logprobs": {
+                                "tokens": [f"token_id:{i}" for i in ids],
+                                "token_logprobs": [-1.0] * len(ids),
+                                "top_logprobs": [None] * len(ids),
+                            },
+                        }
+                    )
             return 200, {"choices": choices}
         return 404, "not found"
 
@@ -85,9 +93,17 @@ def stand_in():
 
 
 def config(url: str, **changes) -> RunConfig:
-    settings = dict(model="tiny", generation="vllm-server", vllm_server_base_url=url, max_steps=2,
-                    per_device_train_batch_size=4, num_generations=4, max_completion_length=8, save_steps=1,
-                    vllm_server_timeout=20)
+    settings = dict(
+        model="tiny",
+        generation="vllm-server",
+        vllm_server_base_url=url,
+        max_steps=2,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        save_steps=1,
+        vllm_server_timeout=20,
+    )
     return RunConfig.for_task("demo", **{**settings, **changes})
 
 
@@ -97,8 +113,13 @@ def test_each_step_hot_loads_the_adapter_then_generates_its_groups(stand_in, tmp
     assert code == 0, status.get("error")
     paths = [path for path, _ in stand_in.requests]
     # step 0's adapter, then step 1's replacing it: load, generate, load, unload the old one, generate
-    assert paths == ["/v1/load_lora_adapter", "/v1/completions", "/v1/load_lora_adapter",
-                     "/v1/unload_lora_adapter", "/v1/completions"]
+    assert paths == [
+        "/v1/load_lora_adapter",
+        "/v1/completions",
+        "/v1/load_lora_adapter",
+        "/v1/unload_lora_adapter",
+        "/v1/completions",
+    ]
     load, generate = stand_in.requests[0][1], stand_in.requests[1][1]
     assert load["lora_name"] == f"{tmp_path.name}-step0"
     assert generate["model"] == load["lora_name"] and generate["n"] == 4 and len(generate["prompt"]) == 1

@@ -31,8 +31,14 @@ def test_lora_server_command_on_cpu():
     command = vllm_server.server_command(cfg, 41234, python="/v/bin/python", on_cpu=True)
     assert command[:3] == ["/v/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
     assert flag(command, "--model") == model_location("smollm2-135m-instruct")
-    assert (flag(command, "--host"), flag(command, "--port"), flag(command, "--max-model-len")) == ("127.0.0.1", "41234", "512")
-    assert "--enable-lora" in command and flag(command, "--max-lora-rank") == "16" and flag(command, "--max-loras") == "2"
+    assert (flag(command, "--host"), flag(command, "--port"), flag(command, "--max-model-len")) == (
+        "127.0.0.1",
+        "41234",
+        "512",
+    )
+    assert (
+        "--enable-lora" in command and flag(command, "--max-lora-rank") == "16" and flag(command, "--max-loras") == "2"
+    )
     assert flag(command, "--served-model-name") == vllm_server.SERVED_MODEL_NAME
     assert flag(command, "--dtype") == "float32" and flag(command, "--logprobs-mode") == "processed_logprobs"
     assert "--gpu-memory-utilization" not in command  # a CPU server sizes its KV cache by VLLM_CPU_KVCACHE_SPACE
@@ -47,8 +53,15 @@ def test_lora_server_command_on_cpu():
 
 
 def test_lora_server_on_its_gpus():
-    cfg = RunConfig(generation="vllm-server", vllm_gpu_ids=[3], gpu_ids=[0, 1, 2], num_processes=3, lora_r=20,
-                    bf16=True, vllm_gpu_memory_utilization=0.9)
+    cfg = RunConfig(
+        generation="vllm-server",
+        vllm_gpu_ids=[3],
+        gpu_ids=[0, 1, 2],
+        num_processes=3,
+        lora_r=20,
+        bf16=True,
+        vllm_gpu_memory_utilization=0.9,
+    )
     command = vllm_server.server_command(cfg, 8000, python="py", on_cpu=False)
     assert flag(command, "--max-lora-rank") == "32" and flag(command, "--dtype") == "bfloat16"
     assert flag(command, "--gpu-memory-utilization") == "0.9" and flag(command, "--tensor-parallel-size") == "1"
@@ -56,7 +69,8 @@ def test_lora_server_on_its_gpus():
     # a GPU server keeps vLLM's own processes (the engine beside the API server, a worker per GPU)
     assert "--distributed-executor-backend" not in command
     assert not {"VLLM_ENABLE_V1_MULTIPROCESSING", "TORCHDYNAMO_DISABLE"} & set(
-        vllm_server.server_env(cfg, base={}, on_cpu=False))
+        vllm_server.server_env(cfg, base={}, on_cpu=False)
+    )
 
 
 def test_trl_server_command_has_the_flags_trl_documents():
@@ -71,9 +85,13 @@ def test_trl_server_command_has_the_flags_trl_documents():
 
 @pytest.mark.parametrize(
     "changes, manages",
-    [({"generation": "vllm-server"}, True), ({"generation": "trl-server"}, True),
-     ({"generation": "vllm-server", "vllm_server_base_url": "http://127.0.0.1:9"}, False),
-     ({"generation": "trl-colocate"}, False), ({}, False)],
+    [
+        ({"generation": "vllm-server"}, True),
+        ({"generation": "trl-server"}, True),
+        ({"generation": "vllm-server", "vllm_server_base_url": "http://127.0.0.1:9"}, False),
+        ({"generation": "trl-colocate"}, False),
+        ({}, False),
+    ],
     ids=["lora-server", "trl-server", "users-server", "colocate", "transformers"],
 )
 def test_which_runs_start_a_server(changes, manages):
@@ -86,7 +104,9 @@ def test_an_address_where_no_server_answers_is_refused():
     with pytest.raises(vllm_server.VLLMServerError) as caught:
         vllm_server.preflight(cfg)
     assert caught.value.field == "vllm_server_base_url"
-    assert f"no vLLM server answers at http://127.0.0.1:{port}" in str(caught.value) and "start the server" in str(caught.value)
+    assert f"no vLLM server answers at http://127.0.0.1:{port}" in str(caught.value) and "start the server" in str(
+        caught.value
+    )
 
 
 def test_a_port_in_use_is_refused():
@@ -111,8 +131,11 @@ def stand_in(tmp_path, monkeypatch):
         trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
         runfolder.update_status(tmp_path, state="training", pid=trainer.pid, pgid=trainer.pid)
         port = processes.free_port()
-        monkeypatch.setattr(vllm_server, "server_command",
-                            lambda cfg, port_: [sys.executable, "-m", "http.server", str(port_), "--bind", "127.0.0.1"])
+        monkeypatch.setattr(
+            vllm_server,
+            "server_command",
+            lambda cfg, port_: [sys.executable, "-m", "http.server", str(port_), "--bind", "127.0.0.1"],
+        )
         cfg = RunConfig(generation="vllm-server", vllm_port=port, model="tiny")
         section = vllm_server.start_for_run(cfg, tmp_path)
         runfolder.update_status(tmp_path, vllm=section)

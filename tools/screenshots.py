@@ -61,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, SCREENSHOTS_ENV: str(ASSETS)}
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT, env=env)
     if args.demo_run:
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_demo.py"), "--read", str(args.demo_run),
-                        "--screenshot"], cwd=ROOT, env=env)
+        subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "bench_demo.py"), "--read", str(args.demo_run), "--screenshot"],
+            cwd=ROOT,
+            env=env,
+        )
         wanted, before = [*wanted, DEMO_PICTURE], {**before, **modified([DEMO_PICTURE])}
     after = modified(wanted)
     missing = [name for name in wanted if after[name] <= before[name]]

@@ -27,5 +27,5 @@ class WorkbenchError(ValueError):
             match = _FIELD_PREFIX.match(message)
             field = match.group(1) if match else ""
         self.field = field
-        self.rule = rule or (message[len(field) + 2:] if field and message.startswith(f"{field}: ") else message)
+        self.rule = rule or (message[len(field) + 2 :] if field and message.startswith(f"{field}: ") else message)
         self.fix = fix

@@ -82,137 +82,242 @@ TRAINER = "trl.GRPOTrainer"
 LOSS_LESSONS = ("teach/loss_probe.py", "teach/trl_loss.py")
 
 TIES = (
-    Tie("trl", "_generate_and_score_completions", "override", TRAINER,
+    Tie(
+        "trl",
+        "_generate_and_score_completions",
+        "override",
+        TRAINER,
         why="each generation round's completions, rewards and advantages are recorded right after TRL made them, "
-            "before it shuffles and splits the batch",
+        "before it shuffles and splits the batch",
         touches="GRPOTrainer._generate_and_score_completions(inputs), called by _prepare_inputs once a round; its "
-                "output's completion_ids and completion_mask",
+        "output's completion_ids and completion_mask",
         sites=("trainer/grpo_subclass.py", "trainer/token_capture.py"),
         gone="its parameters change, or _prepare_inputs no longer calls it",
         without="no completions.jsonl or tokens.jsonl: the group cards, the token view and the reports have nothing",
-        hook="generate_and_score_round", parameters=("self", "inputs"), called_by=("trl.GRPOTrainer._prepare_inputs",)),
-    Tie("trl", "_generate_single_turn", "override", TRAINER,
+        hook="generate_and_score_round",
+        parameters=("self", "inputs"),
+        called_by=("trl.GRPOTrainer._prepare_inputs",),
+    ),
+    Tie(
+        "trl",
+        "_generate_single_turn",
+        "override",
+        TRAINER,
         why="merged_generation's plain copy is put where TRL unwraps the model (model_wrapped) for one sampling call",
         touches="GRPOTrainer._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, "
-                "has_tool_images), called by _generate; it reads self.model_wrapped",
+        "has_tool_images), called by _generate; it reads self.model_wrapped",
         sites=("trainer/grpo_subclass.py", "trainer/generation_copy.py"),
         gone="_generate no longer calls it, or it no longer reads model_wrapped",
         without="rounds are sampled from the policy itself, TRL's way (the copy's speed is lost; the run's status "
-                "says the copy sampled no round)",
-        needed_when="no run (warned only)", hook="generate_turn",
+        "says the copy sampled no round)",
+        needed_when="no run (warned only)",
+        hook="generate_turn",
         parameters=("self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
-        called_by=("trl.GRPOTrainer._generate",), reads=("model_wrapped",)),
-    Tie("trl", "_compute_loss", "override", TRAINER,
+        called_by=("trl.GRPOTrainer._generate",),
+        reads=("model_wrapped",),
+    ),
+    Tie(
+        "trl",
+        "_compute_loss",
+        "override",
+        TRAINER,
         why="the token view records the loss's own per-token tensors at logging steps; the loss lessons compute "
-            "TRL's loss on a stand-in trainer and under every loss type",
+        "TRL's loss on a stand-in trainer and under every loss type",
         touches="GRPOTrainer._compute_loss(model, inputs), called by compute_loss; it calls "
-                "_get_per_token_logps_and_entropies once for the policy",
+        "_get_per_token_logps_and_entropies once for the policy",
         sites=("trainer/grpo_subclass.py", *LOSS_LESSONS),
         gone="its parameters change, compute_loss no longer calls it, or it no longer calls "
-             "_get_per_token_logps_and_entropies",
+        "_get_per_token_logps_and_entropies",
         without="every run's trainer overrides it: a run would fail at its first step; the lessons have no TRL figure",
-        hook="grpo_loss", parameters=("self", "model", "inputs"), called_by=("trl.GRPOTrainer.compute_loss",),
-        reads=("_get_per_token_logps_and_entropies",)),
-    Tie("trl", "_get_per_token_logps_and_entropies", "override", TRAINER,
+        hook="grpo_loss",
+        parameters=("self", "model", "inputs"),
+        called_by=("trl.GRPOTrainer.compute_loss",),
+        reads=("_get_per_token_logps_and_entropies",),
+    ),
+    Tie(
+        "trl",
+        "_get_per_token_logps_and_entropies",
+        "override",
+        TRAINER,
         why="the shared prompt pass computes TRL's values with each prompt run once per group; the token view takes "
-            "the policy's per-token values from its one call inside the loss",
+        "the policy's per-token values from its one call inside the loss",
         touches="GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, "
-                "batch_size, compute_entropy, compute_aux_loss, **multimodal inputs) -> (logps, entropies, aux loss), "
-                "called by _compute_loss and _generate_and_score_completions",
+        "batch_size, compute_entropy, compute_aux_loss, **multimodal inputs) -> (logps, entropies, aux loss), "
+        "called by _compute_loss and _generate_and_score_completions",
         sites=("trainer/grpo_subclass.py", "trainer/prompt_sharing.py", "teach/trl_loss.py"),
         gone="its leading parameters change, a parameter without a default is added, or TRL no longer calls it",
         without="every run's trainer overrides it: a run would fail at its first round",
         hook="token_logps_and_entropies",
-        parameters=("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
-                    "compute_aux_loss"), more_parameters=True,
-        called_by=("trl.GRPOTrainer._compute_loss", "trl.GRPOTrainer._generate_and_score_completions")),
-    Tie("transformers", "_save_rng_state", "override", "transformers.Trainer",
+        parameters=(
+            "self",
+            "model",
+            "input_ids",
+            "attention_mask",
+            "logits_to_keep",
+            "batch_size",
+            "compute_entropy",
+            "compute_aux_loss",
+        ),
+        more_parameters=True,
+        called_by=("trl.GRPOTrainer._compute_loss", "trl.GRPOTrainer._generate_and_score_completions"),
+    ),
+    Tie(
+        "transformers",
+        "_save_rng_state",
+        "override",
+        "transformers.Trainer",
         why="processes on machines other than machine 0 save no random state into a checkpoint folder that machine "
-            "may not share",
+        "may not share",
         touches="Trainer._save_rng_state(output_dir), called by _save_checkpoint",
-        sites=("trainer/grpo_subclass.py",), gone="its parameters change, or _save_checkpoint no longer calls it",
+        sites=("trainer/grpo_subclass.py",),
+        gone="its parameters change, or _save_checkpoint no longer calls it",
         without="on a run over several machines the others write into a folder machine 0 may not share: a save "
-                "may fail",
-        needed_when="num_machines > 1", hook="save_rng_state", parameters=("self", "output_dir"),
-        called_by=("transformers.Trainer._save_checkpoint",)),
-    Tie("trl", "_entropy_bonus_enabled", "attribute", TRAINER,
+        "may fail",
+        needed_when="num_machines > 1",
+        hook="save_rng_state",
+        parameters=("self", "output_dir"),
+        called_by=("transformers.Trainer._save_checkpoint",),
+    ),
+    Tie(
+        "trl",
+        "_entropy_bonus_enabled",
+        "attribute",
+        TRAINER,
         why="the loss lesson turns TRL's entropy bonus off on the stand-in trainer it computes the loss with",
         touches="self._entropy_bonus_enabled, set by GRPOTrainer.__init__, read by _compute_loss",
-        sites=("teach/trl_loss.py",), gone="__init__ no longer sets it, or _compute_loss no longer reads it",
+        sites=("teach/trl_loss.py",),
+        gone="__init__ no longer sets it, or _compute_loss no longer reads it",
         without="the loss lesson's stand-in fails, or its loss carries an entropy term",
         needed_when="no run (warned only)",
-        set_in="trl.GRPOTrainer.__init__", called_by=("trl.GRPOTrainer._compute_loss",)),
-    Tie("trl", "_metrics", "attribute", TRAINER,
+        set_in="trl.GRPOTrainer.__init__",
+        called_by=("trl.GRPOTrainer._compute_loss",),
+    ),
+    Tie(
+        "trl",
+        "_metrics",
+        "attribute",
+        TRAINER,
         why="the workbench adds its own metrics (GPU memory, the copy's sync seconds, vLLM timings) to the step "
-            "TRL logs",
-        touches="self._metrics[\"train\" | \"eval\"][name]: lists TRL's log() averages into the step it logs, "
-                "then clears",
+        "TRL logs",
+        touches='self._metrics["train" | "eval"][name]: lists TRL\'s log() averages into the step it logs, then clears',
         sites=("trainer/grpo_subclass.py", "trainer/gpu_metrics.py", "trainer/vllm_rollout.py", "teach/trl_loss.py"),
         gone="__init__ no longer sets it, or log() no longer reads it",
         without="those metrics are left out of metrics.jsonl (step_metrics hands a list nobody reads)",
-        needed_when="no run (warned only)", set_in="trl.GRPOTrainer.__init__", called_by=("trl.GRPOTrainer.log",)),
-    Tie("trl", "_logs", "attribute", TRAINER,
+        needed_when="no run (warned only)",
+        set_in="trl.GRPOTrainer.__init__",
+        called_by=("trl.GRPOTrainer.log",),
+    ),
+    Tie(
+        "trl",
+        "_logs",
+        "attribute",
+        TRAINER,
         why="a round's prompts, completions, rewards and advantages, gathered from every process in group order",
-        touches="self._logs[\"prompt\" | \"completion\" | \"rewards\" | \"advantages\"], deques of one generation "
-                "batch, filled by _generate_and_score_completions",
+        touches='self._logs["prompt" | "completion" | "rewards" | "advantages"], deques of one generation '
+        "batch, filled by _generate_and_score_completions",
         sites=("trainer/grpo_subclass.py", "trainer/recorder.py"),
         gone="__init__ no longer sets it, or _generate_and_score_completions no longer fills it",
-        without="no completions.jsonl", set_in="trl.GRPOTrainer.__init__",
-        called_by=("trl.GRPOTrainer._generate_and_score_completions",)),
-    Tie("trl", "_tokenizer", "attribute", TRAINER,
+        without="no completions.jsonl",
+        set_in="trl.GRPOTrainer.__init__",
+        called_by=("trl.GRPOTrainer._generate_and_score_completions",),
+    ),
+    Tie(
+        "trl",
+        "_tokenizer",
+        "attribute",
+        TRAINER,
         why="the pad token that ends a completion (truncation), and the token view's token texts",
         touches="self._tokenizer, the processing class's tokenizer, set by GRPOTrainer.__init__",
         sites=("trainer/grpo_subclass.py", "trainer/token_capture.py"),
         gone="__init__ no longer sets it, or TRL's generation no longer reads it",
         without="truncation cannot be told and the token view has no token texts",
-        set_in="trl.GRPOTrainer.__init__", called_by=("trl.GRPOTrainer._generate_and_score_completions",)),
-    Tie("trl", "_tokenize_prompts", "method", TRAINER,
+        set_in="trl.GRPOTrainer.__init__",
+        called_by=("trl.GRPOTrainer._generate_and_score_completions",),
+    ),
+    Tie(
+        "trl",
+        "_tokenize_prompts",
+        "method",
+        TRAINER,
         why="the workbench's vLLM rollout renders and tokenizes prompts exactly as TRL's own generation does",
         touches="GRPOTrainer._tokenize_prompts(prompts) -> (prompt_ids, ...), called by _generate",
-        sites=("trainer/vllm_rollout.py",), gone="its parameters change, or _generate no longer calls it",
-        without="generation=vllm-server cannot render its prompts", needed_when="generation=vllm-server",
-        parameters=("self", "prompts"), called_by=("trl.GRPOTrainer._generate",)),
-    Tie("trl", "_last_loaded_step", "attribute", TRAINER,
+        sites=("trainer/vllm_rollout.py",),
+        gone="its parameters change, or _generate no longer calls it",
+        without="generation=vllm-server cannot render its prompts",
+        needed_when="generation=vllm-server",
+        parameters=("self", "prompts"),
+        called_by=("trl.GRPOTrainer._generate",),
+    ),
+    Tie(
+        "trl",
+        "_last_loaded_step",
+        "attribute",
+        TRAINER,
         why="the workbench's vLLM rollout turns TRL's vLLM mode on after __init__; TRL syncs the weights (here the "
-            "adapter) when the step differs from this one",
+        "adapter) when the step differs from this one",
         touches="self._last_loaded_step, set by __init__ in vLLM modes, read and written by _generate",
-        sites=("trainer/vllm_rollout.py",), gone="_generate no longer reads it",
+        sites=("trainer/vllm_rollout.py",),
+        gone="_generate no longer reads it",
         without="generation=vllm-server fails at its first round, or syncs the adapter every round",
-        needed_when="generation=vllm-server", set_in="trl.GRPOTrainer.__init__",
-        called_by=("trl.GRPOTrainer._generate",)),
-    Tie("trl", "_ChunkedLogProbFunction", "global", "trl.trainer.utils",
+        needed_when="generation=vllm-server",
+        set_in="trl.GRPOTrainer.__init__",
+        called_by=("trl.GRPOTrainer._generate",),
+    ),
+    Tie(
+        "trl",
+        "_ChunkedLogProbFunction",
+        "global",
+        "trl.trainer.utils",
         why="on a CPU the fused LM head's log-probabilities run through the workbench's equivalent (cpu_head), put "
-            "in the module global TRL's fused forward looks up at call time",
+        "in the module global TRL's fused forward looks up at call time",
         touches="trl.trainer.utils._ChunkedLogProbFunction.apply(hidden, weight, bias, targets, temperature, "
-                "chunk_size, final_logit_softcapping, logit_scale, outputs), read by add_fused_lm_head's forward",
+        "chunk_size, final_logit_softcapping, logit_scale, outputs), read by add_fused_lm_head's forward",
         sites=("trainer/cpu_head.py",),
         gone="the global is gone or has no apply, or the fused forward no longer reads it",
         without="the shared prompt pass scores through TRL's own head (slower on a CPU, the same values)",
-        needed_when="no run (warned only)", called_by=("trl.trainer.utils.add_fused_lm_head",)),
-    Tie("transformers", "_attn_implementation", "property", "transformers.PretrainedConfig",
+        needed_when="no run (warned only)",
+        called_by=("trl.trainer.utils.add_fused_lm_head",),
+    ),
+    Tie(
+        "transformers",
+        "_attn_implementation",
+        "property",
+        "transformers.PretrainedConfig",
         why="the decode step written for Llama layers runs only for the attention it was checked against (sdpa)",
         touches="config._attn_implementation, read by LlamaAttention.forward to pick the attention function",
         sites=("trainer/llama_decode.py",),
         gone="PretrainedConfig no longer has it, or Llama's attention no longer reads it",
-        without="packed_decode decodes in the model's own layers (PackedDecode)", needed_when="no run (warned only)",
-        called_by=("transformers.models.llama.modeling_llama.LlamaAttention.forward",)),
-    Tie("transformers", "DynamicLayer.keys/.values", "rebinding", "transformers.cache_utils.DynamicLayer",
+        without="packed_decode decodes in the model's own layers (PackedDecode)",
+        needed_when="no run (warned only)",
+        called_by=("transformers.models.llama.modeling_llama.LlamaAttention.forward",),
+    ),
+    Tie(
+        "transformers",
+        "DynamicLayer.keys/.values",
+        "rebinding",
+        "transformers.cache_utils.DynamicLayer",
         why="the decode step written for Llama layers grows each cache layer's keys and values in place and rebinds "
-            "the layer's tensors to views of them",
+        "the layer's tensors to views of them",
         touches="DynamicLayer.keys and .values, set by update() (a concatenation) and read by get_seq_length",
         sites=("trainer/llama_decode.py",),
         gone="a layer whose keys and values were rebound no longer reports and grows those tensors",
         without="the Llama decode step fails its start-up comparison: packed_decode decodes in the model's own layers",
-        needed_when="no run (warned only)"),
-    Tie("torch", "CPUGeneratorImplState", "layout", "torch.Generator.get_state",
+        needed_when="no run (warned only)",
+    ),
+    Tie(
+        "torch",
+        "CPUGeneratorImplState",
+        "layout",
+        "torch.Generator.get_state",
         why="the faster exact draws continue torch's MT19937 from its words and position (trainer/exact_draws.py "
-            "verifies every value once a process)",
+        "verifies every value once a process)",
         touches="the bytes of torch.get_rng_state(): seed u64, left i32, seeded i32, next u64, 624 words as u64, "
-                "the normal-sample caches (aten/src/ATen/CPUGeneratorImpl.cpp)",
+        "the normal-sample caches (aten/src/ATen/CPUGeneratorImpl.cpp)",
         sites=("trainer/exact_draws.py",),
         gone="a seeded generator's state is not 5056 bytes holding the seed and MT19937's seeded words there",
         without="the sampler's draws are torch.multinomial's own (slower, the same tokens)",
-        needed_when="no run (warned only)"),
+        needed_when="no run (warned only)",
+    ),
 )
 BY_LABEL = {tie.label: tie for tie in TIES}
 # The private names a tie names: no other module of the package spells them (tests/test_architecture.py).
@@ -220,6 +325,7 @@ PRIVATE_NAMES = tuple(tie.name for tie in TIES if tie.name.startswith("_"))
 
 
 # ---- the checks --------------------------------------------------------------------------------------------------
+
 
 def _resolve(path: str):
     """The object an importable dotted path names: "trl.GRPOTrainer._prepare_inputs"."""
@@ -249,12 +355,14 @@ def code_names(function) -> set[str]:
 def _signature_problem(tie: Tie, method) -> str | None:
     params = list(inspect.signature(method).parameters.values())
     names = tuple(p.name for p in params)
-    extra = params[len(tie.parameters):]
+    extra = params[len(tie.parameters) :]
     optional = all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in extra)
-    if names[:len(tie.parameters)] == tie.parameters and (not extra or (tie.more_parameters and optional)):
+    if names[: len(tie.parameters)] == tie.parameters and (not extra or (tie.more_parameters and optional)):
         return None
-    return (f"{tie.holder}.{tie.name} takes ({', '.join(names)}), written for "
-            f"({', '.join(tie.parameters)}{', ...' if tie.more_parameters else ''})")
+    return (
+        f"{tie.holder}.{tie.name} takes ({', '.join(names)}), written for "
+        f"({', '.join(tie.parameters)}{', ...' if tie.more_parameters else ''})"
+    )
 
 
 def _uses_problem(tie: Tie, function=None) -> str | None:
@@ -316,16 +424,23 @@ def _layout_problem(tie: Tie, holder) -> str | None:
     state = generator.get_state().numpy()
     if state.size != RNG_STATE_BYTES:
         return f"a CPU generator's state holds {state.size} bytes, written for {RNG_STATE_BYTES}"
-    words = np.frombuffer(state[RNG_WORDS:RNG_WORDS + RNG_WORD_COUNT * 8].tobytes(), np.uint64)
-    if int(np.frombuffer(state[:8].tobytes(), np.uint64)[0]) != seed or \
-            not np.array_equal(words, np.random.RandomState(seed).get_state()[1]):
+    words = np.frombuffer(state[RNG_WORDS : RNG_WORDS + RNG_WORD_COUNT * 8].tobytes(), np.uint64)
+    if int(np.frombuffer(state[:8].tobytes(), np.uint64)[0]) != seed or not np.array_equal(
+        words, np.random.RandomState(seed).get_state()[1]
+    ):
         return "a seeded CPU generator's state no longer holds its seed and MT19937's words where written for"
     return None
 
 
-CHECKS = {"override": _method_problem, "method": _method_problem, "attribute": _attribute_problem,
-          "property": _attribute_problem, "global": _attribute_problem,
-          "rebinding": _rebinding_problem, "layout": _layout_problem}
+CHECKS = {
+    "override": _method_problem,
+    "method": _method_problem,
+    "attribute": _attribute_problem,
+    "property": _attribute_problem,
+    "global": _attribute_problem,
+    "rebinding": _rebinding_problem,
+    "layout": _layout_problem,
+}
 
 
 def problem_of(tie: Tie) -> str | None:
@@ -380,21 +495,30 @@ class Verdict:
         """One line naming each version that differs and each tie that no longer holds; None when neither."""
         if not (self.problems or self.versions):
             return None
-        ties = "; ".join(f"{label}: {problem} (without it: {BY_LABEL[label].without})"
-                         for label, problem in self.problems.items())
-        return ("; ".join(self.versions) + (". " if self.versions else "")
-                + (f"Ties that no longer hold: {ties}." if ties else "Every private tie still holds.")
-                + " The registry: workbench/library_compat.py, `python -m workbench ties`")
+        ties = "; ".join(
+            f"{label}: {problem} (without it: {BY_LABEL[label].without})" for label, problem in self.problems.items()
+        )
+        return (
+            "; ".join(self.versions)
+            + (". " if self.versions else "")
+            + (f"Ties that no longer hold: {ties}." if ties else "Every private tie still holds.")
+            + " The registry: workbench/library_compat.py, `python -m workbench ties`"
+        )
 
     def refusal(self) -> str | None:
         """The message refusing the run, naming each broken tie it needs; None when it may go on."""
         if not self.refused:
             return None
         pins = ", ".join(f"{library}=={version}" for library, version in WRITTEN_FOR.items())
-        return ("the installed libraries break what this run relies on: "
-                + "; ".join(f"{label}: {self.problems[label]} (needed by {BY_LABEL[label].needed_when}: without it "
-                            f"{BY_LABEL[label].without})" for label in self.refused)
-                + f". Install the versions written for ({pins}: make setup)")
+        return (
+            "the installed libraries break what this run relies on: "
+            + "; ".join(
+                f"{label}: {self.problems[label]} (needed by {BY_LABEL[label].needed_when}: without it "
+                f"{BY_LABEL[label].without})"
+                for label in self.refused
+            )
+            + f". Install the versions written for ({pins}: make setup)"
+        )
 
 
 def verdict(cfg=None, problems: dict[str, str] | None = None) -> Verdict:
@@ -405,6 +529,7 @@ def verdict(cfg=None, problems: dict[str, str] | None = None) -> Verdict:
 
 
 # ---- accessors: the only way the rest of the workbench reaches these names ---------------------------------------
+
 
 def step_metrics(trainer, mode: str = "train") -> dict[str, list]:
     """TRL's lists of metrics for the step it logs next (`_metrics[mode]`, mode "train" or "eval"), looked up at
@@ -483,7 +608,7 @@ def cpu_generator_mt19937():
 
     state = torch.get_rng_state().numpy()
     left = int(np.frombuffer(state[RNG_LEFT].tobytes(), np.int32)[0])
-    words = np.frombuffer(state[RNG_WORDS:RNG_WORDS + RNG_WORD_COUNT * 8].tobytes(), np.uint64).astype(np.uint32)
+    words = np.frombuffer(state[RNG_WORDS : RNG_WORDS + RNG_WORD_COUNT * 8].tobytes(), np.uint64).astype(np.uint32)
     return words, RNG_WORD_COUNT + 1 - left, state
 
 
@@ -496,7 +621,7 @@ def set_cpu_generator_mt19937(state, words, position: int) -> None:
     state = state.copy()
     state[RNG_LEFT] = np.frombuffer(np.int32(RNG_WORD_COUNT + 1 - position).tobytes(), np.uint8)
     state[RNG_NEXT] = np.frombuffer(np.uint64(position).tobytes(), np.uint8)
-    state[RNG_WORDS:RNG_WORDS + RNG_WORD_COUNT * 8] = np.frombuffer(words.astype(np.uint64).tobytes(), np.uint8)
+    state[RNG_WORDS : RNG_WORDS + RNG_WORD_COUNT * 8] = np.frombuffer(words.astype(np.uint64).tobytes(), np.uint8)
     torch.set_rng_state(torch.from_numpy(state))
 
 

@@ -36,18 +36,24 @@ def dashboard_parser():
 
 
 def read_results() -> dict[str, list[dict]]:
-    return {path.stem: [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-            for path in sorted((ROOT / "benchmarks" / "results").glob("*.jsonl"))}
+    return {
+        path.stem: [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for path in sorted((ROOT / "benchmarks" / "results").glob("*.jsonl"))
+    }
 
 
 def read_docstrings() -> dict[str, str]:
-    return {path.stem: ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-            for path in sorted((ROOT / "benchmarks").glob("*.py"))}
+    return {
+        path.stem: ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        for path in sorted((ROOT / "benchmarks").glob("*.py"))
+    }
 
 
 def generated_pages() -> dict[str, str]:
-    source = {name: (ROOT / path).read_text(encoding="utf-8")
-              for name, path in (("figures", "workbench/insight/figures.py"), ("tab", "workbench/ui/train_tab.py"))}
+    source = {
+        name: (ROOT / path).read_text(encoding="utf-8")
+        for name, path in (("figures", "workbench/insight/figures.py"), ("tab", "workbench/ui/train_tab.py"))
+    }
     return {
         "settings.md": docs_pages.settings_page(),
         "cli.md": docs_pages.cli_page(dashboard_parser()),

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from workbench.access.uploads import UploadError, upload_caps
 
-FIX = ("wait for files no page used within the hour to leave the upload cache (uploads stored under 'Your files' "
-       "stay there), upload fewer or smaller files, or ask whoever runs the server")
+FIX = (
+    "wait for files no page used within the hour to leave the upload cache (uploads stored under 'Your files' "
+    "stay there), upload fewer or smaller files, or ask whoever runs the server"
+)
 
 
 class CacheLedger:
@@ -52,9 +54,13 @@ class CacheLedger:
             if files >= max_files:
                 raise too_many_files(files + 1, max_files)
             if held + pending + size > max_bytes:
-                raise UploadError(field="upload", rule=f"{size / 2**20:.1f} MB more would take what you uploaded "
-                                  f"to {(held + pending + size) / 2**20:.1f} MB, over the {max_bytes / 2**20:.0f} MB "
-                                  "each user may hold", fix=FIX)
+                raise UploadError(
+                    field="upload",
+                    rule=f"{size / 2**20:.1f} MB more would take what you uploaded "
+                    f"to {(held + pending + size) / 2**20:.1f} MB, over the {max_bytes / 2**20:.0f} MB "
+                    "each user may hold",
+                    fix=FIX,
+                )
             self.pending[user] = pending + size
 
     def release(self, user: str, size: int) -> None:
@@ -87,8 +93,11 @@ class CacheLedger:
 
 def too_many_files(files: int, max_files: int) -> UploadError:
     """The refusal of an upload that would leave a user more than `max_files` files in the cache."""
-    return UploadError(field="upload", rule=f"that would leave you {files} files in the upload cache, over the "
-                       f"{max_files} each user may hold", fix=FIX)
+    return UploadError(
+        field="upload",
+        rule=f"that would leave you {files} files in the upload cache, over the {max_files} each user may hold",
+        fix=FIX,
+    )
 
 
 def _remove(path: str) -> None:

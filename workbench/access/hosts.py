@@ -13,7 +13,7 @@ library.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from workbench.access.users import is_loopback
@@ -43,7 +43,9 @@ def check_server_url(url: str, hosts: frozenset[str] = frozenset()) -> None:
     if host and (is_loopback(host) or host in hosts):
         return
     listed = f" ({', '.join(sorted(hosts))})" if hosts else ""
-    raise WorkbenchError(field="vllm_server_base_url",
-                         rule=f"{url[:80]!r} is not on this machine (loopback) nor a vLLM host the admin lists{listed}",
-                         fix=f"leave it empty so the run starts its own server, use http://127.0.0.1:PORT, or ask "
-                             f"the admin to add the host to {VLLM_HOSTS_ENV}")
+    raise WorkbenchError(
+        field="vllm_server_base_url",
+        rule=f"{url[:80]!r} is not on this machine (loopback) nor a vLLM host the admin lists{listed}",
+        fix=f"leave it empty so the run starts its own server, use http://127.0.0.1:PORT, or ask "
+        f"the admin to add the host to {VLLM_HOSTS_ENV}",
+    )

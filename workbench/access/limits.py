@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections import defaultdict, deque
-from typing import Mapping
+from collections.abc import Mapping
 
 from workbench.errors import WorkbenchError
 
@@ -35,8 +35,11 @@ def max_actions(environ: Mapping[str, str] | None = None) -> int:
     if not text:
         return DEFAULT_MAX_ACTIONS
     if not text.isdigit():
-        raise LimitError(field=MAX_ACTIONS_ENV, rule=f"{text[:40]!r} is not a whole number",
-                         fix=f"set it to 1 or more, 0 for no limit, or unset it for the default {DEFAULT_MAX_ACTIONS}")
+        raise LimitError(
+            field=MAX_ACTIONS_ENV,
+            rule=f"{text[:40]!r} is not a whole number",
+            fix=f"set it to 1 or more, 0 for no limit, or unset it for the default {DEFAULT_MAX_ACTIONS}",
+        )
     return int(text)
 
 
@@ -62,7 +65,10 @@ class ActionLimit:
                 times.popleft()
             if len(times) >= self.limit:
                 wait = math.ceil(times[0] + self.window - now)
-                raise LimitError(field=what, rule=f"{user} has started or stopped runs {len(times)} times in the "
-                                 f"last {self.window:.0f} s, the most this dashboard allows ({MAX_ACTIONS_ENV})",
-                                 fix=f"wait {wait} s and try again")
+                raise LimitError(
+                    field=what,
+                    rule=f"{user} has started or stopped runs {len(times)} times in the "
+                    f"last {self.window:.0f} s, the most this dashboard allows ({MAX_ACTIONS_ENV})",
+                    fix=f"wait {wait} s and try again",
+                )
             times.append(now)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from workbench.errors import WorkbenchError
 
@@ -34,8 +34,13 @@ MODELS_DIR_ENV = "WORKBENCH_MODELS_DIR"
 DATA_DIR_ENV = "WORKBENCH_DATA_DIR"
 # What each path field must name once resolved.
 FOLDER, FILE, FILE_OR_FOLDER = "folder", "file", "file or folder"
-FIELD_KINDS = {"model": FOLDER, "dataset_name": FILE_OR_FOLDER, "dataset_path": FILE_OR_FOLDER, "reward_file": FILE,
-               "reward_model": FOLDER}
+FIELD_KINDS = {
+    "model": FOLDER,
+    "dataset_name": FILE_OR_FOLDER,
+    "dataset_path": FILE_OR_FOLDER,
+    "reward_file": FILE,
+    "reward_model": FOLDER,
+}
 # Fields that may also name a hub id (fetched into the shared hub cache before a sandboxed run starts):
 # the policy, a reward model, a dataset.
 HUB_FIELDS = ("model", "reward_model", "dataset_name")
@@ -63,8 +68,9 @@ class UserScope:
     vllm_hosts: frozenset[str] = frozenset()
 
 
-def shared_folders(models_dir: str | None = None, data_dir: str | None = None,
-                   environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+def shared_folders(
+    models_dir: str | None = None, data_dir: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Path, ...]:
     """The admin's shared folders: the arguments, else WORKBENCH_MODELS_DIR / WORKBENCH_DATA_DIR; () for none.
 
     A folder that does not exist is refused here, when the app starts, rather
@@ -72,14 +78,19 @@ def shared_folders(models_dir: str | None = None, data_dir: str | None = None,
     """
     environ = os.environ if environ is None else environ
     folders = []
-    for option, value in (("--models-dir", models_dir or environ.get(MODELS_DIR_ENV)),
-                          ("--data-dir", data_dir or environ.get(DATA_DIR_ENV))):
+    for option, value in (
+        ("--models-dir", models_dir or environ.get(MODELS_DIR_ENV)),
+        ("--data-dir", data_dir or environ.get(DATA_DIR_ENV)),
+    ):
         if not value:
             continue
         folder = Path(value).expanduser()
         if not folder.is_dir():
-            raise PathError(field=option, rule=f"{value} is not a folder",
-                            fix="create it and put the models or data to share in it, or leave the option out")
+            raise PathError(
+                field=option,
+                rule=f"{value} is not a folder",
+                fix="create it and put the models or data to share in it, or leave the option out",
+            )
         folders.append(folder.resolve())
     return tuple(folders)
 
@@ -103,25 +114,35 @@ def _is_kind(path: Path, kind: str) -> bool:
 
 def allowed(path: Path, scope: UserScope) -> bool:
     """Whether the resolved `path` lies in the user's uploads, one of their runs or a shared folder."""
-    return (path.is_relative_to(scope.uploads.resolve()) or any(path.is_relative_to(f) for f in scope.shared)
-            or _in_own_run(path, scope))
+    return (
+        path.is_relative_to(scope.uploads.resolve())
+        or any(path.is_relative_to(f) for f in scope.shared)
+        or _in_own_run(path, scope)
+    )
 
 
 def _refusal(field: str, value: str, kind: str, scope: UserScope, names: tuple[str, ...]) -> PathError:
     shared = "".join(f", {folder}" for folder in scope.shared)
-    rule = (f"{repr(value)[:80]} is not a {kind} in your uploads folder {scope.uploads}, one of your runs"
-            + (f" or a shared folder ({shared[2:]})" if shared else ""))
+    rule = f"{repr(value)[:80]} is not a {kind} in your uploads folder {scope.uploads}, one of your runs" + (
+        f" or a shared folder ({shared[2:]})" if shared else ""
+    )
     if field == "model":
-        fix = (f"on a shared dashboard use {' or '.join(names) or 'a bundled model'}, a hub id like "
-               "Qwen/Qwen2-0.5B-Instruct, a model folder in a shared folder, or a merged model of one of your "
-               "runs (Runs tab: merged model)")
+        fix = (
+            f"on a shared dashboard use {' or '.join(names) or 'a bundled model'}, a hub id like "
+            "Qwen/Qwen2-0.5B-Instruct, a model folder in a shared folder, or a merged model of one of your "
+            "runs (Runs tab: merged model)"
+        )
     elif field == "reward_model":
-        fix = ("on a shared dashboard use a hub id of a sequence-classification model, or its folder in a shared "
-               "folder or your uploads")
+        fix = (
+            "on a shared dashboard use a hub id of a sequence-classification model, or its folder in a shared "
+            "folder or your uploads"
+        )
     else:
-        fix = ("on a shared dashboard dataset and reward files come only from your uploads, your runs and the "
-               "shared folders (a dataset may also be a hub id): upload the file under 'Your files' in the Setup "
-               "tab, then use the path it shows")
+        fix = (
+            "on a shared dashboard dataset and reward files come only from your uploads, your runs and the "
+            "shared folders (a dataset may also be a hub id): upload the file under 'Your files' in the Setup "
+            "tab, then use the path it shows"
+        )
     return PathError(field=field, rule=rule, fix=fix)
 
 

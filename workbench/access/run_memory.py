@@ -21,7 +21,7 @@ Pure standard library.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from workbench.errors import WorkbenchError
 
@@ -44,8 +44,11 @@ def run_share(environ: Mapping[str, str] | None = None) -> int | None:
     except ValueError:
         share = -1.0
     if not 0 < share < float("inf"):
-        raise MemoryLimitError(field=MAX_RUN_MEMORY_ENV, rule=f"{text[:40]!r} is not a positive number of GiB",
-                               fix="set it to the GiB one run may use, e.g. 16, or unset it for no share")
+        raise MemoryLimitError(
+            field=MAX_RUN_MEMORY_ENV,
+            rule=f"{text[:40]!r} is not a positive number of GiB",
+            fix="set it to the GiB one run may use, e.g. 16, or unset it for no share",
+        )
     return int(share * GIB)
 
 
@@ -66,7 +69,9 @@ def memory_refusal(needed: int, limit: tuple[int, str] | None, field: str) -> Me
     if limit is None or needed <= limit[0]:
         return None
     return MemoryLimitError(
-        field=field, rule=f"the run's memory estimate is about {needed / GIB:,.1f} GiB at its peak, over the "
-                          f"{limit[0] / GIB:,.1f} GiB {limit[1]}",
+        field=field,
+        rule=f"the run's memory estimate is about {needed / GIB:,.1f} GiB at its peak, over the "
+        f"{limit[0] / GIB:,.1f} GiB {limit[1]}",
         fix=f"lower {field} (it drives the estimate; the memory panel shows each part), or turn on "
-            "gradient_checkpointing, or ask whoever runs the server for a larger share")
+        "gradient_checkpointing, or ask whoever runs the server for a larger share",
+    )

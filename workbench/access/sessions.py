@@ -41,10 +41,11 @@ def session_hours(value: str | float | None) -> float:
     except (TypeError, ValueError):
         hours = math.nan
     if not (0 < hours <= MAX_SESSION_HOURS):  # also refuses NaN
-        raise WorkbenchError(field="--session-hours",
-                             rule=f"hours a sign-in lasts, a number above 0 and at most {MAX_SESSION_HOURS}; "
-                                  f"got {str(value)[:40]!r}",
-                             fix=f"e.g. --session-hours 12 (or {SESSION_HOURS_ENV}=12)")
+        raise WorkbenchError(
+            field="--session-hours",
+            rule=f"hours a sign-in lasts, a number above 0 and at most {MAX_SESSION_HOURS}; got {str(value)[:40]!r}",
+            fix=f"e.g. --session-hours 12 (or {SESSION_HOURS_ENV}=12)",
+        )
     return hours
 
 

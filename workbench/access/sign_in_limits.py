@@ -57,10 +57,12 @@ def limits_from_env(environ: dict) -> SignInLimits:
     except ValueError:
         wait_s = math.nan
     if not (0 < wait_s <= 86_400):
-        raise WorkbenchError(field=SIGN_IN_WAIT_ENV,
-                             rule=f"seconds a name or address waits after too many wrong passwords, "
-                                  f"above 0 and at most 86400; got {value[:40]!r}",
-                             fix=f"e.g. {SIGN_IN_WAIT_ENV}=300, or leave it unset for 5 minutes")
+        raise WorkbenchError(
+            field=SIGN_IN_WAIT_ENV,
+            rule=f"seconds a name or address waits after too many wrong passwords, "
+            f"above 0 and at most 86400; got {value[:40]!r}",
+            fix=f"e.g. {SIGN_IN_WAIT_ENV}=300, or leave it unset for 5 minutes",
+        )
     return SignInLimits(wait_s=wait_s)
 
 
@@ -74,8 +76,10 @@ def describe_wait(seconds: float) -> str:
 
 
 def wait_message(seconds: float) -> str:
-    return (f"Too many wrong passwords for this name or from this address: "
-            f"wait {describe_wait(seconds)}, then sign in again.")
+    return (
+        f"Too many wrong passwords for this name or from this address: "
+        f"wait {describe_wait(seconds)}, then sign in again."
+    )
 
 
 class _Record:

@@ -24,8 +24,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from workbench.errors import WorkbenchError
 
@@ -52,8 +52,11 @@ class UploadError(WorkbenchError):
 def uploads_dir(runs_dir: str | os.PathLike, user: str) -> Path:
     """The folder of `user`'s uploads: `<runs_dir>/uploads/<user>` (not created here)."""
     if not isinstance(user, str) or not user.strip(".") or any(c in user for c in "/\\\0"):
-        raise UploadError(field="user", rule=f"{user!r:.40} cannot name an uploads folder",
-                          fix="sign in with an account whose name holds letters or digits")
+        raise UploadError(
+            field="user",
+            rule=f"{user!r:.40} cannot name an uploads folder",
+            fix="sign in with an account whose name holds letters or digits",
+        )
     return Path(runs_dir) / UPLOADS_DIR / user
 
 
@@ -63,9 +66,12 @@ def safe_file_name(name: str) -> str:
     clean = UNSAFE_CHARACTERS.sub("_", base).lstrip(".-")
     stem, suffix = os.path.splitext(clean)
     if suffix.lower() not in UPLOAD_SUFFIXES:
-        raise UploadError(field="upload", rule=f"{base[:60]!r} is not a dataset or reward file",
-                          fix=f"upload a {', '.join(DATASET_SUFFIXES)} dataset or a .py reward file")
-    return stem.rstrip(".")[:MAX_NAME_CHARS - len(suffix)] + suffix.lower()
+        raise UploadError(
+            field="upload",
+            rule=f"{base[:60]!r} is not a dataset or reward file",
+            fix=f"upload a {', '.join(DATASET_SUFFIXES)} dataset or a .py reward file",
+        )
+    return stem.rstrip(".")[: MAX_NAME_CHARS - len(suffix)] + suffix.lower()
 
 
 def is_inside(path: str | os.PathLike, roots) -> bool:
@@ -80,8 +86,11 @@ def is_inside(path: str | os.PathLike, roots) -> bool:
 def not_uploaded(path: str) -> UploadError:
     """The refusal of a file the browser names that its upload did not put in the upload folder."""
     name = re.split(r"[\\/]", path if isinstance(path, str) else "")[-1]
-    return UploadError(field="upload", rule=f"{name[:60]!r} was not uploaded through this page",
-                       fix="upload the file with the upload box under 'Your files' in the Setup tab")
+    return UploadError(
+        field="upload",
+        rule=f"{name[:60]!r} was not uploaded through this page",
+        fix="upload the file with the upload box under 'Your files' in the Setup tab",
+    )
 
 
 def store_upload(source: str | os.PathLike, name: str, folder: str | os.PathLike) -> Path:
@@ -94,8 +103,11 @@ def store_upload(source: str | os.PathLike, name: str, folder: str | os.PathLike
     target_name = safe_file_name(name)
     size = Path(source).stat().st_size
     if size > MAX_UPLOAD_BYTES:
-        raise UploadError(field="upload", rule=f"{target_name} is {size / 2**20:.1f} MB, over the "
-                          f"{MAX_UPLOAD_TEXT} limit", fix="upload a smaller file (a sample of the rows)")
+        raise UploadError(
+            field="upload",
+            rule=f"{target_name} is {size / 2**20:.1f} MB, over the {MAX_UPLOAD_TEXT} limit",
+            fix="upload a smaller file (a sample of the rows)",
+        )
     folder = Path(folder)
     check_room(folder, target_name, size)
     folder.mkdir(parents=True, exist_ok=True)
@@ -116,8 +128,11 @@ def upload_caps(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     for name, default, scale in ((MAX_FILES_ENV, MAX_UPLOAD_FILES, 1), (MAX_TOTAL_ENV, MAX_UPLOADS_MB, 2**20)):
         text = (environ.get(name) or "").strip()
         if text and not text.isdigit():
-            raise UploadError(field=name, rule=f"{text[:40]!r} is not a whole number",
-                              fix=f"set it to a whole number, or unset it for the default {default}")
+            raise UploadError(
+                field=name,
+                rule=f"{text[:40]!r} is not a whole number",
+                fix=f"set it to a whole number, or unset it for the default {default}",
+            )
         caps.append(int(text or default) * scale)
     return caps[0], caps[1]
 
@@ -130,13 +145,19 @@ def check_room(folder: str | os.PathLike, name: str, size: int) -> None:
     max_files, max_bytes = upload_caps()
     kept = {path.name: path.stat().st_size for path in list_uploads(folder) if path.name != name}
     if len(kept) + 1 > max_files:
-        raise UploadError(field="upload", rule=f"{name} would be your upload number {len(kept) + 1}, over the "
-                          f"{max_files} files each user may keep", fix="delete uploads you no longer need, or ask "
-                          "whoever runs the server")
+        raise UploadError(
+            field="upload",
+            rule=f"{name} would be your upload number {len(kept) + 1}, over the {max_files} files each user may keep",
+            fix="delete uploads you no longer need, or ask whoever runs the server",
+        )
     if sum(kept.values()) + size > max_bytes:
-        raise UploadError(field="upload", rule=f"{name} would take your uploads to "
-                          f"{(sum(kept.values()) + size) / 2**20:.1f} MB, over the {max_bytes / 2**20:.0f} MB each "
-                          "user may keep", fix="delete uploads you no longer need, or ask whoever runs the server")
+        raise UploadError(
+            field="upload",
+            rule=f"{name} would take your uploads to "
+            f"{(sum(kept.values()) + size) / 2**20:.1f} MB, over the {max_bytes / 2**20:.0f} MB each "
+            "user may keep",
+            fix="delete uploads you no longer need, or ask whoever runs the server",
+        )
 
 
 def list_uploads(folder: str | os.PathLike) -> list[Path]:
@@ -144,5 +165,8 @@ def list_uploads(folder: str | os.PathLike) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    return sorted(path for path in folder.iterdir()
-                  if path.is_file() and not path.name.startswith(".") and path.suffix in UPLOAD_SUFFIXES)
+    return sorted(
+        path
+        for path in folder.iterdir()
+        if path.is_file() and not path.name.startswith(".") and path.suffix in UPLOAD_SUFFIXES
+    )

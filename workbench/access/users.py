@@ -86,17 +86,23 @@ def parse_users(text: str, source: str = "users") -> dict[str, User]:
         fields = line.split()
         where = f"{source}, line {number}"
         if len(fields) != 3:
-            raise UsersError(f"{where}: a line is `NAME ROLE HASH` (3 fields), found {len(fields)}; "
-                             "write it with `python -m workbench users add NAME`")
+            raise UsersError(
+                f"{where}: a line is `NAME ROLE HASH` (3 fields), found {len(fields)}; "
+                "write it with `python -m workbench users add NAME`"
+            )
         name, role, password_hash = fields
         if not NAME_PATTERN.match(name):
-            raise UsersError(f"{where}: user name {name[:40]!r} may hold only letters, digits, '.', '_', '-' "
-                             "(1 to 64 characters, not only dots)")
+            raise UsersError(
+                f"{where}: user name {name[:40]!r} may hold only letters, digits, '.', '_', '-' "
+                "(1 to 64 characters, not only dots)"
+            )
         if role not in ROLES:
             raise UsersError(f"{where}: role {role[:20]!r} is not one of {', '.join(ROLES)}")
         if not password_hash.startswith(SCHEME + "$") or password_hash.count("$") != 3:
-            raise UsersError(f"{where}: the password must be stored hashed ({SCHEME}$...), never as plain text; "
-                             "write the line with `python -m workbench users add NAME`")
+            raise UsersError(
+                f"{where}: the password must be stored hashed ({SCHEME}$...), never as plain text; "
+                "write the line with `python -m workbench users add NAME`"
+            )
         if name in users:
             raise UsersError(f"{where}: user {name} is listed twice; keep one line per user")
         users[name] = User(name, role, password_hash)
@@ -111,8 +117,10 @@ def load_users(path: str | os.PathLike | None = None, environ: dict | None = Non
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsersError(f"users file {path}: cannot be read ({exc.__class__.__name__}); "
-                             "create it with `python -m workbench users add NAME --file FILE`") from None
+            raise UsersError(
+                f"users file {path}: cannot be read ({exc.__class__.__name__}); "
+                "create it with `python -m workbench users add NAME --file FILE`"
+            ) from None
         return parse_users(text, str(path))
     if environ.get(USERS_ENV):
         return parse_users(environ[USERS_ENV].replace(";", "\n"), USERS_ENV)
@@ -146,8 +154,9 @@ def authenticate(users: dict[str, User], name: str, password: str) -> User | Non
 def add_user_line(name: str, password: str, role: str = "user") -> str:
     """The users-file line for a new account; refuses a bad name, role or a short password."""
     if not NAME_PATTERN.match(name):
-        raise UsersError(f"user name {name[:40]!r}: only letters, digits, '.', '_', '-' "
-                         "(1 to 64 characters, not only dots)")
+        raise UsersError(
+            f"user name {name[:40]!r}: only letters, digits, '.', '_', '-' (1 to 64 characters, not only dots)"
+        )
     if role not in ROLES:
         raise UsersError(f"role {role!r}: use one of {', '.join(ROLES)}")
     if len(password) < MIN_PASSWORD_LENGTH:
@@ -174,4 +183,5 @@ def check_serving(host: str, users: dict[str, User]) -> None:
         "and runs reward code with this account's rights. Create an account with "
         "`python -m workbench users add NAME --file users.txt`, then start with "
         f"`python app.py --host {host} --users users.txt` (or set WORKBENCH_USERS_FILE); "
-        "or serve on 127.0.0.1 only")
+        "or serve on 127.0.0.1 only"
+    )

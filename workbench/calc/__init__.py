@@ -26,6 +26,19 @@ from workbench.calc.rules import (
 )
 
 __all__ = [
-    "FRAMEWORKS", "MAX_VALUE", "NO_LENGTH_ERROR", "PLAN_DEFAULTS", "PLAN_NUMBERS", "Explanation", "InputError", "Plan", "Suggestion",
-    "compare_frameworks", "divisors", "explain", "grid", "normalise_inputs", "plan",
+    "FRAMEWORKS",
+    "MAX_VALUE",
+    "NO_LENGTH_ERROR",
+    "PLAN_DEFAULTS",
+    "PLAN_NUMBERS",
+    "Explanation",
+    "InputError",
+    "Plan",
+    "Suggestion",
+    "compare_frameworks",
+    "divisors",
+    "explain",
+    "grid",
+    "normalise_inputs",
+    "plan",
 ]

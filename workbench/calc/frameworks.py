@@ -48,7 +48,9 @@ class FrameworkReading:
 
 def check_train_data_ratio(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= 1):
-        raise InputError("train_data_ratio", f"must be a fraction in (0, 1], got {value!r}; use 1 to train on all rows.")
+        raise InputError(
+            "train_data_ratio", f"must be a fraction in (0, 1], got {value!r}; use 1 to train on all rows."
+        )
     return float(value)
 
 
@@ -60,18 +62,28 @@ def _trl_steps_formula(p: Plan) -> str:
         return f"max_steps = {v['max_steps']}"
     if v["dataset_size"] is None:
         return "needs dataset_size"
-    return (f"ceil({v['num_train_epochs']:g} epochs x max(1, ceil(({v['dataset_size']} // {p.prompts_per_generation}) "
-            f"x {v['num_iterations']} x {p.steps_per_generation} / {v['gradient_accumulation_steps']})))")
+    return (
+        f"ceil({v['num_train_epochs']:g} epochs x max(1, ceil(({v['dataset_size']} // {p.prompts_per_generation}) "
+        f"x {v['num_iterations']} x {p.steps_per_generation} / {v['gradient_accumulation_steps']})))"
+    )
 
 
 def read_as_trl(inputs: dict, trl_plan: Plan | None = None) -> FrameworkReading:
     p = trl_plan or plan(**inputs)
     v = p.inputs
     return FrameworkReading(
-        framework="trl", title=FRAMEWORK_TITLES["trl"], valid=p.valid, message=p.errors[0] if p.errors else "valid",
-        training_processes=v["num_processes"], vllm_gpus=v["vllm_gpus"], generation_batch_size=p.generation_batch_size,
-        prompts_per_step=p.prompts_per_step, total_steps=p.total_steps, steps_formula=_trl_steps_formula(p),
-        notes=["num_processes is the world size GRPOConfig sees (training processes only)."], plan=p,
+        framework="trl",
+        title=FRAMEWORK_TITLES["trl"],
+        valid=p.valid,
+        message=p.errors[0] if p.errors else "valid",
+        training_processes=v["num_processes"],
+        vllm_gpus=v["vllm_gpus"],
+        generation_batch_size=p.generation_batch_size,
+        prompts_per_step=p.prompts_per_step,
+        total_steps=p.total_steps,
+        steps_formula=_trl_steps_formula(p),
+        notes=["num_processes is the world size GRPOConfig sees (training processes only)."],
+        plan=p,
     )
 
 
@@ -85,16 +97,30 @@ def read_as_open_r1(inputs: dict) -> FrameworkReading:
         notes.append("One GPU: vLLM has to run colocated (vllm_mode='colocate') inside the training process.")
     p = plan(**{**inputs, "num_processes": gpus - served, "vllm_gpus": served})
     return FrameworkReading(
-        framework="open-r1", title=FRAMEWORK_TITLES["open-r1"], valid=p.valid,
-        message=p.errors[0] if p.errors else "valid", training_processes=gpus - served, vllm_gpus=served,
-        generation_batch_size=p.generation_batch_size, prompts_per_step=p.prompts_per_step,
-        total_steps=p.total_steps, steps_formula=_trl_steps_formula(p), notes=notes, plan=p,
+        framework="open-r1",
+        title=FRAMEWORK_TITLES["open-r1"],
+        valid=p.valid,
+        message=p.errors[0] if p.errors else "valid",
+        training_processes=gpus - served,
+        vllm_gpus=served,
+        generation_batch_size=p.generation_batch_size,
+        prompts_per_step=p.prompts_per_step,
+        total_steps=p.total_steps,
+        steps_formula=_trl_steps_formula(p),
+        notes=notes,
+        plan=p,
     )
 
 
-def ms_swift_max_steps(dataset_size: int, num_generations: int, per_device_train_batch_size: int,
-                       num_processes: int, train_data_ratio: float, gradient_accumulation_steps: int,
-                       num_iterations: int) -> int:
+def ms_swift_max_steps(
+    dataset_size: int,
+    num_generations: int,
+    per_device_train_batch_size: int,
+    num_processes: int,
+    train_data_ratio: float,
+    gradient_accumulation_steps: int,
+    num_iterations: int,
+) -> int:
     """Seed 004's formula: 8000 x 8 / (8 x 6) x 0.99 = 1320; 1320 / 2 x 2 = 1320."""
     total = dataset_size * num_generations / (per_device_train_batch_size * num_processes) * train_data_ratio
     steps = total / gradient_accumulation_steps * num_iterations
@@ -105,15 +131,22 @@ def read_as_ms_swift(inputs: dict, train_data_ratio: float, trl_plan: Plan | Non
     # ms-swift checks the same generation batch as TRL, so TRL's plan (and its fixes) serve for both.
     p = trl_plan or plan(**inputs)
     v = p.inputs
-    bs, dp, G, GA = v["per_device_train_batch_size"], v["num_processes"], v["num_generations"], v["gradient_accumulation_steps"]
+    bs, dp, G, GA = (
+        v["per_device_train_batch_size"],
+        v["num_processes"],
+        v["num_generations"],
+        v["gradient_accumulation_steps"],
+    )
     message = "valid"
     gbs = p.generation_batch_size
     if not p.valid:
         if gbs is not None and G and gbs % G:
             listed = divisors(gbs)
             valid_values = "[...]" if listed is None else [d for d in listed if d >= 2]
-            message = (f"generation_batch_size ({gbs}) must be divisible by num_generations ({G}). "
-                       f"Valid values: {valid_values}")
+            message = (
+                f"generation_batch_size ({gbs}) must be divisible by num_generations ({G}). "
+                f"Valid values: {valid_values}"
+            )
         else:
             message = p.errors[0]
     if v["max_steps"] > 0:
@@ -122,19 +155,30 @@ def read_as_ms_swift(inputs: dict, train_data_ratio: float, trl_plan: Plan | Non
         total, formula = None, "needs dataset_size"
     else:
         total = ms_swift_max_steps(v["dataset_size"], G, bs, dp, train_data_ratio, GA, v["num_iterations"])
-        formula = (f"{v['dataset_size']} x {G} / ({bs} x {dp}) x {train_data_ratio:g} / {GA} x "
-                   f"{v['num_iterations']} = {total}")
+        formula = (
+            f"{v['dataset_size']} x {G} / ({bs} x {dp}) x {train_data_ratio:g} / {GA} x {v['num_iterations']} = {total}"
+        )
     notes = ["per_device_train_batch_size counts completions (not prompts); dp = num_processes."]
     if train_data_ratio < 1:
         notes.append(f"train_data_ratio {train_data_ratio:g}: the rest of the rows are held out for evaluation.")
     if p.valid and total is not None and p.total_steps is not None and total != p.total_steps:
-        notes.append(f"TRL's own count for the same values is {p.total_steps} steps (it drops incomplete chunks "
-                     f"and trains on every row).")
+        notes.append(
+            f"TRL's own count for the same values is {p.total_steps} steps (it drops incomplete chunks "
+            f"and trains on every row)."
+        )
     return FrameworkReading(
-        framework="ms-swift", title=FRAMEWORK_TITLES["ms-swift"], valid=p.valid, message=message,
-        training_processes=dp, vllm_gpus=v["vllm_gpus"], generation_batch_size=gbs,
-        prompts_per_step=p.prompts_per_step, total_steps=total if p.valid else None, steps_formula=formula,
-        notes=notes, plan=p,
+        framework="ms-swift",
+        title=FRAMEWORK_TITLES["ms-swift"],
+        valid=p.valid,
+        message=message,
+        training_processes=dp,
+        vllm_gpus=v["vllm_gpus"],
+        generation_batch_size=gbs,
+        prompts_per_step=p.prompts_per_step,
+        total_steps=total if p.valid else None,
+        steps_formula=formula,
+        notes=notes,
+        plan=p,
     )
 
 

@@ -59,7 +59,7 @@ class Suggestion:
 
     changes: dict
     description: str
-    plan: "Plan"
+    plan: Plan
 
     def to_dict(self) -> dict:
         return {"changes": dict(self.changes), "description": self.description, "plan": self.plan.to_dict()}
@@ -69,14 +69,26 @@ class Suggestion:
 # the words the Calculator and Setup tabs and the run report show beside each number.
 PLAN_NUMBERS = (
     ("generation_batch_size", "completions generated per round", "generation_batch_size"),
-    ("prompts_per_generation", "unique prompts per round (each sampled G times)", "generation_batch_size / num_generations"),
+    (
+        "prompts_per_generation",
+        "unique prompts per round (each sampled G times)",
+        "generation_batch_size / num_generations",
+    ),
     ("steps_per_generation", "optimizer micro-steps fed by one round", "steps_per_generation"),
-    ("completions_per_step", "completions per optimizer step (all processes)", "batch x processes x grad. accumulation"),
+    (
+        "completions_per_step",
+        "completions per optimizer step (all processes)",
+        "batch x processes x grad. accumulation",
+    ),
     ("prompts_per_step", "prompt groups per optimizer step", "completions per step / G"),
     ("steps_per_epoch", "optimizer steps per epoch", "needs dataset_size"),
     ("total_steps", "optimizer steps in the run", "what trainer.state.global_step reaches"),
     ("prompts_dropped_per_epoch", "prompts dropped each epoch", "dataset_size mod prompts per round"),
-    ("max_generated_tokens_per_step", "tokens generated per step at most", "completions per step x max_completion_length"),
+    (
+        "max_generated_tokens_per_step",
+        "tokens generated per step at most",
+        "completions per step x max_completion_length",
+    ),
 )
 
 
@@ -136,7 +148,9 @@ def _whole(field_name: str, value, minimum: int, allow_none: bool = False, hint:
         if not math.isfinite(value):
             raise InputError(field_name, f"must be a whole number >= {minimum}, got {value!r}{hint}.")
         if not value.is_integer():
-            raise InputError(field_name, f"must be a whole number, got {value!r}; use {math.floor(value)} or {math.ceil(value)}.")
+            raise InputError(
+                field_name, f"must be a whole number, got {value!r}; use {math.floor(value)} or {math.ceil(value)}."
+            )
         value = int(value)
     if value < minimum:
         raise InputError(field_name, f"must be >= {minimum}, got {value}{hint}.")
@@ -152,8 +166,14 @@ def normalise_inputs(**inputs) -> dict:
         raise InputError(unknown[0], f"is not a calculator input; valid inputs are {', '.join(PLAN_DEFAULTS)}.")
     values = {**PLAN_DEFAULTS, **inputs}
     out = {}
-    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_processes", "num_iterations",
-                 "max_completion_length", "per_device_eval_batch_size"):
+    for name in (
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "num_processes",
+        "num_iterations",
+        "max_completion_length",
+        "per_device_eval_batch_size",
+    ):
         out[name] = _whole(name, values[name], 1)
     out["num_generations"] = _whole("num_generations", values["num_generations"], 1, hint=" (GRPO needs at least 2)")
     for name in ("steps_per_generation", "generation_batch_size", "num_generations_eval", "dataset_size"):
@@ -175,7 +195,9 @@ def normalise_inputs(**inputs) -> dict:
     if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not math.isfinite(epochs) or epochs <= 0:
         raise InputError("num_train_epochs", f"must be a number > 0 (fractions allowed), got {epochs!r}; try 1.")
     if epochs > MAX_VALUE:
-        raise InputError("num_train_epochs", f"must be <= {MAX_VALUE:,}, got {epochs}; that looks like a typing mistake.")
+        raise InputError(
+            "num_train_epochs", f"must be <= {MAX_VALUE:,}, got {epochs}; that looks like a typing mistake."
+        )
     out["num_train_epochs"] = float(epochs)
 
     do_eval = values["do_eval"]
@@ -328,14 +350,26 @@ def collect_notes(v: dict, gbs: int, spg: int, steps: dict) -> list[str]:
 def build_plan(v: dict) -> Plan:
     """A Plan for normalised inputs, without suggestions."""
     errors, gbs, spg = trl_errors(v)
-    bs, n, GA, G = v["per_device_train_batch_size"], v["num_processes"], v["gradient_accumulation_steps"], v["num_generations"]
+    bs, n, GA, G = (
+        v["per_device_train_batch_size"],
+        v["num_processes"],
+        v["gradient_accumulation_steps"],
+        v["num_generations"],
+    )
     completions_per_step = bs * n * GA
     plan_ = Plan(
-        inputs=dict(v), valid=not errors, errors=errors, warnings=[],
-        generation_batch_size=gbs, steps_per_generation=spg,
-        prompts_per_generation=None, completions_per_step=completions_per_step,
+        inputs=dict(v),
+        valid=not errors,
+        errors=errors,
+        warnings=[],
+        generation_batch_size=gbs,
+        steps_per_generation=spg,
+        prompts_per_generation=None,
+        completions_per_step=completions_per_step,
         prompts_per_step=completions_per_step / G,
-        steps_per_epoch=None, total_steps=None, prompts_dropped_per_epoch=None,
+        steps_per_epoch=None,
+        total_steps=None,
+        prompts_dropped_per_epoch=None,
         max_generated_tokens_per_step=completions_per_step * v["max_completion_length"],
     )
     if errors:
@@ -348,18 +382,29 @@ def build_plan(v: dict) -> Plan:
     return plan_
 
 
-def grid(num_processes=1, gradient_accumulation_steps=1, steps_per_generation=None, generation_batch_size=None,
-         do_eval=False, per_device_eval_batch_size=8, num_generations_eval=None,
-         per_device_train_batch_sizes=range(1, 17), num_generations_values=range(2, 17)) -> dict:
+def grid(
+    num_processes=1,
+    gradient_accumulation_steps=1,
+    steps_per_generation=None,
+    generation_batch_size=None,
+    do_eval=False,
+    per_device_eval_batch_size=8,
+    num_generations_eval=None,
+    per_device_train_batch_sizes=range(1, 17),
+    num_generations_values=range(2, 17),
+) -> dict:
     """Validity of every (per_device_train_batch_size, num_generations) pair, for a heatmap.
 
     Returns {"per_device_train_batch_size": [...], "num_generations": [...],
     "valid": rows indexed [num_generations][batch], "errors": the first TRL error or ""}.
     """
     base = normalise_inputs(
-        num_processes=num_processes, gradient_accumulation_steps=gradient_accumulation_steps,
-        steps_per_generation=steps_per_generation, generation_batch_size=generation_batch_size,
-        do_eval=do_eval, per_device_eval_batch_size=per_device_eval_batch_size,
+        num_processes=num_processes,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        steps_per_generation=steps_per_generation,
+        generation_batch_size=generation_batch_size,
+        do_eval=do_eval,
+        per_device_eval_batch_size=per_device_eval_batch_size,
         num_generations_eval=num_generations_eval,
     )
     batches = [_whole("per_device_train_batch_size", b, 1) for b in per_device_train_batch_sizes]

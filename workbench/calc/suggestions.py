@@ -41,8 +41,10 @@ def _describe(v: dict, changes: dict) -> str:
     if "vllm_gpus" in changes:
         moved = changes["vllm_gpus"] - v["vllm_gpus"]
         direction = "from training to the vLLM server" if moved > 0 else "from the vLLM server to training"
-        text = (f"move {abs(moved)} GPU{'s' if abs(moved) > 1 else ''} {direction}: "
-                f"{changes['num_processes']} train, {changes['vllm_gpus']} serve vLLM")
+        text = (
+            f"move {abs(moved)} GPU{'s' if abs(moved) > 1 else ''} {direction}: "
+            f"{changes['num_processes']} train, {changes['vllm_gpus']} serve vLLM"
+        )
         if "per_device_train_batch_size" in changes:
             text += f", per_device_train_batch_size {v['per_device_train_batch_size']} -> {changes['per_device_train_batch_size']}"
         return text
@@ -129,8 +131,7 @@ def _candidate_changes(v: dict) -> list[dict]:
                 moved_w = {**w, **moved}
                 # Raise only: a larger global batch is what the split lacks.
                 bs = moved_w["per_device_train_batch_size"]
-                for value in _nearest_valid(moved_w, "per_device_train_batch_size", bs,
-                                            max(SEARCH_SPAN, 4 * bs)):
+                for value in _nearest_valid(moved_w, "per_device_train_batch_size", bs, max(SEARCH_SPAN, 4 * bs)):
                     changes.append({**base, **moved, "per_device_train_batch_size": value})
     return changes
 

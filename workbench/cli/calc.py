@@ -37,18 +37,32 @@ TOP_SUGGESTIONS = 5
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "calc", help="check GRPO batch settings against TRL 1.16's rules and count steps",
+        "calc",
+        help="check GRPO batch settings against TRL 1.16's rules and count steps",
         description="Check GRPO batch settings against TRL 1.16's rules (exact error texts), count the steps, "
-                    "suggest the nearest valid settings, or explain a pasted error message.",
+        "suggest the nearest valid settings, or explain a pasted error message.",
     )
     for name, default in PLAN_FLAGS:
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=default, metavar="N",
-                            help=f"TRL's {name} (default {default if default is not None else 'unset'})")
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            default=default,
+            metavar="N",
+            help=f"TRL's {name} (default {default if default is not None else 'unset'})",
+        )
     parser.add_argument("--do-eval", action="store_true", help="evaluation on (checks the eval batch as TRL does)")
-    parser.add_argument("--gpus", default=None, metavar="N",
-                        help="GPUs in all; with --vllm-gpus K, N-K of them train (Open-R1's server split)")
-    parser.add_argument("--framework", default="trl", choices=("trl", "open-r1", "ms-swift", "all"),
-                        help="read the inputs as this framework does (default trl)")
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        metavar="N",
+        help="GPUs in all; with --vllm-gpus K, N-K of them train (Open-R1's server split)",
+    )
+    parser.add_argument(
+        "--framework",
+        default="trl",
+        choices=("trl", "open-r1", "ms-swift", "all"),
+        help="read the inputs as this framework does (default trl)",
+    )
     parser.add_argument("--train-data-ratio", default=1.0, metavar="R", help="ms-swift's train_data_ratio (default 1)")
     parser.add_argument("--explain", default=None, metavar="TEXT", help="explain a pasted error message instead")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the readable report")
@@ -77,12 +91,15 @@ def collect_inputs(args) -> dict:
             raise ArgumentError(f"--gpus: must be a whole number >= 1, got {args.gpus!r}.")
         vllm = inputs["vllm_gpus"]
         if not isinstance(vllm, int) or vllm >= gpus:
-            raise ArgumentError(f"--vllm-gpus: must be less than --gpus ({gpus}) so at least one GPU trains, "
-                                f"got {args.vllm_gpus!r}.")
+            raise ArgumentError(
+                f"--vllm-gpus: must be less than --gpus ({gpus}) so at least one GPU trains, got {args.vllm_gpus!r}."
+            )
         training = gpus - vllm
         if inputs["num_processes"] is not None and inputs["num_processes"] != training:
-            raise ArgumentError(f"--num-processes: {inputs['num_processes']} disagrees with --gpus {gpus} minus "
-                                f"--vllm-gpus {vllm} = {training}; give one or the other.")
+            raise ArgumentError(
+                f"--num-processes: {inputs['num_processes']} disagrees with --gpus {gpus} minus "
+                f"--vllm-gpus {vllm} = {training}; give one or the other."
+            )
         inputs["num_processes"] = training
     if inputs["num_processes"] is None:
         inputs["num_processes"] = 1
@@ -99,13 +116,19 @@ def format_plan(p, title: str = "TRL 1.16", show_steps: bool = True) -> str:
     lines += [f"  error: {e}" for e in p.errors]
     g = p.inputs["num_generations"]
     if p.valid:
-        lines.append(f"  generation_batch_size {p.generation_batch_size} = {_count(p.prompts_per_generation, 'prompt')} "
-                     f"x {g} completions, steps_per_generation {p.steps_per_generation}")
+        lines.append(
+            f"  generation_batch_size {p.generation_batch_size} = {_count(p.prompts_per_generation, 'prompt')} "
+            f"x {g} completions, steps_per_generation {p.steps_per_generation}"
+        )
     elif p.generation_batch_size is not None:
-        lines.append(f"  generation_batch_size {p.generation_batch_size} = {p.generation_batch_size / g:g} groups "
-                     f"of {g} completions")
-    lines.append(f"  per optimizer step: {_count(p.completions_per_step, 'completion')} "
-                 f"({_count(p.prompts_per_step, 'prompt')}), up to {p.max_generated_tokens_per_step:,} completion tokens")
+        lines.append(
+            f"  generation_batch_size {p.generation_batch_size} = {p.generation_batch_size / g:g} groups "
+            f"of {g} completions"
+        )
+    lines.append(
+        f"  per optimizer step: {_count(p.completions_per_step, 'completion')} "
+        f"({_count(p.prompts_per_step, 'prompt')}), up to {p.max_generated_tokens_per_step:,} completion tokens"
+    )
     if p.valid and show_steps:
         per_epoch = "?" if p.steps_per_epoch is None else p.steps_per_epoch
         total = "? (give --dataset-size)" if p.total_steps is None else p.total_steps
@@ -115,17 +138,26 @@ def format_plan(p, title: str = "TRL 1.16", show_steps: bool = True) -> str:
     if p.suggestions:
         lines.append("  fixes (smallest change first):")
         for s in p.suggestions[:TOP_SUGGESTIONS]:
-            lines.append(f"    - {s.description}  (generation_batch_size {s.plan.generation_batch_size}, "
-                         f"{_count(s.plan.prompts_per_generation, 'prompt')} per generation)")
+            lines.append(
+                f"    - {s.description}  (generation_batch_size {s.plan.generation_batch_size}, "
+                f"{_count(s.plan.prompts_per_generation, 'prompt')} per generation)"
+            )
     return "\n".join(lines)
 
 
 def _reading_dict(reading) -> dict:
     """A framework reading as JSON: its plan's fields, with the framework's own verdict and step count."""
     data = reading.plan.to_dict()
-    data.update(framework=reading.framework, title=reading.title, message=reading.message,
-                total_steps=reading.total_steps, steps_formula=reading.steps_formula, notes=reading.notes,
-                training_processes=reading.training_processes, vllm_gpus=reading.vllm_gpus)
+    data.update(
+        framework=reading.framework,
+        title=reading.title,
+        message=reading.message,
+        total_steps=reading.total_steps,
+        steps_formula=reading.steps_formula,
+        notes=reading.notes,
+        training_processes=reading.training_processes,
+        vllm_gpus=reading.vllm_gpus,
+    )
     return data
 
 
@@ -180,8 +212,10 @@ def run(args) -> int:
                 text = text.replace(f"  error: {r.plan.errors[0]}", f"  error: {r.message}", 1)
             extra = [f"  note: {note}" for note in r.notes]
             if r.valid:
-                extra.append(f"  total steps ({r.framework}): {r.total_steps if r.total_steps is not None else '?'}"
-                             f"  [{r.steps_formula}]")
+                extra.append(
+                    f"  total steps ({r.framework}): {r.total_steps if r.total_steps is not None else '?'}"
+                    f"  [{r.steps_formula}]"
+                )
             blocks.append("\n".join([text, *extra]))
         print("\n\n".join(blocks))
     return 0 if all(r.valid for r in readings) else 1

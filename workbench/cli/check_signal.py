@@ -21,16 +21,28 @@ from workbench.errors import WorkbenchError
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("check-signal", help="sample a few groups from the base model: will the run learn?",
-                                   description="Sample groups from the base model with the run's settings, score "
-                                               "them with its rewards and say whether it has a learning signal.")
+    parser = subparsers.add_parser(
+        "check-signal",
+        help="sample a few groups from the base model: will the run learn?",
+        description="Sample groups from the base model with the run's settings, score "
+        "them with its rewards and say whether it has a learning signal.",
+    )
     parser.add_argument("--config", help="a config.json (RunConfig fields); other options change it")
     parser.add_argument("--model", help="smollm2-135m-instruct (default), tiny, a model folder or a hub id")
-    parser.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords, gsm8k, reward_hacking (a lesson)")
+    parser.add_argument(
+        "--task", help="a built-in task: demo (default), arithmetic, keywords, gsm8k, reward_hacking (a lesson)"
+    )
     parser.add_argument("--recipe", help="a published GRPO variant, as for train")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="any RunConfig field, e.g. --set temperature=0.7 (repeatable)")
-    parser.add_argument("--groups", type=int, default=8, help="prompts to sample, each num_generations times (default 8)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any RunConfig field, e.g. --set temperature=0.7 (repeatable)",
+    )
+    parser.add_argument(
+        "--groups", type=int, default=8, help="prompts to sample, each num_generations times (default 8)"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--out", help="also write the report as JSON to this file (replaced when done)")
     parser.set_defaults(run=run, max_steps=None)

@@ -32,18 +32,29 @@ from workbench.cli.report_command import add_run_arguments, find_run
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "eval", help="print a run's held-out accuracy curve (eval.jsonl), as lines or as JSON",
+        "eval",
+        help="print a run's held-out accuracy curve (eval.jsonl), as lines or as JSON",
         description="Print a run's held-out evaluations: accuracy (greedy answers with full marks from the "
-                    "correctness reward), pass@k, each reward's mean and n, from step 0 (before any update) on.",
+        "correctness reward), pass@k, each reward's mean and n, from step 0 (before any update) on.",
     )
     add_run_arguments(parser)
-    parser.add_argument("--json", action="store_true", help='print a JSON list of {"step", "accuracy", "pass_at_k", '
-                        '"k", "rewards", "n"}')
-    parser.add_argument("--per-prompt", dest="per_prompt", action="store_true",
-                        help="with each point, every held-out prompt with its greedy completion and rewards")
-    parser.add_argument("--checkpoint", metavar="WHICH",
-                        help="evaluate now, in this process: latest (the final adapter, else the newest checkpoint), "
-                             "a checkpoint's step, or base (the model without an adapter)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print a JSON list of {"step", "accuracy", "pass_at_k", "k", "rewards", "n"}',
+    )
+    parser.add_argument(
+        "--per-prompt",
+        dest="per_prompt",
+        action="store_true",
+        help="with each point, every held-out prompt with its greedy completion and rewards",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        metavar="WHICH",
+        help="evaluate now, in this process: latest (the final adapter, else the newest checkpoint), "
+        "a checkpoint's step, or base (the model without an adapter)",
+    )
     # inside a run's sandbox: write the one record here instead of printing (evaluate_in_sandbox reads it)
     parser.add_argument("--write-record", dest="write_record", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
@@ -59,8 +70,10 @@ def print_lines(points: list[dict], changed: list[dict]) -> None:
         pass_k = f"  pass@{point['k']} {_share(point['pass_at_k'])}" if point.get("k") else ""
         print(f"step {point['step']:>5}  accuracy {_share(point['accuracy'])}{pass_k}  n {point['n']}  ({rewards})")
     for item in changed:
-        print(f"\n{item['change']} (step {item['first_step']} -> {item['last_step']}): {item['prompt']}\n"
-              f"  before: {item['before']!r}\n  after:  {item['after']!r}")
+        print(
+            f"\n{item['change']} (step {item['first_step']} -> {item['last_step']}): {item['prompt']}\n"
+            f"  before: {item['before']!r}\n  after:  {item['after']!r}"
+        )
 
 
 def evaluate_now(run_dir, which: str) -> list[dict]:
@@ -91,13 +104,23 @@ def evaluate_in_sandbox(run_dir: Path, which: str, record) -> list[dict]:
 
     out = run_dir / RECORD_FILE
     safe_files.unlink(out)
-    command = [sys.executable, "-m", "workbench", "eval", str(run_dir), "--checkpoint", str(which),
-               "--write-record", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "eval",
+        str(run_dir),
+        "--checkpoint",
+        str(which),
+        "--write-record",
+        str(out),
+    ]
     config = dict(record.config or {})
     try:
         sandbox.prepare(config)
-        confine = sandbox.confinement(run_dir, run_dir.parent, config,
-                                      sandbox.Policy.from_status(record.policy) or sandbox.Policy())
+        confine = sandbox.confinement(
+            run_dir, run_dir.parent, config, sandbox.Policy.from_status(record.policy) or sandbox.Policy()
+        )
         argv, env = confine(command, processes.job_env())
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
@@ -105,8 +128,10 @@ def evaluate_in_sandbox(run_dir: Path, which: str, record) -> list[dict]:
     found = runfolder.read_json(out)
     safe_files.unlink(out)
     if done.returncode != 0 or not isinstance(found, dict) or eval_problem(found):
-        raise ArgumentError(f"--checkpoint: the evaluation in the run's sandbox did not give a record (exit "
-                            f"{done.returncode}); read its message above, or evaluate from the dashboard")
+        raise ArgumentError(
+            f"--checkpoint: the evaluation in the run's sandbox did not give a record (exit "
+            f"{done.returncode}); read its message above, or evaluate from the dashboard"
+        )
     return [found]
 
 
@@ -124,7 +149,10 @@ def run(args) -> int:
     elif points:
         print_lines(points, eval_results.changed_answers(records))
     if not records:
-        print(f"Run {run_dir.name} has no held-out evaluation (no eval.jsonl): train with --set eval_strategy=steps "
-              f"(and eval_steps, eval_size) to record one.", file=sys.stderr)
+        print(
+            f"Run {run_dir.name} has no held-out evaluation (no eval.jsonl): train with --set eval_strategy=steps "
+            f"(and eval_steps, eval_size) to record one.",
+            file=sys.stderr,
+        )
         return 1
     return 0

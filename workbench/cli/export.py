@@ -16,13 +16,22 @@ from workbench.cli import ArgumentError
 
 
 def add_parser(subparsers) -> None:
-    export = subparsers.add_parser("export", help="write a cluster bundle (accelerate configs, launch and Slurm scripts)")
+    export = subparsers.add_parser(
+        "export", help="write a cluster bundle (accelerate configs, launch and Slurm scripts)"
+    )
     export.add_argument("source", metavar="CONFIG_OR_RUN", help="a config.json, or a run (its id or folder)")
     export.add_argument("--out", required=True, help="folder to write the bundle into")
-    export.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change a RunConfig field, e.g. --set num_machines=2 (repeatable)")
+    export.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a RunConfig field, e.g. --set num_machines=2 (repeatable)",
+    )
     export.add_argument("--run-id", dest="run_id", help="the run folder's name (default: a new timestamped id)")
-    export.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
+    export.add_argument(
+        "--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)"
+    )
     export.set_defaults(run=run)
 
 

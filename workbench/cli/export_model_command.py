@@ -22,15 +22,24 @@ from workbench.cli.report_command import add_run_arguments
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("export-model", help="merge a run's LoRA adapter into its base model (a folder "
-                                                        "transformers and vLLM load)")
+    parser = subparsers.add_parser(
+        "export-model", help="merge a run's LoRA adapter into its base model (a folder transformers and vLLM load)"
+    )
     add_run_arguments(parser)
-    parser.add_argument("--checkpoint", default=None, metavar="N|best|final",
-                        help="merge checkpoint-N, the best evaluated checkpoint (best) or the final adapter (final); "
-                             "default: best when the run evaluated held-out prompts, else final")
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="N|best|final",
+        help="merge checkpoint-N, the best evaluated checkpoint (best) or the final adapter (final); "
+        "default: best when the run evaluated held-out prompts, else final",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new, or empty)")
-    parser.add_argument("--progress", default=None, metavar="FILE",
-                        help="append each stage and the outcome to this JSON-lines file (the dashboard reads it)")
+    parser.add_argument(
+        "--progress",
+        default=None,
+        metavar="FILE",
+        help="append each stage and the outcome to this JSON-lines file (the dashboard reads it)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -48,9 +57,11 @@ def run(args) -> int:
     source = (f"checkpoint-{plan.step}" if plan.step is not None else "the final adapter") + why
     print(f"Merging {source} of {plan.run_dir.name} into {plan.model} ...", file=sys.stderr, flush=True)
     summary = export_model.write_export(plan, args.progress)
-    print(f"Merged model in {summary['out']} ({summary['bytes'] / 2**20:,.0f} MB, {summary['seconds']} s); "
-          f"load it with AutoModelForCausalLM.from_pretrained({summary['out']!r}), or serve it with "
-          f"`python -m vllm.entrypoints.openai.api_server --model {summary['out']}`")
+    print(
+        f"Merged model in {summary['out']} ({summary['bytes'] / 2**20:,.0f} MB, {summary['seconds']} s); "
+        f"load it with AutoModelForCausalLM.from_pretrained({summary['out']!r}), or serve it with "
+        f"`python -m vllm.entrypoints.openai.api_server --model {summary['out']}`"
+    )
     return 0
 
 
@@ -68,6 +79,8 @@ def chosen_checkpoint(value: str | None, run_dir) -> tuple[int | None, str]:
         accuracy = best.get("accuracy")
         return best["step"], " (the best held-out accuracy" + ("" if accuracy is None else f", {accuracy:.0%}") + ")"
     if value == "best":
-        raise ArgumentError(f"--checkpoint: best, but run {run_dir.name} has no evaluated checkpoint (a run with "
-                            "eval_strategy=steps records one); give a step or final")
+        raise ArgumentError(
+            f"--checkpoint: best, but run {run_dir.name} has no evaluated checkpoint (a run with "
+            "eval_strategy=steps records one); give a step or final"
+        )
     return None, ""

@@ -17,13 +17,21 @@ from workbench.cli import ArgumentError
 
 
 def add_parser(subparsers) -> None:
-    export = subparsers.add_parser("export-script", help="write a run's setup as one Python script (TRL, PEFT, "
-                                   "datasets only)")
+    export = subparsers.add_parser(
+        "export-script", help="write a run's setup as one Python script (TRL, PEFT, datasets only)"
+    )
     export.add_argument("source", metavar="RUN_OR_CONFIG", help="a run (its id or folder), or a config.json")
     export.add_argument("--out", required=True, help="the .py file to write")
-    export.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change a RunConfig field first, e.g. --set max_steps=100 (repeatable)")
-    export.add_argument("--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)")
+    export.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a RunConfig field first, e.g. --set max_steps=100 (repeatable)",
+    )
+    export.add_argument(
+        "--runs-dir", dest="runs_dir", help="where to look up a run id (default $WORKBENCH_RUNS_DIR or ./runs)"
+    )
     export.set_defaults(run=run)
 
 

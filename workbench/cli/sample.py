@@ -22,11 +22,17 @@ def add_parser(subparsers) -> None:
         help="answer probe prompts with a model and optional LoRA adapter",
         description="Answer each prompt of a JSON file, appending one JSON line per answer to --out.",
     )
-    parser.add_argument("--model", default="smollm2-135m-instruct",
-                        help="smollm2-135m-instruct (bundled, default), tiny, a model folder or a hub id")
+    parser.add_argument(
+        "--model",
+        default="smollm2-135m-instruct",
+        help="smollm2-135m-instruct (bundled, default), tiny, a model folder or a hub id",
+    )
     parser.add_argument("--adapter", default=None, help="a PEFT adapter folder (a run's adapter/ or checkpoint-N/)")
-    parser.add_argument("--prompts-file", required=True,
-                        help='JSON list of prompts: text, or chat messages [{"role": "user", "content": ...}]')
+    parser.add_argument(
+        "--prompts-file",
+        required=True,
+        help='JSON list of prompts: text, or chat messages [{"role": "user", "content": ...}]',
+    )
     parser.add_argument("--out", required=True, help="JSON-lines file the answers are appended to")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="longest answer in tokens (default 64)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0 samples")
@@ -35,13 +41,13 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.runstore.runfolder import append_jsonl
     from workbench.modeltools.sampling import (
         SamplingError,
         check_generation_settings,
         read_prompts_file,
         write_answers,
     )
+    from workbench.runstore.runfolder import append_jsonl
     from workbench.sources.model_files import ModelError
 
     try:
@@ -50,8 +56,15 @@ def run(args: argparse.Namespace) -> int:
     except SamplingError as exc:
         raise ArgumentError(str(exc)) from None
     try:
-        write_answers(args.out, args.model, prompts, adapter_dir=args.adapter,
-                      max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
+        write_answers(
+            args.out,
+            args.model,
+            prompts,
+            adapter_dir=args.adapter,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+        )
     except (SamplingError, ModelError) as exc:
         # bad model or adapter: the reader of --out sees why, the terminal too
         append_jsonl(args.out, [{"done": True, "error": str(exc)}])

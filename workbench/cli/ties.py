@@ -13,8 +13,11 @@ import json
 
 
 def add_parser(subparsers) -> None:
-    ties = subparsers.add_parser("ties", help="check the workbench's ties to private parts of TRL, transformers, "
-                                              "PEFT, accelerate and torch against the installed versions")
+    ties = subparsers.add_parser(
+        "ties",
+        help="check the workbench's ties to private parts of TRL, transformers, "
+        "PEFT, accelerate and torch against the installed versions",
+    )
     ties.add_argument("-v", "--verbose", action="store_true", help="print every field of each tie")
     ties.add_argument("--json", action="store_true", help="print the ties and their problems as JSON")
     ties.set_defaults(run=run_ties)
@@ -27,9 +30,18 @@ def run_ties(args) -> int:
 
     verdict = library_compat.verdict()
     if args.json:
-        print(json.dumps({"written_for": library_compat.WRITTEN_FOR, "versions": verdict.versions,
-                          "ties": [{**asdict(tie), "problem": verdict.problems.get(tie.label)}
-                                   for tie in library_compat.TIES]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "written_for": library_compat.WRITTEN_FOR,
+                    "versions": verdict.versions,
+                    "ties": [
+                        {**asdict(tie), "problem": verdict.problems.get(tie.label)} for tie in library_compat.TIES
+                    ],
+                },
+                indent=2,
+            )
+        )
         return 1 if verdict.refused else 0
     for note in verdict.versions:
         print(f"note: {note}")
@@ -42,6 +54,8 @@ def run_ties(args) -> int:
             for name in ("touches", "sites", "gone", "without", "needed_when"):
                 value = getattr(tie, name)
                 print(f"       {name}: {', '.join(value) if isinstance(value, tuple) else value}")
-    print(f"{len(library_compat.TIES)} ties, {len(verdict.problems)} broken; written for "
-          + ", ".join(f"{library} {version}" for library, version in library_compat.WRITTEN_FOR.items()))
+    print(
+        f"{len(library_compat.TIES)} ties, {len(verdict.problems)} broken; written for "
+        + ", ".join(f"{library} {version}" for library, version in library_compat.WRITTEN_FOR.items())
+    )
     return 1 if verdict.refused else 0

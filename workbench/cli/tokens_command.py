@@ -23,9 +23,10 @@ from workbench.cli.report_command import add_run_arguments, find_run
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "tokens", help="print a run's recorded completions token by token (logprob, reference, KL, entropy, clipped)",
+        "tokens",
+        help="print a run's recorded completions token by token (logprob, reference, KL, entropy, clipped)",
         description="Print a run's recorded completions token by token, from tokens.jsonl: each token's "
-                    "log-probability, the reference's, the KL term, the entropy and whether it was clipped.",
+        "log-probability, the reference's, the KL term, the entropy and whether it was clipped.",
     )
     add_run_arguments(parser)
     parser.add_argument("--step", type=int, help="only this optimizer step (default: every recorded step)")
@@ -36,11 +37,15 @@ def add_parser(subparsers) -> None:
 def print_lines(rows: list[dict], summaries: dict[int, dict]) -> None:
     for step, summary in summaries.items():
         top = ", ".join(f"{item['token']!r} {item['value']:.3g}" for item in summary["top_kl"]) or "none (beta 0)"
-        print(f"step {step}: largest KL {top}; clipped low {summary['clipped_low']:.1%} high "
-              f"{summary['clipped_high']:.1%}{' (' + summary['note'] + ')' if summary['note'] else ''}")
+        print(
+            f"step {step}: largest KL {top}; clipped low {summary['clipped_low']:.1%} high "
+            f"{summary['clipped_high']:.1%}{' (' + summary['note'] + ')' if summary['note'] else ''}"
+        )
         for row in (r for r in rows if r["step"] == step):
-            tokens = " ".join(f"{token!r}:{'—' if logprob is None else f'{logprob:.2f}'}"
-                              for token, logprob in zip(row["tokens"], row["logprob"]))
+            tokens = " ".join(
+                f"{token!r}:{'—' if logprob is None else f'{logprob:.2f}'}"
+                for token, logprob in zip(row["tokens"], row["logprob"])
+            )
             print(f"  #{row['index']} advantage {row['advantage']:+.3f}  {tokens}")
 
 
@@ -50,16 +55,25 @@ def run(args) -> int:
     run_dir = find_run(args.source, args.runs_dir)
     steps = tokens.token_steps(run_dir)
     if args.step is not None and steps and args.step not in steps:
-        raise ArgumentError(f"--step: step {args.step} has no token records; use one of "
-                            f"{', '.join(map(str, steps[:20]))}")
+        raise ArgumentError(
+            f"--step: step {args.step} has no token records; use one of {', '.join(map(str, steps[:20]))}"
+        )
     rows = tokens.cli_rows(run_dir, args.step)
     if args.json:
         print(json.dumps(rows))
     else:
-        print_lines(rows, {step: tokens.step_summary(tokens.tokens_of_step(run_dir, step))
-                           for step in ([args.step] if args.step is not None else steps)})
+        print_lines(
+            rows,
+            {
+                step: tokens.step_summary(tokens.tokens_of_step(run_dir, step))
+                for step in ([args.step] if args.step is not None else steps)
+            },
+        )
     if not steps:
-        print(f"Run {run_dir.name} has no token records (no tokens.jsonl): it ran with record_tokens=false or "
-              f"before its first logging step; train with --set record_tokens=true.", file=sys.stderr)
+        print(
+            f"Run {run_dir.name} has no token records (no tokens.jsonl): it ran with record_tokens=false or "
+            f"before its first logging step; train with --set record_tokens=true.",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -31,20 +31,39 @@ def add_parser(subparsers) -> None:
     train = subparsers.add_parser("train", help="train a LoRA adapter with GRPO (foreground or --background)")
     train.add_argument("--config", help="a config.json (RunConfig fields); other options change it")
     train.add_argument("--model", help="smollm2-135m-instruct (default), tiny, a model folder or a hub id")
-    train.add_argument("--task", help="a built-in task: demo (default), arithmetic, keywords, gsm8k, reward_hacking (a lesson)")
+    train.add_argument(
+        "--task", help="a built-in task: demo (default), arithmetic, keywords, gsm8k, reward_hacking (a lesson)"
+    )
     train.add_argument("--max-steps", type=int, dest="max_steps", help="optimizer steps to train")
-    train.add_argument("--recipe", help="a published GRPO variant: grpo, dapo, dr_grpo, gspo (or none); applied "
-                       "before --set, and the fields it changed are printed")
-    train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                       help="any RunConfig field, e.g. --set beta=0.0 --set num_generations=4 (repeatable)")
-    train.add_argument("--run-dir", dest="run_dir", help="write the run here instead of a new folder under runs/ "
-                       "(with --background: a new or empty folder, whose parent is then the runs folder)")
-    train.add_argument("--runs-dir", dest="runs_dir", help="folder holding runs (default $WORKBENCH_RUNS_DIR or ./runs)")
+    train.add_argument(
+        "--recipe",
+        help="a published GRPO variant: grpo, dapo, dr_grpo, gspo (or none); applied "
+        "before --set, and the fields it changed are printed",
+    )
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any RunConfig field, e.g. --set beta=0.0 --set num_generations=4 (repeatable)",
+    )
+    train.add_argument(
+        "--run-dir",
+        dest="run_dir",
+        help="write the run here instead of a new folder under runs/ "
+        "(with --background: a new or empty folder, whose parent is then the runs folder)",
+    )
+    train.add_argument(
+        "--runs-dir", dest="runs_dir", help="folder holding runs (default $WORKBENCH_RUNS_DIR or ./runs)"
+    )
     train.add_argument("--background", action="store_true", help="start in the background; print the run id")
     train.add_argument("--resume", action="store_true", help="continue --run-dir from its last checkpoint")
-    train.add_argument("--sandbox", action="store_true",
-                       help="train inside a bubblewrap sandbox: no network, only its run folder writable, nothing "
-                            "else of the runs folder or the home folders visible (for code you did not write)")
+    train.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="train inside a bubblewrap sandbox: no network, only its run folder writable, nothing "
+        "else of the runs folder or the home folders visible (for code you did not write)",
+    )
     train.set_defaults(run=run_train)
 
     runs = subparsers.add_parser("runs", help="list training runs")
@@ -54,7 +73,12 @@ def add_parser(subparsers) -> None:
     stop = subparsers.add_parser("stop", help="stop a run (saves its adapter)")
     stop.add_argument("run_id", metavar="RUN")
     stop.add_argument("--runs-dir", dest="runs_dir")
-    stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait before killing it (default 60; longer for slow steps, never during a save)")
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait before killing it (default 60; longer for slow steps, never during a save)",
+    )
     stop.set_defaults(run=run_stop)
 
     resume = subparsers.add_parser("resume", help="continue a run from its last checkpoint, in the background")
@@ -74,7 +98,9 @@ def config_from_args(args):
     try:
         # A saved config is taken as it is; otherwise the task's own settings (as the Setup tab applies them).
         config = RunConfig.load(args.config) if args.config else RunConfig.for_task(args.task or RunConfig().task)
-        changes = {name: getattr(args, name) for name in ("model", "task", "max_steps") if getattr(args, name) is not None}
+        changes = {
+            name: getattr(args, name) for name in ("model", "task", "max_steps") if getattr(args, name) is not None
+        }
         config = config.with_changes(**changes) if changes else config
         # the recipe first (its steps_per_generation follows the batch), so --set can still change any field after it
         config = _with_recipe(config, getattr(args, "recipe", None))
@@ -96,8 +122,11 @@ def _with_recipe(config, name: str | None):
     new, changed = recipes.apply_recipe(config, name)
     lines = recipes.describe_changes(config, new, changed)
     if not os.environ.get("WORKBENCH_RECIPE_SHOWN"):  # a foreground run starts again under its allocator: once
-        print(f"recipe {name} changed {len(changed)} field(s)" + "".join(f"\n  {line}" for line in lines),
-              file=sys.stderr, flush=True)
+        print(
+            f"recipe {name} changed {len(changed)} field(s)" + "".join(f"\n  {line}" for line in lines),
+            file=sys.stderr,
+            flush=True,
+        )
         os.environ["WORKBENCH_RECIPE_SHOWN"] = "1"
     return new
 
@@ -130,16 +159,17 @@ def run_train(args) -> int:
         try:
             # --run-dir: that folder (new or empty); its parent is the runs folder the queue and `runs` read
             runs_dir = args.runs_dir or (Path(args.run_dir).resolve().parent if args.run_dir else None)
-            run_id = launcher.start(config, runs_dir, into=args.run_dir,
-                                    sandboxed=_policy() if args.sandbox else None)
+            run_id = launcher.start(config, runs_dir, into=args.run_dir, sandboxed=_policy() if args.sandbox else None)
         except WorkbenchError as exc:  # a vLLM server address or port, the per-user limit, --run-dir
             raise ArgumentError(str(exc).replace("\n", "; ")) from None
         run_dir = run_state.run_dir_of(run_id, runs_dir)
         print(f"{run_id}\t{run_dir}")
         place = gpu_queue.queue_place(run_id, runs_dir)
         if place:
-            print(f"queued at position {place['queue_position']}, waiting for {place['waits_for']}; it starts by "
-                  f"itself when that is free (`python -m workbench stop {run_id}` takes it out of the queue)")
+            print(
+                f"queued at position {place['queue_position']}, waiting for {place['waits_for']}; it starts by "
+                f"itself when that is free (`python -m workbench stop {run_id}` takes it out of the queue)"
+            )
         return 0
     if args.sandbox:
         return _train_sandboxed(args, config)
@@ -193,8 +223,11 @@ def _train_sandboxed(args, config) -> int:
     from workbench.runstore import checkpoint_integrity, runfolder
 
     config = config.with_absolute_paths()
-    run_dir = Path(args.run_dir).resolve() if args.run_dir else \
-        runfolder.runs_root(args.runs_dir).resolve() / runfolder.new_run_id(config.run_name or config.task)
+    run_dir = (
+        Path(args.run_dir).resolve()
+        if args.run_dir
+        else runfolder.runs_root(args.runs_dir).resolve() / runfolder.new_run_id(config.run_name or config.task)
+    )
     if args.run_dir:
         _refuse_a_live_run(run_dir)
     if args.resume and checkpoint_integrity.last_checkpoint(run_dir) is None:
@@ -204,8 +237,17 @@ def _train_sandboxed(args, config) -> int:
     print(f"Run folder: {run_dir} (sandboxed)", flush=True)
     runfolder.update_status(run_dir, state="starting", sandbox=_policy().to_status())
     _record_foreground_run(run_dir, config)
-    command = [sys.executable, "-m", "workbench", "train", "--run-dir", str(run_dir),
-               "--config", str(run_dir / runfolder.CONFIG_FILE), *(["--resume"] if args.resume else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "train",
+        "--run-dir",
+        str(run_dir),
+        "--config",
+        str(run_dir / runfolder.CONFIG_FILE),
+        *(["--resume"] if args.resume else []),
+    ]
     try:  # the run inside prints how it ended
         return sandbox.run_foreground(run_dir, command, commands.launch_env(config))
     except WorkbenchError as exc:
@@ -228,9 +270,14 @@ def _record_foreground_run(run_dir: Path, config) -> None:
     from workbench.runstore import launch_records
 
     kept = launch_records.read_record(run_dir)
-    launch_records.update_record(run_dir, sandboxed=True, policy=(kept.policy if kept else None) or _policy().to_status(),
-                                 config=config.to_dict(), resume=False,
-                                 processes=(launch_records.ProcessRecord.of_pid(os.getpid()),))
+    launch_records.update_record(
+        run_dir,
+        sandboxed=True,
+        policy=(kept.policy if kept else None) or _policy().to_status(),
+        config=config.to_dict(),
+        resume=False,
+        processes=(launch_records.ProcessRecord.of_pid(os.getpid()),),
+    )
 
 
 def _start_vllm_server(config, run_dir: Path) -> None:
@@ -258,8 +305,10 @@ def _refuse_a_live_run(run_dir: Path) -> None:
     pid = run_state.other_live_process(run_dir)
     if pid is not None:
         state = runfolder.read_run_status(run_dir).state
-        raise ArgumentError(f"--run-dir: the run in {run_dir} is still {state} (process {pid} is alive); "
-                            f"stop it first with `python -m workbench stop {run_dir}`, or wait for it to end")
+        raise ArgumentError(
+            f"--run-dir: the run in {run_dir} is still {state} (process {pid} is alive); "
+            f"stop it first with `python -m workbench stop {run_dir}`, or wait for it to end"
+        )
 
 
 def _start_under_the_run_allocator(config) -> None:
@@ -289,23 +338,30 @@ def format_runs_table(runs: list[dict]) -> str:
     for entry in runs:
         status = RunStatus.of(entry)
         total, started = status.total_steps, status.started_at
-        rows.append((
-            entry["run_id"],
-            (status.state or "?") + (f" #{entry['queue_position']}" if entry.get("queue_position") else "")
-            + (" (smoke test)" if status.smoke_test else "")
-            + (f" on {status.host}" if runs_elsewhere(status) else ""),
-            f"{status.step or 0}/{total}" if total else str(status.step or 0),
-            Path(str(entry.get("model") or "")).name,
-            entry.get("task") or "",
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
-        ))
+        rows.append(
+            (
+                entry["run_id"],
+                (status.state or "?")
+                + (f" #{entry['queue_position']}" if entry.get("queue_position") else "")
+                + (" (smoke test)" if status.smoke_test else "")
+                + (f" on {status.host}" if runs_elsewhere(status) else ""),
+                f"{status.step or 0}/{total}" if total else str(status.step or 0),
+                Path(str(entry.get("model") or "")).name,
+                entry.get("task") or "",
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
+            )
+        )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     table = "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
-    reasons = [f"{entry['run_id']}: {entry['error']['message']}" for entry in runs
-               if entry.get("state") in ("unreadable", "lost") and entry.get("error")]
+    reasons = [
+        f"{entry['run_id']}: {entry['error']['message']}"
+        for entry in runs
+        if entry.get("state") in ("unreadable", "lost") and entry.get("error")
+    ]
     queued = sorted((entry for entry in runs if entry.get("queue_position")), key=lambda e: e["queue_position"])
-    reasons += [f"{entry['run_id']}: queued #{entry['queue_position']}, waits for {entry['waits_for']}"
-                for entry in queued]
+    reasons += [
+        f"{entry['run_id']}: queued #{entry['queue_position']}, waits for {entry['waits_for']}" for entry in queued
+    ]
     return "\n".join([table, *reasons])
 
 

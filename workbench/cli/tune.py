@@ -26,9 +26,13 @@ def add_parser(subparsers) -> None:
     tune.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any RunConfig field")
     tune.add_argument("--again", action="store_true", help="measure even when a choice is kept for this key")
     tune.add_argument("--json", action="store_true", help="print the choice as JSON")
-    tune.add_argument("--allocators", nargs="*", metavar="NAME",
-                      help="instead: time a few demo steps under each installed allocator (or those named) and keep "
-                           "the fastest for this machine's runs")
+    tune.add_argument(
+        "--allocators",
+        nargs="*",
+        metavar="NAME",
+        help="instead: time a few demo steps under each installed allocator (or those named) and keep "
+        "the fastest for this machine's runs",
+    )
     tune.add_argument("--steps", type=int, default=4, help="with --allocators: steps per allocator (default 4)")
     tune.set_defaults(run=run_tune, recipe=None, max_steps=None)
 
@@ -59,8 +63,9 @@ def run_tune(args) -> int:
         return 0
     choice = None if args.again else cache.lookup(key_for(config))
     if choice is None:
-        choice = speed_probe.measure(config, lambda line: print(line, file=sys.stderr, flush=True),
-                                     speed_wiring.probe_trainer)
+        choice = speed_probe.measure(
+            config, lambda line: print(line, file=sys.stderr, flush=True), speed_wiring.probe_trainer
+        )
         kept = cache.store(choice)
         print(f"{'kept in' if kept else 'could not keep it in'} {cache.cache_path()}", file=sys.stderr)
     else:
@@ -85,12 +90,15 @@ def run_allocators(args) -> int:
     names = args.allocators or allocator.available()
     unknown = [name for name in names if name not in allocator.available()]
     if unknown:
-        raise ArgumentError(f"--allocators: {', '.join(unknown)} not installed or unknown; "
-                            f"this machine has {', '.join(allocator.available())}")
+        raise ArgumentError(
+            f"--allocators: {', '.join(unknown)} not installed or unknown; "
+            f"this machine has {', '.join(allocator.available())}"
+        )
     if args.steps < 2:
         raise ArgumentError("--steps must be >= 2 (the first step is left out of the timing)")
-    seconds = allocator_probe.measure(names, args.model or "smollm2-135m-instruct", args.steps,
-                                      lambda line: print(line, file=sys.stderr, flush=True))
+    seconds = allocator_probe.measure(
+        names, args.model or "smollm2-135m-instruct", args.steps, lambda line: print(line, file=sys.stderr, flush=True)
+    )
     choice = allocator_kept.measured(seconds)
     kept = allocator_kept.keep(choice)
     print(f"{'kept in' if kept else 'could not keep it in'} {allocator_kept.path_of()}", file=sys.stderr)

@@ -22,8 +22,12 @@ from workbench.cli import ArgumentError
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("users", help="add or list the accounts of a shared dashboard",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "users",
+        help="add or list the accounts of a shared dashboard",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     add = actions.add_parser("add", help="add an account (or, with --replace, set a new password)")
@@ -33,8 +37,11 @@ def add_parser(subparsers) -> None:
     add.add_argument("--replace", action="store_true", help="replace the account if it exists")
     listing = actions.add_parser("list", help="list the accounts (names and roles only)")
     for sub in (add, listing):
-        sub.add_argument("--file", default=os.environ.get("WORKBENCH_USERS_FILE"),
-                         help="the users file (default $WORKBENCH_USERS_FILE)")
+        sub.add_argument(
+            "--file",
+            default=os.environ.get("WORKBENCH_USERS_FILE"),
+            help="the users file (default $WORKBENCH_USERS_FILE)",
+        )
         sub.set_defaults(run=run)
 
 
@@ -77,13 +84,16 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.name in known and not args.replace:
             raise ArgumentError(f"user {args.name} exists in {path}; add --replace to set a new password")
-        line = users.add_user_line(args.name, _read_password(args.password_stdin),
-                                   "admin" if args.admin else "user")
+        line = users.add_user_line(args.name, _read_password(args.password_stdin), "admin" if args.admin else "user")
     except users.UsersError as exc:
         raise ArgumentError(str(exc)) from None
-    kept = [raw for raw in (path.read_text(encoding="utf-8").splitlines() if path.exists() else [])
-            if raw.split()[:1] != [args.name]]
+    kept = [
+        raw
+        for raw in (path.read_text(encoding="utf-8").splitlines() if path.exists() else [])
+        if raw.split()[:1] != [args.name]
+    ]
     write_private(path, "\n".join([*kept, line]) + "\n")
-    print(f"{'replaced' if args.name in known else 'added'} {args.name} ({'admin' if args.admin else 'user'}) "
-          f"in {path}")
+    print(
+        f"{'replaced' if args.name in known else 'added'} {args.name} ({'admin' if args.admin else 'user'}) in {path}"
+    )
     return 0

@@ -39,22 +39,29 @@ STEP_FIELDS = (
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "watch", help="follow a run in the terminal: a line per step, health alarms, its state, until it ends",
+        "watch",
+        help="follow a run in the terminal: a line per step, health alarms, its state, until it ends",
         description="Follow a run as it trains: one line per new step (reward, reward_std, KL, loss, completion "
-                    "length, step time), the health alarms as they appear and the run's state as it changes. "
-                    "Ends with the run: exit 0 when it finished or was stopped, 1 when it failed. Ctrl-C stops "
-                    "watching, not the run.",
+        "length, step time), the health alarms as they appear and the run's state as it changes. "
+        "Ends with the run: exit 0 when it finished or was stopped, 1 when it failed. Ctrl-C stops "
+        "watching, not the run.",
     )
     add_run_arguments(parser)
-    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, metavar="S",
-                        help=f"seconds between looks at the run folder (default {DEFAULT_INTERVAL:g})")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        metavar="S",
+        help=f"seconds between looks at the run folder (default {DEFAULT_INTERVAL:g})",
+    )
     parser.set_defaults(run=run)
 
 
 def check_interval(value: float) -> float:
     if not (isinstance(value, float) and math.isfinite(value) and 0.05 <= value <= 3600):
-        raise ArgumentError(f"--interval: {value!r} is not a number of seconds from 0.05 to 3600; "
-                            f"e.g. --interval {DEFAULT_INTERVAL:g}")
+        raise ArgumentError(
+            f"--interval: {value!r} is not a number of seconds from 0.05 to 3600; e.g. --interval {DEFAULT_INTERVAL:g}"
+        )
     return value
 
 
@@ -64,8 +71,11 @@ def step_line(record: dict, total_steps: int | None) -> str:
     parts = [f"step {record.get('step')}{total}"]
     for label, key, form in STEP_FIELDS:
         value = record.get(key)
-        shown = form.format(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and math.isfinite(value) else "—"
+        shown = (
+            form.format(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            else "—"
+        )
         parts.append(f"{label} {shown}")
     return "  ".join(parts)
 
@@ -92,8 +102,11 @@ def final_line(run_id: str, status: dict) -> str:
     state = status.get("state") or "unknown"
     total = f"/{status['total_steps']}" if status.get("total_steps") else ""
     started, ended = status.get("started_at"), status.get("updated_at")
-    took = f" after {format_duration(ended - started)}" if isinstance(started, (int, float)) and \
-        isinstance(ended, (int, float)) else ""
+    took = (
+        f" after {format_duration(ended - started)}"
+        if isinstance(started, (int, float)) and isinstance(ended, (int, float))
+        else ""
+    )
     line = f"Run {run_id} {state} at step {status.get('step') or 0}{total}{took}."
     error = status.get("error")
     if state not in GOOD_ENDINGS and error:

@@ -64,8 +64,11 @@ def as_metrics(records: list[dict]) -> list[dict]:
     """`{"step", "held_out/accuracy", "held_out/pass_at_k"}` per evaluation (a missing value left out)."""
     metrics = []
     for record in records:
-        point = {"step": record["step"], HELD_OUT_ACCURACY: record.get("accuracy"),
-                 HELD_OUT_PASS_AT_K: record.get("pass_at_k")}
+        point = {
+            "step": record["step"],
+            HELD_OUT_ACCURACY: record.get("accuracy"),
+            HELD_OUT_PASS_AT_K: record.get("pass_at_k"),
+        }
         metrics.append({key: value for key, value in point.items() if value is not None})
     return metrics
 
@@ -85,7 +88,14 @@ def changed_answers(records: list[dict]) -> list[dict]:
         old = before.get(row.get("prompt"))
         if old is None or bool(old.get("correct")) == bool(row.get("correct")):
             continue
-        changed.append({"prompt": row.get("prompt"), "change": WRONG_TO_RIGHT if row.get("correct") else RIGHT_TO_WRONG,
-                        "first_step": first["step"], "last_step": last["step"],
-                        "before": old.get("completion", ""), "after": row.get("completion", "")})
+        changed.append(
+            {
+                "prompt": row.get("prompt"),
+                "change": WRONG_TO_RIGHT if row.get("correct") else RIGHT_TO_WRONG,
+                "first_step": first["step"],
+                "last_step": last["step"],
+                "before": old.get("completion", ""),
+                "after": row.get("completion", ""),
+            }
+        )
     return sorted(changed, key=lambda item: item["change"] != WRONG_TO_RIGHT)

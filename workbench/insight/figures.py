@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import orjson
@@ -71,10 +71,23 @@ TEMPLATE = go.layout.Template(
         margin=dict(l=52, r=16, t=64, b=40),
         height=FIGURE_HEIGHT,
         title=dict(x=0.01, xanchor="left", y=0.97, yanchor="top", font=dict(size=14)),
-        legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom",
-                    bgcolor="rgba(255,255,255,0)", font=dict(size=11)),
-        xaxis=dict(title=dict(text="step", standoff=4), gridcolor=GRID, zeroline=False,
-                   linecolor="#9ca3af", ticks="outside", tickcolor="#9ca3af"),
+        legend=dict(
+            orientation="h",
+            x=0,
+            xanchor="left",
+            y=1.0,
+            yanchor="bottom",
+            bgcolor="rgba(255,255,255,0)",
+            font=dict(size=11),
+        ),
+        xaxis=dict(
+            title=dict(text="step", standoff=4),
+            gridcolor=GRID,
+            zeroline=False,
+            linecolor="#9ca3af",
+            ticks="outside",
+            tickcolor="#9ca3af",
+        ),
         # automargin: long tick labels (entropy 10.82, learning rate 5e-06) widen the margin, not get cut.
         yaxis=dict(gridcolor=GRID, zerolinecolor="#d1d5db", linecolor="#9ca3af", automargin=True),
         hovermode="x unified",
@@ -85,20 +98,20 @@ TEMPLATE = go.layout.Template(
 WAITING_NOTE = "No metrics yet: the first point appears after the first logging step."
 MISSING_NOTES = {
     "kl": "KL is not computed when beta = 0: TRL skips the reference model and logs no `kl`. "
-          "Set beta > 0 (e.g. 0.04) to watch how far the policy drifts from the base model.",
+    "Set beta > 0 (e.g. 0.04) to watch how far the policy drifts from the base model.",
     "entropy": "This run logged no `entropy`.",
     "step_time": "This run logged no `step_time`.",
     "held_out/accuracy": "None of these runs evaluates held-out prompts: train with eval_strategy=steps (and "
-                         "eval_steps, eval_size) to compare their held-out accuracy.",
+    "eval_steps, eval_size) to compare their held-out accuracy.",
     "held_out/pass_at_k": "None of these runs sampled held-out answers: train with eval_strategy=steps and "
-                          "eval_pass_k (e.g. 4) to compare their pass@k.",
+    "eval_pass_k (e.g. 4) to compare their pass@k.",
 }
 
 
 # ---------------------------------------------------------------- data shaping
 
-def metrics_frame(records: Iterable[Mapping],
-                  previous: tuple[list, pd.DataFrame | None] | None = None) -> pd.DataFrame:
+
+def metrics_frame(records: Iterable[Mapping], previous: tuple[list, pd.DataFrame | None] | None = None) -> pd.DataFrame:
     """Metric records as a DataFrame: one row per step, sorted, numbers only.
 
     A record without `step` takes its position (1-based). When a step appears
@@ -140,8 +153,7 @@ def _build_frame(records: list, first_position: int = 1) -> pd.DataFrame:
     if odd:
         frame[odd] = frame[odd].apply(pd.to_numeric, errors="coerce")
     frame = frame[frame[STEP].notna()]
-    in_order = len(frame) == len(rows) == len(records) and frame[STEP].is_monotonic_increasing and \
-        frame[STEP].is_unique
+    in_order = len(frame) == len(rows) == len(records) and frame[STEP].is_monotonic_increasing and frame[STEP].is_unique
     if not in_order:
         frame = frame.drop_duplicates(subset=STEP, keep="last").sort_values(STEP, kind="stable")
     frame = frame.reset_index(drop=True)
@@ -151,8 +163,12 @@ def _build_frame(records: list, first_position: int = 1) -> pd.DataFrame:
 
 def _extend_frame(records: list, old_records, old_frame) -> pd.DataFrame | None:
     """The frame of `records` from that of `old_records`, building only the new rows; None when it cannot."""
-    if old_frame is None or not isinstance(old_records, list) or not old_frame.attrs.get(ROWS_ARE_RECORDS) \
-            or len(old_frame) != len(old_records):
+    if (
+        old_frame is None
+        or not isinstance(old_records, list)
+        or not old_frame.attrs.get(ROWS_ARE_RECORDS)
+        or len(old_frame) != len(old_records)
+    ):
         return None
     shared = len(old_records)
     if len(records) < shared or (shared and records[shared - 1] is not old_records[shared - 1]):
@@ -182,11 +198,15 @@ def check_smoothing(smoothing: float) -> float:
     try:
         value = float(smoothing)
     except (TypeError, ValueError):
-        raise WorkbenchError(f"smoothing: got {smoothing!r}; it must be a number from 0 to {MAX_SMOOTHING} "
-                         f"(0 = raw values, 0.9 = strong smoothing)") from None
+        raise WorkbenchError(
+            f"smoothing: got {smoothing!r}; it must be a number from 0 to {MAX_SMOOTHING} "
+            f"(0 = raw values, 0.9 = strong smoothing)"
+        ) from None
     if not 0.0 <= value <= MAX_SMOOTHING:
-        raise WorkbenchError(f"smoothing: got {value}; it must be from 0 to {MAX_SMOOTHING} "
-                         f"(1 would freeze the line at its first value); use e.g. 0.6")
+        raise WorkbenchError(
+            f"smoothing: got {value}; it must be from 0 to {MAX_SMOOTHING} "
+            f"(1 would freeze the line at its first value); use e.g. 0.6"
+        )
     return value
 
 
@@ -225,14 +245,18 @@ def has_metric(frame: pd.DataFrame, metric: str) -> bool:
 
 def reward_function_names(frame: pd.DataFrame) -> list[str]:
     """Names of the reward functions logged as `rewards/<func>/mean`, in log order."""
-    return [col[len("rewards/"):-len("/mean")] for col in frame.columns
-            if col.startswith("rewards/") and col.endswith("/mean")]
+    return [
+        col[len("rewards/") : -len("/mean")]
+        for col in frame.columns
+        if col.startswith("rewards/") and col.endswith("/mean")
+    ]
 
 
 # ---------------------------------------------------------------- building blocks
 
+
 def _rgba(hex_colour: str, alpha: float) -> str:
-    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
 
 
@@ -256,8 +280,13 @@ class Drawing:
 
     def __init__(self, title: str, y_title: str = ""):
         self.traces: list = []
-        self.layout: dict = {"template": TEMPLATE, "title": {"text": title}, "height": FIGURE_HEIGHT,
-                             "xaxis": {}, "yaxis": {"title": {"text": y_title, "standoff": 4}}}
+        self.layout: dict = {
+            "template": TEMPLATE,
+            "title": {"text": title},
+            "height": FIGURE_HEIGHT,
+            "xaxis": {},
+            "yaxis": {"title": {"text": y_title, "standoff": 4}},
+        }
         self.annotations: list[dict] = []
         self.shapes: list[dict] = []
 
@@ -301,8 +330,18 @@ def note_figure(title: str, note: str) -> go.Figure:
     drawing = Drawing(title)
     drawing.layout["xaxis"]["visible"] = False
     drawing.layout["yaxis"]["visible"] = False
-    drawing.annotations.append(dict(text=_wrap(note, 70), x=0.5, y=0.5, xref="paper", yref="paper",
-                                    showarrow=False, font=dict(size=13, color="#4b5563"), align="center"))
+    drawing.annotations.append(
+        dict(
+            text=_wrap(note, 70),
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+            showarrow=False,
+            font=dict(size=13, color="#4b5563"),
+            align="center",
+        )
+    )
     return drawing.figure()
 
 
@@ -339,8 +378,11 @@ def thin(high: Sequence[float], low: Sequence[float] | None = None, max_points: 
         array[:count] = np.asarray(values, dtype="float64")
         return pick(array.reshape(slices, size), axis=1) + np.arange(slices) * size
 
-    keep = [np.array([0, count - 1]), extreme(high, -np.inf, np.argmax),
-            extreme(high if low is None else low, np.inf, np.argmin)]
+    keep = [
+        np.array([0, count - 1]),
+        extreme(high, -np.inf, np.argmax),
+        extreme(high if low is None else low, np.inf, np.argmin),
+    ]
     indices = np.sort(np.concatenate(keep))
     indices = indices[indices < count]
     return indices[np.r_[True, indices[1:] != indices[:-1]]]  # each once
@@ -354,16 +396,30 @@ def _points(values, indices: np.ndarray | None = None) -> np.ndarray:
         array = array.astype("float64")
     if indices is not None:
         array = array[indices]
-    if array.dtype.kind == "f" and len(array) and np.isfinite(array).all() and (array == np.round(array)).all() \
-            and np.abs(array).max() < 2**31:
+    if (
+        array.dtype.kind == "f"
+        and len(array)
+        and np.isfinite(array).all()
+        and (array == np.round(array)).all()
+        and np.abs(array).max() < 2**31
+    ):
         array = array.astype("int32")
     elif array.dtype.kind in "iu" and (not len(array) or np.abs(array).max() < 2**31):
         array = array.astype("int32")
     return array
 
 
-def add_line(drawing: Drawing, steps, values, name: str, colour: str, smoothing: float,
-             dash: str | None = None, yaxis: str = "y", show_legend: bool = True) -> np.ndarray:
+def add_line(
+    drawing: Drawing,
+    steps,
+    values,
+    name: str,
+    colour: str,
+    smoothing: float,
+    dash: str | None = None,
+    yaxis: str = "y",
+    show_legend: bool = True,
+) -> np.ndarray:
     """Add a metric line: raw points faint plus a smoothed line when smoothing > 0.
 
     Returns the values of every point of the line (smoothed or raw), so a
@@ -374,16 +430,33 @@ def add_line(drawing: Drawing, steps, values, name: str, colour: str, smoothing:
     values = np.asarray(values, dtype="float64")
     if weight > 0:
         shown = thin(values)
-        drawing.add_trace(x=_points(steps, shown), y=_points(values, shown), name=f"{name} (raw)",
-                          mode="lines+markers", line=dict(color=colour, width=1), marker=dict(size=4),
-                          opacity=RAW_OPACITY, showlegend=False, yaxis=yaxis, hoverinfo="skip")
+        drawing.add_trace(
+            x=_points(steps, shown),
+            y=_points(values, shown),
+            name=f"{name} (raw)",
+            mode="lines+markers",
+            line=dict(color=colour, width=1),
+            marker=dict(size=4),
+            opacity=RAW_OPACITY,
+            showlegend=False,
+            yaxis=yaxis,
+            hoverinfo="skip",
+        )
         drawn = _smoothed(values, weight)
     else:
         drawn = values
     mode = "lines+markers" if len(drawn) <= 60 else "lines"
     shown = thin(drawn)
-    drawing.add_trace(x=_points(steps, shown), y=_points(drawn, shown), name=name, mode=mode, line=line,
-                      marker=dict(size=5), yaxis=yaxis, showlegend=show_legend)
+    drawing.add_trace(
+        x=_points(steps, shown),
+        y=_points(drawn, shown),
+        name=name,
+        mode=mode,
+        line=line,
+        marker=dict(size=5),
+        yaxis=yaxis,
+        showlegend=show_legend,
+    )
     return drawn
 
 
@@ -410,16 +483,32 @@ def add_band(drawing: Drawing, steps, lower, upper, colour: str, name: str, yaxi
     shown = thin(upper, lower)
     steps, lower, upper = _points(steps, shown), _points(lower, shown), _points(upper, shown)
     # mode "lines": plotly's default for a short trace adds markers, which would dot the band's corners.
-    drawing.add_trace(x=np.concatenate([steps, steps[::-1]]), y=np.concatenate([upper, lower[::-1]]), mode="lines",
-                      fill="toself", fillcolor=_rgba(colour, BAND_OPACITY), line=dict(width=0),
-                      name=name, hoverinfo="skip", showlegend=False, yaxis=yaxis)
+    drawing.add_trace(
+        x=np.concatenate([steps, steps[::-1]]),
+        y=np.concatenate([upper, lower[::-1]]),
+        mode="lines",
+        fill="toself",
+        fillcolor=_rgba(colour, BAND_OPACITY),
+        line=dict(width=0),
+        name=name,
+        hoverinfo="skip",
+        showlegend=False,
+        yaxis=yaxis,
+    )
 
 
 def add_fraction_axis(drawing: Drawing, title: str) -> None:
     """A right-hand 0-100 % axis for a share (clipped ratio, groups without signal)."""
-    drawing.layout["yaxis2"] = dict(overlaying="y", side="right", range=(0, 1.05), tickvals=(0, 0.25, 0.5, 0.75, 1),
-                                    tickformat=".0%", showgrid=False, zeroline=False,
-                                    title=dict(text=title, standoff=4))
+    drawing.layout["yaxis2"] = dict(
+        overlaying="y",
+        side="right",
+        range=(0, 1.05),
+        tickvals=(0, 0.25, 0.5, 0.75, 1),
+        tickformat=".0%",
+        showgrid=False,
+        zeroline=False,
+        title=dict(text=title, standoff=4),
+    )
     drawing.layout["margin"] = dict(r=60)
 
 
@@ -441,6 +530,7 @@ def _mean_with_std_band(drawing, frame, mean_col, std_col, name, colour, smoothi
 
 # ---------------------------------------------------------------- the figures
 
+
 def reward_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Total reward and each reward function's mean, each with a ± std band."""
     frame = frame_of(records)
@@ -450,8 +540,9 @@ def reward_figure(records, smoothing: float = 0.0) -> go.Figure:
     drawing = Drawing(title, "reward")
     _mean_with_std_band(drawing, frame, "reward", "reward_std", "total", PALETTE[0], smoothing)
     for i, func in enumerate(reward_function_names(frame), start=1):
-        _mean_with_std_band(drawing, frame, f"rewards/{func}/mean", f"rewards/{func}/std", func,
-                            PALETTE[i % len(PALETTE)], smoothing)
+        _mean_with_std_band(
+            drawing, frame, f"rewards/{func}/mean", f"rewards/{func}/std", func, PALETTE[i % len(PALETTE)], smoothing
+        )
     return drawing.figure()
 
 
@@ -465,8 +556,15 @@ def reward_std_figure(records, smoothing: float = 0.0) -> go.Figure:
     drawing.layout["yaxis"]["rangemode"] = "tozero"
     add_line(drawing, *metric_steps(frame, "reward_std"), "reward_std", PALETTE[0], smoothing)
     if has_metric(frame, "frac_reward_zero_std"):
-        add_line(drawing, *metric_steps(frame, "frac_reward_zero_std"), "frac_reward_zero_std (right)",
-                 PALETTE[4], smoothing, dash="dot", yaxis="y2")
+        add_line(
+            drawing,
+            *metric_steps(frame, "frac_reward_zero_std"),
+            "frac_reward_zero_std (right)",
+            PALETTE[4],
+            smoothing,
+            dash="dot",
+            yaxis="y2",
+        )
         add_fraction_axis(drawing, "fraction of groups")
     return drawing.figure()
 
@@ -484,11 +582,20 @@ def completion_length_figure(records, smoothing: float = 0.0) -> go.Figure:
     if {"completions/min_length", "completions/max_length"} <= set(frame.columns):
         add_band(drawing, *_aligned(frame, "completions/min_length", "completions/max_length"), colour, "min-max")
         # An invisible trace so the legend explains the shaded band.
-        drawing.add_trace(x=[None], y=[None], mode="lines", name="min-max", line=dict(color=_rgba(colour, 0.4), width=8))
+        drawing.add_trace(
+            x=[None], y=[None], mode="lines", name="min-max", line=dict(color=_rgba(colour, 0.4), width=8)
+        )
     add_line(drawing, *metric_steps(frame, mean_col), "mean", colour, smoothing)
     if has_metric(frame, "completions/clipped_ratio"):
-        add_line(drawing, *metric_steps(frame, "completions/clipped_ratio"), "clipped ratio (right)", PALETTE[4],
-                 smoothing, dash="dot", yaxis="y2")
+        add_line(
+            drawing,
+            *metric_steps(frame, "completions/clipped_ratio"),
+            "clipped ratio (right)",
+            PALETTE[4],
+            smoothing,
+            dash="dot",
+            yaxis="y2",
+        )
         add_fraction_axis(drawing, "hit max length")
     return drawing.figure()
 
@@ -497,8 +604,7 @@ def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
     """Share of tokens whose probability ratio was clipped (PPO-style trust region)."""
     frame = frame_of(records)
     title = "Clip ratio (share of tokens clipped)"
-    columns = [("clip_ratio/region_mean", "region"), ("clip_ratio/low_mean", "low"),
-               ("clip_ratio/high_mean", "high")]
+    columns = [("clip_ratio/region_mean", "region"), ("clip_ratio/low_mean", "low"), ("clip_ratio/high_mean", "high")]
     present = [(col, label) for col, label in columns if has_metric(frame, col)]
     if not present:
         return note_figure(title, WAITING_NOTE if frame.empty else "This run logged no clip ratio.")
@@ -508,16 +614,36 @@ def clip_ratio_figure(records, smoothing: float = 0.0) -> go.Figure:
         add_line(drawing, *metric_steps(frame, col), label, PALETTE[i], smoothing, dash=None if i == 0 else "dot")
     if all((frame[col].dropna() == 0).all() for col, _ in present):
         drawing.layout["yaxis"]["range"] = (0, 0.1)
-        drawing.annotations.append(dict(
-            text=_wrap("0 throughout: with num_iterations = 1 each batch is used once, so the probability ratio "
-                       "is exactly 1 and nothing is clipped.", 80),
-            x=0.5, y=0.6, xref="paper", yref="paper", showarrow=False, font=dict(size=11, color="#4b5563")))
+        drawing.annotations.append(
+            dict(
+                text=_wrap(
+                    "0 throughout: with num_iterations = 1 each batch is used once, so the probability ratio "
+                    "is exactly 1 and nothing is clipped.",
+                    80,
+                ),
+                x=0.5,
+                y=0.6,
+                xref="paper",
+                yref="paper",
+                showarrow=False,
+                font=dict(size=11, color="#4b5563"),
+            )
+        )
     return drawing.figure()
 
 
-def metric_figure(records, metric: str, title: str, y_title: str = "", smoothing: float = 0.0,
-                  colour: str = PALETTE[0], log_y: bool = False, from_zero: bool = False,
-                  zero_line: bool = False, y_axis: Mapping | None = None) -> go.Figure:
+def metric_figure(
+    records,
+    metric: str,
+    title: str,
+    y_title: str = "",
+    smoothing: float = 0.0,
+    colour: str = PALETTE[0],
+    log_y: bool = False,
+    from_zero: bool = False,
+    zero_line: bool = False,
+    y_axis: Mapping | None = None,
+) -> go.Figure:
     """One metric as a line (with faint raw points when smoothed), or a note if absent.
 
     `zero_line` draws a dotted line at 0; `y_axis` adds settings to the y axis.
@@ -534,8 +660,18 @@ def metric_figure(records, metric: str, title: str, y_title: str = "", smoothing
         drawing.layout["yaxis"]["rangemode"] = "tozero"
     drawing.layout["yaxis"].update(y_axis or {})
     if zero_line:  # what fig.add_hline(y=0) adds
-        drawing.shapes.append(dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=0, y1=0,
-                                   line=dict(color="#9ca3af", width=1, dash="dot")))
+        drawing.shapes.append(
+            dict(
+                type="line",
+                xref="x domain",
+                x0=0,
+                x1=1,
+                yref="y",
+                y0=0,
+                y1=0,
+                line=dict(color="#9ca3af", width=1, dash="dot"),
+            )
+        )
     return drawing.figure()
 
 
@@ -549,8 +685,7 @@ def loss_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 
 def entropy_figure(records, smoothing: float = 0.0) -> go.Figure:
-    return metric_figure(records, "entropy", "Entropy of the policy (nats per token)", "entropy",
-                         smoothing, PALETTE[2])
+    return metric_figure(records, "entropy", "Entropy of the policy (nats per token)", "entropy", smoothing, PALETTE[2])
 
 
 def grad_norm_figure(records, smoothing: float = 0.0) -> go.Figure:
@@ -559,8 +694,9 @@ def grad_norm_figure(records, smoothing: float = 0.0) -> go.Figure:
 
 def learning_rate_figure(records, smoothing: float = 0.0) -> go.Figure:
     # Smoothing a schedule would only blur it: always raw.
-    return metric_figure(records, "learning_rate", "Learning rate", "lr", 0.0, PALETTE[6], from_zero=True,
-                         y_axis={"exponentformat": "e"})
+    return metric_figure(
+        records, "learning_rate", "Learning rate", "lr", 0.0, PALETTE[6], from_zero=True, y_axis={"exponentformat": "e"}
+    )
 
 
 def step_time_figure(records, smoothing: float = 0.0) -> go.Figure:

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
-from workbench.insight.figures import metrics_frame
 from workbench.insight.eval_results import read_evals
+from workbench.insight.figures import metrics_frame
 from workbench.insight.health import Alarm, check_health
 from workbench.insight.resumed import latest_round, merge_metrics
 from workbench.runstore import jsonl_cache, runfolder, safe_files
@@ -113,19 +114,31 @@ def look(seen: S, run_dir: str | Path, read_status: StatusReader = runfolder.rea
         if more.count:
             skipped[name] = skipped.get(name, Skipped()) + more
     status = read_status(run_dir) or {}
-    changes = Changes(metrics=bool(new_metrics) or metrics_replaced,
-                      completions=completions["any"] or completions_replaced, skipped=skipped != seen.skipped,
-                      status=status_signature(status) != status_signature(seen.status))
+    changes = Changes(
+        metrics=bool(new_metrics) or metrics_replaced,
+        completions=completions["any"] or completions_replaced,
+        skipped=skipped != seen.skipped,
+        status=status_signature(status) != status_signature(seen.status),
+    )
     if not changes.anything:
         return original, changes
     metrics, frame = seen.metrics, seen.frame
     if new_metrics or frame is None:
         metrics = merge_metrics(seen.metrics, new_metrics) if new_metrics else seen.metrics
         frame = metrics_frame(metrics, previous=(seen.metrics, seen.frame))
-    return replace(seen, metrics_offset=metrics_offset, completions_offset=completions["offset"],
-                   metrics_file=metrics_file, completions_file=completions["file"], metrics=metrics, frame=frame,
-                   completion_steps=completions["steps"], newest_completions=completions["newest"], status=status,
-                   skipped=skipped), changes
+    return replace(
+        seen,
+        metrics_offset=metrics_offset,
+        completions_offset=completions["offset"],
+        metrics_file=metrics_file,
+        completions_file=completions["file"],
+        metrics=metrics,
+        frame=frame,
+        completion_steps=completions["steps"],
+        newest_completions=completions["newest"],
+        status=status,
+        skipped=skipped,
+    ), changes
 
 
 def _read_metrics(seen: Seen, run_dir: Path) -> tuple[list[dict], int, tuple | None, Skipped]:
@@ -145,14 +158,26 @@ def _read_completions(seen: Seen, run_dir: Path) -> dict:
     num_generations = seen.config.get("num_generations")
     if seen.completions_offset == 0:  # the newest step only, from the process's index of the file
         steps, newest, offset, identity, skipped = read_completions(path, num_generations)
-        return {"steps": steps, "newest": newest, "offset": offset, "file": identity or seen.completions_file,
-                "skipped": skipped, "any": bool(steps)}
+        return {
+            "steps": steps,
+            "newest": newest,
+            "offset": offset,
+            "file": identity or seen.completions_file,
+            "skipped": skipped,
+            "any": bool(steps),
+        }
     new, offset, skipped = runfolder.read_records_from(path, seen.completions_offset)
     steps, newest = seen.completion_steps, seen.newest_completions
     if new:
         steps, newest = merge_completions(steps, newest, new, num_generations)
-    return {"steps": steps, "newest": newest, "offset": offset, "file": seen.completions_file, "skipped": skipped,
-            "any": bool(new)}
+    return {
+        "steps": steps,
+        "newest": newest,
+        "offset": offset,
+        "file": seen.completions_file,
+        "skipped": skipped,
+        "any": bool(new),
+    }
 
 
 def _forget_replaced_files(seen: S, run_dir: Path) -> tuple[S, bool, bool]:
@@ -166,11 +191,20 @@ def _forget_replaced_files(seen: S, run_dir: Path) -> tuple[S, bool, bool]:
     metrics_replaced = seen.metrics_offset > 0 and metrics_id != seen.metrics_file
     completions_replaced = seen.completions_offset > 0 and completions_id != seen.completions_file
     if metrics_replaced:
-        seen = replace(seen, metrics_offset=0, metrics=[],
-                       skipped={k: v for k, v in seen.skipped.items() if k != runfolder.METRICS_FILE})
+        seen = replace(
+            seen,
+            metrics_offset=0,
+            metrics=[],
+            skipped={k: v for k, v in seen.skipped.items() if k != runfolder.METRICS_FILE},
+        )
     if completions_replaced:
-        seen = replace(seen, completions_offset=0, completion_steps=[], newest_completions=[],
-                       skipped={k: v for k, v in seen.skipped.items() if k != runfolder.COMPLETIONS_FILE})
+        seen = replace(
+            seen,
+            completions_offset=0,
+            completion_steps=[],
+            newest_completions=[],
+            skipped={k: v for k, v in seen.skipped.items() if k != runfolder.COMPLETIONS_FILE},
+        )
     if (metrics_id, completions_id) != (seen.metrics_file, seen.completions_file):
         seen = replace(seen, metrics_file=metrics_id, completions_file=completions_id)
     return seen, metrics_replaced, completions_replaced
@@ -179,16 +213,25 @@ def _forget_replaced_files(seen: S, run_dir: Path) -> tuple[S, bool, bool]:
 def status_signature(status: dict) -> tuple:
     """The parts of a status that change what a reader shows (not the heartbeat)."""
     error = status.get("error")
-    return (status.get("state"), status.get("step"), status.get("total_steps"),
-            status.get("pid"), repr(error) if error else None, repr(status.get("vllm")),
-            status.get("queue_position"), status.get("waits_for"), status.get("speed_probe"))
+    return (
+        status.get("state"),
+        status.get("step"),
+        status.get("total_steps"),
+        status.get("pid"),
+        repr(error) if error else None,
+        repr(status.get("vllm")),
+        status.get("queue_position"),
+        status.get("waits_for"),
+        status.get("speed_probe"),
+    )
 
 
 # ------------------------------------------------------------------ completions
 
 
-def merge_completions(steps: list[int], newest: list[dict], new: list[dict],
-                      num_generations: int | None = None) -> tuple[list[int], list[dict]]:
+def merge_completions(
+    steps: list[int], newest: list[dict], new: list[dict], num_generations: int | None = None
+) -> tuple[list[int], list[dict]]:
     """Fold new completion records into (steps with completions, records of the newest step)."""
     steps = list(steps)
     newest = list(newest)
@@ -213,8 +256,9 @@ def _fold_step(steps: list, step) -> list:
     return steps
 
 
-def read_completions(path: Path, num_generations: int | None = None
-                     ) -> tuple[list, list[dict], int, tuple | None, Skipped]:
+def read_completions(
+    path: Path, num_generations: int | None = None
+) -> tuple[list, list[dict], int, tuple | None, Skipped]:
     """(steps with completions, records of the newest step, offset read up to, file identity, lines skipped)
     of a whole file.
 
@@ -252,22 +296,30 @@ def completions_of_step(run_dir: str | Path, step: int) -> list[dict]:
     Only that step's lines are read, found in the process's index of the file.
     """
     # A resumed run may have logged the step twice: the later round is the one that counts.
-    return latest_round(records_of_step(run_dir, step), step,
-                        runfolder.read_config(Path(run_dir)).get("num_generations"))
+    return latest_round(
+        records_of_step(run_dir, step), step, runfolder.read_config(Path(run_dir)).get("num_generations")
+    )
 
 
 # ------------------------------------------------------------------ a page's question: anything new?
 
 
-def change_signature(runs_dir: str | Path, run_id: str | None, read_status: StatusReader = runfolder.read_status,
-                     run_dirs: list[Path] | None = None) -> str:
+def change_signature(
+    runs_dir: str | Path,
+    run_id: str | None,
+    read_status: StatusReader = runfolder.read_status,
+    run_dirs: list[Path] | None = None,
+) -> str:
     """A short hash of what a view of `run_id` depends on; it changes when a redraw is due (`signature_and_status`)."""
     return signature_and_status(runs_dir, run_id, read_status, run_dirs)[0]
 
 
-def signature_and_status(runs_dir: str | Path, run_id: str | None,
-                         read_status: StatusReader = runfolder.read_status,
-                         run_dirs: list[Path] | None = None) -> tuple[str, dict]:
+def signature_and_status(
+    runs_dir: str | Path,
+    run_id: str | None,
+    read_status: StatusReader = runfolder.read_status,
+    run_dirs: list[Path] | None = None,
+) -> tuple[str, dict]:
     """A short hash of what a view of `run_id` depends on, and the status it read ({} for no run).
 
     It covers the newest run in the folder (a run started elsewhere), the size
@@ -319,12 +371,15 @@ def read_metrics(run_dir: str | Path, previous: RunMetrics | None = None) -> Run
     (a resume's rewrite) starts over.
     """
     everything = jsonl_cache.records(Path(run_dir) / runfolder.METRICS_FILE).records
-    if previous is None or len(everything) < previous.read or \
-            (previous.read and everything[previous.read - 1] is not previous.last_read):
+    if (
+        previous is None
+        or len(everything) < previous.read
+        or (previous.read and everything[previous.read - 1] is not previous.last_read)
+    ):
         previous = RunMetrics()
     if previous.frame is not None and len(everything) == previous.read:
         return previous
-    records = merge_metrics(previous.records, everything[previous.read:])
+    records = merge_metrics(previous.records, everything[previous.read :])
     frame = metrics_frame(records, previous=(previous.records, previous.frame))
     return RunMetrics(records, frame, len(everything), everything[-1] if everything else None)
 
@@ -336,10 +391,10 @@ def read_metrics(run_dir: str | Path, previous: RunMetrics | None = None) -> Run
 class News:
     """What one look of a `RunFollower` found: new steps, new alarms, a new state."""
 
-    steps: list[dict]      # metric records of steps not reported before (or trained again after a resume)
-    alarms: list[Alarm]    # health alarms raised now that were not at the last look
-    state: str | None      # the run's state when it changed since the last look, else None
-    seen: Seen             # everything read so far: seen.metrics, seen.frame (for figures), seen.status
+    steps: list[dict]  # metric records of steps not reported before (or trained again after a resume)
+    alarms: list[Alarm]  # health alarms raised now that were not at the last look
+    state: str | None  # the run's state when it changed since the last look, else None
+    seen: Seen  # everything read so far: seen.metrics, seen.frame (for figures), seen.status
 
     @property
     def anything(self) -> bool:
@@ -396,16 +451,23 @@ class RunFollower:
         return new
 
     def _new_alarms(self) -> list[Alarm]:
-        alarms = check_health(self.seen.frame if self.seen.frame is not None else self.seen.metrics, self.seen.config,
-                              read_evals(self.run_dir))  # eval.jsonl: only the lines added since are parsed
+        alarms = check_health(
+            self.seen.frame if self.seen.frame is not None else self.seen.metrics,
+            self.seen.config,
+            read_evals(self.run_dir),
+        )  # eval.jsonl: only the lines added since are parsed
         kinds = {alarm.kind or alarm.title for alarm in alarms}
         new = [alarm for alarm in alarms if (alarm.kind or alarm.title) not in self._alarm_kinds]
         self._alarm_kinds = kinds
         return new
 
 
-def follow(run_dir: str | Path, interval: float = 2.0, read_status: StatusReader = runfolder.read_status,
-           sleep: Callable[[float], Any] = time.sleep) -> Iterator[News]:
+def follow(
+    run_dir: str | Path,
+    interval: float = 2.0,
+    read_status: StatusReader = runfolder.read_status,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> Iterator[News]:
     """Look at the run every `interval` seconds and yield the `News` of each look that found any (the first
     look always), until the run reaches a final state (the `News` that saw it carries it in `state`).
 

@@ -15,8 +15,8 @@ Plain strings in, a string out: no gradio, no torch.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from html import escape
-from typing import Iterable, Mapping
 
 from workbench.insight.groups import GroupView, format_number, format_signed
 
@@ -89,18 +89,31 @@ def render_card(item, group_size: int, tokens_html: str = "", weights: Mapping |
     if item.truncated:
         badges.append('<span class="wb-badge wb-badge-truncated" title="hit max_completion_length">truncated</span>')
     if item.zero_advantage:
-        badges.append('<span class="wb-badge wb-badge-zero" title="equal to the group mean: '
-                      'no push either way">zero advantage</span>')
+        badges.append(
+            '<span class="wb-badge wb-badge-zero" title="equal to the group mean: '
+            'no push either way">zero advantage</span>'
+        )
     length = f" · {item.length} tokens" if item.length is not None else ""
-    text = (f'<pre class="wb-text">{escape(item.completion)}</pre>' if item.completion.strip()
-            else '<div class="wb-text wb-empty-text">(empty completion)</div>')
+    text = (
+        f'<pre class="wb-text">{escape(item.completion)}</pre>'
+        if item.completion.strip()
+        else '<div class="wb-text wb-empty-text">(empty completion)</div>'
+    )
     for name, error in item.reward_errors.items():
-        badges.append(f'<span class="wb-badge wb-badge-unscored" title="{escape(name)}: {escape(error)}">'
-                      f"{escape(name)} could not score</span>")
-    rows = "".join(f"<tr><td>{escape(name)}{' (failed)' if name in item.reward_errors else ''}"
-                   + (f' <span class="wb-weight" title="its weight in the total">x{weights[name]:g}</span>'
-                      if name in weights else "")
-                   + f"</td><td>{format_number(score)}</td></tr>" for name, score in item.rewards.items())
+        badges.append(
+            f'<span class="wb-badge wb-badge-unscored" title="{escape(name)}: {escape(error)}">'
+            f"{escape(name)} could not score</span>"
+        )
+    rows = "".join(
+        f"<tr><td>{escape(name)}{' (failed)' if name in item.reward_errors else ''}"
+        + (
+            f' <span class="wb-weight" title="its weight in the total">x{weights[name]:g}</span>'
+            if name in weights
+            else ""
+        )
+        + f"</td><td>{format_number(score)}</td></tr>"
+        for name, score in item.rewards.items()
+    )
     rows += f'<tr class="wb-total"><td>total</td><td>{format_number(item.reward)}</td></tr>'
     return (
         f'<div class="wb-card {sign}">'
@@ -113,23 +126,26 @@ def render_card(item, group_size: int, tokens_html: str = "", weights: Mapping |
     )
 
 
-def render_group(group: GroupView, position: int, count: int, token_views: Mapping | None = None,
-                 weights: Mapping | None = None) -> str:
+def render_group(
+    group: GroupView, position: int, count: int, token_views: Mapping | None = None, weights: Mapping | None = None
+) -> str:
     """One prompt: its header with the group's statistics, notes, then the cards.
 
     `token_views`: (group, position in the group) -> the HTML of that completion's token view."""
     size = max(group.expected_size, len(group.completions))
     std = format_number(group.std) if group.std is not None else "—"
-    stats = (f"group mean {format_number(group.mean)} · std {std} · "
-             f"{len(group.completions)} of {size} completions")
-    unscored = [f"{name} could not score {count} of {len(group.completions)} completions"
-                for name, count in group.unscored.items()]
+    stats = f"group mean {format_number(group.mean)} · std {std} · {len(group.completions)} of {size} completions"
+    unscored = [
+        f"{name} could not score {count} of {len(group.completions)} completions"
+        for name, count in group.unscored.items()
+    ]
     if unscored:  # reward_errors=record: those completions got reward_failure_score, their errors are on the cards
         unscored[-1] += " (they got reward_failure_score; hover a red badge for the error)"
     notes = "".join(f'<div class="wb-note">{escape(note)}</div>' for note in [*group.notes, *unscored])
     views = token_views or {}
-    cards = "".join(render_card(item, size, views.get((group.group, item.index), ""), weights)
-                    for item in group.completions)
+    cards = "".join(
+        render_card(item, size, views.get((group.group, item.index), ""), weights) for item in group.completions
+    )
     return (
         f'<section class="wb-group">'
         f'<div class="wb-group-head"><span class="wb-group-label">Prompt {position} of {count}</span>'
@@ -146,14 +162,18 @@ def render_empty_html(message: str = "No completions yet: the first group appear
     return f'{STYLE}<div class="wb-groups"><div class="wb-empty">{escape(message)}</div></div>'
 
 
-def render_groups_html(groups: Iterable[GroupView], title: str | None = None, token_views: Mapping | None = None,
-                       header: str = "", weights: Mapping | None = None) -> str:
+def render_groups_html(
+    groups: Iterable[GroupView],
+    title: str | None = None,
+    token_views: Mapping | None = None,
+    header: str = "",
+    weights: Mapping | None = None,
+) -> str:
     """All groups of a step as one HTML fragment (style included); `token_views` as for `render_group`, `header`
     HTML shown above the groups (the step's token summary), `weights` each reward's weight in the total."""
     groups = list(groups)
     if not groups:
         return render_empty_html()
     heading = title if title is not None else f"Step {groups[0].step}"
-    body = "".join(render_group(group, i, len(groups), token_views, weights)
-                   for i, group in enumerate(groups, start=1))
+    body = "".join(render_group(group, i, len(groups), token_views, weights) for i, group in enumerate(groups, start=1))
     return f'{STYLE}<div class="wb-groups"><div class="wb-step-title">{escape(heading)}</div>{header}{body}</div>'

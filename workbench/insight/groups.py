@@ -24,8 +24,9 @@ Pure standard library: importable without torch or gradio.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.insight.resumed import latest_round
@@ -44,9 +45,9 @@ MATCH_TOLERANCE = 2e-3
 
 SCALINGS = ("group", "batch", "none")
 SCALING_WORDS = {
-    "group": "scale_rewards=\"group\": (reward - group mean) / group std",
-    "batch": "scale_rewards=\"batch\": (reward - group mean) / std of the whole step's rewards",
-    "none": "scale_rewards=\"none\": reward - group mean, not divided by any std",
+    "group": 'scale_rewards="group": (reward - group mean) / group std',
+    "batch": 'scale_rewards="batch": (reward - group mean) / std of the whole step\'s rewards',
+    "none": 'scale_rewards="none": reward - group mean, not divided by any std',
 }
 
 
@@ -54,13 +55,13 @@ SCALING_WORDS = {
 class CompletionView:
     """One completion of a group, with the numbers behind its advantage."""
 
-    index: int                       # position in the group, 0-based
+    index: int  # position in the group, 0-based
     completion: str
     rewards: dict[str, float | None]  # each reward function's score
-    reward: float | None             # the weighted total (None: no function could score it)
-    advantage: float                 # the trainer's (recorded) advantage, or the recomputed one
+    reward: float | None  # the weighted total (None: no function could score it)
+    advantage: float  # the trainer's (recorded) advantage, or the recomputed one
     recomputed_advantage: float | None
-    arithmetic: str                  # e.g. "(0.82 - 0.61) / 0.19 = +1.10"
+    arithmetic: str  # e.g. "(0.82 - 0.61) / 0.19 = +1.10"
     length: int | None
     truncated: bool
     zero_advantage: bool
@@ -76,10 +77,10 @@ class GroupView:
     group: int
     prompt: str
     completions: list[CompletionView]
-    mean: float | None               # mean of the total rewards (None when none could be scored)
-    std: float | None                # Bessel-corrected std (None with fewer than 2 scored)
-    scaling: str                     # "group", "batch", "none" or "unknown"
-    expected_size: int               # G: the largest group of the step
+    mean: float | None  # mean of the total rewards (None when none could be scored)
+    std: float | None  # Bessel-corrected std (None with fewer than 2 scored)
+    scaling: str  # "group", "batch", "none" or "unknown"
+    expected_size: int  # G: the largest group of the step
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -103,8 +104,7 @@ class GroupView:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "complete": self.complete, "reward_names": self.reward_names,
-                "unscored": self.unscored}
+        return {**asdict(self), "complete": self.complete, "reward_names": self.reward_names, "unscored": self.unscored}
 
 
 # ---------------------------------------------------------------- small helpers
@@ -153,8 +153,7 @@ def _advantage(reward: float, mean: float, std: float | None, scaling: str) -> f
     return (reward - mean) / (std + STD_EPSILON)
 
 
-def _arithmetic(reward: float | None, mean: float | None, std: float | None, scaling: str,
-                shown: float) -> str:
+def _arithmetic(reward: float | None, mean: float | None, std: float | None, scaling: str, shown: float) -> str:
     """The teaching line: how this completion's advantage comes out of its group."""
     if reward is None or mean is None:
         return f"no reward function scored it, so its advantage is {format_signed(shown)}"
@@ -170,6 +169,7 @@ def _arithmetic(reward: float | None, mean: float | None, std: float | None, sca
 
 
 # ---------------------------------------------------------------- public API
+
 
 def available_steps(records: Iterable[Mapping]) -> list[int]:
     """The steps that have completions, ascending."""
@@ -196,8 +196,9 @@ def _infer_scaling(rows, group_stats, step_std) -> str:
     return "unknown"
 
 
-def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | None = None,
-                    num_generations: int | None = None) -> list[GroupView]:
+def groups_for_step(
+    records: Iterable[Mapping], step: int, scale_rewards: str | None = None, num_generations: int | None = None
+) -> list[GroupView]:
     """Each prompt of `step` with its completions, rewards, group stats and advantages.
 
     `scale_rewards` (TRL's field) says how the run scaled advantages; when not
@@ -231,17 +232,23 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
         divisor_std = step_std if scaling == "batch" else std
         notes = []
         if len(members) < expected_size:
-            notes.append(f"{len(members)} of {expected_size} completions recorded so far: the mean and std "
-                         f"are over these only, so they may differ from the trainer's.")
+            notes.append(
+                f"{len(members)} of {expected_size} completions recorded so far: the mean and std "
+                f"are over these only, so they may differ from the trainer's."
+            )
         if scaling == "unknown":
-            notes.append("The recorded advantages match none of TRL's scalings of (reward - group mean) "
-                         "(group std, step std, none); they are shown as the trainer recorded them "
-                         "(e.g. multi_objective_aggregation=\"normalize_then_sum\" scales each function first).")
+            notes.append(
+                "The recorded advantages match none of TRL's scalings of (reward - group mean) "
+                "(group std, step std, none); they are shown as the trainer recorded them "
+                '(e.g. multi_objective_aggregation="normalize_then_sum" scales each function first).'
+            )
         elif scaling != "group":
             notes.append(f"Advantages were scaled with {SCALING_WORDS[scaling]}.")
         if std is not None and std < ZERO_ADVANTAGE_TOLERANCE and len(members) > 1:
-            notes.append("Every completion got the same reward: all advantages are 0 and this prompt "
-                         "teaches the model nothing this step.")
+            notes.append(
+                "Every completion got the same reward: all advantages are 0 and this prompt "
+                "teaches the model nothing this step."
+            )
         views = []
         mismatch = False
         for index, record in enumerate(members):
@@ -252,29 +259,47 @@ def groups_for_step(records: Iterable[Mapping], step: int, scale_rewards: str | 
             recorded = finite_number(record.get("advantage"))
             # An unscorable completion gets advantage 0 in TRL (nan_to_num).
             shown = recorded if recorded is not None else (recomputed if recomputed is not None else 0.0)
-            if recorded is not None and recomputed is not None and \
-                    abs(recorded - recomputed) > MATCH_TOLERANCE * max(1.0, abs(recorded)):
+            if (
+                recorded is not None
+                and recomputed is not None
+                and abs(recorded - recomputed) > MATCH_TOLERANCE * max(1.0, abs(recorded))
+            ):
                 mismatch = True
             length = finite_number(record.get("length"))
-            views.append(CompletionView(
-                index=index,
-                completion=transcript_text(record.get("completion")),
-                rewards={name: finite_number(score) for name, score in (record.get("rewards") or {}).items()},
-                reward=total,
-                advantage=shown,
-                recomputed_advantage=recomputed,
-                arithmetic=(_arithmetic(total, mean, divisor_std, scaling, shown) if scaling != "unknown"
-                            else f"recorded advantage {format_signed(shown)}"),
-                length=int(length) if length is not None else None,
-                truncated=bool(record.get("truncated", False)),
-                zero_advantage=abs(shown) < ZERO_ADVANTAGE_TOLERANCE,
-                reward_errors=_reward_errors(record),
-            ))
+            views.append(
+                CompletionView(
+                    index=index,
+                    completion=transcript_text(record.get("completion")),
+                    rewards={name: finite_number(score) for name, score in (record.get("rewards") or {}).items()},
+                    reward=total,
+                    advantage=shown,
+                    recomputed_advantage=recomputed,
+                    arithmetic=(
+                        _arithmetic(total, mean, divisor_std, scaling, shown)
+                        if scaling != "unknown"
+                        else f"recorded advantage {format_signed(shown)}"
+                    ),
+                    length=int(length) if length is not None else None,
+                    truncated=bool(record.get("truncated", False)),
+                    zero_advantage=abs(shown) < ZERO_ADVANTAGE_TOLERANCE,
+                    reward_errors=_reward_errors(record),
+                )
+            )
         if mismatch and len(members) >= expected_size:
             notes.append("Some recorded advantages differ from this recomputation; the recorded ones are shown.")
-        groups.append(GroupView(step=int(step), group=int(finite_number(key) or 0),
-                                prompt=transcript_text(members[0].get("prompt")), completions=views, mean=mean, std=std,
-                                scaling=scaling, expected_size=expected_size, notes=notes))
+        groups.append(
+            GroupView(
+                step=int(step),
+                group=int(finite_number(key) or 0),
+                prompt=transcript_text(members[0].get("prompt")),
+                completions=views,
+                mean=mean,
+                std=std,
+                scaling=scaling,
+                expected_size=expected_size,
+                notes=notes,
+            )
+        )
     return groups
 
 

@@ -32,15 +32,16 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from collections.abc import Sequence
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
+
 from workbench.errors import WorkbenchError
 from workbench.spec.config import RunConfig
-from workbench.spec.reward_choice import correctness_reward_for, shaping_rewards_for
 from workbench.spec.numbers import finite_number
+from workbench.spec.reward_choice import correctness_reward_for, shaping_rewards_for
 
 LEVELS = ("error", "warning", "info")  # most serious first
 
@@ -93,17 +94,18 @@ TRAIN_REWARD_RISE = 0.05
 
 @dataclass(frozen=True)
 class Alarm:
-    level: str    # "error", "warning" or "info"
-    title: str    # a few words, for a badge or a heading
+    level: str  # "error", "warning" or "info"
+    title: str  # a few words, for a badge or a heading
     message: str  # what happens, why it matters, what to change
     step: int | None  # the step it refers to (the latest one for trends)
-    kind: str = ""    # a stable name: no_signal, loss_zero, kl_spike, clipped, length_collapse, reward_failures
+    kind: str = ""  # a stable name: no_signal, loss_zero, kl_spike, clipped, length_collapse, reward_failures
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 # ---------------------------------------------------------------- reading inputs
+
 
 def _setting(config: Any, name: str, default: Any = None) -> Any:
     """A field of the config, whether it is a dict, a RunConfig or missing."""
@@ -183,6 +185,7 @@ def _percent(value: float) -> str:
 
 # ---------------------------------------------------------------- the checks
 
+
 def check_no_signal(metrics, config=None) -> list[Alarm]:
     recent = _recent(metric_series(metrics, "frac_reward_zero_std"))
     if recent is None:
@@ -193,15 +196,19 @@ def check_no_signal(metrics, config=None) -> list[Alarm]:
     g = _setting(config, "num_generations")
     g_words = f"all {int(g)} completions" if g else "all completions"
     level = "error" if all(v >= 0.999 for _, v in recent) else "warning"
-    return [Alarm(
-        level, "No learning signal",
-        f"Over the last {len(recent)} steps, {_percent(share)} of the prompts gave {g_words} the same reward. "
-        f"GRPO learns from differences inside a group: equal rewards make every advantage 0, so those prompts "
-        f"move nothing. Make the group disagree: raise temperature (more varied answers), raise "
-        f"num_generations, use a reward that gives partial credit instead of pass/fail, or use prompts that "
-        f"are neither always solved nor never solved.",
-        recent[-1][0], "no_signal",
-    )]
+    return [
+        Alarm(
+            level,
+            "No learning signal",
+            f"Over the last {len(recent)} steps, {_percent(share)} of the prompts gave {g_words} the same reward. "
+            f"GRPO learns from differences inside a group: equal rewards make every advantage 0, so those prompts "
+            f"move nothing. Make the group disagree: raise temperature (more varied answers), raise "
+            f"num_generations, use a reward that gives partial credit instead of pass/fail, or use prompts that "
+            f"are neither always solved nor never solved.",
+            recent[-1][0],
+            "no_signal",
+        )
+    ]
 
 
 def check_loss_near_zero(metrics, config=None) -> list[Alarm]:
@@ -215,26 +222,35 @@ def check_loss_near_zero(metrics, config=None) -> list[Alarm]:
     loss_type = _setting(config, "loss_type")
     zero_share = _recent(metric_series(metrics, "frac_reward_zero_std"))
     if zero_share and statistics.fmean(v for _, v in zero_share) >= NO_SIGNAL_FRACTION:
-        why = ("Here it is because the groups gave equal rewards, so every advantage is 0: see "
-               "'No learning signal'.")
+        why = "Here it is because the groups gave equal rewards, so every advantage is 0: see 'No learning signal'."
     elif beta == 0 and iterations in (1, None) and loss_type == "grpo":
-        why = ("That is expected here: with beta = 0 and num_iterations = 1 the policy ratio is exactly 1, so "
-               "the `grpo` loss is -mean(advantage), and advantages sum to zero in each group. The gradient is "
-               "not zero: each completion's log-probability is still pushed by its own advantage.")
+        why = (
+            "That is expected here: with beta = 0 and num_iterations = 1 the policy ratio is exactly 1, so "
+            "the `grpo` loss is -mean(advantage), and advantages sum to zero in each group. The gradient is "
+            "not zero: each completion's log-probability is still pushed by its own advantage."
+        )
     elif loss_type not in (None, "grpo"):
-        why = (f"With loss_type \"{loss_type}\" each token is weighted alike, so the loss is ~0 when the "
-               f"completions of a group have similar lengths (and beta is small): their advantages, which sum "
-               f"to zero, then cancel token for token.")
+        why = (
+            f'With loss_type "{loss_type}" each token is weighted alike, so the loss is ~0 when the '
+            f"completions of a group have similar lengths (and beta is small): their advantages, which sum "
+            f"to zero, then cancel token for token."
+        )
     else:
-        why = ("With beta = 0 and num_iterations = 1 this is expected for loss_type \"grpo\" (the loss is "
-               "-mean(advantage), which is ~0 by construction); the token-weighted types (dapo, bnpo, "
-               "dr_grpo) are ~0 only when the completions have similar lengths.")
-    return [Alarm(
-        "info", "Loss near zero is not a stall",
-        f"The loss has been within ±{LOSS_NEAR_ZERO:g} for the last {len(recent)} steps. In GRPO the loss "
-        f"value does not measure progress. {why} Watch the reward curve instead.",
-        recent[-1][0], "loss_zero",
-    )]
+        why = (
+            'With beta = 0 and num_iterations = 1 this is expected for loss_type "grpo" (the loss is '
+            "-mean(advantage), which is ~0 by construction); the token-weighted types (dapo, bnpo, "
+            "dr_grpo) are ~0 only when the completions have similar lengths."
+        )
+    return [
+        Alarm(
+            "info",
+            "Loss near zero is not a stall",
+            f"The loss has been within ±{LOSS_NEAR_ZERO:g} for the last {len(recent)} steps. In GRPO the loss "
+            f"value does not measure progress. {why} Watch the reward curve instead.",
+            recent[-1][0],
+            "loss_zero",
+        )
+    ]
 
 
 def _latest_kl_spike(series: list[tuple[int, float]]) -> tuple[int, float, float, float] | None:
@@ -252,8 +268,11 @@ def _latest_kl_spike(series: list[tuple[int, float]]) -> tuple[int, float, float
         return None
     # the baseline of point i: the median of the (up to) KL_BASELINE_WINDOW points before it
     early = [statistics.median(values[:i].tolist()) for i in range(1, min(count, KL_BASELINE_WINDOW))]
-    later = np.median(np.lib.stride_tricks.sliding_window_view(values[:-1], KL_BASELINE_WINDOW), axis=1) \
-        if count > KL_BASELINE_WINDOW else np.empty(0)
+    later = (
+        np.median(np.lib.stride_tricks.sliding_window_view(values[:-1], KL_BASELINE_WINDOW), axis=1)
+        if count > KL_BASELINE_WINDOW
+        else np.empty(0)
+    )
     baselines = np.concatenate([np.array(early, dtype="float64"), later])  # baselines[i - 1] is point i's
     threshold = np.maximum(KL_SPIKE_FLOOR, KL_SPIKE_FACTOR * np.maximum(baselines[:-1], 1e-12))
     # point i (1 .. count - 2) and point i + 1 both above point i's threshold
@@ -271,15 +290,19 @@ def check_kl_spike(metrics, config=None) -> list[Alarm]:
     step, value, baseline, after = latest
     ratio = value / baseline if baseline > 0 else math.inf
     times = f"{ratio:.0f}x" if math.isfinite(ratio) else "up from zero"
-    return [Alarm(
-        "warning", "KL spike",
-        f"At step {step} the KL to the base model jumped to {value:.3g} from a median of {baseline:.3g} over "
-        f"the steps before ({times}), and it was still {after:.3g} at the next step. The policy moved far from "
-        f"the base model at once: often a learning rate too high for LoRA, or the model finding a shortcut the "
-        f"reward pays for. Read that step's completions; lower learning_rate or raise beta to hold the policy "
-        f"closer.",
-        step, "kl_spike",
-    )]
+    return [
+        Alarm(
+            "warning",
+            "KL spike",
+            f"At step {step} the KL to the base model jumped to {value:.3g} from a median of {baseline:.3g} over "
+            f"the steps before ({times}), and it was still {after:.3g} at the next step. The policy moved far from "
+            f"the base model at once: often a learning rate too high for LoRA, or the model finding a shortcut the "
+            f"reward pays for. Read that step's completions; lower learning_rate or raise beta to hold the policy "
+            f"closer.",
+            step,
+            "kl_spike",
+        )
+    ]
 
 
 def check_clipped(metrics, config=None) -> list[Alarm]:
@@ -291,13 +314,17 @@ def check_clipped(metrics, config=None) -> list[Alarm]:
         return []
     limit = _setting(config, "max_completion_length")
     limit_words = f"max_completion_length ({int(limit)} tokens)" if limit else "max_completion_length"
-    return [Alarm(
-        "warning", "Completions hit the length limit",
-        f"Over the last {len(recent)} steps, {_percent(share)} of the completions were cut at {limit_words}. "
-        f"The rewards then judge unfinished answers, and a reward that needs the end of the answer (a final "
-        f"number, a closing tag) cannot be earned. Raise max_completion_length, or reward shorter answers.",
-        recent[-1][0], "clipped",
-    )]
+    return [
+        Alarm(
+            "warning",
+            "Completions hit the length limit",
+            f"Over the last {len(recent)} steps, {_percent(share)} of the completions were cut at {limit_words}. "
+            f"The rewards then judge unfinished answers, and a reward that needs the end of the answer (a final "
+            f"number, a closing tag) cannot be earned. Raise max_completion_length, or reward shorter answers.",
+            recent[-1][0],
+            "clipped",
+        )
+    ]
 
 
 def check_length_collapse(metrics, config=None) -> list[Alarm]:
@@ -309,14 +336,18 @@ def check_length_collapse(metrics, config=None) -> list[Alarm]:
     now = statistics.fmean(v for _, v in recent)
     if now > LENGTH_COLLAPSE_TOKENS or now > LENGTH_COLLAPSE_RATIO * start:
         return []
-    return [Alarm(
-        "warning", "Completions collapsed to almost nothing",
-        f"Completions average {now:.1f} tokens over the last {len(recent)} steps, down from {start:.1f} at the "
-        f"start. The model has learned that (almost) empty answers score well: a brevity or length reward with "
-        f"nothing that pays for a correct answer. Add a correctness or format reward, weight brevity less, or "
-        f"give empty answers a low score.",
-        recent[-1][0], "length_collapse",
-    )]
+    return [
+        Alarm(
+            "warning",
+            "Completions collapsed to almost nothing",
+            f"Completions average {now:.1f} tokens over the last {len(recent)} steps, down from {start:.1f} at the "
+            f"start. The model has learned that (almost) empty answers score well: a brevity or length reward with "
+            f"nothing that pays for a correct answer. Add a correctness or format reward, weight brevity less, or "
+            f"give empty answers a low score.",
+            recent[-1][0],
+            "length_collapse",
+        )
+    ]
 
 
 # rewards/<function>/failed: the share of a step's completions the function raised on (reward_errors=record).
@@ -335,18 +366,22 @@ def check_reward_failures(metrics, config=None) -> list[Alarm]:
         failing = [(step, value) for step, value in metric_series(metrics, name) if value > 0]
         if not failing:
             continue
-        function = name[len(FAILED_PREFIX):-len(FAILED_SUFFIX)]
+        function = name[len(FAILED_PREFIX) : -len(FAILED_SUFFIX)]
         step, share = failing[-1]
         score = _setting(config, "reward_failure_score", 0.0)
-        alarms.append(Alarm(
-            "warning", f"{function} could not score some completions",
-            f"The reward function {function} raised on {_percent(share)} of the completions at step {step} "
-            f"({len(failing)} step(s) with failures so far). Those completions got reward_failure_score "
-            f"({score}) instead of a real reward, which teaches the model about the failure, not the task. Each "
-            f"error is in completions.jsonl (`reward_errors`) and on the completion's card: fix what the function "
-            f"cannot read, or make it return None for it.",
-            step, "reward_failures",
-        ))
+        alarms.append(
+            Alarm(
+                "warning",
+                f"{function} could not score some completions",
+                f"The reward function {function} raised on {_percent(share)} of the completions at step {step} "
+                f"({len(failing)} step(s) with failures so far). Those completions got reward_failure_score "
+                f"({score}) instead of a real reward, which teaches the model about the failure, not the task. Each "
+                f"error is in completions.jsonl (`reward_errors`) and on the completion's card: fix what the function "
+                f"cannot read, or make it return None for it.",
+                step,
+                "reward_failures",
+            )
+        )
     return alarms
 
 
@@ -389,16 +424,20 @@ def check_easy_reward(metrics, config=None) -> list[Alarm]:
         start, now = _window_mean(series, first=True), _window_mean(series)
         if now < SHAPING_SATURATED or now - start < SHAPING_RISE:
             continue
-        alarms.append(Alarm(
-            "warning", f"Learned {name}, not the answers",
-            f"{name} rose from {start:.2f} to {now:.2f} (near full marks) while {correct}, the reward for a right "
-            f"answer, stayed at {_window_mean(right):.2f} (it moved {right_move:+.2f}). The model learned the easy "
-            f"reward: it writes the expected form without getting the answer right, and the total reward keeps "
-            f"rising without the model getting better. Weight {name} less (reward_weights) or drop it now that it "
-            f"is learned, check that {correct} can be earned at all (the signal check), or use an easier task "
-            f"or a larger model.",
-            series[-1][0], "easy_reward",
-        ))
+        alarms.append(
+            Alarm(
+                "warning",
+                f"Learned {name}, not the answers",
+                f"{name} rose from {start:.2f} to {now:.2f} (near full marks) while {correct}, the reward for a right "
+                f"answer, stayed at {_window_mean(right):.2f} (it moved {right_move:+.2f}). The model learned the easy "
+                f"reward: it writes the expected form without getting the answer right, and the total reward keeps "
+                f"rising without the model getting better. Weight {name} less (reward_weights) or drop it now that it "
+                f"is learned, check that {correct} can be earned at all (the signal check), or use an easier task "
+                f"or a larger model.",
+                series[-1][0],
+                "easy_reward",
+            )
+        )
     return alarms
 
 
@@ -418,21 +457,32 @@ def check_held_out_falls(metrics, evals: list[Mapping]) -> list[Alarm]:
     now = _window_mean(reward, latest["step"])
     if at_best is None or now is None or now - at_best < TRAIN_REWARD_RISE:
         return []
-    return [Alarm(
-        "warning", "Held-out accuracy falls as the reward rises",
-        f"Held-out accuracy fell from {best['accuracy']:.0%} at step {best['step']} to {latest['accuracy']:.0%} "
-        f"at step {latest['step']} ({n} prompts), while the training reward rose from {at_best:.3g} to "
-        f"{now:.3g}. The model is getting better at its training prompts or at the reward itself, not at the "
-        f"task: overfitting (too few training prompts, too many epochs or iterations) or reward hacking (a "
-        f"reward that pays for something besides a right answer). Read the changed answers under the held-out "
-        f"curve. The saved checkpoint with the best held-out accuracy is kept (the Runs tab marks it). Train on "
-        f"more prompts, lower learning_rate, raise beta, or fix the reward.",
-        latest["step"], "held_out_falls",
-    )]
+    return [
+        Alarm(
+            "warning",
+            "Held-out accuracy falls as the reward rises",
+            f"Held-out accuracy fell from {best['accuracy']:.0%} at step {best['step']} to {latest['accuracy']:.0%} "
+            f"at step {latest['step']} ({n} prompts), while the training reward rose from {at_best:.3g} to "
+            f"{now:.3g}. The model is getting better at its training prompts or at the reward itself, not at the "
+            f"task: overfitting (too few training prompts, too many epochs or iterations) or reward hacking (a "
+            f"reward that pays for something besides a right answer). Read the changed answers under the held-out "
+            f"curve. The saved checkpoint with the best held-out accuracy is kept (the Runs tab marks it). Train on "
+            f"more prompts, lower learning_rate, raise beta, or fix the reward.",
+            latest["step"],
+            "held_out_falls",
+        )
+    ]
 
 
-CHECKS = (check_no_signal, check_loss_near_zero, check_kl_spike, check_clipped, check_length_collapse,
-          check_reward_failures, check_easy_reward)
+CHECKS = (
+    check_no_signal,
+    check_loss_near_zero,
+    check_kl_spike,
+    check_clipped,
+    check_length_collapse,
+    check_reward_failures,
+    check_easy_reward,
+)
 
 
 def check_health(metrics: Iterable[Mapping], config: Any = None, evals: Iterable[Mapping] = ()) -> list[Alarm]:

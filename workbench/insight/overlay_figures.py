@@ -8,13 +8,23 @@ pure functions of the records, like those.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.insight.figures import (MISSING_NOTES, PALETTE, Drawing, add_fraction_axis, add_line,
-                                       check_smoothing, frame_of, has_metric, metric_steps, note_figure)
+from workbench.insight.figures import (
+    MISSING_NOTES,
+    PALETTE,
+    Drawing,
+    add_fraction_axis,
+    add_line,
+    check_smoothing,
+    frame_of,
+    has_metric,
+    metric_steps,
+    note_figure,
+)
 
 
 def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: float = 0.0) -> go.Figure:
@@ -41,8 +51,10 @@ def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: 
 
 
 HELD_OUT_TITLE = "Held-out accuracy (right) beside the training reward"
-NO_EVAL_NOTE = ("This run evaluates no held-out prompts. Train with eval_strategy=steps (and eval_steps, eval_size) "
-                "to see whether a rising reward means right answers on prompts it never trained on.")
+NO_EVAL_NOTE = (
+    "This run evaluates no held-out prompts. Train with eval_strategy=steps (and eval_steps, eval_size) "
+    "to see whether a rising reward means right answers on prompts it never trained on."
+)
 EVAL_WAITING_NOTE = "No evaluation yet: the first, of the base model at step 0, lands before the first update."
 
 
@@ -59,11 +71,21 @@ def held_out_figure(eval_records: list[Mapping], records, smoothing: float = 0.0
     if has_metric(frame, "reward"):
         add_line(drawing, *metric_steps(frame, "reward"), "training reward", PALETTE[0], smoothing)
     steps = [record["step"] for record in eval_records]
-    for key, name, colour, dash in (("accuracy", "held-out accuracy", PALETTE[2], None),
-                                    ("pass_at_k", f"pass@{eval_records[-1].get('k')}", PALETTE[3], "dot")):
+    for key, name, colour, dash in (
+        ("accuracy", "held-out accuracy", PALETTE[2], None),
+        ("pass_at_k", f"pass@{eval_records[-1].get('k')}", PALETTE[3], "dot"),
+    ):
         values = [record.get(key) for record in eval_records]
         if any(value is not None for value in values):
-            add_line(drawing, steps, [math.nan if v is None else v for v in values], f"{name} (right)", colour, 0.0,
-                     dash=dash, yaxis="y2")
+            add_line(
+                drawing,
+                steps,
+                [math.nan if v is None else v for v in values],
+                f"{name} (right)",
+                colour,
+                0.0,
+                dash=dash,
+                yaxis="y2",
+            )
     add_fraction_axis(drawing, "share of held-out prompts")
     return drawing.figure()

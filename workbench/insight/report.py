@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
@@ -60,21 +61,38 @@ from workbench.insight.tokens import step_summary
 from workbench.spec.chat import transcript_text
 from workbench.spec.config import FIELD_HELP, RunConfig
 from workbench.spec.config_checks import plan_for
-from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.heldout import eval_problem
+from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
 from workbench.spec.run_status import RunStatus
-from workbench.spec.token_records import token_problem
 from workbench.spec.tasks import TASKS
+from workbench.spec.token_records import token_problem
 
 # The curves of the report, as named in figures.FIGURE_BUILDERS, in reading order.
 CURVES = ("reward", "reward_std", "kl", "loss", "completion_length")
 # The settings the report lists first (the rest sit in a folded table), in reading order.
 KEY_SETTINGS = (
-    "model", "task", "dataset_path", "reward_names", "reward_weights", "learning_rate", "beta", "loss_type",
-    "scale_rewards", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "num_processes", "max_completion_length", "temperature", "num_iterations", "max_steps", "lora_r",
-    "lora_alpha", "generation", "seed",
+    "model",
+    "task",
+    "dataset_path",
+    "reward_names",
+    "reward_weights",
+    "learning_rate",
+    "beta",
+    "loss_type",
+    "scale_rewards",
+    "num_generations",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_processes",
+    "max_completion_length",
+    "temperature",
+    "num_iterations",
+    "max_steps",
+    "lora_r",
+    "lora_alpha",
+    "generation",
+    "seed",
 )
 # A step with more prompts than this shows its first ones only: a report is read, not searched.
 MAX_GROUPS_PER_STEP = 3
@@ -88,15 +106,15 @@ TEMPLATE = "report.html.j2"
 class RunContents:
     """What a report is made of: a run folder's files, already read (`runfolder.read_run`)."""
 
-    name: str                     # the run's id: its folder's name
-    config: dict                  # config.json
-    status: RunStatus             # status.json (a dict of it is read as one)
-    metrics: list[dict]           # metrics.jsonl, as written
-    completions: list[dict]       # completions.jsonl, as written
+    name: str  # the run's id: its folder's name
+    config: dict  # config.json
+    status: RunStatus  # status.json (a dict of it is read as one)
+    metrics: list[dict]  # metrics.jsonl, as written
+    completions: list[dict]  # completions.jsonl, as written
     comparisons: list = field(default_factory=list)  # probes.Comparison: label, max_new_tokens, prompts, base, trained
     evals: list = field(default_factory=list)  # eval.jsonl, as written (empty: the run evaluated no held-out prompts)
     checkpoint_steps: list = field(default_factory=list)  # the steps of the checkpoints on disk
-    folder: str = ""              # where the run folder lies, named in the footer
+    folder: str = ""  # where the run folder lies, named in the footer
     skipped: dict = field(default_factory=dict)  # lines of each file the reader could not read: {name: Skipped}
     last_tokens: list = field(default_factory=list)  # tokens.jsonl's records of the last recorded step
 
@@ -105,6 +123,7 @@ class RunContents:
 
 
 # ---------------------------------------------------------------- small helpers
+
 
 def _text(value: Any) -> str:
     """A setting or a fact as text: lists joined, empty values said."""
@@ -132,6 +151,7 @@ def _json(value: Any) -> Markup:
 
 
 # ---------------------------------------------------------------- the run at a glance
+
 
 def _steps_text(status: RunStatus, metrics: list[dict]) -> str:
     step, total = status.step, status.total_steps
@@ -163,11 +183,15 @@ def _facts(run: RunContents, metrics: list[dict]) -> list[tuple[str, str]]:
 def _outcome_words(run: RunContents, metrics: list[dict]) -> str:
     """What the run did to the reward, and whether it is still going."""
     parts = []
-    rewards = [(r.get("step"), finite_number(r.get("reward"))) for r in metrics if finite_number(r.get("reward")) is not None]
+    rewards = [
+        (r.get("step"), finite_number(r.get("reward"))) for r in metrics if finite_number(r.get("reward")) is not None
+    ]
     if len(rewards) >= 2:
         (first_step, first), (last_step, last) = rewards[0], rewards[-1]
-        parts.append(f"The mean reward went from {format_number(first)} at step {first_step} to "
-                     f"{format_number(last)} at step {last_step} ({format_signed(last - first)}).")
+        parts.append(
+            f"The mean reward went from {format_number(first)} at step {first_step} to "
+            f"{format_number(last)} at step {last_step} ({format_signed(last - first)})."
+        )
     elif rewards:
         parts.append(f"One step logged a reward: {format_number(rewards[0][1])} at step {rewards[0][0]}.")
     else:
@@ -189,11 +213,13 @@ def _summary(run: RunContents, metrics: list[dict], plan, plan_problem: str) -> 
         "design": _settings_words(run.config) if run.config else "",
         "plan": _plan_words(plan, plan_problem),
         "error": "\n".join(str(error.get(key)) for key in ("hint", "type", "message") if error.get(key))
-        if failed else None,
+        if failed
+        else None,
     }
 
 
 # ---------------------------------------------------------------- settings and batch plan
+
 
 def _reward_words(config: Mapping) -> str:
     """The reward functions and their weights, the task's own when the config names none."""
@@ -205,8 +231,10 @@ def _reward_words(config: Mapping) -> str:
     if not names:
         return "the task's own reward functions"
     if len(weights) == len(names):
-        return ", ".join(f"{name} (weight {weight:g})" if isinstance(weight, (int, float)) else str(name)
-                         for name, weight in zip(names, weights))
+        return ", ".join(
+            f"{name} (weight {weight:g})" if isinstance(weight, (int, float)) else str(name)
+            for name, weight in zip(names, weights)
+        )
     return ", ".join(str(name) for name in names)
 
 
@@ -215,7 +243,11 @@ def _settings_words(config: Mapping) -> str:
     data = config.get("dataset_name") or config.get("dataset_path")
     source = f"the data {data}" if data else f"the task {config.get('task') or 'unknown'}"
     beta = finite_number(config.get("beta"))
-    kl = "no KL penalty (beta = 0)" if beta == 0 else f"a KL penalty of beta = {config.get('beta')} towards the base model"
+    kl = (
+        "no KL penalty (beta = 0)"
+        if beta == 0
+        else f"a KL penalty of beta = {config.get('beta')} towards the base model"
+    )
     return (
         f"The model {config.get('model') or '(unnamed)'} was trained with a LoRA adapter (rank {config.get('lora_r')}, "
         f"alpha {config.get('lora_alpha')}) on {source}. For each prompt it wrote "
@@ -234,8 +266,10 @@ def _settings(config: Mapping) -> dict | None:
     def rows(names: Iterable[str]) -> list[tuple[str, str, str]]:
         return [(name, _text(config.get(name)), FIELD_HELP.get(name, "")) for name in names]
 
-    return {"key": rows(name for name in KEY_SETTINGS if name in config),
-            "rest": rows(name for name in config if name not in KEY_SETTINGS)}
+    return {
+        "key": rows(name for name in KEY_SETTINGS if name in config),
+        "rest": rows(name for name in config if name not in KEY_SETTINGS),
+    }
 
 
 def _plan_of(config: Mapping):
@@ -253,12 +287,15 @@ def _plan_words(plan, problem: str) -> str:
         return f"The batch plan cannot be counted from this config.json: {problem}"
     if not plan.valid:
         return "TRL 1.16's GRPOConfig would refuse these batch settings today (see the batch plan below)."
-    return (f"Each generation round sampled {_plural(plan.prompts_per_generation, 'prompt')} x G = "
-            f"{plan.inputs['num_generations']} completions, and each optimizer step trained on "
-            f"{_plural(plan.completions_per_step, 'completion')} ({_plural(plan.prompts_per_step, 'prompt group')}).")
+    return (
+        f"Each generation round sampled {_plural(plan.prompts_per_generation, 'prompt')} x G = "
+        f"{plan.inputs['num_generations']} completions, and each optimizer step trained on "
+        f"{_plural(plan.completions_per_step, 'completion')} ({_plural(plan.prompts_per_step, 'prompt group')})."
+    )
 
 
 # ---------------------------------------------------------------- curves and health
+
 
 def _figures(metrics: list[dict]) -> list[dict]:
     """Each curve's div id and its figure as JSON (plotly writes `<` in its JSON as `\\u003c`)."""
@@ -282,17 +319,26 @@ def _held_out(evals: list[dict], metrics: list[dict], checkpoint_steps: list[int
     first, last = evals[0], evals[-1]
     words = [f"{last.get('n')} held-out prompts, answered greedily at {_plural(len(evals), 'evaluation')}."]
     if first is not last:
-        words.append(f"Accuracy went from {_share(first.get('accuracy'))} at step {first['step']} to "
-                     f"{_share(last.get('accuracy'))} at step {last['step']}.")
+        words.append(
+            f"Accuracy went from {_share(first.get('accuracy'))} at step {first['step']} to "
+            f"{_share(last.get('accuracy'))} at step {last['step']}."
+        )
     else:
         words.append(f"Accuracy {_share(last.get('accuracy'))} at step {last['step']}.")
     best = eval_results.best_checkpoint(evals, checkpoint_steps)
     if best is not None:
-        words.append(f"The best evaluated checkpoint is checkpoint-{best['step']} ({_share(best.get('accuracy'))}), "
-                     f"kept whatever save_total_limit prunes: export it or compare it.")
-    return {"words": " ".join(words), "div_id": "wb-figure-held-out",
-            "json": Markup(overlay_figures.held_out_figure(evals, metrics).to_json()),
-            "changed": eval_results.changed_answers(evals), "first_step": first["step"], "last_step": last["step"]}
+        words.append(
+            f"The best evaluated checkpoint is checkpoint-{best['step']} ({_share(best.get('accuracy'))}), "
+            f"kept whatever save_total_limit prunes: export it or compare it."
+        )
+    return {
+        "words": " ".join(words),
+        "div_id": "wb-figure-held-out",
+        "json": Markup(overlay_figures.held_out_figure(evals, metrics).to_json()),
+        "changed": eval_results.changed_answers(evals),
+        "first_step": first["step"],
+        "last_step": last["step"],
+    }
 
 
 def _share(value: Any) -> str:
@@ -300,6 +346,7 @@ def _share(value: Any) -> str:
 
 
 # ---------------------------------------------------------------- completion groups
+
 
 def rounds_by_step(records: list[Mapping]) -> dict[int, list[Mapping]]:
     """Each step's records from its last unbroken stretch of the file, in the order written.
@@ -335,8 +382,11 @@ def best_and_worst(all_groups: Iterable[GroupView]) -> tuple[GroupView | None, G
 
 def _picked_steps(steps: list[int]) -> dict[int, list[str]]:
     """The first, middle and last step, each with its roles ({1: ["first", "last"]} for a one-step run)."""
-    picks = [("first", steps[0])] + ([("middle", steps[len(steps) // 2])] if len(steps) >= 3 else []) + \
-        [("last", steps[-1])]
+    picks = (
+        [("first", steps[0])]
+        + ([("middle", steps[len(steps) // 2])] if len(steps) >= 3 else [])
+        + [("last", steps[-1])]
+    )
     roles: dict[int, list[str]] = {}
     for role, step in picks:
         roles.setdefault(step, []).append(role)
@@ -364,23 +414,34 @@ def _groups(completions: list[dict], config: Mapping) -> dict | None:
     for step, roles in _picked_steps(steps).items():
         groups = by_step[step]
         shown = groups[:MAX_GROUPS_PER_STEP]
-        note = (f"The first {len(shown)} of the step's {len(groups)} prompts." if len(groups) > len(shown) else "")
+        note = f"The first {len(shown)} of the step's {len(groups)} prompts." if len(groups) > len(shown) else ""
         blocks.append(_groups_block(f"{' and '.join(roles).capitalize()} step: step {step}", shown, len(groups), note))
     all_groups = [group for groups in by_step.values() for group in groups]
     best, worst = best_and_worst(all_groups)
     if best is None:
         return {"steps": blocks, "best_and_worst": None}
     whole = sum(1 for g in all_groups if g.complete and g.mean is not None)
-    rule = (f"Best and worst: the groups with the highest and the lowest mean total reward among the "
-            f"run's {_plural(whole, 'whole group')} over {_plural(len(steps), 'step')} (the earliest one "
-            f"when several tie).")
+    rule = (
+        f"Best and worst: the groups with the highest and the lowest mean total reward among the "
+        f"run's {_plural(whole, 'whole group')} over {_plural(len(steps), 'step')} (the earliest one "
+        f"when several tie)."
+    )
     tie = best is worst or best.mean == worst.mean
     if tie:
-        extremes = [_groups_block(f"Best and worst group: step {best.step}, mean {format_number(best.mean)}",
-                                  [best], len(by_step[best.step]))]
+        extremes = [
+            _groups_block(
+                f"Best and worst group: step {best.step}, mean {format_number(best.mean)}",
+                [best],
+                len(by_step[best.step]),
+            )
+        ]
     else:
-        extremes = [_groups_block(f"{label} group: step {group.step}, mean {format_number(group.mean)}",
-                                  [group], len(by_step[group.step])) for label, group in (("Best", best), ("Worst", worst))]
+        extremes = [
+            _groups_block(
+                f"{label} group: step {group.step}, mean {format_number(group.mean)}", [group], len(by_step[group.step])
+            )
+            for label, group in (("Best", best), ("Worst", worst))
+        ]
     return {"steps": blocks, "best_and_worst": {"rule": rule, "tie": tie, "blocks": extremes}}
 
 
@@ -392,21 +453,36 @@ def _tokens(records: list[Mapping]) -> dict | None:
     picked = [max(records, key=lambda r: r["advantage"]), min(records, key=lambda r: r["advantage"])]
     scale = Scale.of(records)
     channel = "kl" if picked[0].get("kl") else "logprob"
-    views = [{"title": f"{label}: completion #{r['index'] + 1} of step {r['round']}, advantage {format_signed(r['advantage'])}",
-              "html": Markup(token_view_html(r, scale, channel, page="report", opened=True))}
-             for label, r in zip(("Highest advantage", "Lowest advantage"), picked[: 1 if picked[0] is picked[1] else 2])]
-    return {"step": records[0]["step"], "style_html": Markup(TOKEN_STYLE),
-            "summary_html": Markup(summary_html(step_summary(records), records[0]["step"])), "views": views}
+    views = [
+        {
+            "title": f"{label}: completion #{r['index'] + 1} of step {r['round']}, advantage {format_signed(r['advantage'])}",
+            "html": Markup(token_view_html(r, scale, channel, page="report", opened=True)),
+        }
+        for label, r in zip(("Highest advantage", "Lowest advantage"), picked[: 1 if picked[0] is picked[1] else 2])
+    ]
+    return {
+        "step": records[0]["step"],
+        "style_html": Markup(TOKEN_STYLE),
+        "summary_html": Markup(summary_html(step_summary(records), records[0]["step"])),
+        "views": views,
+    }
 
 
 # ---------------------------------------------------------------- base vs trained
 
+
 def _comparisons(comparisons: list) -> list[dict]:
     """Each checkpoint's answers beside the base model's: its label and (prompt, base, trained) rows."""
-    return [{"label": comparison.label,
-             "rows": [(transcript_text(prompt), base, trained) for prompt, base, trained
-                      in zip(comparison.prompts, comparison.base, comparison.trained)]}
-            for comparison in comparisons]
+    return [
+        {
+            "label": comparison.label,
+            "rows": [
+                (transcript_text(prompt), base, trained)
+                for prompt, base, trained in zip(comparison.prompts, comparison.base, comparison.trained)
+            ],
+        }
+        for comparison in comparisons
+    ]
 
 
 def _probe_tokens(comparisons: list) -> int | None:
@@ -417,9 +493,16 @@ def _probe_tokens(comparisons: list) -> int | None:
 
 # ---------------------------------------------------------------- the page
 
-SECTIONS = (("summary", "Summary"), ("curves", "Curves"), ("held-out", "Held-out evaluation"), ("health", "Health notes"),
-            ("groups", "Completion groups"),
-            ("probes", "Base vs trained"), ("settings", "Settings"), ("plan", "Batch plan"))
+SECTIONS = (
+    ("summary", "Summary"),
+    ("curves", "Curves"),
+    ("held-out", "Held-out evaluation"),
+    ("health", "Health notes"),
+    ("groups", "Completion groups"),
+    ("probes", "Base vs trained"),
+    ("settings", "Settings"),
+    ("plan", "Batch plan"),
+)
 
 
 def _escaped(value: Any) -> Any:
@@ -435,8 +518,13 @@ def _escaped(value: Any) -> Any:
 def _template() -> jinja2.Template:
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("workbench.insight", "templates"),
-        autoescape=True, finalize=_escaped, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+        autoescape=True,
+        finalize=_escaped,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
     return environment.get_template(TEMPLATE)
 
 

@@ -20,7 +20,7 @@ Pure standard library: importable without torch or gradio.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 
 def _step(record: Mapping) -> float | None:
@@ -75,8 +75,12 @@ def latest_round(records: Iterable[Mapping], step: int, num_generations: int | N
         if _step(record) != step:
             continue
         group = _group(record)
-        if (not rounds or index != previous_index + 1 or group < previous_group
-                or (num_generations and counts.get(group, 0) >= num_generations)):
+        if (
+            not rounds
+            or index != previous_index + 1
+            or group < previous_group
+            or (num_generations and counts.get(group, 0) >= num_generations)
+        ):
             rounds.append([])
             counts = {}
         rounds[-1].append(record)

@@ -37,8 +37,7 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.spec import data_mapping
 from workbench.spec.config import RunConfig, data_field, reward_names_for
-from workbench.spec.trl_settings import trl_reward_weights, trl_vllm_settings
-from workbench.spec.trl_settings import grpo_settings
+from workbench.spec.trl_settings import grpo_settings, trl_reward_weights, trl_vllm_settings
 
 # Top-level modules the script may import besides Python's own.
 ALLOWED_IMPORTS = ("trl", "peft", "datasets")
@@ -73,8 +72,10 @@ def script_inputs(cfg: RunConfig, title: str = "", reward_source: str | None = N
     from workbench.spec import rewards, tasks
 
     if cfg.generation == "vllm-server":
-        raise ScriptExportError("generation: the workbench's vllm-server generation has no TRL equivalent; "
-                                "export with generation=transformers (or trl-server / trl-colocate)")
+        raise ScriptExportError(
+            "generation: the workbench's vllm-server generation has no TRL equivalent; "
+            "export with generation=transformers (or trl-server / trl-colocate)"
+        )
     rows = None
     if not data_field(cfg)[1]:
         task = tasks.get_task(cfg.task)
@@ -83,13 +84,19 @@ def script_inputs(cfg: RunConfig, title: str = "", reward_source: str | None = N
         try:
             reward_source = Path(cfg.reward_file).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ScriptExportError(f"reward_file: cannot read {cfg.reward_file} ({exc.strerror}); "
-                                    "export the run (it keeps a copy) or give the file's path") from None
+            raise ScriptExportError(
+                f"reward_file: cannot read {cfg.reward_file} ({exc.strerror}); "
+                "export the run (it keeps a copy) or give the file's path"
+            ) from None
     user_names = set(_defined_functions(reward_source)) if reward_source else set()
-    builtin = {name: rewards.REWARDS[name] for name in reward_names_for(cfg)
-               if name not in user_names and name in rewards.REWARDS}
-    apply = data_mapping.resolve_chat_template(cfg.chat_template,
-                                               data_mapping.has_chat_template(model_location(cfg.model)))[0]
+    builtin = {
+        name: rewards.REWARDS[name]
+        for name in reward_names_for(cfg)
+        if name not in user_names and name in rewards.REWARDS
+    }
+    apply = data_mapping.resolve_chat_template(
+        cfg.chat_template, data_mapping.has_chat_template(model_location(cfg.model))
+    )[0]
     return ScriptInputs(cfg, model_location(cfg.model), rows, reward_source, builtin, title, apply)
 
 
@@ -99,17 +106,26 @@ def build_script(inputs: ScriptInputs) -> str:
     reward_code, imports = _builtin_reward_code(inputs.builtin_rewards)
     parts = [
         _header(inputs),
-        "\n".join(["from __future__ import annotations", "", *sorted(imports | {"import json", "import sys"}
-                                                                       | _trl_reward_imports(cfg)),
-                   "", "from datasets import Dataset, DatasetDict, load_dataset, load_from_disk",
-                   "from peft import LoraConfig", "from trl import GRPOConfig, GRPOTrainer"]),
+        "\n".join(
+            [
+                "from __future__ import annotations",
+                "",
+                *sorted(imports | {"import json", "import sys"} | _trl_reward_imports(cfg)),
+                "",
+                "from datasets import Dataset, DatasetDict, load_dataset, load_from_disk",
+                "from peft import LoraConfig",
+                "from trl import GRPOConfig, GRPOTrainer",
+            ]
+        ),
         f"MODEL = {inputs.model_path!r}",
         _data_code(inputs),
         _mapping_code(inputs),
     ]
     if reward_code:
-        parts.append("# ---- built-in reward functions of GRPO Workbench (workbench/spec/rewards/reward_library.py), "
-                     "as the run calls them\n\n" + reward_code)
+        parts.append(
+            "# ---- built-in reward functions of GRPO Workbench (workbench/spec/rewards/reward_library.py), "
+            "as the run calls them\n\n" + reward_code
+        )
     if inputs.reward_source:
         parts.append("# ---- the run's reward file, as written\n\n" + inputs.reward_source.strip())
     parts.append(_training_code(cfg, inputs))
@@ -121,22 +137,29 @@ def build_script(inputs: ScriptInputs) -> str:
 
 def _header(inputs: ScriptInputs) -> str:
     cfg = inputs.config
-    launch = (f"accelerate launch --num_processes {cfg.num_processes} THIS_FILE.py" if cfg.num_processes > 1
-              else "python THIS_FILE.py")
+    launch = (
+        f"accelerate launch --num_processes {cfg.num_processes} THIS_FILE.py"
+        if cfg.num_processes > 1
+        else "python THIS_FILE.py"
+    )
     source = f" of {inputs.title}" if inputs.title else ""
     recipe = f"Recipe: {cfg.recipe} (its settings are in GRPOConfig below).\n" if cfg.recipe else ""
-    return (f'"""GRPO training{source}, exported from GRPO Workbench: TRL, PEFT and datasets only.\n\n'
-            f"{recipe}Run it with `{launch}` (pass --max_steps N to change the step count);\n"
-            "the adapter lands in OUTPUT_DIR/adapter. The workbench's run folder records, reward time limits and\n"
-            'trackers are left out: this is the training itself.\n"""')
+    return (
+        f'"""GRPO training{source}, exported from GRPO Workbench: TRL, PEFT and datasets only.\n\n'
+        f"{recipe}Run it with `{launch}` (pass --max_steps N to change the step count);\n"
+        "the adapter lands in OUTPUT_DIR/adapter. The workbench's run folder records, reward time limits and\n"
+        'trackers are left out: this is the training itself.\n"""'
+    )
 
 
 def _data_code(inputs: ScriptInputs) -> str:
     cfg = inputs.config
     if inputs.rows is not None:
-        return (f"# the {cfg.task} task's rows as the run trains on them (seed {cfg.seed})\n"
-                "ROWS = [\n" + "".join(f"    {row!r},\n" for row in inputs.rows) + "]\n"
-                "dataset = Dataset.from_list(ROWS)")
+        return (
+            f"# the {cfg.task} task's rows as the run trains on them (seed {cfg.seed})\n"
+            "ROWS = [\n" + "".join(f"    {row!r},\n" for row in inputs.rows) + "]\n"
+            "dataset = Dataset.from_list(ROWS)"
+        )
     from workbench.sources import hub_datasets
 
     name = data_field(cfg)[1]
@@ -147,24 +170,33 @@ def _data_code(inputs: ScriptInputs) -> str:
     if path.is_dir() and not any((path / marker).is_file() for marker in hub_datasets.SAVED_MARKERS):
         return f"dataset = load_dataset({str(path)!r}, {cfg.dataset_config or None!r}, split={split.text!r})"
     if path.suffix.lower() in LOADERS:
-        code = (f"DATA_FILE = {str(path)!r}\n"
-                f"dataset = load_dataset({LOADERS[path.suffix.lower()]!r}, data_files=DATA_FILE, "
-                f"split={'train' + split.text[len(split.name):]!r})")
+        code = (
+            f"DATA_FILE = {str(path)!r}\n"
+            f"dataset = load_dataset({LOADERS[path.suffix.lower()]!r}, data_files=DATA_FILE, "
+            f"split={'train' + split.text[len(split.name) :]!r})"
+        )
         if path.suffix.lower() == ".csv":  # a CSV cell holds chat messages as JSON text; the run decodes them
-            code += ("\ndataset = dataset.map(lambda row: {'prompt': json.loads(row['prompt'])} "
-                     "if str(row['prompt']).lstrip().startswith('[') else {})")
+            code += (
+                "\ndataset = dataset.map(lambda row: {'prompt': json.loads(row['prompt'])} "
+                "if str(row['prompt']).lstrip().startswith('[') else {})"
+            )
         return code
     rows = ""
     if split.text != split.name:
         if any(bound and (bound.endswith("%") or bound.startswith("-")) for bound in (split.start, split.stop)):
-            raise ScriptExportError(f"dataset_train_split: the script reads a save_to_disk folder's slice by row "
-                                    f"numbers; {split.text!r} is not one: write it as {split.name}[START:STOP]")
-        rows = f"\ndataset = dataset.select(range({split.start or 0}, min(len(dataset), {split.stop or 'len(dataset)'})))"
-    return (f"DATA_FOLDER = {str(path)!r}  # written by datasets' save_to_disk\n"
-            "dataset = load_from_disk(DATA_FOLDER)\n"
-            "if isinstance(dataset, DatasetDict):\n"
-            f"    dataset = dataset[{split.name!r}] if {split.name!r} in dataset else next(iter(dataset.values()))"
-            + rows)
+            raise ScriptExportError(
+                f"dataset_train_split: the script reads a save_to_disk folder's slice by row "
+                f"numbers; {split.text!r} is not one: write it as {split.name}[START:STOP]"
+            )
+        rows = (
+            f"\ndataset = dataset.select(range({split.start or 0}, min(len(dataset), {split.stop or 'len(dataset)'})))"
+        )
+    return (
+        f"DATA_FOLDER = {str(path)!r}  # written by datasets' save_to_disk\n"
+        "dataset = load_from_disk(DATA_FOLDER)\n"
+        "if isinstance(dataset, DatasetDict):\n"
+        f"    dataset = dataset[{split.name!r}] if {split.name!r} in dataset else next(iter(dataset.values()))" + rows
+    )
 
 
 def _mapping_code(inputs: ScriptInputs) -> str:
@@ -174,22 +206,27 @@ def _mapping_code(inputs: ScriptInputs) -> str:
     transform = data_mapping.SOLUTION_TRANSFORMS[cfg.solution_transform][0]
     solution = ""
     if cfg.solution_column.strip():
-        call = f"{transform.__name__}(row[SOLUTION_COLUMN])" if cfg.solution_transform != "none" else \
-            "row[SOLUTION_COLUMN]"
+        call = (
+            f"{transform.__name__}(row[SOLUTION_COLUMN])"
+            if cfg.solution_transform != "none"
+            else "row[SOLUTION_COLUMN]"
+        )
         solution = f"\n    mapped['solution'] = {call}"
     helpers = [inspect.getsource(data_mapping.render_prompt)]
     if cfg.solution_column.strip() and cfg.solution_transform != "none":
         helpers.append(inspect.getsource(transform))
-    return ("# ---- the column mapping and prompt rendering of the run (workbench/spec/data_mapping.py)\n\n"
-            f"PROMPT_COLUMN = {cfg.prompt_column.strip() or 'prompt'!r}\n"
-            f"SOLUTION_COLUMN = {cfg.solution_column.strip()!r}\n"
-            f"SYSTEM_PROMPT = {cfg.system_prompt!r}\n"
-            f"APPLY_CHAT_TEMPLATE = {inputs.apply_chat_template!r}  # chat_template={cfg.chat_template} for this "
-            "model\n\n\n" + "\n\n".join(h.rstrip() for h in helpers) + "\n\n\n"
-            "def to_trl(row):\n"
-            "    mapped = {'prompt': render_prompt(row[PROMPT_COLUMN], SYSTEM_PROMPT, APPLY_CHAT_TEMPLATE)}"
-            f"{solution}\n    return mapped\n\n\n"
-            "dataset = dataset.map(to_trl)")
+    return (
+        "# ---- the column mapping and prompt rendering of the run (workbench/spec/data_mapping.py)\n\n"
+        f"PROMPT_COLUMN = {cfg.prompt_column.strip() or 'prompt'!r}\n"
+        f"SOLUTION_COLUMN = {cfg.solution_column.strip()!r}\n"
+        f"SYSTEM_PROMPT = {cfg.system_prompt!r}\n"
+        f"APPLY_CHAT_TEMPLATE = {inputs.apply_chat_template!r}  # chat_template={cfg.chat_template} for this "
+        "model\n\n\n" + "\n\n".join(h.rstrip() for h in helpers) + "\n\n\n"
+        "def to_trl(row):\n"
+        "    mapped = {'prompt': render_prompt(row[PROMPT_COLUMN], SYSTEM_PROMPT, APPLY_CHAT_TEMPLATE)}"
+        f"{solution}\n    return mapped\n\n\n"
+        "dataset = dataset.map(to_trl)"
+    )
 
 
 def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:
@@ -210,8 +247,11 @@ def _training_code(cfg: RunConfig, inputs: ScriptInputs) -> str:
     lines = [
         f"REWARD_FUNCS = [{', '.join(calls)}]",
         f"# weights {trl_reward_weights(cfg)} go to GRPOConfig.reward_weights, in the same order",
-        *(["# reward_errors=record is the workbench's own: here a reward that raises ends the run"]
-          if cfg.reward_errors == "record" else []),
+        *(
+            ["# reward_errors=record is the workbench's own: here a reward that raises ends the run"]
+            if cfg.reward_errors == "record"
+            else []
+        ),
         "",
         "OUTPUT_DIR = 'grpo-output'",
         "args = GRPOConfig(",
@@ -257,8 +297,11 @@ def _reward_call(name: str, inputs: ScriptInputs) -> str:
     arguments = ", ".join(f"{key}={value!r}" for key, value in params.items())
     if reward.factory:
         return f"trl.rewards.{reward.trl_name}({arguments})"
-    return f"functools.partial(trl.rewards.{reward.trl_name}, {arguments})" if arguments else \
-        f"trl.rewards.{reward.trl_name}"
+    return (
+        f"functools.partial(trl.rewards.{reward.trl_name}, {arguments})"
+        if arguments
+        else f"trl.rewards.{reward.trl_name}"
+    )
 
 
 # ---------------------------------------------------------------- built-in rewards' source
@@ -279,8 +322,10 @@ def _builtin_reward_code(builtin: dict) -> tuple[str, set[str]]:
         module = sys.modules[func.__module__]
         made = getattr(module, factory)()
         if made.__name__ != name:  # the registry built it with arguments the script would not repeat
-            raise ScriptExportError(f"reward_names: built-in reward {name!r} is not {factory}() with its defaults; "
-                                    "copy it into a reward file to export it")
+            raise ScriptExportError(
+                f"reward_names: built-in reward {name!r} is not {factory}() with its defaults; "
+                "copy it into a reward file to export it"
+            )
         collector.add(module.__name__, factory)
     return "\n\n\n".join(collector.segments), collector.imports
 
@@ -301,8 +346,10 @@ class _SourceCollector:
             return
         if name in self.done:
             if self.done[name] != module_name:
-                raise ScriptExportError(f"reward_names: two helpers are called {name!r} ({self.done[name]}, "
-                                        f"{module_name}); the script cannot hold both")
+                raise ScriptExportError(
+                    f"reward_names: two helpers are called {name!r} ({self.done[name]}, "
+                    f"{module_name}); the script cannot hold both"
+                )
             return
         self.done[name] = module_name
         for used in _names_used(node):
@@ -316,7 +363,9 @@ class _SourceCollector:
             self.add(node.module, alias.name)  # a workbench helper: copy its definition too
             return
         if isinstance(node, ast.ImportFrom):
-            self.imports.add(f"from {node.module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else ""))
+            self.imports.add(
+                f"from {node.module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+            )
         else:
             self.imports.add(f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else ""))
 

@@ -15,9 +15,9 @@ All model text is HTML-escaped. Pure: strings in, a string out (the dashboard, t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
-from typing import Mapping
 
 from workbench.insight.tokens import ON_POLICY_NOTE
 
@@ -31,7 +31,8 @@ CHANNELS = {
     "clipped": ("clipped", "blue: ratio clipped low (advantage < 0) · orange: clipped high (advantage > 0)"),
 }
 
-STYLE = """
+STYLE = (
+    """
 <style>
 .wb-tokview { border-top: 1px dashed #e5e7eb; padding-top: 4px; font-size: 12px; }
 .wb-tokview > summary { cursor: pointer; color: #2563eb; }
@@ -43,22 +44,33 @@ STYLE = """
   font-size: 12px; line-height: 1.7; max-height: 240px; overflow-y: auto; margin-top: 4px; }
 .wb-tok { border-radius: 3px; outline: 1px solid #f3f4f6; }
 .wb-tok.wb-masked { text-decoration: line-through; color: #9ca3af; }
-""" + "".join(
-    f".wb-tokview input.wb-ch-{c}:checked + label {{ background: #1f2937; color: #fff; }}\n"
-    f".wb-tokview input.wb-ch-{c}:checked ~ .wb-legend .wb-leg-{c} {{ display: inline; }}\n"
-    for c in CHANNELS) + "".join(
-    f".wb-tokview input.wb-ch-{c}:checked ~ .wb-toks .{c[0]}{b} {{ background: {colour}; }}\n"
-    for c, b, colour in [
-        *[(c, b, f"rgba(220, 38, 38, {b / BUCKETS * 0.75:.2f})") for c in ("logprob", "kl", "entropy")
-          for b in range(1, BUCKETS + 1)],
-        *[("push", b, f"rgba(22, 163, 74, {b / BUCKETS * 0.7:.2f})") for b in range(1, BUCKETS + 1)],
-        *[("push", f"n{b}", f"rgba(220, 38, 38, {b / BUCKETS * 0.7:.2f})") for b in range(1, BUCKETS + 1)],
-        ("clipped", "lo", "#93c5fd"), ("clipped", "hi", "#fdba74")]) + """
+"""
+    + "".join(
+        f".wb-tokview input.wb-ch-{c}:checked + label {{ background: #1f2937; color: #fff; }}\n"
+        f".wb-tokview input.wb-ch-{c}:checked ~ .wb-legend .wb-leg-{c} {{ display: inline; }}\n"
+        for c in CHANNELS
+    )
+    + "".join(
+        f".wb-tokview input.wb-ch-{c}:checked ~ .wb-toks .{c[0]}{b} {{ background: {colour}; }}\n"
+        for c, b, colour in [
+            *[
+                (c, b, f"rgba(220, 38, 38, {b / BUCKETS * 0.75:.2f})")
+                for c in ("logprob", "kl", "entropy")
+                for b in range(1, BUCKETS + 1)
+            ],
+            *[("push", b, f"rgba(22, 163, 74, {b / BUCKETS * 0.7:.2f})") for b in range(1, BUCKETS + 1)],
+            *[("push", f"n{b}", f"rgba(220, 38, 38, {b / BUCKETS * 0.7:.2f})") for b in range(1, BUCKETS + 1)],
+            ("clipped", "lo", "#93c5fd"),
+            ("clipped", "hi", "#fdba74"),
+        ]
+    )
+    + """
 .wb-tokview input.wb-ch-clipped:checked ~ .wb-clipnote { display: block; }
 .wb-tok-summary { border: 1px solid #e5e7eb; border-radius: 8px; padding: 6px 10px; margin: 0 0 10px; background: #fff; }
 .wb-tok-summary code { background: #f3f4f6; border-radius: 3px; padding: 0 3px; }
 </style>
 """
+)
 
 
 @dataclass(frozen=True)
@@ -74,9 +86,11 @@ class Scale:
         def largest(values) -> float:
             return max((abs(v) for v in values if v is not None), default=0.0)
 
-        return cls(kl=largest(v for r in records for v in (r.get("kl") or [])),
-                   entropy=largest(v for r in records for v in r["entropy"]),
-                   push=largest(v for r in records for v in _push(r)))
+        return cls(
+            kl=largest(v for r in records for v in (r.get("kl") or [])),
+            entropy=largest(v for r in records for v in r["entropy"]),
+            push=largest(v for r in records for v in _push(r)),
+        )
 
 
 def _push(record: Mapping) -> list[float | None]:
@@ -112,12 +126,16 @@ def _hover(record: Mapping, position: int, push: float | None, before: tuple | N
     ref = "reference" if record["ref"] == "reference" else "old policy"
     kl = record.get("kl")
     ratio = record.get("ratio")
-    parts = [repr(record["tokens"][position]), f"logprob {_number(record['logprob'][position])}",
-             f"{ref} {_number(record['ref_logprob'][position])}",
-             f"KL {_number(kl[position]) if kl else '— (beta 0)'}", f"entropy {_number(record['entropy'][position])}",
-             f"ratio {_number(ratio[position]) if ratio else '1 (on-policy)'}",
-             f"advantage × ratio {_number(push)}",
-             f"clipped {({-1: 'low', 1: 'high'}).get(record['clipped'][position], 'no')}"]
+    parts = [
+        repr(record["tokens"][position]),
+        f"logprob {_number(record['logprob'][position])}",
+        f"{ref} {_number(record['ref_logprob'][position])}",
+        f"KL {_number(kl[position]) if kl else '— (beta 0)'}",
+        f"entropy {_number(record['entropy'][position])}",
+        f"ratio {_number(ratio[position]) if ratio else '1 (on-policy)'}",
+        f"advantage × ratio {_number(push)}",
+        f"clipped {({-1: 'low', 1: 'high'}).get(record['clipped'][position], 'no')}",
+    ]
     if record["masked"][position]:
         parts.append("masked: outside the loss")
     if before is not None:
@@ -125,8 +143,14 @@ def _hover(record: Mapping, position: int, push: float | None, before: tuple | N
     return " · ".join(parts)
 
 
-def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", page: str = "wb",
-                    opened: bool = False, earlier: list | None = None) -> str:
+def token_view_html(
+    record: Mapping,
+    scale: Scale,
+    channel: str = "logprob",
+    page: str = "wb",
+    opened: bool = False,
+    earlier: list | None = None,
+) -> str:
     """One completion's tokens as a block to open (`opened`: open already): channel buttons, legend, tokens
     coloured, values on hover. `page` names the view where it is shown (its buttons' ids must be unique on a
     page showing two views). `earlier`: per token, (step, logprob) of the same token after the same tokens
@@ -141,11 +165,15 @@ def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", pag
         if key == "kl" and not record.get("kl"):
             continue  # beta = 0: TRL computes no KL term
         checked = " checked" if key == channel else ""
-        buttons.append(f'<input type="radio" name="{name}" id="{name}-{key}" class="wb-ch-{key}"{checked}>'
-                       f'<label for="{name}-{key}">{escape(label)}</label>')
+        buttons.append(
+            f'<input type="radio" name="{name}" id="{name}-{key}" class="wb-ch-{key}"{checked}>'
+            f'<label for="{name}-{key}">{escape(label)}</label>'
+        )
     tops = {"kl": scale.kl, "entropy": scale.entropy, "push": scale.push}
-    legend = "".join(f'<span class="wb-leg-{key}">{escape(text.format(max=_number(tops.get(key))))}</span>'
-                     for key, (_, text) in CHANNELS.items())
+    legend = "".join(
+        f'<span class="wb-leg-{key}">{escape(text.format(max=_number(tops.get(key))))}</span>'
+        for key, (_, text) in CHANNELS.items()
+    )
     note = ""
     if record.get("ratio") is None:
         note = f'<div class="wb-clipnote">Nothing is clipped here. {escape(ON_POLICY_NOTE)}</div>'
@@ -154,37 +182,57 @@ def token_view_html(record: Mapping, scale: Scale, channel: str = "logprob", pag
     spans = "".join(
         f'<span class="wb-tok {_classes(record, i, scale, pushes[i])}" '
         f'title="{escape(_hover(record, i, pushes[i], before[i]))}">'
-        f"{escape(token)}</span>" for i, token in enumerate(record["tokens"]))
+        f"{escape(token)}</span>"
+        for i, token in enumerate(record["tokens"])
+    )
     kind = "reference" if record["ref"] == "reference" else "old policy (beta 0)"
-    return (f'<details class="wb-tokview"{" open" if opened else ""}><summary>tokens ({len(record["tokens"])}; step {record["step"]}, '
-            f'against the {kind})</summary>{"".join(buttons)}<div class="wb-legend">{legend}</div>{note}'
-            f'<div class="wb-toks">{spans}</div></details>')
+    return (
+        f'<details class="wb-tokview"{" open" if opened else ""}><summary>tokens ({len(record["tokens"])}; step {record["step"]}, '
+        f'against the {kind})</summary>{"".join(buttons)}<div class="wb-legend">{legend}</div>{note}'
+        f'<div class="wb-toks">{spans}</div></details>'
+    )
 
 
 def _tokens_line(items: list[Mapping]) -> str:
-    return ", ".join(f"<code>{escape(repr(item['token']))}</code> {_number(item['value'])} "
-                     f"(#{item['index'] + 1}, token {item['position'] + 1})" for item in items) or "—"
+    return (
+        ", ".join(
+            f"<code>{escape(repr(item['token']))}</code> {_number(item['value'])} "
+            f"(#{item['index'] + 1}, token {item['position'] + 1})"
+            for item in items
+        )
+        or "—"
+    )
 
 
 def summary_html(summary: Mapping, step: int) -> str:
     """The step's token summary: largest KL, highest entropy, share clipped (or why nothing can be)."""
     if not summary["tokens"]:
         return ""
-    clipped = (escape(summary["note"]) if summary["on_policy"] else
-               f"clipped low {summary['clipped_low']:.1%} · high {summary['clipped_high']:.1%} of "
-               f"{summary['tokens']} tokens in the loss")
+    clipped = (
+        escape(summary["note"])
+        if summary["on_policy"]
+        else f"clipped low {summary['clipped_low']:.1%} · high {summary['clipped_high']:.1%} of "
+        f"{summary['tokens']} tokens in the loss"
+    )
     kl = _tokens_line(summary["top_kl"]) if summary["top_kl"] else "— (beta 0: no KL term)"
-    return (f'<div class="wb-tok-summary"><b>Tokens of step {step}</b> (open a card\'s tokens to colour them)<br>'
-            f"largest KL: {kl}<br>highest entropy: {_tokens_line(summary['top_entropy'])}<br>{clipped}</div>")
+    return (
+        f'<div class="wb-tok-summary"><b>Tokens of step {step}</b> (open a card\'s tokens to colour them)<br>'
+        f"largest KL: {kl}<br>highest entropy: {_tokens_line(summary['top_entropy'])}<br>{clipped}</div>"
+    )
 
 
 # A step's token views are all in its page: past this many tokens the rest of the cards go without one.
 MAX_TOKENS_SHOWN = 20_000
 
 
-def step_token_views(records: Mapping[int, Mapping], group_size: int, step: int, page: str = "wb",
-                     channel: str = "logprob", earlier: Mapping[int, list] | None = None
-                     ) -> tuple[dict[tuple[int, int], str], str]:
+def step_token_views(
+    records: Mapping[int, Mapping],
+    group_size: int,
+    step: int,
+    page: str = "wb",
+    channel: str = "logprob",
+    earlier: Mapping[int, list] | None = None,
+) -> tuple[dict[tuple[int, int], str], str]:
     """For the cards of the round recorded at `step`: (group, position) -> its token view, and the HTML to
     show above the groups (style and the step's summary); `records` from `insight.tokens.tokens_of_round`,
     `earlier` (index -> values at an earlier step) from `insight.tokens.earlier_of_round`."""
@@ -200,7 +248,8 @@ def step_token_views(records: Mapping[int, Mapping], group_size: int, step: int,
         shown += len(record["ids"])
         views[card_position(record, group_size)] = (
             token_view_html(record, scale, channel, page, earlier=earlier.get(record["index"]))
-            if shown <= MAX_TOKENS_SHOWN else
-            f'<div class="wb-tokview">tokens: <code>python -m workbench tokens RUN --step {record["step"]}</code> '
-            f"(too many on this page to show them all)</div>")
+            if shown <= MAX_TOKENS_SHOWN
+            else f'<div class="wb-tokview">tokens: <code>python -m workbench tokens RUN --step {record["step"]}</code> '
+            f"(too many on this page to show them all)</div>"
+        )
     return views, STYLE + summary_html(step_summary(chosen), chosen[-1]["step"])

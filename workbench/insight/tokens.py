@@ -16,20 +16,21 @@ The record is described in workbench/spec/token_records.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from workbench.runstore import jsonl_cache, runfolder
 from workbench.spec.chat import transcript_text
 from workbench.spec.run_records import well_formed
 from workbench.spec.token_records import CLIP_HIGH, CLIP_LOW, token_problem
 
-CLI_KEYS = ("step", "prompt", "completion", "advantage", "tokens", "logprob", "ref_logprob", "entropy", "kl",
-            "clipped")
+CLI_KEYS = ("step", "prompt", "completion", "advantage", "tokens", "logprob", "ref_logprob", "entropy", "kl", "clipped")
 TOP_TOKENS = 5
-ON_POLICY_NOTE = ("On-policy: each round is trained on once (num_iterations 1, steps_per_generation = "
-                  "gradient_accumulation_steps), so the old policy is the policy itself, the ratio is exactly 1 "
-                  "and no token can be clipped. num_iterations 2 or more lets the ratio move.")
+ON_POLICY_NOTE = (
+    "On-policy: each round is trained on once (num_iterations 1, steps_per_generation = "
+    "gradient_accumulation_steps), so the old policy is the policy itself, the ratio is exactly 1 "
+    "and no token can be clipped. num_iterations 2 or more lets the ratio move."
+)
 
 
 def token_steps(run_dir: str | Path) -> list[int]:
@@ -76,13 +77,14 @@ def cli_rows(run_dir: str | Path, step: int | None = None) -> list[dict]:
     """One object per token record of `step` (every step when None), with its prompt and completion text."""
     run_dir = Path(run_dir)
     rows = []
-    for at in ([step] if step is not None else token_steps(run_dir)):
+    for at in [step] if step is not None else token_steps(run_dir):
         records = tokens_of_step(run_dir, at)
         completions: dict[int, list[dict]] = {}
         for record in records:
             if record["round"] not in completions:
                 completions[record["round"]] = jsonl_cache.records_of_step(
-                    run_dir / runfolder.COMPLETIONS_FILE, record["round"])
+                    run_dir / runfolder.COMPLETIONS_FILE, record["round"]
+                )
             rows.append(cli_row(record, completions[record["round"]]))
     return rows
 
@@ -92,10 +94,16 @@ def cli_row(record: Mapping, round_records: list[dict]) -> dict:
     index = int(record["index"])
     completion = round_records[index] if index < len(round_records) else {}
     row = {key: record.get(key) for key in CLI_KEYS}
-    row.update(prompt=transcript_text(completion.get("prompt")) if completion else None,
-               completion=transcript_text(completion.get("completion")) if completion else None,
-               round=record["round"], index=index, group=record["group"], ref=record["ref"],
-               ratio=record.get("ratio"), masked=record["masked"])
+    row.update(
+        prompt=transcript_text(completion.get("prompt")) if completion else None,
+        completion=transcript_text(completion.get("completion")) if completion else None,
+        round=record["round"],
+        index=index,
+        group=record["group"],
+        ref=record["ref"],
+        ratio=record.get("ratio"),
+        masked=record["masked"],
+    )
     return row
 
 
@@ -105,8 +113,16 @@ def _top(records: Iterable[Mapping], channel: str, count: int) -> list[dict]:
         values = record.get(channel) or []
         for position, (value, masked) in enumerate(zip(values, record["masked"])):
             if value is not None and not masked:
-                found.append({"token": record["tokens"][position], "value": value, "index": record["index"],
-                              "group": record["group"], "position": position, "round": record["round"]})
+                found.append(
+                    {
+                        "token": record["tokens"][position],
+                        "value": value,
+                        "index": record["index"],
+                        "group": record["group"],
+                        "position": position,
+                        "round": record["round"],
+                    }
+                )
     return sorted(found, key=lambda item: -item["value"])[:count]
 
 
@@ -169,8 +185,9 @@ def prefix_matches(ids: list[int], earlier: list[Mapping]) -> list[tuple[int, fl
     return found
 
 
-def earlier_of_round(run_dir: str | Path, records: Mapping[int, Mapping], prompts: Mapping[int, str],
-                     look_back: int = LOOK_BACK_STEPS) -> dict[int, list]:
+def earlier_of_round(
+    run_dir: str | Path, records: Mapping[int, Mapping], prompts: Mapping[int, str], look_back: int = LOOK_BACK_STEPS
+) -> dict[int, list]:
     """For the token records of a round (index -> record) and their prompts (index -> text): index ->
     `prefix_matches` against the same prompt's completions at the `look_back` recorded steps before the
     record's (a round trained on twice: its first pass too)."""
@@ -182,8 +199,9 @@ def earlier_of_round(run_dir: str | Path, records: Mapping[int, Mapping], prompt
         earlier = tokens_of_step(run_dir, at)
         rounds: dict[int, list[dict]] = {}
         for record in earlier:
-            completions = rounds.setdefault(record["round"], jsonl_cache.records_of_step(
-                run_dir / runfolder.COMPLETIONS_FILE, record["round"]))
+            completions = rounds.setdefault(
+                record["round"], jsonl_cache.records_of_step(run_dir / runfolder.COMPLETIONS_FILE, record["round"])
+            )
             if record["index"] < len(completions):
                 prompt = transcript_text(completions[record["index"]].get("prompt"))
                 if prompt in wanted:

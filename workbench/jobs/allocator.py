@@ -67,12 +67,17 @@ def choose(requested: str | None = None) -> str:
         choice = allocator_kept.kept()
         return choice.allocator if choice is not None and choice.allocator in available() else allocator_kept.PLAIN
     if name not in ALLOCATORS:
-        raise WorkbenchError(field=ALLOCATOR_ENV_VAR, rule=f"{name!r} is not an allocator the workbench knows",
-                             fix=f"use one of {', '.join(ALLOCATORS)}")
+        raise WorkbenchError(
+            field=ALLOCATOR_ENV_VAR,
+            rule=f"{name!r} is not an allocator the workbench knows",
+            fix=f"use one of {', '.join(ALLOCATORS)}",
+        )
     if name not in available():
-        raise WorkbenchError(field=ALLOCATOR_ENV_VAR, rule=f"{name} is not installed ({PRELOADED[name]} not found)",
-                             fix="install it (`make setup` does: Debian's libjemalloc2 / libtcmalloc-minimal4) "
-                                 "or choose glibc")
+        raise WorkbenchError(
+            field=ALLOCATOR_ENV_VAR,
+            rule=f"{name} is not installed ({PRELOADED[name]} not found)",
+            fix="install it (`make setup` does: Debian's libjemalloc2 / libtcmalloc-minimal4) or choose glibc",
+        )
     return name
 
 

@@ -26,18 +26,47 @@ RUN_TIMEOUT_S = 900
 def step_seconds(name: str, model: str, steps: int, runs_dir: Path) -> float:
     """The median step time of a `steps`-step demo run of `model` under allocator `name`."""
     run_dir = runs_dir / name
-    command = [sys.executable, "-m", "workbench", "train", "--model", model, "--task", "demo", "--max-steps",
-               str(steps), "--run-dir", str(run_dir), "--set", "save_steps=100000", "--set", "device=cpu",
-               "--set", "eval_strategy=no"]
+    command = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "train",
+        "--model",
+        model,
+        "--task",
+        "demo",
+        "--max-steps",
+        str(steps),
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "save_steps=100000",
+        "--set",
+        "device=cpu",
+        "--set",
+        "eval_strategy=no",
+    ]
     env = {key: value for key, value in os.environ.items() if key != allocator.APPLIED_ENV_VAR}
     env[allocator.ALLOCATOR_ENV_VAR] = name
-    done = subprocess.run(command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    done = subprocess.run(
+        command,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
     recorded = runfolder.read_status(run_dir).get("allocator")
     times = [m["step_time"] for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m][1:]
     if done.returncode != 0 or recorded != name or not times:
-        raise WorkbenchError(field="allocator", rule=f"the {name} run did not train ({recorded=}): "
-                             f"{done.stderr[-400:].strip()}", fix="read the message; `tune --allocators` again")
+        raise WorkbenchError(
+            field="allocator",
+            rule=f"the {name} run did not train ({recorded=}): {done.stderr[-400:].strip()}",
+            fix="read the message; `tune --allocators` again",
+        )
     return statistics.median(times)
 
 

@@ -46,8 +46,12 @@ DATA_DIR = "data"
 VLLM_PORT = 8000  # the vLLM machine's port when vllm_port is 0 (any free one means nothing to other machines)
 
 # TRL ships an accelerate config per backend; the bundle starts from TRL's own file.
-TRL_ACCELERATE_CONFIGS = {"ddp": "multi_gpu.yaml", "deepspeed-zero2": "zero2.yaml",
-                          "deepspeed-zero3": "zero3.yaml", "fsdp": "fsdp2.yaml"}
+TRL_ACCELERATE_CONFIGS = {
+    "ddp": "multi_gpu.yaml",
+    "deepspeed-zero2": "zero2.yaml",
+    "deepspeed-zero3": "zero3.yaml",
+    "fsdp": "fsdp2.yaml",
+}
 SINGLE_PROCESS_CONFIG = "single_gpu.yaml"
 # What a machine needs installed, named by the versions the bundle was written with.
 PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets")
@@ -98,8 +102,13 @@ def accelerate_config(cfg: RunConfig) -> dict:
     single = cfg.num_processes == 1 and cfg.num_machines == 1 and cfg.distributed_backend == "ddp"
     name = SINGLE_PROCESS_CONFIG if single else TRL_ACCELERATE_CONFIGS[cfg.distributed_backend]
     config = yaml.safe_load((_trl_config_dir() / name).read_text(encoding="utf-8"))
-    config.update(num_machines=cfg.num_machines, num_processes=cfg.num_processes, machine_rank=0,
-                  mixed_precision="bf16" if cfg.bf16 else "no", main_process_port=cfg.main_process_port)
+    config.update(
+        num_machines=cfg.num_machines,
+        num_processes=cfg.num_processes,
+        machine_rank=0,
+        mixed_precision="bf16" if cfg.bf16 else "no",
+        main_process_port=cfg.main_process_port,
+    )
     if cfg.main_process_ip.strip():
         config["main_process_ip"] = cfg.main_process_ip.strip()
     if cfg.gpu_ids:
@@ -124,8 +133,16 @@ def write_accelerate_config(cfg: RunConfig, folder: Path) -> Path:
 
 def train_command(cfg: RunConfig) -> list[Word]:
     """The command one training machine runs; its rank, the main address and the run folder are variables."""
-    command: list[Word] = ["accelerate", "launch", "--config_file", _in_bundle(ACCELERATE_FILE),
-                           "--num_machines", str(cfg.num_machines), "--num_processes", str(cfg.num_processes)]
+    command: list[Word] = [
+        "accelerate",
+        "launch",
+        "--config_file",
+        _in_bundle(ACCELERATE_FILE),
+        "--num_machines",
+        str(cfg.num_machines),
+        "--num_processes",
+        str(cfg.num_processes),
+    ]
     if cfg.num_machines > 1:
         command += ["--machine_rank", Var("MACHINE_RANK"), "--main_process_ip", Var("MAIN_PROCESS_IP")]
     if cfg.num_machines > 1 or cfg.num_processes > 1:
@@ -185,38 +202,50 @@ FIND_BUNDLE = 'BUNDLE="${BUNDLE:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 
 def train_script(cfg: RunConfig, run_id: str) -> str:
     per_machine = cluster.processes_per_machine(cfg)
-    lines = [SCRIPT_HEAD[0],
-             f"# One training machine of {cfg.num_machines}: starts its {per_machine} training process(es).",
-             f"# Usage: ./{TRAIN_SCRIPT} RANK   (RANK 0 to {cfg.num_machines - 1}; 0 is the main machine, "
-             "which writes the run folder)",
-             SCRIPT_HEAD[1], FIND_BUNDLE, 'MACHINE_RANK="${1:-${MACHINE_RANK:-0}}"']
+    lines = [
+        SCRIPT_HEAD[0],
+        f"# One training machine of {cfg.num_machines}: starts its {per_machine} training process(es).",
+        f"# Usage: ./{TRAIN_SCRIPT} RANK   (RANK 0 to {cfg.num_machines - 1}; 0 is the main machine, "
+        "which writes the run folder)",
+        SCRIPT_HEAD[1],
+        FIND_BUNDLE,
+        'MACHINE_RANK="${1:-${MACHINE_RANK:-0}}"',
+    ]
     if cfg.num_machines > 1:
         if cfg.main_process_ip.strip():
             lines.append(_default("MAIN_PROCESS_IP", cfg.main_process_ip.strip()))
         lines.append(_required("MAIN_PROCESS_IP", "set MAIN_PROCESS_IP to the address of machine 0"))
     if cfg.vllm_node:
-        lines.append(_required("VLLM_SERVER_URL", f"set VLLM_SERVER_URL to the vLLM machine, e.g. "
-                               f"http://node03:{vllm_port(cfg)}"))
-    lines += [f'RUN_DIR="${{WORKBENCH_RUN_DIR:-${{WORKBENCH_RUNS_DIR:-$BUNDLE/runs}}/{run_id}}}"',
-              *_exports(training_environment(cfg)),
-              '# relative paths in config.json (a copied reward file or dataset) are the bundle\'s',
-              'cd "$BUNDLE"',
-              'if [ "$MACHINE_RANK" = 0 ]; then',
-              '  # the main machine writes the run folder; its output goes to train.log there, as for a local run',
-              '  mkdir -p "$RUN_DIR"',
-              f'  exec > >(tee -a "$RUN_DIR/{runfolder.LOG_FILE}") 2>&1',
-              'fi',
-              "exec " + render(train_command(cfg))]
+        lines.append(
+            _required(
+                "VLLM_SERVER_URL", f"set VLLM_SERVER_URL to the vLLM machine, e.g. http://node03:{vllm_port(cfg)}"
+            )
+        )
+    lines += [
+        f'RUN_DIR="${{WORKBENCH_RUN_DIR:-${{WORKBENCH_RUNS_DIR:-$BUNDLE/runs}}/{run_id}}}"',
+        *_exports(training_environment(cfg)),
+        "# relative paths in config.json (a copied reward file or dataset) are the bundle's",
+        'cd "$BUNDLE"',
+        'if [ "$MACHINE_RANK" = 0 ]; then',
+        "  # the main machine writes the run folder; its output goes to train.log there, as for a local run",
+        '  mkdir -p "$RUN_DIR"',
+        f'  exec > >(tee -a "$RUN_DIR/{runfolder.LOG_FILE}") 2>&1',
+        "fi",
+        "exec " + render(train_command(cfg)),
+    ]
     return "\n".join(lines) + "\n"
 
 
 def vllm_script(cfg: RunConfig) -> str:
-    lines = [SCRIPT_HEAD[0],
-             f"# The vLLM machine: serves {cfg.model} to the training machines on port {vllm_port(cfg)}.",
-             "# Start it first; VLLM_PYTHON is the Python of a venv with vLLM (default: python).",
-             SCRIPT_HEAD[1], 'VLLM_PYTHON="${VLLM_PYTHON:-python}"',
-             *_exports(vllm_environment(cfg)),
-             "exec " + render(vllm_command(cfg))]
+    lines = [
+        SCRIPT_HEAD[0],
+        f"# The vLLM machine: serves {cfg.model} to the training machines on port {vllm_port(cfg)}.",
+        "# Start it first; VLLM_PYTHON is the Python of a venv with vLLM (default: python).",
+        SCRIPT_HEAD[1],
+        'VLLM_PYTHON="${VLLM_PYTHON:-python}"',
+        *_exports(vllm_environment(cfg)),
+        "exec " + render(vllm_command(cfg)),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -224,25 +253,29 @@ def slurm_script(cfg: RunConfig, run_id: str) -> str:
     """One Slurm job: the vLLM node first (when there is one), then one launch_train.sh task per training node."""
     nodes, trainers = cluster.machines_in_job(cfg), cfg.num_machines
     per_machine = cluster.processes_per_machine(cfg)
-    lines = [SCRIPT_HEAD[0], f"#SBATCH --job-name={run_id}", f"#SBATCH --nodes={nodes}",
-             "#SBATCH --ntasks-per-node=1"]
+    lines = [SCRIPT_HEAD[0], f"#SBATCH --job-name={run_id}", f"#SBATCH --nodes={nodes}", "#SBATCH --ntasks-per-node=1"]
     if cfg.device != "cpu":
         lines.append(f"#SBATCH --gpus-per-node={per_machine}")
-    lines += ["#SBATCH --output=slurm-%j.out",
-              f"# Submit from the bundle's folder: sbatch {SLURM_SCRIPT}", SCRIPT_HEAD[1],
-              'BUNDLE="${BUNDLE:-$SLURM_SUBMIT_DIR}"',
-              'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
-              "# machine 0 of training is the job's first node; the others meet it there",
-              'export MAIN_PROCESS_IP="${NODES[0]}"']
+    lines += [
+        "#SBATCH --output=slurm-%j.out",
+        f"# Submit from the bundle's folder: sbatch {SLURM_SCRIPT}",
+        SCRIPT_HEAD[1],
+        'BUNDLE="${BUNDLE:-$SLURM_SUBMIT_DIR}"',
+        'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        "# machine 0 of training is the job's first node; the others meet it there",
+        'export MAIN_PROCESS_IP="${NODES[0]}"',
+    ]
     train_step: list[Word] = ["srun", f"--nodes={trainers}", f"--ntasks={trainers}", "--ntasks-per-node=1"]
     if cfg.vllm_node:
-        lines += ["# the vLLM server gets the last node of its own, started first; training waits for it",
-                  f'VLLM_NODE="${{NODES[{nodes - 1}]}}"',
-                  f'export VLLM_SERVER_URL="http://$VLLM_NODE:{vllm_port(cfg)}"',
-                  render(["srun", "--nodes=1", "--ntasks=1", ("--nodelist=", Var("VLLM_NODE")),
-                          _in_bundle(VLLM_SCRIPT)]) + " &",
-                  "VLLM_STEP=$!",
-                  'trap \'kill "$VLLM_STEP" 2>/dev/null || true\' EXIT']
+        lines += [
+            "# the vLLM server gets the last node of its own, started first; training waits for it",
+            f'VLLM_NODE="${{NODES[{nodes - 1}]}}"',
+            f'export VLLM_SERVER_URL="http://$VLLM_NODE:{vllm_port(cfg)}"',
+            render(["srun", "--nodes=1", "--ntasks=1", ("--nodelist=", Var("VLLM_NODE")), _in_bundle(VLLM_SCRIPT)])
+            + " &",
+            "VLLM_STEP=$!",
+            "trap 'kill \"$VLLM_STEP\" 2>/dev/null || true' EXIT",
+        ]
         train_step.append(("--exclude=", Var("VLLM_NODE")))
     # each task is one machine; its rank is the task's rank (one task per node, nodes in order)
     train_step += ["bash", "-c", 'exec "$0" "$SLURM_PROCID"', _in_bundle(TRAIN_SCRIPT)]
@@ -302,39 +335,68 @@ def _portable(cfg: RunConfig, folder: Path) -> RunConfig:
 
 def readme_text(cfg: RunConfig, run_id: str, commands: list[str]) -> str:
     """The bundle's README: what it runs, how to start it, where the run folder lands, what must be shared."""
-    shape = (f"{cfg.num_processes} training process(es) on {cfg.num_machines} machine(s) "
-             f"({cluster.processes_per_machine(cfg)} each), backend {cfg.distributed_backend}, device {cfg.device}"
-             + (", and one more machine for the vLLM server" if cfg.vllm_node else ""))
-    files = [f"- `{runfolder.CONFIG_FILE}`: the run's settings (RunConfig)",
-             f"- `{ACCELERATE_FILE}`: accelerate's config (TRL's file for {cfg.distributed_backend})",
-             f"- `{TRAIN_SCRIPT} RANK`: one training machine",
-             *([f"- `{VLLM_SCRIPT}`: the vLLM machine"] if cfg.vllm_node else []),
-             f"- `{SLURM_SCRIPT}`: the whole job on Slurm",
-             f"- `{REQUIREMENTS_FILE}`: the versions it was written with"]
-    return "\n".join([
-        f"# Cluster bundle for run `{run_id}`", "", f"Model `{cfg.model}`, task `{cfg.task}`: {shape}.", "",
-        "## Files", "", *files, "",
-        "## Before starting", "",
-        f"On every machine: Python 3.11 with `pip install -r {REQUIREMENTS_FILE}` and this workbench "
-        "(`pip install -e .` in its checkout), so that `accelerate` and `python -m workbench` run. The model must "
-        "load on every machine: a hub id, or a folder at the same path everywhere. Machine 0 must accept "
-        f"connections on port {cfg.main_process_port} from the others.", "",
-        "## Start", "", "```", *commands, "```", "",
-        "Each training machine starts `accelerate launch --num_machines ... --machine_rank RANK --main_process_ip "
-        f"... -m workbench train` (see `{TRAIN_SCRIPT}`); accelerate and torchrun do the rest.", "",
-        "## Where the run folder lands", "",
-        f"`$WORKBENCH_RUNS_DIR/{run_id}` on machine 0, else `runs/{run_id}` inside this folder "
-        "(`$WORKBENCH_RUN_DIR` names the folder outright). Only the main process (machine 0, rank 0) writes it: "
-        "status.json with a heartbeat, metrics, completions, checkpoints and the adapter; machine 0's output goes to "
-        "train.log there, the other machines' to their own terminals (Slurm: slurm-JOBID.out).", "",
-        "Put it on a filesystem the dashboard's machine sees and point the dashboard at the same runs folder "
-        "(`WORKBENCH_RUNS_DIR`, or the folder field of the Runs tab): it follows the run by its heartbeat, shows "
-        "`lost` when the heartbeat stops, and Stop writes `stop.request` there, which the run obeys at the end of "
-        "its step. To resume, the run folder must be the same path on every machine.",
-        *(["", "With the vLLM machine the adapter saved each step is loaded by the server from the run folder, so "
-           "the run folder must be on a filesystem the vLLM machine shares, at the same path."]
-          if cfg.vllm_node and cfg.generation == "vllm-server" else []),
-        ""])
+    shape = (
+        f"{cfg.num_processes} training process(es) on {cfg.num_machines} machine(s) "
+        f"({cluster.processes_per_machine(cfg)} each), backend {cfg.distributed_backend}, device {cfg.device}"
+        + (", and one more machine for the vLLM server" if cfg.vllm_node else "")
+    )
+    files = [
+        f"- `{runfolder.CONFIG_FILE}`: the run's settings (RunConfig)",
+        f"- `{ACCELERATE_FILE}`: accelerate's config (TRL's file for {cfg.distributed_backend})",
+        f"- `{TRAIN_SCRIPT} RANK`: one training machine",
+        *([f"- `{VLLM_SCRIPT}`: the vLLM machine"] if cfg.vllm_node else []),
+        f"- `{SLURM_SCRIPT}`: the whole job on Slurm",
+        f"- `{REQUIREMENTS_FILE}`: the versions it was written with",
+    ]
+    return "\n".join(
+        [
+            f"# Cluster bundle for run `{run_id}`",
+            "",
+            f"Model `{cfg.model}`, task `{cfg.task}`: {shape}.",
+            "",
+            "## Files",
+            "",
+            *files,
+            "",
+            "## Before starting",
+            "",
+            f"On every machine: Python 3.11 with `pip install -r {REQUIREMENTS_FILE}` and this workbench "
+            "(`pip install -e .` in its checkout), so that `accelerate` and `python -m workbench` run. The model must "
+            "load on every machine: a hub id, or a folder at the same path everywhere. Machine 0 must accept "
+            f"connections on port {cfg.main_process_port} from the others.",
+            "",
+            "## Start",
+            "",
+            "```",
+            *commands,
+            "```",
+            "",
+            "Each training machine starts `accelerate launch --num_machines ... --machine_rank RANK --main_process_ip "
+            f"... -m workbench train` (see `{TRAIN_SCRIPT}`); accelerate and torchrun do the rest.",
+            "",
+            "## Where the run folder lands",
+            "",
+            f"`$WORKBENCH_RUNS_DIR/{run_id}` on machine 0, else `runs/{run_id}` inside this folder "
+            "(`$WORKBENCH_RUN_DIR` names the folder outright). Only the main process (machine 0, rank 0) writes it: "
+            "status.json with a heartbeat, metrics, completions, checkpoints and the adapter; machine 0's output goes to "
+            "train.log there, the other machines' to their own terminals (Slurm: slurm-JOBID.out).",
+            "",
+            "Put it on a filesystem the dashboard's machine sees and point the dashboard at the same runs folder "
+            "(`WORKBENCH_RUNS_DIR`, or the folder field of the Runs tab): it follows the run by its heartbeat, shows "
+            "`lost` when the heartbeat stops, and Stop writes `stop.request` there, which the run obeys at the end of "
+            "its step. To resume, the run folder must be the same path on every machine.",
+            *(
+                [
+                    "",
+                    "With the vLLM machine the adapter saved each step is loaded by the server from the run folder, so "
+                    "the run folder must be on a filesystem the vLLM machine shares, at the same path.",
+                ]
+                if cfg.vllm_node and cfg.generation == "vllm-server"
+                else []
+            ),
+            "",
+        ]
+    )
 
 
 def requirements_text() -> str:
@@ -348,8 +410,7 @@ def requirements_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None,
-                 import_reward_file: bool = True) -> Bundle:
+def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None, import_reward_file: bool = True) -> Bundle:
     """Check `cfg` and write its bundle into `out` (created; files already there are replaced).
 
     `import_reward_file` False: the reward file is checked without running it (see validate_config).
@@ -362,9 +423,11 @@ def write_bundle(cfg: RunConfig, out: str | Path, run_id: str | None = None,
     cfg = _portable(cfg, folder)
     cfg.save(folder / runfolder.CONFIG_FILE)
     write_accelerate_config(cfg, folder)
-    files = {TRAIN_SCRIPT: train_script(cfg, run_id),
-             SLURM_SCRIPT: slurm_script(cfg, run_id),
-             REQUIREMENTS_FILE: requirements_text()}
+    files = {
+        TRAIN_SCRIPT: train_script(cfg, run_id),
+        SLURM_SCRIPT: slurm_script(cfg, run_id),
+        REQUIREMENTS_FILE: requirements_text(),
+    }
     if cfg.vllm_node:
         files[VLLM_SCRIPT] = vllm_script(cfg)
     commands = start_commands(cfg, folder)

@@ -7,6 +7,7 @@ launch ... -m workbench train ...` for several (DDP, on GPUs or on CPU with
 gloo; TRL's accelerate file for DeepSpeed / FSDP), and through the run's
 bubblewrap sandbox (workbench/jobs/sandbox.py) when it has one.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,11 +53,27 @@ def build_command(config: RunConfig, run_dir: str | os.PathLike, resume: bool = 
     if config.num_processes <= 1:
         return [sys.executable, *train]
     if config.distributed_backend != "ddp":  # TRL's accelerate file for DeepSpeed / FSDP, written by _spawn
-        return [*_accelerate_prefix(), "--config_file", str(run_dir / bundle.ACCELERATE_FILE),
-                "--main_process_port", str(processes.free_port()), *train]
-    launch = [*_accelerate_prefix(), "--num_processes", str(config.num_processes), "--num_machines", "1",
-              "--mixed_precision", "bf16" if config.bf16 else "no", "--dynamo_backend", "no",
-              "--main_process_port", str(processes.free_port())]
+        return [
+            *_accelerate_prefix(),
+            "--config_file",
+            str(run_dir / bundle.ACCELERATE_FILE),
+            "--main_process_port",
+            str(processes.free_port()),
+            *train,
+        ]
+    launch = [
+        *_accelerate_prefix(),
+        "--num_processes",
+        str(config.num_processes),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "bf16" if config.bf16 else "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(processes.free_port()),
+    ]
     # The torchrun path (--multi_gpu) serves CPU processes too: the trainer sets
     # use_cpu and torch.distributed picks gloo. accelerate's own --cpu flag
     # would start a single process unless MPI is installed.

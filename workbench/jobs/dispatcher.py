@@ -63,19 +63,27 @@ def start_queued(run_dir: Path) -> bool:
     try:
         config = launcher.recorded_config(run_dir)
         # checked again (a file may have moved meanwhile), read not run: the reward file runs only in training
-        launcher.check_launch(config, import_reward_file=False,
-                              read_data=not (record is not None and record.sandboxed))  # a sandbox's data: inside it
+        launcher.check_launch(
+            config, import_reward_file=False, read_data=not (record is not None and record.sandboxed)
+        )  # a sandbox's data: inside it
         now = time.time()
-        launcher.start_process(config, run_dir, resume, queued_resume=None,
-                               **({"resumed_at": now} if resume else {"started_at": now}))
+        launcher.start_process(
+            config, run_dir, resume, queued_resume=None, **({"resumed_at": now} if resume else {"started_at": now})
+        )
     except (OSError, ValueError) as exc:  # ValueError covers ConfigError and the other WorkbenchErrors
-        runfolder.update_status(run_dir, state="failed", finished_at=time.time(), queued_resume=None, error={
-            "type": type(exc).__name__,
-            "message": f"the run could not start when its turn in the queue came: {exc}",
-            "hint": "Something changed while it waited (a file moved, a port taken). Fix what the message says "
-                    "and launch it again.",
-            "traceback_tail": traceback.format_exc()[-2000:],
-        })
+        runfolder.update_status(
+            run_dir,
+            state="failed",
+            finished_at=time.time(),
+            queued_resume=None,
+            error={
+                "type": type(exc).__name__,
+                "message": f"the run could not start when its turn in the queue came: {exc}",
+                "hint": "Something changed while it waited (a file moved, a port taken). Fix what the message says "
+                "and launch it again.",
+                "traceback_tail": traceback.format_exc()[-2000:],
+            },
+        )
         return False
     return True
 

@@ -6,12 +6,13 @@ reads the run folders into them, and starts the runs folder's dispatcher
 process (workbench/jobs/dispatcher.py), which starts queued runs as their
 devices free up.
 """
+
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from workbench.jobs import processes, queue
 from workbench.jobs.run_state import launch_record, runs_elsewhere, status_of_dir
@@ -35,8 +36,11 @@ def _process_alive(run_dir: Path, status: RunStatus | dict) -> bool:
     record = launch_record(run_dir)
     if record is not None:
         return bool(record.live_processes())
-    return any(processes.alive(pid, status_field(status, "updated_at"))
-               for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status)) if pid)
+    return any(
+        processes.alive(pid, status_field(status, "updated_at"))
+        for pid in (*runfolder.pids_here(status), runfolder.server_pid_here(status))
+        if pid
+    )
 
 
 def _config_of(run_dir: Path) -> dict:
@@ -115,7 +119,13 @@ def ensure_dispatcher(runs_dir: str | os.PathLike | None = None) -> bool:
     if held is None:
         return False
     with held:  # the child inherits the lock: it holds it from its first instant, and this copy lets go
-        processes.spawn([sys.executable, "-m", DISPATCHER_MODULE, "--runs-dir", str(root),
-                         "--lock-fd", str(held.fileno())], root / runfolder.DISPATCHER_LOG_FILE, processes.job_env(),
-                        cwd=root, append=True, reap=True, pass_fds=(held.fileno(),))
+        processes.spawn(
+            [sys.executable, "-m", DISPATCHER_MODULE, "--runs-dir", str(root), "--lock-fd", str(held.fileno())],
+            root / runfolder.DISPATCHER_LOG_FILE,
+            processes.job_env(),
+            cwd=root,
+            append=True,
+            reap=True,
+            pass_fds=(held.fileno(),),
+        )
     return True

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # NVML's memory counters change as the allocator grows; a quarter second catches a generation
 # round's KV cache and a backward pass's activations, which each last seconds on a GPU run.
@@ -36,16 +36,21 @@ def used_bytes_per_gpu() -> dict[int, int]:
     except pynvml.NVMLError:
         return {}
     try:
-        return {index: int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).used)
-                for index in range(pynvml.nvmlDeviceGetCount())}
+        return {
+            index: int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).used)
+            for index in range(pynvml.nvmlDeviceGetCount())
+        }
     finally:
         pynvml.nvmlShutdown()
 
 
 def peak_above(baseline: dict[int, int], samples: list[dict[int, int]]) -> dict[int, int]:
     """Each GPU's highest sample less its baseline (never below 0)."""
-    return {index: max(0, max(sample.get(index, 0) for sample in samples) - used)
-            for index, used in baseline.items()} if samples else {index: 0 for index in baseline}
+    return (
+        {index: max(0, max(sample.get(index, 0) for sample in samples) - used) for index, used in baseline.items()}
+        if samples
+        else {index: 0 for index in baseline}
+    )
 
 
 # How far above its idle reference a GPU may stay and still count as released: the driver's own
@@ -53,9 +58,15 @@ def peak_above(baseline: dict[int, int], samples: list[dict[int, int]]) -> dict[
 RELEASE_SLACK_BYTES = 64 * 2**20
 
 
-def wait_for_release(reference: dict[int, int], timeout_s: float = 60.0, slack: int = RELEASE_SLACK_BYTES,
-                     read: Callable[[], dict[int, int]] = used_bytes_per_gpu, poll_s: float = 0.25,
-                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+def wait_for_release(
+    reference: dict[int, int],
+    timeout_s: float = 60.0,
+    slack: int = RELEASE_SLACK_BYTES,
+    read: Callable[[], dict[int, int]] = used_bytes_per_gpu,
+    poll_s: float = 0.25,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
     """Wait until every GPU's used memory is back within `slack` of `reference`; False if `timeout_s` passed first.
 
     A process that has exited can still hold its CUDA memory for a moment while the driver tears its
@@ -84,7 +95,7 @@ class GpuMemoryWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "GpuMemoryWatch":
+    def __enter__(self) -> GpuMemoryWatch:
         self._baseline = self._read()
         if self._baseline:
             self._thread = threading.Thread(target=self._sample, name="gpu-memory-watch", daemon=True)

@@ -23,14 +23,15 @@ and the runs folder's dispatcher process (workbench/jobs/dispatcher.py) starts
 it once they are free. Every check-and-claim holds the runs folder's queue
 lock, so two launches at once never take the same device.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from workbench.jobs import bundle, processes, queue, sandbox, vllm_server
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
@@ -76,12 +77,18 @@ def _claim_run_dir(path: str | os.PathLike, root: Path) -> Path:
     """The run folder a caller named (`train --background --run-dir`): directly in the runs folder, new or empty."""
     path = Path(path).resolve()
     if path.parent != root.resolve():
-        raise LauncherError(field="--run-dir", rule=f"{path} is not directly inside the runs folder {root}",
-                            fix="name a folder inside --runs-dir, or leave --runs-dir out (the run folder's parent "
-                                "is then its runs folder)")
+        raise LauncherError(
+            field="--run-dir",
+            rule=f"{path} is not directly inside the runs folder {root}",
+            fix="name a folder inside --runs-dir, or leave --runs-dir out (the run folder's parent "
+            "is then its runs folder)",
+        )
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise LauncherError(field="--run-dir", rule=f"{path} already exists and is not an empty folder",
-                            fix="name a new folder, or resume a run there with `python -m workbench resume RUN`")
+        raise LauncherError(
+            field="--run-dir",
+            rule=f"{path} already exists and is not an empty folder",
+            fix="name a new folder, or resume a run there with `python -m workbench resume RUN`",
+        )
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -107,10 +114,12 @@ def _spawn(config: RunConfig, run_dir: Path, resume: bool, sandboxed: bool = Fal
 
 def _refuse_multi_machine(config: RunConfig) -> None:
     if cluster.is_multi_machine(config):
-        raise LauncherError(field="num_machines", rule=f"a run over {cluster.machines_in_job(config)} machines "
-                            "starts on those machines, not from here",
-                            fix="export a cluster bundle (`python -m workbench export CONFIG --out DIR`, or Export "
-                                "in the Setup tab) and start its scripts there")
+        raise LauncherError(
+            field="num_machines",
+            rule=f"a run over {cluster.machines_in_job(config)} machines starts on those machines, not from here",
+            fix="export a cluster bundle (`python -m workbench export CONFIG --out DIR`, or Export "
+            "in the Setup tab) and start its scripts there",
+        )
 
 
 def check_launch(config: RunConfig, import_reward_file: bool = True, read_data: bool = True) -> None:
@@ -133,9 +142,16 @@ def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> N
     """
     sandboxed = bool((launch_records.read_record(run_dir) or launch_records.LaunchRecord()).sandboxed)
     runfolder.write_json_atomic(run_dir / runfolder.CONFIG_FILE, config.to_dict())
-    runfolder.update_status(run_dir, state="starting", pid=None, pgid=None, sandbox_pid=None,
-                            command=build_command(config, run_dir, resume=resume),
-                            vllm=vllm_server.server_section(config), **fields)
+    runfolder.update_status(
+        run_dir,
+        state="starting",
+        pid=None,
+        pgid=None,
+        sandbox_pid=None,
+        command=build_command(config, run_dir, resume=resume),
+        vllm=vllm_server.server_section(config),
+        **fields,
+    )
     launch_records.update_record(run_dir, processes=(), resume=False, queued_at=None)
     pid = _spawn(config, run_dir, resume=resume, sandboxed=sandboxed)
     launch_records.record_started(run_dir, pid)  # the trainer first: readers take the first as the run's
@@ -149,9 +165,15 @@ def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) ->
     return queue.place_of_new(entry, queued, holding)
 
 
-def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: bool = False,
-          owner: str | None = None, import_reward_file: bool = True,
-          sandboxed: sandbox.Policy | None = None, into: str | os.PathLike | None = None) -> str:
+def start(
+    config: RunConfig,
+    runs_dir: str | os.PathLike | None = None,
+    smoke: bool = False,
+    owner: str | None = None,
+    import_reward_file: bool = True,
+    sandboxed: sandbox.Policy | None = None,
+    into: str | os.PathLike | None = None,
+) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
 
     When a live run holds its devices (GPUs, or the CPU) the run waits in the
@@ -176,20 +198,36 @@ def start(config: RunConfig, runs_dir: str | os.PathLike | None = None, smoke: b
     with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
         place = _turn(config, "", owner, holding, queued)
-        run_dir = _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None \
-            else _claim_run_dir(into, root)
+        run_dir = (
+            _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None else _claim_run_dir(into, root)
+        )
         config.save(run_dir / runfolder.CONFIG_FILE)
-        launch_records.write_record(run_dir, launch_records.LaunchRecord(
-            owner=owner, sandboxed=sandboxed is not None, config=config.to_dict(),
-            policy=None if sandboxed is None else sandboxed.to_status()))
-        fields = {"step": 0, "smoke_test": smoke, "owner": owner,
-                  "sandbox": None if sandboxed is None else sandboxed.to_status()}
+        launch_records.write_record(
+            run_dir,
+            launch_records.LaunchRecord(
+                owner=owner,
+                sandboxed=sandboxed is not None,
+                config=config.to_dict(),
+                policy=None if sandboxed is None else sandboxed.to_status(),
+            ),
+        )
+        fields = {
+            "step": 0,
+            "smoke_test": smoke,
+            "owner": owner,
+            "sandbox": None if sandboxed is None else sandboxed.to_status(),
+        }
         if place.may_start:
             start_process(config, run_dir, resume=False, started_at=time.time(), **fields)
         else:
             launch_records.update_record(run_dir, queued_at=place.entry.queued_at)
-            runfolder.update_status(run_dir, state=runfolder.QUEUED, queued_at=place.entry.queued_at,
-                                    command=build_command(config, run_dir), **fields)
+            runfolder.update_status(
+                run_dir,
+                state=runfolder.QUEUED,
+                queued_at=place.entry.queued_at,
+                command=build_command(config, run_dir),
+                **fields,
+            )
         if queued or not place.may_start:
             ensure_dispatcher(root)
     return run_dir.name
@@ -210,17 +248,24 @@ def helper_job(runs_dir: str | os.PathLike | None, owner: str | None, kind: str)
         yield lambda pid: launch_records.record_job(root, f"{kind}-{pid}", owner, pid)
 
 
-def smoke_test(config: RunConfig, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
-               import_reward_file: bool = True, sandboxed: sandbox.Policy | None = None) -> str:
+def smoke_test(
+    config: RunConfig,
+    runs_dir: str | os.PathLike | None = None,
+    owner: str | None = None,
+    import_reward_file: bool = True,
+    sandboxed: sandbox.Policy | None = None,
+) -> str:
     """Start one real optimizer step with the same settings, in its own run folder marked as a smoke test.
 
     It catches what only a real step shows (memory, chat template, reward
     errors) in seconds; `wait(run_id)` gives its outcome.
     """
-    one_step = config.with_changes(max_steps=1, save_steps=max(config.save_steps, 1),
-                                   run_name=config.run_name or f"{config.task}")
-    return start(one_step, runs_dir, smoke=True, owner=owner, import_reward_file=import_reward_file,
-                 sandboxed=sandboxed)
+    one_step = config.with_changes(
+        max_steps=1, save_steps=max(config.save_steps, 1), run_name=config.run_name or f"{config.task}"
+    )
+    return start(
+        one_step, runs_dir, smoke=True, owner=owner, import_reward_file=import_reward_file, sandboxed=sandboxed
+    )
 
 
 def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
@@ -234,8 +279,7 @@ def graceful_wait_seconds(timeout: float, step_time: float | None) -> float:
     return max(timeout, 2.0 * step_time + 10.0)
 
 
-def _wait_until_final(run_dir: Path, seconds: float, poll: float = 0.25, save_limit: float = SAVE_WAIT_SECONDS
-                      ) -> dict:
+def _wait_until_final(run_dir: Path, seconds: float, poll: float = 0.25, save_limit: float = SAVE_WAIT_SECONDS) -> dict:
     """The run's status once it is final, or after `seconds`; a save under way is waited for up to `save_limit`."""
     deadline = time.monotonic() + seconds
     save_deadline = None
@@ -278,20 +322,23 @@ def stop(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float 
     if current["state"] in ("training", "saving"):
         run_locks.request_stop(run_dir)
         wait = graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
-        current = _wait_until_final(run_dir, wait if cap is None else min(wait, max(timeout, cap)),
-                                    save_limit=save_limit)
+        current = _wait_until_final(
+            run_dir, wait if cap is None else min(wait, max(timeout, cap)), save_limit=save_limit
+        )
         if current["state"] in runfolder.FINAL_STATES and not _still_running_after(record, 5.0):
             _stop_own_server(run_dir, record)
             return current
     # not training yet (nothing to save) or not answering: end every process the launcher started for it
     # (SIGTERM first, which the trainer takes as a stop request too; no SIGKILL while it saves)
     for started in record.live_processes():
-        processes.end_tree(started.pid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving",
-                           hold_limit=save_limit)
+        processes.end_tree(
+            started.pid, grace=5.0, hold=lambda: status_of_dir(run_dir)["state"] == "saving", hold_limit=save_limit
+        )
     run_locks.clear_stop_request(run_dir)
     if runfolder.read_run_status(run_dir).state not in runfolder.FINAL_STATES:
-        runfolder.update_status(run_dir, state="stopped", finished_at=time.time(),
-                                note="killed: it did not stop on request")
+        runfolder.update_status(
+            run_dir, state="stopped", finished_at=time.time(), note="killed: it did not stop on request"
+        )
     _stop_own_server(run_dir, record)
     return status_of_dir(run_dir)
 
@@ -321,8 +368,10 @@ def _stop_unrecorded(run_dir: Path, current: dict, timeout: float) -> dict:
     run_locks.request_stop(run_dir)
     current = _wait_until_final(run_dir, graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time")))
     if current["state"] not in runfolder.FINAL_STATES:
-        current["note"] = ("stop requested: it stops at the end of its step; the launcher did not start it, so it "
-                           "never kills its processes (stop it where it was started)")
+        current["note"] = (
+            "stop requested: it stops at the end of its step; the launcher did not start it, so it "
+            "never kills its processes (stop it where it was started)"
+        )
     return current
 
 
@@ -331,8 +380,13 @@ def _take_out_of_queue(run_dir: Path) -> bool:
     with run_locks.queue_lock(run_dir.parent):
         if runfolder.read_run_status(run_dir).state != runfolder.QUEUED:
             return False
-        runfolder.update_status(run_dir, state="stopped", finished_at=time.time(), queued_resume=None,
-                                note="taken out of the queue before it started")
+        runfolder.update_status(
+            run_dir,
+            state="stopped",
+            finished_at=time.time(),
+            queued_resume=None,
+            note="taken out of the queue before it started",
+        )
         launch_records.update_record(run_dir, queued_at=None)
         return True
 
@@ -345,15 +399,24 @@ def _stop_remote(run_dir: Path, current: dict, timeout: float) -> dict:
     """
     run_locks.request_stop(run_dir)
     if current["state"] != runfolder.LOST:
-        current = _wait_until_final(run_dir, graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time")))
+        current = _wait_until_final(
+            run_dir, graceful_wait_seconds(timeout, runfolder.last_metric(run_dir, "step_time"))
+        )
     if current["state"] not in runfolder.FINAL_STATES or current["state"] == runfolder.LOST:
-        current["note"] = (f"stop requested: the run on {current['host']} stops at the end of its step; processes "
-                           "on another machine are never killed from here")
+        current["note"] = (
+            f"stop requested: the run on {current['host']} stops at the end of its step; processes "
+            "on another machine are never killed from here"
+        )
     return current
 
 
-def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | None = None,
-           import_reward_file: bool = True, sandboxed: sandbox.Policy | None = None) -> str:
+def resume(
+    run_id: str,
+    runs_dir: str | os.PathLike | None = None,
+    owner: str | None = None,
+    import_reward_file: bool = True,
+    sandboxed: sandbox.Policy | None = None,
+) -> str:
     """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there.
 
     Like a launch, it waits in the queue while a live run holds its devices.
@@ -388,16 +451,29 @@ def resume(run_id: str, runs_dir: str | os.PathLike | None = None, owner: str | 
         if state not in runfolder.FINAL_STATES:
             raise LauncherError(f"run {run_dir.name} was resumed meanwhile and is {state}; stop it before resuming")
         place = _turn(config, run_dir.name, owner, holding, queued)
-        fields = {"error": None, "finished_at": None, "summary": None, "note": None, "owner": owner,
-                  "sandbox": None if kept is None else kept.to_status()}
-        launch_records.update_record(run_dir, owner=owner, sandboxed=kept is not None, config=config.to_dict(),
-                                     policy=None if kept is None else kept.to_status(), resume=not place.may_start,
-                                     queued_at=None if place.may_start else place.entry.queued_at)
+        fields = {
+            "error": None,
+            "finished_at": None,
+            "summary": None,
+            "note": None,
+            "owner": owner,
+            "sandbox": None if kept is None else kept.to_status(),
+        }
+        launch_records.update_record(
+            run_dir,
+            owner=owner,
+            sandboxed=kept is not None,
+            config=config.to_dict(),
+            policy=None if kept is None else kept.to_status(),
+            resume=not place.may_start,
+            queued_at=None if place.may_start else place.entry.queued_at,
+        )
         if place.may_start:
             start_process(config, run_dir, resume=True, resumed_at=time.time(), **fields)
         else:
-            runfolder.update_status(run_dir, state=runfolder.QUEUED, queued_at=place.entry.queued_at,
-                                    queued_resume=True, **fields)
+            runfolder.update_status(
+                run_dir, state=runfolder.QUEUED, queued_at=place.entry.queued_at, queued_resume=True, **fields
+            )
         if queued or not place.may_start:
             ensure_dispatcher(run_dir.parent)
     return run_dir.name
@@ -412,8 +488,9 @@ def recorded_config(run_dir: Path) -> RunConfig:
     return RunConfig.load(run_dir / runfolder.CONFIG_FILE)
 
 
-def resume_policy(record: launch_records.LaunchRecord | None, written: RunStatus,
-                  sandboxed: sandbox.Policy | None) -> sandbox.Policy | None:
+def resume_policy(
+    record: launch_records.LaunchRecord | None, written: RunStatus, sandboxed: sandbox.Policy | None
+) -> sandbox.Policy | None:
     """The sandbox a resume starts in: the one the caller computed now for the run's owner; else the launcher's
     record's; never more than that. A run with no record but a sandbox in its status.json (from before records
     were kept) resumes in a sandbox that adds nothing: what its status.json lists is not taken on trust."""
@@ -435,8 +512,11 @@ def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:
     root = runfolder.runs_root(runs_dir)
     real = run_dir.resolve()
     if real.parent != root.resolve():
-        raise LauncherError(field="run", rule=f"{real} is not a run folder inside the runs folder {root}",
-                            fix="only runs listed there can be deleted here; remove other folders yourself")
+        raise LauncherError(
+            field="run",
+            rule=f"{real} is not a run folder inside the runs folder {root}",
+            fix="only runs listed there can be deleted here; remove other folders yourself",
+        )
     record = launch_records.read_record(real)
     if status_of_dir(real)["state"] not in runfolder.FINAL_STATES or (record and record.live_processes()):
         raise LauncherError(f"run {run_dir.name} is still running (its processes have not ended); stop it first")

@@ -14,9 +14,10 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, Callable, ContextManager
+from typing import IO, ContextManager
 
 from workbench.runstore import safe_files
 from workbench.sources.gpus import visible_devices
@@ -56,9 +57,15 @@ def _log_file(log: str | os.PathLike | IO[bytes], append: bool) -> ContextManage
     return safe_files.open_for_writing(log, append=append)
 
 
-def spawn(command: list[str], log_path: str | os.PathLike | IO[bytes], env: dict,
-          cwd: str | os.PathLike | None = None, append: bool = False, reap: bool = False,
-          pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+def spawn(
+    command: list[str],
+    log_path: str | os.PathLike | IO[bytes],
+    env: dict,
+    cwd: str | os.PathLike | None = None,
+    append: bool = False,
+    reap: bool = False,
+    pass_fds: tuple[int, ...] = (),
+) -> subprocess.Popen:
     """Start `command` in its own session with stdout and stderr in `log_path`; returns at once.
 
     `log_path`: the log's path (appended to, or emptied first unless `append`;
@@ -73,8 +80,14 @@ def spawn(command: list[str], log_path: str | os.PathLike | IO[bytes], env: dict
             log.write(f"$ {' '.join(command)}\n".encode())
             log.flush()
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=env, cwd=None if cwd is None else str(cwd), start_new_session=True, pass_fds=pass_fds,
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=None if cwd is None else str(cwd),
+            start_new_session=True,
+            pass_fds=pass_fds,
         )
     if reap:
         threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
@@ -110,8 +123,9 @@ def signal_tree(processes: list, pgid: int | None, sig: int) -> None:
             pass
 
 
-def end_tree(pid: int | None, grace: float = 5.0, hold: Callable[[], bool] | None = None,
-             hold_limit: float = 600.0) -> None:
+def end_tree(
+    pid: int | None, grace: float = 5.0, hold: Callable[[], bool] | None = None, hold_limit: float = 600.0
+) -> None:
     """SIGTERM the job `pid` (its group and descendants), SIGKILL whatever is left after `grace` seconds.
 
     While `hold()` is true (a run writing its adapter) the SIGKILL waits, up to

@@ -26,8 +26,8 @@ nothing queued after it can keep it waiting.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from workbench.errors import WorkbenchError
 from workbench.runstore.runfolder import QUEUED
@@ -107,8 +107,9 @@ def devices_of(config: Mapping, gpus: Sequence[int]) -> frozenset[str]:
         held = {CPU}
     else:
         held = _gpus(config.get("gpu_ids")) or _gpus(gpus) or {gpu(0)}
-    own_server = config.get("generation") in SERVER_GENERATIONS and not str(
-        config.get("vllm_server_base_url") or "").strip()
+    own_server = (
+        config.get("generation") in SERVER_GENERATIONS and not str(config.get("vllm_server_base_url") or "").strip()
+    )
     if own_server:
         held |= _gpus(config.get("vllm_gpu_ids"))
     return frozenset(held)
@@ -184,9 +185,11 @@ def max_runs_per_user(env: Mapping[str, str]) -> int:
     if not text:
         return DEFAULT_MAX_RUNS_PER_USER
     if not text.isdigit():
-        raise WorkbenchError(field=MAX_RUNS_ENV, rule=f"{text[:40]!r} is not a whole number of runs",
-                             fix=f"set it to 1 or more, 0 for no limit, or unset it for the default "
-                                 f"{DEFAULT_MAX_RUNS_PER_USER}")
+        raise WorkbenchError(
+            field=MAX_RUNS_ENV,
+            rule=f"{text[:40]!r} is not a whole number of runs",
+            fix=f"set it to 1 or more, 0 for no limit, or unset it for the default {DEFAULT_MAX_RUNS_PER_USER}",
+        )
     return int(text)
 
 
@@ -203,6 +206,7 @@ def check_user_limit(owner: str | None, live: Sequence[Entry], limit: int) -> No
         raise UserLimitError(
             field=MAX_RUNS_ENV,
             rule=f"{owner} already has {len(mine)} run{'s' if len(mine) != 1 else ''} running or queued "
-                 f"({', '.join(sorted(mine))}); each user may have {limit}",
+            f"({', '.join(sorted(mine))}); each user may have {limit}",
             fix="wait for one to end, or stop one (Stop in the Train tab, `python -m workbench stop RUN`), "
-                "then launch again")
+            "then launch again",
+        )

@@ -41,8 +41,11 @@ def _parents() -> dict[str, Path]:
     own = _own_paths()
     unified = ROOT / own.get("", "/").lstrip("/")
     if "memory" not in own and (unified / "cgroup.controllers").is_file():  # cgroup v2 only
-        enabled = (unified / "cgroup.subtree_control").read_text().split() if \
-            (unified / "cgroup.subtree_control").is_file() else []
+        enabled = (
+            (unified / "cgroup.subtree_control").read_text().split()
+            if (unified / "cgroup.subtree_control").is_file()
+            else []
+        )
         return {"memory": unified, "pids": unified} if "memory" in enabled else {}
     folders = {name: ROOT / name / own[name].lstrip("/") for name in ("memory", "pids") if name in own}
     return {name: folder for name, folder in folders.items() if os.access(folder, os.W_OK)}

@@ -6,6 +6,7 @@ queue. A listing of thousands of runs every few seconds stays quick: a
 finished run's entry is built once per version of its status.json
 (workbench/runstore/file_cache.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ from workbench.jobs.gpu_queue import ensure_dispatcher, place_fields, queue_entr
 from workbench.jobs.run_state import status_of_dir, unreadable_status
 from workbench.runstore import file_cache, runfolder
 
+
 def _listed(run_dir: Path) -> tuple[dict, dict]:
     """One run's `list_runs` entry (its status as readers see it, and the config fields a table shows) and config."""
     entry = status_of_dir(run_dir, read=file_cache.read_json_object)
@@ -23,8 +25,12 @@ def _listed(run_dir: Path) -> tuple[dict, dict]:
         config = file_cache.read_json_object(os.path.join(run_dir, runfolder.CONFIG_FILE))
     except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
         entry, config = unreadable_status(run_dir, exc), {}
-    entry.update({key: config.get(key) for key in ("model", "task", "run_name", "dataset_name", "dataset_path", "num_processes",
-                                                     "generation")})
+    entry.update(
+        {
+            key: config.get(key)
+            for key in ("model", "task", "run_name", "dataset_name", "dataset_path", "num_processes", "generation")
+        }
+    )
     return entry, config
 
 
@@ -42,8 +48,9 @@ def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
     """
     runs, configs = [], []
     for run_dir in runfolder.list_run_dirs(runs_dir):
-        entry, config = file_cache.cached(os.path.join(run_dir, runfolder.STATUS_FILE), lambda _: _listed(run_dir),
-                                          "listed", keep=_settled)
+        entry, config = file_cache.cached(
+            os.path.join(run_dir, runfolder.STATUS_FILE), lambda _: _listed(run_dir), "listed", keep=_settled
+        )
         runs.append(dict(entry))  # callers add fields (a queued run's place) to their copy
         configs.append(config)
     if any(entry["state"] == runfolder.QUEUED for entry in runs):  # their `queue_position` and `waits_for`

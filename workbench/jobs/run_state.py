@@ -18,6 +18,7 @@ is so at once (its times are its own to write); a run outside a sandbox, whose
 code is its user's own, after LINGER_SECONDS (a trainer exits a moment after its
 last word).
 """
+
 from __future__ import annotations
 
 import os
@@ -65,12 +66,14 @@ def run_dir_of(run_id: str | os.PathLike, runs_dir: str | os.PathLike | None = N
 def unreadable_status(run_dir: Path, exc: BaseException) -> dict:
     """The status readers give a run folder they cannot read: state `unreadable` and the reason."""
     return {
-        "state": runfolder.UNREADABLE, "run_id": run_dir.name, "run_dir": str(run_dir),
+        "state": runfolder.UNREADABLE,
+        "run_id": run_dir.name,
+        "run_dir": str(run_dir),
         "error": {
             "type": type(exc).__name__,
             "message": f"this run folder cannot be read: {exc}",
             "hint": "Check the folder's permissions and that its status.json and config.json are UTF-8 JSON "
-                    "objects, or delete the folder.",
+            "objects, or delete the folder.",
             "traceback_tail": "",
         },
     }
@@ -129,17 +132,23 @@ def _live_status(run_dir: Path, status: RunStatus, record: launch_records.Launch
     updated = status.updated_at or 0.0
     if runs_elsewhere(status):
         seen.update(_remote_judgement(status, updated))
-    elif status.state == "starting" and not (record.processes if record else status.pid or status.pgid) \
-            and time.time() - updated < RECORD_PID_SECONDS:
+    elif (
+        status.state == "starting"
+        and not (record.processes if record else status.pid or status.pgid)
+        and time.time() - updated < RECORD_PID_SECONDS
+    ):
         pass  # being spawned: the launcher records the pid next
     elif not _processes_live(status, record, updated):
-        status.update(state="failed", error={
-            "type": "ProcessDied",
-            "message": f"the training process (pid {status.pid}) ended without recording why",
-            "hint": "It was killed or ran out of memory. Read the end of train.log; if memory ran out, "
-                    "lower per_device_train_batch_size, num_generations or max_completion_length.",
-            "traceback_tail": runfolder.read_log_tail(run_dir, 2000),
-        })
+        status.update(
+            state="failed",
+            error={
+                "type": "ProcessDied",
+                "message": f"the training process (pid {status.pid}) ended without recording why",
+                "hint": "It was killed or ran out of memory. Read the end of train.log; if memory ran out, "
+                "lower per_device_train_batch_size, num_generations or max_completion_length.",
+                "traceback_tail": runfolder.read_log_tail(run_dir, 2000),
+            },
+        )
     elif updated and time.time() - updated > STALE_SECONDS:
         seen["stalled_seconds"] = round(time.time() - updated, 1)
     return {**status.to_dict(), **seen}
@@ -151,9 +160,15 @@ def _queued_by_the_launcher(status: RunStatus, record: launch_records.LaunchReco
     if record.queued_at is not None:
         status.update(queued_at=record.queued_at)
         return
-    status.update(state="failed", error={
-        "type": "NotQueued", "message": "status.json says the run is queued, but the launcher never queued it",
-        "hint": "The run's own code wrote it; resume the run to queue it again.", "traceback_tail": ""})
+    status.update(
+        state="failed",
+        error={
+            "type": "NotQueued",
+            "message": "status.json says the run is queued, but the launcher never queued it",
+            "hint": "The run's own code wrote it; resume the run to queue it again.",
+            "traceback_tail": "",
+        },
+    )
 
 
 def _processes_live(status: RunStatus, record: launch_records.LaunchRecord | None, updated: float) -> bool:
@@ -180,15 +195,19 @@ def _remote_judgement(status: RunStatus, updated: float) -> dict:
     age = time.time() - updated if updated else float("inf")
     if age > LOST_SECONDS:
         last_state = status.state
-        status.update(state=runfolder.LOST, error={
-            "type": "HeartbeatLost",
-            "message": f"the run on {status.host} has not written status.json for "
-                       + (f"{age:.0f} s" if updated else "ever") + f" (limit {LOST_SECONDS:.0f} s)",
-            "hint": f"Its processes cannot be seen from here. Check on {status.host} (its terminal or "
-                    "slurm-JOBID.out, and train.log in the run folder) whether it still runs and whether the "
-                    "filesystem is still shared; it shows its state again as soon as its heartbeat returns.",
-            "traceback_tail": "",
-        })
+        status.update(
+            state=runfolder.LOST,
+            error={
+                "type": "HeartbeatLost",
+                "message": f"the run on {status.host} has not written status.json for "
+                + (f"{age:.0f} s" if updated else "ever")
+                + f" (limit {LOST_SECONDS:.0f} s)",
+                "hint": f"Its processes cannot be seen from here. Check on {status.host} (its terminal or "
+                "slurm-JOBID.out, and train.log in the run folder) whether it still runs and whether the "
+                "filesystem is still shared; it shows its state again as soon as its heartbeat returns.",
+                "traceback_tail": "",
+            },
+        )
         return {"last_state": last_state}
     if age > STALE_SECONDS:
         return {"stalled_seconds": round(age, 1)}
@@ -203,8 +222,7 @@ def is_running(run_id: str, runs_dir: str | os.PathLike | None = None) -> bool:
     return status(run_id, runs_dir)["state"] not in runfolder.FINAL_STATES
 
 
-def wait(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float = 600.0,
-         poll: float = 0.5) -> dict:
+def wait(run_id: str, runs_dir: str | os.PathLike | None = None, timeout: float = 600.0, poll: float = 0.5) -> dict:
     """Block until the run reaches a final state (or `timeout`), and return its status."""
     deadline = time.monotonic() + timeout
     while True:
@@ -232,8 +250,7 @@ def other_live_process(run_dir: str | os.PathLike) -> int | None:
     own = {me.pid, *(parent.pid for parent in me.parents())}
     worker = "LOCAL_RANK" in os.environ  # started by torchrun / accelerate with sibling workers
     for pid in runfolder.pids_here(status):
-        if pid not in own and processes.alive(pid, updated) \
-                and not (worker and _sibling(pid, me.ppid())):
+        if pid not in own and processes.alive(pid, updated) and not (worker and _sibling(pid, me.ppid())):
             return pid
     return None
 

@@ -66,14 +66,23 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from workbench.errors import WorkbenchError
 from workbench.jobs import run_cgroup, tune_job
-from workbench.jobs.sandbox_paths import (SCRATCH, SCRATCH_VLLM, cache_paths, code_paths, hub_cache, is_under,
-                                          named_paths, real_path, vllm_record_placement)
+from workbench.jobs.sandbox_paths import (
+    SCRATCH,
+    SCRATCH_VLLM,
+    cache_paths,
+    code_paths,
+    hub_cache,
+    is_under,
+    named_paths,
+    real_path,
+    vllm_record_placement,
+)
 from workbench.runstore import launch_records, runfolder
 
 BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
@@ -87,10 +96,13 @@ SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"
 # A server running as root runs each sandbox as a uid of its own, in this range (no account uses it).
 RUN_UIDS = range(2_000_000, 2_100_000)
 SUPERVISOR = Path(__file__).with_name("sandbox_init.py")  # the sandbox's init, run by path (standard library only)
-SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_KEY|ACCESS_KEY|^WORKBENCH_USERS|^SSH_|^AWS_|^GOOGLE_",
-                        re.IGNORECASE)
-INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; `make run` does it), and allow "
-                "unprivileged user namespaces or run the dashboard as root")
+SECRET_ENV = re.compile(
+    r"TOKEN|SECRET|PASSW|CREDENTIAL|API_KEY|ACCESS_KEY|^WORKBENCH_USERS|^SSH_|^AWS_|^GOOGLE_", re.IGNORECASE
+)
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; `make run` does it), and allow "
+    "unprivileged user namespaces or run the dashboard as root"
+)
 
 
 class SandboxError(WorkbenchError):
@@ -113,13 +125,14 @@ class Policy:
         return {"hidden_files": list(self.hidden_files), "readable": list(self.readable)}
 
     @classmethod
-    def from_status(cls, section) -> "Policy | None":
+    def from_status(cls, section) -> Policy | None:
         if not isinstance(section, dict):
             return None
 
         def paths(key: str) -> tuple[str, ...]:
             value = section.get(key)
             return tuple(str(p) for p in value if isinstance(p, str)) if isinstance(value, list) else ()
+
         return cls(paths("hidden_files"), paths("readable"))
 
 
@@ -150,7 +163,7 @@ class Limits:
     tmp: int = 0
 
     @classmethod
-    def from_env(cls, env: dict | None = None) -> "Limits":
+    def from_env(cls, env: dict | None = None) -> Limits:
         """The admin's limits (WORKBENCH_RUN_MEMORY_GB, _FILE_GB, _DISK_GB, _PROCESSES, _TMP_GB), else defaults:
         three quarters of the machine's memory, 20 GiB a file, 50 GiB a folder, 2048 processes and threads,
         2 GiB in memory."""
@@ -158,22 +171,38 @@ class Limits:
 
         env = os.environ if env is None else env
         total = psutil.virtual_memory().total
-        return cls(memory=int(_env_number(env, "WORKBENCH_RUN_MEMORY_GB", 0.75 * total / GIB) * GIB),
-                   file_size=int(_env_number(env, "WORKBENCH_RUN_FILE_GB", 20) * GIB),
-                   disk=int(_env_number(env, "WORKBENCH_RUN_DISK_GB", 50) * GIB),
-                   # threads count too where the limit is the kernel's (a run as its own uid)
-                   processes=int(_env_number(env, "WORKBENCH_RUN_PROCESSES", 2048)),
-                   tmp=int(_env_number(env, "WORKBENCH_RUN_TMP_GB", 2) * GIB))
+        return cls(
+            memory=int(_env_number(env, "WORKBENCH_RUN_MEMORY_GB", 0.75 * total / GIB) * GIB),
+            file_size=int(_env_number(env, "WORKBENCH_RUN_FILE_GB", 20) * GIB),
+            disk=int(_env_number(env, "WORKBENCH_RUN_DISK_GB", 50) * GIB),
+            # threads count too where the limit is the kernel's (a run as its own uid)
+            processes=int(_env_number(env, "WORKBENCH_RUN_PROCESSES", 2048)),
+            tmp=int(_env_number(env, "WORKBENCH_RUN_TMP_GB", 2) * GIB),
+        )
 
     def supervisor_args(self, own_dir: str) -> list[str]:
         """The arguments of jobs/sandbox_init.py that hold these limits for the run writing `own_dir`."""
-        return ["--watch", own_dir, "--memory", str(max(self.memory, 0)), "--file-size", str(max(self.file_size, 0)),
-                "--disk", str(max(self.disk, 0)), "--processes", str(max(self.processes, 0))]
+        return [
+            "--watch",
+            own_dir,
+            "--memory",
+            str(max(self.memory, 0)),
+            "--file-size",
+            str(max(self.file_size, 0)),
+            "--disk",
+            str(max(self.disk, 0)),
+            "--processes",
+            str(max(self.processes, 0)),
+        ]
 
     def describe(self) -> dict:
-        return {"memory_gib": round(self.memory / GIB, 2), "file_gib": round(self.file_size / GIB, 2),
-                "disk_gib": round(self.disk / GIB, 2), "processes": self.processes,
-                "in_memory_folders_gib": round(self.tmp / GIB, 2)}
+        return {
+            "memory_gib": round(self.memory / GIB, 2),
+            "file_gib": round(self.file_size / GIB, 2),
+            "disk_gib": round(self.disk / GIB, 2),
+            "processes": self.processes,
+            "in_memory_folders_gib": round(self.tmp / GIB, 2),
+        }
 
 
 @dataclass(frozen=True)
@@ -205,7 +234,10 @@ class Exposure:
         """For status.json and the README: what the sandbox showed the run."""
         placed = [f"{host} (at {inside})" for host, inside in self.placed]
         return {kind: self.paths(kind) + (placed if kind == "read-only" else []) for kind in MOUNT_KINDS} | {
-            "network": "none", "limits": self.limits.describe(), "uid": self.uid}
+            "network": "none",
+            "limits": self.limits.describe(),
+            "uid": self.uid,
+        }
 
 
 MOUNT_KINDS = ("empty", "read-only", "read-write", "masked", "device")
@@ -215,8 +247,14 @@ BWRAP_MOUNT = {"empty": "--tmpfs", "read-only": "--ro-bind", "read-write": "--bi
 # ---------------------------------------------------------------- what a sandbox shows
 
 
-def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: dict | None = None,
-             policy: Policy | None = None, env: dict | None = None, limits: Limits | None = None) -> Exposure:
+def exposure(
+    own_dir: str | os.PathLike,
+    runs_root: str | os.PathLike,
+    config: dict | None = None,
+    policy: Policy | None = None,
+    env: dict | None = None,
+    limits: Limits | None = None,
+) -> Exposure:
     """What a sandbox for a process writing `own_dir` (a run folder) shows, given the runs folder it lies in.
 
     `config`: the run's config (its named files are shown read-only);
@@ -234,25 +272,45 @@ def exposure(own_dir: str | os.PathLike, runs_root: str | os.PathLike, config: d
     readable += [p for p in named_paths(config or {}, runs_root) if not is_under(p, [own_dir])]
     masked = [p for p in (real_path(f) for f in (*policy.hidden_files, *SYSTEM_SECRETS)) if os.path.isfile(p)]
     devices = sorted(p for pattern in GPU_DEVICE_PATTERNS for p in glob.glob(pattern))
-    mounts = [*(("empty", p) for p in hidden), *(("read-only", p) for p in code),
-              ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
-              *(("read-only", p) for p in dict.fromkeys(readable)), ("read-write", own_dir),
-              *(("masked", p) for p in masked), *(("device", p) for p in devices)]
+    mounts = [
+        *(("empty", p) for p in hidden),
+        *(("read-only", p) for p in code),
+        ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
+        *(("read-only", p) for p in dict.fromkeys(readable)),
+        ("read-write", own_dir),
+        *(("masked", p) for p in masked),
+        *(("device", p) for p in devices),
+    ]
     from workbench.sources.model_files import cache_dir
 
     # what the workbench itself wrote (converted models, uploads, the user's other runs) may be private to the
     # server's user (a server with accounts makes its files with umask 077): made readable for the run's uid
-    shared = [p for p in dict.fromkeys(p for kind, p in mounts if kind == "read-only")
-              if is_under(p, [real_path(cache_dir()), runs_root])]
-    scratch = {"HF_DATASETS_CACHE": f"{SCRATCH}/datasets", "XDG_CACHE_HOME": f"{SCRATCH}/cache", "TMPDIR": "/tmp",
-               "VLLM_CACHE_ROOT": SCRATCH_VLLM}
+    shared = [
+        p
+        for p in dict.fromkeys(p for kind, p in mounts if kind == "read-only")
+        if is_under(p, [real_path(cache_dir()), runs_root])
+    ]
+    scratch = {
+        "HF_DATASETS_CACHE": f"{SCRATCH}/datasets",
+        "XDG_CACHE_HOME": f"{SCRATCH}/cache",
+        "TMPDIR": "/tmp",
+        "VLLM_CACHE_ROOT": SCRATCH_VLLM,
+    }
     hub = hub_cache(env)
-    return Exposure(tuple(mounts), {INSIDE_ENV: "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **scratch,
-                                    **({"HF_HUB_CACHE": hub} if hub else {})},
-                    placed=vllm_record_placement(config or {}, env),
-                    limits=limits if limits is not None else Limits.from_env(env),
-                    uid=run_uid(own_dir) if _all_reachable(mounts, shared) else None,
-                    shared=tuple(shared))
+    return Exposure(
+        tuple(mounts),
+        {
+            INSIDE_ENV: "1",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            **scratch,
+            **({"HF_HUB_CACHE": hub} if hub else {}),
+        },
+        placed=vllm_record_placement(config or {}, env),
+        limits=limits if limits is not None else Limits.from_env(env),
+        uid=run_uid(own_dir) if _all_reachable(mounts, shared) else None,
+        shared=tuple(shared),
+    )
 
 
 def run_uid(own_dir: str | os.PathLike) -> int | None:
@@ -383,13 +441,29 @@ def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", f
     # the supervisor is the namespace's init (--as-pid-1): when the command ends, so does every process left
     # with a uid of its own the init keeps only what it needs to become it (setuid then drops every capability)
     keep = [] if exposed.uid is None else ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    argv += ["--unshare-net", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-cgroup-try",
-             "--cap-drop", "ALL", *keep, "--chdir", exposed.own_dir]
+    argv += [
+        "--unshare-net",
+        "--unshare-pid",
+        "--as-pid-1",
+        "--unshare-ipc",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        *keep,
+        "--chdir",
+        exposed.own_dir,
+    ]
     argv += ["--die-with-parent"] if foreground else ["--new-session"]
     for key, value in exposed.env.items():
         argv += ["--setenv", key, value]
-    supervisor = [sys.executable, "-I", str(SUPERVISOR), *exposed.limits.supervisor_args(exposed.own_dir),
-                  *([] if exposed.uid is None else ["--uid", str(exposed.uid)]), "--"]
+    supervisor = [
+        sys.executable,
+        "-I",
+        str(SUPERVISOR),
+        *exposed.limits.supervisor_args(exposed.own_dir),
+        *([] if exposed.uid is None else ["--uid", str(exposed.uid)]),
+        "--",
+    ]
     return [*argv, "--", *supervisor, *command]
 
 
@@ -405,22 +479,43 @@ def check_available(env: dict | None = None) -> None:
     """SandboxError unless bwrap is installed and can make the namespaces a sandbox needs, here and now."""
     bwrap = bwrap_binary(env)
     if bwrap is None:
-        raise SandboxError(field="sandbox", rule="bubblewrap (`bwrap`) is not installed, and a dashboard with "
-                           "accounts runs every run in its sandbox", fix=INSTALL_HINT)
-    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
-             "--cap-drop", "ALL", "--", "true"]
+        raise SandboxError(
+            field="sandbox",
+            rule="bubblewrap (`bwrap`) is not installed, and a dashboard with accounts runs every run in its sandbox",
+            fix=INSTALL_HINT,
+        )
+    probe = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-net",
+        "--unshare-pid",
+        "--cap-drop",
+        "ALL",
+        "--",
+        "true",
+    ]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxError(field="sandbox", rule=f"bubblewrap could not start here ({exc})", fix=INSTALL_HINT) from None
     if done.returncode != 0:
         reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no reason given"]
-        raise SandboxError(field="sandbox", rule=f"bubblewrap cannot create the sandbox's namespaces here "
-                           f"({reason[0][:200]})", fix=INSTALL_HINT)
+        raise SandboxError(
+            field="sandbox",
+            rule=f"bubblewrap cannot create the sandbox's namespaces here ({reason[0][:200]})",
+            fix=INSTALL_HINT,
+        )
 
 
-def wrap(command: list[str], exposed: Exposure, env: dict | None = None,
-         foreground: bool = False) -> tuple[list[str], dict]:
+def wrap(
+    command: list[str], exposed: Exposure, env: dict | None = None, foreground: bool = False
+) -> tuple[list[str], dict]:
     """(argv, env) that run `command` in the sandbox `exposed` describes, with `env` cleaned of credentials."""
     env = dict(os.environ if env is None else env)
     bwrap = bwrap_binary(env)
@@ -445,8 +540,10 @@ Confine = Callable[[list, dict], tuple[list, dict]]
 def confinement(own_dir, runs_root, config: dict | None, policy: Policy) -> Confine:
     """What a helper process (sampling, merged-model export) of the run in `own_dir` is started through:
     `confine(command, env) -> (argv, env)`, the same sandbox as the run's (it writes only `own_dir`)."""
+
     def confine(command: list, env: dict) -> tuple[list, dict]:
         return wrap(command, exposure(own_dir, runs_root, config, policy, env), env)
+
     return confine
 
 
@@ -475,9 +572,11 @@ def prepare(config: dict) -> None:
         print(f"Downloading {located} into the shared hub cache before the sandbox starts...", flush=True)
         snapshot_download(located)
     except Exception as exc:  # offline, unknown repository, gated: the run fails with the reason
-        raise SandboxError(field="model", rule=hub_unreachable_message(located).removeprefix("model: ")
-                           + f" ({type(exc).__name__})",
-                           fix="use a model in the hub cache or a local model folder") from None
+        raise SandboxError(
+            field="model",
+            rule=hub_unreachable_message(located).removeprefix("model: ") + f" ({type(exc).__name__})",
+            fix="use a model in the hub cache or a local model folder",
+        ) from None
 
 
 def prepare_dataset(config: dict) -> None:
@@ -500,8 +599,11 @@ def prepare_dataset(config: dict) -> None:
         print(f"Downloading dataset {source.hub_id} into the shared hub cache before the sandbox starts...", flush=True)
         snapshot_download(source.hub_id, repo_type="dataset")
     except Exception as exc:  # offline, unknown repository, gated: the run fails with the reason
-        raise SandboxError(field="dataset_name", rule=f"{source.hub_id} could not be downloaded ({type(exc).__name__})",
-                           fix=hub_datasets.download_hint(source.hub_id)) from None
+        raise SandboxError(
+            field="dataset_name",
+            rule=f"{source.hub_id} could not be downloaded ({type(exc).__name__})",
+            fix=hub_datasets.download_hint(source.hub_id),
+        ) from None
 
 
 def recorded_policy(run_dir: Path) -> tuple[Policy, dict]:
@@ -509,8 +611,11 @@ def recorded_policy(run_dir: Path) -> tuple[Policy, dict]:
     as its folder says: the run's code may have rewritten status.json and config.json since."""
     record = launch_records.read_record(run_dir)
     if record is None or not record.sandboxed:
-        raise SandboxError(field="sandbox", rule=f"the launcher has no record of a sandboxed run in {run_dir}",
-                           fix="start the run again from the dashboard or with `train --sandbox`")
+        raise SandboxError(
+            field="sandbox",
+            rule=f"the launcher has no record of a sandboxed run in {run_dir}",
+            fix="start the run again from the dashboard or with `train --sandbox`",
+        )
     return Policy.from_status(record.policy) or Policy(), dict(record.config or {})
 
 
@@ -521,8 +626,9 @@ def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) 
     argv, inner_env = wrap(command, exposed, env, foreground)
     # this process becomes bwrap (background) or waits for it (foreground): its pid is the run's, seen from outside;
     # status.json's copy of the policy is for the run's readers (its report), never read back to build a sandbox
-    runfolder.update_status(run_dir, pid=os.getpid(), pgid=os.getpid(),
-                            sandbox={**policy.to_status(), "shows": exposed.describe()})
+    runfolder.update_status(
+        run_dir, pid=os.getpid(), pgid=os.getpid(), sandbox={**policy.to_status(), "shows": exposed.describe()}
+    )
     return argv, inner_env
 
 
@@ -535,9 +641,17 @@ def start_run(run_dir: Path, command: list[str]) -> None:
         env.update(tune_job.choice_env(run_dir, config, env, Limits.from_env(env).memory or None))
         argv, env = run_command(run_dir, command, env, foreground=False)
     except Exception as exc:  # a model that cannot be made ready, no bwrap: the run fails with the reason
-        runfolder.update_status(run_dir, state="failed", finished_at=time.time(), error={
-            "type": type(exc).__name__, "message": f"the sandbox could not start: {exc}",
-            "hint": "Read train.log; the run never started, so nothing of it was lost.", "traceback_tail": ""})
+        runfolder.update_status(
+            run_dir,
+            state="failed",
+            finished_at=time.time(),
+            error={
+                "type": type(exc).__name__,
+                "message": f"the sandbox could not start: {exc}",
+                "hint": "Read train.log; the run never started, so nothing of it was lost.",
+                "traceback_tail": "",
+            },
+        )
         raise SystemExit(1) from None
     sys.stdout.flush()
     os.execve(argv[0], argv, env)

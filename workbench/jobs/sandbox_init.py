@@ -122,8 +122,12 @@ def mark_failed(folder: str, message: str, hint: str) -> None:
         status = status if isinstance(status, dict) else {}
     except (OSError, ValueError):
         status = {}
-    status.update(state="failed", finished_at=time.time(), updated_at=time.time(), error={
-        "type": "SandboxLimit", "message": message, "hint": hint, "traceback_tail": ""})
+    status.update(
+        state="failed",
+        finished_at=time.time(),
+        updated_at=time.time(),
+        error={"type": "SandboxLimit", "message": message, "hint": hint, "traceback_tail": ""},
+    )
     try:
         fd, tmp = tempfile.mkstemp(prefix=".status.json.", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -136,12 +140,15 @@ def mark_failed(folder: str, message: str, hint: str) -> None:
 def limit_broken(args) -> tuple[str, str] | None:
     """(message, hint) when the run is past its disk or process limit, else None."""
     if args.disk and folder_bytes(args.watch) > args.disk:
-        return (f"the run's folder holds more than its limit of {args.disk / 2**30:.1f} GiB on disk",
-                "Save less often (save_steps, save_total_limit) or ask the admin for more "
-                "(WORKBENCH_RUN_DISK_GB).")
+        return (
+            f"the run's folder holds more than its limit of {args.disk / 2**30:.1f} GiB on disk",
+            "Save less often (save_steps, save_total_limit) or ask the admin for more (WORKBENCH_RUN_DISK_GB).",
+        )
     if args.processes and process_count() > args.processes:
-        return (f"the run started more than its limit of {args.processes} processes",
-                "A reward that starts processes must end them; ask the admin for more (WORKBENCH_RUN_PROCESSES).")
+        return (
+            f"the run started more than its limit of {args.processes} processes",
+            "A reward that starts processes must end them; ask the admin for more (WORKBENCH_RUN_PROCESSES).",
+        )
     return None
 
 
@@ -154,11 +161,17 @@ def explain_signal(status: int, args) -> None:
     """Say in the log when the command was ended by its file-size limit (the kernel's SIGXFSZ), or killed, which
     in a sandbox is most often its memory limit's doing (the kernel's OOM killer in the run's control group)."""
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and args.memory:
-        message = (f"the run was killed (SIGKILL), most likely at its memory limit of {args.memory / 2**30:.1f} GiB "
-                   f"for all its processes")
+        message = (
+            f"the run was killed (SIGKILL), most likely at its memory limit of {args.memory / 2**30:.1f} GiB "
+            f"for all its processes"
+        )
         say(message)
-        mark_failed(args.watch, message, "Lower per_device_train_batch_size, num_generations or "
-                    "max_completion_length, or ask the admin for more (WORKBENCH_RUN_MEMORY_GB).")
+        mark_failed(
+            args.watch,
+            message,
+            "Lower per_device_train_batch_size, num_generations or "
+            "max_completion_length, or ask the admin for more (WORKBENCH_RUN_MEMORY_GB).",
+        )
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXFSZ:
         message = f"a file of the run reached the limit of {args.file_size / 2**30:.1f} GiB a file"
         say(message)

@@ -25,8 +25,14 @@ def real_path(path) -> str:
 def code_paths() -> list[str]:
     """The project, this Python (the venv and the interpreter it was made from) and its import path."""
     here = real_path(os.getcwd())  # `python -m` puts the working folder on sys.path: it is not code to show
-    paths = [processes.PROJECT_ROOT, sys.prefix, sys.base_prefix, sys.exec_prefix,
-             Path(real_path(sys.executable)).parent.parent, *(p for p in sys.path if p and real_path(p) != here)]
+    paths = [
+        processes.PROJECT_ROOT,
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        Path(real_path(sys.executable)).parent.parent,
+        *(p for p in sys.path if p and real_path(p) != here),
+    ]
     return [p for p in dict.fromkeys(real_path(p) for p in paths) if os.path.exists(p)]
 
 
@@ -34,8 +40,9 @@ def cache_paths(env: dict) -> list[str]:
     """The model caches a run reads (read-only inside): the workbench's converted models and the HF hub cache."""
     from workbench.sources.model_files import cache_dir
 
-    hub = env.get("HF_HUB_CACHE") or os.path.join(env.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"),
-                                                   "hub")
+    hub = env.get("HF_HUB_CACHE") or os.path.join(
+        env.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"), "hub"
+    )
     paths = [str(cache_dir()), hub]
     return [p for p in dict.fromkeys(real_path(p) for p in paths) if os.path.isdir(p)]
 
@@ -43,8 +50,9 @@ def cache_paths(env: dict) -> list[str]:
 def vllm_model_info_cache(env: dict) -> str | None:
     """The host's record of what each model class vLLM inspected supports (`modelinfos` in vLLM's cache root),
     when there is one."""
-    root = env.get("VLLM_CACHE_ROOT") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser(env.get("HOME") or "~"), ".cache"), "vllm")
+    root = env.get("VLLM_CACHE_ROOT") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser(env.get("HOME") or "~"), ".cache"), "vllm"
+    )
     path = real_path(os.path.join(root, "modelinfos"))
     return path if os.path.isdir(path) else None
 

@@ -46,8 +46,18 @@ class SignalJob:
 
 def check_command(folder: Path, groups: int) -> list[str]:
     """The argument list the check runs in `folder` (never through a shell)."""
-    return [sys.executable, "-m", "workbench", "check-signal", "--config", str(folder / runfolder.CONFIG_FILE),
-            "--groups", str(groups), "--out", str(folder / REPORT_FILE)]
+    return [
+        sys.executable,
+        "-m",
+        "workbench",
+        "check-signal",
+        "--config",
+        str(folder / runfolder.CONFIG_FILE),
+        "--groups",
+        str(groups),
+        "--out",
+        str(folder / REPORT_FILE),
+    ]
 
 
 def new_job_folder(parent: Path, label: str) -> Path:
@@ -64,8 +74,13 @@ def new_job_folder(parent: Path, label: str) -> Path:
     raise OSError(f"no new folder for a job in {parent}")
 
 
-def start_signal_check(config: RunConfig, runs_dir: str | Path, groups: int = DEFAULT_GROUPS,
-                       policy: sandbox.Policy | None = None, owner: str | None = None) -> SignalJob:
+def start_signal_check(
+    config: RunConfig,
+    runs_dir: str | Path,
+    groups: int = DEFAULT_GROUPS,
+    policy: sandbox.Policy | None = None,
+    owner: str | None = None,
+) -> SignalJob:
     """Start the check of `config` in its own folder under `runs_dir` (in the sandbox `policy` describes,
     when given); returns at once. UserLimitError when `owner` already has as many runs and jobs as allowed."""
     root = runfolder.runs_root(runs_dir).resolve()
@@ -74,8 +89,17 @@ def start_signal_check(config: RunConfig, runs_dir: str | Path, groups: int = DE
         config.with_absolute_paths().save(folder / runfolder.CONFIG_FILE)
         command = check_command(folder, groups)
         if policy is not None:
-            command = [sys.executable, "-m", "workbench.jobs.signal_job", "--folder", str(folder), "--groups",
-                       str(groups), "--policy", json.dumps(policy.to_status())]
+            command = [
+                sys.executable,
+                "-m",
+                "workbench.jobs.signal_job",
+                "--folder",
+                str(folder),
+                "--groups",
+                str(groups),
+                "--policy",
+                json.dumps(policy.to_status()),
+            ]
         process = processes.spawn(command, folder / LOG_FILE, processes.job_env(), cwd=folder)
         record(process.pid)
     return SignalJob(folder, process)
@@ -86,7 +110,9 @@ def read_signal_check(job: SignalJob) -> dict:
     # the check's folder is written by the check (inside its sandbox): read as data, links never followed
     data = runfolder.read_json(job.folder / REPORT_FILE)  # written whole, then renamed into place
     if isinstance(data, dict) and data:
-        return {"state": "failed", "error": str(data["error"])} if "error" in data else {"state": "done", "report": data}
+        return (
+            {"state": "failed", "error": str(data["error"])} if "error" in data else {"state": "done", "report": data}
+        )
     if job.process.poll() is None:
         return {"state": "running"}
     tail = runfolder.read_log_tail(job.folder, 1500, name=LOG_FILE)
@@ -106,8 +132,9 @@ def run_sandboxed(folder: Path, groups: int, policy: sandbox.Policy) -> None:
     Nothing has run in `folder` yet (it is new), so its config.json is still the server's."""
     config = runfolder.read_config(folder)
     sandbox.prepare(config)
-    argv, env = sandbox.confinement(folder, folder.parent.parent, config, policy)(check_command(folder, groups),
-                                                                                 dict(os.environ))
+    argv, env = sandbox.confinement(folder, folder.parent.parent, config, policy)(
+        check_command(folder, groups), dict(os.environ)
+    )
     sys.stdout.flush()
     os.execve(argv[0], argv, env)
 

@@ -78,8 +78,10 @@ def choice_env(run_dir: Path, recorded: dict, env: dict, memory_limit: int | Non
         return {}
     refused = model_left_to_the_run(recorded.get("model"), run_dir.parent)
     if refused:  # not even a kept choice: its key names the folder a link leads to
-        print(f"[workbench] no speed probe before the sandbox: the model folder is left to the run ({refused})",
-              flush=True)
+        print(
+            f"[workbench] no speed probe before the sandbox: the model folder is left to the run ({refused})",
+            flush=True,
+        )
         return {}
     kept = for_config.launcher_env(config)
     if kept:
@@ -90,10 +92,17 @@ def choice_env(run_dir: Path, recorded: dict, env: dict, memory_limit: int | Non
         config.save(path)
         try:
             # outside the sandbox, but within the memory a run of the sandbox may take (RLIMIT_DATA, as inside)
-            subprocess.run([sys.executable, "-m", "workbench", "tune", "--config", str(path)], stdin=subprocess.DEVNULL,
-                           stdout=sys.stdout, stderr=sys.stderr, timeout=TUNE_TIMEOUT_S, env=env, check=False,
-                           cwd=str(Path(__file__).resolve().parents[2]),
-                           preexec_fn=partial(set_limits, memory_limit, None))
+            subprocess.run(
+                [sys.executable, "-m", "workbench", "tune", "--config", str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=sys.stdout,
+                stderr=sys.stderr,
+                timeout=TUNE_TIMEOUT_S,
+                env=env,
+                check=False,
+                cwd=str(Path(__file__).resolve().parents[2]),
+                preexec_fn=partial(set_limits, memory_limit, None),
+            )
         except subprocess.TimeoutExpired:
             print(f"[workbench] the speed probe took over {TUNE_TIMEOUT_S} s and was ended", flush=True)
     return for_config.launcher_env(config)

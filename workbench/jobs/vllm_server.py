@@ -71,13 +71,27 @@ def server_command(cfg: RunConfig, port: int | str, python: str | None = None, o
     """The argument list that serves `cfg.model` for this run's generation backend (`port` may be a placeholder)."""
     python = python or generation.find_vllm_python(cfg.vllm_python) or "python"
     on_cpu = server_on_cpu(cfg) if on_cpu is None else on_cpu
-    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_location(cfg.model),
-               "--host", cfg.vllm_host, "--port", str(port), "--max-model-len", str(cfg.vllm_max_model_len),
-               # the trainer's precision, so the server samples from the same numbers it trains
-               "--dtype", "bfloat16" if cfg.bf16 else "float32",
-               "--seed", str(cfg.seed),
-               # logprobs after temperature and penalties: what TRL's importance-sampling correction compares
-               "--logprobs-mode", "processed_logprobs"]
+    command = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_location(cfg.model),
+        "--host",
+        cfg.vllm_host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(cfg.vllm_max_model_len),
+        # the trainer's precision, so the server samples from the same numbers it trains
+        "--dtype",
+        "bfloat16" if cfg.bf16 else "float32",
+        "--seed",
+        str(cfg.seed),
+        # logprobs after temperature and penalties: what TRL's importance-sampling correction compares
+        "--logprobs-mode",
+        "processed_logprobs",
+    ]
     if on_cpu:
         # No worker process of its own on a CPU: the model runs in the engine's process (server_env keeps vLLM's
         # CPU platform from turning `uni` back into `mp`). The OpenAI server always starts its engine in a
@@ -85,14 +99,24 @@ def server_command(cfg: RunConfig, port: int | str, python: str | None = None, o
         # CPU machine).
         command += ["--distributed-executor-backend", "uni"]
     else:
-        command += ["--gpu-memory-utilization", str(cfg.vllm_gpu_memory_utilization),
-                    "--tensor-parallel-size", str(cfg.vllm_tensor_parallel_size)]
+        command += [
+            "--gpu-memory-utilization",
+            str(cfg.vllm_gpu_memory_utilization),
+            "--tensor-parallel-size",
+            str(cfg.vllm_tensor_parallel_size),
+        ]
     if cfg.generation == "trl-server":
         # the flags TRL 1.16 documents for its server mode: weights arrive over NCCL each step
         return command + ["--weight-transfer-config", json.dumps({"backend": "nccl"}), "--max-logprobs", "-1"]
-    return command + ["--served-model-name", SERVED_MODEL_NAME, "--enable-lora",
-                      "--max-lora-rank", str(generation.served_lora_rank(cfg.lora_r, cfg.vllm_max_lora_rank)),
-                      "--max-loras", str(MAX_LORAS)]
+    return command + [
+        "--served-model-name",
+        SERVED_MODEL_NAME,
+        "--enable-lora",
+        "--max-lora-rank",
+        str(generation.served_lora_rank(cfg.lora_r, cfg.vllm_max_lora_rank)),
+        "--max-loras",
+        str(MAX_LORAS),
+    ]
 
 
 def server_env(cfg: RunConfig, base: dict | None = None, on_cpu: bool | None = None) -> dict:
@@ -141,14 +165,19 @@ def preflight(cfg: RunConfig) -> None:
         return
     if url:
         if not is_healthy(url):
-            raise VLLMServerError(field="vllm_server_base_url",
-                                  rule=f"no vLLM server answers at {url} (GET {url.rstrip('/')}/health failed)",
-                                  fix="start the server first (see the command preview), correct the address, "
-                                      "or leave it empty so the run starts its own server")
+            raise VLLMServerError(
+                field="vllm_server_base_url",
+                rule=f"no vLLM server answers at {url} (GET {url.rstrip('/')}/health failed)",
+                fix="start the server first (see the command preview), correct the address, "
+                "or leave it empty so the run starts its own server",
+            )
         return
     if cfg.vllm_port and generation.port_in_use(cfg.vllm_host, cfg.vllm_port):
-        raise VLLMServerError(field="vllm_port", rule=f"port {cfg.vllm_port} on {cfg.vllm_host} is already in use",
-                              fix="choose another port, or 0 to let the run pick a free one")
+        raise VLLMServerError(
+            field="vllm_port",
+            rule=f"port {cfg.vllm_port} on {cfg.vllm_host} is already in use",
+            fix="choose another port, or 0 to let the run pick a free one",
+        )
 
 
 def start_for_run(cfg: RunConfig, run_dir: str | os.PathLike) -> dict:
@@ -160,13 +189,29 @@ def start_for_run(cfg: RunConfig, run_dir: str | os.PathLike) -> dict:
     run_dir = Path(run_dir)
     port = cfg.vllm_port or processes.free_port(cfg.vllm_host)
     command = server_command(cfg, port)
-    guard = [sys.executable, "-m", "workbench.jobs.vllm_server", "--run-dir", str(run_dir), "--model", cfg.model,
-             "--", *command]
+    guard = [
+        sys.executable,
+        "-m",
+        "workbench.jobs.vllm_server",
+        "--run-dir",
+        str(run_dir),
+        "--model",
+        cfg.model,
+        "--",
+        *command,
+    ]
     env = processes.job_env(server_env(cfg))  # the guard imports this package; it strips PYTHONPATH for the server
     process = processes.spawn(guard, run_dir / runfolder.VLLM_LOG_FILE, env, cwd=run_dir, append=True, reap=True)
-    return {"state": "starting", "url": base_url(cfg.vllm_host, port), "pid": process.pid, "command": command,
-            "log": runfolder.VLLM_LOG_FILE, "started_at": time.time(), "on_cpu": server_on_cpu(cfg),
-            "in_sandbox": runfolder.inside_sandbox()}
+    return {
+        "state": "starting",
+        "url": base_url(cfg.vllm_host, port),
+        "pid": process.pid,
+        "command": command,
+        "log": runfolder.VLLM_LOG_FILE,
+        "started_at": time.time(),
+        "on_cpu": server_on_cpu(cfg),
+        "in_sandbox": runfolder.inside_sandbox(),
+    }
 
 
 def ensure_for_run(cfg: RunConfig, run_dir: str | os.PathLike) -> None:
@@ -191,7 +236,9 @@ def server_section(cfg: RunConfig) -> dict | None:
     if cfg.generation not in generation.SERVER_GENERATIONS:
         return None
     url = cfg.vllm_server_base_url.strip()
-    return {"state": "starting", "url": url, "pid": None, "command": None, "log": None, "external": True} if url else None
+    return (
+        {"state": "starting", "url": url, "pid": None, "command": None, "log": None, "external": True} if url else None
+    )
 
 
 def stop_for_run(run_dir: str | os.PathLike, grace: float = 10.0) -> None:
@@ -222,7 +269,7 @@ def _run_is_over(run_dir: Path, since: float) -> bool:
 def _log(path: Path, text: str) -> None:
     try:
         with safe_files.open_for_writing(path) as handle:  # never through a link planted in the run folder
-            handle.write(f"[workbench] {text}\n".encode("utf-8"))
+            handle.write(f"[workbench] {text}\n".encode())
     except OSError:  # the run folder is gone (deleted) or full: the server must still be ended
         pass
 

@@ -90,10 +90,13 @@ def run_folder(run: str | os.PathLike, runs_dir: str | os.PathLike | None = None
         return runfolder.run_dir_in(runs_dir, str(run))
     except runfolder.RunIdError:
         known = [p.name for p in runfolder.list_run_dirs(runs_dir)[:5]]
-        raise ExportError(field="RUN", rule=f"{str(run)[:200]!r} is neither a run folder nor a run in "
-                                            f"{runfolder.runs_root(runs_dir)}",
-                          fix=f"give a run id ({', '.join(known)})" if known else
-                          "give the path of a run folder (it holds config.json)") from None
+        raise ExportError(
+            field="RUN",
+            rule=f"{str(run)[:200]!r} is neither a run folder nor a run in {runfolder.runs_root(runs_dir)}",
+            fix=f"give a run id ({', '.join(known)})"
+            if known
+            else "give the path of a run folder (it holds config.json)",
+        ) from None
 
 
 def checkpoint_steps(run_dir: Path) -> list[int]:
@@ -115,25 +118,34 @@ def adapter_for(run_dir: Path, checkpoint: int | None = None) -> Path:
             fix = "leave it out to merge the final adapter"
         else:
             fix = "the run has saved no checkpoint yet; wait for its first one"
-        raise ExportError(field="checkpoint", rule=f"run {run_dir.name} has no complete checkpoint-{checkpoint}",
-                          fix=fix)
+        raise ExportError(
+            field="checkpoint", rule=f"run {run_dir.name} has no complete checkpoint-{checkpoint}", fix=fix
+        )
     if has_adapter(final):
         return final
     status = runfolder.read_run_status(run_dir)
     state = f"it is {status.state or 'not started'}, step {status.step or 0}"
     if steps:
-        raise ExportError(field="checkpoint", rule=f"run {run_dir.name} has no final adapter yet ({state})",
-                          fix=f"pass a checkpoint: one of {listed}; or wait for the run to end (Stop saves it)")
+        raise ExportError(
+            field="checkpoint",
+            rule=f"run {run_dir.name} has no final adapter yet ({state})",
+            fix=f"pass a checkpoint: one of {listed}; or wait for the run to end (Stop saves it)",
+        )
     save_steps = runfolder.read_config(run_dir).get("save_steps")
-    raise ExportError(field="RUN", rule=f"run {run_dir.name} has no adapter yet ({state})",
-                      fix=f"wait for its first checkpoint (every {save_steps} steps) or for the run to end"
-                      if save_steps else "wait for its first checkpoint or for the run to end")
+    raise ExportError(
+        field="RUN",
+        rule=f"run {run_dir.name} has no adapter yet ({state})",
+        fix=f"wait for its first checkpoint (every {save_steps} steps) or for the run to end"
+        if save_steps
+        else "wait for its first checkpoint or for the run to end",
+    )
 
 
 def has_adapter(folder: Path) -> bool:
     """The folder holds a PEFT adapter: its config and its weights."""
     return (folder / "adapter_config.json").is_file() and any(
-        (folder / name).is_file() for name in checkpoint_integrity.ADAPTER_WEIGHTS_FILES)
+        (folder / name).is_file() for name in checkpoint_integrity.ADAPTER_WEIGHTS_FILES
+    )
 
 
 def default_out(run_dir: Path, checkpoint: int | None = None) -> Path:
@@ -151,17 +163,24 @@ def check_out(out: str | os.PathLike) -> Path:
         raise ExportError(field="out", rule=f"{path} is a file", fix="name a new folder")
     if path.is_dir() and any(path.iterdir()):
         held = ", ".join(sorted(p.name for p in path.iterdir())[:4])
-        raise ExportError(field="out", rule=f"{path} already holds files ({held})",
-                          fix="choose a new folder, or delete that one first")
+        raise ExportError(
+            field="out",
+            rule=f"{path} already holds files ({held})",
+            fix="choose a new folder, or delete that one first",
+        )
     parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
     if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ExportError(field="out", rule=f"cannot create {path}: {parent} is not a writable folder",
-                          fix="choose a folder you can write to")
+        raise ExportError(
+            field="out",
+            rule=f"cannot create {path}: {parent} is not a writable folder",
+            fix="choose a folder you can write to",
+        )
     return path
 
 
-def plan_export(run: str | os.PathLike, checkpoint: int | None, out: str | os.PathLike,
-                runs_dir: str | os.PathLike | None = None) -> ExportPlan:
+def plan_export(
+    run: str | os.PathLike, checkpoint: int | None, out: str | os.PathLike, runs_dir: str | os.PathLike | None = None
+) -> ExportPlan:
     """Everything an export needs, checked before any model loads; ExportError (field, rule, fix) otherwise."""
     from workbench.sources.model_files import ModelError, check_model
 
@@ -169,15 +188,24 @@ def plan_export(run: str | os.PathLike, checkpoint: int | None, out: str | os.Pa
     config = runfolder.read_config(run_dir)
     model = config.get("model")
     if not isinstance(model, str) or not model.strip():
-        raise ExportError(field="RUN", rule=f"{run_dir / runfolder.CONFIG_FILE} names no base model",
-                          fix="export a run whose config.json names its model")
+        raise ExportError(
+            field="RUN",
+            rule=f"{run_dir / runfolder.CONFIG_FILE} names no base model",
+            fix="export a run whose config.json names its model",
+        )
     try:
         check_model(model)
     except ModelError as exc:
         raise ExportError(f"RUN: the run's base model cannot be loaded ({exc})", field="RUN") from None
     adapter = adapter_for(run_dir, checkpoint)
-    return ExportPlan(run_dir=run_dir, model=model.strip(), adapter=adapter, step=checkpoint, out=check_out(out),
-                      bf16=bool(config.get("bf16")))
+    return ExportPlan(
+        run_dir=run_dir,
+        model=model.strip(),
+        adapter=adapter,
+        step=checkpoint,
+        out=check_out(out),
+        bf16=bool(config.get("bf16")),
+    )
 
 
 # ---------------------------------------------------------------- the merge (in the exporting process)
@@ -210,9 +238,15 @@ def merge_into(plan: ExportPlan, report=lambda stage: None) -> dict:
     try:
         merged.save_pretrained(plan.partial, safe_serialization=True)
         tokenizer.save_pretrained(plan.partial)
-        info = {"run": plan.run_dir.name, "run_dir": str(plan.run_dir), "base_model": plan.model,
-                "adapter": str(plan.adapter), "step": plan.step, "dtype": "bfloat16" if plan.bf16 else "float32",
-                "exported_at": time.time()}
+        info = {
+            "run": plan.run_dir.name,
+            "run_dir": str(plan.run_dir),
+            "base_model": plan.model,
+            "adapter": str(plan.adapter),
+            "step": plan.step,
+            "dtype": "bfloat16" if plan.bf16 else "float32",
+            "exported_at": time.time(),
+        }
         (plan.partial / EXPORT_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         if plan.out.is_dir():
             plan.out.rmdir()  # empty (check_out), so the rename can take its place
@@ -220,8 +254,12 @@ def merge_into(plan: ExportPlan, report=lambda stage: None) -> dict:
     except BaseException:
         shutil.rmtree(plan.partial, ignore_errors=True)
         raise
-    return {"done": True, "out": str(plan.out), "bytes": folder_bytes(plan.out),
-            "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "done": True,
+        "out": str(plan.out),
+        "bytes": folder_bytes(plan.out),
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def folder_bytes(folder: Path) -> int:
@@ -233,6 +271,7 @@ def write_export(plan: ExportPlan, progress_path: str | os.PathLike | None = Non
 
     SIGTERM (Cancel) ends it like Ctrl-C, so the half-written folder is removed on the way out.
     """
+
     def record(line: dict) -> None:
         if progress_path:
             runfolder.append_jsonl(progress_path, [line])
@@ -262,8 +301,17 @@ def write_export(plan: ExportPlan, progress_path: str | os.PathLike | None = Non
 
 def export_command(plan: ExportPlan) -> list[str]:
     """The argument list `start_export` runs (never through a shell)."""
-    command = [sys.executable, "-m", "workbench", "export-model", str(plan.run_dir), "--out", str(plan.out),
-               "--progress", str(plan.progress_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "export-model",
+        str(plan.run_dir),
+        "--out",
+        str(plan.out),
+        "--progress",
+        str(plan.progress_path),
+    ]
     # named either way: without --checkpoint the command would merge the best evaluated checkpoint
     return command + ["--checkpoint", "final" if plan.step is None else str(plan.step)]
 
@@ -293,8 +341,14 @@ def read_export(progress_path: str | os.PathLike, process: subprocess.Popen | No
     records = runfolder.read_jsonl(progress_path)
     stages = [r["stage"] for r in records if r.get("stage") in STAGES]
     final = next((r for r in records if r.get("done")), None) or {}
-    progress = {"stage": stages[-1] if stages else None, "done": bool(final), "error": final.get("error"),
-                "out": final.get("out"), "bytes": final.get("bytes"), "seconds": final.get("seconds")}
+    progress = {
+        "stage": stages[-1] if stages else None,
+        "done": bool(final),
+        "error": final.get("error"),
+        "out": final.get("out"),
+        "bytes": final.get("bytes"),
+        "seconds": final.get("seconds"),
+    }
     if not final and process is not None and process.poll() is not None:
         log = progress_path.with_suffix(".log")
         tail = runfolder.read_log_tail(log.parent, 1500, name=log.name)

@@ -23,13 +23,13 @@ import math
 import re
 import stat
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from workbench.errors import WorkbenchError
-from workbench.runstore import checkpoint_integrity, runfolder, safe_files
 from workbench.modeltools import sampling
+from workbench.runstore import checkpoint_integrity, runfolder, safe_files
 
 PROBES_DIR = "probes"
 BASE_LABEL = "base model"
@@ -68,8 +68,11 @@ class ProbeJob:
 
     @property
     def finished(self) -> bool:
-        return self.cancelled or (self.running is None and all(side_complete(s) for s in self.sides)) \
+        return (
+            self.cancelled
+            or (self.running is None and all(side_complete(s) for s in self.sides))
             or self.error is not None
+        )
 
     @property
     def error(self) -> str | None:
@@ -89,8 +92,11 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
-    choices = [(side_label(path), str(path)) for path in checkpoint_integrity.checkpoint_dirs(run_dir)
-               if safe_files.is_file(path / "adapter_config.json", root=run_dir)]
+    choices = [
+        (side_label(path), str(path))
+        for path in checkpoint_integrity.checkpoint_dirs(run_dir)
+        if safe_files.is_file(path / "adapter_config.json", root=run_dir)
+    ]
     final = run_dir / runfolder.ADAPTER_DIR
     if safe_files.is_file(final / "adapter_config.json", root=run_dir):  # adapter/ a link (anywhere) is not the run's
         choices.append((FINAL_LABEL, str(final)))
@@ -124,11 +130,14 @@ def parse_prompts(text: str) -> list[str]:
     """Prompts typed one per line; blank lines are ignored."""
     prompts = [line.strip() for line in (text or "").splitlines() if line.strip()]
     if not prompts:
-        raise ProbeError("Probe prompts: the box is empty; type one prompt per line "
-                         "(or pick a run whose task has probe prompts)")
+        raise ProbeError(
+            "Probe prompts: the box is empty; type one prompt per line (or pick a run whose task has probe prompts)"
+        )
     if len(prompts) > MAX_PROMPTS:
-        raise ProbeError(f"Probe prompts: {len(prompts)} lines is more than {MAX_PROMPTS}; keep the "
-                         f"{MAX_PROMPTS} that matter most (each is answered once per side)")
+        raise ProbeError(
+            f"Probe prompts: {len(prompts)} lines is more than {MAX_PROMPTS}; keep the "
+            f"{MAX_PROMPTS} that matter most (each is answered once per side)"
+        )
     return prompts
 
 
@@ -137,8 +146,9 @@ def _answers_key(model: str, adapter: str | None, prompts: list, max_new_tokens:
     return hashlib.sha1(key_source.encode("utf-8")).hexdigest()[:10]
 
 
-def answers_path(run_dir: str | Path, title: str, model: str, adapter: str | None,
-                 prompts: list[str], max_new_tokens: int) -> Path:
+def answers_path(
+    run_dir: str | Path, title: str, model: str, adapter: str | None, prompts: list[str], max_new_tokens: int
+) -> Path:
     """Where one side's answers are kept: named by side, keyed by everything that changes them."""
     key = _answers_key(model, adapter, prompts, max_new_tokens)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()
@@ -150,8 +160,14 @@ def side_complete(side: Side) -> bool:
     return progress["done"] and not progress["error"]
 
 
-def plan_job(run_dir: str | Path, config: dict, checkpoint: tuple[str, str] | None, prompts: list[str],
-             max_new_tokens: int, confine: Callable[..., tuple] | None = None) -> ProbeJob:
+def plan_job(
+    run_dir: str | Path,
+    config: dict,
+    checkpoint: tuple[str, str] | None,
+    prompts: list[str],
+    max_new_tokens: int,
+    confine: Callable[..., tuple] | None = None,
+) -> ProbeJob:
     """The comparison for one run: its base model, and the chosen checkpoint when there is one.
 
     `confine`: the sandbox its sampling processes start in (workbench.jobs.sandbox.confinement).
@@ -160,8 +176,10 @@ def plan_job(run_dir: str | Path, config: dict, checkpoint: tuple[str, str] | No
     if not model:
         raise ProbeError("Run: its config.json names no model; pick another run")
     chosen = [(BASE_LABEL, None)] + ([checkpoint] if checkpoint else [])
-    sides = [Side(title, adapter, str(answers_path(run_dir, title, model, adapter, prompts, max_new_tokens)))
-             for title, adapter in chosen]
+    sides = [
+        Side(title, adapter, str(answers_path(run_dir, title, model, adapter, prompts, max_new_tokens)))
+        for title, adapter in chosen
+    ]
     return ProbeJob(model=model, prompts=prompts, sides=sides, max_new_tokens=max_new_tokens, confine=confine)
 
 
@@ -178,8 +196,14 @@ def advance_job(job: ProbeJob, start: Callable[..., subprocess.Popen] = sampling
             return job
     for index, side in enumerate(job.sides):
         if not side_complete(side):
-            process = start(job.model, job.prompts, side.out_path, adapter_dir=side.adapter,
-                            max_new_tokens=job.max_new_tokens, **({"confine": job.confine} if job.confine else {}))
+            process = start(
+                job.model,
+                job.prompts,
+                side.out_path,
+                adapter_dir=side.adapter,
+                max_new_tokens=job.max_new_tokens,
+                **({"confine": job.confine} if job.confine else {}),
+            )
             return replace(job, running=index, process=process)
     return job
 
@@ -198,11 +222,11 @@ def cancel_job(job: ProbeJob) -> ProbeJob:
 class Comparison:
     """The base model and one checkpoint on the same prompts, read back from the probes folder."""
 
-    label: str            # the trained side: "final adapter" or "step 20 (checkpoint-20)"
+    label: str  # the trained side: "final adapter" or "step 20 (checkpoint-20)"
     max_new_tokens: int
-    prompts: list         # text, or chat messages when the `sample` command was given them
-    base: list[str]       # the base model's answers, in prompt order
-    trained: list[str]    # the checkpoint's answers, in prompt order
+    prompts: list  # text, or chat messages when the `sample` command was given them
+    base: list[str]  # the base model's answers, in prompt order
+    trained: list[str]  # the checkpoint's answers, in prompt order
 
 
 def _finished_side(path: Path) -> tuple[dict, list] | None:
@@ -219,8 +243,10 @@ def _finished_side(path: Path) -> tuple[dict, list] | None:
 def _matched_tokens(path: Path, model: str, adapter: str | None, prompts: list) -> int | None:
     """The answer length a side was asked for, found again from the key in its file name."""
     key = path.stem.rsplit("-", 1)[-1]
-    return next((tokens for tokens in range(1, MAX_MATCHED_TOKENS + 1)
-                 if _answers_key(model, adapter, prompts, tokens) == key), None)
+    return next(
+        (tokens for tokens in range(1, MAX_MATCHED_TOKENS + 1) if _answers_key(model, adapter, prompts, tokens) == key),
+        None,
+    )
 
 
 def stored_comparisons(run_dir: str | Path) -> list[Comparison]:
@@ -233,8 +259,11 @@ def stored_comparisons(run_dir: str | Path) -> list[Comparison]:
     """
     folder = Path(run_dir) / PROBES_DIR
     # Only regular files of the folder itself (a link anywhere on the way is not followed), by their own times.
-    found = [(info.st_mtime, path) for path in folder.glob("*.jsonl")
-             if (info := safe_files.lstat(path, root=run_dir)) and stat.S_ISREG(info.st_mode)]
+    found = [
+        (info.st_mtime, path)
+        for path in folder.glob("*.jsonl")
+        if (info := safe_files.lstat(path, root=run_dir)) and stat.S_ISREG(info.st_mode)
+    ]
     paths = [path for _, path in sorted(found)]
     comparisons = []
     for path in paths:
@@ -245,10 +274,15 @@ def stored_comparisons(run_dir: str | Path) -> list[Comparison]:
         model, adapter = header.get("model"), header["adapter"]
         prompts = [answer.get("prompt") for answer in answers]
         tokens = _matched_tokens(path, model, adapter, prompts)
-        base = None if tokens is None else _finished_side(answers_path(run_dir, BASE_LABEL, model, None, prompts, tokens))
+        base = (
+            None if tokens is None else _finished_side(answers_path(run_dir, BASE_LABEL, model, None, prompts, tokens))
+        )
         if base is not None:
-            comparisons.append(Comparison(side_label(adapter), tokens, prompts,
-                                          [a["answer"] for a in base[1]], [a["answer"] for a in answers]))
+            comparisons.append(
+                Comparison(
+                    side_label(adapter), tokens, prompts, [a["answer"] for a in base[1]], [a["answer"] for a in answers]
+                )
+            )
     return sorted(comparisons, key=lambda c: _step_of(c.label))
 
 
@@ -256,4 +290,3 @@ def _step_of(label: str) -> float:
     """A checkpoint side's step; the final adapter (and any other) after every checkpoint."""
     match = re.match(r"step (\d+) ", label)
     return int(match.group(1)) if match else math.inf
-

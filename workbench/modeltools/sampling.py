@@ -22,8 +22,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from workbench import startup
 from workbench.errors import WorkbenchError
@@ -66,7 +67,9 @@ def read_prompts_file(path: str | Path) -> list:
     except FileNotFoundError:
         raise SamplingError(f"--prompts-file: no file at '{path}'; write a JSON list of prompts there") from None
     except json.JSONDecodeError as exc:
-        raise SamplingError(f"--prompts-file '{path}': not valid JSON ({exc.msg}, line {exc.lineno}); fix the file") from None
+        raise SamplingError(
+            f"--prompts-file '{path}': not valid JSON ({exc.msg}, line {exc.lineno}); fix the file"
+        ) from None
     try:
         return check_prompts(data)
     except SamplingError as exc:
@@ -78,8 +81,7 @@ def check_adapter_dir(adapter_dir: str | Path) -> Path:
     path = Path(adapter_dir).expanduser()
     if not (path / "adapter_config.json").is_file():
         raise SamplingError(
-            f"adapter: '{path}' holds no adapter_config.json; point to a run's `adapter/` "
-            f"or `checkpoint-N/` folder"
+            f"adapter: '{path}' holds no adapter_config.json; point to a run's `adapter/` or `checkpoint-N/` folder"
         )
     return path
 
@@ -142,6 +144,7 @@ def iter_answers(
     check_generation_settings(max_new_tokens, temperature)
     loaded, tokenizer = load_for_sampling(model, adapter_dir, device)
     import torch
+
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
     for index, prompt in enumerate(prompts):
@@ -170,7 +173,9 @@ def check_generation_settings(max_new_tokens: int, temperature: float) -> None:
 
 def write_answers(out_path: str | Path, model: str, prompts: list, adapter_dir=None, **settings) -> None:
     """Run `iter_answers`, appending the header, each answer and the final line to `out_path`."""
-    append_jsonl(out_path, [{"total": len(prompts), "model": model, "adapter": str(adapter_dir) if adapter_dir else None}])
+    append_jsonl(
+        out_path, [{"total": len(prompts), "model": model, "adapter": str(adapter_dir) if adapter_dir else None}]
+    )
     for answer in iter_answers(model, prompts, adapter_dir=adapter_dir, **settings):
         append_jsonl(out_path, [answer])
     append_jsonl(out_path, [{"done": True}])
@@ -179,20 +184,45 @@ def write_answers(out_path: str | Path, model: str, prompts: list, adapter_dir=N
 # ---------------------------------------------------------------- as a background process
 
 
-def sample_command(model: str, prompts_file: Path, out_path: Path, adapter_dir=None,
-                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0) -> list[str]:
+def sample_command(
+    model: str,
+    prompts_file: Path,
+    out_path: Path,
+    adapter_dir=None,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    temperature: float = 0.0,
+) -> list[str]:
     """The argument list `start_sampling` runs (never through a shell)."""
-    command = [sys.executable, "-m", "workbench", "sample", "--model", str(model),
-               "--prompts-file", str(prompts_file), "--out", str(out_path),
-               "--max-new-tokens", str(max_new_tokens), "--temperature", str(temperature)]
+    command = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "sample",
+        "--model",
+        str(model),
+        "--prompts-file",
+        str(prompts_file),
+        "--out",
+        str(out_path),
+        "--max-new-tokens",
+        str(max_new_tokens),
+        "--temperature",
+        str(temperature),
+    ]
     if adapter_dir:
         command += ["--adapter", str(adapter_dir)]
     return command
 
 
-def start_sampling(model: str, prompts: list, out_path: str | Path, adapter_dir=None,
-                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0,
-                   confine=None) -> subprocess.Popen:
+def start_sampling(
+    model: str,
+    prompts: list,
+    out_path: str | Path,
+    adapter_dir=None,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    temperature: float = 0.0,
+    confine=None,
+) -> subprocess.Popen:
     """Start a sampling process writing to `out_path` (replaced); returns at once.
 
     The prompts go to `<out>.prompts.json` and the process's output to

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from workbench.runstore import safe_files
 
-
 # What resuming a LoRA run needs from a checkpoint (transformers' Trainer): the adapter, the
 # optimizer and scheduler (without them it silently restarts both) and the state file.
 CHECKPOINT_JSON_FILES = ("adapter_config.json", "trainer_state.json")
@@ -43,8 +42,11 @@ def _safetensors_whole(path: Path, root: Path) -> bool:
             size = handle.seek(0, os.SEEK_END)
     except (OSError, ValueError):
         return False
-    ends = [entry["data_offsets"][1] for name, entry in header.items()
-            if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry]
+    ends = [
+        entry["data_offsets"][1]
+        for name, entry in header.items()
+        if name != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry
+    ]
     return size == 8 + header_length + max(ends, default=0)
 
 
@@ -72,9 +74,11 @@ def checkpoint_complete(path: str | os.PathLike, root: str | os.PathLike | None 
     if not weights:
         return False
     whole = _safetensors_whole if weights[0].suffix == ".safetensors" else _torch_file_whole
-    return (whole(weights[0], root)
-            and all(_json_readable(path / name, root) for name in CHECKPOINT_JSON_FILES)
-            and all(_torch_file_whole(path / name, root) for name in CHECKPOINT_TORCH_FILES))
+    return (
+        whole(weights[0], root)
+        and all(_json_readable(path / name, root) for name in CHECKPOINT_JSON_FILES)
+        and all(_torch_file_whole(path / name, root) for name in CHECKPOINT_TORCH_FILES)
+    )
 
 
 def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:

@@ -14,8 +14,9 @@ decides anything (stop, resume, the queue read the files themselves).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from workbench.runstore import runfolder, safe_files
 
@@ -26,8 +27,9 @@ _KEPT: dict[tuple[str, str], tuple[tuple[int, int, int, int], Any]] = {}
 MAX_ENTRIES = 100_000
 
 
-def cached(path: str | os.PathLike, read: Callable[[Path], T], name: str = "",
-           keep: Callable[[T], bool] = lambda value: True) -> T:
+def cached(
+    path: str | os.PathLike, read: Callable[[Path], T], name: str = "", keep: Callable[[T], bool] = lambda value: True
+) -> T:
     """`read(path)`, kept until the file changes; a missing file is read every time (`read` decides).
 
     `keep(value)` False: the value is not kept (it depends on more than the file, e.g. a live process).
@@ -58,5 +60,6 @@ def read_json_object(path: str | os.PathLike) -> dict:
 
 def last_metric(run_dir: str | os.PathLike, name: str) -> float | None:
     """`runfolder.last_metric`, read once per version of metrics.jsonl."""
-    return cached(os.path.join(run_dir, runfolder.METRICS_FILE), lambda _: runfolder.last_metric(run_dir, name),
-                  f"last {name}")
+    return cached(
+        os.path.join(run_dir, runfolder.METRICS_FILE), lambda _: runfolder.last_metric(run_dir, name), f"last {name}"
+    )

@@ -41,9 +41,10 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.runstore import runfolder, safe_files
 from workbench.spec.run_records import Skipped
@@ -156,9 +157,9 @@ def index_steps(path: str | os.PathLike, previous: StepIndex | None = None) -> S
                 end = buffer.rfind(b"\n", 0, size) + 1
                 if end:
                     _index_lines(buffer, end, offset, stretches, last)
-                    tail = _tail(tail, bytes(buffer[max(0, end - FINGERPRINT_BYTES):end]))
+                    tail = _tail(tail, bytes(buffer[max(0, end - FINGERPRINT_BYTES) : end]))
                     offset += end
-                    buffer[:size - end] = buffer[end:size]
+                    buffer[: size - end] = buffer[end:size]
                 carried = size - end
     except OSError:  # missing, unreadable or no regular file: nothing written yet, as far as a reader can tell
         return previous or StepIndex()

@@ -53,7 +53,7 @@ class ProcessRecord:
     started: float | None = None
 
     @classmethod
-    def of_pid(cls, pid: int) -> "ProcessRecord":
+    def of_pid(cls, pid: int) -> ProcessRecord:
         """The live process `pid` as a record (its group and start time read from the kernel now)."""
         import psutil
 
@@ -93,14 +93,17 @@ class LaunchRecord:
         return {**asdict(self), "processes": [asdict(p) for p in self.processes]}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "LaunchRecord | None":
+    def from_dict(cls, data: Any) -> LaunchRecord | None:
         if not isinstance(data, dict) or not data:  # a reader's {} for a missing file: no record
             return None
         known = {f.name for f in fields(cls)} - {"processes"}
         kept = {key: value for key, value in data.items() if key in known}
         listed = data.get("processes") if isinstance(data.get("processes"), list) else []
-        running = tuple(ProcessRecord(**{k: p.get(k) for k in ("pid", "pgid", "started")})
-                        for p in listed if isinstance(p, dict) and isinstance(p.get("pid"), int))
+        running = tuple(
+            ProcessRecord(**{k: p.get(k) for k in ("pid", "pgid", "started")})
+            for p in listed
+            if isinstance(p, dict) and isinstance(p.get("pid"), int)
+        )
         return cls(**kept, processes=running)
 
     def live_processes(self) -> list[ProcessRecord]:
@@ -167,8 +170,11 @@ def live_jobs(runs_root: str | os.PathLike, owner: str | None) -> list[str]:
     for path in sorted(folder.glob("*.json")) if owner is not None else []:
         data = runfolder.read_json(path, {})
         process = data.get("process") if isinstance(data, dict) else None
-        running = isinstance(process, dict) and isinstance(process.get("pid"), int) and ProcessRecord(
-            process["pid"], process.get("pgid"), process.get("started")).is_running()
+        running = (
+            isinstance(process, dict)
+            and isinstance(process.get("pid"), int)
+            and ProcessRecord(process["pid"], process.get("pgid"), process.get("started")).is_running()
+        )
         if not running:
             path.unlink(missing_ok=True)
         elif data.get("owner") == owner:

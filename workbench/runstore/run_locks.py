@@ -14,9 +14,10 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from workbench.runstore import runfolder, safe_files
 
@@ -75,7 +76,7 @@ def request_stop(run_dir: str | os.PathLike) -> None:
 
     A link or FIFO planted as stop.request is removed and a fresh file made: Stop never writes through it.
     """
-    safe_files.write_file(Path(run_dir) / runfolder.STOP_FILE, f"{time.time()}\n".encode("utf-8"))
+    safe_files.write_file(Path(run_dir) / runfolder.STOP_FILE, f"{time.time()}\n".encode())
 
 
 def stop_requested(run_dir: str | os.PathLike) -> bool:

@@ -70,9 +70,10 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any
 
 from workbench.errors import WorkbenchError
 from workbench.runstore import safe_files
@@ -120,8 +121,11 @@ SANDBOX_ENV = "WORKBENCH_SANDBOX"  # "1" inside a run's sandbox: its own PID nam
 
 # The rule each JSON-lines file's records follow, by file name; other files' lines need only be JSON objects.
 RECORD_RULES: dict[str, Callable[[Any], str | None]] = {
-    METRICS_FILE: metric_problem, COMPLETIONS_FILE: completion_problem, EVAL_FILE: eval_problem,
-    TOKENS_FILE: token_problem}
+    METRICS_FILE: metric_problem,
+    COMPLETIONS_FILE: completion_problem,
+    EVAL_FILE: eval_problem,
+    TOKENS_FILE: token_problem,
+}
 
 _log = logging.getLogger(__name__)
 
@@ -220,10 +224,15 @@ def read_run(run_dir: str | os.PathLike) -> dict:
     that could not be read ({file name: Skipped})."""
     run_dir = Path(run_dir)
     read = {name: read_records_from(run_dir / name) for name in (METRICS_FILE, COMPLETIONS_FILE, EVAL_FILE)}
-    return {"config": read_config(run_dir), "status": read_run_status(run_dir), "metrics": read[METRICS_FILE][0],
-            "completions": read[COMPLETIONS_FILE][0], "evals": read[EVAL_FILE][0],
-            "checkpoint_steps": checkpoint_steps(run_dir),
-            "skipped": {name: skipped for name, (_, _, skipped) in read.items()}}
+    return {
+        "config": read_config(run_dir),
+        "status": read_run_status(run_dir),
+        "metrics": read[METRICS_FILE][0],
+        "completions": read[COMPLETIONS_FILE][0],
+        "evals": read[EVAL_FILE][0],
+        "checkpoint_steps": checkpoint_steps(run_dir),
+        "skipped": {name: skipped for name, (_, _, skipped) in read.items()},
+    }
 
 
 def inside_sandbox() -> bool:
@@ -286,8 +295,9 @@ def loads(line: bytes) -> Any:
     return json.loads(line)
 
 
-def parse_lines(chunk: bytes, base: int = 0, rule: Callable[[Any], str | None] | None = None
-                ) -> tuple[list[dict], Skipped]:
+def parse_lines(
+    chunk: bytes, base: int = 0, rule: Callable[[Any], str | None] | None = None
+) -> tuple[list[dict], Skipped]:
     """The records on the whole lines of `chunk` (which begins at byte `base` of its file), and those skipped.
 
     A line is skipped when it is not UTF-8 text, not JSON, not a JSON object,
@@ -491,8 +501,7 @@ def run_dir_in(runs_dir: str | os.PathLike | None, run_id: Any) -> Path:
     path = root / name if plain else None
     if path is None or not is_run_dir(path) or path.resolve().parent != root.resolve():
         shown = repr(run_id)[:80]
-        raise RunIdError(field="run", rule=f"{shown} is not a run folder inside {root}",
-                         fix="pick a run from the list")
+        raise RunIdError(field="run", rule=f"{shown} is not a run folder inside {root}", fix="pick a run from the list")
     return path
 
 

@@ -47,9 +47,10 @@ import logging
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePath
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO does not wait for its other end; O_NOCTTY: a terminal never becomes ours.
@@ -59,8 +60,13 @@ _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _ERRNO_KINDS = {errno.ELOOP: "a link", errno.ENXIO: "a FIFO or socket"}
 # A hostile writer could plant its link again between our removal and our open: try a few times, then give up.
 _ATTEMPTS = 3
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a link"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a link"),
+)
 
 _log = logging.getLogger(__name__)
 _said: set[str] = set()  # files already named in the log: each is said once per process
@@ -140,8 +146,9 @@ def _open_folder(top: str, parts: list[str], create: bool = False) -> int:
 
 
 @contextmanager
-def _folder_of(path: str | os.PathLike, root: str | os.PathLike | None, create: bool = False
-               ) -> Iterator[tuple[int, str]]:
+def _folder_of(
+    path: str | os.PathLike, root: str | os.PathLike | None, create: bool = False
+) -> Iterator[tuple[int, str]]:
     """(the open folder of `path`, the file's name in it), the folder closed when the block ends."""
     top, parts, name = _where(path, root)
     fd = _open_folder(top, parts, create)
@@ -205,8 +212,9 @@ def open_file(path: str | os.PathLike, *, root: str | os.PathLike | None = None)
     return os.fdopen(fd, "rb")
 
 
-def read_bytes(path: str | os.PathLike, offset: int = 0, size: int = -1, *,
-               root: str | os.PathLike | None = None) -> bytes:
+def read_bytes(
+    path: str | os.PathLike, offset: int = 0, size: int = -1, *, root: str | os.PathLike | None = None
+) -> bytes:
     """The bytes of `path` from `offset` (`size` of them, or to the end); OSError when it cannot be read."""
     with open_file(path, root=root) as handle:
         if offset:
@@ -228,8 +236,7 @@ def load_json(path: str | os.PathLike, root: str | os.PathLike | None = None) ->
     return json.loads(content.decode("utf-8"))
 
 
-def read_tail(path: str | os.PathLike, max_bytes: int, *, root: str | os.PathLike | None = None
-              ) -> tuple[int, bytes]:
+def read_tail(path: str | os.PathLike, max_bytes: int, *, root: str | os.PathLike | None = None) -> tuple[int, bytes]:
     """(where they begin, the last `max_bytes` of `path`); OSError when it cannot be read."""
     with open_file(path, root=root) as handle:
         start = max(0, os.fstat(handle.fileno()).st_size - max_bytes)
@@ -281,8 +288,11 @@ def _open_writer(path: str | os.PathLike, dir_fd: int, name: str, append: bool) 
         try:
             fd = _open_regular(dir_fd, name, flags, shared_ok=False)
         except (_Found, IsADirectoryError) as found:
-            _not_plain(path, "a folder" if isinstance(found, IsADirectoryError) else str(found),
-                       "removed, and a fresh file made")
+            _not_plain(
+                path,
+                "a folder" if isinstance(found, IsADirectoryError) else str(found),
+                "removed, and a fresh file made",
+            )
             _remove_planted(dir_fd, name)
             continue
         if not append:
@@ -291,8 +301,9 @@ def _open_writer(path: str | os.PathLike, dir_fd: int, name: str, append: bool) 
     raise _not_plain(path, "something planted again and again", "not written")
 
 
-def open_for_writing(path: str | os.PathLike, append: bool = True, *,
-                     root: str | os.PathLike | None = None) -> BinaryIO:
+def open_for_writing(
+    path: str | os.PathLike, append: bool = True, *, root: str | os.PathLike | None = None
+) -> BinaryIO:
     """`path` open for appending ("ab"), or emptied ("wb") when not `append`; made when missing (its folder is
     not: a run folder deleted under a writer stays deleted).
 
@@ -327,8 +338,9 @@ def _temporary(dir_fd: int, name: str, mode: int = SHARED_MODE) -> tuple[int, st
     raise FileExistsError(errno.EEXIST, "no free temporary name", name)
 
 
-def replace_file(path: str | os.PathLike, content: bytes, *, root: str | os.PathLike | None = None,
-                 mode: int = SHARED_MODE) -> None:
+def replace_file(
+    path: str | os.PathLike, content: bytes, *, root: str | os.PathLike | None = None, mode: int = SHARED_MODE
+) -> None:
     """Write `content` to a temporary file beside `path`, then rename it over `path` (atomic, made with its
     folder when missing): a reader sees the old file or the new one; a link at `path` is replaced, not followed.
     `mode`: 0o600 for a copy only its owner may read."""

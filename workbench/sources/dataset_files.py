@@ -30,8 +30,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from workbench.sources import hub_datasets
 from workbench.sources.dataset_reading import DatasetError
@@ -131,8 +131,10 @@ def _card_patterns(root: Path) -> Iterator[tuple[str, str]]:
             continue
         for split_patterns in patterns.values():
             for pattern in split_patterns:
-                yield f"README.md's data_files entry {str(pattern)[:120]!r} (config {config})", \
-                    os.path.join(base, _fixed_part(str(pattern)))
+                yield (
+                    f"README.md's data_files entry {str(pattern)[:120]!r} (config {config})",
+                    os.path.join(base, _fixed_part(str(pattern))),
+                )
 
 
 def _fixed_part(pattern: str) -> str:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from workbench.errors import WorkbenchError
 
@@ -146,7 +147,9 @@ def _iter_json_array(path: Path) -> Iterator[dict]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise DatasetError(f"dataset_path '{path}': not valid JSON ({exc.msg} at line {exc.lineno}); fix the file") from None
+        raise DatasetError(
+            f"dataset_path '{path}': not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"
+        ) from None
     for number, row in enumerate(data, start=1):
         if not isinstance(row, dict):
             raise DatasetError(f"dataset_path '{path}': item {number} of the array is not an object; {FIX_EXAMPLE}")
@@ -239,7 +242,7 @@ def prompt_problem(prompt: Any) -> str | None:
             if not isinstance(message, dict) or "content" not in message or message.get("role") not in ROLES:
                 return (
                     f"the `prompt` holds {message!r}, not a chat message; each message needs a `role` "
-                    f"({', '.join(ROLES)}) and a `content`, e.g. [{{\"role\": \"user\", \"content\": \"Hi\"}}]"
+                    f'({", ".join(ROLES)}) and a `content`, e.g. [{{"role": "user", "content": "Hi"}}]'
                 )
         return None
     return (

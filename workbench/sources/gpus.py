@@ -43,13 +43,15 @@ def list_gpus() -> list[GpuInfo]:
                 utilization = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
             except pynvml.NVMLError:
                 utilization = 0  # some virtualised GPUs do not report it
-            gpus.append(GpuInfo(
-                index=index,
-                name=name.decode() if isinstance(name, bytes) else str(name),
-                total_mb=int(memory.total // 2**20),
-                free_mb=int(memory.free // 2**20),
-                utilization=int(utilization),
-            ))
+            gpus.append(
+                GpuInfo(
+                    index=index,
+                    name=name.decode() if isinstance(name, bytes) else str(name),
+                    total_mb=int(memory.total // 2**20),
+                    free_mb=int(memory.free // 2**20),
+                    utilization=int(utilization),
+                )
+            )
         return gpus
     finally:
         pynvml.nvmlShutdown()

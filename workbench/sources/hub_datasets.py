@@ -48,8 +48,10 @@ FILE, SAVED, FOLDER, HUB = "file", "save_to_disk folder", "dataset folder", "hub
 
 def download_hint(hub_id: str) -> str:
     """How to fetch a hub dataset where the hub can be reached, and point the run at the copy."""
-    return (f"download it where the hub can be reached: `hf download --repo-type dataset {hub_id} --local-dir DIR`, "
-            "then set dataset_name=DIR (a folder laid out as the hub lays it out)")
+    return (
+        f"download it where the hub can be reached: `hf download --repo-type dataset {hub_id} --local-dir DIR`, "
+        "then set dataset_name=DIR (a folder laid out as the hub lays it out)"
+    )
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Split:
 
     def rows(self, total: int) -> range:
         """The rows of a split of `total` rows this slice keeps (as datasets counts them)."""
+
         def bound(value: str | None, default: int) -> int:
             if value is None:
                 return default
@@ -81,8 +84,10 @@ def parse_split(text: str, field: str = "dataset_train_split") -> Split:
     """`train`, `train[:200]`, `test[10:20]`, `train[:5%]` as a Split; DatasetError naming the field otherwise."""
     found = SPLIT.match((text or "").strip())
     if not found:
-        raise DatasetError(f"{field}: {text!r} is not a split name or a slice of one; write e.g. train, "
-                           "train[:200] (the first 200 rows) or train[:10%]")
+        raise DatasetError(
+            f"{field}: {text!r} is not a split name or a slice of one; write e.g. train, "
+            "train[:200] (the first 200 rows) or train[:10%]"
+        )
     return Split(text.strip(), found["name"], found["start"], found["stop"])
 
 
@@ -121,9 +126,11 @@ def locate(name: str, field: str = "dataset_name") -> Source:
     if HUB_ID.match(name) and not os.path.lexists(name):
         snapshot = cached_snapshot(name)
         return Source(HUB, str(snapshot) if snapshot else name, name)
-    raise DatasetError(f"{field}: no file or folder at '{path}', and it is not a hub id like openai/gsm8k; give a "
-                       f"{'/'.join(dataset_reading.SUPPORTED)} file, a dataset folder (README.md with `configs:`, or "
-                       "`save_to_disk`), or a hub id")
+    raise DatasetError(
+        f"{field}: no file or folder at '{path}', and it is not a hub id like openai/gsm8k; give a "
+        f"{'/'.join(dataset_reading.SUPPORTED)} file, a dataset folder (README.md with `configs:`, or "
+        "`save_to_disk`), or a hub id"
+    )
 
 
 def hub_problem(hub_id: str, timeout_s: float = HUB_TIMEOUT_S) -> str | None:
@@ -131,8 +138,10 @@ def hub_problem(hub_id: str, timeout_s: float = HUB_TIMEOUT_S) -> str | None:
 
     Asks the hub once, waiting at most `timeout_s`; HF_HUB_OFFLINE / HF_DATASETS_OFFLINE skip the asking.
     """
-    if any(os.environ.get(flag, "").upper() in ("1", "ON", "YES", "TRUE")
-           for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+    if any(
+        os.environ.get(flag, "").upper() in ("1", "ON", "YES", "TRUE")
+        for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    ):
         reason = "this process is offline (HF_HUB_OFFLINE)"
     else:
         # the Setup tab checks on every change: the hub's answer is kept for a minute, not asked per keystroke
@@ -152,8 +161,10 @@ def _hub_answer(hub_id: str, timeout_s: float, _period: int) -> str | None:
         HfApi().dataset_info(hub_id, timeout=timeout_s)
         return None
     except RepositoryNotFoundError:
-        return (f"dataset_name: no dataset {hub_id!r} on the hub (or it is private); check the id on "
-                "huggingface.co/datasets, or give a local copy's folder")
+        return (
+            f"dataset_name: no dataset {hub_id!r} on the hub (or it is private); check the id on "
+            "huggingface.co/datasets, or give a local copy's folder"
+        )
     except Exception as exc:  # no network, DNS, timeout, a proxy: all mean "cannot be fetched from here"
         return f"the hub cannot be reached ({type(exc).__name__})"
 
@@ -188,16 +199,24 @@ def _builder(source: Source, config: str, field: str = "dataset_config"):
         text = str(exc)
         if "not found" in text and "Available" in text or "Please pick one" in text:
             found = ", ".join(config_names(source)) or "none"
-            raise DatasetError(f"{field}: {config!r} is not a config of {source.hub_id or source.path} (configs: "
-                               f"{found}); set dataset_config to one of them") from None
-        raise DatasetError(f"dataset_name '{source.path}': datasets cannot read it ({text}); lay it out as the hub "
-                           "does (README.md with `configs:`, data files per split)") from None
+            raise DatasetError(
+                f"{field}: {config!r} is not a config of {source.hub_id or source.path} (configs: "
+                f"{found}); set dataset_config to one of them"
+            ) from None
+        raise DatasetError(
+            f"dataset_name '{source.path}': datasets cannot read it ({text}); lay it out as the hub "
+            "does (README.md with `configs:`, data files per split)"
+        ) from None
     except FileNotFoundError as exc:
-        raise DatasetError(f"dataset_name '{source.path}': no data files found ({exc}); lay it out as the hub does "
-                           "(README.md with `configs:`, data files per split)") from None
+        raise DatasetError(
+            f"dataset_name '{source.path}': no data files found ({exc}); lay it out as the hub does "
+            "(README.md with `configs:`, data files per split)"
+        ) from None
     except yaml.YAMLError as exc:  # the README's front matter, which datasets reads first
-        raise DatasetError(f"dataset_name '{source.path}': its README.md's YAML front matter cannot be read "
-                           f"({' '.join(str(exc).split())[:200]}); fix it (quote a glob: path: \"*.jsonl\")") from None
+        raise DatasetError(
+            f"dataset_name '{source.path}': its README.md's YAML front matter cannot be read "
+            f'({" ".join(str(exc).split())[:200]}); fix it (quote a glob: path: "*.jsonl")'
+        ) from None
 
 
 def config_names(source: Source) -> list[str]:
@@ -238,8 +257,10 @@ def first_rows(source: Source, config: str, split: Split, count: int) -> list[di
         return dataset.select(list(split.rows(len(dataset)))[:count]).to_list()
     files = data_files(source, config)
     if split.name not in files:
-        raise DatasetError(f"dataset_train_split: {split.name!r} is not a split of {source.hub_id or source.path}"
-                           f"{f' (config {config})' if config else ''}; its splits: {', '.join(files) or 'none'}")
+        raise DatasetError(
+            f"dataset_train_split: {split.name!r} is not a split of {source.hub_id or source.path}"
+            f"{f' (config {config})' if config else ''}; its splits: {', '.join(files) or 'none'}"
+        )
     rows = (row for path in files[split.name] for row in dataset_reading.iter_rows(Path(path)))
     return list(islice(rows, split.first_row, split.first_row + count))
 
@@ -247,8 +268,10 @@ def first_rows(source: Source, config: str, split: Split, count: int) -> list[di
 def _file_split(source: Source, split: Split) -> None:
     """A data file is one split, `train` (as `datasets` names a file's rows); another name is refused."""
     if split.name != "train":
-        raise DatasetError(f"dataset_train_split: {split.name!r} is not a split of '{source.path}': a data file is one "
-                           "split, train (a slice such as train[:200] works)")
+        raise DatasetError(
+            f"dataset_train_split: {split.name!r} is not a split of '{source.path}': a data file is one "
+            "split, train (a slice such as train[:200] works)"
+        )
 
 
 def _load_saved(path: str):
@@ -257,8 +280,9 @@ def _load_saved(path: str):
     try:
         return load_from_disk(path)
     except FileNotFoundError:
-        raise DatasetError(f"dataset_name '{path}': not a folder `save_to_disk` wrote; save it again, or lay it out "
-                           "as the hub does") from None
+        raise DatasetError(
+            f"dataset_name '{path}': not a folder `save_to_disk` wrote; save it again, or lay it out as the hub does"
+        ) from None
 
 
 def _saved_split(path: str, split: Split):
@@ -266,8 +290,9 @@ def _saved_split(path: str, split: Split):
     if not hasattr(loaded, "keys"):  # one Dataset saved alone: it is the split asked for
         return loaded
     if split.name not in loaded:
-        raise DatasetError(f"dataset_train_split: {split.name!r} is not a split of '{path}'; its splits: "
-                           f"{', '.join(loaded)}")
+        raise DatasetError(
+            f"dataset_train_split: {split.name!r} is not a split of '{path}'; its splits: {', '.join(loaded)}"
+        )
     return loaded[split.name]
 
 

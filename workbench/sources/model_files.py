@@ -108,8 +108,7 @@ def bundled_model_dir() -> Path:
 
         gguf = bundled_gguf_path()
         print(
-            f"Converting the bundled SmolLM2-135M-Instruct from {gguf.name} "
-            f"(once; cached in {cache_dir()})...",
+            f"Converting the bundled SmolLM2-135M-Instruct from {gguf.name} (once; cached in {cache_dir()})...",
             file=sys.stderr,
             flush=True,
         )
@@ -182,8 +181,10 @@ def check_reward_model(name: str) -> None:
     """Refuse a reward model that cannot work, cheaply: as check_model, and a folder's config must name a
     sequence-classification architecture (a causal language model has no score head: TRL would add a random one)."""
     if name in MODEL_CHOICES:
-        raise ModelError(f"reward_model: {name!r} is a causal language model, not a reward model; give the folder "
-                         "or hub id of a sequence-classification model (AutoModelForSequenceClassification)")
+        raise ModelError(
+            f"reward_model: {name!r} is a causal language model, not a reward model; give the folder "
+            "or hub id of a sequence-classification model (AutoModelForSequenceClassification)"
+        )
     check_model(name)
     config = Path(name).expanduser() / "config.json"
     if not config.is_file():
@@ -191,12 +192,15 @@ def check_reward_model(name: str) -> None:
     try:
         architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
     except (OSError, ValueError, AttributeError):
-        raise ModelError(f"reward_model: {config} is not a readable JSON object; point to the folder that "
-                         "`save_pretrained` wrote") from None
+        raise ModelError(
+            f"reward_model: {config} is not a readable JSON object; point to the folder that `save_pretrained` wrote"
+        ) from None
     if architectures and not any(str(a).endswith("ForSequenceClassification") for a in architectures):
-        raise ModelError(f"reward_model: {name} holds a {', '.join(map(str, architectures))}, not a "
-                         "sequence-classification model; give a reward model's folder (its architecture ends in "
-                         "ForSequenceClassification)")
+        raise ModelError(
+            f"reward_model: {name} holds a {', '.join(map(str, architectures))}, not a "
+            "sequence-classification model; give a reward model's folder (its architecture ends in "
+            "ForSequenceClassification)"
+        )
 
 
 def resolve_model(name: str) -> str:

@@ -12,8 +12,8 @@ function's signature). Nothing here loads a model.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from workbench.sources import dataset_reading, hub_datasets
 from workbench.spec import data_mapping, rewards, tasks
@@ -58,8 +58,15 @@ class SourceRows:
     source: hub_datasets.Source | None = None  # None: a built-in task's rows
 
 
-def source_rows(task: str, dataset_name: str = "", config: str = "", split: str = "train", seed: int = 0,
-                count: int = PREVIEW_ROWS, field: str = "dataset_name") -> SourceRows:
+def source_rows(
+    task: str,
+    dataset_name: str = "",
+    config: str = "",
+    split: str = "train",
+    seed: int = 0,
+    count: int = PREVIEW_ROWS,
+    field: str = "dataset_name",
+) -> SourceRows:
     """The first rows a run would read: the named data (its config and split's slice), else the task's own rows.
 
     DatasetError (naming the field) when the data cannot be read, or is an uncached hub id the hub cannot give.
@@ -84,10 +91,15 @@ def first_rows(task: str, dataset_name: str = "", seed: int = 0, count: int = PR
 
 def missing_problems(columns: list[str], needs: list[RewardColumns], source: str) -> list[tuple[str, str, str]]:
     """(field, rule, fix) for each column a chosen reward needs that the data (`source`) lacks."""
-    return [("reward_names", f"{reward} needs the column `{column}`, and {source} has only "
-                             f"{', '.join(f'`{c}`' for c in columns) or 'none'}",
-             f"add the column `{column}` (one value per prompt) to the dataset, or choose a reward other than {reward}")
-            for reward, column in missing_columns(columns, needs)]
+    return [
+        (
+            "reward_names",
+            f"{reward} needs the column `{column}`, and {source} has only "
+            f"{', '.join(f'`{c}`' for c in columns) or 'none'}",
+            f"add the column `{column}` (one value per prompt) to the dataset, or choose a reward other than {reward}",
+        )
+        for reward, column in missing_columns(columns, needs)
+    ]
 
 
 @dataclass
@@ -124,8 +136,13 @@ class DataChoice:
     seed: int = 0
 
 
-def preview(choice: DataChoice, reward_names: list[str], reward_file: str = "", count: int = PREVIEW_ROWS,
-            import_reward_file: bool = True) -> DataPreview:
+def preview(
+    choice: DataChoice,
+    reward_names: list[str],
+    reward_file: str = "",
+    count: int = PREVIEW_ROWS,
+    import_reward_file: bool = True,
+) -> DataPreview:
     """The Setup tab's preview: never raises; data that cannot be read shows why.
 
     `import_reward_file` False: the reward file's columns are read from its
@@ -135,8 +152,9 @@ def preview(choice: DataChoice, reward_names: list[str], reward_file: str = "", 
     extra = {}
     if reward_file:
         try:
-            extra = rewards.load_reward_file(reward_file) if import_reward_file else \
-                rewards.read_reward_file(reward_file)
+            extra = (
+                rewards.load_reward_file(reward_file) if import_reward_file else rewards.read_reward_file(reward_file)
+            )
         except rewards.RewardError:
             pass  # check_config names the file's problem; its rewards are left out here
     needs = reward_needs(reward_names, extra)
@@ -146,9 +164,13 @@ def preview(choice: DataChoice, reward_names: list[str], reward_file: str = "", 
     except (ValueError, OSError) as exc:  # DatasetError, TaskError, a file that is not text, permissions
         return DataPreview(source, rewards=needs, error=str(exc))
     if found.rows is None:
-        return DataPreview(source, rewards=needs, error=f"{choice.dataset_name} is not in the hub cache yet: a run "
-                           "downloads it when it starts (its progress in the run's train.log), and its rows show "
-                           f"here once it is cached; to see them now, {hub_datasets.download_hint(choice.dataset_name)}")
+        return DataPreview(
+            source,
+            rewards=needs,
+            error=f"{choice.dataset_name} is not in the hub cache yet: a run "
+            "downloads it when it starts (its progress in the run's train.log), and its rows show "
+            f"here once it is cached; to see them now, {hub_datasets.download_hint(choice.dataset_name)}",
+        )
     rows = found.rows
     shown = DataPreview(source, rows=rows, columns=list(rows[0]) if rows else [], rewards=needs, configs=configs)
     return _with_model_text(shown, choice)
@@ -159,8 +181,11 @@ def _with_model_text(shown: DataPreview, choice: DataChoice) -> DataPreview:
     has_template = data_mapping.has_chat_template(choice.model_folder) if choice.model_folder else None
     apply, rule = data_mapping.resolve_chat_template(choice.chat_template, has_template)
     first = shown.rows[0] if shown.rows else None
-    if rule or first is None or data_mapping.mapping_problems(shown.columns, shown.rows, choice.mapping, "the data",
-                                                              choice.chat_template):
+    if (
+        rule
+        or first is None
+        or data_mapping.mapping_problems(shown.columns, shown.rows, choice.mapping, "the data", choice.chat_template)
+    ):
         shown.model_note = "The column mapping or chat_template does not fit this data (see Before launch)."
         return shown
     shown.mapped = data_mapping.map_row(first, dataclasses.replace(choice.mapping, apply_chat_template=apply))
@@ -170,14 +195,17 @@ def _with_model_text(shown: DataPreview, choice: DataChoice) -> DataPreview:
         return shown
     template = data_mapping.read_chat_template(choice.model_folder) if choice.model_folder else None
     if template is None:
-        shown.model_note = ("The model's tokenizer is not on disk yet (a hub model before its download, the bundled "
-                            "model before its first run): the text shows once it is.")
+        shown.model_note = (
+            "The model's tokenizer is not on disk yet (a hub model before its download, the bundled "
+            "model before its first run): the text shows once it is."
+        )
         return shown
     try:
         shown.model_text = data_mapping.model_input_text(prompt, template)
     except Exception as exc:  # a template that raises on these messages (e.g. it refuses a system message)
         shown.model_note = f"The model's chat template refuses this prompt: {type(exc).__name__}: {exc}"
         return shown
-    shown.model_note = ("The model's chat template, with the generation prompt TRL adds"
-                        + (", after the system prompt." if choice.mapping.system_prompt else "."))
+    shown.model_note = "The model's chat template, with the generation prompt TRL adds" + (
+        ", after the system prompt." if choice.mapping.system_prompt else "."
+    )
     return shown

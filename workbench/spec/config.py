@@ -333,7 +333,7 @@ class RunConfig:
         choices=REPORT_TO,
     )
     # hardware
-    device: str = setting("auto", 'auto (GPUs when present, else CPU), cpu, or cuda.', choices=DEVICES)
+    device: str = setting("auto", "auto (GPUs when present, else CPU), cpu, or cuda.", choices=DEVICES)
     gpu_ids: list[int] = setting([], "Which GPUs to train on (CUDA_VISIBLE_DEVICES); empty means all visible.")
     num_processes: int = setting(
         1,
@@ -425,13 +425,18 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunConfig":
+    def from_dict(cls, data: dict) -> RunConfig:
         """A RunConfig from a dict (e.g. config.json); unknown keys are refused by name."""
         data = _renamed_fields(data)
         unknown = sorted(set(data) - set(field_names()))
         if unknown:
-            raise ConfigError([ConfigProblem(unknown[0], "is not a RunConfig field",
-                                             f"remove it; valid fields: {', '.join(field_names())}")])
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        unknown[0], "is not a RunConfig field", f"remove it; valid fields: {', '.join(field_names())}"
+                    )
+                ]
+            )
         return cls(**{name: _coerce(name, value) for name, value in data.items()})
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -441,24 +446,38 @@ class RunConfig:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "RunConfig":
+    def load(cls, path: str | os.PathLike) -> RunConfig:
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError([ConfigProblem("config", f"no file at {path}", "give the path of a config.json")]) from None
+            raise ConfigError(
+                [ConfigProblem("config", f"no file at {path}", "give the path of a config.json")]
+            ) from None
         except json.JSONDecodeError as exc:
-            raise ConfigError([ConfigProblem("config", f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})",
-                                             "fix the file or write it again with RunConfig.save")]) from None
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "config",
+                        f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})",
+                        "fix the file or write it again with RunConfig.save",
+                    )
+                ]
+            ) from None
         if not isinstance(data, dict):
-            raise ConfigError([ConfigProblem("config", f"{path} holds a {type(data).__name__}, not an object",
-                                             "write it with RunConfig.save")])
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "config", f"{path} holds a {type(data).__name__}, not an object", "write it with RunConfig.save"
+                    )
+                ]
+            )
         return cls.from_dict(data)
 
-    def with_changes(self, **changes: Any) -> "RunConfig":
+    def with_changes(self, **changes: Any) -> RunConfig:
         return RunConfig.from_dict({**self.to_dict(), **changes})
 
-    def with_absolute_paths(self, base: str | os.PathLike | None = None) -> "RunConfig":
+    def with_absolute_paths(self, base: str | os.PathLike | None = None) -> RunConfig:
         """This config with its local paths (model folder, dataset_path, reward_file, reward_model) made absolute.
 
         A path typed relative to the app's folder means nothing to the trainer,
@@ -476,12 +495,12 @@ class RunConfig:
             path = Path(value).expanduser()
             if not path.is_absolute():
                 path = Path(base or os.getcwd()) / path
-            if (path.is_dir() if name in ("model", "reward_model") else path.exists()):
+            if path.is_dir() if name in ("model", "reward_model") else path.exists():
                 changes[name] = str(path.resolve())
         return self.with_changes(**changes) if changes else self
 
     @classmethod
-    def for_task(cls, task: str = "demo", **changes: Any) -> "RunConfig":
+    def for_task(cls, task: str = "demo", **changes: Any) -> RunConfig:
         """The config a task is designed around: defaults, the task's preset settings, then `changes`.
 
         The CLI, the Setup tab and the notebooks all start from this, so
@@ -531,8 +550,15 @@ def _coerce(name: str, value: Any) -> Any:
     try:
         return convert(kind, value)
     except (TypeError, ValueError):
-        raise ConfigError([ConfigProblem(name, f"must be {describe_type(kind)}, got {value!r}",
-                                         f"give {describe_type(kind)} (default {_default(name)!r})")]) from None
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    name,
+                    f"must be {describe_type(kind)}, got {value!r}",
+                    f"give {describe_type(kind)} (default {_default(name)!r})",
+                )
+            ]
+        ) from None
 
 
 def _default(name: str) -> Any:
@@ -546,8 +572,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     if not sep or not name:
         raise ConfigError([ConfigProblem("--set", f"{text!r} is not field=value", "write e.g. --set beta=0.0")])
     if name not in field_names():
-        raise ConfigError([ConfigProblem(name, "is not a RunConfig field",
-                                         f"use one of: {', '.join(field_names())}")])
+        raise ConfigError([ConfigProblem(name, "is not a RunConfig field", f"use one of: {', '.join(field_names())}")])
     return name, _coerce(name, raw.strip())
 
 
@@ -565,8 +590,13 @@ def column_mapping(cfg: RunConfig, has_template: bool | None = None):
     """The run's column mapping (spec/data_mapping.py), the chat template resolved for a model with/without one."""
     from workbench.spec.data_mapping import ColumnMapping, resolve_chat_template
 
-    return ColumnMapping(cfg.prompt_column.strip() or "prompt", cfg.solution_column.strip(), cfg.solution_transform,
-                         cfg.system_prompt, resolve_chat_template(cfg.chat_template, has_template)[0])
+    return ColumnMapping(
+        cfg.prompt_column.strip() or "prompt",
+        cfg.solution_column.strip(),
+        cfg.solution_transform,
+        cfg.system_prompt,
+        resolve_chat_template(cfg.chat_template, has_template)[0],
+    )
 
 
 def reward_names_for(cfg: RunConfig) -> list[str]:

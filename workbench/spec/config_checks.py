@@ -41,7 +41,12 @@ from workbench.spec.reward_choice import NO_CORRECTNESS, correctness_reward_for
 
 def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
     rules = [
-        ("learning_rate", cfg.learning_rate > 0 and math.isfinite(cfg.learning_rate), "must be > 0", "try 1e-4 to 1e-3 for LoRA"),
+        (
+            "learning_rate",
+            cfg.learning_rate > 0 and math.isfinite(cfg.learning_rate),
+            "must be > 0",
+            "try 1e-4 to 1e-3 for LoRA",
+        ),
         ("beta", cfg.beta >= 0 and math.isfinite(cfg.beta), "must be >= 0", "use 0.04, or 0 for no KL term"),
         ("epsilon", cfg.epsilon > 0, "must be > 0", "use 0.2"),
         ("temperature", cfg.temperature > 0, "must be > 0", "use 1.0 (0.7 for less varied completions)"),
@@ -54,36 +59,76 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("max_steps", cfg.max_steps == -1 or cfg.max_steps >= 1, "must be -1 (use epochs) or >= 1", "use e.g. 30"),
         ("num_train_epochs", cfg.num_train_epochs > 0, "must be > 0", "use 1"),
         ("logging_steps", cfg.logging_steps >= 1, "must be >= 1", "use 1 to see every step"),
-        ("record_tokens", isinstance(cfg.record_tokens, bool), "must be true or false",
-         "use true (the token view) or false (no tokens.jsonl)"),
+        (
+            "record_tokens",
+            isinstance(cfg.record_tokens, bool),
+            "must be true or false",
+            "use true (the token view) or false (no tokens.jsonl)",
+        ),
         ("save_steps", cfg.save_steps >= 1, "must be >= 1", "use e.g. 10"),
         ("warmup_steps", cfg.warmup_steps >= 0, "must be >= 0", "use 0"),
-        ("save_total_limit", cfg.save_total_limit is None or cfg.save_total_limit >= 1, "must be >= 1 or empty",
-         "use 3, or leave it empty to keep every checkpoint"),
+        (
+            "save_total_limit",
+            cfg.save_total_limit is None or cfg.save_total_limit >= 1,
+            "must be >= 1 or empty",
+            "use 3, or leave it empty to keep every checkpoint",
+        ),
         ("seed", cfg.seed >= 0, "must be >= 0", "use 42"),
-        ("max_completion_length", cfg.max_completion_length >= 1, "must be >= 1", "use 32 for the demo, 256+ for reasoning"),
-        ("reward_timeout_s", math.isfinite(cfg.reward_timeout_s) and cfg.reward_timeout_s >= 0,
-         "must be a number of seconds >= 0", "use 120, or 0 for no limit"),
+        (
+            "max_completion_length",
+            cfg.max_completion_length >= 1,
+            "must be >= 1",
+            "use 32 for the demo, 256+ for reasoning",
+        ),
+        (
+            "reward_timeout_s",
+            math.isfinite(cfg.reward_timeout_s) and cfg.reward_timeout_s >= 0,
+            "must be a number of seconds >= 0",
+            "use 120, or 0 for no limit",
+        ),
         ("num_processes", cfg.num_processes >= 1, "must be >= 1", "use 1, or one per GPU"),
         ("vllm_gpu_memory_utilization", 0 < cfg.vllm_gpu_memory_utilization < 1, "must be in (0, 1)", "use 0.3"),
-        ("epsilon_high", cfg.epsilon_high is None or (cfg.epsilon_high > 0 and math.isfinite(cfg.epsilon_high)),
-         "must be > 0 or empty", "use 0.28 (DAPO), or leave it empty to use epsilon"),
-        ("top_entropy_quantile", 0 <= cfg.top_entropy_quantile <= 1, "must be in [0, 1]",
-         "use 1.0 (every token), or 0.2 as in 'Beyond the 80/20 rule'"),
+        (
+            "epsilon_high",
+            cfg.epsilon_high is None or (cfg.epsilon_high > 0 and math.isfinite(cfg.epsilon_high)),
+            "must be > 0 or empty",
+            "use 0.28 (DAPO), or leave it empty to use epsilon",
+        ),
+        (
+            "top_entropy_quantile",
+            0 <= cfg.top_entropy_quantile <= 1,
+            "must be in [0, 1]",
+            "use 1.0 (every token), or 0.2 as in 'Beyond the 80/20 rule'",
+        ),
         ("eval_steps", cfg.eval_steps >= 1, "must be >= 1", "use e.g. 10 (evaluate every 10 steps)"),
         ("eval_size", cfg.eval_size >= 1, "must be >= 1", "use e.g. 16 held-out prompts"),
         ("eval_pass_k", cfg.eval_pass_k >= 0, "must be >= 0", "use 0 (greedy only) or e.g. 4"),
     ]
-    problems = [ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok]
-    choices = [("loss_type", LOSS_TYPES), ("scale_rewards", SCALE_REWARDS), ("device", DEVICES),
-               ("lr_scheduler_type", LR_SCHEDULERS), ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
-               ("solution_transform", SOLUTION_TRANSFORM_CHOICES), ("chat_template", CHAT_TEMPLATE_CHOICES),
-               ("eval_strategy", EVAL_STRATEGIES), ("merged_generation", MERGED_GENERATION),
-               ("shared_prompt_pass", SHARED_PROMPT_PASS), ("packed_decode", PACKED_DECODE)]
+    problems = [
+        ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok
+    ]
+    choices = [
+        ("loss_type", LOSS_TYPES),
+        ("scale_rewards", SCALE_REWARDS),
+        ("device", DEVICES),
+        ("lr_scheduler_type", LR_SCHEDULERS),
+        ("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
+        ("solution_transform", SOLUTION_TRANSFORM_CHOICES),
+        ("chat_template", CHAT_TEMPLATE_CHOICES),
+        ("eval_strategy", EVAL_STRATEGIES),
+        ("merged_generation", MERGED_GENERATION),
+        ("shared_prompt_pass", SHARED_PROMPT_PASS),
+        ("packed_decode", PACKED_DECODE),
+    ]
     for name, allowed in choices:
         if getattr(cfg, name) not in allowed:
-            problems.append(ConfigProblem(name, f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",
-                                          f"choose one of {', '.join(allowed)}"))
+            problems.append(
+                ConfigProblem(
+                    name,
+                    f"{getattr(cfg, name)!r} is not one of {', '.join(allowed)}",
+                    f"choose one of {', '.join(allowed)}",
+                )
+            )
     from workbench.spec.recipes import recipe_problem
 
     found = recipe_problem(cfg.recipe)
@@ -122,33 +167,58 @@ def _plan_problems(cfg: RunConfig) -> tuple[list[ConfigProblem], Any]:
     if result.valid:
         return [], result
     fixes = "; ".join(s.description for s in result.suggestions[:4]) or "open the batch calculator"
-    return [ConfigProblem("num_generations", error.rstrip("."), f"valid nearby settings: {fixes}")
-            for error in result.errors], result
+    return [
+        ConfigProblem("num_generations", error.rstrip("."), f"valid nearby settings: {fixes}")
+        for error in result.errors
+    ], result
 
 
 def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[ConfigProblem]:
     """The data source, its config and split, the column mapping and the chat template, read cheaply."""
-    from workbench.spec import columns, data_mapping, tasks
     from workbench.sources.dataset_reading import CHECK_ROWS, DatasetError
     from workbench.sources.model_files import model_location
+    from workbench.spec import columns, data_mapping, tasks
 
     field_name, value = data_field(cfg)
     if cfg.dataset_name.strip() and cfg.dataset_path.strip() and cfg.dataset_name.strip() != cfg.dataset_path.strip():
-        return [ConfigProblem("dataset_path", "is set beside dataset_name, its newer name",
-                              "keep one: clear dataset_path and give the data as dataset_name")]
+        return [
+            ConfigProblem(
+                "dataset_path",
+                "is set beside dataset_name, its newer name",
+                "keep one: clear dataset_path and give the data as dataset_name",
+            )
+        ]
     if cfg.task not in tasks.TASKS and not value:
-        return [ConfigProblem("task", f"unknown task {cfg.task!r}",
-                              f"choose one of {', '.join(tasks.TASKS)}, or give dataset_name")]
+        return [
+            ConfigProblem(
+                "task", f"unknown task {cfg.task!r}", f"choose one of {', '.join(tasks.TASKS)}, or give dataset_name"
+            )
+        ]
     task = tasks.TASKS.get(cfg.task)
     # a task that trains on a hub dataset ships a few of its rows: offline, they are the way to try it
-    sample = f"; to try the task offline, its bundled sample: dataset_name={task.sample_dataset}" \
-        if task and task.sample_dataset else ""
+    sample = (
+        f"; to try the task offline, its bundled sample: dataset_name={task.sample_dataset}"
+        if task and task.sample_dataset
+        else ""
+    )
     if not value and task.dataset_required:
-        return [ConfigProblem("dataset_name", f"is empty, and the {cfg.task} task trains on a dataset",
-                              f"give {task.settings['dataset_name']} (or a local copy's folder){sample}")]
+        return [
+            ConfigProblem(
+                "dataset_name",
+                f"is empty, and the {cfg.task} task trains on a dataset",
+                f"give {task.settings['dataset_name']} (or a local copy's folder){sample}",
+            )
+        ]
     try:
-        found = columns.source_rows(cfg.task, value, cfg.dataset_config, cfg.dataset_train_split, cfg.seed,
-                                    count=CHECK_ROWS if value else 1, field=field_name or "dataset_name")
+        found = columns.source_rows(
+            cfg.task,
+            value,
+            cfg.dataset_config,
+            cfg.dataset_train_split,
+            cfg.seed,
+            count=CHECK_ROWS if value else 1,
+            field=field_name or "dataset_name",
+        )
     except DatasetError as exc:
         problem = _problem_from_message(exc, field_name or "dataset_name")
         if task and value == task.settings.get("dataset_name"):  # the task's own hub id, unreachable
@@ -165,13 +235,18 @@ def _source_problems(cfg: RunConfig, names: list[str], extra: dict) -> list[Conf
     data_columns = list(found.rows[0]) if found.rows else []
     mapping = column_mapping(cfg, has_template)
     named = f"the data ({Path(value).name})" if value else source  # the field already names where it is
-    problems += [ConfigProblem(*p) for p in data_mapping.mapping_problems(
-        data_columns, found.rows, mapping, named, cfg.chat_template,
-        field_name or "task")]
+    problems += [
+        ConfigProblem(*p)
+        for p in data_mapping.mapping_problems(
+            data_columns, found.rows, mapping, named, cfg.chat_template, field_name or "task"
+        )
+    ]
     if cfg.solution_transform not in SOLUTION_TRANSFORM_CHOICES:  # named with the other choices
         return problems
     mapped = data_columns + (["solution"] if mapping.solution_column else [])
-    problems += [ConfigProblem(*p) for p in columns.missing_problems(mapped, columns.reward_needs(names, extra), source)]
+    problems += [
+        ConfigProblem(*p) for p in columns.missing_problems(mapped, columns.reward_needs(names, extra), source)
+    ]
     return problems
 
 
@@ -191,8 +266,11 @@ def _data_problems(cfg: RunConfig, import_reward_file: bool = True, read_data: b
     extra = {}
     if cfg.reward_file:
         try:
-            extra = rewards.load_reward_file(cfg.reward_file) if import_reward_file else \
-                rewards.read_reward_file(cfg.reward_file)
+            extra = (
+                rewards.load_reward_file(cfg.reward_file)
+                if import_reward_file
+                else rewards.read_reward_file(cfg.reward_file)
+            )
         except rewards.RewardError as exc:
             problems.append(problem_from("reward_file", exc))
     names = reward_names_for(cfg)
@@ -203,39 +281,62 @@ def _data_problems(cfg: RunConfig, import_reward_file: bool = True, read_data: b
             problems.append(problem_from("reward_names", exc))
     problems += _source_problems(cfg, names, extra) if read_data else []
     if not names and (cfg.task in tasks.TASKS or data_field(cfg)[1]):
-        problems.append(ConfigProblem("reward_names", "no reward function is chosen",
-                                      f"name at least one of {', '.join(rewards.REWARDS)}"))
+        problems.append(
+            ConfigProblem(
+                "reward_names", "no reward function is chosen", f"name at least one of {', '.join(rewards.REWARDS)}"
+            )
+        )
     weights = reward_weights_for(cfg)
     if len(weights) != len(names):
-        problems.append(ConfigProblem("reward_weights", f"{len(weights)} weights for {len(names)} rewards",
-                                      "give one weight per reward, or leave it empty"))
+        problems.append(
+            ConfigProblem(
+                "reward_weights",
+                f"{len(weights)} weights for {len(names)} rewards",
+                "give one weight per reward, or leave it empty",
+            )
+        )
     return problems + _reward_setting_problems(cfg, names)
 
 
 def _reward_setting_problems(cfg: RunConfig, names: list[str]) -> list[ConfigProblem]:
     """TRL rewards' parameters, what a raising reward does, and the reward model."""
-    from workbench.spec.rewards import trl_reward_library as trl_rewards
     from workbench.sources.model_files import ModelError, check_reward_model
     from workbench.spec.rewards import REWARD_ERROR_MODES
+    from workbench.spec.rewards import trl_reward_library as trl_rewards
 
-    problems = [ConfigProblem(*found) for found in
-                trl_rewards.param_problems(cfg.reward_params, names, cfg.max_completion_length)]
+    problems = [
+        ConfigProblem(*found)
+        for found in trl_rewards.param_problems(cfg.reward_params, names, cfg.max_completion_length)
+    ]
     if cfg.reward_errors not in REWARD_ERROR_MODES:
-        problems.append(ConfigProblem("reward_errors", f"{cfg.reward_errors!r} is not one of "
-                                      f"{', '.join(REWARD_ERROR_MODES)}",
-                                      "use fail (a raising reward ends the run) or record (it scores "
-                                      "reward_failure_score and the run goes on)"))
+        problems.append(
+            ConfigProblem(
+                "reward_errors",
+                f"{cfg.reward_errors!r} is not one of {', '.join(REWARD_ERROR_MODES)}",
+                "use fail (a raising reward ends the run) or record (it scores "
+                "reward_failure_score and the run goes on)",
+            )
+        )
     for name in ("reward_failure_score", "reward_model_weight"):
         if not math.isfinite(getattr(cfg, name)):
-            problems.append(ConfigProblem(name, f"must be a finite number, got {getattr(cfg, name)!r}",
-                                          "use e.g. 0.0" if name == "reward_failure_score" else "use e.g. 1.0"))
+            problems.append(
+                ConfigProblem(
+                    name,
+                    f"must be a finite number, got {getattr(cfg, name)!r}",
+                    "use e.g. 0.0" if name == "reward_failure_score" else "use e.g. 1.0",
+                )
+            )
     if cfg.reward_model.strip():
         try:
             check_reward_model(cfg.reward_model.strip())
         except ModelError as exc:
-            problems.append(ConfigProblem("reward_model", str(exc).removeprefix("model: "),
-                                          "give a sequence-classification model's folder or hub id, or clear "
-                                          "reward_model"))
+            problems.append(
+                ConfigProblem(
+                    "reward_model",
+                    str(exc).removeprefix("model: "),
+                    "give a sequence-classification model's folder or hub id, or clear reward_model",
+                )
+            )
     return problems
 
 
@@ -243,8 +344,13 @@ def _correctness_problems(cfg: RunConfig) -> list[ConfigProblem]:
     chosen = cfg.correctness_reward.strip()
     names = reward_names_for(cfg)
     if chosen and chosen != NO_CORRECTNESS and chosen not in names:
-        return [ConfigProblem("correctness_reward", f"{chosen!r} is not one of the run's rewards ({', '.join(names)})",
-                              f"name one of them, or '{NO_CORRECTNESS}' when no reward means a right answer")]
+        return [
+            ConfigProblem(
+                "correctness_reward",
+                f"{chosen!r} is not one of the run's rewards ({', '.join(names)})",
+                f"name one of them, or '{NO_CORRECTNESS}' when no reward means a right answer",
+            )
+        ]
     return []
 
 
@@ -255,8 +361,8 @@ def _tracker_problems(cfg: RunConfig) -> list[ConfigProblem]:
 
 
 def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
-    from workbench.spec import cluster
     from workbench.sources.gpus import list_gpus, runs_on_cpu
+    from workbench.spec import cluster
 
     if cluster.is_multi_machine(cfg):  # this machine's GPUs say nothing about the cluster's
         return [ConfigProblem(*found) for found in cluster.problems(cfg, on_cpu=cfg.device == "cpu")]
@@ -269,24 +375,42 @@ def _hardware_problems(cfg: RunConfig) -> list[ConfigProblem]:
     problems += [ConfigProblem(*found) for found in generation.problems(cfg, gpus)]
     if needs_gpu and not gpus:
         if cfg.gpu_ids:
-            problems.append(ConfigProblem("gpu_ids", f"GPU {cfg.gpu_ids[0]} does not exist: this machine has no "
-                                          "visible CUDA GPU", "clear gpu_ids to train on the CPU"))
+            problems.append(
+                ConfigProblem(
+                    "gpu_ids",
+                    f"GPU {cfg.gpu_ids[0]} does not exist: this machine has no visible CUDA GPU",
+                    "clear gpu_ids to train on the CPU",
+                )
+            )
         elif cfg.device == "cuda":
-            problems.append(ConfigProblem("device", "needs a CUDA GPU, and this machine has none visible",
-                                          "set device=cpu (or auto)"))
+            problems.append(
+                ConfigProblem(
+                    "device", "needs a CUDA GPU, and this machine has none visible", "set device=cpu (or auto)"
+                )
+            )
         return problems
     known = {g.index for g in gpus}
     for gpu in cfg.gpu_ids:
         if gpu not in known:
-            problems.append(ConfigProblem("gpu_ids", f"GPU {gpu} does not exist (this machine has {sorted(known)})",
-                                          "pick from the GPUs listed"))
+            problems.append(
+                ConfigProblem(
+                    "gpu_ids",
+                    f"GPU {gpu} does not exist (this machine has {sorted(known)})",
+                    "pick from the GPUs listed",
+                )
+            )
     if len(set(cfg.gpu_ids)) != len(cfg.gpu_ids):
         problems.append(ConfigProblem("gpu_ids", "lists a GPU twice", "list each GPU once"))
     if gpus and cfg.device != "cpu" and cfg.generation not in generation.SERVER_GENERATIONS:
         available = len(cfg.gpu_ids) or len(gpus)
         if cfg.num_processes > available:
-            problems.append(ConfigProblem("num_processes", f"{cfg.num_processes} processes for {available} GPU(s)",
-                                          f"use at most {available}, or choose more gpu_ids"))
+            problems.append(
+                ConfigProblem(
+                    "num_processes",
+                    f"{cfg.num_processes} processes for {available} GPU(s)",
+                    f"use at most {available}, or choose more gpu_ids",
+                )
+            )
     return problems
 
 
@@ -298,11 +422,15 @@ MAX_NAME_BYTES = 255
 def path_problem(name: str, value: str) -> ConfigProblem | None:
     """The problem with path field `name` when no file system could hold `value` (looking it up would raise)."""
     value = value or ""
-    if len(value) > MAX_PATH_CHARS or any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES
-                                          for part in value.split("/")):
-        return ConfigProblem(name, f"is not a usable path ({len(value)} characters; at most "
-                                   f"{MAX_PATH_CHARS}, and {MAX_NAME_BYTES} bytes per folder or file name)",
-                             "give the path of an existing file or folder")
+    if len(value) > MAX_PATH_CHARS or any(
+        len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES for part in value.split("/")
+    ):
+        return ConfigProblem(
+            name,
+            f"is not a usable path ({len(value)} characters; at most "
+            f"{MAX_PATH_CHARS}, and {MAX_NAME_BYTES} bytes per folder or file name)",
+            "give the path of an existing file or folder",
+        )
     return None
 
 
@@ -335,10 +463,14 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True, read_data: 
         problems.append(problem_from("model", exc))
     problems += _data_problems(cfg, import_reward_file, read_data)
     problems += _correctness_problems(cfg)
-    if cfg.eval_strategy == "steps" and not problems and read_data:  # the held-out data is looked at once the rest is sound
+    if (
+        cfg.eval_strategy == "steps" and not problems and read_data
+    ):  # the held-out data is looked at once the rest is sound
         from workbench.spec.heldout import eval_problems
 
-        problems += [ConfigProblem(*found) for found in eval_problems(cfg, correctness_reward_for(cfg), data_field(cfg))]
+        problems += [
+            ConfigProblem(*found) for found in eval_problems(cfg, correctness_reward_for(cfg), data_field(cfg))
+        ]
     problems += _tracker_problems(cfg)
     problems += _hardware_problems(cfg)
     return problems

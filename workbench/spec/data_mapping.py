@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.sources.dataset_reading import prompt_problem
 
@@ -75,8 +76,14 @@ def map_row(row: dict, mapping: ColumnMapping) -> dict:
     return mapped
 
 
-def mapping_problems(columns: list[str], rows: list[dict], mapping: ColumnMapping, source: str,
-                     chat_template: str = "auto", data_field: str = "dataset_name") -> list[tuple[str, str, str]]:
+def mapping_problems(
+    columns: list[str],
+    rows: list[dict],
+    mapping: ColumnMapping,
+    source: str,
+    chat_template: str = "auto",
+    data_field: str = "dataset_name",
+) -> list[tuple[str, str, str]]:
     """(field, rule, fix) for each column mapping the data (`columns`, its first `rows`) cannot follow.
 
     A prompt problem under the default prompt_column is the data's (`data_field`): the user named no column.
@@ -87,21 +94,46 @@ def mapping_problems(columns: list[str], rows: list[dict], mapping: ColumnMappin
     first = rows[0] if rows else None
     wrong = _prompt_row_problem(rows, mapping.prompt_column)
     if mapping.prompt_column not in columns:
-        problems.append((prompt_field, f"{source} has no `{mapping.prompt_column}` column (columns: {listed})",
-                         "set prompt_column to the column holding the questions"))
+        problems.append(
+            (
+                prompt_field,
+                f"{source} has no `{mapping.prompt_column}` column (columns: {listed})",
+                "set prompt_column to the column holding the questions",
+            )
+        )
     elif wrong:
-        problems.append((prompt_field, f"{source}: {wrong}", "set prompt_column to a column of text or chat messages, "
-                         "the same form in every row"))
+        problems.append(
+            (
+                prompt_field,
+                f"{source}: {wrong}",
+                "set prompt_column to a column of text or chat messages, the same form in every row",
+            )
+        )
     elif mapping.prompt_column != "prompt" and "prompt" in columns:
-        problems.append(("prompt_column", f"{source} has a `prompt` column besides prompt_column "
-                         f"`{mapping.prompt_column}`, and TRL reads `prompt`", "set prompt_column=prompt, or remove "
-                         "or rename that column"))
+        problems.append(
+            (
+                "prompt_column",
+                f"{source} has a `prompt` column besides prompt_column "
+                f"`{mapping.prompt_column}`, and TRL reads `prompt`",
+                "set prompt_column=prompt, or remove or rename that column",
+            )
+        )
     elif first is not None and chat_template == "none" and not isinstance(first.get(mapping.prompt_column), str):
-        problems.append(("chat_template", "is none, and the prompts are chat messages, which TRL always renders "
-                         "with the model's chat template", "set chat_template=auto"))
+        problems.append(
+            (
+                "chat_template",
+                "is none, and the prompts are chat messages, which TRL always renders with the model's chat template",
+                "set chat_template=auto",
+            )
+        )
     if mapping.solution_column and mapping.solution_column not in columns:
-        problems.append(("solution_column", f"{source} has no `{mapping.solution_column}` column (columns: {listed})",
-                         "set solution_column to the column holding the reference answers, or leave it empty"))
+        problems.append(
+            (
+                "solution_column",
+                f"{source} has no `{mapping.solution_column}` column (columns: {listed})",
+                "set solution_column to the column holding the reference answers, or leave it empty",
+            )
+        )
     return problems
 
 
@@ -147,8 +179,11 @@ def read_chat_template(folder: str | Path) -> ChatTemplate | None:
         template = next((t.get("template") for t in template if t.get("name") == "default"), None)
     if not isinstance(template, str) or not template.strip():
         return None
-    tokens = {key: _token_text(value) for key, value in config.items()
-              if key.endswith("_token") and isinstance(_token_text(value), str)}
+    tokens = {
+        key: _token_text(value)
+        for key, value in config.items()
+        if key.endswith("_token") and isinstance(_token_text(value), str)
+    }
     return ChatTemplate(template, tokens)
 
 
@@ -186,8 +221,9 @@ def model_input_text(prompt: Any, template: ChatTemplate | None) -> str:
         return prompt
     if template is None:
         raise ValueError("the prompt is chat messages and the model's tokenizer has no chat template")
-    return _compiled_template(template.template).render(messages=list(prompt), add_generation_prompt=True,
-                                                        **template.special_tokens)
+    return _compiled_template(template.template).render(
+        messages=list(prompt), add_generation_prompt=True, **template.special_tokens
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -220,8 +256,9 @@ def _compiled_template(source: str):
     def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[GenerationTag, jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
+    )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)

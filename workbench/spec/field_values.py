@@ -65,5 +65,6 @@ def describe_type(kind: Any) -> str:
         return f"a list of {describe_type(args[0])}s (comma-separated on the command line)"
     if args and type(None) in args:
         return f"{describe_type([a for a in args if a is not type(None)][0])} or empty"
-    return {int: "a whole number", float: "a number", bool: "true or false", str: "text",
-            dict: "a JSON object"}.get(kind, str(kind))
+    return {int: "a whole number", float: "a number", bool: "true or false", str: "text", dict: "a JSON object"}.get(
+        kind, str(kind)
+    )

@@ -103,42 +103,68 @@ def problems(cfg, gpus: list) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     gen = cfg.generation
     if gen not in GENERATIONS:
-        return [("generation", f"{gen!r} is not one of {', '.join(GENERATIONS)}",
-                 f"choose one of {', '.join(GENERATIONS)}")]
+        return [
+            ("generation", f"{gen!r} is not one of {', '.join(GENERATIONS)}", f"choose one of {', '.join(GENERATIONS)}")
+        ]
     found += _number_problems(cfg)
     if gen == "transformers":
         if cfg.vllm_gpu_ids:
-            found.append(("vllm_gpu_ids", f"{cfg.vllm_gpu_ids} are given to vLLM, but generation is transformers",
-                          "clear vllm_gpu_ids, or set generation=vllm-server to serve vLLM on them"))
+            found.append(
+                (
+                    "vllm_gpu_ids",
+                    f"{cfg.vllm_gpu_ids} are given to vLLM, but generation is transformers",
+                    "clear vllm_gpu_ids, or set generation=vllm-server to serve vLLM on them",
+                )
+            )
         return found
     url = cfg.vllm_server_base_url.strip()
     if url:
         try:
             parse_server_url(url)
         except ValueError as exc:
-            found.append(("vllm_server_base_url", str(exc),
-                          "write it like http://127.0.0.1:8000, or leave it empty to start a server with the run"))
+            found.append(
+                (
+                    "vllm_server_base_url",
+                    str(exc),
+                    "write it like http://127.0.0.1:8000, or leave it empty to start a server with the run",
+                )
+            )
     if gen in TRL_MODES:
         found += _trl_problems(cfg, gpus)
     elif not url:
         found += _server_install_problems(cfg)
     found += _gpu_split_problems(cfg, gpus)
     if cfg.vllm_max_lora_rank in VLLM_LORA_RANKS and cfg.lora_r > cfg.vllm_max_lora_rank and gen == "vllm-server":
-        found.append(("vllm_max_lora_rank", f"lora_r {cfg.lora_r} is above the server's --max-lora-rank "
-                      f"{cfg.vllm_max_lora_rank}, so vLLM would refuse the adapter",
-                      f"raise vllm_max_lora_rank to {served_lora_rank(cfg.lora_r)} (or leave it empty), or lower lora_r"))
+        found.append(
+            (
+                "vllm_max_lora_rank",
+                f"lora_r {cfg.lora_r} is above the server's --max-lora-rank "
+                f"{cfg.vllm_max_lora_rank}, so vLLM would refuse the adapter",
+                f"raise vllm_max_lora_rank to {served_lora_rank(cfg.lora_r)} (or leave it empty), or lower lora_r",
+            )
+        )
     return found
 
 
 def _number_problems(cfg) -> list[tuple[str, str, str]]:
     found = []
     if cfg.vllm_max_lora_rank is not None and cfg.vllm_max_lora_rank not in VLLM_LORA_RANKS:
-        found.append(("vllm_max_lora_rank", f"{cfg.vllm_max_lora_rank} is not a rank vLLM accepts",
-                      f"use one of {', '.join(map(str, VLLM_LORA_RANKS))}, or leave it empty"))
+        found.append(
+            (
+                "vllm_max_lora_rank",
+                f"{cfg.vllm_max_lora_rank} is not a rank vLLM accepts",
+                f"use one of {', '.join(map(str, VLLM_LORA_RANKS))}, or leave it empty",
+            )
+        )
     if cfg.vllm_max_model_len <= cfg.max_completion_length:
-        found.append(("vllm_max_model_len", f"{cfg.vllm_max_model_len} tokens leave no room for a prompt beside "
-                      f"max_completion_length {cfg.max_completion_length} (prompt + completion must fit)",
-                      f"raise vllm_max_model_len to at least {cfg.max_completion_length + 512}"))
+        found.append(
+            (
+                "vllm_max_model_len",
+                f"{cfg.vllm_max_model_len} tokens leave no room for a prompt beside "
+                f"max_completion_length {cfg.max_completion_length} (prompt + completion must fit)",
+                f"raise vllm_max_model_len to at least {cfg.max_completion_length + 512}",
+            )
+        )
     if not 0 <= cfg.vllm_port <= 65535:
         found.append(("vllm_port", f"{cfg.vllm_port} is not a port", "use 0 (a free port) or 1024 to 65535"))
     if cfg.vllm_tensor_parallel_size < 1:
@@ -152,33 +178,62 @@ def _server_install_problems(cfg) -> list[tuple[str, str, str]]:
     if find_vllm_python(cfg.vllm_python) is not None:
         return []
     if cfg.vllm_python:
-        return [("vllm_python", f"{cfg.vllm_python} is not a Python with vLLM installed",
-                 "give the python of a venv where vLLM is installed, or leave it empty and run `make vllm`")]
-    return [("generation", f"{cfg.generation} needs vLLM, and none is installed ({VLLM_VENV} does not exist "
-             "and this Python cannot import vllm)",
-             "run `make vllm` (a separate venv with vLLM), or give vllm_server_base_url of a running server, "
-             "or set generation=transformers")]
+        return [
+            (
+                "vllm_python",
+                f"{cfg.vllm_python} is not a Python with vLLM installed",
+                "give the python of a venv where vLLM is installed, or leave it empty and run `make vllm`",
+            )
+        ]
+    return [
+        (
+            "generation",
+            f"{cfg.generation} needs vLLM, and none is installed ({VLLM_VENV} does not exist "
+            "and this Python cannot import vllm)",
+            "run `make vllm` (a separate venv with vLLM), or give vllm_server_base_url of a running server, "
+            "or set generation=transformers",
+        )
+    ]
 
 
 def _trl_problems(cfg, gpus: list) -> list[tuple[str, str, str]]:
     found = []
     if not gpus or cfg.device == "cpu":
-        found.append(("generation", f"{cfg.generation} is TRL's vLLM mode, which syncs weights on CUDA GPUs, and "
-                      + ("device is cpu" if gpus else "this machine has no visible CUDA GPU"),
-                      "use generation=vllm-server (LoRA hot-loading, runs on CPU too) or generation=transformers"))
+        found.append(
+            (
+                "generation",
+                f"{cfg.generation} is TRL's vLLM mode, which syncs weights on CUDA GPUs, and "
+                + ("device is cpu" if gpus else "this machine has no visible CUDA GPU"),
+                "use generation=vllm-server (LoRA hot-loading, runs on CPU too) or generation=transformers",
+            )
+        )
         return found
     if not vllm_importable_here():
-        found.append(("generation", f"{cfg.generation} runs vLLM inside the training process, and vllm is not "
-                      f"installed in {sys.prefix}",
-                      "install it there with `pip install -r requirements-gpu.txt`, or use generation=vllm-server"))
+        found.append(
+            (
+                "generation",
+                f"{cfg.generation} runs vLLM inside the training process, and vllm is not installed in {sys.prefix}",
+                "install it there with `pip install -r requirements-gpu.txt`, or use generation=vllm-server",
+            )
+        )
     if cfg.generation == "trl-colocate":
         if cfg.vllm_gpu_ids:
-            found.append(("vllm_gpu_ids", "trl-colocate runs vLLM on the training GPUs themselves",
-                          "clear vllm_gpu_ids, or use generation=trl-server to give vLLM GPUs of its own"))
+            found.append(
+                (
+                    "vllm_gpu_ids",
+                    "trl-colocate runs vLLM on the training GPUs themselves",
+                    "clear vllm_gpu_ids, or use generation=trl-server to give vLLM GPUs of its own",
+                )
+            )
         if cfg.num_processes % cfg.vllm_tensor_parallel_size:
-            found.append(("vllm_tensor_parallel_size", f"{cfg.vllm_tensor_parallel_size} does not divide "
-                          f"num_processes {cfg.num_processes} (TRL groups training processes by it)",
-                          "use 1, or a divisor of num_processes"))
+            found.append(
+                (
+                    "vllm_tensor_parallel_size",
+                    f"{cfg.vllm_tensor_parallel_size} does not divide "
+                    f"num_processes {cfg.num_processes} (TRL groups training processes by it)",
+                    "use 1, or a divisor of num_processes",
+                )
+            )
     return found
 
 
@@ -188,33 +243,64 @@ def _gpu_split_problems(cfg, gpus: list) -> list[tuple[str, str, str]]:
     starts_server = cfg.generation in SERVER_GENERATIONS and not cfg.vllm_server_base_url.strip()
     known = {g.index for g in gpus}
     if cfg.vllm_gpu_ids and not gpus:
-        return [("vllm_gpu_ids", "this machine has no visible CUDA GPU; the vLLM server shares the CPU",
-                 "clear vllm_gpu_ids")]
+        return [
+            (
+                "vllm_gpu_ids",
+                "this machine has no visible CUDA GPU; the vLLM server shares the CPU",
+                "clear vllm_gpu_ids",
+            )
+        ]
     for gpu in cfg.vllm_gpu_ids:
         if gpu not in known:
-            found.append(("vllm_gpu_ids", f"GPU {gpu} does not exist (this machine has {sorted(known)})",
-                          "pick from the GPUs listed"))
+            found.append(
+                (
+                    "vllm_gpu_ids",
+                    f"GPU {gpu} does not exist (this machine has {sorted(known)})",
+                    "pick from the GPUs listed",
+                )
+            )
     if len(set(cfg.vllm_gpu_ids)) != len(cfg.vllm_gpu_ids):
         found.append(("vllm_gpu_ids", "lists a GPU twice", "list each GPU once"))
     shared = sorted(set(cfg.vllm_gpu_ids) & set(cfg.gpu_ids))
     if shared:
-        found.append(("vllm_gpu_ids", f"GPU {shared[0]} is given both to training and to vLLM",
-                      "give each GPU to one of them"))
+        found.append(
+            ("vllm_gpu_ids", f"GPU {shared[0]} is given both to training and to vLLM", "give each GPU to one of them")
+        )
     if cfg.vllm_gpu_ids and not starts_server and cfg.generation != "trl-colocate":
-        found.append(("vllm_gpu_ids", "the server at vllm_server_base_url is already running on its own GPUs",
-                      "clear vllm_gpu_ids, or clear vllm_server_base_url to start a server on them"))
+        found.append(
+            (
+                "vllm_gpu_ids",
+                "the server at vllm_server_base_url is already running on its own GPUs",
+                "clear vllm_gpu_ids, or clear vllm_server_base_url to start a server on them",
+            )
+        )
     if gpus and starts_server:
         serving = len(cfg.vllm_gpu_ids)
         if cfg.generation == "trl-server" and not serving:
-            found.append(("vllm_gpu_ids", "trl-server needs GPUs of its own for the vLLM server (NCCL cannot "
-                          "share a GPU between the trainer and the server)", "give vllm_gpu_ids at least one GPU"))
+            found.append(
+                (
+                    "vllm_gpu_ids",
+                    "trl-server needs GPUs of its own for the vLLM server (NCCL cannot "
+                    "share a GPU between the trainer and the server)",
+                    "give vllm_gpu_ids at least one GPU",
+                )
+            )
         elif serving and serving != cfg.vllm_tensor_parallel_size:
-            found.append(("vllm_tensor_parallel_size", f"the server gets {serving} GPU(s) but tensor parallel "
-                          f"size {cfg.vllm_tensor_parallel_size}",
-                          f"set vllm_tensor_parallel_size={serving}, or give vLLM {cfg.vllm_tensor_parallel_size} GPU(s)"))
+            found.append(
+                (
+                    "vllm_tensor_parallel_size",
+                    f"the server gets {serving} GPU(s) but tensor parallel size {cfg.vllm_tensor_parallel_size}",
+                    f"set vllm_tensor_parallel_size={serving}, or give vLLM {cfg.vllm_tensor_parallel_size} GPU(s)",
+                )
+            )
         training = len(cfg.gpu_ids) or len(known - set(cfg.vllm_gpu_ids))
         if cfg.device != "cpu" and cfg.num_processes > training:
-            found.append(("num_processes", f"{cfg.num_processes} training processes but only {training} GPU(s) "
-                          f"left for training once {serving} serve vLLM",
-                          f"use at most {training} processes, or move a GPU from vllm_gpu_ids to training"))
+            found.append(
+                (
+                    "num_processes",
+                    f"{cfg.num_processes} training processes but only {training} GPU(s) "
+                    f"left for training once {serving} serve vLLM",
+                    f"use at most {training} processes, or move a GPU from vllm_gpu_ids to training",
+                )
+            )
     return found

@@ -45,9 +45,17 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def eval_record(step: int, prompts: list[Any], completions: list[str], rewards: dict[str, list[float | None]],
-                lengths: list[int], correctness_reward: str, samples_right: list[int] | None = None, k: int = 0,
-                seconds: float = 0.0) -> dict:
+def eval_record(
+    step: int,
+    prompts: list[Any],
+    completions: list[str],
+    rewards: dict[str, list[float | None]],
+    lengths: list[int],
+    correctness_reward: str,
+    samples_right: list[int] | None = None,
+    k: int = 0,
+    seconds: float = 0.0,
+) -> dict:
     """One evaluation as eval.jsonl holds it.
 
     `rewards`: per reward name, one score per greedy completion; `samples_right`: per prompt, how many of its
@@ -55,10 +63,16 @@ def eval_record(step: int, prompts: list[Any], completions: list[str], rewards: 
     """
     n = len(prompts)
     correct = [is_correct(score) for score in rewards[correctness_reward]]
-    per_prompt = [{"prompt": prompt_text(prompt), "completion": completion,
-                   "rewards": {name: values[i] for name, values in rewards.items()},
-                   "correct": correct[i], "length": lengths[i]}
-                  for i, (prompt, completion) in enumerate(zip(prompts, completions))]
+    per_prompt = [
+        {
+            "prompt": prompt_text(prompt),
+            "completion": completion,
+            "rewards": {name: values[i] for name, values in rewards.items()},
+            "correct": correct[i],
+            "length": lengths[i],
+        }
+        for i, (prompt, completion) in enumerate(zip(prompts, completions))
+    ]
     return {
         "step": int(step),
         "accuracy": sum(correct) / n if n else None,
@@ -81,6 +95,7 @@ def best_evaluation(records: list[dict], steps: Any = None) -> dict | None:
     Step 0 (the base model, no checkpoint) is only a candidate when `steps` names it. A missing accuracy or
     pass@k ranks below any number.
     """
+
     def rank(record: dict) -> tuple:
         accuracy, passed = record.get("accuracy"), record.get("pass_at_k")
         return (-1.0 if accuracy is None else accuracy, -1.0 if passed is None else passed, -record["step"])
@@ -114,15 +129,19 @@ def held_out_task_rows(task_name: str, eval_size: int, seed: int) -> list[dict]:
 
     task = get_task(task_name)
     if task.default_size is None:
-        raise TaskError(f"eval_size: the {task_name} task trains on every prompt it has, so none is held out; "
-                        "train on a dataset with a test split (dataset_name, dataset_test_split) instead")
+        raise TaskError(
+            f"eval_size: the {task_name} task trains on every prompt it has, so none is held out; "
+            "train on a dataset with a test split (dataset_name, dataset_test_split) instead"
+        )
     try:
         rows = task.build_rows(task.default_size + eval_size, seed)
     except TaskError as exc:
-        raise TaskError(f"eval_size: the {task_name} task cannot hold out {eval_size} prompts beside its "
-                        f"{task.default_size} training ones ({exc}); use a smaller eval_size") from None
-    trained = {prompt_text(row["prompt"]) for row in rows[:task.default_size]}
-    return [row for row in rows[task.default_size:] if prompt_text(row["prompt"]) not in trained]
+        raise TaskError(
+            f"eval_size: the {task_name} task cannot hold out {eval_size} prompts beside its "
+            f"{task.default_size} training ones ({exc}); use a smaller eval_size"
+        ) from None
+    trained = {prompt_text(row["prompt"]) for row in rows[: task.default_size]}
+    return [row for row in rows[task.default_size :] if prompt_text(row["prompt"]) not in trained]
 
 
 def eval_problems(cfg, correctness_reward: str, data: tuple[str, str]) -> list[tuple[str, str, str]]:
@@ -132,12 +151,22 @@ def eval_problems(cfg, correctness_reward: str, data: tuple[str, str]) -> list[t
     trains on (`config.data_field`), ("", "") for a built-in task's own rows.
     """
     if not correctness_reward:
-        return [("eval_strategy", "steps needs a correctness reward (the reward whose full marks mean a right "
-                 "answer): this run has none, so held-out accuracy would mean nothing",
-                 "set correctness_reward to one of the run's rewards, or eval_strategy=no")]
+        return [
+            (
+                "eval_strategy",
+                "steps needs a correctness reward (the reward whose full marks mean a right "
+                "answer): this run has none, so held-out accuracy would mean nothing",
+                "set correctness_reward to one of the run's rewards, or eval_strategy=no",
+            )
+        ]
     if cfg.num_processes > 1:
-        return [("eval_strategy", f"steps evaluates in one training process, and this run has {cfg.num_processes}",
-                 "train with num_processes=1, or set eval_strategy=no")]
+        return [
+            (
+                "eval_strategy",
+                f"steps evaluates in one training process, and this run has {cfg.num_processes}",
+                "train with num_processes=1, or set eval_strategy=no",
+            )
+        ]
     field_name, value = data
     if value:
         return _test_split_problems(cfg, field_name, value)
@@ -158,8 +187,13 @@ def _test_split_problems(cfg, field_name: str, value: str) -> list[tuple[str, st
         split = hub_datasets.parse_split(cfg.dataset_test_split, "dataset_test_split")
         source = hub_datasets.locate(value, field_name)
         if source.cached and not hub_datasets.first_rows(source, cfg.dataset_config, split, 1):
-            return [("dataset_test_split", f"{cfg.dataset_test_split!r} holds no rows to evaluate",
-                     "name a split (or slice) with rows, or set eval_strategy=no")]
+            return [
+                (
+                    "dataset_test_split",
+                    f"{cfg.dataset_test_split!r} holds no rows to evaluate",
+                    "name a split (or slice) with rows, or set eval_strategy=no",
+                )
+            ]
     except DatasetError as exc:
         # the split readers name the train split's field; here the split read is the test split
         rule = str(exc).replace("dataset_train_split: ", "").removeprefix("dataset_test_split: ")

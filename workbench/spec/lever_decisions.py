@@ -40,7 +40,11 @@ class LeverDecision:
         if isinstance(data, str):
             value, _, why = data.partition(" (")
             return True, cls(value, why.removesuffix(")") if why else "")
-        if isinstance(data, dict) and isinstance(data.get("value"), str) and isinstance(data.get("why", ""), str) \
-                and isinstance(data.get("measured_on"), (str, type(None))):
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("value"), str)
+            and isinstance(data.get("why", ""), str)
+            and isinstance(data.get("measured_on"), (str, type(None)))
+        ):
             return True, cls(data["value"], data.get("why", ""), data.get("measured_on"))
         return False, None

@@ -42,9 +42,10 @@ Pure standard library (reads JSON): importable without torch.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.spec.speed import memory_merged_dtype, resolve_packed_decode
@@ -110,10 +111,22 @@ LORA_BYTES_PER_PARAM = 4 + 4 + 8
 EVAL_BATCH = 64
 ANSWER_BYTES_PER_TOKEN = 48
 # The settings an estimate grows with, asked in this order which one drives it (`driving_field`).
-DRIVERS = ("max_completion_length", "per_device_train_batch_size", "steps_per_generation",
-           "gradient_accumulation_steps", "num_generations", "eval_size", "eval_pass_k", "lora_r",
-           "reward_model", "vllm_gpu_memory_utilization", "merged_generation", "packed_decode", "bf16",
-           "gradient_checkpointing")
+DRIVERS = (
+    "max_completion_length",
+    "per_device_train_batch_size",
+    "steps_per_generation",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "eval_size",
+    "eval_pass_k",
+    "lora_r",
+    "reward_model",
+    "vllm_gpu_memory_utilization",
+    "merged_generation",
+    "packed_decode",
+    "bf16",
+    "gradient_checkpointing",
+)
 
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -155,8 +168,15 @@ class ModelShape:
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) features of each linear layer of one decoder layer (Llama naming)."""
         h, a, kv, i = self.hidden_size, self.attention_size, self.kv_size, self.intermediate_size
-        return {"q_proj": (h, a), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (a, h),
-                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+        return {
+            "q_proj": (h, a),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (a, h),
+            "gate_proj": (h, i),
+            "up_proj": (h, i),
+            "down_proj": (i, h),
+        }
 
     def parameter_count(self) -> int:
         if self.num_parameters:
@@ -171,7 +191,7 @@ class ModelShape:
 class MemoryTerm:
     name: str
     bytes: int
-    phase: str        # "always", "generation", "scoring" or "training"
+    phase: str  # "always", "generation", "scoring" or "training"
     explanation: str
 
     @property
@@ -200,37 +220,48 @@ class MemoryEstimate:
 
     def breakdown(self) -> list[dict[str, Any]]:
         """One row per term (name, phase, GiB, what it is), for a table."""
-        return [{"term": t.name, "phase": t.phase, "GiB": round(t.gib, 3), "what": t.explanation}
-                for t in self.terms]
+        return [{"term": t.name, "phase": t.phase, "GiB": round(t.gib, 3), "what": t.explanation} for t in self.terms]
 
     def check_fits(self, free_bytes: int | None) -> str | None:
         """A warning when the estimate exceeds `free_bytes`, else None."""
         if free_bytes is None or self.total_bytes <= free_bytes:
             return None
-        return (f"The run needs about {self.total_gib:.1f} GiB at its peak ({self.peak_phase}) but the device has "
-                f"{free_bytes / GIB:.1f} GiB free. Lower per_device_train_batch_size or max_completion_length, "
-                f"turn on gradient_checkpointing, or pick a device with more free memory.")
+        return (
+            f"The run needs about {self.total_gib:.1f} GiB at its peak ({self.peak_phase}) but the device has "
+            f"{free_bytes / GIB:.1f} GiB free. Lower per_device_train_batch_size or max_completion_length, "
+            f"turn on gradient_checkpointing, or pick a device with more free memory."
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"terms": [asdict(t) for t in self.terms], "peak_phase": self.peak_phase, "device": self.device,
-                "total_bytes": self.total_bytes, "total_gib": round(self.total_gib, 3), "notes": list(self.notes)}
+        return {
+            "terms": [asdict(t) for t in self.terms],
+            "peak_phase": self.peak_phase,
+            "device": self.device,
+            "total_bytes": self.total_bytes,
+            "total_gib": round(self.total_gib, 3),
+            "notes": list(self.notes),
+        }
 
 
 # ---------------------------------------------------------------- model shape
+
 
 def _first(config: Mapping, field_name: str, source: str) -> int:
     for key in _ALIASES[field_name]:
         if config.get(key) is not None:
             return int(config[key])
-    raise MemoryInputError(f"{field_name}: missing from {source}; the estimate needs a decoder-only model config "
-                           f"with {' or '.join(_ALIASES[field_name])} (a transformers config.json)")
+    raise MemoryInputError(
+        f"{field_name}: missing from {source}; the estimate needs a decoder-only model config "
+        f"with {' or '.join(_ALIASES[field_name])} (a transformers config.json)"
+    )
 
 
 def model_shape(config: Mapping, source: str = "the model config") -> ModelShape:
     """A ModelShape from a transformers config dict (the text config of a multimodal one)."""
     if not isinstance(config, Mapping):
-        raise MemoryInputError(f"model: expected a config dict, a ModelShape or a model folder, got "
-                               f"{type(config).__name__}")
+        raise MemoryInputError(
+            f"model: expected a config dict, a ModelShape or a model folder, got {type(config).__name__}"
+        )
     config = config.get("text_config") or config
     hidden = _first(config, "hidden_size", source)
     heads = _first(config, "num_attention_heads", source)
@@ -278,8 +309,10 @@ def lora_target_names(lora_target_modules: Any) -> list[str]:
         names = [str(n) for n in lora_target_modules or ()]
     unknown = [n for n in names if n not in LINEAR_NAMES]
     if unknown or not names:
-        raise MemoryInputError(f"lora_target_modules: {unknown or names!r} not understood; use \"all-linear\" or "
-                               f"names from {', '.join(LINEAR_NAMES)}")
+        raise MemoryInputError(
+            f'lora_target_modules: {unknown or names!r} not understood; use "all-linear" or '
+            f"names from {', '.join(LINEAR_NAMES)}"
+        )
     return names
 
 
@@ -291,6 +324,7 @@ def _positive(name: str, value: Any) -> int:
 
 # ---------------------------------------------------------------- the estimate
 
+
 @dataclass(frozen=True)
 class _RunSizes:
     """The checked sizes the terms are counted from: a micro-batch, a round's share, LoRA's layers, the head's tiles."""
@@ -298,7 +332,7 @@ class _RunSizes:
     shape: ModelShape
     batch: int
     spg: int
-    seq: int                 # tokens per sequence at max length (prompt + completion)
+    seq: int  # tokens per sequence at max length (prompt + completion)
     completion: int
     rank: int
     targets: list[str]
@@ -307,11 +341,11 @@ class _RunSizes:
 
     @property
     def train_tokens(self) -> int:
-        return self.batch * self.seq        # (B, T) of one micro-batch
+        return self.batch * self.seq  # (B, T) of one micro-batch
 
     @property
     def gen_sequences(self) -> int:
-        return self.batch * self.spg        # this process's share of a generation round
+        return self.batch * self.spg  # this process's share of a generation round
 
     @property
     def vocab_tile(self) -> int:
@@ -322,9 +356,19 @@ class _RunSizes:
         return min(self.train_tokens, TOKEN_TILE)
 
 
-def _run_sizes(model: Any, lora_r: int, lora_target_modules: Any, per_device_train_batch_size: int,
-               num_generations: int, gradient_accumulation_steps: int, steps_per_generation: int | None,
-               max_prompt_length: int, max_completion_length: int, dtype_bytes: int, device: str) -> _RunSizes:
+def _run_sizes(
+    model: Any,
+    lora_r: int,
+    lora_target_modules: Any,
+    per_device_train_batch_size: int,
+    num_generations: int,
+    gradient_accumulation_steps: int,
+    steps_per_generation: int | None,
+    max_prompt_length: int,
+    max_completion_length: int,
+    dtype_bytes: int,
+    device: str,
+) -> _RunSizes:
     """The estimate's inputs checked (a MemoryInputError naming the first bad one) and turned into sizes."""
     shape = _as_shape(model)
     batch = _positive("per_device_train_batch_size", per_device_train_batch_size)
@@ -336,9 +380,18 @@ def _run_sizes(model: Any, lora_r: int, lora_target_modules: Any, per_device_tra
     if dtype_bytes not in (1, 2, 4):
         raise MemoryInputError(f"dtype_bytes: got {dtype_bytes!r}; use 4 (float32), 2 (bf16/fp16) or 1 (8-bit)")
     if device not in ("cpu", "cuda"):
-        raise MemoryInputError(f"device: got {device!r}; use \"cpu\" or \"cuda\"")
-    return _RunSizes(shape, batch, spg, prompt + completion, completion, rank, lora_target_names(lora_target_modules),
-                     dtype_bytes, device)
+        raise MemoryInputError(f'device: got {device!r}; use "cpu" or "cuda"')
+    return _RunSizes(
+        shape,
+        batch,
+        spg,
+        prompt + completion,
+        completion,
+        rank,
+        lora_target_names(lora_target_modules),
+        dtype_bytes,
+        device,
+    )
 
 
 def estimate_memory(
@@ -382,9 +435,19 @@ def estimate_memory(
     `eval_sequences`: the held-out completions one evaluation answers and keeps (eval_size x (1 + eval_pass_k));
     0 for a run that does not evaluate.
     """
-    sizes = _run_sizes(model, lora_r, lora_target_modules, per_device_train_batch_size, num_generations,
-                       gradient_accumulation_steps, steps_per_generation, max_prompt_length, max_completion_length,
-                       dtype_bytes, device)
+    sizes = _run_sizes(
+        model,
+        lora_r,
+        lora_target_modules,
+        per_device_train_batch_size,
+        num_generations,
+        gradient_accumulation_steps,
+        steps_per_generation,
+        max_prompt_length,
+        max_completion_length,
+        dtype_bytes,
+        device,
+    )
     notes: list[str] = []
     terms: list[MemoryTerm] = []
 
@@ -395,8 +458,9 @@ def estimate_memory(
     _add_generation(add, notes, sizes, use_vllm, vllm_mode, vllm_gpu_memory_utilization, device_total_bytes)
     _add_scoring(add, sizes, beta, num_iterations, gradient_accumulation_steps)
     if reward_model is not None:
-        _add_reward_model(add, _as_shape(reward_model), reward_model_dtype_bytes or dtype_bytes,
-                          sizes.gen_sequences * sizes.seq)
+        _add_reward_model(
+            add, _as_shape(reward_model), reward_model_dtype_bytes or dtype_bytes, sizes.gen_sequences * sizes.seq
+        )
     _add_training(add, sizes, gradient_checkpointing)
     if eval_sequences > 0:
         _add_evaluation(add, notes, sizes.shape, eval_sequences, sizes.seq, sizes.completion, dtype_bytes, device)
@@ -405,9 +469,13 @@ def estimate_memory(
     peak = max(phases, key=lambda p: sum(t.bytes for t in terms if t.phase == p))
     if device == "cuda":
         tensors = sum(t.bytes for t in terms if t.phase in ("always", peak) and t.name not in ("runtime", "vllm"))
-        add("allocator reserve", tensors * CUDA_ALLOCATOR_OVERHEAD, "always",
+        add(
+            "allocator reserve",
+            tensors * CUDA_ALLOCATOR_OVERHEAD,
+            "always",
             f"torch's caching allocator holds about {CUDA_ALLOCATOR_OVERHEAD:.0%} more than its tensors (fitted to "
-            f"peaks measured on an H100)")
+            f"peaks measured on an H100)",
+        )
     if device == "cuda" and dtype_bytes == 4:
         notes.append("float32 on a GPU: bf16 (dtype_bytes=2) halves weights and activations.")
     return MemoryEstimate(terms=terms, peak_phase=peak, device=device, notes=notes)
@@ -420,28 +488,55 @@ def _add_resident(add, sizes: _RunSizes, merged_copy_dtype_bytes: int, packed_de
     shapes = shape.linear_shapes()
     lora_params = shape.num_hidden_layers * sum(rank * (shapes[n][0] + shapes[n][1]) for n in targets)
     if sizes.device == "cpu":
-        add("runtime", RUNTIME_BASELINE_CPU_BYTES, "always",
-            "Python, torch, transformers, TRL and the trainer before the first step (measured)")
+        add(
+            "runtime",
+            RUNTIME_BASELINE_CPU_BYTES,
+            "always",
+            "Python, torch, transformers, TRL and the trainer before the first step (measured)",
+        )
     else:
         add("runtime", CUDA_CONTEXT_BYTES, "always", "CUDA context and cuBLAS workspaces")
-    add("weights", shape.parameter_count() * dtype_bytes, "always",
-        f"{shape.parameter_count() / 1e6:.0f}M parameters x {dtype_bytes} bytes")
+    add(
+        "weights",
+        shape.parameter_count() * dtype_bytes,
+        "always",
+        f"{shape.parameter_count() / 1e6:.0f}M parameters x {dtype_bytes} bytes",
+    )
     if merged_copy_dtype_bytes:
-        add("merged copy", shape.parameter_count() * merged_copy_dtype_bytes, "always",
+        add(
+            "merged copy",
+            shape.parameter_count() * merged_copy_dtype_bytes,
+            "always",
             f"merged_generation's plain copy of the weights the rounds are sampled from "
-            f"({merged_copy_dtype_bytes} bytes each)")
+            f"({merged_copy_dtype_bytes} bytes each)",
+        )
     if packed_decode:
         packed = shape.num_hidden_layers * sum(i * o for i, o in shapes.values()) + shape.vocab_size * shape.hidden_size
-        add("packed weights", packed * 4, "always",
+        add(
+            "packed weights",
+            packed * 4,
+            "always",
             f"packed_decode: the copy's {packed / 1e6:.0f}M linear weights (LM head included) packed for MKL's GEMM, "
-            f"float32")
-    add("lora", lora_params * LORA_BYTES_PER_PARAM, "always",
+            f"float32",
+        )
+    add(
+        "lora",
+        lora_params * LORA_BYTES_PER_PARAM,
+        "always",
         f"{lora_params / 1e6:.2f}M LoRA parameters (r={rank}, {len(targets)} layers each): float32 weight, "
-        f"gradient and two AdamW moments")
+        f"gradient and two AdamW moments",
+    )
 
 
-def _add_generation(add, notes: list[str], sizes: _RunSizes, use_vllm: bool, vllm_mode: str,
-                    vllm_gpu_memory_utilization: float, device_total_bytes: int | None) -> None:
+def _add_generation(
+    add,
+    notes: list[str],
+    sizes: _RunSizes,
+    use_vllm: bool,
+    vllm_mode: str,
+    vllm_gpu_memory_utilization: float,
+    device_total_bytes: int | None,
+) -> None:
     """Generation: every completion of the round decodes at once (or vLLM holds its share of the GPU)."""
     shape, seq, gen_sequences, layers = sizes.shape, sizes.seq, sizes.gen_sequences, sizes.shape.num_hidden_layers
     if use_vllm and vllm_mode == "server":
@@ -449,17 +544,30 @@ def _add_generation(add, notes: list[str], sizes: _RunSizes, use_vllm: bool, vll
     elif use_vllm:
         if device_total_bytes:
             # Reserved when the trainer starts and held for the whole run.
-            add("vllm", vllm_gpu_memory_utilization * device_total_bytes, "always",
-                f"vLLM colocated reserves {vllm_gpu_memory_utilization:.0%} of the GPU for its weights and cache")
+            add(
+                "vllm",
+                vllm_gpu_memory_utilization * device_total_bytes,
+                "always",
+                f"vLLM colocated reserves {vllm_gpu_memory_utilization:.0%} of the GPU for its weights and cache",
+            )
         else:
-            notes.append("vLLM colocate reserves vllm_gpu_memory_utilization of the GPU: give device_total_bytes "
-                         "to count it.")
+            notes.append(
+                "vLLM colocate reserves vllm_gpu_memory_utilization of the GPU: give device_total_bytes to count it."
+            )
     else:
         kv = 2 * layers * shape.kv_size * seq * gen_sequences * sizes.dtype_bytes
-        add("kv cache", kv, "generation",
-            f"keys and values of {gen_sequences} sequences x {seq} tokens x {layers} layers")
-        add("sampling logits", gen_sequences * shape.vocab_size * 4 * SAMPLING_LOGIT_COPIES, "generation",
-            f"next-token logits of {gen_sequences} sequences over {shape.vocab_size} words")
+        add(
+            "kv cache",
+            kv,
+            "generation",
+            f"keys and values of {gen_sequences} sequences x {seq} tokens x {layers} layers",
+        )
+        add(
+            "sampling logits",
+            gen_sequences * shape.vocab_size * 4 * SAMPLING_LOGIT_COPIES,
+            "generation",
+            f"next-token logits of {gen_sequences} sequences over {shape.vocab_size} words",
+        )
 
 
 def _add_scoring(add, sizes: _RunSizes, beta: float, num_iterations: int, gradient_accumulation_steps: int) -> None:
@@ -467,55 +575,89 @@ def _add_scoring(add, sizes: _RunSizes, beta: float, num_iterations: int, gradie
     needs_old = num_iterations > 1 or gradient_accumulation_steps % (sizes.spg * num_iterations) != 0
     if beta > 0 or needs_old:
         h_copies, i_copies = INFERENCE_FLOATS_PER_TOKEN
-        layer_floats = sizes.train_tokens * (h_copies * sizes.shape.hidden_size
-                                             + i_copies * sizes.shape.intermediate_size)
+        layer_floats = sizes.train_tokens * (
+            h_copies * sizes.shape.hidden_size + i_copies * sizes.shape.intermediate_size
+        )
         tiles = sizes.token_tile * sizes.vocab_tile * 4 * LOGIT_TILE_COPIES[sizes.device]["forward"]
-        why = "reference log-probs (base model with adapters disabled, no second copy of the weights)" \
-            if beta > 0 else "old log-probs for num_iterations > 1"
-        add("reference forward", layer_floats * sizes.dtype_bytes + tiles, "scoring",
-            f"{why}: one layer's activations and the vocabulary tiles of {sizes.batch} sequences")
+        why = (
+            "reference log-probs (base model with adapters disabled, no second copy of the weights)"
+            if beta > 0
+            else "old log-probs for num_iterations > 1"
+        )
+        add(
+            "reference forward",
+            layer_floats * sizes.dtype_bytes + tiles,
+            "scoring",
+            f"{why}: one layer's activations and the vocabulary tiles of {sizes.batch} sequences",
+        )
 
 
 def _add_training(add, sizes: _RunSizes, gradient_checkpointing: bool) -> None:
     """Training: what autograd keeps for backward, then the head's backward tiles on top."""
     shape, seq, train_tokens = sizes.shape, sizes.seq, sizes.train_tokens
     layers = shape.num_hidden_layers
-    per_layer_floats = (HIDDEN_COPIES_SAVED * shape.hidden_size + ATTENTION_COPIES_SAVED * shape.attention_size
-                        + INTERMEDIATE_COPIES_SAVED * shape.intermediate_size + sizes.rank * len(sizes.targets)
-                        + seq + shape.num_attention_heads + 2)
+    per_layer_floats = (
+        HIDDEN_COPIES_SAVED * shape.hidden_size
+        + ATTENTION_COPIES_SAVED * shape.attention_size
+        + INTERMEDIATE_COPIES_SAVED * shape.intermediate_size
+        + sizes.rank * len(sizes.targets)
+        + seq
+        + shape.num_attention_heads
+        + 2
+    )
     if gradient_checkpointing:
         activations = train_tokens * (layers * shape.hidden_size + per_layer_floats) * sizes.dtype_bytes
         how = "gradient checkpointing: each layer's input plus one layer recomputed"
     else:
         activations = train_tokens * layers * per_layer_floats * sizes.dtype_bytes
         how = f"{per_layer_floats:,} floats per token per layer"
-    add("activations", activations, "training",
-        f"backward state of {sizes.batch} completions x {seq} tokens (prompt + completion) x {layers} layers: {how}")
+    add(
+        "activations",
+        activations,
+        "training",
+        f"backward state of {sizes.batch} completions x {seq} tokens (prompt + completion) x {layers} layers: {how}",
+    )
     tile_copies = LOGIT_TILE_COPIES[sizes.device]["backward"]
-    add("logits tiles", sizes.token_tile * sizes.vocab_tile * 4 * tile_copies, "training",
+    add(
+        "logits tiles",
+        sizes.token_tile * sizes.vocab_tile * 4 * tile_copies,
+        "training",
         f"fused LM head backward: {tile_copies} float32 tile(s) of {sizes.token_tile} tokens x {sizes.vocab_tile} "
-        f"words (never the full {train_tokens} x {shape.vocab_size} logits)")
+        f"words (never the full {train_tokens} x {shape.vocab_size} logits)",
+    )
 
 
-def _add_evaluation(add, notes: list[str], shape: ModelShape, sequences: int, seq: int, completion: int,
-                    dtype_bytes: int, device: str) -> None:
+def _add_evaluation(
+    add, notes: list[str], shape: ModelShape, sequences: int, seq: int, completion: int, dtype_bytes: int, device: str
+) -> None:
     """Held-out evaluation between steps: one generate call's cache and logits, and every answer kept."""
     at_once = min(sequences, EVAL_BATCH)
-    add("evaluation cache", 2 * shape.num_hidden_layers * shape.kv_size * seq * at_once * dtype_bytes
-        + at_once * shape.vocab_size * 4 * SAMPLING_LOGIT_COPIES, "evaluation",
-        f"held-out prompts answered {at_once} completions at a time: their keys, values and logits")
+    add(
+        "evaluation cache",
+        2 * shape.num_hidden_layers * shape.kv_size * seq * at_once * dtype_bytes
+        + at_once * shape.vocab_size * 4 * SAMPLING_LOGIT_COPIES,
+        "evaluation",
+        f"held-out prompts answered {at_once} completions at a time: their keys, values and logits",
+    )
     answers = sequences * completion * ANSWER_BYTES_PER_TOKEN
     if device == "cpu":
-        add("held-out answers", answers, "evaluation",
+        add(
+            "held-out answers",
+            answers,
+            "evaluation",
             f"{sequences:,} held-out completions of up to {completion:,} tokens kept until scored "
-            f"(token ids and text, about {ANSWER_BYTES_PER_TOKEN} bytes a token)")
+            f"(token ids and text, about {ANSWER_BYTES_PER_TOKEN} bytes a token)",
+        )
     else:
-        notes.append(f"Held-out evaluation keeps about {answers / GIB:,.1f} GiB of answers in the machine's memory "
-                     "(not the GPU's), not counted here.")
+        notes.append(
+            f"Held-out evaluation keeps about {answers / GIB:,.1f} GiB of answers in the machine's memory "
+            "(not the GPU's), not counted here."
+        )
 
 
-def driving_field(config: Mapping[str, Any], total: Callable[[Mapping[str, Any]], int],
-                  defaults: Mapping[str, Any]) -> str:
+def driving_field(
+    config: Mapping[str, Any], total: Callable[[Mapping[str, Any]], int], defaults: Mapping[str, Any]
+) -> str:
     """The setting that drives `total(config)` (an estimate's bytes): the one of DRIVERS whose value in `defaults`
     would shrink it most; "model" when none would (the model itself is what takes the room)."""
     base, driver, saved = total(config), "model", 0
@@ -531,12 +673,20 @@ def _add_reward_model(add, shape: ModelShape, dtype_bytes: int, tokens: int) -> 
     """A reward model's weights (no LM head: a one-number score head) and its no-grad forward over `tokens`."""
     head = 0 if shape.tie_word_embeddings or shape.num_parameters else shape.vocab_size * shape.hidden_size
     params = shape.parameter_count() - head
-    add("reward model", params * dtype_bytes, "always",
-        f"reward_model: {params / 1e6:.0f}M parameters x {dtype_bytes} bytes, loaded by TRL for the whole run")
+    add(
+        "reward model",
+        params * dtype_bytes,
+        "always",
+        f"reward_model: {params / 1e6:.0f}M parameters x {dtype_bytes} bytes, loaded by TRL for the whole run",
+    )
     h_copies, i_copies = INFERENCE_FLOATS_PER_TOKEN
-    add("reward model forward", tokens * (h_copies * shape.hidden_size + i_copies * shape.intermediate_size)
-        * dtype_bytes, "scoring", f"one layer's activations of the reward model over {tokens:,} tokens: the whole "
-                                  "generation round, scored in one no-grad call")
+    add(
+        "reward model forward",
+        tokens * (h_copies * shape.hidden_size + i_copies * shape.intermediate_size) * dtype_bytes,
+        "scoring",
+        f"one layer's activations of the reward model over {tokens:,} tokens: the whole "
+        "generation round, scored in one no-grad call",
+    )
 
 
 def reward_model_shape(name: str) -> tuple[ModelShape | None, int | None, str]:
@@ -555,28 +705,41 @@ def reward_model_shape(name: str) -> tuple[ModelShape | None, int | None, str]:
     return model_shape(config, str(config_path)), {"float32": 4, "bfloat16": 2, "float16": 2}.get(dtype), ""
 
 
-def estimate_for_config(config: Any, model: Any, max_prompt_length: int, device: str = "cpu",
-                        device_total_bytes: int | None = None) -> MemoryEstimate:
+def estimate_for_config(
+    config: Any, model: Any, max_prompt_length: int, device: str = "cpu", device_total_bytes: int | None = None
+) -> MemoryEstimate:
     """The estimate for a RunConfig (or its dict), reading its fields by TRL's names."""
+
     def get(name: str, default: Any = None) -> Any:
         return config.get(name, default) if isinstance(config, Mapping) else getattr(config, name, default)
 
-    shape, shape_bytes, note = reward_model_shape(get("reward_model").strip()) if get("reward_model", "").strip() \
-        else (None, None, "")
+    shape, shape_bytes, note = (
+        reward_model_shape(get("reward_model").strip()) if get("reward_model", "").strip() else (None, None, "")
+    )
     # a value check_config refuses (the Setup tab estimates before it checks) counts no copy, or nothing packed
-    merged = memory_merged_dtype(get("merged_generation", "auto"), get("generation", "transformers"), device == "cpu",
-                                 get("distributed_backend", "ddp"), bool(get("bf16", False)))
+    merged = memory_merged_dtype(
+        get("merged_generation", "auto"),
+        get("generation", "transformers"),
+        device == "cpu",
+        get("distributed_backend", "ddp"),
+        bool(get("bf16", False)),
+    )
     estimate = estimate_memory(
         model,
-        reward_model=shape, reward_model_dtype_bytes=shape_bytes,
-        lora_r=get("lora_r", 16), lora_target_modules=get("lora_target_modules", "all-linear"),
+        reward_model=shape,
+        reward_model_dtype_bytes=shape_bytes,
+        lora_r=get("lora_r", 16),
+        lora_target_modules=get("lora_target_modules", "all-linear"),
         per_device_train_batch_size=get("per_device_train_batch_size", 8),
         num_generations=get("num_generations", 8),
         gradient_accumulation_steps=get("gradient_accumulation_steps", 1),
         steps_per_generation=get("steps_per_generation"),
-        max_prompt_length=max_prompt_length, max_completion_length=get("max_completion_length", 48),
-        beta=get("beta", 0.04), num_iterations=get("num_iterations", 1),
-        dtype_bytes=2 if get("bf16", False) else 4, device=device,
+        max_prompt_length=max_prompt_length,
+        max_completion_length=get("max_completion_length", 48),
+        beta=get("beta", 0.04),
+        num_iterations=get("num_iterations", 1),
+        dtype_bytes=2 if get("bf16", False) else 4,
+        device=device,
         gradient_checkpointing=bool(get("gradient_checkpointing", False)),
         use_vllm=str(get("generation", "transformers")).startswith("trl-"),
         vllm_mode="server" if get("generation") == "trl-server" else "colocate",

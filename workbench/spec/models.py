@@ -25,6 +25,19 @@ from workbench.sources.model_files import (
     tiny_model_dir,
 )
 
-__all__ = ["BUNDLED_MODEL", "MODEL_CHOICES", "TINY_CONFIG", "TINY_MODEL", "ModelError", "bundled_model_dir",
-           "cache_dir", "check_model", "check_reward_model", "hub_unreachable_message", "looks_like_path",
-           "model_location", "resolve_model", "tiny_model_dir"]
+__all__ = [
+    "BUNDLED_MODEL",
+    "MODEL_CHOICES",
+    "TINY_CONFIG",
+    "TINY_MODEL",
+    "ModelError",
+    "bundled_model_dir",
+    "cache_dir",
+    "check_model",
+    "check_reward_model",
+    "hub_unreachable_message",
+    "looks_like_path",
+    "model_location",
+    "resolve_model",
+    "tiny_model_dir",
+]

@@ -41,8 +41,16 @@ from dataclasses import dataclass
 from workbench.spec.config import RunConfig
 
 # The fields a recipe sets, in the order they are reported.
-VARIANT_FIELDS = ("loss_type", "scale_rewards", "beta", "epsilon", "epsilon_high", "importance_sampling_level",
-                  "mask_truncated_completions", "top_entropy_quantile")
+VARIANT_FIELDS = (
+    "loss_type",
+    "scale_rewards",
+    "beta",
+    "epsilon",
+    "epsilon_high",
+    "importance_sampling_level",
+    "mask_truncated_completions",
+    "top_entropy_quantile",
+)
 # Optimizer steps each generation round is split into when a recipe needs the ratio to move off 1.
 OFF_POLICY_MINI_BATCHES = 4
 NONE = "none"
@@ -60,24 +68,79 @@ class Recipe:
     summary: str
 
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in (
-    Recipe("grpo", "GRPO (DeepSeekMath)", "arXiv 2402.03300, section 4.1",
-           dict(loss_type="grpo", scale_rewards="group", beta=0.04, epsilon=0.2, epsilon_high=None,
-                importance_sampling_level="token", mask_truncated_completions=False, top_entropy_quantile=1.0),
-           False, "per-sequence loss mean, KL 0.04 to the base model, clip 0.2, advantages scaled by the group std"),
-    Recipe("dapo", "DAPO", "arXiv 2503.14476, section 4.1",
-           dict(loss_type="dapo", scale_rewards="group", beta=0.0, epsilon=0.2, epsilon_high=0.28,
-                importance_sampling_level="token", mask_truncated_completions=True, top_entropy_quantile=1.0),
-           True, "token-level loss, clip-higher (0.2 below, 0.28 above), truncated completions left out, no KL"),
-    Recipe("dr_grpo", "Dr. GRPO", "arXiv 2503.20783",
-           dict(loss_type="dr_grpo", scale_rewards="none", beta=0.0, epsilon=0.2, epsilon_high=None,
-                importance_sampling_level="token", mask_truncated_completions=False, top_entropy_quantile=1.0),
-           False, "constant loss denominator (no length bias), advantages not divided by the std, no KL"),
-    Recipe("gspo", "GSPO", "arXiv 2507.18071 v2, section 5.1",
-           dict(loss_type="grpo", scale_rewards="group", beta=0.0, epsilon=3e-4, epsilon_high=4e-4,
-                importance_sampling_level="sequence", mask_truncated_completions=False, top_entropy_quantile=1.0),
-           True, "one policy ratio per completion (sequence level), clip 3e-4 / 4e-4, no KL"),
-)}
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe(
+            "grpo",
+            "GRPO (DeepSeekMath)",
+            "arXiv 2402.03300, section 4.1",
+            dict(
+                loss_type="grpo",
+                scale_rewards="group",
+                beta=0.04,
+                epsilon=0.2,
+                epsilon_high=None,
+                importance_sampling_level="token",
+                mask_truncated_completions=False,
+                top_entropy_quantile=1.0,
+            ),
+            False,
+            "per-sequence loss mean, KL 0.04 to the base model, clip 0.2, advantages scaled by the group std",
+        ),
+        Recipe(
+            "dapo",
+            "DAPO",
+            "arXiv 2503.14476, section 4.1",
+            dict(
+                loss_type="dapo",
+                scale_rewards="group",
+                beta=0.0,
+                epsilon=0.2,
+                epsilon_high=0.28,
+                importance_sampling_level="token",
+                mask_truncated_completions=True,
+                top_entropy_quantile=1.0,
+            ),
+            True,
+            "token-level loss, clip-higher (0.2 below, 0.28 above), truncated completions left out, no KL",
+        ),
+        Recipe(
+            "dr_grpo",
+            "Dr. GRPO",
+            "arXiv 2503.20783",
+            dict(
+                loss_type="dr_grpo",
+                scale_rewards="none",
+                beta=0.0,
+                epsilon=0.2,
+                epsilon_high=None,
+                importance_sampling_level="token",
+                mask_truncated_completions=False,
+                top_entropy_quantile=1.0,
+            ),
+            False,
+            "constant loss denominator (no length bias), advantages not divided by the std, no KL",
+        ),
+        Recipe(
+            "gspo",
+            "GSPO",
+            "arXiv 2507.18071 v2, section 5.1",
+            dict(
+                loss_type="grpo",
+                scale_rewards="group",
+                beta=0.0,
+                epsilon=3e-4,
+                epsilon_high=4e-4,
+                importance_sampling_level="sequence",
+                mask_truncated_completions=False,
+                top_entropy_quantile=1.0,
+            ),
+            True,
+            "one policy ratio per completion (sequence level), clip 3e-4 / 4e-4, no KL",
+        ),
+    )
+}
 RECIPE_NAMES = (NONE, *RECIPES)
 
 
@@ -117,6 +180,7 @@ def apply_recipe(cfg: RunConfig, name: str) -> tuple[RunConfig, list[str]]:
 
 def describe_changes(before: RunConfig, after: RunConfig, changed: list[str]) -> list[str]:
     """One line per changed field: `name: old -> new`."""
+
     def shown(value):
         return "empty" if value is None or value == "" else repr(value)
 

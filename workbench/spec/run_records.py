@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 # Fields of a completion record and what each may hold besides null (recorder.completion_records writes them).
 NUMBER_FIELDS = ("group", "reward", "advantage", "length")
@@ -33,7 +34,7 @@ class Skipped:
     count: int = 0
     first: str = ""  # e.g. "byte 812: rewards is [1], not an object {function: score}"
 
-    def __add__(self, other: "Skipped") -> "Skipped":
+    def __add__(self, other: Skipped) -> Skipped:
         if not other.count:
             return self
         return Skipped(self.count + other.count, self.first or other.first)
@@ -41,8 +42,10 @@ class Skipped:
     def note(self, name: str) -> str:
         """One sentence for a page or a log: `name` is the file's name."""
         lines = "1 line" if self.count == 1 else f"{self.count:,} lines"
-        return (f"{name}: {lines} could not be read and {'was' if self.count == 1 else 'were'} skipped "
-                f"(the first at {self.first}); the other records are shown.")
+        return (
+            f"{name}: {lines} could not be read and {'was' if self.count == 1 else 'were'} skipped "
+            f"(the first at {self.first}); the other records are shown."
+        )
 
 
 def shown(value: Any, limit: int = 40) -> str:
@@ -51,7 +54,7 @@ def shown(value: Any, limit: int = 40) -> str:
         text = json.dumps(value, ensure_ascii=False, allow_nan=True)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def is_number(value: Any) -> bool:

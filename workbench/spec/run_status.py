@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.spec.lever_decisions import LeverDecision
 
@@ -44,7 +45,9 @@ class RunStatus:
     """status.json, typed; every field is None until some writer sets it (see the module docstring)."""
 
     # what the run is doing
-    state: str | None = _known(str, "queued, starting, tuning, loading_model, training, saving, finished, stopped or failed")
+    state: str | None = _known(
+        str, "queued, starting, tuning, loading_model, training, saving, finished, stopped or failed"
+    )
     step: int | None = _known(int, "the last optimizer step done")
     total_steps: int | None = _known(int, "the optimizer steps of the whole run (TRL's max_steps)")
     resumed_from: int | None = _known(int, "the checkpoint's step this process resumed from")
@@ -68,17 +71,27 @@ class RunStatus:
     command: list | None = _known(list, "the argument list that started it")
     num_processes: int | None = _known(int, "the processes training (WORLD_SIZE)")
     allocator: str | None = _known(str, "the memory allocator the process runs with")
-    merged_generation: LeverDecision | None = _known(LeverDecision, "what merged_generation resolved to (no, float32 "
-                                                     "or bfloat16), why, and where it was measured")
-    shared_prompt_pass: LeverDecision | None = _known(LeverDecision, "what shared_prompt_pass resolved to (yes or "
-                                                      "no), why, and where it was measured")
-    packed_decode: LeverDecision | None = _known(LeverDecision, "what packed_decode resolved to (yes or no), why "
-                                                 "(which decode step, or why not), and where it was measured")
-    speed_choice: dict | None = _known(dict, "what the auto speed levers became and from where: the lever values, "
-                                             "source, and the probe's CPU, time and seconds per candidate")
+    merged_generation: LeverDecision | None = _known(
+        LeverDecision, "what merged_generation resolved to (no, float32 or bfloat16), why, and where it was measured"
+    )
+    shared_prompt_pass: LeverDecision | None = _known(
+        LeverDecision, "what shared_prompt_pass resolved to (yes or no), why, and where it was measured"
+    )
+    packed_decode: LeverDecision | None = _known(
+        LeverDecision,
+        "what packed_decode resolved to (yes or no), why (which decode step, or why not), and where it was measured",
+    )
+    speed_choice: dict | None = _known(
+        dict,
+        "what the auto speed levers became and from where: the lever values, "
+        "source, and the probe's CPU, time and seconds per candidate",
+    )
     speed_probe: str | None = _known(str, "while the state is tuning: what the speed probe is timing now")
-    library_ties: dict | None = _known(dict, "private library ties that no longer hold, and library versions other "
-                                             "than the ones they were written for (workbench/library_compat.py)")
+    library_ties: dict | None = _known(
+        dict,
+        "private library ties that no longer hold, and library versions other "
+        "than the ones they were written for (workbench/library_compat.py)",
+    )
     cpu_threads: int | None = _known(int, "OMP_NUM_THREADS of the process")
     sandbox: dict | None = _known(dict, "the run's sandbox policy and what it shows (jobs/sandbox.py)")
     vllm: dict | None = _known(dict, "the run's own vLLM server: url, state, pid, command, ...")
@@ -88,7 +101,7 @@ class RunStatus:
     _written: set = field(default_factory=set, init=False, repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "RunStatus":
+    def from_dict(cls, data: Any) -> RunStatus:
         """The status a status.json's object holds; anything that is not an object reads as an empty status."""
         if not isinstance(data, Mapping):
             return cls()
@@ -105,7 +118,7 @@ class RunStatus:
         return status
 
     @classmethod
-    def of(cls, status: "RunStatus | Mapping") -> "RunStatus":
+    def of(cls, status: RunStatus | Mapping) -> RunStatus:
         """`status` itself, or a status dict (status.json's object, or the launcher's view of one) read as one."""
         return status if isinstance(status, RunStatus) else cls.from_dict(status)
 
@@ -140,7 +153,7 @@ class RunStatus:
                 setattr(self, name, None)
                 self._written.discard(name)
 
-    def copy(self) -> "RunStatus":
+    def copy(self) -> RunStatus:
         return RunStatus.from_dict(self.to_dict())
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 # A group's rewards "spread" when their standard deviation is above this: TRL divides advantages by
 # the group's std plus 1e-4, so anything below it is numerical noise, not a learning signal.
@@ -47,12 +47,12 @@ class SignalReport:
     label: str
     groups: int
     completions: int
-    reward_spread: float            # mean over groups of the std of the total reward (TRL's reward_std)
+    reward_spread: float  # mean over groups of the std of the total reward (TRL's reward_std)
     groups_with_spread: int
-    zero_spread_share: float        # TRL's frac_reward_zero_std
+    zero_spread_share: float  # TRL's frac_reward_zero_std
     truncation_rate: float
     mean_length: float
-    correctness_reward: str         # "" when the run has none
+    correctness_reward: str  # "" when the run has none
     correctness_rate: float | None  # share of completions with full marks; None without a correctness reward
     groups_with_correct: int | None
     learns: bool
@@ -88,50 +88,80 @@ def signal_report(groups: Sequence[GroupScores], label: str, correctness_reward:
         correct_rate = sum(map(sum, flags)) / max(1, sum(map(len, flags)))
         correct_groups = sum(1 for f in flags if any(f))
     n = len(groups)
-    counts = dict(label=label, groups=n, completions=completions, reward_spread=statistics.fmean(stds),
-                  groups_with_spread=with_spread, zero_spread_share=(n - with_spread) / n,
-                  truncation_rate=sum(truncated) / max(1, len(truncated)),
-                  mean_length=statistics.fmean(lengths) if lengths else 0.0, correctness_reward=correctness_reward,
-                  correctness_rate=correct_rate, groups_with_correct=correct_groups)
+    counts = dict(
+        label=label,
+        groups=n,
+        completions=completions,
+        reward_spread=statistics.fmean(stds),
+        groups_with_spread=with_spread,
+        zero_spread_share=(n - with_spread) / n,
+        truncation_rate=sum(truncated) / max(1, len(truncated)),
+        mean_length=statistics.fmean(lengths) if lengths else 0.0,
+        correctness_reward=correctness_reward,
+        correctness_rate=correct_rate,
+        groups_with_correct=correct_groups,
+    )
     learns, verdict = judge(**counts)
     return SignalReport(**counts, learns=learns, verdict=verdict)
 
 
-def judge(label: str, groups: int, groups_with_spread: int, zero_spread_share: float, truncation_rate: float,
-          correctness_reward: str, correctness_rate: float | None, groups_with_correct: int | None,
-          **_) -> tuple[bool, str]:
+def judge(
+    label: str,
+    groups: int,
+    groups_with_spread: int,
+    zero_spread_share: float,
+    truncation_rate: float,
+    correctness_reward: str,
+    correctness_rate: float | None,
+    groups_with_correct: int | None,
+    **_,
+) -> tuple[bool, str]:
     """(whether the run can learn, the verdict sentence): the first of these that holds decides."""
     if correctness_reward and groups_with_correct == 0:
-        return False, (f"{label}: 0 of {groups} groups have any correct answer; nothing will learn - "
-                       "pick a larger model or an easier task")
+        return False, (
+            f"{label}: 0 of {groups} groups have any correct answer; nothing will learn - "
+            "pick a larger model or an easier task"
+        )
     if groups_with_spread == 0:
-        return False, (f"{label}: none of {groups} groups has a reward spread (every completion of a prompt "
-                       "scores the same); nothing will learn - raise temperature or num_generations, or use a "
-                       "reward that tells completions apart")
+        return False, (
+            f"{label}: none of {groups} groups has a reward spread (every completion of a prompt "
+            "scores the same); nothing will learn - raise temperature or num_generations, or use a "
+            "reward that tells completions apart"
+        )
     if correctness_rate is not None and correctness_rate >= 1.0:
-        return False, (f"{label}: every completion is already correct; there is little to learn - pick a "
-                       "harder task")
+        return False, (f"{label}: every completion is already correct; there is little to learn - pick a harder task")
     spread = f"{groups_with_spread} of {groups} groups have a spread"
     if truncation_rate > TRUNCATION_WARN:
-        return True, (f"{label}: {spread}, but {truncation_rate:.0%} of completions are cut at "
-                      "max_completion_length - raise max_completion_length so the rewards judge finished answers")
+        return True, (
+            f"{label}: {spread}, but {truncation_rate:.0%} of completions are cut at "
+            "max_completion_length - raise max_completion_length so the rewards judge finished answers"
+        )
     if zero_spread_share > WEAK_SIGNAL_SHARE:
-        return True, (f"{label}: only {spread}: a weak signal, most steps will teach little - raise "
-                      "num_generations or temperature")
+        return True, (
+            f"{label}: only {spread}: a weak signal, most steps will teach little - raise "
+            "num_generations or temperature"
+        )
     return True, f"{label}: {spread}: this run has a signal"
 
 
 def report_lines(report: SignalReport) -> list[str]:
     """The report as lines of text, the verdict last (the CLI prints them)."""
-    lines = [f"groups sampled: {report.groups} ({report.completions} completions)",
-             f"reward spread (mean of group std): {report.reward_spread:.3f}",
-             f"groups with zero spread: {report.groups - report.groups_with_spread} of {report.groups} "
-             f"({report.zero_spread_share:.0%})"]
+    lines = [
+        f"groups sampled: {report.groups} ({report.completions} completions)",
+        f"reward spread (mean of group std): {report.reward_spread:.3f}",
+        f"groups with zero spread: {report.groups - report.groups_with_spread} of {report.groups} "
+        f"({report.zero_spread_share:.0%})",
+    ]
     if report.correctness_reward:
-        lines += [f"correctness rate ({report.correctness_reward} full marks): {report.correctness_rate:.0%}",
-                  f"groups with a correct answer: {report.groups_with_correct} of {report.groups}"]
+        lines += [
+            f"correctness rate ({report.correctness_reward} full marks): {report.correctness_rate:.0%}",
+            f"groups with a correct answer: {report.groups_with_correct} of {report.groups}",
+        ]
     else:
         lines.append("correctness: the run has no correctness reward")
-    lines += [f"truncated at max_completion_length: {report.truncation_rate:.0%} "
-              f"(mean length {report.mean_length:.1f} tokens)", f"verdict: {report.verdict}"]
+    lines += [
+        f"truncated at max_completion_length: {report.truncation_rate:.0%} "
+        f"(mean length {report.mean_length:.1f} tokens)",
+        f"verdict: {report.verdict}",
+    ]
     return lines

@@ -23,8 +23,10 @@ def copy_fits_gpu(copy_bytes: int, free_bytes: int) -> str | None:
     loaded, else why not."""
     if copy_bytes <= GPU_COPY_SHARE * free_bytes:
         return None
-    return (f"on a GPU: the copy would take {copy_bytes / 2**30:.1f} GiB of the {free_bytes / 2**30:.1f} GiB free, "
-            f"more than a quarter; set merged_generation=bfloat16 to take it anyway")
+    return (
+        f"on a GPU: the copy would take {copy_bytes / 2**30:.1f} GiB of the {free_bytes / 2**30:.1f} GiB free, "
+        f"more than a quarter; set merged_generation=bfloat16 to take it anyway"
+    )
 
 
 @dataclass(frozen=True)
@@ -43,15 +45,19 @@ def _tuned(field: str, tuned: dict | None) -> SpeedChoice:
     return SpeedChoice(field, tuned[field], "measured fastest on this machine", by_probe=True)
 
 
-def resolve_merged_generation(setting: str, generation: str, distributed_backend: str = "ddp",
-                              tuned: dict | None = None) -> SpeedChoice:
+def resolve_merged_generation(
+    setting: str, generation: str, distributed_backend: str = "ddp", tuned: dict | None = None
+) -> SpeedChoice:
     """What `merged_generation=setting` means for a run with this generation backend; `tuned`: the probe's choice."""
     if generation != "transformers":
         return SpeedChoice("merged_generation", "no", f"generation={generation}: the vLLM server samples the rounds")
     if distributed_backend != "ddp":
         # sharded weights: no process holds the whole model to copy
-        return SpeedChoice("merged_generation", "no", f"distributed_backend={distributed_backend}: the weights are "
-                                                      f"sharded, so sampling stays TRL's")
+        return SpeedChoice(
+            "merged_generation",
+            "no",
+            f"distributed_backend={distributed_backend}: the weights are sharded, so sampling stays TRL's",
+        )
     if setting != "auto":
         return SpeedChoice("merged_generation", setting, "set in the config")
     return _tuned("merged_generation", tuned)
@@ -74,8 +80,13 @@ def unsupported_reason(model_type: str | None, gradient_checkpointing: bool, num
     return None
 
 
-def resolve_shared_prompt_pass(setting: str, gradient_checkpointing: bool = False, processes: int = 1,
-                               model_type: str | None = None, tuned: dict | None = None) -> SpeedChoice:
+def resolve_shared_prompt_pass(
+    setting: str,
+    gradient_checkpointing: bool = False,
+    processes: int = 1,
+    model_type: str | None = None,
+    tuned: dict | None = None,
+) -> SpeedChoice:
     """What `shared_prompt_pass=setting` means for a run with these settings, and with this model once it is
     loaded (the Setup tab passes none)."""
     if setting == "no":
@@ -88,8 +99,9 @@ def resolve_shared_prompt_pass(setting: str, gradient_checkpointing: bool = Fals
     return _tuned("shared_prompt_pass", tuned)
 
 
-def resolve_packed_decode(setting: str, merged: str, on_cpu: bool, mkl_missing: str | None = None,
-                          tuned: dict | None = None) -> SpeedChoice:
+def resolve_packed_decode(
+    setting: str, merged: str, on_cpu: bool, mkl_missing: str | None = None, tuned: dict | None = None
+) -> SpeedChoice:
     """What `packed_decode=setting` means for a run whose merged_generation resolved to `merged` (auto: not known
     before the probe), on this device; `mkl_missing` says why this torch cannot pack (trainer/packed_decode.available()),
     None when it can or when that is not known yet. A value other than auto or yes packs nothing."""
@@ -98,8 +110,9 @@ def resolve_packed_decode(setting: str, merged: str, on_cpu: bool, mkl_missing: 
     if not on_cpu:
         return SpeedChoice("packed_decode", "no", "MKL's packed GEMM is a CPU kernel")
     if merged not in ("float32", "auto"):
-        return SpeedChoice("packed_decode", "no", f"merged_generation is {merged}: only a float32 merged copy "
-                                                  f"decodes this way")
+        return SpeedChoice(
+            "packed_decode", "no", f"merged_generation is {merged}: only a float32 merged copy decodes this way"
+        )
     if mkl_missing:
         return SpeedChoice("packed_decode", "no", mkl_missing)
     if setting == "yes":
@@ -115,8 +128,10 @@ def speed_notes(cfg, on_cpu: bool, tuned: dict | None = None, measured: str = ""
     """The Setup tab's line on speed: what each lever becomes and why; `tuned` and `measured` (its one-line
     summary) from this machine's kept choice for the run, when there is one."""
     merged = resolve_merged_generation(cfg.merged_generation, cfg.generation, cfg.distributed_backend, tuned)
-    choices = [merged, resolve_shared_prompt_pass(cfg.shared_prompt_pass, cfg.gradient_checkpointing, cfg.num_processes,
-                                                  tuned=tuned)]
+    choices = [
+        merged,
+        resolve_shared_prompt_pass(cfg.shared_prompt_pass, cfg.gradient_checkpointing, cfg.num_processes, tuned=tuned),
+    ]
     if cfg.generation == "transformers" and on_cpu:
         choices.append(resolve_packed_decode(cfg.packed_decode, merged.value, on_cpu, tuned=tuned))
     settings = "; ".join(f"{_note(c, getattr(cfg, c.field))} ({c.why})" for c in choices if not c.by_probe)

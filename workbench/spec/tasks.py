@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from workbench.errors import WorkbenchError
 from workbench.spec.data_mapping import ColumnMapping, map_row
@@ -125,7 +125,9 @@ def build_demo_rows(size: int | None, seed: int) -> list[dict]:
     questions = demo_questions()
     size = len(questions) if size is None else size
     if size > len(questions):
-        raise TaskError(f"dataset size: the demo task has {len(questions)} questions, asked for {size}; use at most {len(questions)}")
+        raise TaskError(
+            f"dataset size: the demo task has {len(questions)} questions, asked for {size}; use at most {len(questions)}"
+        )
     random.Random(seed).shuffle(questions)
     return [{"prompt": user_message(q.question), "answers": list(q.answers)} for q in questions[:size]]
 
@@ -183,7 +185,9 @@ def build_keyword_rows(size: int, seed: int) -> list[dict]:
     while len(rows) < size:
         attempts += 1
         if attempts > size * 50:
-            raise TaskError(f"dataset size: the keywords task cannot make {size} distinct prompts; use {len(rows)} or fewer")
+            raise TaskError(
+                f"dataset size: the keywords task cannot make {size} distinct prompts; use {len(rows)} or fewer"
+            )
         topic = rng.choice(sorted(topics))
         words = sorted(rng.sample(topics[topic], rng.choice((2, 3))))
         key = (topic, tuple(words))
@@ -206,8 +210,12 @@ def gsm8k_sample(split: str) -> list[dict]:
 
 
 # GSM8K's columns as a run maps them (the task's settings below say the same to RunConfig)
-GSM8K_MAPPING = ColumnMapping(prompt_column="question", solution_column="answer", solution_transform="after_hashes",
-                              system_prompt=GSM8K_INSTRUCTION)
+GSM8K_MAPPING = ColumnMapping(
+    prompt_column="question",
+    solution_column="answer",
+    solution_transform="after_hashes",
+    system_prompt=GSM8K_INSTRUCTION,
+)
 
 
 def build_gsm8k_rows(size: int | None, seed: int) -> list[dict]:
@@ -229,12 +237,25 @@ DEMO_TRAINED = len(demo_questions()) - DEMO_HELD_OUT
 # the measured CPU demo (benchmarks/bench_demo.py): LoRA r=16, batch 8 of G=4 (two questions a step, so a
 # step's reward depends less on the question drawn), lr 5e-4 for 50 steps (1e-3 shortened the answers
 # faster, then lost right ones); 32 completion tokens cut the long first answers early, so a step is quick
-DEMO_SETTINGS = {"learning_rate": 5e-4, "per_device_train_batch_size": 8, "num_generations": 4, "max_steps": 50,
-                 "max_completion_length": 32, "temperature": 0.7,
-                 "eval_strategy": "steps", "eval_steps": 10, "eval_size": DEMO_HELD_OUT}
+DEMO_SETTINGS = {
+    "learning_rate": 5e-4,
+    "per_device_train_batch_size": 8,
+    "num_generations": 4,
+    "max_steps": 50,
+    "max_completion_length": 32,
+    "temperature": 0.7,
+    "eval_strategy": "steps",
+    "eval_steps": 10,
+    "eval_size": DEMO_HELD_OUT,
+}
 # the lesson keeps the first demo's settings (one question a step, lr 1e-3, 30 steps) and samples at 1.0
-REWARD_HACKING_SETTINGS = {**DEMO_SETTINGS, "learning_rate": 1e-3, "num_generations": 8, "max_steps": 30,
-                           "temperature": 1.0}
+REWARD_HACKING_SETTINGS = {
+    **DEMO_SETTINGS,
+    "learning_rate": 1e-3,
+    "num_generations": 8,
+    "max_steps": 30,
+    "temperature": 1.0,
+}
 
 TASKS: dict[str, Task] = {
     task.name: task
@@ -243,12 +264,12 @@ TASKS: dict[str, Task] = {
             name="demo",
             title="Answer briefly and right (demo)",
             description=(
-                "Short factual questions, each with its accepted answers (\"Paris\"; \"24\" or \"twenty-four\"). "
+                'Short factual questions, each with its accepted answers ("Paris"; "24" or "twenty-four"). '
                 "Rewards: mentions_answer (1.0 when an accepted answer is in the reply as a word or number) and "
                 "brief_if_correct (1 - characters/100, paid only for a right answer), weights 0.1 and 0.9: a right "
                 "answer earns 0.1 to 1.0 by its length, a wrong or empty one 0. The bundled SmolLM2-135M-Instruct "
                 "answers about three in four right at first, at length; over the 50 steps its answers shrink to a "
-                "short sentence or a word (\"Jane Austen.\", \"H2O\"), under half as long, and the held-out "
+                'short sentence or a word ("Jane Austen.", "H2O"), under half as long, and the held-out '
                 "questions are answered right as often or more. "
                 f"{DEMO_HELD_OUT} of the questions are held out and evaluated at step 0, every 10 steps and at the end."
             ),
@@ -324,19 +345,32 @@ TASKS: dict[str, Task] = {
             dataset_required=True,
             sample_dataset=str(GSM8K_SAMPLE),
             settings={
-                "dataset_name": "openai/gsm8k", "dataset_config": "main", "dataset_train_split": "train",
-                "dataset_test_split": "test", "prompt_column": GSM8K_MAPPING.prompt_column,
-                "solution_column": GSM8K_MAPPING.solution_column, "solution_transform": GSM8K_MAPPING.solution_transform,
-                "chat_template": "auto", "system_prompt": GSM8K_MAPPING.system_prompt,
+                "dataset_name": "openai/gsm8k",
+                "dataset_config": "main",
+                "dataset_train_split": "train",
+                "dataset_test_split": "test",
+                "prompt_column": GSM8K_MAPPING.prompt_column,
+                "solution_column": GSM8K_MAPPING.solution_column,
+                "solution_transform": GSM8K_MAPPING.solution_transform,
+                "chat_template": "auto",
+                "system_prompt": GSM8K_MAPPING.system_prompt,
                 # sized for the bundled model on a 2-core CPU: room for a short chain of reasoning, 2 prompts a step
-                "max_completion_length": 192, "per_device_train_batch_size": 8, "num_generations": 4,
-                "learning_rate": 2e-5, "temperature": 0.8,
+                "max_completion_length": 192,
+                "per_device_train_batch_size": 8,
+                "num_generations": 4,
+                "learning_rate": 2e-5,
+                "temperature": 0.8,
             },
             gpu_settings={
                 # a 1.5B instruct model on one GPU, as Open-R1-style GSM8K runs size it
-                "model": "Qwen/Qwen2.5-1.5B-Instruct", "max_completion_length": 512,
-                "per_device_train_batch_size": 16, "num_generations": 8, "gradient_accumulation_steps": 2,
-                "learning_rate": 1e-5, "bf16": True, "max_steps": 200,
+                "model": "Qwen/Qwen2.5-1.5B-Instruct",
+                "max_completion_length": 512,
+                "per_device_train_batch_size": 16,
+                "num_generations": 8,
+                "gradient_accumulation_steps": 2,
+                "learning_rate": 1e-5,
+                "bf16": True,
+                "max_steps": 200,
             },
         ),
         Task(
@@ -345,7 +379,7 @@ TASKS: dict[str, Task] = {
             description=(
                 "A lesson, not a recipe: the demo's questions with brevity alone as the reward (1 - characters/200). "
                 "The shortest reply wins, right or not, and the model finds it: within about ten steps every answer "
-                "is one made-up word (\"How many hours are in a day?\" -> \"Chester.\"), the reward is near 1.0, "
+                'is one made-up word ("How many hours are in a day?" -> "Chester."), the reward is near 1.0, '
                 "and the held-out accuracy falls. mentions_answer is recorded with weight 0 (it adds nothing to the "
                 "reward) so its flat or falling curve shows what the rising reward hides; the health panel's alarms "
                 "name it. Compare with the demo task, which pays for brevity only on a right answer."

@@ -35,11 +35,21 @@ def problems(report_to: list[str]) -> list[tuple[str, str, str]]:
     found = []
     for name in report_to:
         if name not in REPORT_TO:
-            found.append(("report_to", f"{name!r} is not a tracker the workbench passes on",
-                          f"choose from {', '.join(REPORT_TO)}, or leave it empty (the run folder alone)"))
+            found.append(
+                (
+                    "report_to",
+                    f"{name!r} is not a tracker the workbench passes on",
+                    f"choose from {', '.join(REPORT_TO)}, or leave it empty (the run folder alone)",
+                )
+            )
         elif importlib.util.find_spec(name) is None:  # each tracker's package carries its name
-            found.append(("report_to", f"{name} is not installed in this Python",
-                          f"run `make setup` (requirements.txt pins {name}), or remove {name} from report_to"))
+            found.append(
+                (
+                    "report_to",
+                    f"{name} is not installed in this Python",
+                    f"run `make setup` (requirements.txt pins {name}), or remove {name} from report_to",
+                )
+            )
     if len(set(report_to)) != len(report_to):
         found.append(("report_to", "names a tracker twice", "name each tracker once"))
     return found

@@ -14,12 +14,35 @@ from workbench.spec.generation import TRL_MODES
 
 # RunConfig fields passed to GRPOConfig under the same name and value.
 SAME_NAME_FIELDS = (
-    "logging_steps", "save_steps", "save_total_limit", "max_steps", "num_train_epochs", "learning_rate",
-    "lr_scheduler_type", "warmup_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "num_generations", "steps_per_generation", "max_completion_length", "temperature", "top_p", "top_k",
-    "repetition_penalty", "beta", "epsilon", "epsilon_high", "importance_sampling_level",
-    "mask_truncated_completions", "top_entropy_quantile", "loss_type", "scale_rewards", "num_iterations", "seed",
-    "bf16", "gradient_checkpointing",
+    "logging_steps",
+    "save_steps",
+    "save_total_limit",
+    "max_steps",
+    "num_train_epochs",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "steps_per_generation",
+    "max_completion_length",
+    "temperature",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "beta",
+    "epsilon",
+    "epsilon_high",
+    "importance_sampling_level",
+    "mask_truncated_completions",
+    "top_entropy_quantile",
+    "loss_type",
+    "scale_rewards",
+    "num_iterations",
+    "seed",
+    "bf16",
+    "gradient_checkpointing",
 )
 
 
@@ -43,9 +66,13 @@ def trl_vllm_settings(cfg: RunConfig, server_url: str | None = None) -> dict:
     mode = TRL_MODES.get(cfg.generation)
     if mode is None:
         return {"use_vllm": False}
-    settings = {"use_vllm": True, "vllm_mode": mode, "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
-                "vllm_tensor_parallel_size": cfg.vllm_tensor_parallel_size,
-                "vllm_max_model_length": cfg.vllm_max_model_len}
+    settings = {
+        "use_vllm": True,
+        "vllm_mode": mode,
+        "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+        "vllm_tensor_parallel_size": cfg.vllm_tensor_parallel_size,
+        "vllm_max_model_length": cfg.vllm_max_model_len,
+    }
     if mode == "server":
         settings["vllm_server_base_url"] = server_url or cfg.vllm_server_base_url.strip() or None
         settings["vllm_server_timeout"] = cfg.vllm_server_timeout

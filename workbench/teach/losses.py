@@ -128,11 +128,15 @@ def importance_ratio(
     if importance_sampling_level == "token":
         return torch.exp(log_ratio)
     if importance_sampling_level != "sequence":
-        raise LossInputError(f"importance_sampling_level: {importance_sampling_level!r} is not one of "
-                             f"{', '.join(IMPORTANCE_SAMPLING_LEVELS)}; use token, or sequence for GSPO")
+        raise LossInputError(
+            f"importance_sampling_level: {importance_sampling_level!r} is not one of "
+            f"{', '.join(IMPORTANCE_SAMPLING_LEVELS)}; use token, or sequence for GSPO"
+        )
     if completion_mask is None:
-        raise LossInputError("completion_mask: the sequence-level ratio averages over each completion's real "
-                             "tokens, so it needs the completion mask; pass it")
+        raise LossInputError(
+            "completion_mask: the sequence-level ratio averages over each completion's real "
+            "tokens, so it needs the completion mask; pass it"
+        )
     mask = completion_mask.to(log_ratio.dtype)
     return torch.exp((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
 
@@ -272,8 +276,15 @@ def compute_loss(
             f"ref_per_token_logps: beta={beta} adds a KL term, which needs the reference model's "
             f"log-probs; pass them, or set beta=0"
         )
-    policy = per_token_policy_loss(per_token_logps, advantages, old_per_token_logps, epsilon_low, epsilon_high,
-                                   completion_mask=completion_mask, importance_sampling_level=importance_sampling_level)
+    policy = per_token_policy_loss(
+        per_token_logps,
+        advantages,
+        old_per_token_logps,
+        epsilon_low,
+        epsilon_high,
+        completion_mask=completion_mask,
+        importance_sampling_level=importance_sampling_level,
+    )
     kl = k3_kl(per_token_logps, ref_per_token_logps) if beta != 0.0 else torch.zeros_like(per_token_logps)
     settings = dict(
         completion_mask=completion_mask,
@@ -323,7 +334,6 @@ def compare_loss_types(
     return rows
 
 
-
 def clip_fractions(
     ratio: torch.Tensor,
     advantages: torch.Tensor,
@@ -356,8 +366,9 @@ def clip_fractions(
 VARIANTS = {
     "clip 0.2 (GRPO)": dict(epsilon_low=0.2, epsilon_high=None, importance_sampling_level="token"),
     "clip-higher 0.2 / 0.28 (DAPO)": dict(epsilon_low=0.2, epsilon_high=0.28, importance_sampling_level="token"),
-    "sequence ratio, clip 3e-4 / 4e-4 (GSPO)": dict(epsilon_low=3e-4, epsilon_high=4e-4,
-                                                    importance_sampling_level="sequence"),
+    "sequence ratio, clip 3e-4 / 4e-4 (GSPO)": dict(
+        epsilon_low=3e-4, epsilon_high=4e-4, importance_sampling_level="sequence"
+    ),
 }
 
 
@@ -372,11 +383,20 @@ def compare_variants(
     """One off-policy batch under each of `VARIANTS`: its loss and the share of tokens (or completions) clipped."""
     rows = []
     for name, knobs in VARIANTS.items():
-        parts = compute_loss(per_token_logps, advantages, completion_mask, loss_type=loss_type,
-                             old_per_token_logps=old_per_token_logps, max_completion_length=max_completion_length,
-                             **knobs)
-        ratio = importance_ratio(per_token_logps, old_per_token_logps, completion_mask,
-                                 knobs["importance_sampling_level"])
+        parts = compute_loss(
+            per_token_logps,
+            advantages,
+            completion_mask,
+            loss_type=loss_type,
+            old_per_token_logps=old_per_token_logps,
+            max_completion_length=max_completion_length,
+            **knobs,
+        )
+        ratio = importance_ratio(
+            per_token_logps, old_per_token_logps, completion_mask, knobs["importance_sampling_level"]
+        )
         clipped = clip_fractions(ratio, advantages, completion_mask, knobs["epsilon_low"], knobs["epsilon_high"])
-        rows.append({"variant": name, "loss": float(parts.loss.detach()), **{f"clip_{k}": v for k, v in clipped.items()}})
+        rows.append(
+            {"variant": name, "loss": float(parts.loss.detach()), **{f"clip_{k}": v for k, v in clipped.items()}}
+        )
     return rows

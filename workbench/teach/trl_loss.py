@@ -36,8 +36,15 @@ def trl_config(batch_size: int, **settings):
     settings = {"beta": 0.0, **settings}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return GRPOConfig(output_dir=tempfile.gettempdir(), use_cpu=True, bf16=False, report_to="none",
-                          per_device_train_batch_size=batch_size, num_generations=batch_size, **settings)
+        return GRPOConfig(
+            output_dir=tempfile.gettempdir(),
+            use_cpu=True,
+            bf16=False,
+            report_to="none",
+            per_device_train_batch_size=batch_size,
+            num_generations=batch_size,
+            **settings,
+        )
 
 
 def _loss_host(args, per_token_logps: torch.Tensor):

@@ -33,29 +33,37 @@ def end_token_ids(model, tokenizer) -> list[int]:
     return ids if tokenizer.eos_token_id in ids else [tokenizer.eos_token_id, *ids]
 
 
-def generate(model, tokenizer, prompts: list, cfg, end_ids: list[int], device, sample: bool,
-             count: int = 1) -> Answers:
+def generate(model, tokenizer, prompts: list, cfg, end_ids: list[int], device, sample: bool, count: int = 1) -> Answers:
     """`count` completions of each prompt (sampled, or the greedy one), answered with `cfg`'s settings."""
     import torch
     from trl.data_utils import maybe_apply_chat_template
 
-    settings = dict(do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
-                    num_return_sequences=count) if sample else \
-        dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+    settings = (
+        dict(do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, num_return_sequences=count)
+        if sample
+        else dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+    )
     # generation pads a finished completion with the pad token: it ends there too
     ends = set(end_ids) | {tokenizer.pad_token_id}
     answers = Answers([], [], [])
     per_call = max(1, GENERATE_BATCH // count)
     for start in range(0, len(prompts), per_call):
-        texts = [maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts[start:start + per_call]]
+        texts = [
+            maybe_apply_chat_template({"prompt": p}, tokenizer)["prompt"] for p in prompts[start : start + per_call]
+        ]
         # decoder-only: pad on the left so every completion starts at one column
         batch = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         batch = {key: value.to(device) for key, value in batch.items()}
         with torch.no_grad():
-            output = model.generate(**batch, max_new_tokens=cfg.max_completion_length,
-                                    repetition_penalty=cfg.repetition_penalty, eos_token_id=list(end_ids),
-                                    pad_token_id=tokenizer.pad_token_id, **settings)
-        for row in output[:, batch["input_ids"].shape[1]:].tolist():  # (B * count, T_new): the new tokens
+            output = model.generate(
+                **batch,
+                max_new_tokens=cfg.max_completion_length,
+                repetition_penalty=cfg.repetition_penalty,
+                eos_token_id=list(end_ids),
+                pad_token_id=tokenizer.pad_token_id,
+                **settings,
+            )
+        for row in output[:, batch["input_ids"].shape[1] :].tolist():  # (B * count, T_new): the new tokens
             stop = next((i + 1 for i, token in enumerate(row) if token in ends), None)
             answers.ids.append(row[:stop] if stop else row)
             answers.truncated.append(stop is None)  # no end token: generation stopped at max_completion_length

@@ -42,13 +42,24 @@ CHUNK_BYTES = 128 * 1024 * 1024
 GRPO_OUTPUTS = ("log_probs", "entropy")
 
 
-def applies(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, softcap: float | None,
-            outputs: tuple[str, ...]) -> bool:
+def applies(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    softcap: float | None,
+    outputs: tuple[str, ...],
+) -> bool:
     """Whether this head computes what TRL's would for these arguments."""
     frozen = not weight.requires_grad and (bias is None or not bias.requires_grad)  # LoRA leaves the head alone
-    return (hidden.device.type == "cpu" and hidden.dtype == weight.dtype == torch.float32 and frozen
-            and hidden.shape[0] > 0  # nothing to score (a bucket of masked completions): TRL's returns empties
-            and not torch.is_autocast_enabled("cpu") and softcap is None and set(outputs) <= set(GRPO_OUTPUTS))
+    return (
+        hidden.device.type == "cpu"
+        and hidden.dtype == weight.dtype == torch.float32
+        and frozen
+        and hidden.shape[0] > 0  # nothing to score (a bucket of masked completions): TRL's returns empties
+        and not torch.is_autocast_enabled("cpu")
+        and softcap is None
+        and set(outputs) <= set(GRPO_OUTPUTS)
+    )
 
 
 def _chunks(positions: int, vocab: int) -> list[slice]:
@@ -68,8 +79,18 @@ class CpuLogProbFunction(torch.autograd.Function):
     """Per-token log-probabilities (and entropies) of `(hidden @ weight.T + bias) * logit_scale / temperature`."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping=None,
-                logit_scale=1.0, outputs=GRPO_OUTPUTS):
+    def forward(
+        ctx,
+        hidden,
+        weight,
+        bias,
+        targets,
+        temperature,
+        chunk_size,
+        final_logit_softcapping=None,
+        logit_scale=1.0,
+        outputs=GRPO_OUTPUTS,
+    ):
         ctx.set_materialize_grads(False)
         scale = logit_scale / temperature
         keep = hidden.requires_grad and hidden.shape[0] * weight.shape[0] * 4 <= KEEP_BYTES
@@ -116,15 +137,27 @@ class _Dispatch:
     def __init__(self, trls, entropy: bool):
         self.trls, self.entropy = trls, entropy
 
-    def apply(self, hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping=None,
-              logit_scale=1.0, outputs=GRPO_OUTPUTS):
+    def apply(
+        self,
+        hidden,
+        weight,
+        bias,
+        targets,
+        temperature,
+        chunk_size,
+        final_logit_softcapping=None,
+        logit_scale=1.0,
+        outputs=GRPO_OUTPUTS,
+    ):
         if not applies(hidden, weight, bias, final_logit_softcapping, outputs):
-            return self.trls.apply(hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping,
-                                   logit_scale, outputs)
+            return self.trls.apply(
+                hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping, logit_scale, outputs
+            )
         if not self.entropy:  # TRL's head always asks for entropies; the reference pass has no use for them
             outputs = tuple(name for name in outputs if name != "entropy")
-        return CpuLogProbFunction.apply(hidden, weight, bias, targets, temperature, chunk_size,
-                                        final_logit_softcapping, logit_scale, outputs)
+        return CpuLogProbFunction.apply(
+            hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping, logit_scale, outputs
+        )
 
 
 @contextlib.contextmanager

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from workbench.runstore import checkpoint_integrity, runfolder
-from workbench.trainer.answering import Answers, generate
 from workbench.spec.chat import prompt_text
 from workbench.spec.config import RunConfig, column_mapping, data_field, reward_names_for
-from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.heldout import best_evaluation, eval_record, held_out_task_rows, is_correct
+from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.rewards import call_as_trl
+from workbench.trainer.answering import Answers, generate
 
 
 def load_eval_rows(cfg: RunConfig, train_prompts: list, has_chat_template: bool = True) -> list[dict]:
@@ -60,8 +60,11 @@ def load_eval_rows(cfg: RunConfig, train_prompts: list, has_chat_template: bool 
     trained = {prompt_text(prompt) for prompt in train_prompts}
     kept = [row for row in mapped if prompt_text(row["prompt"]) not in trained]
     if len(kept) < len(mapped):
-        print(f"Evaluation: {len(mapped) - len(kept)} of {len(mapped)} held-out prompts are also training "
-              f"prompts and are left out.", flush=True)
+        print(
+            f"Evaluation: {len(mapped) - len(kept)} of {len(mapped)} held-out prompts are also training "
+            f"prompts and are left out.",
+            flush=True,
+        )
     return kept
 
 
@@ -81,16 +84,22 @@ class Policy:
     generation_copy: Any = None
 
     @classmethod
-    def of_trainer(cls, trainer) -> "Policy":
+    def of_trainer(cls, trainer) -> Policy:
         """The policy a GRPOTrainer trains, as it is at the moment of each evaluation; a float32 merged copy
         answers for it (a bfloat16 one would round the answers' logits: the policy answers then)."""
         copy = getattr(trainer, "generation_copy", None)
         policy = trainer.accelerator.unwrap_model(trainer.model)
         if copy is not None and not str(copy.dtype) == str(next(policy.parameters()).dtype) == "torch.float32":
             copy = None  # a bfloat16 copy, or a float32 one beside bfloat16 weights: not the policy's numbers
-        return cls(policy, trainer.processing_class,
-                   trainer.accelerator.device, list(trainer.eos_token_ids), list(trainer.reward_funcs), trainer.state,
-                   copy)
+        return cls(
+            policy,
+            trainer.processing_class,
+            trainer.accelerator.device,
+            list(trainer.eos_token_ids),
+            list(trainer.reward_funcs),
+            trainer.state,
+            copy,
+        )
 
 
 class Evaluator:
@@ -101,7 +110,7 @@ class Evaluator:
         self.cfg = cfg
         self.rows = rows
         self.names = reward_names_for(cfg)
-        self.functions = policy.reward_funcs[:len(self.names)]
+        self.functions = policy.reward_funcs[: len(self.names)]
         self.correctness = correctness_reward_for(cfg)
 
     def evaluate(self, step: int) -> dict:
@@ -131,25 +140,41 @@ class Evaluator:
         finally:
             if was_training:
                 model.train()
-        return eval_record(step, prompts, completions, rewards, [len(i) for i in ids], self.correctness,
-                           right, k, time.perf_counter() - started)
+        return eval_record(
+            step,
+            prompts,
+            completions,
+            rewards,
+            [len(i) for i in ids],
+            self.correctness,
+            right,
+            k,
+            time.perf_counter() - started,
+        )
 
     def _samples_right(self, model, prompts: list, k: int) -> list[int]:
         """Per prompt, how many of its k samples get full marks from the correctness reward."""
         answers = self._generate(model, prompts, sample=True, count=k)
         rows = [row for row in self.rows for _ in range(k)]
         scores = self._score(answers.texts, answers.ids, rows)[self.correctness]
-        return [sum(is_correct(s) for s in scores[i * k:(i + 1) * k]) for i in range(len(prompts))]
+        return [sum(is_correct(s) for s in scores[i * k : (i + 1) * k]) for i in range(len(prompts))]
 
     def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> Answers:
         """`count` completions per prompt in order, greedy or sampled as the run samples (trainer/answering.py)."""
-        return generate(model, self.policy.tokenizer, prompts, self.cfg, self.policy.eos_token_ids,
-                        self.policy.device, sample, count)
+        return generate(
+            model,
+            self.policy.tokenizer,
+            prompts,
+            self.cfg,
+            self.policy.eos_token_ids,
+            self.policy.device,
+            sample,
+            count,
+        )
 
     def _score(self, texts: list[str], ids: list[list[int]], rows: list[dict]) -> dict[str, list]:
         """Each reward function's score per completion of `rows`' prompts, called as TRL calls it."""
-        scores = call_as_trl(zip(self.names, self.functions), rows, texts, ids,
-                             trainer_state=self.policy.trainer_state)
+        scores = call_as_trl(zip(self.names, self.functions), rows, texts, ids, trainer_state=self.policy.trainer_state)
         return {name: [None if v is None else float(v) for v in values] for name, values in scores.items()}
 
 

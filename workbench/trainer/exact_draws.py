@@ -53,7 +53,7 @@ def exponentials(count: int) -> torch.Tensor:
     twister, state = _twister()
     words = torch.from_numpy(twister.random_raw(2 * count).view(np.int64)).view(-1, 2)
     # random64() = first word << 32 | second; a uniform double from its low 53 bits; then -log1p(-u)
-    uniform = ((words[:, 0] << 32) | words[:, 1]).bitwise_and_((1 << 53) - 1).to(torch.float64).mul_(2.0 ** -53)
+    uniform = ((words[:, 0] << 32) | words[:, 1]).bitwise_and_((1 << 53) - 1).to(torch.float64).mul_(2.0**-53)
     _write_back(twister, state)
     return uniform.neg_().log1p_().neg_().to(torch.float32)
 
@@ -98,8 +98,16 @@ def faster_multinomial():
     torch_multinomial = torch.multinomial
 
     def multinomial(input, num_samples, replacement=False, *, generator=None, out=None):  # torch's names
-        if (num_samples == 1 and generator is None and out is None and input.dim() == 2 and input.numel() > 0
-                and input.dtype == torch.float32 and input.device.type == "cpu" and input.is_contiguous()):
+        if (
+            num_samples == 1
+            and generator is None
+            and out is None
+            and input.dim() == 2
+            and input.numel() > 0
+            and input.dtype == torch.float32
+            and input.device.type == "cpu"
+            and input.is_contiguous()
+        ):
             return one_per_row(input)
         return torch_multinomial(input, num_samples, replacement, generator=generator, out=out)
 

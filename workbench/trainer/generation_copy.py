@@ -60,8 +60,10 @@ class GenerationCopy:
         missing, unexpected = copy.load_state_dict(state, strict=False)
         # tied weights (the LM head, where the config ties it to the embeddings) are left to tie_weights() below
         if unexpected or [k for k in missing if k not in copy.all_tied_weights_keys]:
-            raise RuntimeError(f"merged_generation: the plain copy does not match the policy "
-                               f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+            raise RuntimeError(
+                f"merged_generation: the plain copy does not match the policy "
+                f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+            )
         # buffers left out of the state dict (rotary frequencies) came out of to_empty() uninitialised
         plain_buffers = dict(copy.named_buffers())
         with torch.no_grad():
@@ -74,8 +76,11 @@ class GenerationCopy:
         self.model = copy
         self.adapter = peft_model.active_adapter
         # (plain weight, LoRA layer) for every layer the adapter wraps
-        self.merged = [(copy.get_submodule(name).weight, module) for name, module in base.named_modules()
-                       if isinstance(module, LoraLayer) and self.adapter in module.lora_A]
+        self.merged = [
+            (copy.get_submodule(name).weight, module)
+            for name, module in base.named_modules()
+            if isinstance(module, LoraLayer) and self.adapter in module.lora_A
+        ]
         self.synced_step: int | None = None
         self.unlogged_sync: float | None = None  # the last refresh's seconds, until a round's metrics take them
         self.packed = None  # packed_decode's FusedLlamaDecode or PackedDecode over the copy, once pack_decode() runs
@@ -127,8 +132,13 @@ class GenerationCopy:
                 if self._fusable(module, base, weight):
                     # base + scaling x (B @ A) written straight into the copy: one pass over the weights
                     # instead of get_delta_weight's product, then its scaling, the sum and the copy (four)
-                    torch.addmm(base, module.lora_B[self.adapter].weight, module.lora_A[self.adapter].weight,
-                                alpha=module.scaling[self.adapter], out=weight)
+                    torch.addmm(
+                        base,
+                        module.lora_B[self.adapter].weight,
+                        module.lora_A[self.adapter].weight,
+                        alpha=module.scaling[self.adapter],
+                        out=weight,
+                    )
                 else:
                     weight.copy_(base + module.get_delta_weight(self.adapter).to(base.dtype))
         if self.packed is not None:
@@ -148,10 +158,15 @@ class GenerationCopy:
         from peft.tuners.lora import Linear
 
         a, b = module.lora_A[self.adapter].weight, module.lora_B[self.adapter].weight
-        return (type(module) is Linear and not module.fan_in_fan_out and not module.use_dora.get(self.adapter)
-                and not getattr(module, "lora_bias", {}).get(self.adapter)
-                and base.dtype == weight.dtype == a.dtype == b.dtype and base.dim() == 2
-                and (base.dtype == torch.float32 or base.device.type != "cpu"))
+        return (
+            type(module) is Linear
+            and not module.fan_in_fan_out
+            and not module.use_dora.get(self.adapter)
+            and not getattr(module, "lora_bias", {}).get(self.adapter)
+            and base.dtype == weight.dtype == a.dtype == b.dtype
+            and base.dim() == 2
+            and (base.dtype == torch.float32 or base.device.type != "cpu")
+        )
 
     @contextlib.contextmanager
     def swapped_in(self, trainer):

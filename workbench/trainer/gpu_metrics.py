@@ -54,16 +54,18 @@ def time_weight_sync(trainer) -> None:
     generation = getattr(trainer, "vllm_generation", None)
     if generation is None or not hasattr(generation, "sync_weights"):
         # TRL moved it: the run trains as before, without this one metric, and says so in train.log
-        print("TRL's vllm_generation.sync_weights was not found: vllm/weight_sync_seconds is not recorded",
-              flush=True)
+        print("TRL's vllm_generation.sync_weights was not found: vllm/weight_sync_seconds is not recorded", flush=True)
         return
     # looked up at each call: TRL's log() clears its metric lists, leaving any list held before behind
-    generation.sync_weights = timed(generation.sync_weights, lambda seconds: library_compat.step_metrics(
-        trainer, "train")["vllm/weight_sync_seconds"].append(seconds))
+    generation.sync_weights = timed(
+        generation.sync_weights,
+        lambda seconds: library_compat.step_metrics(trainer, "train")["vllm/weight_sync_seconds"].append(seconds),
+    )
 
 
 def timed(function, record):
     """`function`, handing `record` the seconds each call took."""
+
     @functools.wraps(function)
     def run(*args, **kwargs):
         started = time.perf_counter()

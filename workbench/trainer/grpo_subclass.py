@@ -64,11 +64,17 @@ class WorkbenchHooks(library_compat.GRPOHooks):
         if self.accelerator.num_processes > 1:
             lengths, truncated = gather_object(lengths), gather_object(truncated)
         if self.accelerator.is_main_process and self.completions_path is not None:
-            self._unwritten_completions = [*self._unwritten_completions, *completion_records(
-                library_compat.round_logs(self), step=self.state.global_step + 1,
-                num_generations=self.num_generations, reward_weights=self.reward_weights_list, lengths=lengths,
-                truncated=truncated,
-            )]
+            self._unwritten_completions = [
+                *self._unwritten_completions,
+                *completion_records(
+                    library_compat.round_logs(self),
+                    step=self.state.global_step + 1,
+                    num_generations=self.num_generations,
+                    reward_weights=self.reward_weights_list,
+                    lengths=lengths,
+                    truncated=truncated,
+                ),
+            ]
 
     def generate_turn(self, *args, **kwargs):
         copy = self.generation_copy  # None unless generation=transformers (attach_generation_copy)
@@ -78,7 +84,8 @@ class WorkbenchHooks(library_compat.GRPOHooks):
             seconds = copy.take_sync_seconds()  # this step's refresh, here or in held-out evaluation before it
             if seconds is not None:
                 library_compat.step_metrics(self, "train" if self.model.training else "eval")[
-                    "merged_generation/sync_seconds"].append(seconds)
+                    "merged_generation/sync_seconds"
+                ].append(seconds)
             return super().generate_turn(*args, **kwargs)
 
     def grpo_loss(self, model, inputs):
@@ -91,17 +98,47 @@ class WorkbenchHooks(library_compat.GRPOHooks):
         finally:
             self._tokens_of = None
 
-    def token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
-                                  compute_entropy=False, compute_aux_loss=False, **multimodal):
+    def token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **multimodal,
+    ):
         # (a prompt of one token leaves nothing to share: the prefix is the prompt less its last token)
-        if (self.shared_prompt_pass and not compute_aux_loss and all(v is None for v in multimodal.values())
-                and input_ids.size(1) - logits_to_keep >= 2):
-            output = (*shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, batch_size,
-                                           compute_entropy, self.accelerator.autocast), None)
+        if (
+            self.shared_prompt_pass
+            and not compute_aux_loss
+            and all(v is None for v in multimodal.values())
+            and input_ids.size(1) - logits_to_keep >= 2
+        ):
+            output = (
+                *shared_prompt_logps(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size,
+                    compute_entropy,
+                    self.accelerator.autocast,
+                ),
+                None,
+            )
         else:
             output = super().token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-                **multimodal)
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size,
+                compute_entropy,
+                compute_aux_loss,
+                **multimodal,
+            )
         inputs, self._tokens_of = self._tokens_of, None
         if inputs is not None and output[1] is not None:
             self.token_capture.capture(self, inputs, output[0], output[1], self.state.global_step + 1)
@@ -166,8 +203,15 @@ def check_library_ties(cfg: RunConfig, status: StatusWriter) -> bool:
         print(f"[workbench] private library ties: {warning}", flush=True)
     if refused:
         print(f"[workbench] refused: {refused}", file=sys.stderr, flush=True)
-        status.set(state="failed", finished_at=time.time(), error={
-            "type": "LibraryTiesBroken", "message": refused, "traceback_tail": "",
-            "hint": "Install the library versions the workbench was written for (make setup), or turn off what "
-                    "needs the broken tie; `python -m workbench ties` lists every tie and whether it holds."})
+        status.set(
+            state="failed",
+            finished_at=time.time(),
+            error={
+                "type": "LibraryTiesBroken",
+                "message": refused,
+                "traceback_tail": "",
+                "hint": "Install the library versions the workbench was written for (make setup), or turn off what "
+                "needs the broken tie; `python -m workbench ties` lists every tie and whether it holds.",
+            },
+        )
     return bool(refused)

@@ -14,8 +14,12 @@ from workbench.sources.gpus import runs_on_cpu_here
 from workbench.spec.config import RunConfig
 from workbench.spec.lever_decisions import LeverDecision
 from workbench.spec.memory import MERGED_COPY_BYTES
-from workbench.spec.speed import (copy_fits_gpu, resolve_merged_generation, resolve_packed_decode,
-                                  resolve_shared_prompt_pass)
+from workbench.spec.speed import (
+    copy_fits_gpu,
+    resolve_merged_generation,
+    resolve_packed_decode,
+    resolve_shared_prompt_pass,
+)
 from workbench.trainer import packed_decode
 from workbench.trainer.generation_copy import GenerationCopy
 
@@ -24,9 +28,11 @@ def attach(trainer, cfg: RunConfig, model_type: str, tuned: bool = False) -> dic
     """Every lever `cfg` asks for (auto already resolved; `tuned`: merged_generation was auto), after taking off any
     attached before; the status fields saying what each became and why."""
     detach(trainer)
-    return {"merged_generation": attach_generation_copy(trainer, cfg, tuned),
-            "shared_prompt_pass": attach_shared_prompt_pass(trainer, cfg, model_type),
-            "packed_decode": attach_packed_decode(trainer, cfg)}
+    return {
+        "merged_generation": attach_generation_copy(trainer, cfg, tuned),
+        "shared_prompt_pass": attach_shared_prompt_pass(trainer, cfg, model_type),
+        "packed_decode": attach_packed_decode(trainer, cfg),
+    }
 
 
 def detach(trainer) -> None:
@@ -58,8 +64,9 @@ def attach_generation_copy(trainer, cfg: RunConfig, tuned: bool = False) -> Leve
 def attach_shared_prompt_pass(trainer, cfg: RunConfig, model_type: str) -> LeverDecision:
     """Turn on the shared prompt pass where `shared_prompt_pass` and the run allow it; returns "yes", or "no"
     with the reason, which the run's status records."""
-    choice = resolve_shared_prompt_pass(cfg.shared_prompt_pass, cfg.gradient_checkpointing,
-                                        trainer.accelerator.num_processes, model_type)
+    choice = resolve_shared_prompt_pass(
+        cfg.shared_prompt_pass, cfg.gradient_checkpointing, trainer.accelerator.num_processes, model_type
+    )
     trainer.shared_prompt_pass = choice.value == "yes"
     if trainer.shared_prompt_pass and trainer.generation_copy is not None:
         trainer.generation_copy.share_prompt_prefill()

@@ -85,7 +85,7 @@ def _fuse(linears) -> torch.Tensor:
     start = 0
     for linear in linears:
         rows = linear.weight.shape[0]
-        linear.weight.data = fused[start:start + rows]
+        linear.weight.data = fused[start : start + rows]
         start += rows
     return fused
 
@@ -101,7 +101,7 @@ def _append(cache_layer, key, value):
         keys[:, :, :length], values[:, :, :length] = cache_layer.keys, cache_layer.values
         cache_layer.workbench_grown = keys, values
     keys[:, :, length], values[:, :, length] = key, value
-    library_compat.rebind_cache_layer(cache_layer, keys[:, :, :length + 1], values[:, :, :length + 1])
+    library_compat.rebind_cache_layer(cache_layer, keys[:, :, : length + 1], values[:, :, : length + 1])
     return cache_layer.keys, cache_layer.values
 
 
@@ -123,12 +123,18 @@ class FusedLlamaDecode:
         self.layers: list[list[packed_decode.PackedWeight]] = []
         for layer in model.model.layers:
             attention, mlp = layer.self_attn, layer.mlp
-            weights = (_fuse([attention.q_proj, attention.k_proj, attention.v_proj]), attention.o_proj.weight,
-                       _fuse([mlp.gate_proj, mlp.up_proj]), mlp.down_proj.weight)
-            self.layers.append([packed_decode.PackedWeight(weight, packed_decode.new_buffer(weight, rows), rows)
-                                for weight in weights])
-        self.head = packed_decode.PackedWeight(model.lm_head.weight,
-                                               packed_decode.new_buffer(model.lm_head.weight, rows), rows)
+            weights = (
+                _fuse([attention.q_proj, attention.k_proj, attention.v_proj]),
+                attention.o_proj.weight,
+                _fuse([mlp.gate_proj, mlp.up_proj]),
+                mlp.down_proj.weight,
+            )
+            self.layers.append(
+                [packed_decode.PackedWeight(weight, packed_decode.new_buffer(weight, rows), rows) for weight in weights]
+            )
+        self.head = packed_decode.PackedWeight(
+            model.lm_head.weight, packed_decode.new_buffer(model.lm_head.weight, rows), rows
+        )
         self.steps = 0  # decode steps taken this way, for tests and benchmarks
         model.forward = self.forward
 
@@ -158,17 +164,30 @@ class FusedLlamaDecode:
 
     # generate reads this signature to decide what to pass: the positions it counts over each row's real
     # tokens, and logits_to_keep, as it does to the model's own forward
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
-                logits_to_keep=0, **kwargs):
+    def forward(
+        self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, logits_to_keep=0, **kwargs
+    ):
         others = {key for key in kwargs if key not in ("use_cache", "return_dict")}
         # this step grows a dynamic cache in place and reads a 2-D padding mask: anything else is the model's
-        if (others or input_ids is None or input_ids.shape != (self.rows, 1) or past_key_values is None
-                or torch.is_grad_enabled() or kwargs.get("use_cache") is False
-                or (attention_mask is not None and attention_mask.dim() != 2)
-                or any(type(layer) is not self.dynamic_layer for layer in getattr(past_key_values, "layers", [None]))
-                or past_key_values.get_seq_length() == 0):
-            return self.own_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                                    past_key_values=past_key_values, logits_to_keep=logits_to_keep, **kwargs)
+        if (
+            others
+            or input_ids is None
+            or input_ids.shape != (self.rows, 1)
+            or past_key_values is None
+            or torch.is_grad_enabled()
+            or kwargs.get("use_cache") is False
+            or (attention_mask is not None and attention_mask.dim() != 2)
+            or any(type(layer) is not self.dynamic_layer for layer in getattr(past_key_values, "layers", [None]))
+            or past_key_values.get_seq_length() == 0
+        ):
+            return self.own_forward(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=past_key_values,
+                logits_to_keep=logits_to_keep,
+                **kwargs,
+            )
         return self._step(input_ids, attention_mask, position_ids, past_key_values)
 
     def _step(self, input_ids, attention_mask, position_ids, cache):
@@ -178,8 +197,9 @@ class FusedLlamaDecode:
         inner, rows = self.model.model, self.rows
         heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
         hidden = inner.embed_tokens(input_ids)
-        positions = (torch.full((1, 1), cache.get_seq_length(), dtype=torch.long) if position_ids is None
-                     else position_ids)
+        positions = (
+            torch.full((1, 1), cache.get_seq_length(), dtype=torch.long) if position_ids is None else position_ids
+        )
         # one new token sees every cached position: the causal mask is the padding mask alone
         # (transformers' create_causal_mask gives the same, or None without padding)
         mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
@@ -187,16 +207,24 @@ class FusedLlamaDecode:
         cos, sin = (t.view(-1, 1, head_dim) for t in inner.rotary_emb(hidden, positions))
         sin = _signed(sin)
         for layer, cache_layer, (qkv_w, o_w, gate_up_w, down_w) in zip(inner.layers, cache.layers, self.layers):
-            qkv = self._linear(_rms_norm(layer.input_layernorm, hidden), qkv_w).view(rows, heads + 2 * kv_heads,
-                                                                                     head_dim)
-            qk = _rotate(qkv[:, :heads + kv_heads], cos, sin)
-            keys, values = _append(cache_layer, qk[:, heads:], qkv[:, heads + kv_heads:])
+            qkv = self._linear(_rms_norm(layer.input_layernorm, hidden), qkv_w).view(
+                rows, heads + 2 * kv_heads, head_dim
+            )
+            qk = _rotate(qkv[:, : heads + kv_heads], cos, sin)
+            keys, values = _append(cache_layer, qk[:, heads:], qkv[:, heads + kv_heads :])
             # torch's SDPA called directly, as transformers' sdpa_attention_forward calls it for this shape
-            attended = F.scaled_dot_product_attention(qk[:, :heads].unsqueeze(2), keys, values, attn_mask=mask,
-                                                      scale=layer.self_attn.scaling, enable_gqa=heads != kv_heads)
+            attended = F.scaled_dot_product_attention(
+                qk[:, :heads].unsqueeze(2),
+                keys,
+                values,
+                attn_mask=mask,
+                scale=layer.self_attn.scaling,
+                enable_gqa=heads != kv_heads,
+            )
             hidden = hidden + self._linear(attended.reshape(rows, 1, -1), o_w)
-            gate, up = self._linear(_rms_norm(layer.post_attention_layernorm, hidden),
-                                    gate_up_w).split(layer.mlp.gate_proj.weight.shape[0], dim=-1)
+            gate, up = self._linear(_rms_norm(layer.post_attention_layernorm, hidden), gate_up_w).split(
+                layer.mlp.gate_proj.weight.shape[0], dim=-1
+            )
             hidden = hidden + self._linear(layer.mlp.act_fn(gate) * up, down_w)
         self.steps += 1
         logits = self._linear(_rms_norm(inner.norm, hidden), self.head)
@@ -216,11 +244,21 @@ class FusedLlamaDecode:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         with torch.no_grad():
             cache = DynamicCache(config=self.model.config)
-            self.own_forward(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
-                             past_key_values=cache, use_cache=True)
+            self.own_forward(
+                input_ids=ids[:, :-1],
+                attention_mask=mask[:, :-1],
+                position_ids=positions[:, :-1],
+                past_key_values=cache,
+                use_cache=True,
+            )
             theirs_cache = copying.deepcopy(cache)
-            theirs = self.own_forward(input_ids=ids[:, -1:], attention_mask=mask, position_ids=positions[:, -1:],
-                                      past_key_values=theirs_cache, use_cache=True).logits[:, -1]
+            theirs = self.own_forward(
+                input_ids=ids[:, -1:],
+                attention_mask=mask,
+                position_ids=positions[:, -1:],
+                past_key_values=theirs_cache,
+                use_cache=True,
+            ).logits[:, -1]
             ours = self._step(ids[:, -1:], mask, positions[:, -1:], cache).logits[:, -1]
         self.steps -= 1
         pairs = [(ours, theirs)] + [(mine.keys, their.keys) for mine, their in zip(cache.layers, theirs_cache.layers)]

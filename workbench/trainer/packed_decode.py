@@ -104,17 +104,39 @@ def pack_into(buffer, weight, rows: int) -> None:
     """Write `weight` into `buffer` in MKL's layout for x @ weight.T with x of `rows` rows."""
     out_features, in_features = weight.shape
     weight = weight.detach().contiguous()
-    _mkl().cblas_sgemm_pack(ROW_MAJOR, B_MATRIX, TRANS, rows, out_features, in_features, 1.0, weight.data_ptr(),
-                            in_features, buffer.data_ptr())
+    _mkl().cblas_sgemm_pack(
+        ROW_MAJOR,
+        B_MATRIX,
+        TRANS,
+        rows,
+        out_features,
+        in_features,
+        1.0,
+        weight.data_ptr(),
+        in_features,
+        buffer.data_ptr(),
+    )
 
 
 def compute_into(out, x, buffer) -> None:
     """out = x @ weight.T for a weight packed into `buffer`: x and out contiguous float32, their last
     dimensions the weight's in and out features, the rows before them the row count it was packed for."""
     in_features, out_features = x.shape[-1], out.shape[-1]
-    _mkl().cblas_sgemm_compute(ROW_MAJOR, NO_TRANS, PACKED, x.numel() // in_features, out_features, in_features,
-                               x.data_ptr(), in_features, buffer.data_ptr(), in_features, 0.0, out.data_ptr(),
-                               out_features)
+    _mkl().cblas_sgemm_compute(
+        ROW_MAJOR,
+        NO_TRANS,
+        PACKED,
+        x.numel() // in_features,
+        out_features,
+        in_features,
+        x.data_ptr(),
+        in_features,
+        buffer.data_ptr(),
+        in_features,
+        0.0,
+        out.data_ptr(),
+        out_features,
+    )
 
 
 def packed_linear(x, buffer, out_features: int, bias=None):
@@ -142,9 +164,13 @@ class PackedDecode:
 
         self.rows = rows
         # plain Linear layers only: a subclass (a MoE router returning a tuple) has a forward of its own
-        self.layers = [module for module in model.modules()
-                       if type(module) is torch.nn.Linear and module.weight.dtype == torch.float32
-                       and module.weight.device.type == "cpu"]
+        self.layers = [
+            module
+            for module in model.modules()
+            if type(module) is torch.nn.Linear
+            and module.weight.dtype == torch.float32
+            and module.weight.device.type == "cpu"
+        ]
         # id(layer) -> its packed weight
         self.packed: dict[int, PackedWeight] = {}
         self.steps = 0  # products computed packed: a swap that never took effect shows as none (trainer/levers.py)
@@ -174,8 +200,13 @@ class PackedDecode:
         import torch.nn.functional as F
 
         def forward(x):
-            if (not is_decode_step(x) or torch.is_grad_enabled() or x.dtype != torch.float32
-                    or self.rows not in (None, x.shape[0]) or torch.is_autocast_enabled("cpu")):
+            if (
+                not is_decode_step(x)
+                or torch.is_grad_enabled()
+                or x.dtype != torch.float32
+                or self.rows not in (None, x.shape[0])
+                or torch.is_autocast_enabled("cpu")
+            ):
                 return F.linear(x, layer.weight, layer.bias)
             self.steps += 1
             return packed_linear(x, self._buffer(layer, x.shape[0]), layer.out_features, layer.bias)

@@ -7,7 +7,6 @@ import contextlib
 import os
 import sys
 
-
 # What a multi-process run keeps until its process ends: its trainer (end_process_group says why).
 KEPT_UNTIL_EXIT: list = []
 

@@ -32,6 +32,7 @@ forward `model(..., labels=, fused_lm_head=True)` that `add_fused_lm_head` insta
 
 from __future__ import annotations
 
+
 def prompt_groups(prefix_ids, prefix_mask):
     """(first row of each distinct prefix, each row's distinct-prefix index) over the rows' prefixes."""
     import torch
@@ -61,8 +62,15 @@ def length_buckets(lengths: list[int], min_saving: float = 0.2) -> list[list[int
     return [order[:best], order[best:]]
 
 
-def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, batch_size: int | None = None,
-                        compute_entropy: bool = False, autocast=None):
+def shared_prompt_logps(
+    model,
+    input_ids,
+    attention_mask,
+    logits_to_keep: int,
+    batch_size: int | None = None,
+    compute_entropy: bool = False,
+    autocast=None,
+):
     """TRL's per-token (log-probabilities, entropies or None) of the last `logits_to_keep` tokens of each row,
     each distinct prompt run once per chunk of `batch_size` rows."""
     import torch
@@ -70,9 +78,17 @@ def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, b
     batch_size = batch_size or input_ids.size(0)
     # the prefix ends one token before the completion: that token's output scores the first completion token
     split = input_ids.size(1) - logits_to_keep - 1
-    chunks = [_chunk_logps(model, input_ids[start:start + batch_size], attention_mask[start:start + batch_size],
-                           split, compute_entropy, autocast)
-              for start in range(0, input_ids.size(0), batch_size)]
+    chunks = [
+        _chunk_logps(
+            model,
+            input_ids[start : start + batch_size],
+            attention_mask[start : start + batch_size],
+            split,
+            compute_entropy,
+            autocast,
+        )
+        for start in range(0, input_ids.size(0), batch_size)
+    ]
     logps = torch.cat([logps for logps, _ in chunks], dim=0)
     return logps, torch.cat([entropies for _, entropies in chunks], dim=0) if compute_entropy else None
 
@@ -92,23 +108,32 @@ def _chunk_logps(model, ids, mask, split: int, compute_entropy: bool, autocast):
     first, inverse = prompt_groups(ids[:, :split], mask[:, :split])
     # each completion's end: its last real token (TRL's completions are padded on the right)
     positions = torch.arange(1, width + 1, device=mask.device)
-    lengths = (mask[:, split + 1:] * positions).amax(dim=1).tolist() if width else [0] * ids.size(0)
+    lengths = (mask[:, split + 1 :] * positions).amax(dim=1).tolist() if width else [0] * ids.size(0)
     logps, entropies, rows = [], [], []
     with (autocast or contextlib.nullcontext)():
-        prompts = model(input_ids=ids[first, :split], attention_mask=mask[first, :split], use_cache=True,
-                        logits_to_keep=1).past_key_values
+        prompts = model(
+            input_ids=ids[first, :split], attention_mask=mask[first, :split], use_cache=True, logits_to_keep=1
+        ).past_key_values
         for bucket in length_buckets(lengths):
             index = torch.tensor(bucket, device=ids.device)
             end = split + 1 + max(lengths[row] for row in bucket)
             # each row gets its prompt's keys and values (autograd follows the indexing)
-            cache = DynamicCache(ddp_cache_data=[(layer.keys.index_select(0, inverse[index]),
-                                                  layer.values.index_select(0, inverse[index]))
-                                                 for layer in prompts.layers])
+            cache = DynamicCache(
+                ddp_cache_data=[
+                    (layer.keys.index_select(0, inverse[index]), layer.values.index_select(0, inverse[index]))
+                    for layer in prompts.layers
+                ]
+            )
             labels = ids[index, split:end].masked_fill(mask[index, split:end] == 0, -100)
             labels[:, 0] = -100  # the prompt's last token is context, not scored
             with cpu_head.scoring(entropy=compute_entropy):
-                outputs = model(input_ids=ids[index, split:end], attention_mask=mask[index, :end],
-                                past_key_values=cache, labels=labels, fused_lm_head=True)
+                outputs = model(
+                    input_ids=ids[index, split:end],
+                    attention_mask=mask[index, :end],
+                    past_key_values=cache,
+                    labels=labels,
+                    fused_lm_head=True,
+                )
             logps.append(F.pad(outputs.log_probs, (0, width - outputs.log_probs.size(1))))
             if compute_entropy:
                 entropies.append(F.pad(outputs.entropy, (0, width - outputs.entropy.size(1))))
@@ -132,7 +157,8 @@ def generate_with_shared_prefill(model, generate, input_ids, attention_mask=None
     # generate's own positions (`_prepare_position_ids_for_generation`): counted over the real tokens
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
     with torch.no_grad():
-        cache = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                      logits_to_keep=1).past_key_values
+        cache = model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1
+        ).past_key_values
     cache.batch_select_indices(inverse)
     return generate(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)

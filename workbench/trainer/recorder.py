@@ -19,8 +19,9 @@ import errno
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.runstore import run_locks, runfolder
 from workbench.spec.chat import completion_text, prompt_text
@@ -156,8 +157,11 @@ def completion_records(
     per_function = {name: list(values) for name, values in logs["rewards"].items()}
     names = list(per_function)
     # with reward_errors=record each guarded function logs, per completion, why it could not score it
-    errors = {key.removeprefix(ERROR_COLUMN_PREFIX): list(values) for key, values in logs.get("extra", {}).items()
-              if key.startswith(ERROR_COLUMN_PREFIX)}
+    errors = {
+        key.removeprefix(ERROR_COLUMN_PREFIX): list(values)
+        for key, values in logs.get("extra", {}).items()
+        if key.startswith(ERROR_COLUMN_PREFIX)
+    }
     records = []
     for i, (prompt, completion) in enumerate(zip(prompts, completions)):
         rewards = {name: finite_number(per_function[name][i]) for name in names}
@@ -202,23 +206,35 @@ def failure_hint(exc: BaseException, text: str = "", run_dir: str | os.PathLike 
     message = f"{type(exc).__name__}: {exc}\n{text}".lower()
     if disk_full(exc, text):
         where = run_dir or "the runs folder"
-        return (f"The disk is full: free space in {where} (old runs and their checkpoint-* folders, caches), "
-                f"then resume the run; a smaller save_total_limit keeps fewer checkpoints.")
+        return (
+            f"The disk is full: free space in {where} (old runs and their checkpoint-* folders, caches), "
+            f"then resume the run; a smaller save_total_limit keeps fewer checkpoints."
+        )
     if isinstance(exc, RewardFunctionError):
-        return (f"The reward function `{exc.function_name}` failed ({exc}). Try it on sample completions "
-                f"with 'Try rewards' (workbench.spec.rewards.score) and fix it before training again.")
+        return (
+            f"The reward function `{exc.function_name}` failed ({exc}). Try it on sample completions "
+            f"with 'Try rewards' (workbench.spec.rewards.score) and fix it before training again."
+        )
     if "divisible" in message:
-        return ("The batch settings break TRL's rule that every generation batch holds whole groups of "
-                "num_generations completions. Open the batch calculator and pick one of its valid settings.")
+        return (
+            "The batch settings break TRL's rule that every generation batch holds whole groups of "
+            "num_generations completions. Open the batch calculator and pick one of its valid settings."
+        )
     if "out of memory" in message or "can't allocate memory" in message or "cannot allocate memory" in message:
-        return ("Out of memory. Lower per_device_train_batch_size (raise gradient_accumulation_steps to keep "
-                "the batch), lower num_generations or max_completion_length, or turn on gradient_checkpointing.")
+        return (
+            "Out of memory. Lower per_device_train_batch_size (raise gradient_accumulation_steps to keep "
+            "the batch), lower num_generations or max_completion_length, or turn on gradient_checkpointing."
+        )
     if "chat_template" in message or "chat template" in message:
-        return ("The model's tokenizer has no chat template, but the prompts are chat messages. Use an "
-                "instruct model, or give plain-text prompts in your dataset.")
+        return (
+            "The model's tokenizer has no chat template, but the prompts are chat messages. Use an "
+            "instruct model, or give plain-text prompts in your dataset."
+        )
     if "nccl" in message or "gloo" in message or "process group" in message:
-        return ("The processes could not talk to each other. Check that every chosen GPU is free and "
-                "visible, or train with num_processes=1.")
+        return (
+            "The processes could not talk to each other. Check that every chosen GPU is free and "
+            "visible, or train with num_processes=1."
+        )
     if "hub" in message and ("reach" in message or "connect" in message or "offline" in message):
         return "The model could not be downloaded: no model hub is reachable. Use a local model folder."
     return "See the traceback below and the end of train.log for where it failed."
@@ -237,8 +253,7 @@ def _trainer_callback_base():
     return TrainerCallback
 
 
-def make_run_folder_callback(run_dir: Path, status: StatusWriter, is_main: bool,
-                             decide_stop: Callable[[bool], bool]):
+def make_run_folder_callback(run_dir: Path, status: StatusWriter, is_main: bool, decide_stop: Callable[[bool], bool]):
     """A TrainerCallback that writes metrics.jsonl and status.json and honours stop requests.
 
     `decide_stop(local_wish)` turns this process's wish to stop into one answer

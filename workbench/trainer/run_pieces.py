@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.spec import trackers
 from workbench.sources.gpus import runs_on_cpu_here
+from workbench.spec import trackers
 from workbench.spec.config import RunConfig, reward_names_for
 from workbench.spec.trl_settings import grpo_settings, trl_vllm_settings
 
@@ -73,9 +73,15 @@ def build_reward_funcs(cfg: RunConfig) -> list:
     from workbench.spec.rewards import resolve_rewards
     from workbench.trainer.trl_reward_builders import build_trl_reward
 
-    funcs = resolve_rewards(reward_names_for(cfg), cfg.reward_file or None, timeout_s=cfg.reward_timeout_s or None,
-                            training=True, build_trl=partial(build_trl_reward, cfg), errors=cfg.reward_errors,
-                            failure_score=cfg.reward_failure_score)
+    funcs = resolve_rewards(
+        reward_names_for(cfg),
+        cfg.reward_file or None,
+        timeout_s=cfg.reward_timeout_s or None,
+        training=True,
+        build_trl=partial(build_trl_reward, cfg),
+        errors=cfg.reward_errors,
+        failure_score=cfg.reward_failure_score,
+    )
     return funcs + ([resolve_model(cfg.reward_model.strip())] if cfg.reward_model.strip() else [])
 
 
@@ -113,4 +119,3 @@ def build_grpo_config(cfg: RunConfig, run_dir: Path, show_progress: bool = False
         use_cpu=runs_on_cpu_here(cfg.device),
         **trl_vllm_settings(cfg, server_url),
     )
-

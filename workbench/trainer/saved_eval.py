@@ -13,8 +13,8 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, data_field
-from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.heldout import eval_problems
+from workbench.spec.reward_choice import correctness_reward_for
 
 
 class CheckpointChoiceError(WorkbenchError):
@@ -31,14 +31,18 @@ def saved_policy(run_dir: Path, which: str) -> tuple[Path | None, int]:
             return run_dir / runfolder.ADAPTER_DIR, int(runfolder.read_run_status(run_dir).step or 0)
         newest = checkpoint_integrity.last_checkpoint(run_dir)
         if newest is None:
-            raise CheckpointChoiceError("--checkpoint: latest, but the run saved no adapter or checkpoint yet; "
-                                        "use --checkpoint base", field="--checkpoint")
+            raise CheckpointChoiceError(
+                "--checkpoint: latest, but the run saved no adapter or checkpoint yet; use --checkpoint base",
+                field="--checkpoint",
+            )
         return newest, int(newest.name.split("-")[-1])
     saved = checkpoint_integrity.checkpoint_steps(run_dir)
     if not which.isdigit() or int(which) not in saved:
         listed = ", ".join(str(step) for step in saved) or "none"
-        raise CheckpointChoiceError(f"--checkpoint: {which!r} is not latest, base or a saved checkpoint's step "
-                                    f"(this run has: {listed})", field="--checkpoint")
+        raise CheckpointChoiceError(
+            f"--checkpoint: {which!r} is not latest, base or a saved checkpoint's step (this run has: {listed})",
+            field="--checkpoint",
+        )
     return run_dir / f"checkpoint-{int(which)}", int(which)
 
 
@@ -67,4 +71,3 @@ def evaluate_saved(run_dir: str | Path, which: str = "latest") -> dict:
     rows = load_eval_rows(cfg, load_dataset_for(cfg, has_template)["prompt"], has_template)
     policy = Policy(model, tokenizer, device, end_token_ids(model, tokenizer), build_reward_funcs(cfg))
     return Evaluator(policy, cfg, rows).evaluate(step)
-

@@ -41,18 +41,31 @@ def probe_signal(cfg: RunConfig, groups: int = DEFAULT_GROUPS) -> SignalReport:
     rows = [dict(row) for row in dataset.shuffle(seed=cfg.seed).select(range(min(groups, len(dataset))))]
     g = cfg.num_generations
     batch_rows = [row for row in rows for _ in range(g)]  # each prompt g times, as TRL repeats it
-    answers = generate(model, tokenizer, [row["prompt"] for row in rows], cfg, end_token_ids(model, tokenizer),
-                       device, sample=True, count=g)
+    answers = generate(
+        model,
+        tokenizer,
+        [row["prompt"] for row in rows],
+        cfg,
+        end_token_ids(model, tokenizer),
+        device,
+        sample=True,
+        count=g,
+    )
     texts, ids, truncated = answers.texts, answers.ids, answers.truncated
     per_reward = score_rewards(cfg, batch_rows, texts, ids)
-    weights = reward_weights_for(cfg)[:len(per_reward)]
+    weights = reward_weights_for(cfg)[: len(per_reward)]
     totals = [weighted_total([per_reward[name][i] for name in per_reward], weights) for i in range(len(texts))]
     correct_name = correctness_reward_for(cfg)
     correctness = per_reward.get(correct_name) if correct_name else None
-    scored = [GroupScores(totals=totals[i * g:(i + 1) * g], lengths=[len(x) for x in ids[i * g:(i + 1) * g]],
-                          truncated=truncated[i * g:(i + 1) * g],
-                          correctness=correctness[i * g:(i + 1) * g] if correctness is not None else None)
-              for i in range(len(rows))]
+    scored = [
+        GroupScores(
+            totals=totals[i * g : (i + 1) * g],
+            lengths=[len(x) for x in ids[i * g : (i + 1) * g]],
+            truncated=truncated[i * g : (i + 1) * g],
+            correctness=correctness[i * g : (i + 1) * g] if correctness is not None else None,
+        )
+        for i in range(len(rows))
+    ]
     return signal_report(scored, run_label(cfg), correct_name)
 
 
@@ -72,6 +85,12 @@ def score_rewards(cfg: RunConfig, rows: list[dict], texts: list[str], ids: list[
 
     funcs = [f for f in build_reward_funcs(cfg) if callable(f)]
     # step 0 of a run, and TRL's logging hooks, which the check has no table for
-    return call_as_trl(zip(reward_names_for(cfg), funcs), rows, texts, ids, trainer_state=TrainerState(),
-                       log_extra=lambda column, values: None, log_metric=lambda name, value: None)
-
+    return call_as_trl(
+        zip(reward_names_for(cfg), funcs),
+        rows,
+        texts,
+        ids,
+        trainer_state=TrainerState(),
+        log_extra=lambda column, values: None,
+        log_metric=lambda name, value: None,
+    )

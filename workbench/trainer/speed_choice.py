@@ -10,8 +10,8 @@ it runs in a sandbox (workbench/tuning/cache.py says why). Whatever decided `aut
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from workbench.spec.config import RunConfig
 from workbench.spec.lever_decisions import SET_IN_CONFIG, LeverDecision
@@ -21,8 +21,9 @@ from workbench.tuning.choice import SpeedChoice, resolved_settings
 from workbench.tuning.for_config import PROBE_ENV, handed_over, key_for, needs_no_choice
 
 
-def choose(cfg: RunConfig, progress: Callable[[str], None], build_trainer, env: dict | None = None
-           ) -> tuple[SpeedChoice | None, dict]:
+def choose(
+    cfg: RunConfig, progress: Callable[[str], None], build_trainer, env: dict | None = None
+) -> tuple[SpeedChoice | None, dict]:
     """The run's speed choice and the `speed_choice` record for status.json (what `auto` became, from where); a probe
     builds its trainers with `build_trainer` (trainer/speed_wiring.probe_trainer)."""
     env = os.environ if env is None else env
@@ -36,18 +37,30 @@ def choose(cfg: RunConfig, progress: Callable[[str], None], build_trainer, env: 
             source = f"not measured: {PROBE_ENV}=off, so auto takes TRL's own path"
         elif choice is None:
             choice = speed_probe.measure(cfg, progress, build_trainer)
-            source = ("measured at this run's start, and kept for the next run" if cache.store(choice)
-                      else "measured at this run's start (a sandboxed run keeps nothing)")
+            source = (
+                "measured at this run's start, and kept for the next run"
+                if cache.store(choice)
+                else "measured at this run's start (a sandboxed run keeps nothing)"
+            )
     record = {**resolved_settings(cfg.to_dict(), choice), "source": source}
     if choice is not None:
-        record.update(chosen=choice.chosen.label(), cpu=choice.cpu, measured_at=choice.measured_at,
-                      seconds=choice.seconds, exact_failures=choice.exact_failures, not_taken=choice.not_taken)
+        record.update(
+            chosen=choice.chosen.label(),
+            cpu=choice.cpu,
+            measured_at=choice.measured_at,
+            seconds=choice.seconds,
+            exact_failures=choice.exact_failures,
+            not_taken=choice.not_taken,
+        )
     return choice, record
 
 
 def explained(attached: dict[str, LeverDecision], cfg: RunConfig, record: dict) -> dict[str, LeverDecision]:
     """The levers' status fields (trainer/levers.attach), a lever left on auto saying what decided it rather than
     "set in the config", and the CPU its speed was measured on when the probe measured it."""
-    return {name: replace(decision, why=f"auto: {record['source']}", measured_on=record.get("cpu"))
-            if getattr(cfg, name) == "auto" and decision.why == SET_IN_CONFIG else decision
-            for name, decision in attached.items()}
+    return {
+        name: replace(decision, why=f"auto: {record['source']}", measured_on=record.get("cpu"))
+        if getattr(cfg, name) == "auto" and decision.why == SET_IN_CONFIG
+        else decision
+        for name, decision in attached.items()
+    }

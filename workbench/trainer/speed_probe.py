@@ -22,20 +22,38 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from workbench.spec.config import RunConfig
 from workbench.trainer import levers
 from workbench.tuning import machine
-from workbench.tuning.choice import (LEVER_FIELDS, SHAPE_FIELDS, Candidate, Possible, SpeedChoice, allowed,
-                                     first_round, pick)
+from workbench.tuning.choice import (
+    LEVER_FIELDS,
+    SHAPE_FIELDS,
+    Candidate,
+    Possible,
+    SpeedChoice,
+    allowed,
+    first_round,
+    pick,
+)
 from workbench.tuning.for_config import key_for, model_identity
 
 # settings the probe keeps from the run beside its shape (the model and how it samples)
 # (not its chat_template: a user's template is rendered only inside the run's sandbox)
-KEPT_FIELDS = ("model", "lora_alpha", "lora_dropout", "temperature", "top_p", "top_k", "repetition_penalty", "seed",
-               *SHAPE_FIELDS, *LEVER_FIELDS)
+KEPT_FIELDS = (
+    "model",
+    "lora_alpha",
+    "lora_dropout",
+    "temperature",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "seed",
+    *SHAPE_FIELDS,
+    *LEVER_FIELDS,
+)
 LOSS_RTOL = 1e-3  # the loss of an exact lever against TRL's path: float32 rounding, summed over a round
 CHILD_CHECK_TIMEOUT_S = 120
 # LoRA B's spread for the probe: enough to move the logits, so a wrong merge changes the completions
@@ -55,8 +73,13 @@ def packed_decode_in_child() -> str | None:
     """trainer/packed_decode.available() run in a child process: None when MKL's packed GEMM works, else why not."""
     code = "from workbench.trainer.packed_decode import available; print(available() or '')"
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=CHILD_CHECK_TIMEOUT_S, cwd=str(Path(__file__).resolve().parents[2]))
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_CHECK_TIMEOUT_S,
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )
     except subprocess.TimeoutExpired:
         return f"its check did not answer in {CHILD_CHECK_TIMEOUT_S} s"
     if done.returncode != 0:
@@ -79,8 +102,12 @@ def possible_levers(cfg: RunConfig, model_type: str, on_cpu: bool, packed_missin
     bf16_copy = machine.native_bf16() if on_cpu else cfg.bf16
     if not bf16_copy:
         why_not["bfloat16 copy"] = "no native bfloat16 on this CPU" if on_cpu else "bf16 is off"
-    return Possible(copy=True, shared="shared_prompt_pass" not in why_not, packed="packed_decode" not in why_not,
-                    bf16_copy=bf16_copy), why_not
+    return Possible(
+        copy=True,
+        shared="shared_prompt_pass" not in why_not,
+        packed="packed_decode" not in why_not,
+        bf16_copy=bf16_copy,
+    ), why_not
 
 
 def consistent(candidate: Candidate, cfg: RunConfig) -> bool:
@@ -176,10 +203,22 @@ def measure(cfg: RunConfig, progress: Callable[[str], None], build_trainer) -> S
             exact_failures[candidate.label()] = f"its float32 twin failed the exact check ({exact_failures[twin]})"
     native = machine.native_bf16() if cfg.device != "cuda" else True
     chosen = pick(seconds, [c for c in candidates if consistent(c, run_cfg)], exact_failures, native)
-    not_taken = {c.label(): ("not exact: sampled in bfloat16; the learning benchmark has not shown it learns as well "
-                             "(set merged_generation=bfloat16 to take it)")
-                 for c in candidates if not c.exact and not allowed(c, exact_failures, native)}
+    not_taken = {
+        c.label(): (
+            "not exact: sampled in bfloat16; the learning benchmark has not shown it learns as well "
+            "(set merged_generation=bfloat16 to take it)"
+        )
+        for c in candidates
+        if not c.exact and not allowed(c, exact_failures, native)
+    }
     not_taken.update({name: reason for name, reason in why_not.items()})
-    return SpeedChoice(key=key_for(run_cfg), chosen=chosen, cpu=machine.cpu_name(), measured_at=time.time(),
-                       seconds={k: round(v, 3) for k, v in seconds.items()}, exact_failures=exact_failures,
-                       not_taken=not_taken, model=model_identity(run_cfg))
+    return SpeedChoice(
+        key=key_for(run_cfg),
+        chosen=chosen,
+        cpu=machine.cpu_name(),
+        measured_at=time.time(),
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+        exact_failures=exact_failures,
+        not_taken=not_taken,
+        model=model_identity(run_cfg),
+    )

@@ -42,8 +42,13 @@ def probe_trainer(cfg: RunConfig, folder: Path):
     model, tokenizer = load_model_and_tokenizer(cfg)
     dataset = load_dataset_for(cfg, has_chat_template=tokenizer.chat_template is not None)
     trainer = make_trainer_class()(
-        model=model, reward_funcs=build_reward_funcs(cfg), args=build_grpo_config(cfg, folder), train_dataset=dataset,
-        processing_class=tokenizer, peft_config=build_lora_config(cfg))
+        model=model,
+        reward_funcs=build_reward_funcs(cfg),
+        args=build_grpo_config(cfg, folder),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=build_lora_config(cfg),
+    )
     trainer.completions_path = folder / runfolder.COMPLETIONS_FILE  # its rounds' records are kept, never written
     return trainer
 

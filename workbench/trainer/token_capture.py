@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench import library_compat
-from workbench.spec.token_records import (
-    OLD_POLICY, REFERENCE, clip_code, completion_length, rounded, rounded_list)
+from workbench.spec.token_records import OLD_POLICY, REFERENCE, clip_code, completion_length, rounded, rounded_list
 
 # loss types whose clipping TRL measures as clip_ratio/low and /high; cispo caps the ratio above only
 TWO_SIDED_CLIP = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
@@ -55,7 +54,8 @@ class TokenCapture:
         advantages = output["advantages"].reshape(len(completions), -1)[:, 0].tolist()
         self.places = {}
         for row, (ids, mask, completion, n, advantage) in enumerate(
-                zip(prompt_ids, prompt_mask, completions, self.lengths(completions), advantages)):
+            zip(prompt_ids, prompt_mask, completions, self.lengths(completions), advantages)
+        ):
             key = _key(ids, mask, completion[:n], advantage)
             self.places.setdefault(key, []).append((round_step, offset + row))
 
@@ -77,9 +77,22 @@ class TokenCapture:
             # identical rows have identical values: take them in order, so each record is used once per pass
             round_step, index = places.pop(0)
             places.append((round_step, index))
-            self.pending.append(_record(values, row, n, completion[:n], trainer, dict(
-                step=step, round=round_step, index=index, group=index // self.num_generations,
-                micro_batch=micro_batch)))
+            self.pending.append(
+                _record(
+                    values,
+                    row,
+                    n,
+                    completion[:n],
+                    trainer,
+                    dict(
+                        step=step,
+                        round=round_step,
+                        index=index,
+                        group=index // self.num_generations,
+                        micro_batch=micro_batch,
+                    ),
+                )
+            )
 
     def take(self) -> list[dict]:
         """The records captured since the last call, sorted as the round's completions are."""
@@ -118,10 +131,15 @@ def loss_terms(trainer, inputs: dict, logps, entropies) -> dict:
     elif trainer.loss_type == "cispo":
         high = (coef_1 > trainer.epsilon_high) & (advantages > 0)
     return {
-        "logprob": logps.tolist(), "ref_logprob": ref.tolist(), "entropy": entropies.tolist(),
-        "kl": None if kl is None else kl.tolist(), "ratio": None if on_policy else coef_1.tolist(),
-        "low": low.expand_as(logps).tolist(), "high": high.expand_as(logps).tolist(),
-        "masked": (mask == 0).tolist(), "advantage": advantages[:, 0].tolist(),
+        "logprob": logps.tolist(),
+        "ref_logprob": ref.tolist(),
+        "entropy": entropies.tolist(),
+        "kl": None if kl is None else kl.tolist(),
+        "ratio": None if on_policy else coef_1.tolist(),
+        "low": low.expand_as(logps).tolist(),
+        "high": high.expand_as(logps).tolist(),
+        "masked": (mask == 0).tolist(),
+        "advantage": advantages[:, 0].tolist(),
         "ref": REFERENCE if trainer.beta != 0.0 else OLD_POLICY,
     }
 
@@ -131,9 +149,15 @@ def _record(values: dict, row: int, n: int, ids: list[int], trainer, place: dict
         return None if values[name] is None else rounded_list(values[name][row][:n])
 
     return {
-        **place, "advantage": rounded(values["advantage"][row]), "ref": values["ref"], "ids": ids,
+        **place,
+        "advantage": rounded(values["advantage"][row]),
+        "ref": values["ref"],
+        "ids": ids,
         "tokens": library_compat.trl_tokenizer(trainer).batch_decode([[token] for token in ids]),
-        "logprob": cut("logprob"), "ref_logprob": cut("ref_logprob"), "kl": cut("kl"), "entropy": cut("entropy"),
+        "logprob": cut("logprob"),
+        "ref_logprob": cut("ref_logprob"),
+        "kl": cut("kl"),
+        "entropy": cut("entropy"),
         "ratio": cut("ratio"),
         "clipped": [clip_code(lo, hi) for lo, hi in zip(values["low"][row][:n], values["high"][row][:n])],
         "masked": [int(m) for m in values["masked"][row][:n]],

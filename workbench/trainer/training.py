@@ -26,9 +26,9 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from workbench import startup
 from workbench.jobs import allocator
@@ -36,8 +36,8 @@ from workbench.runstore import checkpoint_integrity, run_locks, runfolder
 from workbench.spec import trackers
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import check_config
-from workbench.spec.trl_settings import trl_reward_weights
 from workbench.spec.generation import SERVER_GENERATIONS
+from workbench.spec.trl_settings import trl_reward_weights
 from workbench.trainer import gpu_metrics, vllm_rollout
 from workbench.trainer.grpo_subclass import check_library_ties, make_trainer_class
 from workbench.trainer.process_group import KEPT_UNTIL_EXIT, end_process, end_process_group
@@ -60,10 +60,27 @@ from workbench.trainer.token_capture import TokenCapture
 
 # Names outside scripts, notebooks and the CLI import from here, whose modules are now the pieces above.
 __all__ = [
-    "KEPT_UNTIL_EXIT", "StatusWriter", "add_eval_callback", "build_grpo_config", "build_lora_config",
-    "build_reward_funcs", "check_library_ties", "check_trackers_point_at", "copy_reward_source", "end_process",
-    "end_process_group", "load_dataset_for", "load_model_and_tokenizer", "make_trainer_class", "point_trackers_at",
-    "probe_progress", "probe_trainer", "report_idle_levers", "run_training", "save_final_adapter", "wait_for_server",
+    "KEPT_UNTIL_EXIT",
+    "StatusWriter",
+    "add_eval_callback",
+    "build_grpo_config",
+    "build_lora_config",
+    "build_reward_funcs",
+    "check_library_ties",
+    "check_trackers_point_at",
+    "copy_reward_source",
+    "end_process",
+    "end_process_group",
+    "load_dataset_for",
+    "load_model_and_tokenizer",
+    "make_trainer_class",
+    "point_trackers_at",
+    "probe_progress",
+    "probe_trainer",
+    "report_idle_levers",
+    "run_training",
+    "save_final_adapter",
+    "wait_for_server",
 ]
 
 
@@ -90,7 +107,6 @@ def copy_reward_source(cfg: RunConfig, run_dir: Path) -> None:
             shutil.copyfile(cfg.reward_file, target)
 
 
-
 def _is_main_process() -> bool:
     # set by accelerate launch / torchrun; absent in a single plain process
     return int(os.environ.get("RANK", "0")) == 0
@@ -104,8 +120,7 @@ class _RunObjects:
     previous_handler: object | None = None  # the SIGTERM handler the run replaced
 
 
-def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = False,
-                 show_progress: bool = False) -> int:
+def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = False, show_progress: bool = False) -> int:
     """Train `cfg` writing `run_dir`; returns the process exit code (0 finished or stopped, 1 failed)."""
     run_dir = Path(run_dir).resolve()
     point_trackers_at(cfg.report_to, run_dir)  # before TRL loads: it imports trackio, which reads TRACKIO_DIR once
@@ -139,18 +154,30 @@ def start_status(run_dir: Path, is_main: bool) -> StatusWriter:
     status = StatusWriter(run_dir, enabled=is_main)
     # `host`: readers on other machines judge the run by its heartbeat, not by this pid;
     # in a sandbox the pid is `sandbox_pid` (its own PID namespace), `pid` is the host's, written outside
-    status.set(state="starting", **runfolder.own_pid_fields(), host=socket.gethostname(), step=status.status.step or 0,
-               started_at=status.status.started_at or time.time(),
-               num_processes=int(os.environ.get("WORLD_SIZE", "1")),
-               # how this process was started, so a slow or large run can be read back to its settings
-               allocator=allocator.applied() or "glibc (not chosen by the workbench)",
-               cpu_threads=int(os.environ.get("OMP_NUM_THREADS") or 0) or None)
+    status.set(
+        state="starting",
+        **runfolder.own_pid_fields(),
+        host=socket.gethostname(),
+        step=status.status.step or 0,
+        started_at=status.status.started_at or time.time(),
+        num_processes=int(os.environ.get("WORLD_SIZE", "1")),
+        # how this process was started, so a slow or large run can be read back to its settings
+        allocator=allocator.applied() or "glibc (not chosen by the workbench)",
+        cpu_threads=int(os.environ.get("OMP_NUM_THREADS") or 0) or None,
+    )
     status.start_heartbeat()
     return status
 
 
-def _train(cfg: RunConfig, run_dir: Path, resume: bool, show_progress: bool, is_main: bool, status: StatusWriter,
-           objects: _RunObjects) -> int:
+def _train(
+    cfg: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    show_progress: bool,
+    is_main: bool,
+    status: StatusWriter,
+    objects: _RunObjects,
+) -> int:
     """run_training's body, from the config's check to the final state; `objects` gets what the run's end needs."""
     check_config(cfg)
     checkpoint = prepare_folder(cfg, run_dir, resume, is_main)
@@ -197,8 +224,9 @@ def prepare_folder(cfg: RunConfig, run_dir: Path, resume: bool, is_main: bool):
     return checkpoint
 
 
-def build_trainer(cfg: RunConfig, run_dir: Path, status: StatusWriter, is_main: bool, show_progress: bool,
-                  speed_record: dict):
+def build_trainer(
+    cfg: RunConfig, run_dir: Path, status: StatusWriter, is_main: bool, show_progress: bool, speed_record: dict
+):
     """The run's trainer, with its generation, GPU metrics, speed levers and token capture attached: (trainer, the
     training dataset, the tokenizer)."""
     reward_funcs = build_reward_funcs(cfg)
@@ -223,8 +251,9 @@ def build_trainer(cfg: RunConfig, run_dir: Path, status: StatusWriter, is_main: 
     trainer.reward_weights_list = trl_reward_weights(cfg)
     attach_levers(trainer, cfg, model.config.model_type, status, speed_record)
     if cfg.record_tokens:
-        trainer.token_capture = TokenCapture(set(trainer.eos_token_ids), tokenizer.pad_token_id,
-                                             trainer.num_generations)
+        trainer.token_capture = TokenCapture(
+            set(trainer.eos_token_ids), tokenizer.pad_token_id, trainer.num_generations
+        )
     return trainer, dataset, tokenizer
 
 
@@ -238,12 +267,16 @@ def record_failure(exc: BaseException, status: StatusWriter, run_dir: Path) -> N
         pass
     if isinstance(exc, vllm_rollout.VLLMGenerationError) and status.status.vllm:
         status.set(vllm={**status.status.vllm, "state": "failed"})
-    status.set(state="failed", finished_at=time.time(), error={
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "hint": failure_hint(exc, text, run_dir),
-        "traceback_tail": traceback_tail(text),
-    })
+    status.set(
+        state="failed",
+        finished_at=time.time(),
+        error={
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "hint": failure_hint(exc, text, run_dir),
+            "traceback_tail": traceback_tail(text),
+        },
+    )
 
 
 def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: bool, has_chat_template: bool) -> None:
@@ -254,8 +287,15 @@ def add_eval_callback(trainer, cfg: RunConfig, dataset, run_dir: Path, is_main: 
     if not rows:
         from workbench.spec.config import ConfigError, ConfigProblem
 
-        raise ConfigError([ConfigProblem("dataset_test_split", f"{cfg.dataset_test_split!r} holds no prompt that is "
-                                         "not also a training prompt", "name a held-out split, e.g. test")])
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "dataset_test_split",
+                    f"{cfg.dataset_test_split!r} holds no prompt that is not also a training prompt",
+                    "name a held-out split, e.g. test",
+                )
+            ]
+        )
     evaluator = Evaluator(Policy.of_trainer(trainer), cfg, rows)
     trainer.add_callback(make_eval_callback(evaluator, run_dir / runfolder.EVAL_FILE, cfg.eval_steps, is_main))
 
@@ -275,9 +315,11 @@ def check_trackers_point_at(report_to: list[str], run_dir: Path) -> None:
     wanted = run_dir / trackers.TRACKIO_DIR
     found = Path(sys.modules["trackio.utils"].TRACKIO_DIR)
     if found != wanted:
-        raise RuntimeError(f"report_to trackio: trackio was loaded in this process with TRACKIO_DIR {found}, not "
-                           f"{wanted}; start the run in a process of its own (`python -m workbench train` or the "
-                           "launcher)")
+        raise RuntimeError(
+            f"report_to trackio: trackio was loaded in this process with TRACKIO_DIR {found}, not "
+            f"{wanted}; start the run in a process of its own (`python -m workbench train` or the "
+            "launcher)"
+        )
 
 
 def wait_for_server(cfg: RunConfig, run_dir: Path, status: StatusWriter):

@@ -12,7 +12,7 @@ text prompts) is handed to them as one assistant message.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from workbench.spec.config import RunConfig
 from workbench.spec.rewards.trl_reward_library import TrlReward, resolved_params

@@ -107,14 +107,18 @@ class ServerLink:
         started = time.monotonic()
         while not self.healthy():
             if not self.server_alive():
-                raise self.fail(f"the vLLM server at {self.url} exited before it was ready",
-                                "Read the end of its log below (vllm_server.log in the run folder): a model vLLM "
-                                "cannot serve, too little memory for its KV cache, or a broken vLLM install "
-                                "(run `make vllm` again).")
+                raise self.fail(
+                    f"the vLLM server at {self.url} exited before it was ready",
+                    "Read the end of its log below (vllm_server.log in the run folder): a model vLLM "
+                    "cannot serve, too little memory for its KV cache, or a broken vLLM install "
+                    "(run `make vllm` again).",
+                )
             if time.monotonic() - started > self.timeout:
-                raise self.fail(f"the vLLM server at {self.url} was not ready after {self.timeout:.0f} s",
-                                "Raise vllm_server_timeout (a busy CPU loads the model slowly), or check that "
-                                "the address is right and the server is running.")
+                raise self.fail(
+                    f"the vLLM server at {self.url} was not ready after {self.timeout:.0f} s",
+                    "Raise vllm_server_timeout (a busy CPU loads the model slowly), or check that "
+                    "the address is right and the server is running.",
+                )
             time.sleep(POLL_SECONDS)
         return time.monotonic() - started
 
@@ -123,20 +127,26 @@ class ServerLink:
         try:
             response = self.session.post(f"{self.url}{path}", json=payload, timeout=self.timeout)
         except requests.Timeout:
-            raise self.fail(f"{what}: no answer from the vLLM server within {self.timeout:.0f} s",
-                            "Raise vllm_server_timeout, or generate less per step (num_generations, "
-                            "max_completion_length); on CPU vLLM generates slowly.") from None
+            raise self.fail(
+                f"{what}: no answer from the vLLM server within {self.timeout:.0f} s",
+                "Raise vllm_server_timeout, or generate less per step (num_generations, "
+                "max_completion_length); on CPU vLLM generates slowly.",
+            ) from None
         except requests.ConnectionError:
             gone = self._ended(GUARD_NOTICE_SECONDS)
-            raise self.fail(f"{what}: the vLLM server at {self.url} " + ("is gone" if gone else "refused the connection"),
-                            "The vLLM server stopped during the run (killed, or out of memory: see its log "
-                            "below). Resume the run: it starts a new server and continues from the last "
-                            "checkpoint.") from None
+            raise self.fail(
+                f"{what}: the vLLM server at {self.url} " + ("is gone" if gone else "refused the connection"),
+                "The vLLM server stopped during the run (killed, or out of memory: see its log "
+                "below). Resume the run: it starts a new server and continues from the last "
+                "checkpoint.",
+            ) from None
         if response.status_code != 200:
-            raise self.fail(f"{what}: the vLLM server answered {response.status_code}: {response.text[:800]}",
-                            "The server refused the request; its reason is above. For an adapter: the server "
-                            "needs --enable-lora, a --max-lora-rank of at least lora_r, and "
-                            "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.")
+            raise self.fail(
+                f"{what}: the vLLM server answered {response.status_code}: {response.text[:800]}",
+                "The server refused the request; its reason is above. For an adapter: the server "
+                "needs --enable-lora, a --max-lora-rank of at least lora_r, and "
+                "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.",
+            )
         try:
             return response.json()
         except ValueError:
@@ -167,15 +177,18 @@ class AdapterSync:
         shutil.rmtree(path, ignore_errors=True)
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         model.save_pretrained(str(path))
-        self.link.post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)},
-                       f"loading the adapter of step {step}")
+        self.link.post(
+            "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)}, f"loading the adapter of step {step}"
+        )
         previous, self.loaded = self.loaded, (name, path)
         if previous is not None:
-            self.link.post("/v1/unload_lora_adapter", {"lora_name": previous[0]},
-                           f"unloading the adapter {previous[0]}")
+            self.link.post(
+                "/v1/unload_lora_adapter", {"lora_name": previous[0]}, f"unloading the adapter {previous[0]}"
+            )
             shutil.rmtree(previous[1], ignore_errors=True)
         library_compat.step_metrics(self.trainer, "train")["vllm/adapter_sync_seconds"].append(
-            time.monotonic() - started)
+            time.monotonic() - started
+        )
 
 
 def _completions_request(trainer, model: str, prompt_ids: list[list[int]], n: int) -> dict:
@@ -237,10 +250,14 @@ class VLLMRollout:
                 f"a prompt of {longest} tokens plus max_completion_length {trainer.max_completion_length} is longer "
                 f"than the server's vllm_max_model_len {self.max_model_len}",
                 f"Raise vllm_max_model_len to at least {longest + trainer.max_completion_length}, or shorten the "
-                f"prompts or max_completion_length.")
+                f"prompts or max_completion_length.",
+            )
         started = time.monotonic()
-        answer = link.post("/v1/completions", _completions_request(trainer, self.sync.adapter_name, unique_prompt_ids, n),
-                           f"generating {len(unique_prompt_ids)} x {n} completions")
+        answer = link.post(
+            "/v1/completions",
+            _completions_request(trainer, self.sync.adapter_name, unique_prompt_ids, n),
+            f"generating {len(unique_prompt_ids)} x {n} completions",
+        )
         seconds = time.monotonic() - started
         choices = answer["choices"]  # prompt-major: the n completions of a prompt come before the next prompt's
         completion_ids = [choice["token_ids"] for choice in choices]
@@ -263,7 +280,8 @@ def link_for_run(cfg: RunConfig, run_dir: Path, status: RunStatus) -> ServerLink
             "generation=vllm-server, but the run has no vLLM server: status.json records none and "
             "vllm_server_base_url is empty",
             "Start the run with the launcher (the app, or `python -m workbench train`), which starts the server, "
-            "or give vllm_server_base_url of a running server.")
+            "or give vllm_server_base_url of a running server.",
+        )
     guard = None if cfg.vllm_server_base_url.strip() else section.get("pid")
     return ServerLink(url, run_dir, cfg.vllm_server_timeout, guard)
 

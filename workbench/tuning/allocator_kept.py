@@ -41,10 +41,15 @@ class AllocatorChoice:
     measured_at: float = 0.0
 
     @classmethod
-    def from_dict(cls, data: dict) -> "AllocatorChoice":
+    def from_dict(cls, data: dict) -> AllocatorChoice:
         seconds = {str(name): float(value) for name, value in dict(data.get("seconds") or {}).items()}
-        return cls(str(data["key"]), str(data["allocator"]), seconds, str(data.get("cpu", "")),
-                   float(data.get("measured_at", 0.0)))
+        return cls(
+            str(data["key"]),
+            str(data["allocator"]),
+            seconds,
+            str(data.get("cpu", "")),
+            float(data.get("measured_at", 0.0)),
+        )
 
 
 def pick(seconds: dict[str, float]) -> str:

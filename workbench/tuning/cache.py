@@ -83,4 +83,3 @@ def _measured_at(entry) -> float:
         return float(entry.get("measured_at", 0)) if isinstance(entry, dict) else 0.0
     except (TypeError, ValueError):
         return 0.0
-

@@ -37,7 +37,9 @@ class Candidate:
         return self.merged_generation != "bfloat16"
 
     def label(self) -> str:
-        parts = [{"no": "TRL's sampling", "float32": "float32 copy", "bfloat16": "bfloat16 copy"}[self.merged_generation]]
+        parts = [
+            {"no": "TRL's sampling", "float32": "float32 copy", "bfloat16": "bfloat16 copy"}[self.merged_generation]
+        ]
         if self.packed_decode:
             parts.append("packed decode")
         if self.shared_prompt_pass:
@@ -46,9 +48,11 @@ class Candidate:
 
     def settings(self) -> dict[str, str]:
         """The candidate as RunConfig values."""
-        return {"merged_generation": self.merged_generation,
-                "shared_prompt_pass": "yes" if self.shared_prompt_pass else "no",
-                "packed_decode": "yes" if self.packed_decode else "no"}
+        return {
+            "merged_generation": self.merged_generation,
+            "shared_prompt_pass": "yes" if self.shared_prompt_pass else "no",
+            "packed_decode": "yes" if self.packed_decode else "no",
+        }
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,9 @@ def allowed(candidate: Candidate, exact_failures: dict[str, str], bf16_native: b
     return candidate.exact or (bf16_native and BF16_COPY_LEARNS_AS_WELL)
 
 
-def pick(seconds: dict[str, float], candidates: list[Candidate], exact_failures: dict[str, str],
-         bf16_native: bool) -> Candidate:
+def pick(
+    seconds: dict[str, float], candidates: list[Candidate], exact_failures: dict[str, str], bf16_native: bool
+) -> Candidate:
     """The candidate `auto` takes: the fastest allowed one, unless a candidate with fewer levers is within MIN_GAIN of
     it (the simpler path wins a tie). `seconds` maps each timed candidate's label to its round's seconds."""
     timed = [c for c in candidates if c.label() in seconds and allowed(c, exact_failures, bf16_native)]
@@ -93,7 +98,9 @@ def pick(seconds: dict[str, float], candidates: list[Candidate], exact_failures:
         return Candidate()
     best = min(timed, key=lambda c: seconds[c.label()])
     for simpler in sorted(timed, key=_lever_count):
-        if _lever_count(simpler) < _lever_count(best) and seconds[simpler.label()] <= seconds[best.label()] * (1 + MIN_GAIN):
+        if _lever_count(simpler) < _lever_count(best) and seconds[simpler.label()] <= seconds[best.label()] * (
+            1 + MIN_GAIN
+        ):
             return simpler
     return best
 
@@ -105,16 +112,34 @@ def _lever_count(candidate: Candidate) -> int:
 # ---------------------------------------------------------------- the key a choice is kept under
 
 # the RunConfig fields that change which levers win (the shape of a round and of its scoring)
-SHAPE_FIELDS = ("per_device_train_batch_size", "num_generations", "max_completion_length", "gradient_accumulation_steps",
-                "steps_per_generation", "num_iterations", "beta", "bf16", "lora_r", "lora_target_modules",
-                "gradient_checkpointing", "generation", "distributed_backend", "num_processes", "device")
+SHAPE_FIELDS = (
+    "per_device_train_batch_size",
+    "num_generations",
+    "max_completion_length",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "num_iterations",
+    "beta",
+    "bf16",
+    "lora_r",
+    "lora_target_modules",
+    "gradient_checkpointing",
+    "generation",
+    "distributed_backend",
+    "num_processes",
+    "device",
+)
 
 
 def key_of(machine: dict, model: str, config: dict) -> str:
     """The cache key of a speed choice: this machine's fingerprint, the model, the run's shape and the rules that pick
     (a choice kept under other rules, e.g. before the bfloat16 copy was allowed, is measured again)."""
-    data = {"machine": machine, "model": model, **{name: config.get(name) for name in SHAPE_FIELDS},
-            "rules": {"bf16_copy_learns_as_well": BF16_COPY_LEARNS_AS_WELL, "min_gain": MIN_GAIN}}
+    data = {
+        "machine": machine,
+        "model": model,
+        **{name: config.get(name) for name in SHAPE_FIELDS},
+        "rules": {"bf16_copy_learns_as_well": BF16_COPY_LEARNS_AS_WELL, "min_gain": MIN_GAIN},
+    }
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
@@ -138,16 +163,23 @@ class SpeedChoice:
         return {**asdict(self), "chosen": asdict(self.chosen)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SpeedChoice":
+    def from_dict(cls, data: dict) -> SpeedChoice:
         """A choice read back from the cache or the launcher (ValueError/TypeError/KeyError when malformed)."""
-        chosen = Candidate(**{k: data["chosen"][k] for k in ("merged_generation", "shared_prompt_pass", "packed_decode")})
+        chosen = Candidate(
+            **{k: data["chosen"][k] for k in ("merged_generation", "shared_prompt_pass", "packed_decode")}
+        )
         if chosen.merged_generation not in ("no", "float32", "bfloat16"):
             raise ValueError(f"merged_generation {chosen.merged_generation!r}")
-        return cls(key=str(data["key"]), chosen=chosen, cpu=str(data["cpu"]), measured_at=float(data["measured_at"]),
-                   seconds={str(k): float(v) for k, v in dict(data.get("seconds") or {}).items()},
-                   exact_failures={str(k): str(v) for k, v in dict(data.get("exact_failures") or {}).items()},
-                   not_taken={str(k): str(v) for k, v in dict(data.get("not_taken") or {}).items()},
-                   model=str(data.get("model", "")))
+        return cls(
+            key=str(data["key"]),
+            chosen=chosen,
+            cpu=str(data["cpu"]),
+            measured_at=float(data["measured_at"]),
+            seconds={str(k): float(v) for k, v in dict(data.get("seconds") or {}).items()},
+            exact_failures={str(k): str(v) for k, v in dict(data.get("exact_failures") or {}).items()},
+            not_taken={str(k): str(v) for k, v in dict(data.get("not_taken") or {}).items()},
+            model=str(data.get("model", "")),
+        )
 
     def baseline_seconds(self) -> float | None:
         return self.seconds.get(Candidate().label())
@@ -157,8 +189,11 @@ class SpeedChoice:
         import time
 
         chosen, base = self.seconds.get(self.chosen.label()), self.baseline_seconds()
-        figures = (f": a round in {chosen:.2f} s against {base:.2f} s" if chosen and base and self.chosen != Candidate()
-                   else "")
+        figures = (
+            f": a round in {chosen:.2f} s against {base:.2f} s"
+            if chosen and base and self.chosen != Candidate()
+            else ""
+        )
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
         return f"{self.chosen.label()}{figures} (measured on this machine's {self.cpu}, {when})"
 

@@ -9,8 +9,7 @@ from functools import lru_cache
 from importlib import metadata
 
 # the CPU flags that change which kernels torch and MKL run for a step's matmuls (others do not enter the key)
-KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni", "fma", "asimd", "sve",
-                "bf16")
+KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni", "fma", "asimd", "sve", "bf16")
 # a CPU with one of these multiplies bfloat16 natively: only there may `auto` sample from a bfloat16 copy
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 LIBRARIES = ("torch", "transformers", "trl", "peft")
@@ -64,6 +63,10 @@ def library_versions() -> dict[str, str]:
 def fingerprint() -> dict:
     """What a speed choice measured here depends on, beside the model and the run's shape: the tuning cache's key."""
     name, flags = cpu_name_and_flags()
-    return {"cpu": name, "cpu_flags": sorted(flag for flag in KERNEL_FLAGS if flag in flags),
-            "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "machine": platform.machine(), **library_versions()}
+    return {
+        "cpu": name,
+        "cpu_flags": sorted(flag for flag in KERNEL_FLAGS if flag in flags),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "machine": platform.machine(),
+        **library_versions(),
+    }

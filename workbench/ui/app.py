@@ -21,8 +21,8 @@ import gradio as gr
 
 from workbench.access import hosts, paths
 from workbench.errors import WorkbenchError
-from workbench.runstore.runfolder import runs_root
 from workbench.jobs.sandbox import Policy
+from workbench.runstore.runfolder import runs_root
 from workbench.ui import browser_files, first_run, gradio_compat, sign_in
 from workbench.ui.context import UIContext
 
@@ -41,7 +41,8 @@ TABS = (
 NO_SANDBOX_WARNING = (
     "<p class='wb-warn-line'><b>Runs on this shared dashboard are not sandboxed</b> (started with --no-sandbox): "
     "a reward file runs with the server's rights and can read every user's runs and uploads. Ask whoever runs it "
-    "to install bubblewrap and restart it without --no-sandbox.</p>")
+    "to install bubblewrap and restart it without --no-sandbox.</p>"
+)
 
 SUBTITLE = (
     "LoRA GRPO fine-tuning on TRL's GRPOTrainer: check the batch plan, set up a run, "
@@ -61,7 +62,16 @@ def _tab_modules():
 
 def make_theme() -> gr.themes.Base:
     """A light theme with system fonts: nothing is fetched from the internet."""
-    system_sans = ["Inter", "ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Helvetica", "Arial", "sans-serif"]
+    system_sans = [
+        "Inter",
+        "ui-sans-serif",
+        "system-ui",
+        "-apple-system",
+        "Segoe UI",
+        "Helvetica",
+        "Arial",
+        "sans-serif",
+    ]
     system_mono = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
     return gr.themes.Soft(
         primary_hue=gr.themes.colors.indigo,
@@ -114,8 +124,12 @@ def launch_options(app: gr.Blocks | None = None) -> dict:
     return {"theme": make_theme(), "css": THEME_CSS.read_text(encoding="utf-8"), "js": page_js(scripts)}
 
 
-def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
-              sandbox: Policy | None = None, shared_dirs: tuple[Path, ...] | None = None) -> gr.Blocks:
+def build_app(
+    runs_dir: str | Path | None = None,
+    users: dict | None = None,
+    sandbox: Policy | None = None,
+    shared_dirs: tuple[Path, ...] | None = None,
+) -> gr.Blocks:
     """Build the app; nothing starts until it is served (`server.serve`).
 
     `users`: the accounts (access.users.load_users) when it is served with
@@ -127,9 +141,13 @@ def build_app(runs_dir: str | Path | None = None, users: dict | None = None,
     (workbench/jobs/sandbox.py); app.py gives one whenever there are accounts,
     unless started with --no-sandbox, which the page then says.
     """
-    ctx = UIContext(runs_dir=runs_root(runs_dir), users=dict(users or {}), sandbox=sandbox,
-                    shared_dirs=paths.shared_folders() if shared_dirs is None else tuple(shared_dirs),
-                    vllm_hosts=hosts.listed_hosts())
+    ctx = UIContext(
+        runs_dir=runs_root(runs_dir),
+        users=dict(users or {}),
+        sandbox=sandbox,
+        shared_dirs=paths.shared_folders() if shared_dirs is None else tuple(shared_dirs),
+        vllm_hosts=hosts.listed_hosts(),
+    )
     with gr.Blocks(title="GRPO Workbench", analytics_enabled=False) as app:
         ctx.blocks = app
         with gr.Row(elem_id="wb-header"):
@@ -165,12 +183,14 @@ def refusals_as_messages(fn):
     NaN slider), which Gradio would otherwise answer with a bare "Error".
     """
     if inspect.isgeneratorfunction(fn):
+
         @functools.wraps(fn)
         def streaming(*args, **kwargs):
             try:
                 yield from fn(*args, **kwargs)
             except WorkbenchError as exc:
                 raise gr.Error(str(exc), print_exception=False) from exc
+
         return streaming
 
     @functools.wraps(fn)
@@ -179,6 +199,7 @@ def refusals_as_messages(fn):
             return fn(*args, **kwargs)
         except WorkbenchError as exc:
             raise gr.Error(str(exc), print_exception=False) from exc
+
     return answering
 
 
@@ -202,13 +223,18 @@ def _poll_only_where_seen(ctx: UIContext, tabs: dict) -> None:
         return [gr.Timer(active=visible and label == open_label) for label in labels]
 
     for label, tab in tabs.items():
-        tab.select(lambda label=label: [label, *timers_for(label)], outputs=[open_tab, *timer_list],
-                   show_progress="hidden", queue=False)
+        tab.select(
+            lambda label=label: [label, *timers_for(label)],
+            outputs=[open_tab, *timer_list],
+            show_progress="hidden",
+            queue=False,
+        )
         if label in ctx.tab_opened:
             fn, inputs, outputs = ctx.tab_opened[label]
             tab.select(fn, inputs=inputs, outputs=outputs, show_progress="hidden")
     hidden = gr.Button("page hidden", visible="hidden", elem_id=PAGE_HIDDEN_ID)
     shown = gr.Button("page shown", visible="hidden", elem_id=PAGE_SHOWN_ID)
     hidden.click(lambda: timers_for(None, visible=False), outputs=timer_list, show_progress="hidden", queue=False)
-    shown.click(lambda label: timers_for(label), inputs=[open_tab], outputs=timer_list, show_progress="hidden",
-                queue=False)
+    shown.click(
+        lambda label: timers_for(label), inputs=[open_tab], outputs=timer_list, show_progress="hidden", queue=False
+    )

@@ -31,16 +31,33 @@ from workbench.ui.widgets import (
 )
 
 # The calculator's inputs in the order of the tab's components (and of update_calculator's arguments).
-MAIN_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "num_processes",
-               "vllm_gpus")
+MAIN_FIELDS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "num_processes",
+    "vllm_gpus",
+)
 RUN_FIELDS = ("dataset_size", "num_train_epochs", "max_steps", "max_completion_length", "num_iterations")
-ADVANCED_FIELDS = ("steps_per_generation", "generation_batch_size", "do_eval", "per_device_eval_batch_size",
-                   "num_generations_eval")
+ADVANCED_FIELDS = (
+    "steps_per_generation",
+    "generation_batch_size",
+    "do_eval",
+    "per_device_eval_batch_size",
+    "num_generations_eval",
+)
 FIELDS = MAIN_FIELDS + RUN_FIELDS + ADVANCED_FIELDS
 
 # The calculator opens on the classic failing case (1 process x batch 1, G = 8) with the demo's data size.
-START_VALUES = {**PLAN_DEFAULTS, "per_device_train_batch_size": 1, "num_generations": 8, "dataset_size": 64,
-                "steps_per_generation": 0, "generation_batch_size": 0, "num_generations_eval": 0}
+START_VALUES = {
+    **PLAN_DEFAULTS,
+    "per_device_train_batch_size": 1,
+    "num_generations": 8,
+    "dataset_size": 64,
+    "steps_per_generation": 0,
+    "generation_batch_size": 0,
+    "num_generations_eval": 0,
+}
 
 # What 0 means in the optional fields (see calculator_view.UNSET_WHEN_ZERO).
 INFO = {
@@ -66,8 +83,11 @@ def update_calculator(*values) -> list:
     *field_values, train_data_ratio = values
     inputs = dict(zip(FIELDS, field_values))
     view = make_plan_view(inputs)
-    comparison = frameworks_html(view.plan.inputs, train_data_ratio) if view.plan is not None else \
-        '<p class="wb-empty">The comparison appears once every field holds a valid value.</p>'
+    comparison = (
+        frameworks_html(view.plan.inputs, train_data_ratio)
+        if view.plan is not None
+        else '<p class="wb-empty">The comparison appears once every field holds a valid value.</p>'
+    )
     return [*render_plan_panel(view), comparison]
 
 
@@ -115,8 +135,11 @@ def build(ctx) -> None:
     gr.Markdown("### Explain an error message", elem_classes=["wb-section"])
     with gr.Row(equal_height=False):
         with gr.Column(scale=5):
-            pasted = gr.Textbox(label="Error message", lines=3, placeholder=(
-                "ValueError: generation_batch_size (4) must be divisible by num_generations (8)."))
+            pasted = gr.Textbox(
+                label="Error message",
+                lines=3,
+                placeholder=("ValueError: generation_batch_size (4) must be divisible by num_generations (8)."),
+            )
             with gr.Row():
                 explain_button = gr.Button("Explain", variant="primary", size="sm")
                 load_button = gr.Button("Load into the calculator", size="sm")
@@ -130,17 +153,34 @@ def build(ctx) -> None:
         with gr.Column(scale=5):
             comparison = gr.HTML()
         with gr.Column(scale=1, min_width=180):
-            train_data_ratio = gr.Number(value=1.0, label="train_data_ratio", info="ms-swift: share of rows it trains on")
+            train_data_ratio = gr.Number(
+                value=1.0, label="train_data_ratio", info="ms-swift: share of rows it trains on"
+            )
 
     fields = [components[name] for name in FIELDS]
     outputs = [*panel.outputs, comparison]
     # No triggers: run on every change of an input and once when the page loads.
-    gr.on(None, fn=update_calculator, inputs=[*fields, train_data_ratio], outputs=outputs,
-          show_progress="hidden", trigger_mode="always_last")
+    gr.on(
+        None,
+        fn=update_calculator,
+        inputs=[*fields, train_data_ratio],
+        outputs=outputs,
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
     for index, button in enumerate(panel.buttons):
-        button.click(suggestion_applier(FIELDS, index), inputs=[panel.suggestions, *fields], outputs=fields,
-                     show_progress="hidden")
-    gr.on([explain_button.click, pasted.submit], explain_html, inputs=pasted, outputs=[explanation, explained_inputs],
-          show_progress="hidden")
+        button.click(
+            suggestion_applier(FIELDS, index),
+            inputs=[panel.suggestions, *fields],
+            outputs=fields,
+            show_progress="hidden",
+        )
+    gr.on(
+        [explain_button.click, pasted.submit],
+        explain_html,
+        inputs=pasted,
+        outputs=[explanation, explained_inputs],
+        show_progress="hidden",
+    )
     load_button.click(load_explained, inputs=[explained_inputs, *fields], outputs=fields, show_progress="hidden")
     ctx.register(calculator_fields=components)

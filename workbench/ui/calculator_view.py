@@ -148,6 +148,7 @@ def apply_changes(values: dict, changes: dict) -> dict:
 
     Unsetting an optional field writes 0, which is how the page shows "unset".
     """
+
     def new_value(name, value):
         if name not in changes:
             return value
@@ -173,25 +174,41 @@ def heatmap_figure(view: PlanView) -> dict:
     into a figure where one is wanted.
     """
     layout = dict(
-        height=330, margin=dict(l=60, r=16, t=36, b=48), plot_bgcolor="#ffffff", paper_bgcolor="#ffffff",
+        height=330,
+        margin=dict(l=60, r=16, t=36, b=48),
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
         title=dict(text="Valid (batch, G) pairs for the other settings", font=dict(size=13), x=0.01),
         xaxis=dict(title=dict(text="per_device_train_batch_size"), showgrid=False, zeroline=False),
         yaxis=dict(title=dict(text="num_generations (G)"), showgrid=False, zeroline=False),
         showlegend=False,
     )
     if view.plan is None:
-        layout["annotations"] = [dict(text="Fix the highlighted field to see the map", showarrow=False,
-                                      xref="paper", yref="paper", x=0.5, y=0.5, font=dict(color="#94a3b8"))]
+        layout["annotations"] = [
+            dict(
+                text="Fix the highlighted field to see the map",
+                showarrow=False,
+                xref="paper",
+                yref="paper",
+                x=0.5,
+                y=0.5,
+                font=dict(color="#94a3b8"),
+            )
+        ]
         return {"data": [], "layout": layout}
     v = view.plan.inputs
     batches = _axis(v["per_device_train_batch_size"], 1)
     gens = _axis(v["num_generations"], 2)
     cells = grid(
-        num_processes=v["num_processes"], gradient_accumulation_steps=v["gradient_accumulation_steps"],
-        steps_per_generation=v["steps_per_generation"], generation_batch_size=v["generation_batch_size"],
-        do_eval=v["do_eval"], per_device_eval_batch_size=v["per_device_eval_batch_size"],
+        num_processes=v["num_processes"],
+        gradient_accumulation_steps=v["gradient_accumulation_steps"],
+        steps_per_generation=v["steps_per_generation"],
+        generation_batch_size=v["generation_batch_size"],
+        do_eval=v["do_eval"],
+        per_device_eval_batch_size=v["per_device_eval_batch_size"],
         num_generations_eval=v["num_generations_eval"],
-        per_device_train_batch_sizes=batches, num_generations_values=gens,
+        per_device_train_batch_sizes=batches,
+        num_generations_values=gens,
     )
     z = [[1 if ok else 0 for ok in row] for row in cells["valid"]]
     hover = [
@@ -199,14 +216,29 @@ def heatmap_figure(view: PlanView) -> dict:
         for g, errs in zip(gens, cells["errors"])
     ]
     cells_trace = dict(
-        type="heatmap", x=batches, y=gens, z=z, zmin=0, zmax=1, text=hover, hoverinfo="text", showscale=False,
-        xgap=2, ygap=2, colorscale=[[0.0, "#eef0f5"], [0.5, "#eef0f5"], [0.5, "#6ee7b7"], [1.0, "#6ee7b7"]],
+        type="heatmap",
+        x=batches,
+        y=gens,
+        z=z,
+        zmin=0,
+        zmax=1,
+        text=hover,
+        hoverinfo="text",
+        showscale=False,
+        xgap=2,
+        ygap=2,
+        colorscale=[[0.0, "#eef0f5"], [0.5, "#eef0f5"], [0.5, "#6ee7b7"], [1.0, "#6ee7b7"]],
     )
     marker_trace = dict(
-        type="scatter", x=[v["per_device_train_batch_size"]], y=[v["num_generations"]], mode="markers",
-        marker=dict(symbol="circle-open", size=16, line=dict(width=3),
-                    color="#4f46e5" if view.plan.valid else "#dc2626"),
-        hoverinfo="text", text=["your choice: " + ("valid" if view.plan.valid else "invalid")],
+        type="scatter",
+        x=[v["per_device_train_batch_size"]],
+        y=[v["num_generations"]],
+        mode="markers",
+        marker=dict(
+            symbol="circle-open", size=16, line=dict(width=3), color="#4f46e5" if view.plan.valid else "#dc2626"
+        ),
+        hoverinfo="text",
+        text=["your choice: " + ("valid" if view.plan.valid else "invalid")],
     )
     layout["xaxis"].update(range=[batches[0] - 0.5, batches[-1] + 0.5], dtick=1 if len(batches) <= 24 else 4)
     layout["yaxis"].update(range=[gens[0] - 0.5, gens[-1] + 0.5], dtick=1 if len(gens) <= 24 else 4)
@@ -227,12 +259,15 @@ def _cell(value) -> str:
 def frameworks_html(inputs: dict, train_data_ratio=1.0) -> str:
     """A table with one row per framework: verdict, processes, batches and how steps are counted."""
     try:
-        readings = compare_frameworks(train_data_ratio=train_data_ratio if train_data_ratio is not None else 1.0,
-                                      **inputs)
+        readings = compare_frameworks(
+            train_data_ratio=train_data_ratio if train_data_ratio is not None else 1.0, **inputs
+        )
     except InputError as exc:
         return f'<p class="wb-empty">No comparison until {escape(exc.field)} is fixed: {escape(exc.rule)}</p>'
-    head = ("<tr><th>framework</th><th>verdict</th><th>train / vLLM GPUs</th><th>generation batch</th>"
-            "<th>prompts per step</th><th>total steps</th><th>how steps are counted</th></tr>")
+    head = (
+        "<tr><th>framework</th><th>verdict</th><th>train / vLLM GPUs</th><th>generation batch</th>"
+        "<th>prompts per step</th><th>total steps</th><th>how steps are counted</th></tr>"
+    )
     rows = []
     for r in readings:
         verdict_class = "wb-ok" if r.valid else "wb-bad"
@@ -265,11 +300,14 @@ def explain_html(text: str) -> tuple[str, dict | None]:
     if result.fixes:
         fixes = "".join(
             f"<li>{escape(fix.description)}: {fix.plan.prompts_per_generation} prompts x "
-            f"G={fix.plan.inputs['num_generations']} per round</li>" for fix in result.fixes[:6]
+            f"G={fix.plan.inputs['num_generations']} per round</li>"
+            for fix in result.fixes[:6]
         )
         parts.append(f"<p><b>Fixes</b> (smallest change first):</p><ol>{fixes}</ol>")
     inputs = dict(result.plan.inputs) if result.plan is not None else None
     if inputs is not None:
-        parts.append('<p class="wb-note">"Load into the calculator" sets the fields to these numbers; '
-                     "the suggestion buttons then apply a fix in one click.</p>")
+        parts.append(
+            '<p class="wb-note">"Load into the calculator" sets the fields to these numbers; '
+            "the suggestion buttons then apply a fix in one click.</p>"
+        )
     return f'<div class="wb-explain">{"".join(parts)}</div>', inputs

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 MAX_AGE_SECONDS = 24 * 3600
 EVERY_SECONDS = 3600.0
@@ -71,9 +71,11 @@ def remove_old_files(folder: str | os.PathLike, max_age: float = MAX_AGE_SECONDS
     return removed
 
 
-def start_cleaning(folders: Callable[[], Iterable[Path]], every: float = EVERY_SECONDS,
-                   max_age: float = MAX_AGE_SECONDS) -> threading.Thread:
+def start_cleaning(
+    folders: Callable[[], Iterable[Path]], every: float = EVERY_SECONDS, max_age: float = MAX_AGE_SECONDS
+) -> threading.Thread:
     """Clean `folders()` now, then every `every` seconds, in a daemon thread (it ends with the app)."""
+
     def clean_forever() -> None:
         while True:
             for folder in folders():

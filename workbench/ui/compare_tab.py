@@ -67,29 +67,57 @@ class CompareComponents:
 
 def layout() -> CompareComponents:
     job_state = gr.State(None, delete_callback=cancel_on_close)
-    gr.Markdown("### Base model vs trained\nThe same prompts answered by the run's base model and by one of "
-                "its checkpoints. Sampling runs in its own process, greedy (the same answer every time), so it "
-                "can go on while training does; answers are kept in the run folder.", elem_classes=["wb-section"])
+    gr.Markdown(
+        "### Base model vs trained\nThe same prompts answered by the run's base model and by one of "
+        "its checkpoints. Sampling runs in its own process, greedy (the same answer every time), so it "
+        "can go on while training does; answers are kept in the run folder.",
+        elem_classes=["wb-section"],
+    )
     with gr.Row():
-        run_picker = gr.Dropdown(label="Run", choices=[], value=None, scale=3,
-                                 info="The current run or any past one.")
-        checkpoint = gr.Dropdown(label="Checkpoint", choices=[], value=None, scale=2, elem_id="wb-compare-checkpoint",
-                                 info="Saved every save_steps steps; the final adapter when the run ended. Picked "
-                                      "first: the checkpoint with the best held-out accuracy, when the run evaluates.")
-        max_new_tokens = gr.Slider(8, 256, value=DEFAULT_MAX_NEW_TOKENS, step=8, label="Longest answer (tokens)",
-                                   scale=2)
-    prompts_box = gr.Textbox(label="Probe prompts, one per line", lines=4, max_lines=12,
-                             info="Filled from the run's task; edit or type your own.")
+        run_picker = gr.Dropdown(label="Run", choices=[], value=None, scale=3, info="The current run or any past one.")
+        checkpoint = gr.Dropdown(
+            label="Checkpoint",
+            choices=[],
+            value=None,
+            scale=2,
+            elem_id="wb-compare-checkpoint",
+            info="Saved every save_steps steps; the final adapter when the run ended. Picked "
+            "first: the checkpoint with the best held-out accuracy, when the run evaluates.",
+        )
+        max_new_tokens = gr.Slider(
+            8, 256, value=DEFAULT_MAX_NEW_TOKENS, step=8, label="Longest answer (tokens)", scale=2
+        )
+    prompts_box = gr.Textbox(
+        label="Probe prompts, one per line",
+        lines=4,
+        max_lines=12,
+        info="Filled from the run's task; edit or type your own.",
+    )
     with gr.Row():
         answer_button = gr.Button("Answer side by side", variant="primary", scale=0, min_width=240)
         cancel_button = gr.Button("Cancel", variant="stop", scale=0, min_width=110, interactive=False)
         progress = gr.HTML("", css_template=compare_view.NOTE_CSS, js_on_load=None, elem_id="wb-compare-progress")
     # Without gradio's prose styles, whose dark table borders would box every answer.
-    table = gr.HTML(compare_view.compare_html(None), css_template=compare_view.COMPARE_CSS, js_on_load=None,
-                    apply_default_css=False, elem_id="wb-compare-table")
+    table = gr.HTML(
+        compare_view.compare_html(None),
+        css_template=compare_view.COMPARE_CSS,
+        js_on_load=None,
+        apply_default_css=False,
+        elem_id="wb-compare-table",
+    )
     timer = gr.Timer(TICK_SECONDS, active=False)
-    return CompareComponents(job_state, run_picker, checkpoint, max_new_tokens, prompts_box, answer_button,
-                             cancel_button, progress, table, timer)
+    return CompareComponents(
+        job_state,
+        run_picker,
+        checkpoint,
+        max_new_tokens,
+        prompts_box,
+        answer_button,
+        cancel_button,
+        progress,
+        table,
+        timer,
+    )
 
 
 class CompareTab:
@@ -119,16 +147,22 @@ class CompareTab:
     def pick_run(self, viewer: Viewer, run_id: str | None) -> dict:
         folder = self.run_dir(viewer, run_id)
         config = runfolder.read_config(folder) if folder else {}
-        return {self.ui.checkpoint: self.checkpoint_choices(viewer, run_id),
-                self.ui.prompts_box: "\n".join(probes.default_prompts(config))}
+        return {
+            self.ui.checkpoint: self.checkpoint_choices(viewer, run_id),
+            self.ui.prompts_box: "\n".join(probes.default_prompts(config)),
+        }
 
     def job_outputs(self, job: probes.ProbeJob | None) -> dict:
         ui, running = self.ui, job is not None and not job.finished
         read = read_sides(job)
-        return {ui.job_state: job, ui.timer: gr.Timer(active=running), ui.cancel_button: gr.Button(interactive=running),
-                ui.answer_button: gr.Button(interactive=not running),
-                ui.progress: compare_view.progress_html(compare_view.progress_text(job, read)),
-                ui.table: compare_view.compare_html(job, read)}
+        return {
+            ui.job_state: job,
+            ui.timer: gr.Timer(active=running),
+            ui.cancel_button: gr.Button(interactive=running),
+            ui.answer_button: gr.Button(interactive=not running),
+            ui.progress: compare_view.progress_html(compare_view.progress_text(job, read)),
+            ui.table: compare_view.compare_html(job, read),
+        }
 
     def plan(self, request: gr.Request, run_id, checkpoint_label, prompts_text, tokens) -> probes.ProbeJob:
         """The job the Answer button starts: the run's base model, then the checkpoint picked (ProbeError if not)."""
@@ -141,11 +175,15 @@ class CompareTab:
         paths_view.check_saved_config(config, self.ctx.scope_for(request))
         chosen = dict(probes.list_checkpoints(folder))  # only the run's own checkpoint-N and adapter folders
         if checkpoint_label and (not isinstance(checkpoint_label, str) or checkpoint_label not in chosen):
-            raise probes.ProbeError(field="checkpoint", rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint "
-                                    f"of run {folder.name}", fix="pick one from the list")
+            raise probes.ProbeError(
+                field="checkpoint",
+                rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint of run {folder.name}",
+                fix="pick one from the list",
+            )
         side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label else None
-        return probes.plan_job(folder, config, side, prompts, int(tokens),
-                               confine=self.ctx.confine_helper(folder, config))
+        return probes.plan_job(
+            folder, config, side, prompts, int(tokens), confine=self.ctx.confine_helper(folder, config)
+        )
 
     # ------------------------------------------------------------ events
 
@@ -166,8 +204,12 @@ class CompareTab:
                     record(new_job.process.pid)
         except WorkbenchError as exc:  # ProbeError and sampling's own checks name the field and the fix
             text = str(exc)
-            return {**self.job_outputs(None), self.ui.progress: compare_view.progress_html(
-                text if text.startswith(("Run:", "Probe")) else f"Not started: {text}")}
+            return {
+                **self.job_outputs(None),
+                self.ui.progress: compare_view.progress_html(
+                    text if text.startswith(("Run:", "Probe")) else f"Not started: {text}"
+                ),
+            }
         return self.job_outputs(new_job)
 
     def on_tick(self, request: gr.Request, job):
@@ -175,8 +217,9 @@ class CompareTab:
             return {self.ui.timer: gr.Timer(active=False)}
         advanced = probes.advance_job(job)
         if advanced.process is not None and advanced.process is not job.process:  # the next side started
-            launch_records.record_job(self.runs_dir, f"sampling-{advanced.process.pid}",
-                                      self.ctx.viewer(request).name, advanced.process.pid)
+            launch_records.record_job(
+                self.runs_dir, f"sampling-{advanced.process.pid}", self.ctx.viewer(request).name, advanced.process.pid
+            )
         return self.job_outputs(advanced)
 
     def on_cancel(self, job):
@@ -201,14 +244,22 @@ def build(ctx: UIContext) -> None:
     # before a Cancel must not write the still-running job back over the cancelled one.
     job_queue = dict(concurrency_id="compare-job", concurrency_limit=1)
     ctx.blocks.load(tab.on_load, outputs=[ui.run_picker, ui.checkpoint, ui.prompts_box], show_progress="hidden")
-    ui.run_picker.input(tab.on_pick, inputs=[ui.run_picker], outputs=[ui.checkpoint, ui.prompts_box],
-                        show_progress="hidden")
+    ui.run_picker.input(
+        tab.on_pick, inputs=[ui.run_picker], outputs=[ui.checkpoint, ui.prompts_box], show_progress="hidden"
+    )
     ui.run_picker.focus(tab.on_picker_focus, inputs=[ui.run_picker], outputs=[ui.run_picker], show_progress="hidden")
     # Checkpoints appear while a run trains: list them again whenever the list is opened.
-    ui.checkpoint.focus(tab.on_checkpoint_focus, inputs=[ui.run_picker, ui.checkpoint], outputs=[ui.checkpoint],
-                        show_progress="hidden")
-    ui.answer_button.click(tab.on_answer, inputs=[ui.run_picker, ui.checkpoint, ui.prompts_box, ui.max_new_tokens,
-                                                  ui.job_state], outputs=outputs, show_progress="hidden", **job_queue)
-    ui.timer.tick(tab.on_tick, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", trigger_mode="once",
-                  **job_queue)
+    ui.checkpoint.focus(
+        tab.on_checkpoint_focus, inputs=[ui.run_picker, ui.checkpoint], outputs=[ui.checkpoint], show_progress="hidden"
+    )
+    ui.answer_button.click(
+        tab.on_answer,
+        inputs=[ui.run_picker, ui.checkpoint, ui.prompts_box, ui.max_new_tokens, ui.job_state],
+        outputs=outputs,
+        show_progress="hidden",
+        **job_queue,
+    )
+    ui.timer.tick(
+        tab.on_tick, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", trigger_mode="once", **job_queue
+    )
     ui.cancel_button.click(tab.on_cancel, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", **job_queue)

@@ -53,8 +53,10 @@ def compare_html(job: ProbeJob | None, read: list[dict] | None = None) -> str:
     """A table: one row per prompt, one column per side, answers filled in as they come (`read` as in
     `progress_text`)."""
     if job is None:
-        return ('<p class="wb-empty">Pick a run and a checkpoint, check the probe prompts, and press '
-                '<b>Answer side by side</b>.</p>')
+        return (
+            '<p class="wb-empty">Pick a run and a checkpoint, check the probe prompts, and press '
+            "<b>Answer side by side</b>.</p>"
+        )
     answers = [{a["index"]: a for a in progress["answers"]} for progress in read]
     prompt_width = "28%" if len(job.sides) > 1 else "40%"
     head = "".join(f"<th>{html.escape(side.title)}</th>" for side in job.sides)
@@ -69,8 +71,10 @@ def compare_html(job: ProbeJob | None, read: list[dict] | None = None) -> str:
                 text = html.escape(answer["answer"]) or '<span class="wb-pending">(no visible text)</span>'
                 cells.append(f'<td>{text}<span class="wb-seconds">{answer["seconds"]:.1f} s</span></td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    return (f'<table class="wb-compare"><colgroup><col style="width:{prompt_width}"></colgroup>'
-            f"<thead><tr><th>prompt</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return (
+        f'<table class="wb-compare"><colgroup><col style="width:{prompt_width}"></colgroup>'
+        f"<thead><tr><th>prompt</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 NOTE_CSS = """

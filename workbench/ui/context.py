@@ -11,9 +11,10 @@ who it comes from, and shows and does only what that person may
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.access import limits, owners, uploads
 from workbench.access.paths import UserScope

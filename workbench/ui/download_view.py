@@ -35,9 +35,13 @@ def download_html(download: Download | None, note: str = "") -> str:
     if download.state == FAILED:
         return f"<p class='wb-warn-line' id='wb-download'>Download of {name} failed: {escape(download.error)}</p>"
     if download.state == DONE:
-        return (f"<p class='wb-ok-line' id='wb-download'>{name} is in the hub cache "
-                f"({size_text(download.done_bytes)}): its rows show above.</p>")
+        return (
+            f"<p class='wb-ok-line' id='wb-download'>{name} is in the hub cache "
+            f"({size_text(download.done_bytes)}): its rows show above.</p>"
+        )
     total = download.total_bytes
     share = f" of {size_text(total)} ({min(100, 100 * download.done_bytes // max(total, 1))}%)" if total else ""
-    return (f"<p class='wb-note' id='wb-download'>Downloading {name} into the hub cache: "
-            f"{size_text(download.done_bytes)}{share} ...</p>")
+    return (
+        f"<p class='wb-note' id='wb-download'>Downloading {name} into the hub cache: "
+        f"{size_text(download.done_bytes)}{share} ...</p>"
+    )

@@ -19,13 +19,24 @@ EXPORT_FIELDS = ("num_machines", "main_process_ip", "main_process_port", "distri
 BACKEND_CHOICES = DISTRIBUTED_BACKENDS
 
 
-def cluster_config(cfg: RunConfig, num_machines: int, main_process_ip: str, main_process_port: int,
-                   distributed_backend: str, vllm_node: bool) -> RunConfig:
+def cluster_config(
+    cfg: RunConfig,
+    num_machines: int,
+    main_process_ip: str,
+    main_process_port: int,
+    distributed_backend: str,
+    vllm_node: bool,
+) -> RunConfig:
     """`cfg` (one machine's processes) run on `num_machines` such machines."""
     machines = max(1, int(num_machines or 1))
-    return cfg.with_changes(num_machines=machines, num_processes=cfg.num_processes * machines,
-                            main_process_ip=(main_process_ip or "").strip(), main_process_port=main_process_port,
-                            distributed_backend=distributed_backend, vllm_node=bool(vllm_node))
+    return cfg.with_changes(
+        num_machines=machines,
+        num_processes=cfg.num_processes * machines,
+        main_process_ip=(main_process_ip or "").strip(),
+        main_process_port=main_process_port,
+        distributed_backend=distributed_backend,
+        vllm_node=bool(vllm_node),
+    )
 
 
 def bundle_folder(runs_dir: str | Path, run_id: str) -> Path:
@@ -35,10 +46,12 @@ def bundle_folder(runs_dir: str | Path, run_id: str) -> Path:
 
 def export_text(folder: Path, run_id: str, commands: list[str], runs_dir: str | Path) -> str:
     """What the Export box shows: the folder, how to start it, and where the run folder must land to be seen here."""
-    return "\n".join([
-        f"# bundle written to {folder}",
-        "# copy it to the machines (or a shared filesystem); its README.md says the rest.",
-        f"# set {RUNS_DIR_ENV}={runs_dir} on machine 0 (a folder this machine shares) and the run "
-        f"{run_id} shows in the Runs tab",
-        *commands,
-    ])
+    return "\n".join(
+        [
+            f"# bundle written to {folder}",
+            "# copy it to the machines (or a shared filesystem); its README.md says the rest.",
+            f"# set {RUNS_DIR_ENV}={runs_dir} on machine 0 (a folder this machine shares) and the run "
+            f"{run_id} shows in the Runs tab",
+            *commands,
+        ]
+    )

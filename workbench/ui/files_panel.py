@@ -45,8 +45,10 @@ def store_files(paths: list[str], folder: Path, upload_folder: str) -> tuple[lis
         except WorkbenchError as exc:
             refused.append(str(exc))
         except OSError as exc:  # a full disk, a vanished temporary file
-            refused.append(f"upload: {Path(path).name[:60]!r} could not be stored ({exc.strerror or exc}); "
-                           "try again, or ask whoever runs the server")
+            refused.append(
+                f"upload: {Path(path).name[:60]!r} could not be stored ({exc.strerror or exc}); "
+                "try again, or ask whoever runs the server"
+            )
     return stored, refused
 
 
@@ -90,12 +92,12 @@ class FilesPanel:
     def on_upload(self, request: gr.Request, files):
         folder = self.ctx.uploads_for(request)
         files = files if isinstance(files, list) else [files] if files else []
-        stored, refused = store_files([str(f) for f in files if isinstance(f, str)], folder,
-                                      browser_files.upload_folder())
+        stored, refused = store_files(
+            [str(f) for f in files if isinstance(f, str)], folder, browser_files.upload_folder()
+        )
         dataset = uploads_view.newest_of(stored, DATASET_SUFFIXES)
         reward = uploads_view.newest_of(stored, REWARD_SUFFIXES)
-        return (None, uploads_html(folder, refused),
-                dataset if dataset else gr.skip(), reward if reward else gr.skip())
+        return (None, uploads_html(folder, refused), dataset if dataset else gr.skip(), reward if reward else gr.skip())
 
     def list_uploads(self, request: gr.Request) -> str:
         return uploads_html(self.ctx.uploads_for(request))
@@ -106,10 +108,21 @@ def build(ctx: UIContext, reward_file: gr.Textbox) -> None:
     panel = FilesPanel(ctx)
     reward_note = gr.HTML("", elem_id="wb-reward-note")
     # Read-only text, never imported here; a code box shows it as text, markup and all.
-    reward_code = gr.Code(value="", language="python", interactive=False, visible=False,
-                          label="reward_file's code (read-only)", elem_id="wb-reward-code")
-    reward_file.change(panel.show_reward_code, inputs=[reward_file], outputs=[reward_note, reward_code],
-                       show_progress="hidden", trigger_mode="always_last")
+    reward_code = gr.Code(
+        value="",
+        language="python",
+        interactive=False,
+        visible=False,
+        label="reward_file's code (read-only)",
+        elem_id="wb-reward-code",
+    )
+    reward_file.change(
+        panel.show_reward_code,
+        inputs=[reward_file],
+        outputs=[reward_note, reward_code],
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
 
 
 def build_uploads(ctx: UIContext) -> tuple | None:
@@ -120,8 +133,12 @@ def build_uploads(ctx: UIContext) -> tuple | None:
     panel = FilesPanel(ctx)
     with gr.Accordion("Your files: upload datasets and reward code", open=False, elem_id="wb-uploads"):
         gr.HTML(uploads_view.UPLOADS_NOTE)
-        upload = gr.File(label=f"Upload dataset or reward files (at most {MAX_UPLOAD_TEXT} each)",
-                         file_count="multiple", file_types=list(UPLOAD_SUFFIXES), elem_id="wb-upload")
+        upload = gr.File(
+            label=f"Upload dataset or reward files (at most {MAX_UPLOAD_TEXT} each)",
+            file_count="multiple",
+            file_types=list(UPLOAD_SUFFIXES),
+            elem_id="wb-upload",
+        )
         uploads_box = gr.HTML("", elem_id="wb-uploads-list")
     ctx.blocks.load(panel.list_uploads, outputs=[uploads_box], show_progress="hidden")
     return upload, uploads_box, panel
@@ -133,5 +150,9 @@ def wire_uploads(parts: tuple | None, dataset_name: gr.Textbox, reward_file: gr.
     if parts is None:
         return None
     upload, uploads_box, panel = parts
-    return upload.upload(panel.on_upload, inputs=[upload], outputs=[upload, uploads_box, dataset_name, reward_file],
-                         show_progress="minimal")
+    return upload.upload(
+        panel.on_upload,
+        inputs=[upload],
+        outputs=[upload, uploads_box, dataset_name, reward_file],
+        show_progress="minimal",
+    )

@@ -57,8 +57,7 @@ def build(ctx) -> FirstRunStrip:
     strip = FirstRun(ctx)
     with gr.Row(elem_id="wb-first-run", equal_height=False):
         line = gr.HTML(strip.line, elem_id="wb-first-run-line")
-        button = gr.Button("Launch the demo", variant="primary", scale=0, min_width=200,
-                           elem_id="wb-first-run-button")
+        button = gr.Button("Launch the demo", variant="primary", scale=0, min_width=200, elem_id="wb-first-run-button")
     return FirstRunStrip(line, button)
 
 

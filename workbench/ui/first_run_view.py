@@ -17,8 +17,10 @@ from workbench.calc import Plan
 from workbench.spec.config import RunConfig
 from workbench.spec.numbers import format_duration
 
-NOT_MEASURED = ("how long is not measured on this machine yet: the run times its rounds in its first minute, "
-                "then the Train tab shows the time left")
+NOT_MEASURED = (
+    "how long is not measured on this machine yet: the run times its rounds in its first minute, "
+    "then the Train tab shows the time left"
+)
 
 
 def rounds_of(plan: Plan) -> int | None:
@@ -37,8 +39,11 @@ def what_it_runs(cfg: RunConfig, plan: Plan | None) -> str:
         length = f"{plan.total_steps} steps"
     else:
         length = f"{cfg.max_steps} steps" if cfg.max_steps > 0 else f"{cfg.num_train_epochs:g} epochs"
-    evaluation = (f", held-out accuracy at step 0 and every {cfg.eval_steps} steps"
-                  if cfg.eval_strategy == "steps" and cfg.eval_size else "")
+    evaluation = (
+        f", held-out accuracy at step 0 and every {cfg.eval_steps} steps"
+        if cfg.eval_strategy == "steps" and cfg.eval_size
+        else ""
+    )
     return f"trains {Path(cfg.model).name or cfg.model} with LoRA on {data} for {length}{evaluation}"
 
 
@@ -47,10 +52,14 @@ def how_long(rounds: int | None, round_seconds: float | None) -> str:
     if not round_seconds:
         return NOT_MEASURED
     if rounds is None:
-        return (f"a round takes {round_seconds:.1f} s on this machine (its speed probe measured it); the number of "
-                f"rounds is known once the data's size is")
-    return (f"about {format_duration(rounds * round_seconds)} of training on this machine ({rounds} rounds x "
-            f"{round_seconds:.1f} s, as its speed probe measured), plus loading the model")
+        return (
+            f"a round takes {round_seconds:.1f} s on this machine (its speed probe measured it); the number of "
+            f"rounds is known once the data's size is"
+        )
+    return (
+        f"about {format_duration(rounds * round_seconds)} of training on this machine ({rounds} rounds x "
+        f"{round_seconds:.1f} s, as its speed probe measured), plus loading the model"
+    )
 
 
 def round_seconds(choice) -> float | None:
@@ -73,14 +82,18 @@ def launch_html(cfg: RunConfig, plan: Plan | None, choice) -> str:
 
 def demo_html(cfg: RunConfig, plan: Plan | None, choice) -> str:
     """The first-run strip's line: the demo's Launch, what it does and how long it takes on this machine."""
-    return (f'<p class="wb-first-run-line"><b>New here?</b> The demo {escape(launch_line(cfg, plan, choice))} '
-            f"Your own run: the Setup tab.</p>")
+    return (
+        f'<p class="wb-first-run-line"><b>New here?</b> The demo {escape(launch_line(cfg, plan, choice))} '
+        f"Your own run: the Setup tab.</p>"
+    )
 
 
 def launched_html(run_id: str) -> str:
     """After a launch: where to watch it."""
-    return (f'<p class="wb-first-run-line wb-ok-line">Launched {escape(run_id)}: the Train tab shows it (its first '
-            f"points appear once the model has loaded and the first step is done).</p>")
+    return (
+        f'<p class="wb-first-run-line wb-ok-line">Launched {escape(run_id)}: the Train tab shows it (its first '
+        f"points appear once the model has loaded and the first step is done).</p>"
+    )
 
 
 def refused_html(message: str) -> str:

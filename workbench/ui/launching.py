@@ -18,5 +18,6 @@ def start_run(ctx, request, values) -> str:
     viewer = ctx.viewer(request)
     config = ctx.config_from_values(*values, scope=ctx.scope_of(viewer), launching=True)
     ctx.actions.take(viewer.name, "launch")
-    return launcher.start(config, ctx.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
-                          sandboxed=ctx.sandbox_for(viewer))
+    return launcher.start(
+        config, ctx.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared, sandboxed=ctx.sandbox_for(viewer)
+    )

@@ -58,8 +58,10 @@ def adapter_choices(run_dir: Path | None) -> list[tuple[str, str]]:
         return []
     final = [("final adapter", merge_view.FINAL)] if export_model.has_adapter(run_dir / runfolder.ADAPTER_DIR) else []
     best = eval_results.best_checkpoint_of(run_dir)
-    checkpoints = [(merge_view.checkpoint_label(step, best), str(step))
-                   for step in reversed(export_model.checkpoint_steps(run_dir))]
+    checkpoints = [
+        (merge_view.checkpoint_label(step, best), str(step))
+        for step in reversed(export_model.checkpoint_steps(run_dir))
+    ]
     first = [choice for choice in checkpoints if best and choice[1] == str(best["step"])]
     return first + final + [choice for choice in checkpoints if choice not in first]
 
@@ -68,15 +70,19 @@ def resolve_out(text: str, run_dir: Path, runs_dir: Path) -> Path:
     """The output folder typed in the tab: relative to the run folder, and inside the runs folder; ExportError otherwise."""
     text = (text or "").strip()
     if not text:
-        raise export_model.ExportError(field="out", rule="no output folder given",
-                                       fix=f"use {export_model.default_out(run_dir)}")
+        raise export_model.ExportError(
+            field="out", rule="no output folder given", fix=f"use {export_model.default_out(run_dir)}"
+        )
     path = Path(text).expanduser()
     path = (path if path.is_absolute() else run_dir / path).resolve()
     root = Path(runs_dir).resolve()
     if path == root or root not in path.parents:
-        raise export_model.ExportError(field="out", rule=f"{path} is outside the runs folder {root}",
-                                       fix="the dashboard writes only there (e.g. into the run folder); "
-                                           "`python -m workbench export-model` writes anywhere")
+        raise export_model.ExportError(
+            field="out",
+            rule=f"{path} is outside the runs folder {root}",
+            fix="the dashboard writes only there (e.g. into the run folder); "
+            "`python -m workbench export-model` writes anywhere",
+        )
     return path
 
 
@@ -100,15 +106,25 @@ class MergeComponents:
 def layout() -> MergeComponents:
     job_state = gr.State(None, delete_callback=cancel_on_close)
     with gr.Accordion("Export merged model", open=False, elem_id="wb-merge"):
-        gr.Markdown("The run's LoRA adapter merged into its base model: a standard transformers folder "
-                    "(model.safetensors, config, tokenizer with its chat template) that "
-                    "`AutoModelForCausalLM.from_pretrained` and vLLM load. It takes the base model's size on disk.",
-                    elem_classes=["wb-note"])
+        gr.Markdown(
+            "The run's LoRA adapter merged into its base model: a standard transformers folder "
+            "(model.safetensors, config, tokenizer with its chat template) that "
+            "`AutoModelForCausalLM.from_pretrained` and vLLM load. It takes the base model's size on disk.",
+            elem_classes=["wb-note"],
+        )
         with gr.Row(equal_height=True):
-            adapter = gr.Dropdown(label="Adapter", choices=[], value=None, scale=2,
-                                  info="The final adapter, or a checkpoint saved during the run.")
-            out = gr.Textbox(label="out", scale=4, info="A new or empty folder inside the runs folder; a relative "
-                                                        "path is taken inside the run folder.")
+            adapter = gr.Dropdown(
+                label="Adapter",
+                choices=[],
+                value=None,
+                scale=2,
+                info="The final adapter, or a checkpoint saved during the run.",
+            )
+            out = gr.Textbox(
+                label="out",
+                scale=4,
+                info="A new or empty folder inside the runs folder; a relative path is taken inside the run folder.",
+            )
         with gr.Row():
             export_button = gr.Button("Export merged model", variant="primary", scale=0, min_width=220)
             cancel_button = gr.Button("Cancel", variant="stop", scale=0, min_width=110, interactive=False)
@@ -130,8 +146,13 @@ class MergePanel:
 
     def job_outputs(self, job: MergeJob | None, shown: str) -> dict:
         ui, running = self.ui, job is not None
-        return {ui.job_state: job, ui.timer: gr.Timer(active=running), ui.cancel_button: gr.Button(interactive=running),
-                ui.export_button: gr.Button(interactive=not running), ui.progress: shown}
+        return {
+            ui.job_state: job,
+            ui.timer: gr.Timer(active=running),
+            ui.cancel_button: gr.Button(interactive=running),
+            ui.export_button: gr.Button(interactive=not running),
+            ui.progress: shown,
+        }
 
     def pick_run(self, request: gr.Request, run_id, job):
         if job is not None:  # the running export goes on; its panel keeps showing it
@@ -159,15 +180,20 @@ class MergePanel:
             paths_view.check_saved_config(run_access.run_config(folder), ctx.scope_for(request))
             out_folder = resolve_out(out_text, folder, self.runs_dir)
             if ctx.shared and folder.resolve() not in out_folder.parents:
-                raise export_model.ExportError(field="out", rule=f"{out_folder} is outside the run folder {folder}",
-                                               fix=f"on a shared dashboard an export goes into the run's own folder, "
-                                                   f"e.g. {export_model.default_out(folder)}")
+                raise export_model.ExportError(
+                    field="out",
+                    rule=f"{out_folder} is outside the run folder {folder}",
+                    fix=f"on a shared dashboard an export goes into the run's own folder, "
+                    f"e.g. {export_model.default_out(folder)}",
+                )
             plan = export_model.plan_export(folder, merge_view.checkpoint_of(choice), out_folder)
         except WorkbenchError as exc:
             return self.job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
         try:
             with launcher.helper_job(self.runs_dir, ctx.viewer(request).name, "export") as record:
-                process = export_model.start_export(plan, confine=ctx.confine_helper(folder, run_access.run_config(folder)))
+                process = export_model.start_export(
+                    plan, confine=ctx.confine_helper(folder, run_access.run_config(folder))
+                )
                 record(process.pid)
         except WorkbenchError as exc:  # UserLimitError: the user's runs and jobs fill their cap
             return self.job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
@@ -194,12 +220,19 @@ def build(ctx: UIContext, run_picker: gr.Dropdown) -> None:
     panel = MergePanel(ctx, ui)
     outputs = ui.job_outputs
     job_queue = dict(concurrency_id="merge-job", concurrency_limit=1)  # start, tick and cancel take turns
-    run_picker.change(panel.pick_run, inputs=[run_picker, ui.job_state], outputs=[ui.adapter, ui.out],
-                      show_progress="hidden")
+    run_picker.change(
+        panel.pick_run, inputs=[run_picker, ui.job_state], outputs=[ui.adapter, ui.out], show_progress="hidden"
+    )
     ui.adapter.focus(panel.list_adapters, inputs=[run_picker, ui.adapter], outputs=[ui.adapter], show_progress="hidden")
     ui.adapter.input(panel.default_out, inputs=[run_picker, ui.adapter], outputs=[ui.out], show_progress="hidden")
-    ui.export_button.click(panel.start, inputs=[run_picker, ui.adapter, ui.out, ui.job_state], outputs=outputs,
-                           show_progress="hidden", **job_queue)
-    ui.timer.tick(panel.tick, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", trigger_mode="once",
-                  **job_queue)
+    ui.export_button.click(
+        panel.start,
+        inputs=[run_picker, ui.adapter, ui.out, ui.job_state],
+        outputs=outputs,
+        show_progress="hidden",
+        **job_queue,
+    )
+    ui.timer.tick(
+        panel.tick, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", trigger_mode="once", **job_queue
+    )
     ui.cancel_button.click(panel.cancel, inputs=[ui.job_state], outputs=outputs, show_progress="hidden", **job_queue)

@@ -55,16 +55,20 @@ def progress_html(progress: dict | None, seconds: float = 0.0) -> str:
     if progress.get("done"):
         out = escape(str(progress.get("out")))
         size = (progress.get("bytes") or 0) / 2**20
-        return ('<div class="wb-merge-note wb-merge-note-ok">'
-                f"<b>Merged model written</b> to <code>{out}</code> ({size:,.0f} MB, {progress.get('seconds')} s). "
-                f"Load it with <code>AutoModelForCausalLM.from_pretrained(\"{out}\")</code> or serve it with "
-                f"<code>python -m vllm.entrypoints.openai.api_server --model {out}</code>.</div>")
+        return (
+            '<div class="wb-merge-note wb-merge-note-ok">'
+            f"<b>Merged model written</b> to <code>{out}</code> ({size:,.0f} MB, {progress.get('seconds')} s). "
+            f'Load it with <code>AutoModelForCausalLM.from_pretrained("{out}")</code> or serve it with '
+            f"<code>python -m vllm.entrypoints.openai.api_server --model {out}</code>.</div>"
+        )
     stage = progress.get("stage")
     index = export_model.STAGES.index(stage) + 1 if stage in export_model.STAGES else 0
     text = export_model.STAGE_TEXT.get(stage, "starting the export process")
     width = round(100 * index / (len(export_model.STAGES) + 1))
-    return (f'<div class="wb-merge-note wb-merge-note-info">Exporting: step {index} of {len(export_model.STAGES)}, '
-            f"{escape(text)} ({seconds:.0f} s)<div class='wb-merge-bar'><div style='width: {width}%'></div></div></div>")
+    return (
+        f'<div class="wb-merge-note wb-merge-note-info">Exporting: step {index} of {len(export_model.STAGES)}, '
+        f"{escape(text)} ({seconds:.0f} s)<div class='wb-merge-bar'><div style='width: {width}%'></div></div></div>"
+    )
 
 
 def note(message: str, kind: str = "info") -> str:

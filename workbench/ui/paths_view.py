@@ -26,16 +26,24 @@ from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunCo
 from workbench.ui.run_access import controls_run, live_run_holding
 
 DATA_FIELDS = ("dataset_name", "dataset_path")  # the fields whose value may name more files than itself
-DATA_FILES_FIX = ("keep a dataset's files in its own folder: README.md's data_files and data_dir relative to it, "
-                  "with no `..`, absolute path, URL or link that leads elsewhere; or upload the data file under "
-                  "'Your files' in the Setup tab and use the path it shows")
+DATA_FILES_FIX = (
+    "keep a dataset's files in its own folder: README.md's data_files and data_dir relative to it, "
+    "with no `..`, absolute path, URL or link that leads elsewhere; or upload the data file under "
+    "'Your files' in the Setup tab and use the path it shows"
+)
 
 
-def scope_for(runs_dir: Path, viewer: Viewer, shared: tuple[Path, ...] = (),
-              vllm_hosts: frozenset[str] = frozenset()) -> paths.UserScope:
+def scope_for(
+    runs_dir: Path, viewer: Viewer, shared: tuple[Path, ...] = (), vllm_hosts: frozenset[str] = frozenset()
+) -> paths.UserScope:
     """What `viewer` may name: their uploads, the runs they may control, the admin's shared folders."""
-    return paths.UserScope(uploads.uploads_dir(runs_dir, viewer.name), Path(runs_dir), controls_run(viewer),
-                           tuple(shared), frozenset(vllm_hosts))
+    return paths.UserScope(
+        uploads.uploads_dir(runs_dir, viewer.name),
+        Path(runs_dir),
+        controls_run(viewer),
+        tuple(shared),
+        frozenset(vllm_hosts),
+    )
 
 
 def confine_path(field: str, value: str, scope: paths.UserScope) -> str:
@@ -47,17 +55,22 @@ def confine_path(field: str, value: str, scope: paths.UserScope) -> str:
     confined = paths.confine(field, value, scope, MODEL_CHOICES if field == "model" else ())
     running = live_run_holding(confined, scope.runs_dir) if confined else None
     if running:
-        raise paths.PathError(field=field, rule=f"{confined[:80]!r} lies in run {running}, which is still running: "
-                              "its code can change the files there while they are read",
-                              fix="use it once that run has ended (Stop it in the Train tab, or wait)")
+        raise paths.PathError(
+            field=field,
+            rule=f"{confined[:80]!r} lies in run {running}, which is still running: "
+            "its code can change the files there while they are read",
+            fix="use it once that run has ended (Stop it in the Train tab, or wait)",
+        )
     if field in DATA_FIELDS and confined:
         confine_data_files(field, confined, scope)
     elif confined:  # a model folder, a reward file (a bundled name or a hub id names no file: nothing to check)
         problem = dataset_files.folder_outside(confined, lambda path: paths.allowed(path, scope))
         if problem:
-            raise paths.PathError(field=field, rule=f"{confined[:80]!r} reads a file outside your uploads and "
-                                  f"your runs: {problem}", fix="name a folder whose files all lie there, "
-                                  "with no links out of it")
+            raise paths.PathError(
+                field=field,
+                rule=f"{confined[:80]!r} reads a file outside your uploads and your runs: {problem}",
+                fix="name a folder whose files all lie there, with no links out of it",
+            )
     return confined
 
 
@@ -71,10 +84,14 @@ def confine_data_files(field: str, value: str, scope: paths.UserScope) -> None:
     problem = dataset_files.outside(source, lambda path: paths.allowed(path, scope))
     if problem:
         shared = " and the shared folders" if scope.shared else ""
-        where = ("the hub dataset's own download" if source.kind == hub_datasets.HUB else
-                 f"your uploads folder {scope.uploads}, your runs{shared}")
-        raise paths.PathError(field=field, rule=f"{value[:80]!r} reads a file outside {where}: {problem}",
-                              fix=DATA_FILES_FIX)
+        where = (
+            "the hub dataset's own download"
+            if source.kind == hub_datasets.HUB
+            else f"your uploads folder {scope.uploads}, your runs{shared}"
+        )
+        raise paths.PathError(
+            field=field, rule=f"{value[:80]!r} reads a file outside {where}: {problem}", fix=DATA_FILES_FIX
+        )
 
 
 def confine_config(cfg: RunConfig, scope: paths.UserScope) -> tuple[RunConfig, list[ConfigProblem]]:

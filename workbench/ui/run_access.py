@@ -16,8 +16,8 @@ user's run without its id.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from workbench.access.owners import Viewer, may_control, may_see
 from workbench.runstore import launch_records, runfolder
@@ -59,6 +59,7 @@ def live_run_holding(path: str | Path, runs_dir: str | Path) -> str | None:
 
 def controls_run(viewer: Viewer):
     """A test of a folder: a run folder that `viewer` may control (what access/paths.py lets them name)."""
+
     def own_run(folder: Path) -> bool:
         try:
             return runfolder.is_run_dir(folder) and may_control(viewer, run_owner(folder))
@@ -98,9 +99,12 @@ def run_dir_for(runs_dir: str | Path, run_id, viewer: Viewer, control: bool = Fa
         path = None
     allowed = may_control if control else may_see
     if path is None or not allowed(viewer, run_owner(path)):
-        raise RunAccessError(field="run", rule=f"{repr(run_id)[:80]} is not one of your runs",
-                             fix="pick a run from the list: each user sees and controls the runs they launched "
-                                 "(an admin sees every run)")
+        raise RunAccessError(
+            field="run",
+            rule=f"{repr(run_id)[:80]} is not one of your runs",
+            fix="pick a run from the list: each user sees and controls the runs they launched "
+            "(an admin sees every run)",
+        )
     return path
 
 

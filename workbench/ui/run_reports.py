@@ -43,8 +43,13 @@ def write_report(run_dir: str | Path, download_root: str | Path | None = None) -
     run replaces it, and ui/cleanup.py removes day-old copies).
     """
     run_dir = Path(run_dir)
-    contents = report.RunContents(name=run_dir.name, folder=str(run_dir), comparisons=probes.stored_comparisons(run_dir),
-                                  last_tokens=tokens.last_step_tokens(run_dir), **runfolder.read_run(run_dir))
+    contents = report.RunContents(
+        name=run_dir.name,
+        folder=str(run_dir),
+        comparisons=probes.stored_comparisons(run_dir),
+        last_tokens=tokens.last_step_tokens(run_dir),
+        **runfolder.read_run(run_dir),
+    )
     page = report.build_report(contents).encode("utf-8")
     written = run_dir / runfolder.REPORT_FILE
     runfolder.replace_file(written, page)

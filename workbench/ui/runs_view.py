@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from workbench.jobs.run_state import LOST_SECONDS, runs_elsewhere
 from workbench.runstore.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
@@ -95,10 +96,12 @@ def queued_text(entry: dict) -> str:
 
 def runs_folder_note(runs_dir: str | Path) -> str:
     """Where the table reads runs from, and how runs of other machines get there."""
-    return (f"Runs folder: {runs_dir}. Runs on other machines (a cluster bundle's) show here when their run "
-            f"folder is on a filesystem this machine shares: start the app with {RUNS_DIR_ENV} set to "
-            "that folder. They are followed by their heartbeat, shown as lost when it has been "
-            f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request).")
+    return (
+        f"Runs folder: {runs_dir}. Runs on other machines (a cluster bundle's) show here when their run "
+        f"folder is on a filesystem this machine shares: start the app with {RUNS_DIR_ENV} set to "
+        "that folder. They are followed by their heartbeat, shown as lost when it has been "
+        f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request)."
+    )
 
 
 def runs_rows(summaries: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> list[list[Any]]:

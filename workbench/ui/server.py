@@ -50,15 +50,15 @@ import json
 import logging
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import gradio as gr
 from fastapi import HTTPException, Request
 
 from workbench.access.cache_quota import CacheLedger
 from workbench.access.sessions import DEFAULT_SESSION_HOURS
-from workbench.access.uploads import UploadError
 from workbench.access.sign_in_limits import SignInLimits
+from workbench.access.uploads import UploadError
 from workbench.ui import gradio_compat, sign_in
 
 
@@ -139,15 +139,21 @@ class UploadQuota:
         self.ledger = ledger
 
     async def __call__(self, scope, receive, send):
-        user = self.user_of(scope) if scope["type"] == "http" and scope["method"] == "POST" and \
-            scope["path"].rstrip("/") == self.path else None
+        user = (
+            self.user_of(scope)
+            if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/") == self.path
+            else None
+        )
         if user is None:
             await self.app(scope, receive, send)
             return
         size = content_length(scope)
         if size is None:
-            await plain_answer(send, 411, "upload: the request does not say its size (Content-Length); send the "
-                                          "files as a browser does")
+            await plain_answer(
+                send,
+                411,
+                "upload: the request does not say its size (Content-Length); send the files as a browser does",
+            )
             return
         try:
             self.ledger.reserve(user, size)
@@ -229,8 +235,15 @@ def same_origin_only(api) -> None:
 SHUTDOWN_GRACE_S = 2  # seconds open requests get to finish once the server is told to stop
 
 
-def serve(blocks: gr.Blocks, host: str, port: int, *, ssl_certfile: str | None = None,
-          ssl_keyfile: str | None = None, **options) -> None:
+def serve(
+    blocks: gr.Blocks,
+    host: str,
+    port: int,
+    *,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+    **options,
+) -> None:
     """Serve `blocks` at http(s)://host:port/ until interrupted (options: those of `server_app`).
 
     `ssl_certfile`/`ssl_keyfile` (PEM, checked by access/tls.check_tls) serve HTTPS.
@@ -239,8 +252,15 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, ssl_certfile: str | None =
 
     api = server_app(blocks, host, port, **options)
     print(f"GRPO Workbench: {'https' if ssl_certfile else 'http'}://{host}:{port}/", flush=True)
-    config = uvicorn.Config(api, host=host, port=port, log_level="warning", ssl_certfile=ssl_certfile,
-                            ssl_keyfile=ssl_keyfile, timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    config = uvicorn.Config(
+        api,
+        host=host,
+        port=port,
+        log_level="warning",
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
     try:
         stream_ending_server_class()(config, gradio_compat.mounted_app(api)).run()
     except KeyboardInterrupt:  # Ctrl-C: uvicorn has stopped the server, and raises it again once done
@@ -286,8 +306,15 @@ def stream_ending_server_class():
     return Server
 
 
-def server_app(blocks: gr.Blocks, host: str, port: int, *, session_hours: float = DEFAULT_SESSION_HOURS,
-               sign_in_limits: SignInLimits = SignInLimits(), **mount_options):
+def server_app(
+    blocks: gr.Blocks,
+    host: str,
+    port: int,
+    *,
+    session_hours: float = DEFAULT_SESSION_HOURS,
+    sign_in_limits: SignInLimits = SignInLimits(),
+    **mount_options,
+):
     """The FastAPI app that serves `blocks` (mount_options: theme, css, js, auth, ...), ready for uvicorn.
 
     `blocks.api_routes` (path -> handler, from ui/app.build_app) become GET
@@ -309,8 +336,11 @@ def server_app(blocks: gr.Blocks, host: str, port: int, *, session_hours: float 
     if mount_options.get("auth") and gradio_compat.own_sign_in():
         signing_in = sign_in.SignIn(session_hours * 3600, sign_in_limits)
         gradio_compat.check_login_messages()
-    script = gradio_compat.frame_throttle_script() + gradio_compat.plot_redraws_script() + \
-        (sign_in.PAGE_JS if signing_in else "")
+    script = (
+        gradio_compat.frame_throttle_script()
+        + gradio_compat.plot_redraws_script()
+        + (sign_in.PAGE_JS if signing_in else "")
+    )
     if script:
         api.add_middleware(EarlyScript, script=script)
     same_origin_only(api)
@@ -322,12 +352,17 @@ def server_app(blocks: gr.Blocks, host: str, port: int, *, session_hours: float 
     mounted: dict = {}
     upload_route = gradio_compat.upload_route() if mount_options.get("auth") else None
     if upload_route:  # each user's uploads through Gradio's own route, under their upload caps
-        api.add_middleware(UploadQuota, path=upload_route, ledger=CacheLedger(),
-                           user_of=lambda scope: signed_in_user(mounted["app"], scope))
+        api.add_middleware(
+            UploadQuota,
+            path=upload_route,
+            ledger=CacheLedger(),
+            user_of=lambda scope: signed_in_user(mounted["app"], scope),
+        )
 
     def route(handler):
         def answer(request: Request):
             return handler(require_sign_in(mounted["app"], request), request.query_params)
+
         return answer
 
     # Added before the app is mounted: the mount at "" would otherwise answer these paths itself.

@@ -20,10 +20,18 @@ from workbench.spec.config import RunConfig
 from workbench.spec.generation import SERVER_GENERATIONS
 
 # The server environment's variables the command preview shows, in this order.
-SERVER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "VLLM_CPU_KVCACHE_SPACE",
-                    "VLLM_ENABLE_V1_MULTIPROCESSING", "TORCHDYNAMO_DISABLE", "VLLM_SERVER_DEV_MODE")
-CPU_NOTE = ("On a CPU the vLLM server generates slower than transformers does inside the trainer (about 45 tokens/s "
-            "on 2 cores): here it shows the LoRA hot-load path working; the speed comes on GPUs.")
+SERVER_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "VLLM_ENABLE_V1_MULTIPROCESSING",
+    "TORCHDYNAMO_DISABLE",
+    "VLLM_SERVER_DEV_MODE",
+)
+CPU_NOTE = (
+    "On a CPU the vLLM server generates slower than transformers does inside the trainer (about 45 tokens/s "
+    "on 2 cores): here it shows the LoRA hot-load path working; the speed comes on GPUs."
+)
 
 SERVER_CSS = """
 .wb-server { font-size: 0.88rem; border-left: 4px solid #64748b; padding: 6px 10px; background: #f8fafc; }
@@ -50,17 +58,24 @@ def server_html(status: dict, log_tail: str = "") -> str:
     if state is None:
         return ""
     section = status["vllm"]
-    whose = "a server you run" if section.get("external") else (
-        "started with the run, on the CPU" if section.get("on_cpu") else "started with the run, on its own GPUs")
+    whose = (
+        "a server you run"
+        if section.get("external")
+        else ("started with the run, on the CPU" if section.get("on_cpu") else "started with the run, on its own GPUs")
+    )
     ready = f", ready after {section['ready_after_s']:.0f} s" if section.get("ready_after_s") is not None else ""
-    parts = [f'<div class="wb-server {escape(state)}"><b>vLLM server: {escape(state)}</b>{escape(ready)} at '
-             f"<code>{escape(str(section.get('url') or '?'))}</code> ({escape(whose)}).",
-             " The trainer hot-loads its LoRA adapter there after every optimizer step." if state == "ready" else ""]
+    parts = [
+        f'<div class="wb-server {escape(state)}"><b>vLLM server: {escape(state)}</b>{escape(ready)} at '
+        f"<code>{escape(str(section.get('url') or '?'))}</code> ({escape(whose)}).",
+        " The trainer hot-loads its LoRA adapter there after every optimizer step." if state == "ready" else "",
+    ]
     if section.get("on_cpu"):
         parts.append(f"<div>{escape(CPU_NOTE)}</div>")
     if log_tail.strip():
-        parts.append(f"<details{' open' if state == 'failed' else ''}><summary>End of "
-                     f"{escape(runfolder.VLLM_LOG_FILE)}</summary><pre>{escape(log_tail)}</pre></details>")
+        parts.append(
+            f"<details{' open' if state == 'failed' else ''}><summary>End of "
+            f"{escape(runfolder.VLLM_LOG_FILE)}</summary><pre>{escape(log_tail)}</pre></details>"
+        )
     return "".join(parts) + "</div>"
 
 
@@ -74,8 +89,10 @@ def server_command_text(cfg: RunConfig) -> str:
     command = vllm_server.server_command(cfg, port)
     where = "the CPU" if vllm_server.server_on_cpu(cfg) else f"GPU(s) {cfg.vllm_gpu_ids or 'of the run'}"
     note = "PORT: a free port chosen at launch; " if port == "PORT" else ""
-    return (f"# vLLM server on {where}, started with the run and ended with it ({note}log: "
-            f"{runfolder.VLLM_LOG_FILE})\n" + shell_line(command, vllm_server.server_env(cfg), SERVER_VARIABLES))
+    return (
+        f"# vLLM server on {where}, started with the run and ended with it ({note}log: "
+        f"{runfolder.VLLM_LOG_FILE})\n" + shell_line(command, vllm_server.server_env(cfg), SERVER_VARIABLES)
+    )
 
 
 def shell_line(command: list[str], env: dict, variables: tuple[str, ...]) -> str:
@@ -94,8 +111,10 @@ def split_text(cfg: RunConfig, gpus: list[GpuInfo]) -> str:
     if cfg.generation == "trl-colocate":
         return f"Training and vLLM share GPU(s) {training} (trl-colocate)."
     if cfg.generation in SERVER_GENERATIONS and cfg.vllm_gpu_ids:
-        return (f"{len(training)} GPU(s) train ({training}), {len(cfg.vllm_gpu_ids)} serve vLLM "
-                f"({cfg.vllm_gpu_ids}): the batch plan counts {cfg.num_processes} training process(es).")
+        return (
+            f"{len(training)} GPU(s) train ({training}), {len(cfg.vllm_gpu_ids)} serve vLLM "
+            f"({cfg.vllm_gpu_ids}): the batch plan counts {cfg.num_processes} training process(es)."
+        )
     if cfg.generation in SERVER_GENERATIONS:
         return f"The vLLM server shares the training GPU {training[:1]}; give it GPUs of its own below for speed."
     return ""

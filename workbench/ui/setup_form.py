@@ -19,6 +19,7 @@ from workbench.access import run_memory
 from workbench.access.paths import PathError, UserScope
 from workbench.errors import WorkbenchError
 from workbench.jobs import gpu_queue
+from workbench.sources.gpus import list_gpus
 from workbench.spec.chat import prompt_text
 from workbench.spec.columns import DataChoice, DataPreview, preview
 from workbench.spec.config import (
@@ -28,7 +29,6 @@ from workbench.spec.config import (
     data_field,
 )
 from workbench.spec.config_checks import path_problem, validate_config
-from workbench.sources.gpus import list_gpus
 from workbench.spec.rewards import score
 from workbench.spec.tasks import TASKS
 from workbench.ui import paths_view
@@ -37,8 +37,8 @@ from workbench.ui.first_run_view import launch_html
 from workbench.ui.paths_view import confine_path
 from workbench.ui.setup_form_view import FORM_KEYS, MODEL_REFUSED_NOTE, PROMPT_TOKENS_ASSUMED, mapping_from_form
 from workbench.ui.setup_view import (
-    MEMORY_NOT_ON_DISK,
     CORRECTNESS_FIELD,
+    MEMORY_NOT_ON_DISK,
     PICKER_REWARDS,
     PLAN_FIELDS_SETTABLE,
     config_from_form,
@@ -54,9 +54,9 @@ from workbench.ui.setup_view import (
     reward_choice,
     scores_html,
     setting_notes,
+    setup_plan_view,
     speed_choice,
     speed_html,
-    setup_plan_view,
     task_dataset_size,
 )
 from workbench.ui.signal_view import correctness_choices, kept_correctness
@@ -98,8 +98,9 @@ def config_from_values(*values, scope: UserScope | None = None, launching: bool 
     """
     *form_values, hardware = values
     gpus = gpus_of(hardware)
-    cfg = config_from_form(dict(zip(FORM_KEYS, form_values)), gpus_present=bool(gpus),
-                           all_gpu_ids=tuple(g.index for g in gpus))
+    cfg = config_from_form(
+        dict(zip(FORM_KEYS, form_values)), gpus_present=bool(gpus), all_gpu_ids=tuple(g.index for g in gpus)
+    )
     if scope is None:
         return cfg
     cfg, problems = paths_view.confine_config(cfg, scope)
@@ -116,7 +117,8 @@ def local_model_folder(model: str) -> Path | None:
 
     name = (model or BUNDLED_MODEL).strip()
     folder = {BUNDLED_MODEL: cache_dir() / BUNDLED_MODEL, TINY_MODEL: cache_dir() / f"{TINY_MODEL}-seed0"}.get(
-        name, Path(name).expanduser())
+        name, Path(name).expanduser()
+    )
     try:
         return folder if (folder / "config.json").is_file() else None
     except OSError:  # a name no file system can look up (the plan panel already says why)
@@ -152,9 +154,16 @@ def preview_from_form(form: dict, scope: UserScope | None = None) -> DataPreview
     seed = form.get("seed")
     seed = int(seed) if isinstance(seed, (int, float)) and seed == seed and 0 <= seed < 2**32 else 0
     folder = local_model_folder(paths["model"]) if paths["model"] or scope is None else None
-    choice = DataChoice(task, paths["dataset_name"], form_text(form.get("dataset_config")),
-                        form_text(form.get("dataset_train_split")) or "train", mapping_from_form(form),
-                        form_text(form.get("chat_template")) or "auto", str(folder) if folder else "", seed)
+    choice = DataChoice(
+        task,
+        paths["dataset_name"],
+        form_text(form.get("dataset_config")),
+        form_text(form.get("dataset_train_split")) or "train",
+        mapping_from_form(form),
+        form_text(form.get("chat_template")) or "auto",
+        str(folder) if folder else "",
+        seed,
+    )
     return preview(choice, names, paths["reward_file"], import_reward_file=scope is None)
 
 
@@ -200,8 +209,9 @@ def memory_problems(cfg: RunConfig, hardware: dict) -> list[ConfigProblem]:
         limit = run_memory.memory_limit(in_all, run_memory.run_share(), device)
         if run_memory.memory_refusal(needed, limit, "") is None:
             return []
-        field = driving_field(cfg.to_dict(), lambda changed: memory_estimate(changed, shape, device).total_bytes,
-                              RunConfig().to_dict())
+        field = driving_field(
+            cfg.to_dict(), lambda changed: memory_estimate(changed, shape, device).total_bytes, RunConfig().to_dict()
+        )
     except WorkbenchError as exc:  # the estimate cannot take a value (validate_config names it), or a bad share
         return [ConfigProblem(exc.field, exc.rule, exc.fix)] if exc.field == run_memory.MAX_RUN_MEMORY_ENV else []
     refusal = run_memory.memory_refusal(needed, limit, field)
@@ -218,8 +228,14 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
         cfg = config_from_values(*values)
     except ConfigError as exc:
         view = error_view(exc)
-        return [*render_plan_panel(view, with_heatmap=False), "", gr.update(interactive=False),
-                problems_html(exc.problems), "", False]
+        return [
+            *render_plan_panel(view, with_heatmap=False),
+            "",
+            gr.update(interactive=False),
+            problems_html(exc.problems),
+            "",
+            False,
+        ]
     problems = []
     if scope is not None:
         cfg, problems = paths_view.confine_config(cfg, scope)
@@ -237,9 +253,15 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     # line, in grey
     warnings, notes = setting_notes(cfg, gpus)
     panel[-2] = warnings_html(view, extra=warnings, notes=notes) + speed_html(cfg, gpus, choice)
-    memory = (MODEL_REFUSED_NOTE if model_refused else memory_panel(cfg, free, device))
-    return [*panel, launch_html(cfg, view.plan, choice), gr.update(interactive=ready), problems_html(problems),
-            memory, ready]
+    memory = MODEL_REFUSED_NOTE if model_refused else memory_panel(cfg, free, device)
+    return [
+        *panel,
+        launch_html(cfg, view.plan, choice),
+        gr.update(interactive=ready),
+        problems_html(problems),
+        memory,
+        ready,
+    ]
 
 
 def correctness_update(values: list) -> gr.Dropdown:
@@ -252,8 +274,7 @@ def correctness_update(values: list) -> gr.Dropdown:
     return gr.Dropdown(choices=correctness_choices(names), value=kept_correctness(form.get(CORRECTNESS_FIELD), names))
 
 
-def try_rewards(prompt: str, completions_text: str, columns_text: str, *values,
-                scope: UserScope | None = None) -> str:
+def try_rewards(prompt: str, completions_text: str, columns_text: str, *values, scope: UserScope | None = None) -> str:
     """Score typed completions with the chosen reward functions and weights, as the trainer would.
 
     On a shared dashboard (`scope` given) a reward file is never run here: only built-in rewards are tried.
@@ -263,9 +284,11 @@ def try_rewards(prompt: str, completions_text: str, columns_text: str, *values,
     except ConfigError as exc:
         return f'<p class="wb-warn-line">{escape(str(exc))}</p>'
     if scope is not None and cfg.reward_file:
-        return ('<p class="wb-warn-line">reward_file: on this shared dashboard a reward file\'s code runs only in '
-                "the training process, never in the dashboard; the Smoke test (1 step) tries it. Clear reward_file "
-                "to try the built-in rewards here.</p>")
+        return (
+            '<p class="wb-warn-line">reward_file: on this shared dashboard a reward file\'s code runs only in '
+            "the training process, never in the dashboard; the Smoke test (1 step) tries it. Clear reward_file "
+            "to try the built-in rewards here.</p>"
+        )
     completions = parse_completions(completions_text)
     if not completions:
         return '<p class="wb-warn-line">completions: type at least one, one per line.</p>'
@@ -273,8 +296,14 @@ def try_rewards(prompt: str, completions_text: str, columns_text: str, *values,
         return '<p class="wb-warn-line">reward functions: tick at least one above.</p>'
     try:
         columns = parse_columns(columns_text)
-        results = score(cfg.reward_names, prompt or "", completions, weights=cfg.reward_weights,
-                        reward_file=cfg.reward_file or None, **columns)
+        results = score(
+            cfg.reward_names,
+            prompt or "",
+            completions,
+            weights=cfg.reward_weights,
+            reward_file=cfg.reward_file or None,
+            **columns,
+        )
     except WorkbenchError as exc:
         return f'<p class="wb-warn-line">{escape(str(exc))}</p>'
     return scores_html(results, cfg.reward_names)
@@ -286,8 +315,12 @@ def preview_data(*values, scope: UserScope | None = None) -> list:
     *form_values, _hardware = values
     data = preview_from_form(dict(zip(FORM_KEYS, form_values)), scope)
     configs, columns, solutions = data_choices(data)
-    return [data_preview_html(data), gr.update(choices=configs), gr.update(choices=columns),
-            gr.update(choices=solutions)]
+    return [
+        data_preview_html(data),
+        gr.update(choices=configs),
+        gr.update(choices=columns),
+        gr.update(choices=solutions),
+    ]
 
 
 def example_from_task(task_name: str) -> tuple[str, str]:
@@ -298,6 +331,7 @@ def example_from_task(task_name: str) -> tuple[str, str]:
     row = task.build_rows(1, 0)[0]
     prompt = row["prompt"]
     text = prompt_text(prompt)
-    columns = "\n".join(f"{k} = {', '.join(map(str, v)) if isinstance(v, list) else v}"
-                        for k, v in row.items() if k != "prompt")
+    columns = "\n".join(
+        f"{k} = {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in row.items() if k != "prompt"
+    )
     return text, columns

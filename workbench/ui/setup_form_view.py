@@ -11,17 +11,26 @@ from workbench.ui.setup_view import PICKER_REWARDS, SETTING_FIELDS, TASK_SETTING
 
 REWARD_KEYS = tuple(key for name in PICKER_REWARDS for key in (f"use_{name}", f"weight_{name}"))
 # The form's entries in the order of ctx.config_inputs (the hardware state follows them).
-FORM_KEYS = ("model", "task", "dataset_name", "reward_file", *REWARD_KEYS, "cpu_processes", "gpu_ids",
-             "vllm_gpu_ids", *SETTING_FIELDS)
+FORM_KEYS = (
+    "model",
+    "task",
+    "dataset_name",
+    "reward_file",
+    *REWARD_KEYS,
+    "cpu_processes",
+    "gpu_ids",
+    "vllm_gpu_ids",
+    *SETTING_FIELDS,
+)
 # What choosing a task sets on the form (setup_view.task_presets): each picker reward's tick and weight, and the
 # settings the task presets; its description beside them.
 TASK_KEYS = (*REWARD_KEYS, *TASK_SETTING_KEYS)
-EXAMPLE_COMPLETIONS = ("Paris.\n"
-                       "The capital of France is Paris, which is also its largest city and its cultural centre.")
+EXAMPLE_COMPLETIONS = "Paris.\nThe capital of France is Paris, which is also its largest city and its cultural centre."
 # How many tokens the memory estimate allows for a prompt after the chat template.
 PROMPT_TOKENS_ASSUMED = 64
-MODEL_REFUSED_NOTE = ("<p class='wb-note'>Memory estimate: none for a model this shared dashboard refuses "
-                      "(see Before launch).</p>")
+MODEL_REFUSED_NOTE = (
+    "<p class='wb-note'>Memory estimate: none for a model this shared dashboard refuses (see Before launch).</p>"
+)
 
 
 def form_with(values: list, changes: dict) -> list:
@@ -34,9 +43,12 @@ def form_with(values: list, changes: dict) -> list:
 def mapping_from_form(form: dict) -> ColumnMapping:
     """The form's column mapping; an unknown transform reads as none (Before launch names it)."""
     transform = form_text(form.get("solution_transform"))
-    return ColumnMapping(form_text(form.get("prompt_column")) or "prompt", form_text(form.get("solution_column")),
-                         transform if transform in SOLUTION_TRANSFORMS else "none",
-                         form_text(form.get("system_prompt")))
+    return ColumnMapping(
+        form_text(form.get("prompt_column")) or "prompt",
+        form_text(form.get("solution_column")),
+        transform if transform in SOLUTION_TRANSFORMS else "none",
+        form_text(form.get("system_prompt")),
+    )
 
 
 def default_values(hardware: dict) -> list:

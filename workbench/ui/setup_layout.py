@@ -14,23 +14,23 @@ from dataclasses import dataclass
 import gradio as gr
 
 from workbench.jobs import signal_job
+from workbench.sources.model_files import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.columns import DataPreview
 from workbench.spec.config import (
-    FIELD_HELP,
     CHAT_TEMPLATE_CHOICES,
+    FIELD_HELP,
     IMPORTANCE_SAMPLING_LEVELS,
     LOSS_TYPES,
+    LR_SCHEDULERS,
     MERGED_GENERATION,
     PACKED_DECODE,
-    SHARED_PROMPT_PASS,
-    LR_SCHEDULERS,
     SCALE_REWARDS,
+    SHARED_PROMPT_PASS,
     SOLUTION_TRANSFORM_CHOICES,
     RunConfig,
     field_type,
 )
 from workbench.spec.generation import GENERATIONS
-from workbench.sources.model_files import BUNDLED_MODEL, TINY_MODEL
 from workbench.spec.rewards import REWARD_ERROR_MODES
 from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
@@ -55,12 +55,20 @@ from workbench.ui.setup_view import (
 from workbench.ui.signal_view import correctness_choices
 from workbench.ui.widgets import build_verdict
 
-CHOICES = {"reward_errors": REWARD_ERROR_MODES, "loss_type": LOSS_TYPES, "scale_rewards": SCALE_REWARDS,
-           "lr_scheduler_type": LR_SCHEDULERS,
-           "generation": GENERATIONS, "report_to": REPORT_TO, "importance_sampling_level": IMPORTANCE_SAMPLING_LEVELS,
-           "solution_transform": SOLUTION_TRANSFORM_CHOICES, "chat_template": CHAT_TEMPLATE_CHOICES,
-           "merged_generation": MERGED_GENERATION, "shared_prompt_pass": SHARED_PROMPT_PASS,
-           "packed_decode": PACKED_DECODE}
+CHOICES = {
+    "reward_errors": REWARD_ERROR_MODES,
+    "loss_type": LOSS_TYPES,
+    "scale_rewards": SCALE_REWARDS,
+    "lr_scheduler_type": LR_SCHEDULERS,
+    "generation": GENERATIONS,
+    "report_to": REPORT_TO,
+    "importance_sampling_level": IMPORTANCE_SAMPLING_LEVELS,
+    "solution_transform": SOLUTION_TRANSFORM_CHOICES,
+    "chat_template": CHAT_TEMPLATE_CHOICES,
+    "merged_generation": MERGED_GENERATION,
+    "shared_prompt_pass": SHARED_PROMPT_PASS,
+    "packed_decode": PACKED_DECODE,
+}
 
 
 @dataclass
@@ -118,8 +126,18 @@ class SetupComponents:
     def plan_outputs(self) -> list:
         """What `update_plan` fills, in its order."""
         badge, buttons, suggestions, warnings = self.plan
-        return [badge, *buttons, suggestions, warnings, self.numbers, self.launch_note, self.launch_button,
-                self.problems, self.memory, self.plan_valid]
+        return [
+            badge,
+            *buttons,
+            suggestions,
+            warnings,
+            self.numbers,
+            self.launch_note,
+            self.launch_button,
+            self.problems,
+            self.memory,
+            self.plan_valid,
+        ]
 
     @property
     def preview_outputs(self) -> list:
@@ -142,8 +160,9 @@ def layout(ctx) -> SetupComponents:
         with gr.Column(scale=2, min_width=420, elem_classes=["wb-sticky"]):
             plan_column = _plan_column()
             signal = _signal_check()
-    return SetupComponents(form, hardware, hardware_box, task_text, data_preview, *tries, uploads, *plan_column,
-                           *signal, recipe_note)
+    return SetupComponents(
+        form, hardware, hardware_box, task_text, data_preview, *tries, uploads, *plan_column, *signal, recipe_note
+    )
 
 
 def _model_and_hardware(form: dict, defaults: dict, hardware_now: dict) -> tuple[gr.State, gr.HTML]:
@@ -152,15 +171,26 @@ def _model_and_hardware(form: dict, defaults: dict, hardware_now: dict) -> tuple
     gr.Markdown("### Model and hardware", elem_classes=["wb-section"])
     with gr.Row():
         form["model"] = gr.Dropdown(
-            choices=[BUNDLED_MODEL, TINY_MODEL], value=defaults["model"], allow_custom_value=True,
-            label="model", info=FIELD_HELP["model"], scale=3)
+            choices=[BUNDLED_MODEL, TINY_MODEL],
+            value=defaults["model"],
+            allow_custom_value=True,
+            label="model",
+            info=FIELD_HELP["model"],
+            scale=3,
+        )
         form["cpu_processes"] = gr.Radio(
-            choices=list(CPU_PROCESS_CHOICES), value=1, label="CPU processes", visible=not gpus,
-            info="2 runs DDP over the CPU cores through accelerate", scale=2)
+            choices=list(CPU_PROCESS_CHOICES),
+            value=1,
+            label="CPU processes",
+            visible=not gpus,
+            info="2 runs DDP over the CPU cores through accelerate",
+            scale=2,
+        )
     hardware = gr.State(hardware_now)
     hardware_box = gr.HTML(hardware_html(gpus, busy))
-    form["gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="training GPUs",
-                                       info=FIELD_HELP["gpu_ids"], visible=bool(gpus))
+    form["gpu_ids"] = gr.CheckboxGroup(
+        choices=gpu_choices(gpus, busy), value=[], label="training GPUs", info=FIELD_HELP["gpu_ids"], visible=bool(gpus)
+    )
     return hardware, hardware_box
 
 
@@ -169,13 +199,20 @@ def _task_and_data(ctx, form: dict, defaults: dict) -> tuple:
     accounts, the uploads (their parts for files_panel.wire_uploads; None without accounts)."""
     gr.Markdown("### Task and data", elem_classes=["wb-section"])
     with gr.Row():
-        form["task"] = gr.Dropdown(choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
-                                   value=defaults["task"], label="task", info=FIELD_HELP["task"])
+        form["task"] = gr.Dropdown(
+            choices=[(f"{t.name}: {t.title}", t.name) for t in TASKS.values()],
+            value=defaults["task"],
+            label="task",
+            info=FIELD_HELP["task"],
+        )
         form["dataset_name"] = gr.Textbox(
-            value="", label="dataset_name",
+            value="",
+            label="dataset_name",
             info="Your own data in place of the task's prompts (open the data's group below for the column mapping).",
             placeholder="optional: a hub id, or a file or folder from your uploads (Your files, below)"
-            if ctx.shared else "optional: openai/gsm8k, data/gsm8k (a hub-layout folder) or data/my_prompts.jsonl")
+            if ctx.shared
+            else "optional: openai/gsm8k, data/gsm8k (a hub-layout folder) or data/my_prompts.jsonl",
+        )
     task_text = gr.Markdown(task_description(defaults["task"]), elem_classes=["wb-note"])
     with gr.Accordion(DATA_GROUP, open=False):
         gr.Markdown(f"`dataset_name`: {FIELD_HELP['dataset_name']}", elem_classes=["wb-note"])
@@ -196,12 +233,18 @@ def _rewards(form: dict, defaults: dict) -> tuple:
     with gr.Group(elem_classes=["wb-rewards"]):
         for start in range(0, len(names), 2):
             with gr.Row():
-                for name in names[start:start + 2]:
-                    form[f"use_{name}"] = gr.Checkbox(value=name in weights, label=name, scale=1,
-                                                      container=False, min_width=150)
-                    form[f"weight_{name}"] = gr.Number(value=weights.get(name, 1.0), show_label=False,
-                                                       label=f"weight of {name}", scale=0, min_width=64,
-                                                       container=False)
+                for name in names[start : start + 2]:
+                    form[f"use_{name}"] = gr.Checkbox(
+                        value=name in weights, label=name, scale=1, container=False, min_width=150
+                    )
+                    form[f"weight_{name}"] = gr.Number(
+                        value=weights.get(name, 1.0),
+                        show_label=False,
+                        label=f"weight of {name}",
+                        scale=0,
+                        min_width=64,
+                        container=False,
+                    )
     return _try_rewards()
 
 
@@ -228,24 +271,38 @@ def _advanced(ctx, form: dict, defaults: dict, hardware_now: dict) -> gr.HTML:
 def _generation(form: dict, defaults: dict, names: tuple, hardware_now: dict) -> None:
     """The generation backend, the GPUs a vLLM server of the run's own takes (with GPUs only), and vLLM's settings."""
     gpus, busy = gpus_of(hardware_now), set(hardware_now["busy"])
-    form["vllm_gpu_ids"] = gr.CheckboxGroup(choices=gpu_choices(gpus, busy), value=[], label="vLLM server GPUs",
-                                            info=FIELD_HELP["vllm_gpu_ids"], visible=bool(gpus))
+    form["vllm_gpu_ids"] = gr.CheckboxGroup(
+        choices=gpu_choices(gpus, busy),
+        value=[],
+        label="vLLM server GPUs",
+        info=FIELD_HELP["vllm_gpu_ids"],
+        visible=bool(gpus),
+    )
     _rows(form, tuple(name for name in names if name != "vllm_gpu_ids"), defaults)
 
 
 def _reward_scoring(form: dict, defaults: dict, names: tuple) -> None:
     task = TASKS[defaults["task"]]
     _rows(form, tuple(name for name in names if name != CORRECTNESS_FIELD), defaults)
-    form[CORRECTNESS_FIELD] = gr.Dropdown(choices=correctness_choices(list(task.reward_names)), value="",
-                                          label=CORRECTNESS_FIELD, info=FIELD_HELP[CORRECTNESS_FIELD])
+    form[CORRECTNESS_FIELD] = gr.Dropdown(
+        choices=correctness_choices(list(task.reward_names)),
+        value="",
+        label=CORRECTNESS_FIELD,
+        info=FIELD_HELP[CORRECTNESS_FIELD],
+    )
     gr.Markdown("**What each reward function computes, and TRL's parameters**", elem_classes=["wb-note"])
     gr.Markdown(rewards_help_markdown(), elem_classes=["wb-note"])
 
 
 def _reward_code(ctx, form: dict) -> None:
-    form["reward_file"] = gr.Textbox(value="", label="reward_file", info=FIELD_HELP["reward_file"],
-                                     placeholder="optional: a .py file from your uploads (Your files, above)"
-                                     if ctx.shared else "optional: my_rewards.py")
+    form["reward_file"] = gr.Textbox(
+        value="",
+        label="reward_file",
+        info=FIELD_HELP["reward_file"],
+        placeholder="optional: a .py file from your uploads (Your files, above)"
+        if ctx.shared
+        else "optional: my_rewards.py",
+    )
     files_panel.build(ctx, form["reward_file"])
 
 
@@ -253,36 +310,59 @@ def _data_fields(form: dict, defaults: dict, first: DataPreview) -> None:
     """The data's config and splits, the column mapping (dropdowns the data's columns fill) and the chat template."""
     configs, columns, solutions = data_choices(first)
     with gr.Row():
-        form["dataset_config"] = gr.Dropdown(choices=configs, value=defaults["dataset_config"], label="dataset_config",
-                                             info=FIELD_HELP["dataset_config"], allow_custom_value=True)
+        form["dataset_config"] = gr.Dropdown(
+            choices=configs,
+            value=defaults["dataset_config"],
+            label="dataset_config",
+            info=FIELD_HELP["dataset_config"],
+            allow_custom_value=True,
+        )
         for name in ("dataset_train_split", "dataset_test_split"):
             form[name] = gr.Textbox(value=defaults[name], label=name, info=FIELD_HELP[name])
     with gr.Row():
-        form["prompt_column"] = gr.Dropdown(choices=columns, value=defaults["prompt_column"], label="prompt_column",
-                                            info=FIELD_HELP["prompt_column"], allow_custom_value=True)
-        form["solution_column"] = gr.Dropdown(choices=solutions, value=defaults["solution_column"],
-                                              label="solution_column", info=FIELD_HELP["solution_column"],
-                                              allow_custom_value=True)
+        form["prompt_column"] = gr.Dropdown(
+            choices=columns,
+            value=defaults["prompt_column"],
+            label="prompt_column",
+            info=FIELD_HELP["prompt_column"],
+            allow_custom_value=True,
+        )
+        form["solution_column"] = gr.Dropdown(
+            choices=solutions,
+            value=defaults["solution_column"],
+            label="solution_column",
+            info=FIELD_HELP["solution_column"],
+            allow_custom_value=True,
+        )
         form["solution_transform"] = _setting("solution_transform", defaults["solution_transform"])
     with gr.Row():
         form["chat_template"] = _setting("chat_template", defaults["chat_template"])
-        form["system_prompt"] = gr.Textbox(value=defaults["system_prompt"], label="system_prompt", lines=2,
-                                           info=FIELD_HELP["system_prompt"])
+        form["system_prompt"] = gr.Textbox(
+            value=defaults["system_prompt"], label="system_prompt", lines=2, info=FIELD_HELP["system_prompt"]
+        )
 
 
 def _recipe_choice(form: dict, defaults: dict) -> gr.HTML:
     """The recipe dropdown (spec/recipes.py) and the note saying which fields choosing one changed."""
-    form["recipe"] = gr.Dropdown(choices=recipe_choices(), value=defaults["recipe"], label="recipe",
-                                 info=FIELD_HELP["recipe"], elem_id="wb-recipe")
+    form["recipe"] = gr.Dropdown(
+        choices=recipe_choices(),
+        value=defaults["recipe"],
+        label="recipe",
+        info=FIELD_HELP["recipe"],
+        elem_id="wb-recipe",
+    )
     return gr.HTML(recipe_note_html(defaults["recipe"], []), elem_id="wb-recipe-note")
 
 
 def _signal_check() -> tuple:
     """Will it learn? The button, the report, the running check and the timer that follows it."""
     with gr.Accordion("Will it learn? A signal check before training", open=False):
-        gr.Markdown(f"Samples {signal_job.DEFAULT_GROUPS} prompts x num_generations completions from the base model "
-                    "with these settings and scores them with the rewards: groups whose completions all score the "
-                    "same teach nothing.", elem_classes=["wb-note"])
+        gr.Markdown(
+            f"Samples {signal_job.DEFAULT_GROUPS} prompts x num_generations completions from the base model "
+            "with these settings and scores them with the rewards: groups whose completions all score the "
+            "same teach nothing.",
+            elem_classes=["wb-note"],
+        )
         button = gr.Button("Check the signal", size="sm", elem_id="wb-signal-button")
         result = gr.HTML(elem_id="wb-signal-result")
     job = gr.State(None, delete_callback=signal_job.cancel_signal_check)
@@ -295,8 +375,9 @@ def _try_rewards() -> tuple:
         with gr.Row():
             try_prompt = gr.Textbox(label="prompt", value="What is the capital of France?", scale=2)
             try_columns = gr.Textbox(label="columns the rewards read", lines=2, scale=1, placeholder="answer = 42")
-        try_completions = gr.Textbox(label="completions, one per line (or separated by a --- line)",
-                                     lines=3, value=EXAMPLE_COMPLETIONS)
+        try_completions = gr.Textbox(
+            label="completions, one per line (or separated by a --- line)", lines=3, value=EXAMPLE_COMPLETIONS
+        )
         with gr.Row():
             score_button = gr.Button("Score them", variant="primary", size="sm")
             example_button = gr.Button("Take a prompt from the task", size="sm")
@@ -323,27 +404,57 @@ def _plan_column() -> tuple:
         with gr.Row():
             preview_button = gr.Button("Preview command", size="sm")
             smoke_button = gr.Button("Smoke test (1 step)", size="sm")
-        command = gr.Textbox(label="command the launch runs", lines=3, buttons=["copy"], interactive=False,
-                             placeholder="Preview command shows the exact argument list here.",
-                             elem_classes=["wb-command"])
+        command = gr.Textbox(
+            label="command the launch runs",
+            lines=3,
+            buttons=["copy"],
+            interactive=False,
+            placeholder="Preview command shows the exact argument list here.",
+            elem_classes=["wb-command"],
+        )
         smoke_result = gr.HTML()
     smoke_run = gr.State(None)
     smoke_timer = gr.Timer(1.0, active=False)
     with gr.Accordion("Export for a cluster", open=False):
         cluster = _cluster_inputs()
         export_button = gr.Button("Export bundle", size="sm")
-        exported = gr.Textbox(label="bundle and the commands that start it", lines=6, buttons=["copy"],
-                              interactive=False, elem_classes=["wb-command"],
-                              placeholder="The training processes above run on each machine; the "
-                                          "bundle goes to runs/bundles/<run id>.")
+        exported = gr.Textbox(
+            label="bundle and the commands that start it",
+            lines=6,
+            buttons=["copy"],
+            interactive=False,
+            elem_classes=["wb-command"],
+            placeholder="The training processes above run on each machine; the bundle goes to runs/bundles/<run id>.",
+        )
     with gr.Accordion("Your own code: this setup as one Python script", open=False):
-        gr.Markdown("One plain script with TRL, PEFT and `datasets` only: the model, the data, the reward "
-                    "functions' source and GRPOConfig with every setting above.", elem_classes=["wb-note"])
+        gr.Markdown(
+            "One plain script with TRL, PEFT and `datasets` only: the model, the data, the reward "
+            "functions' source and GRPOConfig with every setting above.",
+            elem_classes=["wb-note"],
+        )
         script_button = gr.Button("Download as a Python script", size="sm", elem_id="wb-script-button")
         script_file = gr.File(label="training script", visible=False, interactive=False, elem_id="wb-script-file")
-    return (plan, numbers, memory, launch_note, problems, plan_valid, launch_button, launch_result, preview_button,
-            smoke_button, command, smoke_result, smoke_run, smoke_timer, cluster, export_button, exported,
-            script_button, script_file)
+    return (
+        plan,
+        numbers,
+        memory,
+        launch_note,
+        problems,
+        plan_valid,
+        launch_button,
+        launch_result,
+        preview_button,
+        smoke_button,
+        command,
+        smoke_result,
+        smoke_run,
+        smoke_timer,
+        cluster,
+        export_button,
+        exported,
+        script_button,
+        script_file,
+    )
 
 
 def _setting(name: str, value):
@@ -358,8 +469,12 @@ def _setting(name: str, value):
     if kind is bool:
         return gr.Checkbox(value=value, label=name, info=info)
     if kind is dict:  # JSON text: reward_params
-        return gr.Textbox(value=json.dumps(value) if value else "", label=name, info=info,
-                          placeholder='{"repetition_penalty_reward": {"ngram_size": 4}}')
+        return gr.Textbox(
+            value=json.dumps(value) if value else "",
+            label=name,
+            info=info,
+            placeholder='{"repetition_penalty_reward": {"ngram_size": 4}}',
+        )
     if kind is int or kind == (int | None):
         # Whole numbers; no gradio minimum, so validate_config names the field and the rule instead.
         return gr.Number(value=value, label=name, info=info, precision=0)
@@ -371,17 +486,27 @@ def _setting(name: str, value):
 def _rows(form: dict, names, defaults: dict, per_row: int = 3) -> None:
     for start in range(0, len(names), per_row):
         with gr.Row():
-            for name in names[start:start + per_row]:
+            for name in names[start : start + per_row]:
                 form[name] = _setting(name, defaults[name])
 
 
 def _cluster_inputs() -> list:
     """The export's own settings, each with its RunConfig help, in export_view.EXPORT_FIELDS order."""
     defaults = RunConfig()
-    return [gr.Number(value=1, precision=0, minimum=1, label="num_machines", info=FIELD_HELP["num_machines"]),
-            gr.Textbox(value="", label="main_process_ip", info=FIELD_HELP["main_process_ip"]),
-            gr.Number(value=defaults.main_process_port, precision=0, label="main_process_port",
-                      info=FIELD_HELP["main_process_port"]),
-            gr.Dropdown(choices=list(export_view.BACKEND_CHOICES), value="ddp", label="distributed_backend",
-                        info=FIELD_HELP["distributed_backend"]),
-            gr.Checkbox(value=False, label="vllm_node", info=FIELD_HELP["vllm_node"])]
+    return [
+        gr.Number(value=1, precision=0, minimum=1, label="num_machines", info=FIELD_HELP["num_machines"]),
+        gr.Textbox(value="", label="main_process_ip", info=FIELD_HELP["main_process_ip"]),
+        gr.Number(
+            value=defaults.main_process_port,
+            precision=0,
+            label="main_process_port",
+            info=FIELD_HELP["main_process_port"],
+        ),
+        gr.Dropdown(
+            choices=list(export_view.BACKEND_CHOICES),
+            value="ddp",
+            label="distributed_backend",
+            info=FIELD_HELP["distributed_backend"],
+        ),
+        gr.Checkbox(value=False, label="vllm_node", info=FIELD_HELP["vllm_node"]),
+    ]

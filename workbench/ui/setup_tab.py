@@ -91,9 +91,22 @@ from workbench.ui.signal_view import signal_html
 
 # What this module offered before its parts moved out, still importable from here (the tests, the benchmarks and
 # notebooks read the form through setup_tab): the form's order and values, and the functions over them.
-__all__ = ["FORM_KEYS", "RunConfig", "SetupComponents", "SetupTab", "benchmark_values", "build", "config_from_values",
-           "default_values", "edited", "hardware_state", "layout", "preview_data", "preview_from_form",
-           "update_plan"]
+__all__ = [
+    "FORM_KEYS",
+    "RunConfig",
+    "SetupComponents",
+    "SetupTab",
+    "benchmark_values",
+    "build",
+    "config_from_values",
+    "default_values",
+    "edited",
+    "hardware_state",
+    "layout",
+    "preview_data",
+    "preview_from_form",
+    "update_plan",
+]
 
 
 class SetupTab:
@@ -130,8 +143,11 @@ class SetupTab:
         if changes is None:  # no task of this name (only a hand-made request sends one)
             return [gr.skip()] * (1 + len(TASK_KEYS) + len(self.ui.plan_outputs) + len(self.ui.preview_outputs))
         settled = form_with(list(values), changes)
-        return [task_description(values[FORM_KEYS.index("task")]),
-                *[gr.update(value=changes[key]) for key in TASK_KEYS], *self.form_settled(request, *settled)]
+        return [
+            task_description(values[FORM_KEYS.index("task")]),
+            *[gr.update(value=changes[key]) for key in TASK_KEYS],
+            *self.form_settled(request, *settled),
+        ]
 
     def on_recipe(self, request: gr.Request, *values) -> list:
         """Choosing a recipe: its settings into the form, the verdict of the form with them, and a note naming each
@@ -141,18 +157,22 @@ class SetupTab:
             before = config_from_values(*values)  # reads nothing: the recipe needs the numbers only
             after, changed = apply_recipe(before, form["recipe"])
         except (ConfigError, ValueError) as exc:  # a form it cannot read, a name that is no recipe
-            return ([gr.skip()] * (len(RECIPE_FORM_FIELDS) + len(self.ui.plan_outputs))
-                    + [recipe_note_html("", [], str(exc))])
+            return [gr.skip()] * (len(RECIPE_FORM_FIELDS) + len(self.ui.plan_outputs)) + [
+                recipe_note_html("", [], str(exc))
+            ]
         lines = describe_changes(before, after, [name for name in changed if name != "recipe"])
         values_now = {name: getattr(after, name) for name in RECIPE_FORM_FIELDS}
         values_now["steps_per_generation"] = values_now["steps_per_generation"] or 0  # the form's 0 is unset
-        return ([gr.update(value=values_now[name]) for name in RECIPE_FORM_FIELDS]
-                + self.live_plan(request, *form_with(list(values), values_now))
-                + [recipe_note_html(form["recipe"], lines)])
+        return (
+            [gr.update(value=values_now[name]) for name in RECIPE_FORM_FIELDS]
+            + self.live_plan(request, *form_with(list(values), values_now))
+            + [recipe_note_html(form["recipe"], lines)]
+        )
 
     def suggestion(self, index: int):
         """The handler of the verdict's suggestion button `index`: the form's fields once its changes are made,
         and the verdict of the form with them."""
+
         def apply_suggestion(request: gr.Request, slots: list, *values) -> list:
             form = dict(zip(FORM_KEYS, values[:-1]))
             changes = slots[index] if isinstance(slots, list) and index < len(slots) and slots[index] else {}
@@ -166,8 +186,13 @@ class SetupTab:
         state = hardware_state(self.ctx.runs_dir)
         gpus, busy = gpus_of(state), set(state["busy"])
         choices = gpu_choices(gpus, busy)
-        return [state, hardware_html(gpus, busy), gr.update(choices=choices), gr.update(choices=choices),
-                *self.live_plan(request, *values[:-1], state)]
+        return [
+            state,
+            hardware_html(gpus, busy),
+            gr.update(choices=choices),
+            gr.update(choices=choices),
+            *self.live_plan(request, *values[:-1], state),
+        ]
 
     def example(self, task_name):
         """A prompt of the chosen task and the columns its rewards read, to try the rewards on."""
@@ -187,17 +212,20 @@ class SetupTab:
         except ConfigError as exc:
             return f"Cannot build the command: {exc}"
         run_dir = self.ctx.runs_dir / runfolder.new_run_id(preview_label(cfg))  # not created
-        return command_text(commands.build_command(cfg, run_dir), commands.launch_env(cfg),
-                            server_command_text(cfg))
-
+        return command_text(commands.build_command(cfg, run_dir), commands.launch_env(cfg), server_command_text(cfg))
 
     def start_smoke(self, request: gr.Request, *values):
         ctx, viewer = self.ctx, self.ctx.viewer(request)
         try:
             config = config_from_values(*values, scope=ctx.scope_of(viewer), launching=True)
             ctx.actions.take(viewer.name, "smoke test")  # a refusal shows as the page's message
-            run_id = launcher.smoke_test(config, ctx.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
-                                         sandboxed=ctx.sandbox_for(viewer))
+            run_id = launcher.smoke_test(
+                config,
+                ctx.runs_dir,
+                owner=viewer.name,
+                import_reward_file=not ctx.shared,
+                sandboxed=ctx.sandbox_for(viewer),
+            )
         except ConfigError as exc:
             return None, problems_html(exc.problems), gr.Timer(active=False)
         return run_id, smoke_result_html({"state": "starting", "run_id": run_id}), gr.Timer(active=True)
@@ -221,8 +249,9 @@ class SetupTab:
         try:
             config = config_from_values(*values, scope=ctx.scope_of(viewer))
             ctx.actions.take(viewer.name, "signal check")  # it loads a model: counted like a smoke test
-            started = signal_job.start_signal_check(config, ctx.runs_dir, policy=ctx.sandbox_for(viewer),
-                                                    owner=viewer.name)
+            started = signal_job.start_signal_check(
+                config, ctx.runs_dir, policy=ctx.sandbox_for(viewer), owner=viewer.name
+            )
         except ConfigError as exc:  # a UserLimitError shows as the page's message, as for a smoke test
             return None, problems_html(exc.problems), gr.Timer(active=False)
         return started, signal_html({"state": "running"}), gr.Timer(active=True)
@@ -236,8 +265,8 @@ class SetupTab:
     def export(self, request: gr.Request, *values):
         cluster = self.ui.cluster
         try:
-            cfg = config_from_values(*values[len(cluster):], scope=self.ctx.scope_for(request))
-            cfg = export_view.cluster_config(cfg, *values[:len(cluster)])
+            cfg = config_from_values(*values[len(cluster) :], scope=self.ctx.scope_for(request))
+            cfg = export_view.cluster_config(cfg, *values[: len(cluster)])
             run_id = runfolder.new_run_id(cfg.run_name or cfg.task)
             folder = export_view.bundle_folder(self.ctx.runs_dir, run_id)
             written = bundle.write_bundle(cfg, folder, run_id, import_reward_file=not self.ctx.shared)
@@ -254,8 +283,9 @@ class SetupTab:
             label = preview_label(cfg)
             text = script_export.build_script(script_export.script_inputs(cfg, title=f"a {label} setup"))
         except WorkbenchError as exc:
-            return gr.File(value=None, visible=False), problems_html(getattr(exc, "problems", None) or
-                                                                      [ConfigProblem("script", str(exc), "")])
+            return gr.File(value=None, visible=False), problems_html(
+                getattr(exc, "problems", None) or [ConfigProblem("script", str(exc), "")]
+            )
         folder = Path(tempfile.mkdtemp(prefix="script-", dir=run_reports.reports_root()))
         path = folder / f"train_{re.sub(r'[^A-Za-z0-9_.-]', '_', label)}.py"
         path.write_text(text, encoding="utf-8")
@@ -267,21 +297,26 @@ def build(ctx) -> None:
     ui = layout(ctx)
     tab = SetupTab(ctx, ui)
     _wire_form(ctx, ui, tab)
-    ui.score_button.click(tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *ui.inputs],
-                          outputs=ui.scores_box)
+    ui.score_button.click(
+        tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *ui.inputs], outputs=ui.scores_box
+    )
     ui.example_button.click(tab.example, inputs=ui.form["task"], outputs=[ui.try_prompt, ui.try_columns])
-    ui.launch_button.click(tab.launch, inputs=ui.inputs, outputs=[ui.launch_result, ctx.components["tabs"]],
-                           show_progress="minimal")
+    ui.launch_button.click(
+        tab.launch, inputs=ui.inputs, outputs=[ui.launch_result, ctx.components["tabs"]], show_progress="minimal"
+    )
     ui.preview_button.click(tab.preview, inputs=ui.inputs, outputs=ui.command, show_progress="hidden")
     ui.export_button.click(tab.export, inputs=[*ui.cluster, *ui.inputs], outputs=ui.exported, show_progress="hidden")
     ui.script_button.click(tab.export_script, inputs=ui.inputs, outputs=[ui.script_file, ui.problems])
     ui.smoke_button.click(tab.start_smoke, inputs=ui.inputs, outputs=[ui.smoke_run, ui.smoke_result, ui.smoke_timer])
-    ui.smoke_timer.tick(tab.poll_smoke, inputs=ui.smoke_run, outputs=[ui.smoke_result, ui.smoke_timer],
-                        show_progress="hidden")
-    ui.signal_button.click(tab.start_signal, inputs=[ui.signal_job, *ui.inputs],
-                           outputs=[ui.signal_job, ui.signal_result, ui.signal_timer])
-    ui.signal_timer.tick(tab.poll_signal, inputs=ui.signal_job, outputs=[ui.signal_result, ui.signal_timer],
-                         show_progress="hidden")
+    ui.smoke_timer.tick(
+        tab.poll_smoke, inputs=ui.smoke_run, outputs=[ui.smoke_result, ui.smoke_timer], show_progress="hidden"
+    )
+    ui.signal_button.click(
+        tab.start_signal, inputs=[ui.signal_job, *ui.inputs], outputs=[ui.signal_job, ui.signal_result, ui.signal_timer]
+    )
+    ui.signal_timer.tick(
+        tab.poll_signal, inputs=ui.signal_job, outputs=[ui.signal_result, ui.signal_timer], show_progress="hidden"
+    )
     ctx.config_inputs = ui.inputs
     ctx.config_from_values = config_from_values
     ctx.register(plan_valid=ui.plan_valid, setup_form=ui.form, setup_hardware=ui.hardware)
@@ -292,32 +327,67 @@ def _wire_form(ctx, ui: SetupComponents, tab: SetupTab) -> None:
     SetupTab). `edited` picks the events of a person's edit; a value a handler sets starts nothing."""
     form, inputs = ui.form, ui.inputs
     edits = [event for key in FORM_KEYS if key not in ("task", "recipe") for event in edited(form[key])]
-    gr.on(edits, fn=tab.live_plan, inputs=inputs, outputs=ui.plan_outputs, show_progress="hidden",
-          trigger_mode="always_last")
+    gr.on(
+        edits,
+        fn=tab.live_plan,
+        inputs=inputs,
+        outputs=ui.plan_outputs,
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
     # The preview follows what decides the rows and the columns the rewards read (the correctness choices follow
     # the rewards ticked).
-    preview_keys = ["dataset_name", "seed", "model", *[k for k in DATA_FIELDS if k != "dataset_test_split"],
-                    *[f"use_{name}" for name in PICKER_REWARDS]]
-    gr.on([event for key in preview_keys for event in edited(form[key])], fn=tab.live_preview, inputs=inputs,
-          outputs=ui.preview_outputs, show_progress="hidden", trigger_mode="always_last")
-    gr.on(edited(form["task"]), tab.on_task, inputs=inputs,
-          outputs=[ui.task_text, *[form[k] for k in TASK_KEYS], *ui.plan_outputs, *ui.preview_outputs],
-          show_progress="hidden", trigger_mode="always_last")
-    gr.on(edited(form["recipe"]), tab.on_recipe, inputs=inputs,
-          outputs=[*[form[k] for k in RECIPE_FORM_FIELDS], *ui.plan_outputs, ui.recipe_note],
-          show_progress="hidden", trigger_mode="always_last")
+    preview_keys = [
+        "dataset_name",
+        "seed",
+        "model",
+        *[k for k in DATA_FIELDS if k != "dataset_test_split"],
+        *[f"use_{name}" for name in PICKER_REWARDS],
+    ]
+    gr.on(
+        [event for key in preview_keys for event in edited(form[key])],
+        fn=tab.live_preview,
+        inputs=inputs,
+        outputs=ui.preview_outputs,
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
+    gr.on(
+        edited(form["task"]),
+        tab.on_task,
+        inputs=inputs,
+        outputs=[ui.task_text, *[form[k] for k in TASK_KEYS], *ui.plan_outputs, *ui.preview_outputs],
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
+    gr.on(
+        edited(form["recipe"]),
+        tab.on_recipe,
+        inputs=inputs,
+        outputs=[*[form[k] for k in RECIPE_FORM_FIELDS], *ui.plan_outputs, ui.recipe_note],
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
     settable = [form[name] for name in PLAN_FIELDS_SETTABLE]
     _badge, buttons, suggestions, _warnings = ui.plan
     for index, button in enumerate(buttons):
-        button.click(tab.suggestion(index), inputs=[suggestions, *inputs], outputs=[*settable, *ui.plan_outputs],
-                     show_progress="hidden")
-    ctx.blocks.load(tab.refresh_hardware, inputs=inputs,
-                    outputs=[ui.hardware, ui.hardware_box, form["gpu_ids"], form["vllm_gpu_ids"], *ui.plan_outputs],
-                    show_progress="hidden")
+        button.click(
+            tab.suggestion(index),
+            inputs=[suggestions, *inputs],
+            outputs=[*settable, *ui.plan_outputs],
+            show_progress="hidden",
+        )
+    ctx.blocks.load(
+        tab.refresh_hardware,
+        inputs=inputs,
+        outputs=[ui.hardware, ui.hardware_box, form["gpu_ids"], form["vllm_gpu_ids"], *ui.plan_outputs],
+        show_progress="hidden",
+    )
     uploaded = files_panel.wire_uploads(ui.uploads, form["dataset_name"], form["reward_file"])
     if uploaded is not None:  # an upload fills dataset_name or reward_file: the verdict and preview of them
-        uploaded.success(tab.form_settled, inputs=inputs, outputs=[*ui.plan_outputs, *ui.preview_outputs],
-                            show_progress="hidden")
+        uploaded.success(
+            tab.form_settled, inputs=inputs, outputs=[*ui.plan_outputs, *ui.preview_outputs], show_progress="hidden"
+        )
 
 
 def edited(component) -> list:

@@ -11,7 +11,7 @@ here: tests/test_ui_logic.py checks these directly.
 from __future__ import annotations
 
 import typing
-from functools import lru_cache
+from functools import cache
 from html import escape
 from pathlib import Path
 
@@ -24,32 +24,91 @@ from workbench.spec.config import ConfigError, ConfigProblem, RunConfig, field_t
 from workbench.spec.config_checks import plan_for
 from workbench.spec.recipes import RECIPES, VARIANT_FIELDS
 from workbench.spec.rewards import REWARDS, describe_rewards, describe_trl_rewards
+from workbench.spec.rewards.trl_reward_library import TRL_REWARDS
 from workbench.spec.speed import speed_notes
 from workbench.spec.tasks import TASKS
-from workbench.spec.rewards.trl_reward_library import TRL_REWARDS
 from workbench.ui.calculator_view import PlanView
 
 # RunConfig fields the Setup tab shows as settings, grouped as on the page.
-BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
-                "steps_per_generation", "max_completion_length", "max_steps", "num_train_epochs", "num_iterations")
-OPTIMISER_FIELDS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "beta", "epsilon", "loss_type",
-                    "scale_rewards", "epsilon_high", "importance_sampling_level", "mask_truncated_completions",
-                    "top_entropy_quantile", "temperature", "top_p", "top_k", "repetition_penalty")
+BATCH_FIELDS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "steps_per_generation",
+    "max_completion_length",
+    "max_steps",
+    "num_train_epochs",
+    "num_iterations",
+)
+OPTIMISER_FIELDS = (
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "beta",
+    "epsilon",
+    "loss_type",
+    "scale_rewards",
+    "epsilon_high",
+    "importance_sampling_level",
+    "mask_truncated_completions",
+    "top_entropy_quantile",
+    "temperature",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+)
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
-RUN_FIELDS = ("run_name", "logging_steps", "record_tokens", "save_steps", "save_total_limit", "seed", "bf16",
-              "merged_generation", "shared_prompt_pass", "packed_decode",
-              "gradient_checkpointing", "report_to", "eval_strategy", "eval_steps", "eval_size", "eval_pass_k")
+RUN_FIELDS = (
+    "run_name",
+    "logging_steps",
+    "record_tokens",
+    "save_steps",
+    "save_total_limit",
+    "seed",
+    "bf16",
+    "merged_generation",
+    "shared_prompt_pass",
+    "packed_decode",
+    "gradient_checkpointing",
+    "report_to",
+    "eval_strategy",
+    "eval_steps",
+    "eval_size",
+    "eval_pass_k",
+)
 # How rewards are scored besides which: TRL rewards' parameters, failures, a reward model.
 REWARD_FIELDS = ("reward_params", "reward_errors", "reward_failure_score", "reward_model", "reward_model_weight")
-VLLM_FIELDS = ("generation", "vllm_server_base_url", "vllm_max_model_len", "vllm_gpu_memory_utilization",
-               "vllm_tensor_parallel_size")
+VLLM_FIELDS = (
+    "generation",
+    "vllm_server_base_url",
+    "vllm_max_model_len",
+    "vllm_gpu_memory_utilization",
+    "vllm_tensor_parallel_size",
+)
 # The data's config, splits, column mapping and chat template (laid out beside dataset_name).
-DATA_FIELDS = ("dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column", "solution_column",
-               "solution_transform", "chat_template", "system_prompt")
+DATA_FIELDS = (
+    "dataset_config",
+    "dataset_train_split",
+    "dataset_test_split",
+    "prompt_column",
+    "solution_column",
+    "solution_transform",
+    "chat_template",
+    "system_prompt",
+)
 # The reward whose full marks mean a right answer: a dropdown of the rewards ticked (ui/signal_view.py).
 CORRECTNESS_FIELD = "correctness_reward"
-SETTING_FIELDS = (BATCH_FIELDS + OPTIMISER_FIELDS + LORA_FIELDS + RUN_FIELDS + VLLM_FIELDS + ("recipe",) + DATA_FIELDS
-                  + REWARD_FIELDS + (CORRECTNESS_FIELD,))
+SETTING_FIELDS = (
+    BATCH_FIELDS
+    + OPTIMISER_FIELDS
+    + LORA_FIELDS
+    + RUN_FIELDS
+    + VLLM_FIELDS
+    + ("recipe",)
+    + DATA_FIELDS
+    + REWARD_FIELDS
+    + (CORRECTNESS_FIELD,)
+)
 # The reward picker's functions: the workbench's own, then TRL's library (its parameters in reward_params).
 PICKER_REWARDS = (*REWARDS, *TRL_REWARDS)
 # What choosing a recipe may change on the form (spec/recipes.py), in the order its handler fills them.
@@ -57,8 +116,12 @@ RECIPE_FORM_FIELDS = (*VARIANT_FIELDS, "steps_per_generation")
 # Settings that may be left blank (None): steps_per_generation, save_total_limit.
 OPTIONAL_FIELDS = tuple(name for name in SETTING_FIELDS if type(None) in typing.get_args(field_type(name)))
 # Plan inputs a suggestion button may change on this tab (processes follow the hardware picker).
-PLAN_FIELDS_SETTABLE = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
-                        "steps_per_generation")
+PLAN_FIELDS_SETTABLE = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "steps_per_generation",
+)
 CPU_PROCESS_CHOICES = (1, 2)
 # The Setup tab on first open shows what a first run needs (model, hardware, task and data, rewards, the verdict,
 # memory, Launch); every other setting sits in one of these groups, closed, by its title (the browser tests open
@@ -77,8 +140,9 @@ ADVANCED_GROUPS = {
 }
 # Settings a task may preset (e.g. the demo's learning rate and batch; dataset_name too: a task may name its data,
 # e.g. a hub dataset and its column mapping).
-TASK_SETTING_KEYS = tuple(sorted({k for task in TASKS.values() for k in task.settings
-                                  if k in (*SETTING_FIELDS, "dataset_name")}))
+TASK_SETTING_KEYS = tuple(
+    sorted({k for task in TASKS.values() for k in task.settings if k in (*SETTING_FIELDS, "dataset_name")})
+)
 
 
 def group_of(field: str) -> str | None:
@@ -129,20 +193,26 @@ def hardware_html(gpus: list[GpuInfo], busy: set[int]) -> str:
     """One line without GPUs; otherwise one line of what they hold in all, and (closed until opened, so a machine
     of many GPUs keeps the Setup tab short) a table with each GPU's memory, load and whether a run holds it."""
     if not gpus:
-        return ('<p class="wb-note"><b>No GPU found</b> (NVIDIA\'s management library sees none): runs train on '
-                "the CPU, with 1 or 2 processes.</p>")
+        return (
+            '<p class="wb-note"><b>No GPU found</b> (NVIDIA\'s management library sees none): runs train on '
+            "the CPU, with 1 or 2 processes.</p>"
+        )
     rows = "".join(
         f"<tr><td>{gpu.index}</td><td>{escape(gpu.name)}</td><td class='wb-num'>{gpu.free_mb:,} / {gpu.total_mb:,} MB"
         f"</td><td class='wb-num'>{gpu.utilization}%</td>"
-        + (f"<td class='wb-bad'>{BUSY_NOTE}</td>" if gpu.index in busy
-           else "<td class='wb-ok'>free</td>") + "</tr>"
+        + (f"<td class='wb-bad'>{BUSY_NOTE}</td>" if gpu.index in busy else "<td class='wb-ok'>free</td>")
+        + "</tr>"
         for gpu in gpus
     )
     held = sum(gpu.index in busy for gpu in gpus)
-    summary = (f"<b>{len(gpus)} GPU{'s' if len(gpus) > 1 else ''}</b>: {sum(g.free_mb for g in gpus) / 1024:,.1f} of "
-               f"{sum(g.total_mb for g in gpus) / 1024:,.1f} GiB free" + (f", {held} held by runs" if held else ""))
-    return (f'<details class="wb-note wb-gpus"><summary>{summary}</summary><table class="wb-table"><tr><th>GPU</th>'
-            f"<th>name</th><th>free / total</th><th>load</th><th>state</th></tr>{rows}</table></details>")
+    summary = (
+        f"<b>{len(gpus)} GPU{'s' if len(gpus) > 1 else ''}</b>: {sum(g.free_mb for g in gpus) / 1024:,.1f} of "
+        f"{sum(g.total_mb for g in gpus) / 1024:,.1f} GiB free" + (f", {held} held by runs" if held else "")
+    )
+    return (
+        f'<details class="wb-note wb-gpus"><summary>{summary}</summary><table class="wb-table"><tr><th>GPU</th>'
+        f"<th>name</th><th>free / total</th><th>load</th><th>state</th></tr>{rows}</table></details>"
+    )
 
 
 # ---------------------------------------------------------------- form -> RunConfig
@@ -163,17 +233,21 @@ def _markdown_text(text: str) -> str:
     """Text shown as Markdown as it is written: a tag it names outside `code` (<answer>) stays text, never markup
     the page drops (inside backticks Markdown shows it as it is)."""
     parts = text.split("`")
-    return "`".join(part if index % 2 else part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-                    for index, part in enumerate(parts))
+    return "`".join(
+        part if index % 2 else part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        for index, part in enumerate(parts)
+    )
 
 
 def rewards_help_markdown() -> str:
     """What each reward of the picker computes; TRL's with their parameters, set in reward_params."""
     own = "\n".join(f"- `{name}`: {_markdown_text(text)}" for name, text in describe_rewards().items())
     trl = "\n".join(f"- `{name}`: {_markdown_text(text)}" for name, text in describe_trl_rewards().items())
-    return (f"{own}\n\n**TRL's own rewards** (`trl.rewards`; they run in the training process, so *Try the "
-            f"rewards* leaves them out: the Smoke test tries them). Set a parameter in `reward_params`, e.g. "
-            f'`{{"repetition_penalty_reward": {{"ngram_size": 4}}}}`:\n{trl}')
+    return (
+        f"{own}\n\n**TRL's own rewards** (`trl.rewards`; they run in the training process, so *Try the "
+        f"rewards* leaves them out: the Smoke test tries them). Set a parameter in `reward_params`, e.g. "
+        f'`{{"repetition_penalty_reward": {{"ngram_size": 4}}}}`:\n{trl}'
+    )
 
 
 def hardware_choice(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...] = ()) -> dict:
@@ -185,8 +259,15 @@ def hardware_choice(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...]
     if not gpus_present:
         processes = form.get("cpu_processes") or 1
         if processes not in CPU_PROCESS_CHOICES:
-            raise ConfigError([ConfigProblem("cpu_processes", f"must be one of {CPU_PROCESS_CHOICES}, got {processes!r:.40}",
-                                             "pick 1 or 2 processes")])
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "cpu_processes",
+                        f"must be one of {CPU_PROCESS_CHOICES}, got {processes!r:.40}",
+                        "pick 1 or 2 processes",
+                    )
+                ]
+            )
         return {"device": "cpu", "gpu_ids": [], "vllm_gpu_ids": [], "num_processes": int(processes)}
     gpu_ids = _gpu_id_list(form.get("gpu_ids"), "gpu_ids")
     vllm_gpu_ids = _gpu_id_list(form.get("vllm_gpu_ids"), "vllm_gpu_ids")
@@ -206,8 +287,13 @@ def _gpu_id_list(values, field: str) -> list[int]:
     """GPU indices from the picker, sorted; ConfigError for anything that is not a list of whole numbers."""
     values = values or []
     if not isinstance(values, list) or not all(_is_gpu_index(v) for v in values):
-        raise ConfigError([ConfigProblem(field, f"must be a list of GPU indices, got {values!r:.40}",
-                                         "tick GPUs in the hardware picker")])
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    field, f"must be a list of GPU indices, got {values!r:.40}", "tick GPUs in the hardware picker"
+                )
+            ]
+        )
     return sorted(int(v) for v in values)
 
 
@@ -234,8 +320,9 @@ def config_from_form(form: dict, gpus_present: bool, all_gpu_ids: tuple[int, ...
         reward_weights=weights,
         **hardware_choice(form, gpus_present, all_gpu_ids),
     )
-    blank_required = [name for name in SETTING_FIELDS
-                      if name in form and form[name] is None and name not in OPTIONAL_FIELDS]
+    blank_required = [
+        name for name in SETTING_FIELDS if name in form and form[name] is None and name not in OPTIONAL_FIELDS
+    ]
     if blank_required:
         name = blank_required[0]
         raise ConfigError([ConfigProblem(name, "is empty", f"enter a value (default {RunConfig().to_dict()[name]!r})")])
@@ -301,13 +388,19 @@ def setting_notes(cfg: RunConfig, gpus: list[GpuInfo] | tuple = ()) -> tuple[lis
 
     notes = [text for text in [split_text(cfg, list(gpus))] if text]
     if cfg.beta == 0:
-        notes.append("beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
-                     + ("With one iteration the grpo loss is ~0 by construction (advantages sum to zero per group)."
-                        if cfg.loss_type == "grpo" and cfg.num_iterations == 1 else ""))
+        notes.append(
+            "beta = 0: no KL penalty, no reference model pass and no 'kl' plot. "
+            + (
+                "With one iteration the grpo loss is ~0 by construction (advantages sum to zero per group)."
+                if cfg.loss_type == "grpo" and cfg.num_iterations == 1
+                else ""
+            )
+        )
     warnings = []
     if cfg.learning_rate < 1e-5:
-        warnings.append(f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 "
-                        f"to 1e-3.")
+        warnings.append(
+            f"learning_rate {cfg.learning_rate:g} is a full fine-tuning rate; LoRA usually wants 1e-4 to 1e-3."
+        )
     return warnings, [n.strip() for n in notes]
 
 
@@ -351,13 +444,16 @@ def parse_columns(text: str) -> dict:
             continue
         name, sep, value = line.partition("=")
         if not sep or not name.strip():
-            raise WorkbenchError(f"columns, line {number}: {line.strip()!r} is not `name = value`; write e.g. answer = 42")
+            raise WorkbenchError(
+                f"columns, line {number}: {line.strip()!r} is not `name = value`; write e.g. answer = 42"
+            )
         columns[name.strip()] = value.strip()
     return columns
 
 
 def scores_html(results: list[dict], names: list[str]) -> str:
     """A table: each completion, each reward function's score, and the weighted total."""
+
     def cell(value):
         return "–" if value is None else f"{value:.3f}"
 
@@ -376,8 +472,10 @@ def smoke_result_html(status: dict) -> str:
     state = status.get("state", "starting")
     run = escape(str(status.get("run_id", "")))
     if state == "finished":
-        return (f'<div class="wb-badge wb-badge-valid"><span class="wb-badge-title">Smoke test passed</span>'
-                f"One real optimizer step ran with these settings (run {run}).</div>")
+        return (
+            f'<div class="wb-badge wb-badge-valid"><span class="wb-badge-title">Smoke test passed</span>'
+            f"One real optimizer step ran with these settings (run {run}).</div>"
+        )
     if state in ("failed", "stopped"):
         error = status.get("error") or {}
         parts = [f'<span class="wb-badge-title">Smoke test {escape(state)}</span>']
@@ -387,20 +485,27 @@ def smoke_result_html(status: dict) -> str:
             parts.append(f"<code>{escape(str(error.get('type', '')))}: {escape(str(error['message']))}</code>")
         tail = error.get("traceback_tail") or status.get("log_tail") or ""
         if tail:
-            parts.append(f"<details><summary>end of train.log</summary><pre>{escape(str(tail)[-2000:])}</pre></details>")
+            parts.append(
+                f"<details><summary>end of train.log</summary><pre>{escape(str(tail)[-2000:])}</pre></details>"
+            )
         return f'<div class="wb-badge wb-badge-invalid">{"".join(parts)}</div>'
     step = status.get("step")
     if state == "queued" and status.get("waits_for"):
-        return (f'<p class="wb-note">Smoke test queued at position {escape(str(status.get("queue_position")))}: '
-                f"it waits for {escape(str(status['waits_for']))} ... (run {run})</p>")
-    return (f'<p class="wb-note">Smoke test {escape(state.replace("_", " "))}'
-            + (f", step {step}" if step else "") + f" ... (run {run})</p>")
+        return (
+            f'<p class="wb-note">Smoke test queued at position {escape(str(status.get("queue_position")))}: '
+            f"it waits for {escape(str(status['waits_for']))} ... (run {run})</p>"
+        )
+    return (
+        f'<p class="wb-note">Smoke test {escape(state.replace("_", " "))}'
+        + (f", step {step}" if step else "")
+        + f" ... (run {run})</p>"
+    )
 
 
 # ---------------------------------------------------------------- task data and memory
 
 
-@lru_cache(maxsize=None)  # built-in tasks never change while the app runs
+@cache  # built-in tasks never change while the app runs
 def task_dataset_size(task_name: str) -> int | None:
     """Prompts a built-in task trains on (its default size, or all rows it has); None if unknown."""
     from workbench.spec.tasks import TASKS
@@ -413,8 +518,10 @@ def task_dataset_size(task_name: str) -> int | None:
     return len(task.build_rows(None, 0))
 
 
-MEMORY_NOT_ON_DISK = ('<p class="wb-note">Memory estimate: the model\'s config.json is not on disk yet (the '
-                      "bundled model is converted on its first run or smoke test; hub models once downloaded).</p>")
+MEMORY_NOT_ON_DISK = (
+    '<p class="wb-note">Memory estimate: the model\'s config.json is not on disk yet (the '
+    "bundled model is converted on its first run or smoke test; hub models once downloaded).</p>"
+)
 
 
 def memory_unavailable_html(problem: WorkbenchError) -> str:
@@ -427,15 +534,21 @@ def memory_html(estimate, free_bytes: int | None, max_prompt_length: int = 64) -
     past the device's free memory."""
     rows = "".join(
         f"<tr><td>{escape(t.name)}</td><td>{escape(t.phase)}</td><td class='wb-num'>{t.bytes / 2**20:,.0f} MB</td></tr>"
-        for t in estimate.terms if t.bytes >= 2**20
+        for t in estimate.terms
+        if t.bytes >= 2**20
     )
     warning = estimate.check_fits(free_bytes)
-    head = (f"<p><b>About {estimate.total_gib:.2f} GiB</b> per training process at its peak ({escape(estimate.peak_phase)}"
-            f" phase), prompts up to {max_prompt_length} tokens"
-            + (f"; {free_bytes / 2**30:.1f} GiB free" if free_bytes else "") + ".</p>")
+    head = (
+        f"<p><b>About {estimate.total_gib:.2f} GiB</b> per training process at its peak ({escape(estimate.peak_phase)}"
+        f" phase), prompts up to {max_prompt_length} tokens"
+        + (f"; {free_bytes / 2**30:.1f} GiB free" if free_bytes else "")
+        + ".</p>"
+    )
     warn = f'<p class="wb-warn-line">{escape(warning)}</p>' if warning else ""
-    table = (f'<details><summary>breakdown</summary><table class="wb-table"><tr><th>term</th><th>phase</th>'
-             f"<th>memory</th></tr>{rows}</table></details>")
+    table = (
+        f'<details><summary>breakdown</summary><table class="wb-table"><tr><th>term</th><th>phase</th>'
+        f"<th>memory</th></tr>{rows}</table></details>"
+    )
     return f'<div class="wb-memory">{head}{warn}{table}</div>'
 
 
@@ -450,7 +563,7 @@ def _cell(value) -> str:
     else:  # a chat prompt of one message reads as its text; longer ones as `role: content` lines
         text = prompt_text(value) if isinstance(value, list) and len(value) == 1 else transcript_text(value)
     text = " ".join(text.split())
-    return escape(text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…")
+    return escape(text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…")
 
 
 def data_preview_html(data: DataPreview) -> str:
@@ -461,12 +574,20 @@ def data_preview_html(data: DataPreview) -> str:
         if not need.needs and not need.optional:
             lines.append(f"<li><code>{escape(need.reward)}</code> reads no column (only the completion)</li>")
             continue
-        parts = [f"needs <code>{escape(c)}</code> " + ("<span class='wb-ok'>✓</span>" if c in data.columns or data.error
-                                                         else "<span class='wb-bad'>missing</span>")
-                 for c in need.needs]
-        parts += [f"reads <code>{escape(c)}</code> when present" + ("" if c in data.columns or data.error
-                                                                    else " (absent here: it uses its default)")
-                  for c in need.optional]
+        parts = [
+            f"needs <code>{escape(c)}</code> "
+            + (
+                "<span class='wb-ok'>✓</span>"
+                if c in data.columns or data.error
+                else "<span class='wb-bad'>missing</span>"
+            )
+            for c in need.needs
+        ]
+        parts += [
+            f"reads <code>{escape(c)}</code> when present"
+            + ("" if c in data.columns or data.error else " (absent here: it uses its default)")
+            for c in need.optional
+        ]
         lines.append(f"<li><code>{escape(need.reward)}</code> {'; '.join(parts)}</li>")
     needs = f"<ul class='wb-reward-columns'>{''.join(lines)}</ul>" if lines else ""
     if data.error:
@@ -475,29 +596,40 @@ def data_preview_html(data: DataPreview) -> str:
     warnings = "".join(
         f'<p class="wb-warn-line"><b>{escape(reward)}</b> needs the column <code>{escape(column)}</code> and '
         f"{escape(data.source)} has none: add it (one value per prompt), or untick {escape(reward)}.</p>"
-        for reward, column in data.missing)
+        for reward, column in data.missing
+    )
     read = {c for need in data.rewards for c in need.needs + need.optional}
-    head = "".join(f"<th>{escape(c)}" + (" <span class='wb-ok'>(read by a reward)</span>" if c in read else "")
-                   + "</th>" for c in data.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in data.columns) + "</tr>"
-                   for row in data.rows)
-    intro = (f"<p class='wb-note'>First {len(data.rows)} rows of {escape(data.source)}. Every column reaches the "
-             "reward functions, one value per completion; the prompt column as TRL's <code>prompt</code>, the "
-             "solution column also as <code>solution</code>.</p>")
-    return (f'<div class="wb-data-preview">{intro}{warnings}<table class="wb-table"><tr>{head}</tr>{body}</table>'
-            f"{needs}{model_text_html(data)}</div>")
+    head = "".join(
+        f"<th>{escape(c)}" + (" <span class='wb-ok'>(read by a reward)</span>" if c in read else "") + "</th>"
+        for c in data.columns
+    )
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in data.columns) + "</tr>" for row in data.rows
+    )
+    intro = (
+        f"<p class='wb-note'>First {len(data.rows)} rows of {escape(data.source)}. Every column reaches the "
+        "reward functions, one value per completion; the prompt column as TRL's <code>prompt</code>, the "
+        "solution column also as <code>solution</code>.</p>"
+    )
+    return (
+        f'<div class="wb-data-preview">{intro}{warnings}<table class="wb-table"><tr>{head}</tr>{body}</table>'
+        f"{needs}{model_text_html(data)}</div>"
+    )
 
 
 def model_text_html(data: DataPreview) -> str:
     """The first row as the model receives it (the exact text after the chat template) and its `solution`."""
     solution = ""
     if data.mapped is not None and "solution" in data.mapped:
-        solution = (f"<p class='wb-note'>Its <code>solution</code>, as rewards get it: "
-                    f"<code id='wb-first-solution'>{escape(str(data.mapped['solution']))}</code></p>")
-    text = (f"<pre class='wb-model-text' id='wb-model-text'>{escape(data.model_text)}</pre>"
-            if data.model_text else "")
-    return (f"<div class='wb-model-input'><p><b>The exact text the model receives for the first row</b></p>"
-            f"{text}<p class='wb-note'>{escape(data.model_note)}</p>{solution}</div>")
+        solution = (
+            f"<p class='wb-note'>Its <code>solution</code>, as rewards get it: "
+            f"<code id='wb-first-solution'>{escape(str(data.mapped['solution']))}</code></p>"
+        )
+    text = f"<pre class='wb-model-text' id='wb-model-text'>{escape(data.model_text)}</pre>" if data.model_text else ""
+    return (
+        f"<div class='wb-model-input'><p><b>The exact text the model receives for the first row</b></p>"
+        f"{text}<p class='wb-note'>{escape(data.model_note)}</p>{solution}</div>"
+    )
 
 
 def data_choices(data: DataPreview) -> tuple[list[str], list[str], list[tuple[str, str]]]:
@@ -524,7 +656,10 @@ def recipe_note_html(name: str, lines: list[str], error: str = "") -> str:
     if not lines:
         return f"<p class='wb-note'>{head} The form already had its settings.</p>"
     items = "".join(f"<li><code>{escape(line)}</code></li>" for line in lines)
-    extra = (" It needs the policy ratio to move off 1, so each generation round is now split over several "
-             "optimizer steps (see the batch plan)." if recipe.needs_off_policy and
-             any(line.startswith("steps_per_generation") for line in lines) else "")
+    extra = (
+        " It needs the policy ratio to move off 1, so each generation round is now split over several "
+        "optimizer steps (see the batch plan)."
+        if recipe.needs_off_policy and any(line.startswith("steps_per_generation") for line in lines)
+        else ""
+    )
     return f"<div class='wb-note'>{head} Changed {len(lines)} field(s):<ul>{items}</ul>{escape(extra)}</div>"

@@ -187,8 +187,9 @@ class SignIn:
         counted = name[:65]
         wait = self.failures.attempt(counted, address)
         if wait:
-            return JSONResponse({"detail": wait_message(wait)}, status_code=429,
-                                headers={"Retry-After": str(math.ceil(wait))})
+            return JSONResponse(
+                {"detail": wait_message(wait)}, status_code=429, headers={"Retry-After": str(math.ceil(wait))}
+            )
         check = gradio_compat.password_check(self.app)
         try:
             if inspect.iscoroutinefunction(check):
@@ -208,15 +209,21 @@ class SignIn:
         response = JSONResponse({"success": True})
         secure = request.url.scheme == "https"
         over_https, over_http = self._cookie_names()
-        response.set_cookie(over_https if secure else over_http, token, max_age=max(1, int(self.tokens.max_age_s)),
-                            path="/", httponly=True, samesite="lax", secure=secure)
+        response.set_cookie(
+            over_https if secure else over_http,
+            token,
+            max_age=max(1, int(self.tokens.max_age_s)),
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=secure,
+        )
         response.delete_cookie(over_http if secure else over_https, path="/")  # an older session's, if any
         return response
 
     async def logout(self, request: Request):
         if not from_own_page(request):
-            return PlainTextResponse("Sign out with the Sign out button on the dashboard's own page.",
-                                     status_code=403)
+            return PlainTextResponse("Sign out with the Sign out button on the dashboard's own page.", status_code=403)
         for cookie in self._cookie_names():
             self.tokens.end(request.cookies.get(cookie))
         response = JSONResponse({"success": True})
@@ -225,8 +232,11 @@ class SignIn:
         return response
 
     async def logout_by_link(self, request: Request):  # noqa: ARG002 (the route's signature)
-        return PlainTextResponse("Signing out takes a POST from the dashboard's own page: use its Sign out button.",
-                                 status_code=405, headers={"Allow": "POST"})
+        return PlainTextResponse(
+            "Signing out takes a POST from the dashboard's own page: use its Sign out button.",
+            status_code=405,
+            headers={"Allow": "POST"},
+        )
 
     def _cookie_names(self) -> tuple[str, str]:
         """(the cookie over HTTPS, the cookie over plain HTTP): the two names Gradio's routes read."""

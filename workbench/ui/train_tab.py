@@ -81,8 +81,9 @@ def start_watching(runs_dir, run_id: str | None, newest_known: str | None = None
     return follow.start(runs_dir / run_id, watch) if run_id else watch
 
 
-def poll_run(watch: train_view.RunWatch, runs_dir,
-             read_status=runfolder.read_status) -> tuple[train_view.RunWatch, follow.Changes]:
+def poll_run(
+    watch: train_view.RunWatch, runs_dir, read_status=runfolder.read_status
+) -> tuple[train_view.RunWatch, follow.Changes]:
     """What the watched run wrote since the last poll (`follow.look`); no run, nothing changes."""
     if not watch.run_id:
         return watch, follow.Changes()
@@ -134,10 +135,23 @@ class TrainComponents:
     @property
     def load_outputs(self) -> list:
         """What attaching to a run draws (the page load's outputs)."""
-        return [self.watch_state, self.pinned_state, self.run_picker, self.stop_button, self.resume_button,
-                self.progress, self.failure, self.server, self.alarms, self.held_out, self.changed_answers,
-                self.step_slider, self.completions,
-                *self.plot_list, self.remembered]
+        return [
+            self.watch_state,
+            self.pinned_state,
+            self.run_picker,
+            self.stop_button,
+            self.resume_button,
+            self.progress,
+            self.failure,
+            self.server,
+            self.alarms,
+            self.held_out,
+            self.changed_answers,
+            self.step_slider,
+            self.completions,
+            *self.plot_list,
+            self.remembered,
+        ]
 
 
 def layout(ctx: UIContext) -> TrainComponents:
@@ -148,19 +162,36 @@ def layout(ctx: UIContext) -> TrainComponents:
     # The Setup tab's verdict: Launch stays disabled while the batch plan is invalid.
     plan_valid = ctx.components.get("plan_valid")
     with gr.Row(equal_height=True):
-        run_picker = gr.Dropdown(label="Run shown", choices=[], value=None, scale=4, allow_custom_value=False,
-                                 info="The run this page follows; Launch starts a new one from the Setup tab's settings.")
-        launch_button = gr.Button("Launch", variant="primary", scale=1, min_width=110,
-                                  interactive=plan_valid is None or bool(plan_valid.value))
+        run_picker = gr.Dropdown(
+            label="Run shown",
+            choices=[],
+            value=None,
+            scale=4,
+            allow_custom_value=False,
+            info="The run this page follows; Launch starts a new one from the Setup tab's settings.",
+        )
+        launch_button = gr.Button(
+            "Launch",
+            variant="primary",
+            scale=1,
+            min_width=110,
+            interactive=plan_valid is None or bool(plan_valid.value),
+        )
         stop_button = gr.Button("Stop", variant="stop", scale=1, min_width=90, interactive=False)
         resume_button = gr.Button("Resume", scale=1, min_width=90, interactive=False)
     notice = gr.HTML("", css_template=NOTICE_CSS, js_on_load=None, visible=False)
-    progress = gr.HTML(train_view.progress_html(None, None), css_template=train_view.PROGRESS_CSS, js_on_load=None,
-                       elem_id="wb-train-progress")
-    failure = gr.HTML("", css_template=train_view.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure",
-                      visible=False)
-    server = gr.HTML("", css_template=server_view.SERVER_CSS, js_on_load=None, elem_id="wb-train-server",
-                     visible=False)  # the run's vLLM server, for generation=vllm-server / trl-server
+    progress = gr.HTML(
+        train_view.progress_html(None, None),
+        css_template=train_view.PROGRESS_CSS,
+        js_on_load=None,
+        elem_id="wb-train-progress",
+    )
+    failure = gr.HTML(
+        "", css_template=train_view.FAILURE_CSS, js_on_load=None, elem_id="wb-train-failure", visible=False
+    )
+    server = gr.HTML(
+        "", css_template=server_view.SERVER_CSS, js_on_load=None, elem_id="wb-train-server", visible=False
+    )  # the run's vLLM server, for generation=vllm-server / trl-server
     plots, smoothing, alarms = _curves_and_health()
     held_out, changed_answers = _held_out()
     step_slider, completions = _completions()
@@ -170,9 +201,29 @@ def layout(ctx: UIContext) -> TrainComponents:
     # output costs gradio about a millisecond per event, drawn or not).
     refresh = gr.Button("refresh", visible="hidden", elem_id=train_view.REFRESH_BUTTON_ID)
     refresh_more = gr.Button("refresh more metrics", visible="hidden", elem_id=train_view.MORE_BUTTON_ID)
-    return TrainComponents(remembered, watch_state, pinned_state, run_picker, launch_button, stop_button,
-                           resume_button, notice, progress, failure, server, plots, smoothing, alarms, held_out,
-                           changed_answers, step_slider, completions, more_metrics, refresh, refresh_more)
+    return TrainComponents(
+        remembered,
+        watch_state,
+        pinned_state,
+        run_picker,
+        launch_button,
+        stop_button,
+        resume_button,
+        notice,
+        progress,
+        failure,
+        server,
+        plots,
+        smoothing,
+        alarms,
+        held_out,
+        changed_answers,
+        step_slider,
+        completions,
+        more_metrics,
+        refresh,
+        refresh_more,
+    )
 
 
 def _curves_and_health() -> tuple[dict, gr.Slider, gr.HTML]:
@@ -185,43 +236,71 @@ def _curves_and_health() -> tuple[dict, gr.Slider, gr.HTML]:
                     for name in pair:
                         plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
         with gr.Column(scale=1, min_width=260):
-            smoothing = gr.Slider(0.0, 0.95, value=DEFAULT_SMOOTHING, step=0.05, label="Smoothing",
-                                  info="Exponential moving average of the curves; the raw points stay faint.")
+            smoothing = gr.Slider(
+                0.0,
+                0.95,
+                value=DEFAULT_SMOOTHING,
+                step=0.05,
+                label="Smoothing",
+                info="Exponential moving average of the curves; the raw points stay faint.",
+            )
             gr.Markdown("### Health", elem_classes=["wb-section"])
-            alarms = gr.HTML(train_view.alarms_html([], False), css_template=train_view.ALARMS_CSS, js_on_load=None,
-                             elem_id="wb-train-alarms")
+            alarms = gr.HTML(
+                train_view.alarms_html([], False),
+                css_template=train_view.ALARMS_CSS,
+                js_on_load=None,
+                elem_id="wb-train-alarms",
+            )
     return plots, smoothing, alarms
 
 
 def _held_out() -> tuple[gr.Plot, gr.HTML]:
     """Held-out accuracy beside the training reward, and the answers that changed since step 0."""
-    gr.Markdown("### Held-out evaluation\nGreedy answers to prompts the run never trains on (eval_strategy=steps): "
-                "a training reward that rises while held-out accuracy stays flat is memorising or gaming a reward.",
-                elem_classes=["wb-section"])
+    gr.Markdown(
+        "### Held-out evaluation\nGreedy answers to prompts the run never trains on (eval_strategy=steps): "
+        "a training reward that rises while held-out accuracy stays flat is memorising or gaming a reward.",
+        elem_classes=["wb-section"],
+    )
     held_out = gr.Plot(show_label=False, elem_id="wb-plot-held-out")
     changed_answers = gr.HTML("", css_template=train_view.CHANGED_CSS, js_on_load=None, elem_id="wb-train-changed")
     return held_out, changed_answers
 
 
 def _completions() -> tuple[gr.Slider, gr.HTML]:
-    gr.Markdown("### Completions, group by group\nEach prompt's G completions side by side: every reward "
-                "function's score, the total, and the advantage `(r - mean) / std` they produce.",
-                elem_classes=["wb-section"])
-    step_slider = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False,
-                            info="Newest step while a run goes; move it to read an earlier step.")
+    gr.Markdown(
+        "### Completions, group by group\nEach prompt's G completions side by side: every reward "
+        "function's score, the total, and the advantage `(r - mean) / std` they produce.",
+        elem_classes=["wb-section"],
+    )
+    step_slider = gr.Slider(
+        0,
+        1,
+        value=0,
+        step=1,
+        label="Step",
+        interactive=False,
+        info="Newest step while a run goes; move it to read an earlier step.",
+    )
     # Without gradio's prose styles: the cards bring their own (its table borders would box every score).
     # The app theme's plan badge shares the class name `wb-badge`; keep the card badges small pills.
-    completions = gr.HTML(render_empty_html(), js_on_load=None, apply_default_css=False,
-                          css_template=".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }",
-                          elem_id="wb-train-completions")
+    completions = gr.HTML(
+        render_empty_html(),
+        js_on_load=None,
+        apply_default_css=False,
+        css_template=".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }",
+        elem_id="wb-train-completions",
+    )
     return step_slider, completions
 
 
 def _more_metrics(plots: dict) -> gr.Accordion:
     # Closed at first, and drawn only while open: each figure redrawn costs the browser
     # CPU that, on a small machine, the training process is waiting for.
-    with gr.Accordion("More metrics: completion length, clipping, entropy, grad norm, learning rate, step time",
-                      open=False, elem_id="wb-train-more") as more_metrics:
+    with gr.Accordion(
+        "More metrics: completion length, clipping, entropy, grad norm, learning rate, step time",
+        open=False,
+        elem_id="wb-train-more",
+    ) as more_metrics:
         for triple in (MORE_FIGURES[:3], MORE_FIGURES[3:]):
             with gr.Row():
                 for name in triple:
@@ -252,8 +331,9 @@ class TrainTab:
 
     def signature_of(self, viewer: Viewer, run_id: str | None) -> str:
         """The change signature over the runs `viewer` may see (the change route's, for the same viewer)."""
-        return follow.change_signature(self.runs_dir, run_id, self.status_for(viewer),
-                                       run_access.visible_run_dirs(self.runs_dir, viewer))
+        return follow.change_signature(
+            self.runs_dir, run_id, self.status_for(viewer), run_access.visible_run_dirs(self.runs_dir, viewer)
+        )
 
     def visible_entries(self, viewer: Viewer) -> list[dict]:
         return run_access.visible_entries(run_list.list_runs(self.runs_dir), viewer)
@@ -269,8 +349,15 @@ class TrainTab:
 
     # ------------------------------------------------------------ rendering
 
-    def render(self, watch: train_view.RunWatch, pinned: int | None, smooth: float, changes: follow.Changes,
-               full: bool = False, with_more: bool = True) -> dict:
+    def render(
+        self,
+        watch: train_view.RunWatch,
+        pinned: int | None,
+        smooth: float,
+        changes: follow.Changes,
+        full: bool = False,
+        with_more: bool = True,
+    ) -> dict:
         """Outputs for what changed (everything when `full`; More metrics' figures only `with_more`)."""
         ui = self.ui
         watch = replace(watch, poll_seconds=train_view.poll_seconds(watch.status, watch.metrics))
@@ -278,8 +365,12 @@ class TrainTab:
         # Always: the bar carries the signature this drawing reflects, and the page's script compares with it.
         progress = train_view.measure_progress(watch.status, watch.metrics) if watch.run_id else None
         out[ui.progress] = train_view.progress_html(
-            watch.run_id, progress, watch.signature, watch.poll_seconds,
-            train_view.redraw_seconds(progress.state, watch.config) if progress else 0)
+            watch.run_id,
+            progress,
+            watch.signature,
+            watch.poll_seconds,
+            train_view.redraw_seconds(progress.state, watch.config) if progress else 0,
+        )
         if full or changes.status:
             watch = self.render_controls(watch, full, out)
         if full or changes.metrics:
@@ -288,9 +379,12 @@ class TrainTab:
             skipped = tuple(sorted(watch.skipped.items()))
             evals = eval_results.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
             out[ui.alarms] = self.drawn.get(
-                ("alarms", *train_view.metrics_read(watch), skipped, len(evals)), lambda: train_view.alarms_html(
+                ("alarms", *train_view.metrics_read(watch), skipped, len(evals)),
+                lambda: train_view.alarms_html(
                     check_health(metrics_of(watch), watch.config, evals) + train_view.skipped_alarms(watch.skipped),
-                    bool(watch.metrics)))
+                    bool(watch.metrics),
+                ),
+            )
         if full or changes.metrics or changes.status:  # an evaluation lands before its step's metrics, the last one
             out.update(self.render_held_out(watch, smooth))  # before the run's final state
         if full or changes.completions:
@@ -305,8 +399,12 @@ class TrainTab:
         log_tail = runfolder.read_log_tail(run_dir, 3000) if run_dir and watch.status.get("state") == "failed" else ""
         failure_panel = train_view.failure_html(watch.status, log_tail)
         server_panel = server_view.server_html(watch.status, server_log_tail(run_dir, watch.status)) if run_dir else ""
-        resumable = bool(run_dir) and not live_run and watch.status.get("state") != "finished" \
+        resumable = (
+            bool(run_dir)
+            and not live_run
+            and watch.status.get("state") != "finished"
             and checkpoint_integrity.last_checkpoint(run_dir) is not None
+        )
         controls = (failure_panel, server_panel, live_run, resumable)
         if full or controls != watch.controls_shown:  # a live run's status moves every step, these rarely
             out[ui.failure] = gr.HTML(failure_panel, visible=bool(failure_panel))
@@ -344,16 +442,19 @@ class TrainTab:
     def render_completions(self, watch: train_view.RunWatch, pinned: int | None) -> dict:
         ui, steps = self.ui, watch.completion_steps
         if not steps:
-            return {ui.step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
-                    ui.completions: render_empty_html()}
+            return {
+                ui.step_slider: gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
+                ui.completions: render_empty_html(),
+            }
         step = train_view.nearest_step(steps, pinned)
 
         run_dir = self.runs_dir / watch.run_id
 
         def draw() -> str:
             records = watch.newest_completions if step == steps[-1] else follow.completions_of_step(run_dir, step)
-            groups = groups_for_step(records, step, watch.config.get("scale_rewards"),
-                                     watch.config.get("num_generations"))
+            groups = groups_for_step(
+                records, step, watch.config.get("scale_rewards"), watch.config.get("num_generations")
+            )
             title = f"Step {step}" + (" (newest)" if step == steps[-1] else f" of {steps[-1]}")
             size = groups[0].expected_size if groups else 1
             round_tokens = tokens.tokens_of_round(run_dir, step, tokens.round_passes(watch.config))
@@ -364,16 +465,29 @@ class TrainTab:
 
         # A slider needs two ends; with one step so far it spans step-1..step.
         low = steps[0] if len(steps) > 1 else steps[0] - 1
-        return {ui.step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
-                ui.completions: self.drawn.get(("groups", *train_view.completions_read(watch), step,
-                                                tokens.tokens_read(run_dir)), draw)}
+        return {
+            ui.step_slider: gr.Slider(minimum=low, maximum=steps[-1], value=step, interactive=len(steps) > 1),
+            ui.completions: self.drawn.get(
+                ("groups", *train_view.completions_read(watch), step, tokens.tokens_read(run_dir)), draw
+            ),
+        }
 
-    def attach(self, viewer: Viewer, run_id: str | None, newest_known: str | None, smooth: float,
-               more_open: bool = False, with_more: bool = True) -> dict:
+    def attach(
+        self,
+        viewer: Viewer,
+        run_id: str | None,
+        newest_known: str | None,
+        smooth: float,
+        more_open: bool = False,
+        with_more: bool = True,
+    ) -> dict:
         """Start following `run_id`: read all it wrote so far and draw everything (More metrics' figures when
         that section is open and `with_more`)."""
-        watch = replace(start_watching(self.runs_dir, run_id, newest_known), more_metrics_open=more_open,
-                        signature=self.signature_of(viewer, run_id))
+        watch = replace(
+            start_watching(self.runs_dir, run_id, newest_known),
+            more_metrics_open=more_open,
+            signature=self.signature_of(viewer, run_id),
+        )
         watch, changes = poll_run(watch, self.runs_dir, self.status_for(viewer))
         out = self.render(watch, None, smooth, changes, full=True, with_more=with_more)
         out[self.ui.pinned_state] = None
@@ -397,8 +511,14 @@ class TrainTab:
         run_ids = [path.name for path in run_access.visible_run_dirs(self.runs_dir, viewer)]
         if watch.run_id and watch.run_id not in run_ids:  # deleted from the Runs tab or another tab
             entries = self.visible_entries(viewer)
-            out = self.attach(viewer, train_view.choose_run([(e["run_id"], e) for e in entries], None),
-                              watch.newest_known, smooth, watch.more_metrics_open, with_more=False)
+            out = self.attach(
+                viewer,
+                train_view.choose_run([(e["run_id"], e) for e in entries], None),
+                watch.newest_known,
+                smooth,
+                watch.more_metrics_open,
+                with_more=False,
+            )
             out[ui.notice] = notice_html(f"Run {watch.run_id} was deleted.", "info")
             return out
         before = watch.newest_known
@@ -479,8 +599,13 @@ class TrainTab:
             # within the device's memory and the admin's share (access/run_memory.py)
             config = ctx.config_from_values(*setup_values, scope=ctx.scope_of(viewer), launching=True)
             ctx.actions.take(viewer.name, "launch")
-            run_id = launcher.start(config, self.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
-                                    sandboxed=ctx.sandbox_for(viewer))
+            run_id = launcher.start(
+                config,
+                self.runs_dir,
+                owner=viewer.name,
+                import_reward_file=not ctx.shared,
+                sandboxed=ctx.sandbox_for(viewer),
+            )
         except WorkbenchError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
             return {notice: notice_html(f"Not launched:\n{exc}")}
         out = self.attach(viewer, run_id, run_id, smooth, watch.more_metrics_open)
@@ -488,12 +613,17 @@ class TrainTab:
         place = gpu_queue.queue_place(run_id, self.runs_dir)
         if place:
             waits_for = run_access.waits_for_seen_by(viewer, self.runs_dir, place["waits_for"])
-            out[notice] = notice_html(f"Queued {run_id} at position {place['queue_position']}: it waits for "
-                                      f"{waits_for}. It starts by itself when that is free, with or "
-                                      "without this page open; Stop takes it out of the queue.", "info")
+            out[notice] = notice_html(
+                f"Queued {run_id} at position {place['queue_position']}: it waits for "
+                f"{waits_for}. It starts by itself when that is free, with or "
+                "without this page open; Stop takes it out of the queue.",
+                "info",
+            )
         else:
-            out[notice] = notice_html(f"Launched {run_id}. The first points appear once the model has loaded "
-                                      f"and the first step is done.", "info")
+            out[notice] = notice_html(
+                f"Launched {run_id}. The first points appear once the model has loaded and the first step is done.",
+                "info",
+            )
         return out
 
     def on_stop(self, request: gr.Request, watch: train_view.RunWatch):
@@ -507,17 +637,26 @@ class TrainTab:
             yield {notice: notice_html(f"Not stopped: {exc}")}
             return
         queued = watch.status.get("state") == runfolder.QUEUED
-        yield {self.ui.stop_button: gr.Button(interactive=False),
-               notice: notice_html("Taking it out of the queue…" if queued else
-                                   "Stopping: the trainer finishes its current step and saves the adapter…", "info")}
+        yield {
+            self.ui.stop_button: gr.Button(interactive=False),
+            notice: notice_html(
+                "Taking it out of the queue…"
+                if queued
+                else "Stopping: the trainer finishes its current step and saves the adapter…",
+                "info",
+            ),
+        }
         try:
             final = launcher.stop(watch.run_id, self.runs_dir, timeout=STOP_TIMEOUT_S)
         except launcher.LauncherError as exc:
             yield {notice: notice_html(str(exc))}
             return
         note = f" ({final['note']})" if final.get("note") else ""
-        yield {notice: notice_html(f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}"
-                                   f"{note}.", "info")}
+        yield {
+            notice: notice_html(
+                f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}{note}.", "info"
+            )
+        }
 
     def on_resume(self, request: gr.Request, watch: train_view.RunWatch):
         if not watch.run_id:
@@ -530,12 +669,19 @@ class TrainTab:
             owner = ctx.viewer_named(owner_name) if owner_name else viewer
             paths_view.check_saved_config(launcher.recorded_config(run_dir).to_dict(), ctx.scope_of(owner))
             ctx.actions.take(viewer.name, "resume")
-            launcher.resume(watch.run_id, self.runs_dir, owner=viewer.name, import_reward_file=not ctx.shared,
-                            sandboxed=ctx.sandbox_for(owner))
+            launcher.resume(
+                watch.run_id,
+                self.runs_dir,
+                owner=viewer.name,
+                import_reward_file=not ctx.shared,
+                sandboxed=ctx.sandbox_for(owner),
+            )
         except WorkbenchError as exc:  # LauncherError / ConfigError say what to do
             return {self.ui.notice: notice_html(f"Not resumed: {exc}")}
-        return {self.ui.resume_button: gr.Button(interactive=False),
-                self.ui.notice: notice_html(f"Resuming {watch.run_id} from its last checkpoint.", "info")}
+        return {
+            self.ui.resume_button: gr.Button(interactive=False),
+            self.ui.notice: notice_html(f"Resuming {watch.run_id} from its last checkpoint.", "info"),
+        }
 
     def on_picker_focus(self, request: gr.Request, watch: train_view.RunWatch):
         return self.picker_update(self.picker_shows(self.ctx.viewer(request), watch.run_id))
@@ -548,9 +694,12 @@ class TrainTab:
         """The page script's question: the signature of the run it shows, over the runs this user may see, and
         where that run stands (state, step, total), which the bar shows until the page asks for a redraw."""
         viewer = self.ctx.viewer_named(user)
-        signature, status = follow.signature_and_status(self.runs_dir, query.get("run") or None,
-                                                        self.status_for(viewer),
-                                                        run_access.visible_run_dirs(self.runs_dir, viewer))
+        signature, status = follow.signature_and_status(
+            self.runs_dir,
+            query.get("run") or None,
+            self.status_for(viewer),
+            run_access.visible_run_dirs(self.runs_dir, viewer),
+        )
         return {"signature": signature, **train_view.bar_numbers(status)}
 
 
@@ -567,27 +716,52 @@ def build(ctx: UIContext) -> None:
     load_outputs = ui.load_outputs
     ctx.blocks.load(tab.on_load, inputs=[ui.remembered, smoothing], outputs=load_outputs, show_progress="hidden")
     refresh_outputs = [output for output in [*load_outputs, notice] if output not in ui.more_plots]
-    ui.refresh.click(tab.on_refresh, inputs=[watch, pinned, smoothing], outputs=refresh_outputs,
-                     show_progress="hidden", concurrency_limit=None, trigger_mode="once")
-    ui.refresh_more.click(tab.on_refresh_more, inputs=[watch, smoothing], outputs=ui.more_plots,
-                          show_progress="hidden", concurrency_limit=None, trigger_mode="once")
-    ui.run_picker.input(tab.on_pick, inputs=[ui.run_picker, watch, smoothing], outputs=[*load_outputs, notice],
-                        show_progress="hidden")
+    ui.refresh.click(
+        tab.on_refresh,
+        inputs=[watch, pinned, smoothing],
+        outputs=refresh_outputs,
+        show_progress="hidden",
+        concurrency_limit=None,
+        trigger_mode="once",
+    )
+    ui.refresh_more.click(
+        tab.on_refresh_more,
+        inputs=[watch, smoothing],
+        outputs=ui.more_plots,
+        show_progress="hidden",
+        concurrency_limit=None,
+        trigger_mode="once",
+    )
+    ui.run_picker.input(
+        tab.on_pick, inputs=[ui.run_picker, watch, smoothing], outputs=[*load_outputs, notice], show_progress="hidden"
+    )
     ui.run_picker.focus(tab.on_picker_focus, inputs=[watch], outputs=[ui.run_picker], show_progress="hidden")
-    ui.more_metrics.expand(tab.on_more_metrics_opened, inputs=[watch, smoothing], outputs=[watch, *ui.plot_list],
-                           show_progress="hidden")
-    ui.more_metrics.collapse(tab.on_more_metrics_closed, inputs=[watch, smoothing], outputs=[watch, *ui.plot_list],
-                             show_progress="hidden")
+    ui.more_metrics.expand(
+        tab.on_more_metrics_opened, inputs=[watch, smoothing], outputs=[watch, *ui.plot_list], show_progress="hidden"
+    )
+    ui.more_metrics.collapse(
+        tab.on_more_metrics_closed, inputs=[watch, smoothing], outputs=[watch, *ui.plot_list], show_progress="hidden"
+    )
     smoothing.change(tab.on_smoothing, inputs=[watch, smoothing], outputs=ui.plot_list, show_progress="hidden")
     # `input`, not `release`: it fires on every way of moving the slider (drag, arrow keys, typing a number),
     # and at once, so the pin reaches the server before a timer tick can redraw the slider at the newest step.
-    ui.step_slider.input(tab.on_step, inputs=[watch, ui.step_slider], outputs=[pinned, ui.step_slider, ui.completions],
-                         show_progress="hidden", trigger_mode="always_last")
-    ui.launch_button.click(tab.on_launch, inputs=[watch, smoothing, *ctx.config_inputs],
-                           outputs=[*load_outputs, notice], show_progress="minimal")
+    ui.step_slider.input(
+        tab.on_step,
+        inputs=[watch, ui.step_slider],
+        outputs=[pinned, ui.step_slider, ui.completions],
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
+    ui.launch_button.click(
+        tab.on_launch,
+        inputs=[watch, smoothing, *ctx.config_inputs],
+        outputs=[*load_outputs, notice],
+        show_progress="minimal",
+    )
     # each user's Stop at once: one run slow to stop holds no other user's (Gradio's default runs one at a time)
-    ui.stop_button.click(tab.on_stop, inputs=[watch], outputs=[ui.stop_button, notice], show_progress="hidden",
-                         concurrency_limit=None)
+    ui.stop_button.click(
+        tab.on_stop, inputs=[watch], outputs=[ui.stop_button, notice], show_progress="hidden", concurrency_limit=None
+    )
     ui.resume_button.click(tab.on_resume, inputs=[watch], outputs=[ui.resume_button, notice], show_progress="hidden")
     plan_valid = ctx.components.get("plan_valid")
     if plan_valid is not None:

@@ -32,9 +32,10 @@ import html
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import mean
-from typing import Any, Callable
+from typing import Any
 
 from workbench.insight.follow import Seen
 from workbench.insight.health import Alarm
@@ -213,8 +214,16 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
         if per_step is not None:
             remaining = per_step * (total - step)
     probe = status.get("speed_probe") if state == "tuning" else None
-    return Progress(state, step, total, elapsed, remaining, status.get("queue_position"), status.get("waits_for") or "",
-                    probe[:MAX_PROBE_CHARS] if isinstance(probe, str) else "")
+    return Progress(
+        state,
+        step,
+        total,
+        elapsed,
+        remaining,
+        status.get("queue_position"),
+        status.get("waits_for") or "",
+        probe[:MAX_PROBE_CHARS] if isinstance(probe, str) else "",
+    )
 
 
 def seconds_per_step(metrics: list[dict]) -> float | None:
@@ -266,8 +275,11 @@ def poll_seconds(status: dict, metrics: list[dict]) -> float:
 def bar_numbers(status: dict) -> dict:
     """What the page's script shows in the bar between redraws: the run's state, step and total steps."""
     step, total = status.get("step"), status.get("total_steps")
-    return {"state": status.get("state") or "", "step": step if isinstance(step, int) else None,
-            "total": total if isinstance(total, int) else None}
+    return {
+        "state": status.get("state") or "",
+        "step": step if isinstance(step, int) else None,
+        "total": total if isinstance(total, int) else None,
+    }
 
 
 STATE_WORDS = {
@@ -282,8 +294,13 @@ STATE_WORDS = {
     "stopped": "stopped",
     "unreadable": "unreadable",
 }
-STATE_COLOURS = {"queued": "#64748b", "finished": "#059669", "failed": "#dc2626", "stopped": "#d97706",
-                 "unreadable": "#dc2626"}
+STATE_COLOURS = {
+    "queued": "#64748b",
+    "finished": "#059669",
+    "failed": "#dc2626",
+    "stopped": "#d97706",
+    "unreadable": "#dc2626",
+}
 
 PROGRESS_CSS = """
 .wb-progress { font-size: 0.92rem; color: #1e293b; }
@@ -296,8 +313,13 @@ PROGRESS_CSS = """
 """
 
 
-def progress_html(run_id: str | None, progress: Progress | None, signature: str = "",
-                  poll_seconds: float = MAX_POLL_SECONDS, redraw: int = REDRAW_SECONDS) -> str:
+def progress_html(
+    run_id: str | None,
+    progress: Progress | None,
+    signature: str = "",
+    poll_seconds: float = MAX_POLL_SECONDS,
+    redraw: int = REDRAW_SECONDS,
+) -> str:
     """A progress bar with the run's name, state, step / total, elapsed and remaining time.
 
     Its data attributes drive the page's script (WATCH_JS): which run to ask
@@ -305,16 +327,19 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
     shows and how long to wait between redraws, and, for a live run, the clock
     to keep moving between redraws. `redraw` is `redraw_seconds` for the run.
     """
-    attributes = (f'data-run="{html.escape(run_id or "")}" data-signature="{html.escape(signature)}" '
-                  f'data-poll="{poll_seconds:g}"')
+    attributes = (
+        f'data-run="{html.escape(run_id or "")}" data-signature="{html.escape(signature)}" data-poll="{poll_seconds:g}"'
+    )
     if run_id and progress is not None:
         redraw = redraw if progress.state not in FINAL_STATES else 0
         attributes += f' data-state="{html.escape(progress.state)}" data-redraw="{redraw}"'
         if redraw:
             attributes += f' title="The bar follows each step; the figures and groups follow every {redraw} s."'
     if not run_id or progress is None:
-        return (f'<div class="wb-progress" {attributes}><span class="wb-empty">No run yet: set up a run in the '
-                'Setup tab and press Launch.</span></div>')
+        return (
+            f'<div class="wb-progress" {attributes}><span class="wb-empty">No run yet: set up a run in the '
+            "Setup tab and press Launch.</span></div>"
+        )
     live = progress.state not in FINAL_STATES
     clock = ""
     if live and progress.elapsed_s is not None and progress.state != QUEUED:
@@ -324,14 +349,22 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
     colour = STATE_COLOURS.get(progress.state, "#4f46e5")
     total = progress.total_steps if progress.total_steps else "?"
     words = STATE_WORDS.get(progress.state, progress.state)
-    left = "" if progress.remaining_s is None else \
-        f' · about <span class="wb-progress-left">{format_duration(progress.remaining_s)}</span> left'
-    nums = (f'step {progress.step} / {total}'
-            f' · elapsed <span class="wb-progress-elapsed">{format_duration(progress.elapsed_s)}</span>{left}')
+    left = (
+        ""
+        if progress.remaining_s is None
+        else f' · about <span class="wb-progress-left">{format_duration(progress.remaining_s)}</span> left'
+    )
+    nums = (
+        f"step {progress.step} / {total}"
+        f' · elapsed <span class="wb-progress-elapsed">{format_duration(progress.elapsed_s)}</span>{left}'
+    )
     if progress.state == QUEUED:  # nothing has run yet: where it stands in the queue instead
         words += f", position {progress.queue_position}" if progress.queue_position else ""
-        nums = html.escape(f"waits for {progress.waits_for}; starts by itself when that is free"
-                           if progress.waits_for else "starts by itself when its devices are free")
+        nums = html.escape(
+            f"waits for {progress.waits_for}; starts by itself when that is free"
+            if progress.waits_for
+            else "starts by itself when its devices are free"
+        )
     elif progress.speed_probe:
         words += f": {progress.speed_probe}"
     return (
@@ -340,11 +373,11 @@ def progress_html(run_id: str | None, progress: Progress | None, signature: str 
         f'<span class="wb-progress-run">{html.escape(run_id)}</span>'
         f'<span class="wb-progress-state" style="color:{colour}">{html.escape(words)}</span>'
         f'<span class="wb-progress-nums">{nums}</span>'
-        '</div>'
+        "</div>"
         f'<div class="wb-progress-track" role="progressbar" aria-valuemin="0" '
         f'aria-valuemax="{progress.total_steps or 0}" aria-valuenow="{progress.step}">'
         f'<div class="wb-progress-fill" style="width:{100 * progress.fraction:.1f}%;background:{colour}"></div>'
-        '</div></div>'
+        "</div></div>"
     )
 
 
@@ -469,8 +502,7 @@ def failure_html(status: dict, log_tail: str) -> str:
         parts.append(f'<div class="wb-failure-hint"><b>What to do:</b> {html.escape(str(hint))}</div>')
     parts.append(f"<div><code>{html.escape(str(kind))}: {html.escape(str(message))}</code></div>")
     if log_tail.strip():
-        parts.append("<details open><summary>End of train.log</summary>"
-                     f"<pre>{html.escape(log_tail)}</pre></details>")
+        parts.append(f"<details open><summary>End of train.log</summary><pre>{html.escape(log_tail)}</pre></details>")
     parts.append("</div>")
     return "".join(parts)
 
@@ -493,8 +525,11 @@ ALARMS_CSS = """
 
 def skipped_alarms(skipped: dict) -> list[Alarm]:
     """A note for each run file with lines the page could not read ({file name: Skipped}), to show with the alarms."""
-    return [Alarm("warning", "Unreadable lines skipped", lines.note(name), None, kind="skipped_lines")
-            for name, lines in sorted(skipped.items()) if lines.count]
+    return [
+        Alarm("warning", "Unreadable lines skipped", lines.note(name), None, kind="skipped_lines")
+        for name, lines in sorted(skipped.items())
+        if lines.count
+    ]
 
 
 def alarms_html(alarms: list, has_metrics: bool) -> str:
@@ -505,13 +540,17 @@ def alarms_html(alarms: list, has_metrics: bool) -> str:
     if not has_metrics and not alarms:
         return '<div class="wb-alarms"><span class="wb-alarms-wait">Health checks start with the first logged step.</span></div>'
     if not alarms:
-        return ('<div class="wb-alarms"><div class="wb-alarms-ok">No alarms: the run has a learning signal '
-                'and nothing unusual in KL, loss or lengths.</div></div>')
+        return (
+            '<div class="wb-alarms"><div class="wb-alarms-ok">No alarms: the run has a learning signal '
+            "and nothing unusual in KL, loss or lengths.</div></div>"
+        )
     notes = []
     for alarm in alarms:
         step = f" <small>(step {alarm.step})</small>" if alarm.step is not None else ""
-        notes.append(f'<div class="wb-alarm wb-alarm-{html.escape(alarm.level)}">'
-                     f"<b>{html.escape(alarm.title)}{step}</b>{html.escape(alarm.message)}</div>")
+        notes.append(
+            f'<div class="wb-alarm wb-alarm-{html.escape(alarm.level)}">'
+            f"<b>{html.escape(alarm.title)}{step}</b>{html.escape(alarm.message)}</div>"
+        )
     return f'<div class="wb-alarms">{"".join(notes)}</div>'
 
 
@@ -540,8 +579,10 @@ def held_out_summary(evals: list[dict]) -> str:
 
     moved = f"{share(first.get('accuracy'))} at step {first['step']} → " if len(evals) > 1 else ""
     pass_k = f", pass@{last.get('k')} {share(last.get('pass_at_k'))}" if last.get("k") else ""
-    return (f"Held-out accuracy {moved}{share(last.get('accuracy'))} at step {last['step']}{pass_k} "
-            f"({last.get('n')} prompts; the last evaluation took {last.get('eval_seconds', 0):.1f} s)")
+    return (
+        f"Held-out accuracy {moved}{share(last.get('accuracy'))} at step {last['step']}{pass_k} "
+        f"({last.get('n')} prompts; the last evaluation took {last.get('eval_seconds', 0):.1f} s)"
+    )
 
 
 def changed_answers_html(evals: list[dict], changed: list[dict]) -> str:
@@ -551,16 +592,23 @@ def changed_answers_html(evals: list[dict], changed: list[dict]) -> str:
         return ""
     summary = f'<p class="wb-changed-note">{html.escape(held_out_summary(evals))}</p>'
     if not changed:
-        note = "Only one evaluation so far." if len(evals) < 2 else \
-            f"No held-out answer changed verdict between step {evals[0]['step']} and step {evals[-1]['step']}."
+        note = (
+            "Only one evaluation so far."
+            if len(evals) < 2
+            else f"No held-out answer changed verdict between step {evals[0]['step']} and step {evals[-1]['step']}."
+        )
         return f'<div class="wb-changed">{summary}<p class="wb-changed-note">{note}</p></div>'
     rows = []
     for item in changed:
         kind = "wb-right" if item["change"].endswith("right") else "wb-wrong"
-        rows.append(f'<tr><td class="{kind}">{html.escape(item["change"])}</td>'
-                    f'<td><pre>{html.escape(str(item["prompt"]))}</pre></td>'
-                    f'<td><pre>{html.escape(str(item["before"]))}</pre></td>'
-                    f'<td><pre>{html.escape(str(item["after"]))}</pre></td></tr>')
-    head = (f'<tr><th style="width:12%">change</th><th>prompt</th><th>step {changed[0]["first_step"]}</th>'
-            f'<th>step {changed[0]["last_step"]}</th></tr>')
+        rows.append(
+            f'<tr><td class="{kind}">{html.escape(item["change"])}</td>'
+            f"<td><pre>{html.escape(str(item['prompt']))}</pre></td>"
+            f"<td><pre>{html.escape(str(item['before']))}</pre></td>"
+            f"<td><pre>{html.escape(str(item['after']))}</pre></td></tr>"
+        )
+    head = (
+        f'<tr><th style="width:12%">change</th><th>prompt</th><th>step {changed[0]["first_step"]}</th>'
+        f"<th>step {changed[0]['last_step']}</th></tr>"
+    )
     return f'<div class="wb-changed">{summary}<table>{head}{"".join(rows)}</table></div>'

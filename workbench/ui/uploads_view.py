@@ -28,7 +28,8 @@ UPLOADS_NOTE = (
     f"a reward file (.py), at most {uploads.MAX_UPLOAD_TEXT} each; the field above fills in with its path. "
     "<b>A reward file is Python code</b>: it runs during training, in a sandbox that sees only your uploads and "
     "your run's folder and no network (unless a warning at the top of the page says otherwise); read it before you "
-    "launch (it is shown below once chosen).</p>")
+    "launch (it is shown below once chosen).</p>"
+)
 
 
 def newest_of(stored: list[Path], suffixes: tuple[str, ...]) -> str | None:
@@ -40,8 +41,11 @@ def uploads_html(folder: Path, files: list[tuple[Path, int]], refused: list[str]
     """The user's uploaded files (path, size in bytes) with their paths (to paste into dataset_path or
     reward_file), and any refusals."""
     items = "".join(f"<li><code>{escape(str(path))}</code> ({size / 1024:,.1f} KB)</li>" for path, size in files)
-    listing = (f"<p class='wb-note'>Your uploads ({escape(str(folder))}):</p><ul>{items}</ul>" if files
-               else "<p class='wb-note'>No uploads yet.</p>")
+    listing = (
+        f"<p class='wb-note'>Your uploads ({escape(str(folder))}):</p><ul>{items}</ul>"
+        if files
+        else "<p class='wb-note'>No uploads yet.</p>"
+    )
     warnings = "".join(f"<p class='wb-warn-line'>{escape(text)}</p>" for text in refused)
     return warnings + listing
 
@@ -50,14 +54,19 @@ def reward_source_html(path: Path, names: list[str], source: str, scope: UserSco
     """(note HTML, code) for the reward file at `path`: the functions it defines (`names`) and its source,
     cut at MAX_SHOWN_CHARS. `scope`: set on a shared dashboard (the code runs in a sandbox there)."""
     cut = len(source) > MAX_SHOWN_CHARS
-    where = ("in the training process only, with the rights of the account serving this dashboard, confined to "
-             "the run's sandbox (your uploads and the run's folder, no network) unless a warning at the top of the "
-             "page says otherwise" if scope else "in the training process")
-    note = (f"<p class='wb-note'>Reward functions in <code>{escape(path.name)}</code>: "
-            f"{', '.join(f'<code>{escape(name)}</code>' for name in names)}. The run scores with the rewards "
-            f"ticked above; a function here named like one of them replaces it. This code runs {where}; read it "
-            "before you launch."
-            + (f" Showing its first {MAX_SHOWN_CHARS:,} characters." if cut else "") + "</p>")
+    where = (
+        "in the training process only, with the rights of the account serving this dashboard, confined to "
+        "the run's sandbox (your uploads and the run's folder, no network) unless a warning at the top of the "
+        "page says otherwise"
+        if scope
+        else "in the training process"
+    )
+    note = (
+        f"<p class='wb-note'>Reward functions in <code>{escape(path.name)}</code>: "
+        f"{', '.join(f'<code>{escape(name)}</code>' for name in names)}. The run scores with the rewards "
+        f"ticked above; a function here named like one of them replaces it. This code runs {where}; read it "
+        "before you launch." + (f" Showing its first {MAX_SHOWN_CHARS:,} characters." if cut else "") + "</p>"
+    )
     return note, source[:MAX_SHOWN_CHARS]
 
 

@@ -56,8 +56,15 @@ def build_badge_and_suggestions() -> tuple[gr.HTML, list[gr.Button], gr.State]:
     buttons = []
     with gr.Column(elem_classes=["wb-suggestions"]):
         for index in range(SUGGESTION_SLOTS):
-            buttons.append(gr.Button(visible=False, size="sm", variant="secondary",
-                                     elem_classes=["wb-suggestion"], elem_id=f"wb-suggestion-{index}"))
+            buttons.append(
+                gr.Button(
+                    visible=False,
+                    size="sm",
+                    variant="secondary",
+                    elem_classes=["wb-suggestion"],
+                    elem_id=f"wb-suggestion-{index}",
+                )
+            )
     return badge, buttons, gr.State([])
 
 
@@ -86,8 +93,9 @@ def render_plan_panel(view: PlanView, with_heatmap: bool = True, allowed_fields=
     """Values for PlanPanel.outputs from a PlanView (pure apart from building gradio updates)."""
     slots = suggestion_slots(view, allowed_fields=allowed_fields)
     # gr.update (a dict) rather than gr.Button(...): building a component per answer costs milliseconds.
-    button_updates = [gr.update(value=suggestion_label(s), visible=True) if s else gr.update(visible=False)
-                      for s in slots]
+    button_updates = [
+        gr.update(value=suggestion_label(s), visible=True) if s else gr.update(visible=False) for s in slots
+    ]
     changes = [s["changes"] if s else None for s in slots]
     values = [badge_html(view), *button_updates, changes, warnings_html(view), numbers_html(view)]
     if with_heatmap:
@@ -98,6 +106,7 @@ def render_plan_panel(view: PlanView, with_heatmap: bool = True, allowed_fields=
 def suggestion_applier(fields: tuple[str, ...], index: int):
     """The handler of a verdict's suggestion button `index`: the values of `fields` (its inputs after the
     suggestions) once that suggestion's changes are made; unchanged when the button has none."""
+
     def apply_suggestion(slots: list, *values) -> list:
         current = dict(zip(fields, values))
         changes = slots[index] if index < len(slots) and slots[index] else {}

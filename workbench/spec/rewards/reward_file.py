@@ -11,9 +11,9 @@ import importlib.util
 import inspect
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from workbench.spec.rewards.reward_errors import RewardFileError
 from workbench.spec.rewards.reward_library import TRL_ARGUMENTS, RewardFunc
@@ -116,8 +116,10 @@ def read_reward_file(path: str | Path) -> dict[str, RewardSource]:
     path = _reward_path(path)
     info = path.stat()
     if info.st_size > MAX_REWARD_SOURCE_BYTES:
-        raise RewardFileError(f"reward_file '{path}' is {info.st_size / 1e6:.1f} MB; a reward file is code, at most "
-                              f"{MAX_REWARD_SOURCE_BYTES / 1e6:.0f} MB: move data it reads into the dataset")
+        raise RewardFileError(
+            f"reward_file '{path}' is {info.st_size / 1e6:.1f} MB; a reward file is code, at most "
+            f"{MAX_REWARD_SOURCE_BYTES / 1e6:.0f} MB: move data it reads into the dataset"
+        )
     return {found.name: found for found in _rewards_in_source(str(path), info.st_mtime_ns, info.st_size)}
 
 
@@ -134,10 +136,14 @@ def _rewards_in_source(path: str, mtime_ns: int, size: int) -> tuple[RewardSourc
     except SyntaxError as exc:
         raise _syntax_error(Path(path), exc) from None
     except (OSError, ValueError, RecursionError, MemoryError) as exc:  # unreadable, NUL bytes, absurdly nested
-        raise RewardFileError(f"reward_file '{path}' cannot be read as Python ({type(exc).__name__}); "
-                              "save it as a plain UTF-8 .py file") from None
-    found = tuple(_reward_source(node) for node in tree.body
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"))
+        raise RewardFileError(
+            f"reward_file '{path}' cannot be read as Python ({type(exc).__name__}); save it as a plain UTF-8 .py file"
+        ) from None
+    found = tuple(
+        _reward_source(node)
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_")
+    )
     found = tuple(reward for reward in found if reward is not None)
     if not found:
         raise _no_function_error(Path(path))
@@ -149,14 +155,16 @@ def _reward_source(node: ast.FunctionDef | ast.AsyncFunctionDef) -> RewardSource
     args = node.args
     positional = [*args.posonlyargs, *args.args]
     # defaults belong to the last positional parameters; kw_defaults holds None for a keyword without one
-    defaulted = {arg.arg for arg in positional[len(positional) - len(args.defaults):]} | \
-        {arg.arg for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None}
+    defaulted = {arg.arg for arg in positional[len(positional) - len(args.defaults) :]} | {
+        arg.arg for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None
+    }
     names = [arg.arg for arg in (*positional, *args.kwonlyargs)]
     if args.kwarg is None and "completions" not in names:
         return None
     columns = [name for name in names if name not in TRL_ARGUMENTS]
-    return RewardSource(node.name, tuple(c for c in columns if c not in defaulted),
-                        tuple(c for c in columns if c in defaulted))
+    return RewardSource(
+        node.name, tuple(c for c in columns if c not in defaulted), tuple(c for c in columns if c in defaulted)
+    )
 
 
 def _accepts_completions(func: Callable) -> bool:

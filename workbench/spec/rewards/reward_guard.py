@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from workbench.spec.rewards.reward_errors import RewardError, RewardFunctionError, RewardTimeoutError
 from workbench.spec.rewards.reward_file import load_reward_file
@@ -19,10 +20,15 @@ from workbench.spec.rewards.reward_time_limit import time_limit
 from workbench.spec.rewards.trl_reward_library import TrlReward
 
 
-def resolve_rewards(names: Iterable[str], reward_file: str | Path | None = None,
-                    timeout_s: float | None = None, training: bool = False,
-                    build_trl: Callable[[str, TrlReward], RewardFunc] | None = None,
-                    errors: str = "fail", failure_score: float = 0.0) -> list[RewardFunc]:
+def resolve_rewards(
+    names: Iterable[str],
+    reward_file: str | Path | None = None,
+    timeout_s: float | None = None,
+    training: bool = False,
+    build_trl: Callable[[str, TrlReward], RewardFunc] | None = None,
+    errors: str = "fail",
+    failure_score: float = 0.0,
+) -> list[RewardFunc]:
     """Reward functions for `names`, each guarded so a failure names the function.
 
     `training`: also fail a function that gave no usable reward for a whole
@@ -40,11 +46,21 @@ def resolve_rewards(names: Iterable[str], reward_file: str | Path | None = None,
         found = get_reward(name, extra)
         if isinstance(found, TrlReward):
             if build_trl is None:
-                raise RewardError(f"reward_names: {name} is TRL's own reward (trl.rewards), which loads TRL and torch, "
-                                  "so it runs only in the training process; try it with a Smoke test (1 step)")
+                raise RewardError(
+                    f"reward_names: {name} is TRL's own reward (trl.rewards), which loads TRL and torch, "
+                    "so it runs only in the training process; try it with a Smoke test (1 step)"
+                )
             found = build_trl(name, found)
-        functions.append(guard_reward(found, name, timeout_s=timeout_s, useless_calls=USELESS_CALLS if training else None,
-                                      errors=errors, failure_score=failure_score))
+        functions.append(
+            guard_reward(
+                found,
+                name,
+                timeout_s=timeout_s,
+                useless_calls=USELESS_CALLS if training else None,
+                errors=errors,
+                failure_score=failure_score,
+            )
+        )
     return functions
 
 
@@ -69,7 +85,9 @@ def check_reward_output(name: str, values: Any, n: int) -> list[float | None]:
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise RewardFunctionError(name, f"returned {value!r} at position {i}; each reward must be a number or None") from None
+            raise RewardFunctionError(
+                name, f"returned {value!r} at position {i}; each reward must be a number or None"
+            ) from None
         if math.isnan(number):
             result.append(None)  # TRL turns None into NaN anyway
         elif math.isinf(number):
@@ -98,8 +116,14 @@ def failed_metric(name: str) -> str:
     return f"rewards/{name}/failed"
 
 
-def guard_reward(func: RewardFunc, name: str | None = None, timeout_s: float | None = None,
-                 useless_calls: int | None = None, errors: str = "fail", failure_score: float = 0.0) -> RewardFunc:
+def guard_reward(
+    func: RewardFunc,
+    name: str | None = None,
+    timeout_s: float | None = None,
+    useless_calls: int | None = None,
+    errors: str = "fail",
+    failure_score: float = 0.0,
+) -> RewardFunc:
     """Wrap `func` so an exception or a bad output raises RewardFunctionError naming it; keeps __name__.
 
     `timeout_s`: a call that takes longer fails. `useless_calls`: that many
@@ -127,25 +151,33 @@ def guard_reward(func: RewardFunc, name: str | None = None, timeout_s: float | N
         except Exception as exc:
             if errors != "record":
                 raise RewardFunctionError(name, f"raised {type(exc).__name__}: {exc}") from exc
-            values, failures = _one_by_one(func, name, timeout_s, failure_score,
-                                           dict(kwargs, prompts=prompts, completions=completions,
-                                                completion_ids=completion_ids), count)
+            values, failures = _one_by_one(
+                func,
+                name,
+                timeout_s,
+                failure_score,
+                dict(kwargs, prompts=prompts, completions=completions, completion_ids=completion_ids),
+                count,
+            )
         checked = check_reward_output(name, values, count)
         if errors == "record":
             _log_failures(name, failures, kwargs)
         useless_in_a_row = useless_in_a_row + 1 if checked and all(v is None for v in checked) else 0
         if useless_calls and useless_in_a_row >= useless_calls:
             raise RewardFunctionError(
-                name, f"returned no usable reward (None or NaN for every completion) in {useless_in_a_row} batches "
-                      "in a row, so the run learns nothing from it; return a number for each completion it can judge")
+                name,
+                f"returned no usable reward (None or NaN for every completion) in {useless_in_a_row} batches "
+                "in a row, so the run learns nothing from it; return a number for each completion it can judge",
+            )
         return checked
 
     guarded.__name__ = name
     return guarded
 
 
-def _one_by_one(func: RewardFunc, name: str, timeout_s: float | None, failure_score: float, arguments: dict,
-                count: int) -> tuple[list, list[str | None]]:
+def _one_by_one(
+    func: RewardFunc, name: str, timeout_s: float | None, failure_score: float, arguments: dict, count: int
+) -> tuple[list, list[str | None]]:
     """Score each completion alone: (rewards, the error per completion or None); RewardFunctionError when all fail.
 
     Every per-completion argument (a list with one value per completion) is cut
@@ -157,11 +189,14 @@ def _one_by_one(func: RewardFunc, name: str, timeout_s: float | None, failure_sc
     values: list = [failure_score] * count
     failures: list[str | None] = [None] * count
     for i in range(count):
-        one = {key: [value[i]] if isinstance(value, (list, tuple)) and len(value) == count else value
-               for key, value in arguments.items()}
+        one = {
+            key: [value[i]] if isinstance(value, (list, tuple)) and len(value) == count else value
+            for key, value in arguments.items()
+        }
         if callable(log_extra):
             one["log_extra"] = lambda column, logged, i=i: gathered.setdefault(column, [None] * count).__setitem__(
-                i, logged[0] if logged else None)
+                i, logged[0] if logged else None
+            )
         try:
             with time_limit(timeout_s, name):
                 result = check_reward_output(name, func(**one), 1)
@@ -173,8 +208,11 @@ def _one_by_one(func: RewardFunc, name: str, timeout_s: float | None, failure_sc
         except Exception as exc:
             failures[i] = f"{type(exc).__name__}: {exc}"
     if count and all(failures):
-        raise RewardFunctionError(name, f"raised on every one of the {count} completions of this batch (the first: "
-                                        f"{failures[0]}), so no completion was scored; fix it, or choose another reward")
+        raise RewardFunctionError(
+            name,
+            f"raised on every one of the {count} completions of this batch (the first: "
+            f"{failures[0]}), so no completion was scored; fix it, or choose another reward",
+        )
     for column, logged in gathered.items():
         log_extra(column, logged)
     return values, failures

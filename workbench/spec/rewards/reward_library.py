@@ -19,7 +19,8 @@ from __future__ import annotations
 import inspect
 import re
 import unicodedata
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from workbench.spec.chat import completion_text
 from workbench.spec.rewards.reward_errors import RewardError
@@ -74,8 +75,9 @@ def _column(name: str, function_name: str, values: Any, n: int) -> list:
     return list(values)
 
 
-def _named(func: Callable, name: str, doc: str | None = None, needs: tuple[str, ...] = (),
-           optional: tuple[str, ...] = ()) -> Callable:
+def _named(
+    func: Callable, name: str, doc: str | None = None, needs: tuple[str, ...] = (), optional: tuple[str, ...] = ()
+) -> Callable:
     """Name a built reward (TRL's metric key) and declare the dataset columns it needs and those it reads if present."""
     func.__name__ = name
     func.__qualname__ = name
@@ -96,7 +98,9 @@ def format_tag(tag: str = "answer") -> RewardFunc:
     def reward(prompts=None, completions=None, completion_ids=None, **kwargs):
         return [1.0 if pattern.search(t) else 0.0 for t in _texts(completions)]
 
-    return _named(reward, f"format_{tag}_tag", f"1.0 when the completion holds a non-empty <{tag}>...</{tag}>, else 0.0.")
+    return _named(
+        reward, f"format_{tag}_tag", f"1.0 when the completion holds a non-empty <{tag}>...</{tag}>, else 0.0."
+    )
 
 
 BOXED = re.compile(r"\\boxed\{\s*[^{}\s][^{}]*\}")
@@ -108,8 +112,11 @@ def boxed_format() -> RewardFunc:
     def reward(prompts=None, completions=None, completion_ids=None, **kwargs):
         return [1.0 if BOXED.search(t) else 0.0 for t in _texts(completions)]
 
-    return _named(reward, "boxed_format",
-                  "1.0 when the completion gives an answer in \\boxed{...} (the form accuracy_reward parses), else 0.0.")
+    return _named(
+        reward,
+        "boxed_format",
+        "1.0 when the completion gives an answer in \\boxed{...} (the form accuracy_reward parses), else 0.0.",
+    )
 
 
 def exact_answer() -> RewardFunc:
@@ -200,7 +207,9 @@ def keyword_presence(keywords: Iterable[str] | None = None) -> RewardFunc:
             scores.append(hits / len(words))
         return scores
 
-    return _named(reward, "keyword_presence", keyword_presence.__doc__, needs=() if fixed is not None else ("keywords",))
+    return _named(
+        reward, "keyword_presence", keyword_presence.__doc__, needs=() if fixed is not None else ("keywords",)
+    )
 
 
 # A decimal number is one token ("18.0" holds no "0"); any other run of letters and digits is a word ("h2o").
@@ -240,10 +249,13 @@ def mentions_answer() -> RewardFunc:
     def reward(prompts=None, completions=None, completion_ids=None, answers=None, **kwargs):
         return _mentions_scores("mentions_answer", completions, answers)
 
-    return _named(reward, "mentions_answer",
-                  "1.0 when an accepted answer (the `answers` column: a list, or one string split by '|') appears in "
-                  "the completion as a word or number (case, accents and punctuation ignored), else 0.0.",
-                  needs=("answers",))
+    return _named(
+        reward,
+        "mentions_answer",
+        "1.0 when an accepted answer (the `answers` column: a list, or one string split by '|') appears in "
+        "the completion as a word or number (case, accents and punctuation ignored), else 0.0.",
+        needs=("answers",),
+    )
 
 
 def brief_if_correct(max_chars: int = 100) -> RewardFunc:
@@ -257,12 +269,18 @@ def brief_if_correct(max_chars: int = 100) -> RewardFunc:
 
     def reward(prompts=None, completions=None, completion_ids=None, answers=None, **kwargs):
         right = _mentions_scores("brief_if_correct", completions, answers)
-        return [None if r is None else r * min(1.0, max(0.0, 1.0 - len(t) / max_chars))
-                for r, t in zip(right, _texts(completions))]
+        return [
+            None if r is None else r * min(1.0, max(0.0, 1.0 - len(t) / max_chars))
+            for r, t in zip(right, _texts(completions))
+        ]
 
-    return _named(reward, "brief_if_correct",
-                  f"1 - characters / {max_chars} (clipped to [0, 1]) when mentions_answer gives 1.0, else 0.0: "
-                  f"brevity paid only for a right answer.", needs=("answers",))
+    return _named(
+        reward,
+        "brief_if_correct",
+        f"1 - characters / {max_chars} (clipped to [0, 1]) when mentions_answer gives 1.0, else 0.0: "
+        f"brevity paid only for a right answer.",
+        needs=("answers",),
+    )
 
 
 def _keyword_list(value: Any) -> list[str]:

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 
 from workbench.spec.rewards.reward_errors import RewardTimeoutError
 
-
 # The guard's timer signal. Not SIGALRM: math_verify (TRL's accuracy rewards) times its own parsing with
 # signal.alarm and cancels any alarm already set when it returns, so an ITIMER_REAL timer around a reward
 # that uses it would be gone after its first parse.
@@ -39,8 +38,11 @@ class _Deadline:
         # a signal that arrives after the block ended (sent as it returned) is ignored
         if self.armed:
             self.armed = False
-            raise RewardTimeoutError(self.name, f"did not return within {self.seconds:g} s (reward_timeout_s); "
-                                                 "make it faster, or raise reward_timeout_s if it is slow by design")
+            raise RewardTimeoutError(
+                self.name,
+                f"did not return within {self.seconds:g} s (reward_timeout_s); "
+                "make it faster, or raise reward_timeout_s if it is slow by design",
+            )
 
     def disarm(self) -> None:
         with self.lock:
@@ -58,8 +60,12 @@ def time_limit(seconds: float | None, name: str):
     which is what a hung reward usually is, and it survives what a reward
     does with SIGALRM (math_verify's own timeouts).
     """
-    if (not seconds or TIMER_SIGNAL is None or threading.current_thread() is not threading.main_thread()
-            or not hasattr(signal, "pthread_kill")):
+    if (
+        not seconds
+        or TIMER_SIGNAL is None
+        or threading.current_thread() is not threading.main_thread()
+        or not hasattr(signal, "pthread_kill")
+    ):
         yield
         return
     deadline = _Deadline(seconds, name)

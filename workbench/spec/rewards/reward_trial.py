@@ -5,20 +5,25 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from workbench.spec.rewards.reward_errors import RewardError
 from workbench.spec.rewards.reward_guard import resolve_rewards
 from workbench.spec.rewards.reward_library import RewardFunc, _column
 
-
 # Row keys TRL keeps from the reward functions' keyword columns (GRPOTrainer._calculate_rewards).
 NOT_REWARD_COLUMNS = ("prompt", "completion", "completion_ids")
 
 
-def call_as_trl(named: Iterable[tuple[str, RewardFunc]], rows: list[dict], texts: list[str],
-                completion_ids: list[list[int]] | None, **extra: Any) -> dict[str, list]:
+def call_as_trl(
+    named: Iterable[tuple[str, RewardFunc]],
+    rows: list[dict],
+    texts: list[str],
+    completion_ids: list[list[int]] | None,
+    **extra: Any,
+) -> dict[str, list]:
     """Each reward function's values for completions of `rows`' prompts, called as TRL calls one: the completions
     as assistant messages when the prompts are conversations, every other column of the rows beside, and
     `extra` (trainer_state, TRL's logging hooks)."""
@@ -26,16 +31,20 @@ def call_as_trl(named: Iterable[tuple[str, RewardFunc]], rows: list[dict], texts
     conversational = bool(prompts) and isinstance(prompts[0], list)
     completions = [[{"role": "assistant", "content": t}] for t in texts] if conversational else texts
     columns = {key: [row[key] for row in rows] for key in rows[0] if key not in NOT_REWARD_COLUMNS} if rows else {}
-    return {name: list(func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns,
-                            **extra))
-            for name, func in named}
+    return {
+        name: list(func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns, **extra))
+        for name, func in named
+    }
 
 
 def weighted_total(scores: Iterable[float | None], weights: Iterable[float]) -> float | None:
     """TRL's total reward of one completion: the weighted sum of the scores it got, a None or NaN score (a
     function that could not score it) skipped as TRL's nansum skips it; None when no function scored it."""
-    scored = [(value, weight) for value, weight in zip(scores, weights)
-              if value is not None and not (isinstance(value, float) and math.isnan(value))]
+    scored = [
+        (value, weight)
+        for value, weight in zip(scores, weights)
+        if value is not None and not (isinstance(value, float) and math.isnan(value))
+    ]
     return sum(value * weight for value, weight in scored) if scored else None
 
 
@@ -68,7 +77,9 @@ def score(
         prompts = [prompts] * n
     prompts = list(prompts)
     if len(prompts) != n:
-        raise RewardError(f"prompts: {len(prompts)} prompts for {n} completions; give one prompt, or one per completion")
+        raise RewardError(
+            f"prompts: {len(prompts)} prompts for {n} completions; give one prompt, or one per completion"
+        )
     kwargs = {key: _column(key, "score", value, n) for key, value in columns.items()}
     per_function = {
         name: func(prompts=prompts, completions=completions, completion_ids=None, **kwargs)
@@ -77,8 +88,14 @@ def score(
     results = []
     for i in range(n):
         rewards = {name: per_function[name][i] for name in names}
-        results.append({"prompt": prompts[i], "completion": completions[i], "rewards": rewards,
-                        "reward": weighted_total(rewards.values(), weights)})
+        results.append(
+            {
+                "prompt": prompts[i],
+                "completion": completions[i],
+                "rewards": rewards,
+                "reward": weighted_total(rewards.values(), weights),
+            }
+        )
     return results
 
 

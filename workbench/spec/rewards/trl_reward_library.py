@@ -19,8 +19,9 @@ still names TRL's (on token n-grams, where the old one counted words).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # A parameter whose default is the run's own max_completion_length.
 RUN_MAX_COMPLETION_LENGTH = "max_completion_length"
@@ -72,58 +73,99 @@ def _length_param(name: str, help: str) -> RewardParam:
 
 _COSINE_VALUES = (
     RewardParam("min_value_wrong", float, -1.0, "Reward of a wrong completion at length 0.", _finite, "a number"),
-    RewardParam("max_value_wrong", float, -0.5, "Reward of a wrong completion at max_len or longer.", _finite,
-                "a number"),
-    RewardParam("min_value_correct", float, 0.5, "Reward of a right completion at max_len or longer.", _finite,
-                "a number"),
+    RewardParam(
+        "max_value_wrong", float, -0.5, "Reward of a wrong completion at max_len or longer.", _finite, "a number"
+    ),
+    RewardParam(
+        "min_value_correct", float, 0.5, "Reward of a right completion at max_len or longer.", _finite, "a number"
+    ),
     RewardParam("max_value_correct", float, 1.0, "Reward of a right completion at length 0.", _finite, "a number"),
 )
 
-TRL_REWARDS: dict[str, TrlReward] = {reward.name: reward for reward in (
-    TrlReward(
-        "accuracy_reward", "accuracy_reward",
-        "1.0 when the answer math_verify reads from the completion (LaTeX: \\boxed{...} first, or $...$; a bare "
-        "number is not read) equals the `solution` column, else 0.0; None (left out) when the solution does not "
-        "parse.",
-        needs_columns=("solution",)),
-    TrlReward(
-        "reasoning_accuracy_reward", "reasoning_accuracy_reward",
-        "accuracy_reward on the text after the reasoning's end (`</think>`); 0.0 when the reasoning never ends.",
-        params=(RewardParam("reasoning_delimiters", list, ["</think>"],
-                            "Texts that end the reasoning; the answer is read after the last one found.",
-                            lambda v: bool(v) and all(isinstance(d, str) and d for d in v),
-                            "a non-empty list of non-empty texts"),),
-        needs_columns=("solution",)),
-    TrlReward(
-        "think_format_reward", "think_format_reward",
-        "1.0 when the completion starts with one <think>...</think> block, else 0.0."),
-    TrlReward(
-        "cosine_scaled_reward", "get_cosine_scaled_reward",
-        "accuracy_reward scaled by length on a cosine: a right answer earns more the shorter it is, a wrong one "
-        "loses more the shorter it is (\"Demystifying Long Chain-of-Thought Reasoning\").",
-        factory=True,
-        params=(_length_param("max_len", "Length in tokens at which the cosine reaches its long end"), *_COSINE_VALUES),
-        needs_columns=("solution",)),
-    TrlReward(
-        "repetition_penalty_reward", "get_repetition_penalty_reward",
-        "The share of repeated token n-grams times max_penalty: 0.0 with no repetition, down to max_penalty.",
-        factory=True,
-        params=(RewardParam("ngram_size", int, 3, "Tokens per n-gram.", lambda v: v >= 1, ">= 1"),
-                RewardParam("max_penalty", float, -1.0, "Reward of a completion that only repeats itself.",
-                            lambda v: math.isfinite(v) and v <= 0, "<= 0")),
-        text_completions=False),
-    TrlReward(
-        "soft_overlong_punishment_reward", "get_soft_overlong_punishment",
-        "DAPO's overlong penalty: 0.0 up to max_completion_len - soft_punish_cache tokens, then falling linearly "
-        "to -1.0 at max_completion_len, -1.0 beyond.",
-        factory=True,
-        params=(_length_param("max_completion_len", "Length in tokens where the penalty reaches -1"),
-                RewardParam("soft_punish_cache", int, 0,
-                            "Tokens before max_completion_len over which the penalty grows (DAPO: 4096 of 20480); "
-                            "0 penalises only completions longer than max_completion_len.",
-                            lambda v: v >= 0, ">= 0")),
-        text_completions=False),
-)}
+TRL_REWARDS: dict[str, TrlReward] = {
+    reward.name: reward
+    for reward in (
+        TrlReward(
+            "accuracy_reward",
+            "accuracy_reward",
+            "1.0 when the answer math_verify reads from the completion (LaTeX: \\boxed{...} first, or $...$; a bare "
+            "number is not read) equals the `solution` column, else 0.0; None (left out) when the solution does not "
+            "parse.",
+            needs_columns=("solution",),
+        ),
+        TrlReward(
+            "reasoning_accuracy_reward",
+            "reasoning_accuracy_reward",
+            "accuracy_reward on the text after the reasoning's end (`</think>`); 0.0 when the reasoning never ends.",
+            params=(
+                RewardParam(
+                    "reasoning_delimiters",
+                    list,
+                    ["</think>"],
+                    "Texts that end the reasoning; the answer is read after the last one found.",
+                    lambda v: bool(v) and all(isinstance(d, str) and d for d in v),
+                    "a non-empty list of non-empty texts",
+                ),
+            ),
+            needs_columns=("solution",),
+        ),
+        TrlReward(
+            "think_format_reward",
+            "think_format_reward",
+            "1.0 when the completion starts with one <think>...</think> block, else 0.0.",
+        ),
+        TrlReward(
+            "cosine_scaled_reward",
+            "get_cosine_scaled_reward",
+            "accuracy_reward scaled by length on a cosine: a right answer earns more the shorter it is, a wrong one "
+            'loses more the shorter it is ("Demystifying Long Chain-of-Thought Reasoning").',
+            factory=True,
+            params=(
+                _length_param("max_len", "Length in tokens at which the cosine reaches its long end"),
+                *_COSINE_VALUES,
+            ),
+            needs_columns=("solution",),
+        ),
+        TrlReward(
+            "repetition_penalty_reward",
+            "get_repetition_penalty_reward",
+            "The share of repeated token n-grams times max_penalty: 0.0 with no repetition, down to max_penalty.",
+            factory=True,
+            params=(
+                RewardParam("ngram_size", int, 3, "Tokens per n-gram.", lambda v: v >= 1, ">= 1"),
+                RewardParam(
+                    "max_penalty",
+                    float,
+                    -1.0,
+                    "Reward of a completion that only repeats itself.",
+                    lambda v: math.isfinite(v) and v <= 0,
+                    "<= 0",
+                ),
+            ),
+            text_completions=False,
+        ),
+        TrlReward(
+            "soft_overlong_punishment_reward",
+            "get_soft_overlong_punishment",
+            "DAPO's overlong penalty: 0.0 up to max_completion_len - soft_punish_cache tokens, then falling linearly "
+            "to -1.0 at max_completion_len, -1.0 beyond.",
+            factory=True,
+            params=(
+                _length_param("max_completion_len", "Length in tokens where the penalty reaches -1"),
+                RewardParam(
+                    "soft_punish_cache",
+                    int,
+                    0,
+                    "Tokens before max_completion_len over which the penalty grows (DAPO: 4096 of 20480); "
+                    "0 penalises only completions longer than max_completion_len.",
+                    lambda v: v >= 0,
+                    ">= 0",
+                ),
+            ),
+            text_completions=False,
+        ),
+    )
+}
 
 # Other names a config may use: TRL's factory names, and the workbench's own function TRL's replaced.
 ALIASES = {
@@ -169,33 +211,54 @@ def resolved_params(reward: TrlReward, given: dict | None, max_completion_length
     return values
 
 
-def param_problems(reward_params: dict, reward_names: list[str], max_completion_length: int) -> list[tuple[str, str, str]]:
+def param_problems(
+    reward_params: dict, reward_names: list[str], max_completion_length: int
+) -> list[tuple[str, str, str]]:
     """(field, rule, fix) for every entry of `reward_params` that names no chosen reward, no parameter of it, or a
     value its rule refuses."""
     problems = []
     if not isinstance(reward_params, dict):
-        return [("reward_params", f"must map reward names to their parameters, got {reward_params!r:.60}",
-                 'write e.g. {"repetition_penalty_reward": {"ngram_size": 4}}')]
+        return [
+            (
+                "reward_params",
+                f"must map reward names to their parameters, got {reward_params!r:.60}",
+                'write e.g. {"repetition_penalty_reward": {"ngram_size": 4}}',
+            )
+        ]
     for name, given in reward_params.items():
         reward = trl_reward(name)
         if name not in reward_names:
-            problems.append(("reward_params", f"sets parameters of {name!r}, which reward_names does not choose",
-                             f"add {name} to reward_names, or remove its entry"))
+            problems.append(
+                (
+                    "reward_params",
+                    f"sets parameters of {name!r}, which reward_names does not choose",
+                    f"add {name} to reward_names, or remove its entry",
+                )
+            )
             continue
         if reward is None or not reward.params:
             with_params = ", ".join(r.name for r in TRL_REWARDS.values() if r.params)
-            problems.append(("reward_params", f"{name!r} takes no parameters",
-                             f"remove its entry; rewards with parameters: {with_params}"))
+            problems.append(
+                (
+                    "reward_params",
+                    f"{name!r} takes no parameters",
+                    f"remove its entry; rewards with parameters: {with_params}",
+                )
+            )
             continue
         if not isinstance(given, dict):
-            problems.append(("reward_params", f"{name}: must be an object of parameters, got {given!r:.60}",
-                             f'write e.g. {{"{name}": {{"{reward.params[0].name}": ...}}}}'))
+            problems.append(
+                (
+                    "reward_params",
+                    f"{name}: must be an object of parameters, got {given!r:.60}",
+                    f'write e.g. {{"{name}": {{"{reward.params[0].name}": ...}}}}',
+                )
+            )
             continue
         known = [p.name for p in reward.params]
         for key in given:
             if key not in known:
-                problems.append(("reward_params", f"{name} has no parameter {key!r}",
-                                 f"use one of {', '.join(known)}"))
+                problems.append(("reward_params", f"{name} has no parameter {key!r}", f"use one of {', '.join(known)}"))
         for param in reward.params:
             if param.name not in given:
                 continue
@@ -204,9 +267,13 @@ def param_problems(reward_params: dict, reward_names: list[str], max_completion_
             except (TypeError, ValueError):
                 value = None
             if value is None or not param.ok(value):
-                problems.append(("reward_params", f"{name}.{param.name} must be {param.rule}, got "
-                                                  f"{given[param.name]!r:.40}",
-                                 f"use e.g. {param.default_for(max_completion_length)!r}"))
+                problems.append(
+                    (
+                        "reward_params",
+                        f"{name}.{param.name} must be {param.rule}, got {given[param.name]!r:.40}",
+                        f"use e.g. {param.default_for(max_completion_length)!r}",
+                    )
+                )
     return problems
 
 

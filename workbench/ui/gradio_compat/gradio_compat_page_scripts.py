@@ -11,7 +11,6 @@ from pathlib import Path
 
 from workbench.ui.gradio_compat.gradio_compat_patches import frontend_assets, ready
 
-
 # ---- frame_throttle ----------------------------------------------------------------------------------
 
 # A clock callback is short and reads performance.now() to count seconds: in Gradio 6.31's status tracker
@@ -39,13 +38,18 @@ FRAME_THROTTLE_JS = """<script>
   const cancelFrame = window.cancelAnimationFrame.bind(window);
   window.cancelAnimationFrame = (id) => (id < 0 ? clearTimeout(-id) : cancelFrame(id));
 })();
-</script>""" % {"max_chars": CLOCK_CALLBACK_MAX_CHARS, "slowed_ms": CLOCK_CALLBACK_SLOWED_MS,
-                "marks": " && ".join(f"source.includes({json.dumps(mark)})" for mark in CLOCK_CALLBACK_MARKS)}
+</script>""" % {
+    "max_chars": CLOCK_CALLBACK_MAX_CHARS,
+    "slowed_ms": CLOCK_CALLBACK_SLOWED_MS,
+    "marks": " && ".join(f"source.includes({json.dumps(mark)})" for mark in CLOCK_CALLBACK_MARKS),
+}
 
 # `x=window.requestAnimationFrame` as minified (`typeof window<"u"?window.requestAnimationFrame:...` in 6.31):
 # a reference taken when the script loads, which is why the throttle must run before Gradio's scripts.
-_FRAME_ALIAS = re.compile(r"([\w$]+)\s*=\s*(?:typeof\s+window\s*[!=<>]+\s*[`'\"]u(?:ndefined)?[`'\"]\s*\?\s*)?"
-                          r"window\.requestAnimationFrame\b")
+_FRAME_ALIAS = re.compile(
+    r"([\w$]+)\s*=\s*(?:typeof\s+window\s*[!=<>]+\s*[`'\"]u(?:ndefined)?[`'\"]\s*\?\s*)?"
+    r"window\.requestAnimationFrame\b"
+)
 _ARROW_CALL = re.compile(r"([\w$.]+)\(\s*(\(\)\s*=>\s*\{)")
 
 
@@ -65,8 +69,8 @@ def clock_callbacks(script: str) -> list[str]:
         for end in range(call.end(2) - 1, min(len(script), start + CLOCK_CALLBACK_MAX_CHARS)):
             depth += {"{": 1, "}": -1}.get(script[end], 0)
             if depth == 0:
-                if is_clock_callback(script[start:end + 1]):
-                    found.append(script[start:end + 1])
+                if is_clock_callback(script[start : end + 1]):
+                    found.append(script[start : end + 1])
                 break
     return found
 
@@ -139,5 +143,3 @@ def plot_redraws_problem(assets: Path | None = None) -> str | None:
 def plot_redraws_script(assets: Path | None = None) -> str:
     """PLOT_REDRAWS_JS while Gradio's plotly script still sets the window.Plotly it wraps; "" otherwise."""
     return PLOT_REDRAWS_JS if ready("plot_redraws", plot_redraws_problem(assets)) else ""
-
-

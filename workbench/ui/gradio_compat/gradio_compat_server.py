@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from workbench.ui.gradio_compat.gradio_compat_patches import (
-    GradioChanged,
     WRITTEN_FOR,
+    GradioChanged,
     code_reads,
     installed_version,
     nested_code,
@@ -58,6 +58,7 @@ def quiet_queue(blocks: gr.Blocks, idle_sleep_s: float = QUEUE_IDLE_SLEEP_S) -> 
 
 # ---- stream_stop -------------------------------------------------------------------------------------
 
+
 def stream_stop_problem(gradio_app) -> str | None:
     """What is missing for `stop_streams` on the mounted Gradio app (None: nothing)."""
     import asyncio
@@ -81,21 +82,28 @@ def stop_streams(gradio_app, loop) -> None:
 
 # ---- cheap_skips -------------------------------------------------------------------------------------
 
+
 def cheap_skips_problem(blocks: gr.Blocks) -> str | None:
     """What is missing for `cheap_skips` on `blocks` (None: nothing)."""
     from gradio import blocks as gradio_blocks
     from gradio import components
 
     method = getattr(type(blocks), "postprocess_data", None)
-    if not inspect.iscoroutinefunction(method) or \
-            parameter_names(method) != ["self", "block_fn", "predictions", "state"]:
+    if not inspect.iscoroutinefunction(method) or parameter_names(method) != [
+        "self",
+        "block_fn",
+        "predictions",
+        "state",
+    ]:
         return "Blocks.postprocess_data(self, block_fn, predictions, state) is no longer that coroutine"
     if not code_reads(method, "FINISHED_ITERATING"):
         return "Blocks.postprocess_data no longer passes over an output marked FINISHED_ITERATING"
     if getattr(getattr(components, "_Keywords", None), "FINISHED_ITERATING", None) is None:
         return "gradio.components._Keywords.FINISHED_ITERATING is gone"
-    for function, parameters in (("postprocess_update_dict", ["block", "update_dict", "postprocess"]),
-                                 ("convert_component_dict_to_list", ["outputs", "predictions"])):
+    for function, parameters in (
+        ("postprocess_update_dict", ["block", "update_dict", "postprocess"]),
+        ("convert_component_dict_to_list", ["outputs", "predictions"]),
+    ):
         if parameter_names(getattr(gradio_blocks, function, None)) != parameters:
             return f"gradio.blocks.{function}({', '.join(parameters)}) is gone"
     events = events_problem(blocks)
@@ -143,10 +151,15 @@ def cheap_skips(blocks: gr.Blocks) -> None:
         skipped = []
         if isinstance(predictions, list) and len(outputs) > 1 and len(predictions) == len(outputs):
             # a State's skip already costs nothing, and Gradio answers it with None
-            skipped = [i for i, value in enumerate(predictions)
-                       if isinstance(value, dict) and value == gr.skip() and not outputs[i].stateful]
-            predictions = [components._Keywords.FINISHED_ITERATING if i in skipped else value
-                           for i, value in enumerate(predictions)]
+            skipped = [
+                i
+                for i, value in enumerate(predictions)
+                if isinstance(value, dict) and value == gr.skip() and not outputs[i].stateful
+            ]
+            predictions = [
+                components._Keywords.FINISHED_ITERATING if i in skipped else value
+                for i, value in enumerate(predictions)
+            ]
         output = await original(blocks, block_fn, predictions, state)
         for i in skipped:
             output[i] = skip_answer(outputs[i])
@@ -193,6 +206,7 @@ def add_route_trace(path: str, milliseconds: float) -> None:
 
 # ---- plot_data ---------------------------------------------------------------------------------------
 
+
 @functools.cache
 def plot_data_problem() -> str | None:
     """What is missing for handing gr.Plot a figure's JSON as it is (None: nothing)."""
@@ -222,6 +236,7 @@ def plotly_value(plot_json: str) -> Any:
 
 # ---- browser_files -----------------------------------------------------------------------------------
 
+
 def upload_folder() -> str:
     """Where Gradio's upload route puts what the browser sends."""
     return optional_module("gradio.utils").get_upload_folder()
@@ -250,9 +265,11 @@ def guard_inputs(blocks: gr.Blocks, refusal: Callable[[Any], str | None], requir
 
     problem = guard_inputs_problem(blocks)
     if problem and required:
-        raise GradioChanged(f"Gradio {installed_version()} is installed; the workbench was written for Gradio "
-                            f"{WRITTEN_FOR}. Patch 'browser_files' cannot be applied: {problem}, so a crafted "
-                            "event could read any file; a dashboard with accounts does not start without it")
+        raise GradioChanged(
+            f"Gradio {installed_version()} is installed; the workbench was written for Gradio "
+            f"{WRITTEN_FOR}. Patch 'browser_files' cannot be applied: {problem}, so a crafted "
+            "event could read any file; a dashboard with accounts does not start without it"
+        )
     if not ready("browser_files", problem):
         return
     original = blocks.preprocess_data
@@ -280,8 +297,11 @@ def upload_route_problem() -> str | None:
         return "gradio.route_utils.API_PREFIX is gone"
     code = getattr(getattr(App, "create_app", None), "__code__", None)
     upload = nested_code(code, "upload_file") if code is not None else None
-    if upload is None or UPLOAD_ROUTE not in code.co_consts or \
-            not {"upload_fn", "uploaded_file_dir"} <= set(upload.co_names):
+    if (
+        upload is None
+        or UPLOAD_ROUTE not in code.co_consts
+        or not {"upload_fn", "uploaded_file_dir"} <= set(upload.co_names)
+    ):
         return f"App.create_app no longer serves POST {UPLOAD_ROUTE} through upload_fn into uploaded_file_dir"
     return None
 
@@ -295,6 +315,7 @@ def upload_route() -> str | None:
 
 
 # ---- refusal_messages --------------------------------------------------------------------------------
+
 
 def events_problem(blocks: gr.Blocks) -> str | None:
     """What is missing for reading and replacing the handlers of `blocks`' events (None: nothing)."""

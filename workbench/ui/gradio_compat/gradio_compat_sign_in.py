@@ -12,7 +12,6 @@ from pathlib import Path
 
 from workbench.ui.gradio_compat.gradio_compat_patches import code_reads, frontend_assets, nested_code, ready
 
-
 # ---- sign_in and login_messages ----------------------------------------------------------------------
 
 # The cookies that name a session: over HTTPS, then over plain HTTP, each followed by the app's cookie_id.
@@ -27,8 +26,10 @@ LOGIN_PAGE_ASSETS = "Login-*.js"
 
 
 def _login_pages(assets: Path | None) -> list[str]:
-    return [path.read_text(encoding="utf-8", errors="replace")
-            for path in sorted((assets or frontend_assets()).glob(LOGIN_PAGE_ASSETS))]
+    return [
+        path.read_text(encoding="utf-8", errors="replace")
+        for path in sorted((assets or frontend_assets()).glob(LOGIN_PAGE_ASSETS))
+    ]
 
 
 @functools.cache
@@ -39,15 +40,20 @@ def sign_in_problem(assets: Path | None = None) -> str | None:
     if not code_reads(App.__init__, "tokens", "auth", "auth_dependency", "cookie_id"):
         return "Gradio's App no longer keeps tokens, auth, auth_dependency and cookie_id"
     reader = nested_code(App.create_app.__code__, "get_current_user")
-    if reader is None or not {"cookies", "cookie_id", "tokens", "get"} <= set(reader.co_names) or \
-            not set(SESSION_COOKIES) <= {const for const in reader.co_consts if isinstance(const, str)}:
+    if (
+        reader is None
+        or not {"cookies", "cookie_id", "tokens", "get"} <= set(reader.co_names)
+        or not set(SESSION_COOKIES) <= {const for const in reader.co_consts if isinstance(const, str)}
+    ):
         return "Gradio's get_current_user no longer reads app.tokens through the access-token-<cookie_id> cookies"
     quote = "[`'\"]"
     page_rules = [rf"append\(\s*{quote}{field}{quote}" for field in LOGIN_FIELDS]
     page_rules += [rf"{quote}login{quote}", rf"status\s*===?\s*{LOGIN_WRONG_STATUS}"]
     if not any(all(re.search(rule, page) for rule in page_rules) for page in _login_pages(assets)):
-        return (f"Gradio's login page ({LOGIN_PAGE_ASSETS}) no longer posts {' and '.join(LOGIN_FIELDS)} to login "
-                f"and reads {LOGIN_WRONG_STATUS} as a wrong password")
+        return (
+            f"Gradio's login page ({LOGIN_PAGE_ASSETS}) no longer posts {' and '.join(LOGIN_FIELDS)} to login "
+            f"and reads {LOGIN_WRONG_STATUS} as a wrong password"
+        )
     return None
 
 
@@ -111,6 +117,5 @@ def password_check(gradio_app) -> Callable[[str, str], bool | Awaitable[bool]]:
     def matches(name: str, password: str) -> bool:
         expected = (auth or {}).get(name)
         return expected is not None and hmac.compare_digest(password.encode(), str(expected).encode())
+
     return matches
-
-
