@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         page = Page(app)
         request = gr.Request(username=viewer)
 
-        def run(event):
+        def run(event, page=page, request=request):
             seconds, cpu = time.perf_counter(), time.process_time()
             result = app_events_run(page, event, inputs, request)
             return time.perf_counter() - seconds, time.process_time() - cpu, result

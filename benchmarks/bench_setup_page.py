@@ -102,9 +102,9 @@ def measure(browser, server, repeats: int) -> dict:
     setup = ui.panel("Setup")
     rows: dict[str, list] = {"task": [], "preset": [], "field": []}
     for round_ in range(repeats):
-        rows["task"].append(gesture(page, requests, lambda: ui.choose("task", TASK_CHOICES[round_ % 2], setup)))
-        rows["preset"].append(gesture(page, requests, lambda: choose_recipe(ui, RECIPES[round_ % 2])))
-        rows["field"].append(gesture(page, requests, lambda: type_field(ui, 3 if round_ % 2 == 0 else 4)))
+        rows["task"].append(gesture(page, requests, lambda r=round_: ui.choose("task", TASK_CHOICES[r % 2], setup)))
+        rows["preset"].append(gesture(page, requests, lambda r=round_: choose_recipe(ui, RECIPES[r % 2])))
+        rows["field"].append(gesture(page, requests, lambda r=round_: type_field(ui, 3 if r % 2 == 0 else 4)))
     page.context.close()
     figures = {"height_px": heights["page"], "setup_panel_px": heights["setup"]}
     for name, results in rows.items():

@@ -401,11 +401,11 @@ def head_probe() -> None:
         ("cpu_head.CpuLogProbFunction", CpuLogProbFunction, ("log_probs",)),
     ):
 
-        def reference():
+        def reference(function=function, reference_outputs=reference_outputs):
             with torch.no_grad():
                 return function.apply(hidden, weight, None, targets, 0.7, 32768, None, 1.0, reference_outputs)[0]
 
-        def policy():
+        def policy(function=function, outputs=outputs):
             leaf = hidden.clone().requires_grad_()
             log_probs = function.apply(leaf, weight, None, targets, 0.7, 32768, None, 1.0, outputs)[0]
             log_probs.sum().backward()

@@ -80,9 +80,11 @@ def bench_calculator(repeats: int) -> None:
         inputs = {**calculator_tab.START_VALUES, **overrides}
         values = [inputs[field] for field in calculator_tab.FIELDS] + [1.0]
         calculator_tab.update_calculator(*values)  # first call loads plotly's validators
-        samples = time_calls(lambda: calculator_tab.update_calculator(*values), repeats)
+        samples = time_calls(lambda values=values: calculator_tab.update_calculator(*values), repeats)
         report(name, samples)
-        with_post = time_calls(lambda: serialised(calculator_tab.update_calculator(*values)), repeats // 2)
+        with_post = time_calls(
+            lambda values=values: serialised(calculator_tab.update_calculator(*values)), repeats // 2
+        )
         report(name + " + postprocess", with_post)
         everything += with_post
     report("ALL cases, with postprocess", everything)

@@ -177,7 +177,7 @@ def test_every_tab_has_a_pure_view_named_after_it():
         assert "gradio" not in imported, f"{view.name} must stay pure (no gradio)"
 
 
-# ---- views do no I/O; functions in ui/ stay short ----------------------------------------------------------
+# ---- views do no I/O; functions stay short ----------------------------------------------------------
 
 VIEWS = sorted(path for path in (PACKAGE / "ui").glob("*_view.py"))
 # Modules whose use is file or process I/O: a view imports none of them.
@@ -222,7 +222,7 @@ READER_MODULES = {
     "workbench.runstore.safe_files",
     "workbench.runstore.launch_records",
 }
-MAX_UI_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 80
 
 
 def view_io(tree: ast.AST) -> list[str]:
@@ -298,7 +298,7 @@ follow.look(seen, run_dir)
     ]
 
 
-def long_functions(tree: ast.AST, limit: int = MAX_UI_FUNCTION_LINES) -> list[str]:
+def long_functions(tree: ast.AST, limit: int = MAX_FUNCTION_LINES) -> list[str]:
     """Each function (or method, nested ones too) of `tree` longer than `limit` lines, counted from its `def`
     line to its last line, as "name (line N): L lines"."""
     return [
@@ -308,15 +308,15 @@ def long_functions(tree: ast.AST, limit: int = MAX_UI_FUNCTION_LINES) -> list[st
     ]
 
 
-def test_no_function_in_ui_is_longer_than_80_lines():
+def test_no_function_is_longer_than_80_lines():
     found = {
-        str(path.relative_to(PACKAGE / "ui")): long_functions(ast.parse(path.read_text(encoding="utf-8")))
-        for path in sorted((PACKAGE / "ui").rglob("*.py"))
+        str(path.relative_to(PACKAGE)): long_functions(ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(PACKAGE.rglob("*.py"))
     }
     found = {name: functions for name, functions in found.items() if functions}
     assert not found, (
-        f"functions in ui/ longer than {MAX_UI_FUNCTION_LINES} lines (split the layout into "
-        f"parts, handlers into methods of the tab's class): {found}"
+        f"functions in workbench/ longer than {MAX_FUNCTION_LINES} lines (split them into named steps; a tab's "
+        f"layout into parts, its handlers into methods of the tab's class): {found}"
     )
 
 

@@ -61,7 +61,7 @@ def sparse(path, head: bytes, size: int = SIZE) -> None:
 CASES = {  # what the run's code left in its merged/ folder, and the event that reads it
     "a template that multiplies a string": (
         "live_preview",
-        lambda m: (m / "chat_template.jinja").write_text("{{ 'x' * %d }}" % SIZE),
+        lambda m: (m / "chat_template.jinja").write_text("{{ 'x' * " + str(SIZE) + " }}"),
     ),
     "a template with nested loops": (
         "live_preview",

@@ -44,7 +44,7 @@ def test_default_prompts_come_from_the_task(config, expected):
 
 @pytest.mark.parametrize(
     "text, result",
-    [("a\n\n  b  \n", ["a", "b"]), ("", "box is empty"), ("\n".join("p%d" % i for i in range(20)), "more than")],
+    [("a\n\n  b  \n", ["a", "b"]), ("", "box is empty"), ("\n".join(f"p{i}" for i in range(20)), "more than")],
     ids=["lines", "empty", "too-many"],
 )
 def test_parse_prompts(text, result):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from helpers import HOSTILE, default_values
 
-pytestmark = pytest.mark.slow  # 57 fields x 9 values, 10 MB strings among them: about 40 s
-
 from workbench.ui import setup_tab
+
+pytestmark = pytest.mark.slow  # 57 fields x 9 values, 10 MB strings among them: about 40 s
 
 
 def answer(form: dict, scope=None) -> list:

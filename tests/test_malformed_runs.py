@@ -109,6 +109,7 @@ def said(caplog, name: str) -> list[str]:
 
 def test_each_bad_line_is_skipped_with_its_reason():
     for records, rule, bad_lines in ((BAD_COMPLETIONS, completion_problem, 5), (BAD_METRICS, metric_problem, 3)):
+        assert len(records) == bad_lines  # every kind of bad line the readers know has its case here
         for bad, reason in records:
             good = line({"step": 1, "reward": 0.5})
             parsed, skipped = runfolder.parse_lines(good + bad + good, base=100, rule=rule)

@@ -177,7 +177,7 @@ def test_clipping_shows_on_the_tokens_trl_counts_as_clipped(clipping_run, tiny_m
         kl = _mean_of_micro_batch_means(records, lambda r: r["kl"])  # two micro-batches: the mean of their means
         assert math.isclose(kl, metrics[step]["kl"], rel_tol=1e-3, abs_tol=1e-9), (step, kl, metrics[step]["kl"])
         for side, flag in (("low", -1), ("high", 1)):
-            ours = _mean_of_micro_batch_means(records, lambda r: [c == flag for c in r["clipped"]])
+            ours = _mean_of_micro_batch_means(records, lambda r, flag=flag: [c == flag for c in r["clipped"]])
             assert math.isclose(ours, metrics[step][f"clip_ratio/{side}_mean"], abs_tol=1e-6), (step, side)
     for record in second:
         for ratio, clipped in zip(record["ratio"], record["clipped"]):

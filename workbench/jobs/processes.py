@@ -15,9 +15,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import IO, ContextManager
+from typing import IO
 
 from workbench.runstore import safe_files
 from workbench.sources.gpus import visible_devices
@@ -49,7 +49,7 @@ def training_env(gpu_ids: list[int], device: str, base: dict | None = None) -> d
     return env
 
 
-def _log_file(log: str | os.PathLike | IO[bytes], append: bool) -> ContextManager[IO[bytes]]:
+def _log_file(log: str | os.PathLike | IO[bytes], append: bool) -> AbstractContextManager[IO[bytes]]:
     """The log to write to: a path opened without following a link (a run's own code can write in its
     folder: a link or FIFO planted as its log is replaced by a fresh file), or a file the caller opened."""
     if hasattr(log, "fileno"):

@@ -49,7 +49,10 @@ def list_runs(runs_dir: str | os.PathLike | None = None) -> list[dict]:
     runs, configs = [], []
     for run_dir in runfolder.list_run_dirs(runs_dir):
         entry, config = file_cache.cached(
-            os.path.join(run_dir, runfolder.STATUS_FILE), lambda _: _listed(run_dir), "listed", keep=_settled
+            os.path.join(run_dir, runfolder.STATUS_FILE),
+            lambda _, run_dir=run_dir: _listed(run_dir),
+            "listed",
+            keep=_settled,
         )
         runs.append(dict(entry))  # callers add fields (a queued run's place) to their copy
         configs.append(config)
