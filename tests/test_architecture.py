@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -786,3 +787,21 @@ the bar's text is capped at 200 characters; redraws every 30 s on a CPU
 step 3/10  reward 0.412  kl 0.0021  step_time 4.1 s
 """
     assert [place.split(":")[0] for place in measured_figures(prose)] == [f"line {n}" for n in range(1, 9)]
+
+
+def test_architecture_md_indexes_every_module_with_its_job():
+    # the index is made from the code (tools/architecture_index.py), so ARCHITECTURE.md names every module
+    done = subprocess.run(
+        [sys.executable, str(PACKAGE.parent / "tools" / "architecture_index.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_architecture_md_draws_every_part():
+    text = (PACKAGE.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    picture = text[text.index("The parts, each above the parts it may import") :].split("```")[1]
+    drawn = set(re.findall(r"\b([a-z]+)/", picture))
+    assert drawn == set(ALLOWED), f"parts drawn {sorted(drawn)}, parts in the code {sorted(ALLOWED)}"
