@@ -8,7 +8,7 @@ dashboard's idle cost comes straight out of training on a small machine. The
 app serves an empty runs folder; each row measures CPU seconds per second
 (1.0 = one whole core) over `--seconds`, after the page has settled. The last
 column says how many animation frames the page asked for per second, and how
-many of those the page's frame throttle slowed (workbench/ui/gradio_compat.py).
+many of those the page's frame throttle slowed (workbench/ui/gradio_compat/gradio_compat_page_scripts.py).
 """
 
 from __future__ import annotations

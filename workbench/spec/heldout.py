@@ -121,7 +121,7 @@ def eval_problem(record: Any) -> str | None:
 def held_out_task_rows(task_name: str, eval_size: int, seed: int) -> list[dict]:
     """A built-in task's held-out rows: the `eval_size` questions its generator makes after the training ones.
 
-    The training rows are the generator's first `default_size` (trainer/training.py `load_dataset_for`); the
+    The training rows are the generator's first `default_size` (trainer/run_pieces.py `load_dataset_for`); the
     generators never repeat a question, and any that matches a training prompt is left out all the same.
     TaskError (naming eval_size) when the task cannot make that many more.
     """

@@ -1,6 +1,6 @@
 """The GRPOConfig settings a RunConfig makes, under TRL's names.
 
-One list for the training process (`trainer/training.py` adds the run
+One list for the training process (`trainer/run_pieces.py` adds the run
 folder's own choices: output_dir, trackers, the device) and for the exported
 training script (`insight/script_export.py`), so a script trains with every
 setting its run used; TRL's vLLM fields and its reward weights (one per reward
