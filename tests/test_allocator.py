@@ -85,3 +85,20 @@ def test_launch_env_of_a_cpu_run(monkeypatch):
     assert env[allocator.APPLIED_ENV_VAR] == allocator.choose()
     mine = commands.launch_env(RunConfig(device="cpu"), base={"OMP_NUM_THREADS": "1"})
     assert mine["OMP_NUM_THREADS"] == "1"  # the caller's own setting wins
+
+
+def test_status_records_the_allocator_as_a_decision_with_its_reason(monkeypatch, tmp_path):
+    monkeypatch.delenv(allocator.ALLOCATOR_ENV_VAR, raising=False)
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    none_kept = allocator.decide()
+    assert (none_kept.value, none_kept.measured_on) == ("glibc", None) and "none measured" in none_kept.why
+    assert allocator_kept.keep(allocator_kept.measured({"glibc": 5.0, "glibc-arenas": 4.0}))
+    kept = allocator.decide()
+    assert kept.value == "glibc-arenas" and kept.measured_on == allocator_kept.kept().cpu and "tune" in kept.why
+    asked = allocator.decide("glibc-trim")
+    assert (asked.value, asked.why) == ("glibc-trim", f"{allocator.ALLOCATOR_ENV_VAR} asks for it")
+    # the launcher's decision travels in the environment; the training process records it as it was made
+    monkeypatch.setattr(allocator.os, "environ", allocator.allocator_env(kept.value, base={}, decision=kept))
+    assert allocator.applied_decision() == kept
+    monkeypatch.setattr(allocator.os, "environ", {})
+    assert allocator.applied_decision().why == "not chosen by the workbench"

@@ -223,7 +223,7 @@ def test_train_in_the_foreground_then_list_it(tmp_path):
     status = runfolder.read_status(run_dir)
     assert status["state"] == "finished" and status["step"] == 1
     # the foreground run started itself again under the launcher's allocator and thread count
-    assert status["allocator"] == allocator.choose() and status["cpu_threads"] == launched_threads(1)
+    assert status["allocator"]["value"] == allocator.choose() and status["cpu_threads"] == launched_threads(1)
     saved = RunConfig.load(run_dir / runfolder.CONFIG_FILE)
     assert saved.model == "tiny" and saved.max_steps == 1 and saved.num_generations == 4
     listing = workbench("runs", "--runs-dir", str(tmp_path / "runs"))

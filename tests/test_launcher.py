@@ -222,7 +222,7 @@ def test_two_cpu_processes_through_accelerate(runs_dir):
     run_dir = run_state.run_dir_of(run_id, runs_dir)
     assert status["state"] == "finished", (status.get("error"), runfolder.read_log_tail(run_dir))
     assert status["num_processes"] == 2 and status["cpu_threads"] == launched_threads(2)
-    assert status["allocator"] == allocator.choose()
+    assert status["allocator"]["value"] == allocator.choose()
     assert "accelerate" in " ".join(status["command"])
     assert steps_of(run_dir, runfolder.METRICS_FILE) == [1, 2]
     completions = runfolder.read_jsonl(run_dir / runfolder.COMPLETIONS_FILE)

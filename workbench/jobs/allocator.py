@@ -12,20 +12,25 @@ machine the run runs on: `python -m workbench tune --allocators` times a few
 demo steps under each installed allocator and keeps the winner for this
 machine (workbench/tuning/allocator_kept.py); until then runs use glibc's own
 allocator, as a process started without the workbench does. The training
-process records the allocator it ran with in status.json.
+process records the allocator it ran with in status.json, as a record: the allocator, why, and the machine
+it was measured on (`decide`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.spec.lever_decisions import LeverDecision
 from workbench.tuning import allocator_kept
 
 ALLOCATOR_ENV_VAR = "WORKBENCH_ALLOCATOR"
 # Set in a process already started under its allocator, so the CLI does not re-execute twice.
 APPLIED_ENV_VAR = "WORKBENCH_ALLOCATOR_APPLIED"
+# The decision the launcher made (a LeverDecision as JSON), for the training process to record as it was made.
+DECISION_ENV_VAR = "WORKBENCH_ALLOCATOR_DECISION"
 
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
 PRELOADED = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
@@ -62,10 +67,20 @@ def choose(requested: str | None = None) -> str:
     An explicit request for an unknown or missing allocator is refused; a kept
     choice whose library is gone, or none kept, is glibc's own.
     """
+    return decide(requested).value
+
+
+def decide(requested: str | None = None) -> LeverDecision:
+    """`choose`'s answer as a record: the allocator, why it is the one, and the CPU it was measured on (when a
+    `tune --allocators` choice decided)."""
     name = requested or os.environ.get(ALLOCATOR_ENV_VAR) or ""
     if not name:
         choice = allocator_kept.kept()
-        return choice.allocator if choice is not None and choice.allocator in available() else allocator_kept.PLAIN
+        if choice is None:
+            return LeverDecision(allocator_kept.PLAIN, "none measured on this machine: glibc's own")
+        if choice.allocator not in available():
+            return LeverDecision(allocator_kept.PLAIN, f"the measured {choice.allocator} is not installed")
+        return LeverDecision(choice.allocator, "measured fastest here by `tune --allocators`", choice.cpu or None)
     if name not in ALLOCATORS:
         raise WorkbenchError(
             field=ALLOCATOR_ENV_VAR,
@@ -78,11 +93,12 @@ def choose(requested: str | None = None) -> str:
             rule=f"{name} is not installed ({PRELOADED[name]} not found)",
             fix="install it (`make setup` does: Debian's libjemalloc2 / libtcmalloc-minimal4) or choose glibc",
         )
-    return name
+    return LeverDecision(name, f"{ALLOCATOR_ENV_VAR} asks for it")
 
 
-def allocator_env(name: str, base: dict | None = None) -> dict:
-    """`base` (default os.environ) with allocator `name`'s variables, replacing any earlier choice."""
+def allocator_env(name: str, base: dict | None = None, decision: LeverDecision | None = None) -> dict:
+    """`base` (default os.environ) with allocator `name`'s variables, replacing any earlier choice; `decision`
+    (how `name` was chosen) travels with it for the process to record."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in ALLOCATOR_VARIABLES}
     if name in PRELOADED:
         library = find_library(PRELOADED[name])
@@ -93,9 +109,23 @@ def allocator_env(name: str, base: dict | None = None) -> dict:
         env.update(GLIBC_SETTINGS[name])
     env[ALLOCATOR_ENV_VAR] = name
     env[APPLIED_ENV_VAR] = name
+    env[DECISION_ENV_VAR] = json.dumps((decision or LeverDecision(name, "chosen by name")).to_dict())
     return env
 
 
 def applied() -> str | None:
     """The allocator this process was started under by the workbench, or None."""
     return os.environ.get(APPLIED_ENV_VAR) or None
+
+
+def applied_decision() -> LeverDecision:
+    """What status.json records of this process's allocator: the launcher's decision, or glibc's own when the
+    workbench did not start it (a notebook, a test)."""
+    name = applied()
+    if name is None:
+        return LeverDecision(allocator_kept.PLAIN, "not chosen by the workbench")
+    try:
+        known, decision = LeverDecision.read(json.loads(os.environ.get(DECISION_ENV_VAR) or "null"))
+    except ValueError:
+        known, decision = False, None
+    return decision if known and decision.value == name else LeverDecision(name, "chosen by name")

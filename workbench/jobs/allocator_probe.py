@@ -18,6 +18,7 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.jobs import allocator
 from workbench.runstore import runfolder
+from workbench.spec.lever_decisions import LeverDecision
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 900
@@ -59,7 +60,8 @@ def step_seconds(name: str, model: str, steps: int, runs_dir: Path) -> float:
         timeout=RUN_TIMEOUT_S,
         check=False,
     )
-    recorded = runfolder.read_status(run_dir).get("allocator")
+    known, decision = LeverDecision.read(runfolder.read_status(run_dir).get("allocator"))
+    recorded = decision.value if known else None
     times = [m["step_time"] for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "step_time" in m][1:]
     if done.returncode != 0 or recorded != name or not times:
         raise WorkbenchError(

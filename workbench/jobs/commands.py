@@ -37,7 +37,8 @@ def launch_env(config: RunConfig, base: dict | None = None) -> dict:
     """
     on_cpu = runs_on_cpu(config.device, env=base)
     env = processes.training_env(config.gpu_ids, "cpu" if on_cpu else config.device, base)
-    env = allocator.allocator_env(allocator.choose(env.get(allocator.ALLOCATOR_ENV_VAR)), env)
+    decision = allocator.decide(env.get(allocator.ALLOCATOR_ENV_VAR))
+    env = allocator.allocator_env(decision.value, env, decision)
     if on_cpu and not env.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = str(cpu_threads(cluster.processes_per_machine(config)))
     env.update(for_config.launcher_env(config))  # this machine's speed choice, which a sandboxed run cannot read

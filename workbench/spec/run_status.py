@@ -70,7 +70,9 @@ class RunStatus:
     sandbox_pid: int | None = _known(int, "the trainer's pid inside its sandbox's PID namespace")
     command: list | None = _known(list, "the argument list that started it")
     num_processes: int | None = _known(int, "the processes training (WORLD_SIZE)")
-    allocator: str | None = _known(str, "the memory allocator the process runs with")
+    allocator: LeverDecision | None = _known(
+        LeverDecision, "the memory allocator the process runs with, why, and where it was measured"
+    )
     merged_generation: LeverDecision | None = _known(
         LeverDecision, "what merged_generation resolved to (no, float32 or bfloat16), why, and where it was measured"
     )

@@ -162,7 +162,7 @@ def start_status(run_dir: Path, is_main: bool) -> StatusWriter:
         started_at=status.status.started_at or time.time(),
         num_processes=int(os.environ.get("WORLD_SIZE", "1")),
         # how this process was started, so a slow or large run can be read back to its settings
-        allocator=allocator.applied() or "glibc (not chosen by the workbench)",
+        allocator=allocator.applied_decision(),
         cpu_threads=int(os.environ.get("OMP_NUM_THREADS") or 0) or None,
     )
     status.start_heartbeat()
