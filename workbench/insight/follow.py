@@ -7,7 +7,7 @@ watch` and the notebooks (`RunFollower`, `follow`).
 - `Seen`: what one reader has read of a run: the byte offsets it read up to
   in `metrics.jsonl` and `completions.jsonl` (and which file they are in: a
   resume writes the files anew), the metric records as they count (one per
-  step, `resumed.merge_metrics`) and their table (`figures.metrics_frame`,
+  step, `resumed.merge_metrics`) and their table (`metric_frames.metrics_frame`,
   extended a row a step), the steps that have completions and the records of
   the newest one, the status, the config, and the lines found unreadable.
 - `start(run_dir)` a fresh `Seen` (the run's config read); `look(seen,
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.insight.eval_results import read_evals
-from workbench.insight.figures import metrics_frame
 from workbench.insight.health import Alarm, check_health
+from workbench.insight.metric_frames import metrics_frame
 from workbench.insight.resumed import latest_round, merge_metrics
 from workbench.runstore import jsonl_cache, runfolder, safe_files
 from workbench.spec.run_records import Skipped
@@ -59,7 +59,7 @@ class Seen:
     metrics_file: tuple | None = None
     completions_file: tuple | None = None
     metrics: list[dict] = field(default_factory=list)
-    # figures.metrics_frame(metrics), kept beside them so a new step adds one row instead of building it anew.
+    # metric_frames.metrics_frame(metrics), kept beside them so a new step adds one row instead of building it anew.
     frame: Any = field(default=None, compare=False, repr=False)
     # Steps that have completions, ascending, and the records of the newest one.
     completion_steps: list[int] = field(default_factory=list)
@@ -351,7 +351,7 @@ def signature_and_status(
 
 @dataclass(frozen=True)
 class RunMetrics:
-    """What a reader has of one run's metrics: the records as they count and their figures.metrics_frame.
+    """What a reader has of one run's metrics: the records as they count and their metric_frames.metrics_frame.
 
     `read` is how many of the file's records (`jsonl_cache.records`) they hold, and `last_read` the
     last of those, so the next read folds in only the records after it.

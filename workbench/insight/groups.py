@@ -224,83 +224,112 @@ def groups_for_step(
     # Only whole groups can tell the scaling: a half-written group's mean is not the trainer's.
     whole = [r for members in by_group.values() if len(members) == expected_size for r in members]
     scaling = scale_rewards or _infer_scaling(whole, group_stats, step_std)
+    step_scaling = _StepScaling(scaling, step_std, expected_size)
+    return [
+        _group_view(int(step), key, by_group[key], group_stats[key], step_scaling)
+        for key in sorted(by_group, key=lambda k: (finite_number(k) is None, finite_number(k) or 0, str(k)))
+    ]
 
-    groups = []
-    for key in sorted(by_group, key=lambda k: (finite_number(k) is None, finite_number(k) or 0, str(k))):
-        members = by_group[key]
-        mean, std = group_stats[key]
-        divisor_std = step_std if scaling == "batch" else std
-        notes = []
-        if len(members) < expected_size:
-            notes.append(
-                f"{len(members)} of {expected_size} completions recorded so far: the mean and std "
-                f"are over these only, so they may differ from the trainer's."
-            )
-        if scaling == "unknown":
-            notes.append(
-                "The recorded advantages match none of TRL's scalings of (reward - group mean) "
-                "(group std, step std, none); they are shown as the trainer recorded them "
-                '(e.g. multi_objective_aggregation="normalize_then_sum" scales each function first).'
-            )
-        elif scaling != "group":
-            notes.append(f"Advantages were scaled with {SCALING_WORDS[scaling]}.")
-        if std is not None and std < ZERO_ADVANTAGE_TOLERANCE and len(members) > 1:
-            notes.append(
-                "Every completion got the same reward: all advantages are 0 and this prompt "
-                "teaches the model nothing this step."
-            )
-        views = []
-        mismatch = False
-        for index, record in enumerate(members):
-            total = _total(record)
-            recomputed = None
-            if total is not None and mean is not None and scaling != "unknown":
-                recomputed = _advantage(total, mean, divisor_std, scaling)
-            recorded = finite_number(record.get("advantage"))
-            # An unscorable completion gets advantage 0 in TRL (nan_to_num).
-            shown = recorded if recorded is not None else (recomputed if recomputed is not None else 0.0)
-            if (
-                recorded is not None
-                and recomputed is not None
-                and abs(recorded - recomputed) > MATCH_TOLERANCE * max(1.0, abs(recorded))
-            ):
-                mismatch = True
-            length = finite_number(record.get("length"))
-            views.append(
-                CompletionView(
-                    index=index,
-                    completion=transcript_text(record.get("completion")),
-                    rewards={name: finite_number(score) for name, score in (record.get("rewards") or {}).items()},
-                    reward=total,
-                    advantage=shown,
-                    recomputed_advantage=recomputed,
-                    arithmetic=(
-                        _arithmetic(total, mean, divisor_std, scaling, shown)
-                        if scaling != "unknown"
-                        else f"recorded advantage {format_signed(shown)}"
-                    ),
-                    length=int(length) if length is not None else None,
-                    truncated=bool(record.get("truncated", False)),
-                    zero_advantage=abs(shown) < ZERO_ADVANTAGE_TOLERANCE,
-                    reward_errors=_reward_errors(record),
-                )
-            )
-        if mismatch and len(members) >= expected_size:
-            notes.append("Some recorded advantages differ from this recomputation; the recorded ones are shown.")
-        groups.append(
-            GroupView(
-                step=int(step),
-                group=int(finite_number(key) or 0),
-                prompt=transcript_text(members[0].get("prompt")),
-                completions=views,
-                mean=mean,
-                std=std,
-                scaling=scaling,
-                expected_size=expected_size,
-                notes=notes,
-            )
+
+@dataclass(frozen=True)
+class _StepScaling:
+    """What every group of a step shares: the scaling of its advantages, the std of the whole step's rewards
+    (the divisor under scale_rewards="batch") and G, the size of its largest group."""
+
+    scaling: str
+    step_std: float | None
+    expected_size: int
+
+
+def _group_view(
+    step: int, key: Any, members: list[Mapping], stats: tuple[float | None, float | None], shared: _StepScaling
+) -> GroupView:
+    """One group of the step: its completions with their advantages, and the notes that explain them."""
+    mean, std = stats
+    divisor_std = shared.step_std if shared.scaling == "batch" else std
+    notes = _group_notes(len(members), shared.expected_size, shared.scaling, std)
+    views = []
+    mismatch = False
+    for index, record in enumerate(members):
+        view, differs = _completion_view(index, record, mean, divisor_std, shared.scaling)
+        views.append(view)
+        mismatch = mismatch or differs
+    if mismatch and len(members) >= shared.expected_size:
+        notes.append("Some recorded advantages differ from this recomputation; the recorded ones are shown.")
+    return GroupView(
+        step=step,
+        group=int(finite_number(key) or 0),
+        prompt=transcript_text(members[0].get("prompt")),
+        completions=views,
+        mean=mean,
+        std=std,
+        scaling=shared.scaling,
+        expected_size=shared.expected_size,
+        notes=notes,
+    )
+
+
+def _group_notes(size: int, expected_size: int, scaling: str, std: float | None) -> list[str]:
+    """What to say above a group before its completions: a half-written group, a scaling other than TRL's
+    default (or none found), a group whose rewards were all equal."""
+    notes = []
+    if size < expected_size:
+        notes.append(
+            f"{size} of {expected_size} completions recorded so far: the mean and std "
+            f"are over these only, so they may differ from the trainer's."
         )
-    return groups
+    if scaling == "unknown":
+        notes.append(
+            "The recorded advantages match none of TRL's scalings of (reward - group mean) "
+            "(group std, step std, none); they are shown as the trainer recorded them "
+            '(e.g. multi_objective_aggregation="normalize_then_sum" scales each function first).'
+        )
+    elif scaling != "group":
+        notes.append(f"Advantages were scaled with {SCALING_WORDS[scaling]}.")
+    if std is not None and std < ZERO_ADVANTAGE_TOLERANCE and size > 1:
+        notes.append(
+            "Every completion got the same reward: all advantages are 0 and this prompt "
+            "teaches the model nothing this step."
+        )
+    return notes
+
+
+def _completion_view(
+    index: int, record: Mapping, mean: float | None, divisor_std: float | None, scaling: str
+) -> tuple[CompletionView, bool]:
+    """One completion with the advantage shown (the recorded one when there is one) and the arithmetic behind
+    it; and whether the recorded advantage differs from the recomputed one."""
+    total = _total(record)
+    recomputed = None
+    if total is not None and mean is not None and scaling != "unknown":
+        recomputed = _advantage(total, mean, divisor_std, scaling)
+    recorded = finite_number(record.get("advantage"))
+    # An unscorable completion gets advantage 0 in TRL (nan_to_num).
+    shown = recorded if recorded is not None else (recomputed if recomputed is not None else 0.0)
+    differs = (
+        recorded is not None
+        and recomputed is not None
+        and abs(recorded - recomputed) > MATCH_TOLERANCE * max(1.0, abs(recorded))
+    )
+    length = finite_number(record.get("length"))
+    view = CompletionView(
+        index=index,
+        completion=transcript_text(record.get("completion")),
+        rewards={name: finite_number(score) for name, score in (record.get("rewards") or {}).items()},
+        reward=total,
+        advantage=shown,
+        recomputed_advantage=recomputed,
+        arithmetic=(
+            _arithmetic(total, mean, divisor_std, scaling, shown)
+            if scaling != "unknown"
+            else f"recorded advantage {format_signed(shown)}"
+        ),
+        length=int(length) if length is not None else None,
+        truncated=bool(record.get("truncated", False)),
+        zero_advantage=abs(shown) < ZERO_ADVANTAGE_TOLERANCE,
+        reward_errors=_reward_errors(record),
+    )
+    return view, differs
 
 
 def _reward_errors(record: Mapping) -> dict[str, str]:

@@ -21,7 +21,7 @@ apply now, most serious first:
 
 Each alarm says what is happening, why it matters and what to change.
 
-`metrics` may also be their `figures.metrics_frame` (one row per step, as
+`metrics` may also be their `metric_frames.metrics_frame` (one row per step, as
 the Train tab keeps it): the series are then read from its columns, and a
 10,000-step run is checked in milliseconds.
 

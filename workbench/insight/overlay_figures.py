@@ -1,7 +1,7 @@
 """Figures that lay one series over another: a metric of several runs on one axis (the Runs tab's comparison),
 and a run's held-out accuracy over its training reward.
 
-Built from `figures`' building blocks and its template, so they look like the one-run figures beside them;
+Drawn with `figure_drawing`'s building blocks and template, so they look like the one-run figures beside them;
 pure functions of the records, like those.
 """
 
@@ -13,18 +13,16 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.insight.figures import (
-    MISSING_NOTES,
+from workbench.insight.figure_drawing import (
     PALETTE,
     Drawing,
     add_fraction_axis,
     add_line,
     check_smoothing,
-    frame_of,
-    has_metric,
-    metric_steps,
     note_figure,
 )
+from workbench.insight.figures import MISSING_NOTES
+from workbench.insight.metric_frames import frame_of, has_metric, metric_steps
 
 
 def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: float = 0.0) -> go.Figure:

@@ -81,7 +81,7 @@ def metric_problem(record: Any) -> str | None:
 
     An object whose step, when given, is a number. A value that is not a
     number (text, null, a list) is no reason to skip the step's other
-    metrics: a figure shows it as a gap (`figures.metrics_frame`).
+    metrics: a figure shows it as a gap (`metric_frames.metrics_frame`).
     """
     return object_problem(record) or _step_problem(record, required=False)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from workbench.insight.figures import figure_json
+from workbench.insight.figure_drawing import figure_json
 from workbench.ui import gradio_compat
 from workbench.ui.calculator_view import (
     SUGGESTION_SLOTS,
@@ -85,7 +85,7 @@ def plot_payload(spec: dict):
 
 def figure_payload(fig):
     """A plotly figure (`go.Figure`) in the form gr.Plot sends to the browser, its numbers as plain lists
-    (`figures.figure_json`), made faster than gradio makes it."""
+    (`figure_drawing.figure_json`), made faster than gradio makes it."""
     return gradio_compat.plotly_value(figure_json(fig))
 
 

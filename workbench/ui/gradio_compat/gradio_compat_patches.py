@@ -137,8 +137,8 @@ PATCHES = {
         ),
         Patch(
             "plot_data",
-            why="the figures reach gr.Plot as the JSON of plain lists (insight.figures.figure_json), faster than "
-            "a plotly Figure's to_json and without building a Figure from a dict",
+            why="the figures reach gr.Plot as the JSON of plain lists (insight.figure_drawing.figure_json), faster "
+            "than a plotly Figure's to_json and without building a Figure from a dict",
             touches="gradio.components.plot.PlotData, which gr.Plot.postprocess passes through unchanged",
             gone_when="gr.Plot takes a figure's JSON through its public API",
             without="each figure's JSON is read back into a plotly Figure, which gr.Plot converts again (slower, "
