@@ -27,7 +27,7 @@ from workbench.spec.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = REPO / "workbench" / "insight" / "figures.py"
-TRAIN_TAB = REPO / "workbench" / "ui" / "train_tab.py"
+TRAIN_TAB = REPO / "workbench" / "ui" / "train_layout.py"
 
 
 def metrics_page() -> str:

@@ -9,8 +9,8 @@ from helpers import gsm8k_like_rows, write_hub_dataset
 
 from workbench.sources.gpus import GpuInfo
 from workbench.ui import setup_view
+from workbench.ui.data_preview_view import CELL_CHARS, data_choices, data_preview_html
 from workbench.ui.setup_form import preview_from_form
-from workbench.ui.setup_view import CELL_CHARS, data_preview_html
 
 GPUS = [GpuInfo(0, "H100", 81_000, 1_000, 97), GpuInfo(1, "H100", 81_000, 80_000, 0)]
 
@@ -86,7 +86,7 @@ def test_a_hub_layout_split_fills_the_dropdowns_and_shows_its_solution(tmp_path)
         "model": str(tmp_path / "no-model-yet"),
     }
     data = preview_from_form(form)
-    assert setup_view.data_choices(data) == (
+    assert data_choices(data) == (
         ["main", "socratic"],
         ["question", "answer"],
         [("(none)", ""), ("question", "question"), ("answer", "answer")],

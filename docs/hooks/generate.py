@@ -52,7 +52,7 @@ def read_docstrings() -> dict[str, str]:
 def generated_pages() -> dict[str, str]:
     source = {
         name: (ROOT / path).read_text(encoding="utf-8")
-        for name, path in (("figures", "workbench/insight/figures.py"), ("tab", "workbench/ui/train_tab.py"))
+        for name, path in (("figures", "workbench/insight/figures.py"), ("tab", "workbench/ui/train_layout.py"))
     }
     return {
         "settings.md": docs_pages.settings_page(),

@@ -7,7 +7,7 @@ generated page is kept in git. Each function takes what it reads and returns Mar
   each built-in task presets and what each recipe sets;
 - `cli_page(dashboard)`: the `--help` of `python -m workbench` and of every command under it, and the
   dashboard's options (app.py's parser, handed in);
-- `metrics_page(figures_source, train_tab_source)`: every metric the Train tab's figures draw (read with `ast`
+- `metrics_page(figures_source, train_layout_source)`: every metric the Train tab's figures draw (read with `ast`
   from insight/figures.py and the tab's figure list), what computes it and how to read it (`METRIC_NOTES`);
 - `results_page(results)`: the benchmarks' results files (benchmarks/results/*.jsonl), result by result, and
   `scripts_table(docstrings, results)`: each benchmark script with the first line of its docstring.
@@ -407,10 +407,10 @@ def figure_metrics(function: ast.FunctionDef) -> list[str]:
     return list(dict.fromkeys(m for m in found if m and METRIC_NAME.fullmatch(m)))
 
 
-def plotted_metrics(figures_source: str, train_tab_source: str) -> dict[str, tuple[str, bool, list[str]]]:
+def plotted_metrics(figures_source: str, train_layout_source: str) -> dict[str, tuple[str, bool, list[str]]]:
     """{figure: (its title, shown without opening More metrics, the metrics it draws)} for each figure of the
-    Train tab (train_tab.py's MAIN_FIGURES and MORE_FIGURES, drawn by insight/figures.py's FIGURE_BUILDERS)."""
-    figures, tab = ast.parse(figures_source), ast.parse(train_tab_source)
+    Train tab (train_layout.py's MAIN_FIGURES and MORE_FIGURES, drawn by insight/figures.py's FIGURE_BUILDERS)."""
+    figures, tab = ast.parse(figures_source), ast.parse(train_layout_source)
     functions = {node.name: node for node in figures.body if isinstance(node, ast.FunctionDef)}
     builders = _literal(figures, "FIGURE_BUILDERS")
     main = _literal(tab, "MAIN_FIGURES")
@@ -431,7 +431,7 @@ def plotted_metrics(figures_source: str, train_tab_source: str) -> dict[str, tup
     return shown
 
 
-def metrics_page(figures_source: str, train_tab_source: str) -> str:
+def metrics_page(figures_source: str, train_layout_source: str) -> str:
     lines = [
         "# Metrics glossary",
         "",
@@ -443,7 +443,7 @@ def metrics_page(figures_source: str, train_tab_source: str) -> str:
         "",
     ]
     described: set[str] = set()
-    for figure, (title, main, metrics) in plotted_metrics(figures_source, train_tab_source).items():
+    for figure, (title, main, metrics) in plotted_metrics(figures_source, train_layout_source).items():
         where = "shown by default" if main else "under More metrics"
         lines += [f"## {_text(title)} {{#figure-{figure}}}", "", f"Figure `{figure}`, {where}.", ""]
         lines += _metric_entries(metrics, METRIC_NOTES, described)

@@ -33,6 +33,7 @@ from workbench.spec.rewards import score
 from workbench.spec.tasks import TASKS
 from workbench.ui import paths_view
 from workbench.ui.calculator_view import warnings_html
+from workbench.ui.data_preview_view import data_choices, data_preview_html
 from workbench.ui.first_run_view import launch_html
 from workbench.ui.paths_view import confine_path
 from workbench.ui.setup_form_view import FORM_KEYS, MODEL_REFUSED_NOTE, PROMPT_TOKENS_ASSUMED, mapping_from_form
@@ -42,8 +43,6 @@ from workbench.ui.setup_view import (
     PICKER_REWARDS,
     PLAN_FIELDS_SETTABLE,
     config_from_form,
-    data_choices,
-    data_preview_html,
     error_view,
     form_text,
     memory_html,

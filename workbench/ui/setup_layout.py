@@ -35,6 +35,7 @@ from workbench.spec.rewards import REWARD_ERROR_MODES
 from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
 from workbench.ui import download_panel, export_view, files_panel
+from workbench.ui.data_preview_view import data_choices, data_preview_html
 from workbench.ui.setup_form import gpus_of, hardware_state, preview_from_form
 from workbench.ui.setup_form_view import EXAMPLE_COMPLETIONS, FORM_KEYS
 from workbench.ui.setup_view import (
@@ -43,8 +44,6 @@ from workbench.ui.setup_view import (
     CPU_PROCESS_CHOICES,
     DATA_GROUP,
     PICKER_REWARDS,
-    data_choices,
-    data_preview_html,
     gpu_choices,
     hardware_html,
     recipe_choices,
