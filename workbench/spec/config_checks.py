@@ -38,9 +38,14 @@ from workbench.spec.config_problems import ConfigError, ConfigProblem, problem_f
 from workbench.spec.generation import SERVER_GENERATIONS, TRL_MODES
 from workbench.spec.reward_choice import NO_CORRECTNESS, correctness_reward_for
 
+# A number rule: (field, whether its value holds, the rule, a fix). The groups below list them by what the
+# fields set, in the order check_config reports them.
+NumberRule = tuple[str, bool, str, str]
 
-def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
-    rules = [
+
+def _optimiser_rules(cfg: RunConfig) -> list[NumberRule]:
+    """The optimiser's step and the loss's clip and KL term."""
+    return [
         (
             "learning_rate",
             cfg.learning_rate > 0 and math.isfinite(cfg.learning_rate),
@@ -49,13 +54,31 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ),
         ("beta", cfg.beta >= 0 and math.isfinite(cfg.beta), "must be >= 0", "use 0.04, or 0 for no KL term"),
         ("epsilon", cfg.epsilon > 0, "must be > 0", "use 0.2"),
+    ]
+
+
+def _sampling_rules(cfg: RunConfig) -> list[NumberRule]:
+    """How the completions are sampled."""
+    return [
         ("temperature", cfg.temperature > 0, "must be > 0", "use 1.0 (0.7 for less varied completions)"),
         ("top_p", 0 < cfg.top_p <= 1, "must be in (0, 1]", "use 1.0"),
         ("top_k", cfg.top_k >= 0, "must be >= 0", "use 0 (no top-k filtering)"),
         ("repetition_penalty", cfg.repetition_penalty > 0, "must be > 0", "use 1.0"),
+    ]
+
+
+def _lora_rules(cfg: RunConfig) -> list[NumberRule]:
+    """The LoRA adapter."""
+    return [
         ("lora_r", cfg.lora_r >= 1, "must be >= 1", "use 16"),
         ("lora_alpha", cfg.lora_alpha > 0, "must be > 0", "use 2 x lora_r"),
         ("lora_dropout", 0 <= cfg.lora_dropout < 1, "must be in [0, 1)", "use 0 or 0.05"),
+    ]
+
+
+def _schedule_rules(cfg: RunConfig) -> list[NumberRule]:
+    """How long a run trains, and what it logs and saves as it goes."""
+    return [
         ("max_steps", cfg.max_steps == -1 or cfg.max_steps >= 1, "must be -1 (use epochs) or >= 1", "use e.g. 30"),
         ("num_train_epochs", cfg.num_train_epochs > 0, "must be > 0", "use 1"),
         ("logging_steps", cfg.logging_steps >= 1, "must be >= 1", "use 1 to see every step"),
@@ -74,6 +97,13 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
             "use 3, or leave it empty to keep every checkpoint",
         ),
         ("seed", cfg.seed >= 0, "must be >= 0", "use 42"),
+    ]
+
+
+def _round_rules(cfg: RunConfig) -> list[NumberRule]:
+    """A generation round: the completions' length, a reward call's time limit, the processes and vLLM's share of
+    the GPU."""
+    return [
         (
             "max_completion_length",
             cfg.max_completion_length >= 1,
@@ -88,6 +118,12 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ),
         ("num_processes", cfg.num_processes >= 1, "must be >= 1", "use 1, or one per GPU"),
         ("vllm_gpu_memory_utilization", 0 < cfg.vllm_gpu_memory_utilization < 1, "must be in (0, 1)", "use 0.3"),
+    ]
+
+
+def _loss_variant_rules(cfg: RunConfig) -> list[NumberRule]:
+    """The loss's variants: DAPO's upper clip and the entropy mask."""
+    return [
         (
             "epsilon_high",
             cfg.epsilon_high is None or (cfg.epsilon_high > 0 and math.isfinite(cfg.epsilon_high)),
@@ -100,13 +136,45 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
             "must be in [0, 1]",
             "use 1.0 (every token), or 0.2 as in 'Beyond the 80/20 rule'",
         ),
+    ]
+
+
+def _evaluation_rules(cfg: RunConfig) -> list[NumberRule]:
+    """Held-out evaluation."""
+    return [
         ("eval_steps", cfg.eval_steps >= 1, "must be >= 1", "use e.g. 10 (evaluate every 10 steps)"),
         ("eval_size", cfg.eval_size >= 1, "must be >= 1", "use e.g. 16 held-out prompts"),
         ("eval_pass_k", cfg.eval_pass_k >= 0, "must be >= 0", "use 0 (greedy only) or e.g. 4"),
     ]
+
+
+def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    """The fields whose number breaks its rule, then those whose value is not one of their choices, then the
+    recipe's problem, in this order."""
+    rules = [
+        *_optimiser_rules(cfg),
+        *_sampling_rules(cfg),
+        *_lora_rules(cfg),
+        *_schedule_rules(cfg),
+        *_round_rules(cfg),
+        *_loss_variant_rules(cfg),
+        *_evaluation_rules(cfg),
+    ]
     problems = [
         ConfigProblem(name, f"{rule}, got {getattr(cfg, name)!r}", fix) for name, ok, rule, fix in rules if not ok
     ]
+    problems += _choice_problems(cfg)
+    from workbench.spec.recipes import recipe_problem
+
+    found = recipe_problem(cfg.recipe)
+    if found:
+        problems.append(ConfigProblem(*found))
+    return problems
+
+
+def _choice_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    """The fields whose value is not one of their choices."""
+    problems: list[ConfigProblem] = []
     choices = [
         ("loss_type", LOSS_TYPES),
         ("scale_rewards", SCALE_REWARDS),
@@ -129,11 +197,6 @@ def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
                     f"choose one of {', '.join(allowed)}",
                 )
             )
-    from workbench.spec.recipes import recipe_problem
-
-    found = recipe_problem(cfg.recipe)
-    if found:
-        problems.append(ConfigProblem(*found))
     return problems
 
 
