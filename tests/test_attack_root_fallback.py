@@ -1,7 +1,7 @@
 """Attack: a student makes their own sandbox run as root (uid 0 on the host) by naming a private folder.
 
 A root server runs each sandbox as a uid of its own, unless that uid "could not reach what it shows"
-(`sandbox._all_reachable`): then the sandbox keeps the server's uid, 0. What it shows includes every path
+(`sandbox_uid.all_reachable`): then the sandbox keeps the server's uid, 0. What it shows includes every path
 the run's config names, and a student chooses those: the model may be a folder of one of their own runs
 (README: "a merged model of one of your runs"), which app.py's umask 077 makes 0700. The run then runs as
 root with no capabilities, which still reads every root-owned file its owner may read that the sandbox

@@ -98,7 +98,7 @@ def evaluate_in_sandbox(run_dir: Path, which: str, record) -> list[dict]:
     """The evaluation of a sandboxed run, run in its sandbox (the launcher's recorded policy and config), its
     one record read back as data and checked like any eval.jsonl record."""
     from workbench.errors import WorkbenchError
-    from workbench.jobs import processes, sandbox
+    from workbench.jobs import processes, sandbox, sandbox_policy
     from workbench.runstore import runfolder, safe_files
     from workbench.spec.heldout import eval_problem
 
@@ -119,7 +119,7 @@ def evaluate_in_sandbox(run_dir: Path, which: str, record) -> list[dict]:
     try:
         sandbox.prepare(config)
         confine = sandbox.confinement(
-            run_dir, run_dir.parent, config, sandbox.Policy.from_status(record.policy) or sandbox.Policy()
+            run_dir, run_dir.parent, config, sandbox_policy.Policy.from_status(record.policy) or sandbox_policy.Policy()
         )
         argv, env = confine(command, processes.job_env())
     except WorkbenchError as exc:

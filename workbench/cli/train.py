@@ -203,16 +203,16 @@ def run_train(args) -> int:
 
 
 def _policy():
-    from workbench.jobs import sandbox
+    from workbench.jobs import sandbox_policy
 
-    return sandbox.Policy()
+    return sandbox_policy.Policy()
 
 
 def _check_sandbox() -> None:
-    from workbench.jobs import sandbox
+    from workbench.jobs import sandbox_bwrap
 
     try:
-        sandbox.check_available()
+        sandbox_bwrap.check_available()
     except WorkbenchError as exc:
         raise ArgumentError(str(exc)) from None
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from workbench.jobs import bundle, processes, queue, sandbox, vllm_server
+from workbench.jobs import bundle, processes, queue, sandbox_bwrap, sandbox_policy, vllm_server
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
 from workbench.jobs.gpu_queue import ensure_dispatcher, machine_gpus, queue_state
 from workbench.jobs.run_state import LauncherError, run_dir_of, runs_elsewhere, status_of_dir
@@ -171,7 +171,7 @@ def start(
     smoke: bool = False,
     owner: str | None = None,
     import_reward_file: bool = True,
-    sandboxed: sandbox.Policy | None = None,
+    sandboxed: sandbox_policy.Policy | None = None,
     into: str | os.PathLike | None = None,
 ) -> str:
     """Check `config`, make its run folder and start training in the background; returns the run id.
@@ -193,7 +193,7 @@ def start(
     config = config.with_absolute_paths()
     check_launch(config, import_reward_file)
     if sandboxed is not None:
-        sandbox.check_available()
+        sandbox_bwrap.check_available()
     root = runfolder.runs_root(runs_dir)
     with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
@@ -253,7 +253,7 @@ def smoke_test(
     runs_dir: str | os.PathLike | None = None,
     owner: str | None = None,
     import_reward_file: bool = True,
-    sandboxed: sandbox.Policy | None = None,
+    sandboxed: sandbox_policy.Policy | None = None,
 ) -> str:
     """Start one real optimizer step with the same settings, in its own run folder marked as a smoke test.
 
@@ -415,7 +415,7 @@ def resume(
     runs_dir: str | os.PathLike | None = None,
     owner: str | None = None,
     import_reward_file: bool = True,
-    sandboxed: sandbox.Policy | None = None,
+    sandboxed: sandbox_policy.Policy | None = None,
 ) -> str:
     """Continue a stopped, failed or finished run from its last checkpoint; steps continue from there.
 
@@ -444,7 +444,7 @@ def resume(
     # a sandboxed run's data may lie in folders its code wrote (its own run folder): read only inside its sandbox
     check_launch(config, import_reward_file, read_data=kept is None)
     if kept is not None:
-        sandbox.check_available()
+        sandbox_bwrap.check_available()
     with run_locks.queue_lock(run_dir.parent):
         holding, queued = queue_state(run_dir.parent)
         state = status_of_dir(run_dir)["state"]
@@ -489,16 +489,18 @@ def recorded_config(run_dir: Path) -> RunConfig:
 
 
 def resume_policy(
-    record: launch_records.LaunchRecord | None, written: RunStatus, sandboxed: sandbox.Policy | None
-) -> sandbox.Policy | None:
+    record: launch_records.LaunchRecord | None, written: RunStatus, sandboxed: sandbox_policy.Policy | None
+) -> sandbox_policy.Policy | None:
     """The sandbox a resume starts in: the one the caller computed now for the run's owner; else the launcher's
     record's; never more than that. A run with no record but a sandbox in its status.json (from before records
     were kept) resumes in a sandbox that adds nothing: what its status.json lists is not taken on trust."""
     if sandboxed is not None:
         return sandboxed
     if record is not None:
-        return (sandbox.Policy.from_status(record.policy) or sandbox.Policy()) if record.sandboxed else None
-    return sandbox.Policy() if written.sandbox is not None else None
+        return (
+            (sandbox_policy.Policy.from_status(record.policy) or sandbox_policy.Policy()) if record.sandboxed else None
+        )
+    return sandbox_policy.Policy() if written.sandbox is not None else None
 
 
 def delete_run(run_id: str, runs_dir: str | os.PathLike | None = None) -> None:

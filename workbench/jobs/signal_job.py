@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.jobs import launcher, processes, sandbox
+from workbench.jobs import launcher, processes, sandbox, sandbox_policy
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
@@ -78,7 +78,7 @@ def start_signal_check(
     config: RunConfig,
     runs_dir: str | Path,
     groups: int = DEFAULT_GROUPS,
-    policy: sandbox.Policy | None = None,
+    policy: sandbox_policy.Policy | None = None,
     owner: str | None = None,
 ) -> SignalJob:
     """Start the check of `config` in its own folder under `runs_dir` (in the sandbox `policy` describes,
@@ -126,7 +126,7 @@ def cancel_signal_check(job: SignalJob | None) -> None:
         job.process.wait(timeout=5)
 
 
-def run_sandboxed(folder: Path, groups: int, policy: sandbox.Policy) -> None:
+def run_sandboxed(folder: Path, groups: int, policy: sandbox_policy.Policy) -> None:
     """Make the check's model and data ready here, then become its sandbox (exec), writing only `folder`.
 
     Nothing has run in `folder` yet (it is new), so its config.json is still the server's."""
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=DEFAULT_GROUPS)
     parser.add_argument("--policy", required=True, help="the server's sandbox policy, as JSON")
     args = parser.parse_args(argv)
-    run_sandboxed(args.folder.resolve(), args.groups, sandbox.Policy.from_status(json.loads(args.policy)))
+    run_sandboxed(args.folder.resolve(), args.groups, sandbox_policy.Policy.from_status(json.loads(args.policy)))
     return 1  # not reached: run_sandboxed execs bwrap or raises
 
 

@@ -11,7 +11,7 @@ A record holds:
 
 - `owner`     the signed-in user who launched the run (the owner rule of access/owners.py)
 - `sandboxed` whether the run starts in a sandbox; `policy` the server's additions to it
-              (jobs/sandbox.py `Policy`: the files it masks, the folders it shows)
+              (jobs/sandbox_policy.py `Policy`: the files it masks, the folders it shows)
 - `config`    the config as checked at launch; a resume or a queued start writes it back as the
               run's config.json and binds only its paths into the sandbox
 - `resume`    a queued run that resumes from its checkpoint when its turn comes

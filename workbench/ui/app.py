@@ -21,7 +21,7 @@ import gradio as gr
 
 from workbench.access import hosts, paths
 from workbench.errors import WorkbenchError
-from workbench.jobs.sandbox import Policy
+from workbench.jobs.sandbox_policy import Policy
 from workbench.runstore.runfolder import runs_root
 from workbench.ui import browser_files, first_run, gradio_compat, sign_in
 from workbench.ui.context import UIContext

@@ -18,7 +18,7 @@ from typing import Any
 
 from workbench.access import limits, owners, uploads
 from workbench.access.paths import UserScope
-from workbench.jobs import sandbox
+from workbench.jobs import sandbox, sandbox_policy
 from workbench.ui import paths_view
 
 
@@ -48,7 +48,7 @@ class UIContext:
     page_scripts: list[str] = field(default_factory=list)
     api_routes: dict[str, Callable[..., Any]] = field(default_factory=dict)
     # The sandbox every run and helper process starts in (a dashboard with accounts); None: no sandbox.
-    sandbox: sandbox.Policy | None = None
+    sandbox: sandbox_policy.Policy | None = None
 
     def register(self, **components: Any) -> None:
         self.components.update(components)
@@ -73,7 +73,7 @@ class UIContext:
         """The uploads folder of the user an event comes from (None on an open dashboard)."""
         return self.uploads_of(self.viewer(request))
 
-    def sandbox_for(self, viewer: owners.Viewer) -> sandbox.Policy | None:
+    def sandbox_for(self, viewer: owners.Viewer) -> sandbox_policy.Policy | None:
         """The sandbox a run `viewer` launches starts in: the server's, with the viewer's uploads readable."""
         if self.sandbox is None:
             return None
