@@ -19,13 +19,14 @@ from workbench import library_compat
 from workbench.cli import main
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
+from workbench.trainer import ties_verdict
 from workbench.trainer.recorder import StatusWriter
 from workbench.trainer.training import check_library_ties
 
 
 def test_every_tie_holds_with_the_installed_libraries():
     assert library_compat.check() == {}
-    verdict = library_compat.verdict(RunConfig(generation="vllm-server", num_machines=2), problems={})
+    verdict = ties_verdict.verdict(RunConfig(generation="vllm-server", num_machines=2), problems={})
     assert verdict.refusal() is None and verdict.refused == ()
     for tie in library_compat.TIES:
         assert (
@@ -97,7 +98,7 @@ def test_a_changed_signature_is_reported_by_the_ties_name_and_refuses_every_run(
         problems["trl _compute_loss"] == "trl.GRPOTrainer._compute_loss takes (self, model, inputs, "
         "num_items_in_batch), written for (self, model, inputs)"
     )
-    refusal = library_compat.verdict(RunConfig(), problems).refusal()
+    refusal = ties_verdict.verdict(RunConfig(), problems).refusal()
     assert "trl _compute_loss" in refusal and "make setup" in refusal and "trl==1.16.0" in refusal
 
 
@@ -146,9 +147,9 @@ def test_a_tie_only_some_runs_need_refuses_those_runs_only(monkeypatch):
     monkeypatch.delattr(trl.GRPOTrainer, "_tokenize_prompts")
     problems = library_compat.check()
     assert problems == {"trl _tokenize_prompts": "trl.GRPOTrainer._tokenize_prompts is gone"}
-    assert library_compat.verdict(RunConfig(), problems).refusal() is None  # warned: transformers' generation
-    assert library_compat.verdict(None, problems).refusal() is None  # `workbench ties`: what every run needs
-    refused = library_compat.verdict(RunConfig(generation="vllm-server"), problems)
+    assert ties_verdict.verdict(RunConfig(), problems).refusal() is None  # warned: transformers' generation
+    assert ties_verdict.verdict(None, problems).refusal() is None  # `workbench ties`: what every run needs
+    refused = ties_verdict.verdict(RunConfig(generation="vllm-server"), problems)
     assert refused.refused == ("trl _tokenize_prompts",) and "generation=vllm-server" in refused.refusal()
 
 
@@ -181,7 +182,7 @@ def test_an_override_trl_no_longer_calls_or_that_no_longer_reads_what_is_swapped
     assert problems == {
         "trl _generate_single_turn": "trl.GRPOTrainer._generate_single_turn no longer reads model_wrapped"
     }
-    assert library_compat.verdict(RunConfig(merged_generation="float32"), problems).refusal() is None  # a fallback
+    assert ties_verdict.verdict(RunConfig(merged_generation="float32"), problems).refusal() is None  # a fallback
     monkeypatch.undo()
     monkeypatch.setattr(trl.GRPOTrainer, "compute_loss", lambda self, model, inputs, **kwargs: 0.0)
     assert library_compat.check() == {"trl _compute_loss": "trl.GRPOTrainer.compute_loss no longer reads _compute_loss"}
@@ -216,7 +217,7 @@ def test_a_gone_property_and_a_gone_class_are_reported(monkeypatch):
     assert problems == {
         "transformers _attn_implementation": "transformers.PretrainedConfig._attn_implementation is gone"
     }
-    assert library_compat.verdict(RunConfig(), problems).refused == ()  # the Llama decode step's tie: a lever
+    assert ties_verdict.verdict(RunConfig(), problems).refused == ()  # the Llama decode step's tie: a lever
     monkeypatch.undo()
     monkeypatch.delattr(transformers.cache_utils, "DynamicLayer")
     problem = library_compat.check()["transformers DynamicLayer.keys/.values"]

@@ -13,7 +13,7 @@ accessors below (`step_metrics`, `round_logs`, `trl_tokenizer`, ...) read and wr
 still calls it and it still reads what the workbench puts in place, that an `__init__` still sets an attribute and
 TRL still reads it, a cache layer's behaviour when its tensors are rebound, the generator state's bytes. It returns one
 problem per tie that no longer holds, by the tie's name. A training process runs it before its model loads
-(`verdict`, from workbench/trainer/grpo_subclass.py): a broken tie the run needs refuses the run, naming it; another
+(`trainer/ties_verdict.verdict`, from workbench/trainer/grpo_subclass.py): a broken tie the run needs refuses the run, naming it; another
 version than the one written for, or a broken tie the run can do without, is said once in its log and status.json
 (`library_ties`). `python -m workbench ties` prints the registry, checked now.
 
@@ -30,7 +30,6 @@ import inspect
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 
 # The libraries whose private parts only this module may reach (tests/test_architecture.py keeps them out of the rest).
 LIBRARIES = ("trl", "transformers", "peft", "accelerate", "torch")
@@ -458,74 +457,6 @@ def problem_of(tie: Tie) -> str | None:
 def check() -> dict[str, str]:
     """Every tie that no longer holds: its label ("trl _compute_loss") -> the problem."""
     return {tie.label: problem for tie in TIES if (problem := problem_of(tie))}
-
-
-def installed_version(library: str) -> str | None:
-    try:
-        return metadata.version(library)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def version_notes() -> list[str]:
-    """One line per library installed at another version than the ties were written for."""
-    notes = []
-    for library, wanted in WRITTEN_FOR.items():
-        found = installed_version(library)
-        if found is not None and found.split("+")[0] != wanted:
-            notes.append(f"{library} {found} is installed; the private ties were written for {wanted}")
-    return notes
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The check's answer for one run: what no longer holds, which of it the run needs, the versions that differ."""
-
-    problems: dict[str, str]
-    versions: list[str]
-    refused: tuple[str, ...]  # the labels of the broken ties the run needs
-
-    def record(self) -> dict | None:
-        """status.json's `library_ties`; None when every tie holds on the versions written for."""
-        if not (self.problems or self.versions):
-            return None
-        return {"problems": self.problems, "versions": self.versions, "refused": list(self.refused)}
-
-    def warning(self) -> str | None:
-        """One line naming each version that differs and each tie that no longer holds; None when neither."""
-        if not (self.problems or self.versions):
-            return None
-        ties = "; ".join(
-            f"{label}: {problem} (without it: {BY_LABEL[label].without})" for label, problem in self.problems.items()
-        )
-        return (
-            "; ".join(self.versions)
-            + (". " if self.versions else "")
-            + (f"Ties that no longer hold: {ties}." if ties else "Every private tie still holds.")
-            + " The registry: workbench/library_compat.py, `python -m workbench ties`"
-        )
-
-    def refusal(self) -> str | None:
-        """The message refusing the run, naming each broken tie it needs; None when it may go on."""
-        if not self.refused:
-            return None
-        pins = ", ".join(f"{library}=={version}" for library, version in WRITTEN_FOR.items())
-        return (
-            "the installed libraries break what this run relies on: "
-            + "; ".join(
-                f"{label}: {self.problems[label]} (needed by {BY_LABEL[label].needed_when}: without it "
-                f"{BY_LABEL[label].without})"
-                for label in self.refused
-            )
-            + f". Install the versions written for ({pins}: make setup)"
-        )
-
-
-def verdict(cfg=None, problems: dict[str, str] | None = None) -> Verdict:
-    """The check for the run of `cfg` (None: what every run needs); `problems`: check()'s, when already made."""
-    problems = check() if problems is None else problems
-    refused = tuple(label for label in problems if BY_LABEL[label].needed_by(cfg))
-    return Verdict(problems, version_notes(), refused)
 
 
 # ---- accessors: the only way the rest of the workbench reaches these names ---------------------------------------

@@ -27,8 +27,9 @@ def run_ties(args) -> int:
     from dataclasses import asdict
 
     from workbench import library_compat
+    from workbench.trainer import ties_verdict
 
-    verdict = library_compat.verdict()
+    verdict = ties_verdict.verdict()
     if args.json:
         print(
             json.dumps(

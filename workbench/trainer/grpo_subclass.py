@@ -15,6 +15,7 @@ from pathlib import Path
 from workbench import library_compat
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
+from workbench.trainer import ties_verdict
 from workbench.trainer.generation_copy import GenerationCopy
 from workbench.trainer.prompt_sharing import shared_prompt_logps
 from workbench.trainer.recorder import StatusWriter, completion_records
@@ -196,7 +197,7 @@ def check_library_ties(cfg: RunConfig, status: StatusWriter) -> bool:
     version other than the one written for, or a tie that no longer holds, is said once in the log and status.json
     (`library_ties`). A broken tie this run needs refuses it, naming the tie (status.json's error, no traceback):
     returns True then."""
-    verdict = library_compat.verdict(cfg)
+    verdict = ties_verdict.verdict(cfg)
     warning, refused = verdict.warning(), verdict.refusal()
     if warning:
         status.set(library_ties=verdict.record())
