@@ -380,6 +380,11 @@ def test_the_command_prints_a_table_and_exports(run, tmp_path):
     cache = tmp_path / "cli-cache"
     table = cli(str(run_dir), "--limit", "3", cache=cache)
     assert table.returncode == 0 and f"{len(rows)} completions match" in table.stdout
+
+
+def test_the_command_exports_every_matching_row(run, tmp_path):
+    run_dir, rows, _ = run
+    cache = tmp_path / "cli-cache"
     exported = cli(str(run_dir), "--csv", str(tmp_path / "all.csv"), cache=cache)
     assert exported.returncode == 0 and f"wrote {len(rows)}" in exported.stderr
 

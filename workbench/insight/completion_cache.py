@@ -1,13 +1,18 @@
-"""A run's `completions.jsonl` as Parquet parts in the workbench cache, so the explorer never parses it twice.
+"""A run's `completions.jsonl` as columnar parts in the workbench cache, so the explorer never parses it twice.
 
-Why Parquet parts: a 10,000-step run holds 640,000 completions (about 300 MB of JSON lines). Parsing them takes
-seconds; reading a few columns of them from Parquet takes a fraction of one. Each part holds the rows of one
-stretch of the file (at most `runfolder.READ_CHUNK_BYTES` of it, so building one holds one chunk in memory), in
-file order, as columns: the numbers and flags the filters and sorts read (`step`, `group`, `reward`,
-`advantage`, `length`, `truncated`, `reward_error`, one `rewards.NAME` column per reward function), and the text
-a page shows (`prompt`, `completion`, `rewards_json`) with `completion_lower` for the case-insensitive search.
+Why: a 10,000-step run holds 640,000 completions (about 300 MB of JSON lines); parsing them takes many seconds,
+and every query would. Each part holds the rows of one stretch of the file (at most `runfolder.READ_CHUNK_BYTES`
+of it, so building one holds one chunk in memory), in file order, as columns: the numbers and flags the filters
+and sorts read (`step`, `group`, `reward`, `advantage`, `length`, `truncated`, `reward_error`, one `rewards.NAME`
+column per reward function) and the text a page shows (`prompt`, stored once per distinct prompt, `completion`,
+`rewards_json`).
 
-Where: `$WORKBENCH_CACHE/completions/<hash of the file's real path>/`, outside every run folder, made by the
+Why Arrow IPC files rather than Parquet: they are read memory-mapped, so a text search runs its kernel straight
+over the file's pages (the operating system's page cache, not the process's memory, holds them) and a page of
+rows touches only its rows; Parquet would decode every text column into memory first, which costs more than the
+search itself. The parts take about as much disk as the JSON lines they come from.
+
+Where: `$WORKBENCH_CACHE/completions/<hash of the file's real path>/`, outside every run folder, written by the
 reader (the server or the CLI) only, never by the trainer: a sandboxed run sees the cache folder read-only
 (jobs/sandbox_paths.cache_paths). The folder is made private (0700): it holds what runs wrote.
 
@@ -31,8 +36,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
 from workbench.runstore import runfolder, safe_files
 from workbench.spec.chat import transcript_text
@@ -43,23 +49,20 @@ MANIFEST = "manifest.json"
 VERSION = 1
 FINGERPRINT_BYTES = 64
 # A last part smaller than this is read again with what is appended after it (fewer, larger parts).
-SMALL_PART_BYTES = 4 << 20
-# Rows per Parquet row group: a page reads only the row groups that hold its rows.
-ROW_GROUP_ROWS = 1024
+SMALL_PART_BYTES = 2 << 20
 # Reward functions given their own column per part; more (a hostile run's thousands) stay in rewards_json only.
 MAX_REWARD_COLUMNS = 32
 REWARD_PREFIX = "rewards."
 NUMBER_COLUMNS = ("step", "group", "reward", "advantage", "length")
 FLAG_COLUMNS = ("truncated", "reward_error")
 TEXT_COLUMNS = ("prompt", "completion", "rewards_json")
-SEARCH_COLUMN = "completion_lower"
 # Runs whose loaded columns this process keeps.
 TABLES_KEPT = 2
 
 
 @dataclass(frozen=True)
 class Part:
-    file: str  # the Parquet file's name in the cache folder
+    file: str  # the part's file name in the cache folder
     start: int
     end: int
     rows: int
@@ -129,36 +132,43 @@ def _text(value) -> str | None:
     return transcript_text(value)
 
 
+def _numbers(values: list) -> pa.Array:
+    """Finite numbers as float64, anything else (None, NaN, infinities, an integer past float's range) null."""
+    try:
+        array = pa.array(values, pa.float64())
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        array = pa.array([finite_number(v) for v in values], pa.float64())
+    return pc.if_else(pc.is_finite(array), array, pa.scalar(None, pa.float64()))
+
+
 def part_table(records: list[dict]) -> pa.Table:
-    """The columns of one part, from its records (as `runfolder.parse_lines` read them)."""
-    columns: dict[str, list] = {name: [] for name in (*NUMBER_COLUMNS, *FLAG_COLUMNS, *TEXT_COLUMNS)}
-    rewards: dict[str, list] = {}
-    for row, record in enumerate(records):
-        for name in NUMBER_COLUMNS:
-            columns[name].append(finite_number(record.get(name)))
-        truncated = record.get("truncated")
-        columns["truncated"].append(truncated if isinstance(truncated, bool) else None)
-        columns["reward_error"].append(bool(record.get("reward_errors")))
-        columns["prompt"].append(_text(record.get("prompt")))
-        columns["completion"].append(_text(record.get("completion")))
-        scores = record.get("rewards") if isinstance(record.get("rewards"), dict) else {}
-        columns["rewards_json"].append(json.dumps({str(k): finite_number(v) for k, v in scores.items()}))
-        for name, score in scores.items():
-            column = rewards.get(name)
-            if column is None:
-                if len(rewards) >= MAX_REWARD_COLUMNS:
-                    continue
-                column = rewards[name] = [None] * row
-            column.append(finite_number(score))
-        for column in rewards.values():
-            if len(column) <= row:
-                column.append(None)
-    arrays = {name: pa.array(columns[name], pa.float64()) for name in NUMBER_COLUMNS}
-    arrays.update({name: pa.array(columns[name], pa.bool_()) for name in FLAG_COLUMNS})
-    arrays.update({name: pa.array(columns[name], pa.string()) for name in TEXT_COLUMNS})
-    arrays[SEARCH_COLUMN] = pa.array([(c or "").lower() for c in columns["completion"]], pa.string())
-    arrays.update({REWARD_PREFIX + str(name): pa.array(v, pa.float64()) for name, v in rewards.items()})
+    """The columns of one part, from its records (as `runfolder.parse_lines` read them: `completion_problem`'s
+    shape, so numbers are numbers or null and texts text, chat messages or null)."""
+    arrays = {name: _numbers([r.get(name) for r in records]) for name in NUMBER_COLUMNS}
+    arrays["truncated"] = pa.array([r.get("truncated") for r in records], pa.bool_())
+    arrays["reward_error"] = pa.array([bool(r.get("reward_errors")) for r in records], pa.bool_())
+    for name in ("prompt", "completion"):
+        arrays[name] = pa.array([_text(r.get(name)) for r in records], pa.string())
+    # prompts repeat (G completions share one): stored once each
+    arrays["prompt"] = arrays["prompt"].dictionary_encode()
+    scores = [r.get("rewards") or {} for r in records]
+    arrays["rewards_json"] = pa.array(
+        [json.dumps({str(k): finite_number(v) for k, v in s.items()}) for s in scores], pa.string()
+    )
+    names = list(dict.fromkeys(name for s in scores for name in s))[:MAX_REWARD_COLUMNS]
+    arrays.update({REWARD_PREFIX + str(name): _numbers([s.get(name) for s in scores]) for name in names})
     return pa.table(arrays)
+
+
+def _write_part(table: pa.Table, target: Path) -> None:
+    with pa.OSFile(os.fspath(target), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def open_part(path: Path) -> pa.Table:
+    """A part's columns, memory-mapped: nothing is read or copied until a kernel touches it."""
+    with pa.memory_map(os.fspath(path)) as source:
+        return pa.ipc.open_file(source).read_all()
 
 
 # ---------------------------------------------------------------- keeping the parts current
@@ -182,11 +192,9 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
         if lines:
             records, skipped = runfolder.parse_lines(lines, base, rule)
             runfolder.say_skipped(path, skipped)
-            name = f"part-{identity[1]}-{base}-{end}.parquet"
+            name = f"part-{identity[1]}-{base}-{end}.arrow"
             table = part_table(records)
-            _write_atomic(
-                folder / name, lambda target, t=table: pq.write_table(t, target, row_group_size=ROW_GROUP_ROWS)
-            )
+            _write_atomic(folder / name, lambda target, t=table: _write_part(t, target))
             parts.append(Part(name, base, end, table.num_rows))
             tail = (tail + lines[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
         offset = end
@@ -226,7 +234,7 @@ def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path
 def _forget_others(folder: Path, manifest: Manifest) -> Manifest:
     """Delete the parts the manifest no longer names (a file read again from the start)."""
     named = {p.file for p in manifest.parts}
-    for entry in folder.glob("part-*.parquet"):
+    for entry in folder.glob("part-*"):
         if entry.name not in named:
             entry.unlink(missing_ok=True)
     return manifest
@@ -239,42 +247,36 @@ def read_columns(folder: Path, manifest: Manifest, wanted) -> pa.Table:
     """The columns (those `wanted` accepts) of every part in file order, with `part` and `row` (its place there)."""
     tables = []
     for number, part in enumerate(manifest.parts):
-        schema = pq.read_schema(folder / part.file)
-        columns = [name for name in schema.names if wanted(name)]
-        table = pq.read_table(folder / part.file, columns=columns)
-        table = table.append_column("part", pa.array([number] * table.num_rows, pa.int32()))
-        tables.append(table.append_column("row", pa.array(range(table.num_rows), pa.int32())))
+        table = open_part(folder / part.file)
+        table = table.select([name for name in table.column_names if wanted(name)])
+        table = table.append_column("part", pa.array(np.full(table.num_rows, number, np.int32)))
+        tables.append(table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int32))))
     if not tables:
-        return (
-            part_table([])
-            .select([n for n in part_table([]).column_names if wanted(n)])
-            .append_column("part", pa.array([], pa.int32()))
-            .append_column("row", pa.array([], pa.int32()))
-        )
+        empty = part_table([])
+        tables = [empty.select([n for n in empty.column_names if wanted(n)])]
+        tables = [
+            tables[0].append_column("part", pa.array([], pa.int32())).append_column("row", pa.array([], pa.int32()))
+        ]
     return pa.concat_tables(tables, promote_options="default")
 
 
 def read_rows(folder: Path, manifest: Manifest, places: list[tuple[int, int]], columns: list[str]) -> list[dict]:
-    """The `columns` of the rows at `places` ((part, row) pairs), in that order; only their row groups are read."""
+    """The `columns` of the rows at `places` ((part, row) pairs), in that order."""
     by_part: dict[int, list[int]] = {}
     for part, row in places:
         by_part.setdefault(part, []).append(row)
     found: dict[tuple[int, int], dict] = {}
     for part, rows in by_part.items():
-        reader = pq.ParquetFile(folder / manifest.parts[part].file)
-        groups = sorted({row // ROW_GROUP_ROWS for row in rows})
-        table = reader.read_row_groups(groups, columns=columns)
-        first = {group: index * ROW_GROUP_ROWS for index, group in enumerate(groups)}
-        for row in rows:
-            local = first[row // ROW_GROUP_ROWS] + row % ROW_GROUP_ROWS
-            found[(part, row)] = {name: table[name][local].as_py() for name in columns}
+        table = open_part(folder / manifest.parts[part].file).select(columns).take(rows)
+        for row, values in zip(rows, table.to_pylist()):
+            found[(part, row)] = values
     return [found[place] for place in places]
 
 
 def scan_parts(folder: Path, manifest: Manifest, columns: list[str]):
-    """Each part's `columns` in turn (one part in memory at a time)."""
+    """Each part's `columns` in turn, memory-mapped."""
     for part in manifest.parts:
-        yield pq.read_table(folder / part.file, columns=columns)
+        yield open_part(folder / part.file).select(columns)
 
 
 class Kept:

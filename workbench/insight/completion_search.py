@@ -4,13 +4,15 @@
 sort="advantage", desc=True))` gives one page of rows (dicts in FIELDS) and how many rows match;
 `export_completions` writes every matching row to CSV or Parquet.
 
-The engine is pyarrow on Parquet parts of the run's `completions.jsonl` (`completion_cache`), not DuckDB:
-pyarrow is already pinned (the datasets library needs it), its compute kernels filter and sort 640,000 rows of
-number columns in milliseconds, and the filter is a tree of comparisons (`completion_where`) turned into kernel
-calls, so no query text is ever built from what a user typed. DuckDB would add a large dependency to do the same
-over the same Parquet parts. Memory stays bounded: a query holds the number columns of the run (a few dozen bytes
-a row) and one part's text at a time for a search; a page reads only the row groups of its rows, and an export
-writes a batch at a time.
+The engine is pyarrow over memory-mapped Arrow parts of the run's `completions.jsonl` (`completion_cache`), with
+numpy for the orderings, not DuckDB: pyarrow is already pinned (the datasets library needs it); a filter is a tree
+of comparisons (`completion_where`) turned into kernel calls over number columns, so no query text is ever built
+from what a user typed; a stable numpy argsort orders one column of every row; and a text search is one
+case-insensitive substring kernel over each part's mapped completions (each distinct prompt matched once). DuckDB
+would add a large dependency to do the same over the same files. Memory stays bounded: a query holds the number
+columns of the run's rows (a few dozen bytes a row, converted once per run and kept for the next query while the
+file has not changed), the text stays in the mapped files, a page reads only its rows, and an export writes a batch
+at a time.
 
 Which rows count: a step written twice (a resume that did not cut the file back) shows only its last stretch of
 lines, as `groups.groups_for_step` does; `index` is a completion's place in its group there. `correct` is the
@@ -129,9 +131,9 @@ def _run_facts(run_dir: Path) -> tuple[str, int | None]:
         return "", None
 
 
-def _load(run_dir: Path, cache_dir) -> tuple[Path, completion_cache.Manifest, pa.Table, list[str]]:
-    """The cache folder, its manifest, the kept rows' number columns (with `seq`, `index`, `correct`) and the
-    reward names."""
+def _load(run_dir: Path, cache_dir) -> tuple[Path, completion_cache.Manifest, dict]:
+    """The cache folder, its manifest, and the run as loaded: `table` (the kept rows' number columns, with
+    `index` and `correct`, `part` and `row`), `names` (the reward functions) and `arrays` (columns as numpy)."""
     folder, manifest = completion_cache.update(run_dir / runfolder.COMPLETIONS_FILE, cache_dir)
 
     def build():
@@ -147,7 +149,6 @@ def _load(run_dir: Path, cache_dir) -> tuple[Path, completion_cache.Manifest, pa
         groups = table["group"].to_numpy(zero_copy_only=False) if "group" in table.column_names else steps * 0
         correct_name, size = _run_facts(run_dir)
         kept, index = _indexes(steps, groups, size)
-        table = table.append_column("seq", pa.array(np.arange(table.num_rows), pa.int64()))
         table = table.append_column("index", pa.array(index.astype(np.float64), pa.float64()))
         names = [n[len(REWARD_PREFIX) :] for n in table.column_names if n.startswith(REWARD_PREFIX)]
         column = table[REWARD_PREFIX + correct_name] if correct_name and correct_name in names else None
@@ -158,10 +159,9 @@ def _load(run_dir: Path, cache_dir) -> tuple[Path, completion_cache.Manifest, pa
 
             correct = pc.greater_equal(column, FULL_MARKS)
         table = table.append_column("correct", correct)
-        return table.filter(pa.array(kept)), names
+        return {"table": table.filter(pa.array(kept)), "names": names, "arrays": {}}
 
-    table, names = _KEPT.get(str(folder), manifest, build)
-    return folder, manifest, table, names
+    return folder, manifest, _KEPT.get(str(folder), manifest, build)
 
 
 # ---------------------------------------------------------------- filtering
@@ -186,50 +186,76 @@ def _check(query: CompletionQuery, names: list[str]) -> Where:
     return parse_where(query.where)
 
 
+def _column(loaded: dict, name: str) -> np.ndarray:
+    """A number or flag column of the kept rows as floats (missing: NaN), converted once per loaded run."""
+    arrays = loaded["arrays"]
+    if name not in arrays:
+        column = loaded["table"][name]
+        arrays[name] = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+    return arrays[name]
+
+
 def _matching(run_dir, query: CompletionQuery, cache_dir) -> tuple:
-    """(cache folder, manifest, the matching rows' number columns, sorted as asked, reward names)."""
-    run_dir = Path(run_dir)
-    folder, manifest, table, names = _load(run_dir, cache_dir)
+    """(cache folder, manifest, the kept rows' number columns, the positions there of the rows that match, in the
+    order asked, reward names)."""
+    folder, manifest, loaded = _load(Path(run_dir), cache_dir)
+    table, names = loaded["table"], loaded["names"]
     where = _check(query, names)
-    text = bool(where.fields & {"prompt", "completion"} or query.search)
-    mask = _text_rows(folder, manifest, table, where, query.search) if text else where.mask(table)
+    mask = np.ones(table.num_rows, bool)
     first, last = query.steps
-    if first is not None:
-        mask = pc.and_(mask, pc.fill_null(pc.greater_equal(table["step"], float(first)), False))
-    if last is not None:
-        mask = pc.and_(mask, pc.fill_null(pc.less_equal(table["step"], float(last)), False))
-    matched = table.filter(mask)
-    if query.sort not in matched.column_names:  # a reward function this run has not got: every score missing
-        return folder, manifest, matched, names
-    order = "descending" if query.desc else "ascending"
-    indices = pc.sort_indices(matched, [(query.sort, order, "at_end"), ("seq", "ascending", "at_end")])
-    return folder, manifest, matched.take(indices), names
+    if first is not None or last is not None:
+        steps = _column(loaded, "step")
+        with np.errstate(invalid="ignore"):
+            mask &= (steps >= (-np.inf if first is None else first)) & (steps <= (np.inf if last is None else last))
+    if where.fields & {"prompt", "completion"} or query.search:
+        mask &= _text_rows(folder, manifest, table, where, query.search, mask)
+    elif where.tree is not None:
+        mask &= np.asarray(where.mask(table), bool)
+    positions = np.flatnonzero(mask)
+    if query.sort not in table.column_names:  # a reward function this run has not got: every score missing
+        return folder, manifest, table, positions, names
+    values = _column(loaded, query.sort)[positions]
+    # stable: equal values keep file order; NaN (missing) sorts last either way
+    order = np.argsort(-values if query.desc else values, kind="stable")
+    return folder, manifest, table, positions[order], names
 
 
-def _text_rows(folder, manifest, table: pa.Table, where: Where, search: str) -> pa.Array:
+def _text_rows(folder, manifest, table: pa.Table, where: Where, search: str, candidates: np.ndarray) -> np.ndarray:
     """For each kept row (in `table`'s order: by part, then row): whether it matches the search and the filter,
-    reading the parts' text one part at a time."""
-    needle = search.lower()
-    columns = ["prompt", *([completion_cache.SEARCH_COLUMN] if needle else [])]
-    if "completion" in where.fields:
-        columns.append("completion")
+    reading the parts' text (memory-mapped) one part at a time, and only parts with `candidates`."""
+    columns = ["prompt", *(["completion"] if search or "completion" in where.fields else [])]
     bounds = np.searchsorted(table["part"].to_numpy(), np.arange(len(manifest.parts) + 1))
-    found = []
+    found = np.zeros(table.num_rows, bool)
     for number, text in enumerate(completion_cache.scan_parts(folder, manifest, columns)):
-        rows = table.slice(bounds[number], bounds[number + 1] - bounds[number])
-        text = text.take(rows["row"])
-        for name in columns:
-            rows = rows.append_column(name, text[name])
-        mask = where.mask(rows)
-        if needle:
-            # prompts repeat (G completions share one): match each distinct prompt once
-            prompts = rows["prompt"].combine_chunks().dictionary_encode()
-            in_prompt = pc.match_substring(prompts.dictionary, needle, ignore_case=True).fill_null(False)
-            in_prompt = in_prompt.take(prompts.indices).fill_null(False)
-            lowered = rows[completion_cache.SEARCH_COLUMN].combine_chunks()
-            mask = pc.and_(mask, pc.or_(in_prompt, pc.match_substring(lowered, needle).fill_null(False)))
-        found.append(np.asarray(mask, bool))
-    return pa.array(np.concatenate(found) if found else np.zeros(0, bool))
+        start, end = bounds[number], bounds[number + 1]
+        if not candidates[start:end].any():
+            continue
+        rows = table.slice(start, end - start)
+        if rows.num_rows != text.num_rows:  # rows of a step written again later are not kept
+            text = text.take(rows["row"])
+        mask = np.ones(rows.num_rows, bool)
+        if search:
+            mask = _search_mask(text, search)
+        if where.tree is not None:
+            for name in columns:
+                column = text[name]
+                rows = rows.append_column(name, column.cast(pa.string()) if name == "prompt" else column)
+            mask &= np.asarray(where.mask(rows), bool)
+        found[start:end] = mask
+    return found
+
+
+def _search_mask(text: pa.Table, search: str) -> np.ndarray:
+    """Rows whose prompt or completion holds `search`, in any case (a literal, never a pattern)."""
+    # prompts repeat (G completions share one): each distinct prompt is matched once
+    prompts = text["prompt"].combine_chunks()
+    if isinstance(prompts, pa.DictionaryArray):
+        in_prompt = pc.match_substring(prompts.dictionary, search, ignore_case=True).fill_null(False)
+        in_prompt = in_prompt.take(prompts.indices).fill_null(False)
+    else:
+        in_prompt = pc.match_substring(prompts, search, ignore_case=True).fill_null(False)
+    in_completion = pc.match_substring(text["completion"], search, ignore_case=True).fill_null(False)
+    return np.asarray(in_prompt, bool) | np.asarray(in_completion.combine_chunks(), bool)
 
 
 # ---------------------------------------------------------------- rows
@@ -242,7 +268,7 @@ def _number(value, name: str):
 
 
 def _rows(folder, manifest, table: pa.Table) -> list[dict]:
-    """The rows of `table` (number columns) in FIELDS, their text read from the parts."""
+    """The rows of `table` (number columns, `part` and `row`) in FIELDS, their text read from the parts."""
     places = list(zip(table["part"].to_pylist(), table["row"].to_pylist()))
     texts = completion_cache.read_rows(folder, manifest, places, ["prompt", "completion", "rewards_json"])
     numbers = table.select([n for n in (*NUMBER_FIELDS, *BOOL_FIELDS) if n in table.column_names]).to_pylist()
@@ -257,9 +283,9 @@ def _rows(folder, manifest, table: pa.Table) -> list[dict]:
 
 def search_completions(run_dir, query: CompletionQuery, cache_dir=None) -> CompletionPage:
     """One page of the run's completions that match `query`, and how many match in all."""
-    folder, manifest, matched, names = _matching(run_dir, query, cache_dir)
-    page = matched.slice(query.offset, query.limit)
-    return CompletionPage(_rows(folder, manifest, page), matched.num_rows, FIELDS, names)
+    folder, manifest, table, positions, names = _matching(run_dir, query, cache_dir)
+    page = table.take(positions[query.offset : query.offset + query.limit])
+    return CompletionPage(_rows(folder, manifest, page), len(positions), FIELDS, names)
 
 
 # ---------------------------------------------------------------- export
@@ -278,26 +304,27 @@ def export_completions(run_dir, query: CompletionQuery, path, fmt: str, cache_di
     """Write every row matching `query` (in its order, every page) to `path` as CSV or Parquet; returns the count."""
     if fmt not in FORMATS:
         raise WorkbenchError(field="format", rule=f"`{fmt}` is not an export format", fix="use csv or parquet")
-    folder, manifest, matched, _ = _matching(run_dir, query, cache_dir)
+    folder, manifest, table, positions, _ = _matching(run_dir, query, cache_dir)
+    batches = (table.take(positions[i : i + EXPORT_BATCH_ROWS]) for i in range(0, len(positions), EXPORT_BATCH_ROWS))
     path = Path(path)
     if fmt == "csv":
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(FIELDS)
-            for start in range(0, matched.num_rows, EXPORT_BATCH_ROWS):
-                for row in _rows(folder, manifest, matched.slice(start, EXPORT_BATCH_ROWS)):
+            for batch in batches:
+                for row in _rows(folder, manifest, batch):
                     writer.writerow([_cell(row[name]) for name in FIELDS])
-        return matched.num_rows
+        return len(positions)
     import pyarrow.parquet as pq
 
     schema = _export_schema()
     with pq.ParquetWriter(os.fspath(path), schema) as writer:
-        for start in range(0, matched.num_rows, EXPORT_BATCH_ROWS):
-            rows = _rows(folder, manifest, matched.slice(start, EXPORT_BATCH_ROWS))
+        for batch in batches:
+            rows = _rows(folder, manifest, batch)
             for row in rows:
                 row["rewards"] = json.dumps(row["rewards"])
             writer.write_table(pa.Table.from_pylist(rows, schema=schema))
-    return matched.num_rows
+    return len(positions)
 
 
 def _export_schema() -> pa.Schema:
