@@ -12,9 +12,12 @@ over the file's pages (the operating system's page cache, not the process's memo
 rows touches only its rows; Parquet would decode every text column into memory first, which costs more than the
 search itself. The parts take about as much disk as the JSON lines they come from.
 
-Where: `$WORKBENCH_CACHE/completions/<hash of the file's real path>/`, outside every run folder, written by the
-reader (the server or the CLI) only, never by the trainer: a sandboxed run sees the cache folder read-only
-(jobs/sandbox_paths.cache_paths). The folder is made private (0700): it holds what runs wrote.
+Where: `<workbench cache>-completions/<hash of the file's real path>/` (`~/.cache/grpo-workbench-completions` by
+default, beside `$WORKBENCH_CACHE`), outside every run folder, written by the reader (the server or the CLI) only,
+never by the trainer, in folders private to the server's user (0700): it holds what runs wrote. Beside the
+workbench cache, not in it: a sandbox shows the workbench cache (the converted models) read-only and makes
+everything in it readable for the run's uid (`jobs/sandbox.share_read_only`), which would show one user's
+completions to another user's run; this folder is neither shown nor shared (tests/test_completion_search.py).
 
 Kept honest like `runstore/jsonl_cache.py` keeps its indexes: the manifest holds the file's identity (device,
 inode), the offset read up to and the bytes just before it. A file replaced (a resume's rewrite,
@@ -44,7 +47,7 @@ from workbench.runstore import runfolder, safe_files
 from workbench.spec.chat import transcript_text
 from workbench.spec.numbers import finite_number
 
-CACHE_SUBFOLDER = "completions"
+CACHE_SUFFIX = "-completions"
 MANIFEST = "manifest.json"
 VERSION = 1
 FINGERPRINT_BYTES = 64
@@ -88,12 +91,13 @@ class Manifest:
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The folder every run's parts lie under: `cache_dir`, else the workbench cache's `completions/`."""
+    """The folder every run's parts lie under: `cache_dir`, else the one beside the workbench cache."""
     if cache_dir is not None:
         return Path(cache_dir)
     from workbench.sources.model_files import cache_dir as workbench_cache
 
-    return workbench_cache() / CACHE_SUBFOLDER
+    shared = workbench_cache()
+    return shared.with_name(shared.name + CACHE_SUFFIX)
 
 
 def folder_for(path: Path, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -204,7 +208,8 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
 def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path, Manifest]:
     """The cache folder and current manifest of the completions file `path`, brought up to date."""
     folder = folder_for(path, cache_dir)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(exist_ok=True, mode=0o700)
     manifest = _read_manifest(folder)
     try:
         with safe_files.open_file(path) as handle:
