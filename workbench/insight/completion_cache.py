@@ -205,9 +205,21 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
     return parts, offset, tail
 
 
+_UPDATING: dict[str, threading.Lock] = {}
+_UPDATING_LOCK = threading.Lock()
+
+
 def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path, Manifest]:
-    """The cache folder and current manifest of the completions file `path`, brought up to date."""
+    """The cache folder and current manifest of the completions file `path`, brought up to date (one thread of the
+    process at a time per file: the others then find it done)."""
     folder = folder_for(path, cache_dir)
+    with _UPDATING_LOCK:
+        lock = _UPDATING.setdefault(str(folder), threading.Lock())
+    with lock:
+        return _update(path, folder)
+
+
+def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
     folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.mkdir(exist_ok=True, mode=0o700)
     manifest = _read_manifest(folder)
