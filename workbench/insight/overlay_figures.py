@@ -28,8 +28,8 @@ from workbench.insight.metric_frames import frame_of, has_metric, metric_steps
 def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: float = 0.0) -> go.Figure:
     """One metric of several runs on one figure, one line per run (name -> records, or their metrics_frame).
 
-    Runs that did not log the metric are named in a note under the title. A run that logged `<metric>_std` too
-    (the held-out @k figures' bootstrap spreads, `eval_results.as_metrics`) gets its ± one spread as a band.
+    Runs that did not log the metric are named in a note under the title. A held-out figure with its bootstrap
+    spread (`held_out/<name>_std`, `eval_results.as_metrics`) gets ± one spread as a band.
     """
     weight = check_smoothing(smoothing)
     title = f"{metric}: runs compared"
@@ -47,7 +47,7 @@ def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: 
         if name not in missing:
             colour = PALETTE[i % len(PALETTE)]
             add_line(drawing, *metric_steps(frame, metric), name, colour, weight)
-            if has_metric(frame, f"{metric}_std"):
+            if metric.startswith("held_out/") and has_metric(frame, f"{metric}_std"):  # not reward's reward_std
                 _spread_band(drawing, frame[["step", metric, f"{metric}_std"]].dropna(), metric, colour, name)
     return drawing.figure()
 
