@@ -126,6 +126,10 @@ def test_the_best_checkpoint_is_chosen_by_the_runs_figure():
     assert (
         best_evaluation([{k: v for k, v in r.items() if k != "best_checkpoint_metric"} for r in records])["step"] == 2
     )
+    from workbench.ui.runs_view import best_text
+
+    assert best_text({**records[0], "k": 4}) == "best 1 (maj@4 90%)"
+    assert best_text({"step": 2, "accuracy": 0.8}) == "best 2 (80%)"
 
 
 def test_maj_compares_answers_as_each_correctness_reward_reads_them():
