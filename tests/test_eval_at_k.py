@@ -184,3 +184,35 @@ def test_trls_entropy_settings_reach_grpoconfig_under_their_names():
 
     settings = grpo_settings(RunConfig(entropy_coef=0.01, use_adaptive_entropy=True, entropy_target=1.5))
     assert (settings["entropy_coef"], settings["use_adaptive_entropy"], settings["entropy_target"]) == (0.01, True, 1.5)
+
+
+@pytest.mark.slow  # loads the tiny model; 3 prompts answered greedily and twice sampled, 6 tokens each
+def test_the_evaluator_gives_each_data_source_its_figures_and_votes_by_a_reward_files_answer_key(tiny_model):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.trainer.evaluator import Evaluator, Policy
+
+    def own(completions=None, **kwargs):  # a reward file's correctness reward, with its own extractor
+        return [1.0 if len(c) % 2 == 0 else 0.0 for c in completions]
+
+    own.answer_key = lambda text: str(len(text) % 2)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    cfg = RunConfig(
+        model=tiny_model,
+        reward_names=["own"],
+        correctness_reward="own",
+        eval_pass_k=2,
+        eval_group_column="source",
+        max_completion_length=6,
+    )
+    rows = [{"prompt": p, "source": s} for p, s in (("one", "a"), ("two", "b"), ("three", "a"))]
+    policy = Policy(model, tokenizer, torch.device("cpu"), [tokenizer.eos_token_id], [own])
+    record = Evaluator(policy, cfg, rows).evaluate(0)
+    assert set(record["groups"]) == {"a", "b"} and record["groups"]["a"]["n"] == 2
+    assert record["maj_at_k"] is not None and "maj_at_k_note" not in record
+    for name in ("mean_at_k", "best_at_k"):
+        weighted = sum(record["groups"][g][name] * record["groups"][g]["n"] for g in ("a", "b")) / 3
+        assert weighted == pytest.approx(record[name])  # every prompt counts once, in its own source
+    assert record["mean_at_k_std"] >= 0 and [p["group"] for p in record["prompts"]] == ["a", "b", "a"]
