@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.spec.chat import prompt_text
-from workbench.spec.eval_at_k import FIGURES, Sample, figures_at_k
+from workbench.spec.config import BEST_CHECKPOINT_METRICS
+from workbench.spec.eval_at_k import Sample, figures_at_k
 
 # Full marks from the correctness reward: 1.0 (exact_answer, accuracy_reward, every keyword used), up to float error.
 FULL_MARKS = 1.0 - 1e-6
@@ -147,13 +148,10 @@ def _group_figures(names, correct, samples_right, k, samples, majority_note) -> 
     }
 
 
-BEST_METRICS = ("accuracy", "pass_at_k", *FIGURES)
-
-
 def best_evaluation(records: list[dict], steps: Any = None, metric: str | None = None) -> dict | None:
     """The evaluation with the best `metric` among those at `steps` (every one when None), or None.
 
-    `metric`: one of BEST_METRICS; None reads the run's choice from the records (`best_checkpoint_metric`, the
+    `metric`: one of BEST_CHECKPOINT_METRICS; None reads the run's choice from the records (`best_checkpoint_metric`, the
     newest record's), else held-out accuracy. Ties go to the higher accuracy, then the higher pass@k, then to
     the earlier step: of two checkpoints that answer as well, the one fewer updates away from the base model
     (transformers' `_determine_best_metric` also keeps the first best). Step 0 (the base model, no checkpoint)
@@ -161,11 +159,11 @@ def best_evaluation(records: list[dict], steps: Any = None, metric: str | None =
     """
     if metric is None:
         chosen = [r.get("best_checkpoint_metric") for r in records if isinstance(r, dict)]
-        metric = next((m for m in reversed(chosen) if m in BEST_METRICS), "accuracy")
+        metric = next((m for m in reversed(chosen) if m in BEST_CHECKPOINT_METRICS), "accuracy")
 
     def figure(record: dict, key: str) -> float:
         value = record.get(key)
-        return -1.0 if value is None else value
+        return -math.inf if value is None else value  # below any number, a negative best@k reward too
 
     def rank(record: dict) -> tuple:
         return (figure(record, metric), figure(record, "accuracy"), figure(record, "pass_at_k"), -record["step"])
