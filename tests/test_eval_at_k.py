@@ -16,6 +16,7 @@ from workbench.spec.config_checks import validate_config
 from workbench.spec.eval_at_k import Sample, bootstrap_std, figures_at_k, point_figures
 from workbench.spec.heldout import best_evaluation, eval_record
 from workbench.spec.rewards.answer_keys import answer_key_for, majority_note
+from workbench.spec.rewards.reward_errors import RewardError
 from workbench.spec.tasks import GSM8K_SAMPLE
 
 # three prompts, k = 4: (right?, total reward, answer)
@@ -149,6 +150,13 @@ def test_maj_compares_answers_as_each_correctness_reward_reads_them():
 
     own.answer_key = lambda text: text.strip()[-1:]
     assert majority_note("own", own) == "" and answer_key_for("own", own)("x = 3", {}) == "3"
+
+    def broken(completions=None, **kwargs):
+        return [0.0] * len(completions)
+
+    broken.answer_key = lambda text: text[100]
+    with pytest.raises(RewardError, match="reward 'broken': its answer_key failed on a held-out completion"):
+        answer_key_for("broken", broken)("short", {})
 
 
 def test_the_held_out_chart_and_the_runs_overlay_draw_the_spread_as_bands():

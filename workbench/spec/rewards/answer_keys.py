@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from workbench.spec.rewards.reward_errors import RewardError
 from workbench.spec.rewards.reward_library import (
     _accepted,
     answer_tokens,
@@ -33,9 +34,14 @@ AnswerKey = Callable[[str, Mapping[str, Any]], "str | None"]
 
 
 def _math_key(text: str) -> str | None:
+    import threading
+
     from math_verify import LatexExtractionConfig, parse
     from math_verify.parser import NormalizationConfig
 
+    # math_verify times out with signal.alarm, which only the main thread may set: elsewhere (an evaluation the
+    # dashboard runs in a thread) no time limit, as TRL's accuracy_reward does
+    timeout = 10 if threading.current_thread() is threading.main_thread() else None
     # TRL's accuracy_reward parses the completion with exactly these settings (trl/rewards/accuracy_rewards.py)
     found = parse(
         text,
@@ -47,6 +53,7 @@ def _math_key(text: str) -> str | None:
             )
         ],
         extraction_mode="first_match",
+        parsing_timeout=timeout,
     )
     return str(found[0]) if found else None
 
@@ -76,11 +83,19 @@ def answer_key_for(name: str, function: Any = None) -> AnswerKey | None:
     `answer_key`), or None when it has none."""
     own = getattr(function, "answer_key", None)
     if callable(own):
-        return lambda text, row: _as_key(own(text))
+        return lambda text, row: _own_key(name, own, text)
     return BUILT_IN_KEYS.get(name)
 
 
-def _as_key(value: Any) -> str | None:
+def _own_key(name: str, own: Callable, text: str) -> str | None:
+    """A reward file's `answer_key` on one completion; a failure names the reward, as a failing reward does."""
+    try:
+        value = own(text)
+    except Exception as exc:  # a user's code: any failure, said with the reward's name instead of a traceback
+        raise RewardError(
+            f"reward '{name}': its answer_key failed on a held-out completion ({type(exc).__name__}: {exc}); "
+            "fix it to return the answer as a string (None when there is none), or remove it"
+        ) from None
     return None if value is None else str(value)
 
 
