@@ -16,19 +16,19 @@ Each comes with `<name>_std`, a bootstrap standard deviation **over sample subse
 with replacement, and computes the figure averaged over prompts; the spread is the standard deviation of the
 rounds' figures (population, numpy's default). The held-out prompts stay fixed, so the spread says how much the
 figure would move if the same prompts were sampled again, not how it would move on other prompts. The draws
-come from a generator seeded with `BOOTSTRAP_SEED`: the same samples always give the same spread.
-Pure standard library.
+come from numpy's generator seeded with `BOOTSTRAP_SEED`: the same samples always give the same spread.
+Pure: numpy, no torch.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 BOOTSTRAP_ROUNDS = 1000  # verl's n_bootstrap
 BOOTSTRAP_SEED = 42
+ROUNDS_AT_ONCE = 100
 FIGURES = ("mean_at_k", "maj_at_k", "best_at_k")
 
 
@@ -78,27 +78,94 @@ def point_figures(prompts: Sequence[Sequence[Sample]], with_majority: bool) -> d
     }
 
 
-def _std(values: list[float]) -> float:
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-
-
 def bootstrap_std(
     prompts: Sequence[Sequence[Sample]],
     with_majority: bool,
     rounds: int = BOOTSTRAP_ROUNDS,
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, float | None]:
-    """`<figure>_std` of each figure: its standard deviation over `rounds` redrawn sample subsets (see above)."""
-    rng = random.Random(seed)
-    kept = [list(samples) for samples in prompts if samples]
-    drawn: dict[str, list[float]] = {name: [] for name in FIGURES}
-    for _ in range(rounds if kept else 0):
-        subsets = [rng.choices(samples, k=len(samples)) for samples in kept]
-        for name, value in point_figures(subsets, with_majority).items():
-            if value is not None:
-                drawn[name].append(value)
-    return {f"{name}_std": (_std(values) if values else None) for name, values in drawn.items()}
+    """`<figure>_std` of each figure: its standard deviation over `rounds` redrawn sample subsets (see above).
+
+    Drawn with numpy, a hundred rounds at a time: per prompt and round, figures as `point_figures` reads them from the
+    draw (maj@k's tie to the answer drawn first), then averaged over the prompts of the round.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    by_count: dict[int, list[Sequence[Sample]]] = {}
+    for samples in prompts:
+        if samples:
+            by_count.setdefault(len(samples), []).append(samples)
+    per_prompt: dict[str, list] = {name: [] for name in FIGURES}  # each: (rounds, prompts) arrays
+    for k, group in by_count.items():
+        # a hundred rounds at a time: the draws of every round at once would hold rounds x prompts x k numbers
+        chunks: dict[str, list] = {name: [] for name in FIGURES}
+        for start in range(0, rounds, ROUNDS_AT_ONCE):
+            drawn = rng.integers(0, k, size=(min(ROUNDS_AT_ONCE, rounds - start), len(group), k))
+            for name, values in _drawn_figures(group, drawn, with_majority).items():
+                chunks[name].append(values)
+        for name, parts in chunks.items():
+            if parts:
+                per_prompt[name].append(np.concatenate(parts, axis=0))
+    spreads: dict[str, float | None] = {}
+    for name, parts in per_prompt.items():
+        if not parts or (name == "maj_at_k" and not with_majority):
+            spreads[f"{name}_std"] = None
+            continue
+        values = np.concatenate(parts, axis=1)
+        kept = ~np.isnan(values)
+        if not kept.any():
+            spreads[f"{name}_std"] = None
+            continue
+        # a prompt with no finite total is left out of best@k, in every round alike
+        figure = np.where(kept, values, 0.0).sum(axis=1) / kept.sum(axis=1)
+        spreads[f"{name}_std"] = float(figure.std())
+    return spreads
+
+
+def _drawn_figures(group: list[Sequence[Sample]], drawn, with_majority: bool) -> dict:
+    """Per round and prompt of `group` (prompts of k samples each), each figure of the samples `drawn` picks
+    ((rounds, prompts, k) indices); NaN where a figure has no value (best@k without a finite total)."""
+    import numpy as np
+
+    k = drawn.shape[-1]
+    correct = np.array([[s.correct for s in samples] for samples in group], dtype=float)
+    totals = np.array(
+        [[s.total if s.total is not None and math.isfinite(s.total) else np.nan for s in samples] for samples in group]
+    )
+    rows = np.arange(len(group))[None, :, None]
+    picked_right, picked_total = correct[rows, drawn], totals[rows, drawn]
+    has_total = ~np.isnan(picked_total).all(axis=-1)
+    best = np.where(has_total, np.nanmax(np.where(np.isnan(picked_total), -np.inf, picked_total), axis=-1), np.nan)
+    figures = {"mean_at_k": picked_right.mean(axis=-1), "best_at_k": best}
+    if with_majority:
+        figures["maj_at_k"] = _drawn_majority(group, drawn, picked_right, k)
+    return figures
+
+
+def _drawn_majority(group, drawn, picked_right, k: int):
+    """maj@k per round and prompt: the answer with most votes among those drawn, a tie to the one drawn first,
+    right as the first drawn sample with it is; wrong where no drawn sample has a readable answer."""
+    import numpy as np
+
+    codes = np.full((len(group), k), -1)
+    for p, samples in enumerate(group):
+        seen: dict[str, int] = {}
+        for j, sample in enumerate(samples):
+            if sample.answer is not None:
+                codes[p, j] = seen.setdefault(sample.answer, len(seen))
+    picked = codes[np.arange(len(group))[None, :, None], drawn]  # (rounds, prompts, k) answer codes
+    best_key = np.full(picked.shape[:2], -1)
+    best_right = np.zeros(picked.shape[:2])
+    for code in range(k):
+        has = picked == code
+        votes = has.sum(axis=-1)
+        first = np.where(has.any(axis=-1), has.argmax(axis=-1), k)
+        key = np.where(votes > 0, votes * (k + 1) + (k - first), -1)  # more votes first, then drawn earlier
+        right = np.take_along_axis(picked_right, np.minimum(first, k - 1)[..., None], axis=-1)[..., 0]
+        better = key > best_key
+        best_key, best_right = np.where(better, key, best_key), np.where(better, right, best_right)
+    return best_right
 
 
 def figures_at_k(prompts: Sequence[Sequence[Sample]], with_majority: bool) -> dict[str, float | None]:
