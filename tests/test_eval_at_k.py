@@ -107,6 +107,12 @@ def test_a_record_carries_the_figures_and_per_source_figures_equal_those_of_the_
         brute_figures([KNOWN[0], KNOWN[2]])
     )
     assert [p["group"] for p in record["prompts"]] == ["math", "trivia", "math"]
+    from workbench.ui.train_view import changed_answers_html
+
+    assert "Per data source: math: n 2, accuracy 1.000, pass@4 1.000, mean@4 0.500 ±" in changed_answers_html(
+        [record], []
+    )
+    assert any(line.startswith("trivia: n 1") for line in eval_results.group_texts(record))
     unavailable = eval_record(
         3, prompts, ["a"] * 3, {"r": [1.0] * 3}, [1] * 3, "r", k=4, samples=KNOWN, majority_note="no extractor"
     )

@@ -596,6 +596,11 @@ def changed_answers_html(evals: list[dict], changed: list[dict]) -> str:
     if not evals:
         return ""
     summary = f'<p class="wb-changed-note">{html.escape(held_out_summary(evals))}</p>'
+    from workbench.insight.eval_results import group_texts  # per data source, with eval_group_column
+
+    sources = group_texts(evals[-1])
+    if sources:
+        summary += f'<p class="wb-changed-note">Per data source: {html.escape("; ".join(sources))}</p>'
     if not changed:
         note = (
             "Only one evaluation so far."
