@@ -26,6 +26,12 @@ def test_a_gsm8k_run_evaluates_its_test_split_at_steps_0_1_2_never_on_training_p
         and 0 <= p["pass_at_k"] <= 1
         for p in points
     )
+    # k = 2 samples: mean@k, maj@k (math_verify's parse, accuracy_reward's extractor) and best@k, with spreads
+    assert all(
+        0 <= p["mean_at_k"] <= 1 and p["maj_at_k"] in (0, 0.25, 0.5, 0.75, 1) and p["best_at_k"] is not None
+        for p in points
+    )
+    assert all(p[f"{name}_std"] >= 0 for p in points for name in ("mean_at_k", "maj_at_k", "best_at_k"))
     asked = {p["prompt"] for p in points[0]["prompts"]}
     assert asked == {row["question"] for row in gsm8k_sample("test")}  # the test split, every row of it
     trained = {r["prompt"] for r in runfolder.read_jsonl(tiny_eval_run / runfolder.COMPLETIONS_FILE)}

@@ -164,6 +164,7 @@ def test_eval_json_prints_the_curve_and_per_prompt_adds_the_answers(tmp_path, ca
             "accuracy": 0.5,
             "pass_at_k": 1.0,
             "k": 2,
+            **dict.fromkeys(eval_results.AT_K_KEYS),  # records of greedy answers and pass@k alone: no @k figures
             "rewards": {"exact_answer": 0.5, "format_answer_tag": 1.0},
             "n": 2,
         },
@@ -172,6 +173,7 @@ def test_eval_json_prints_the_curve_and_per_prompt_adds_the_answers(tmp_path, ca
             "accuracy": 1.0,
             "pass_at_k": 1.0,
             "k": 2,
+            **dict.fromkeys(eval_results.AT_K_KEYS),  # records of greedy answers and pass@k alone: no @k figures
             "rewards": {"exact_answer": 1.0, "format_answer_tag": 1.0},
             "n": 2,
         },

@@ -249,7 +249,7 @@ def test_the_held_out_curve_the_best_checkpoint_and_the_changed_answers_are_in_t
         "2 held-out prompts, answered greedily at 6 evaluations. Accuracy went from 50% at step 0 to 0% at "
         "step 5." in held_out
     )
-    assert "The best evaluated checkpoint is checkpoint-2 (100%)" in held_out
+    assert "The best evaluated checkpoint by accuracy is checkpoint-2 (100%)" in held_out
     assert 'Plotly.newPlot("wb-figure-held-out"' in page
     assert "<td><b>2+2</b></td><td>right → wrong</td><td>answer 0.0</td><td>answer 5.0</td>" in held_out
     assert "Held-out accuracy falls as the reward rises (step 5)" in section_text(page, "health")

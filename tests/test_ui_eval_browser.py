@@ -34,6 +34,12 @@ def test_the_train_tab_draws_held_out_accuracy_at_steps_0_1_2_and_what_changed(
     changed = page.locator("#wb-train-changed")
     ui.expect_text(changed, r"Held-out accuracy \d+% at step 0 → \d+% at step 2, pass@2 \d+% \(4 prompts")
     ui.expect_text(changed, r"(No held-out answer changed verdict|wrong → right|right → wrong)")
+    # k = 2 samples: the @k figures in words, and drawn with their spread bands
+    ui.expect_text(changed, r"mean@2 [\d.]+ ± [\d.]+, maj@2 [\d.]+ ± [\d.]+, best@2 [\d.]+ ± [\d.]+")
+    drawn = page.evaluate(
+        "() => document.querySelector('#wb-plot-held-out .js-plotly-plot').data.map(t => [t.name, t.fill || ''])"
+    )
+    assert ["mean@2 (right)", ""] in drawn and sum(fill == "toself" for _, fill in drawn) == 3
     ui.settle()
     page.locator("#wb-plot-held-out").scroll_into_view_if_needed()
     ui.screenshot("held_out.png")

@@ -355,6 +355,25 @@ HELD_OUT_NOTES = {
         "pass@k above accuracy: the right answer is often among the samples though not the greedy one, so GRPO has "
         "something to reinforce. pass@k near 0: the model almost never answers right, and nothing will be learned.",
     ),
+    "held_out/mean_at_k": (
+        "The evaluator, with `eval_pass_k=k` >= 2: the mean correctness of the k samples, averaged over the prompts; "
+        "its band is ± a bootstrap standard deviation over sample subsets (`workbench/spec/eval_at_k.py`).",
+        "mean@k rising: sampled answers, not only the greedy one, are right more often, which is what GRPO "
+        "reinforces. A band as wide as the change between two points: the change is sampling noise.",
+    ),
+    "held_out/maj_at_k": (
+        "The evaluator, with `eval_pass_k=k` >= 2: whether the answer most of the k samples give (compared as the "
+        "correctness reward reads answers) is right, averaged over the prompts, with its bootstrap band; "
+        "unavailable, and said so, for a reward file's correctness reward without an `answer_key`.",
+        "maj@k above accuracy: voting over samples answers better than the greedy answer. maj@k near mean@k: the "
+        "samples mostly agree.",
+    ),
+    "held_out/best_at_k": (
+        "The evaluator, with `eval_pass_k=k` >= 2: the best total reward (every reward function, weighted) among "
+        "the k samples, averaged over the prompts, with its bootstrap band; on the training reward's axis.",
+        "best@k well above the training reward: good answers are within reach of sampling. On a 0/1 correctness "
+        "reward alone it equals pass@k.",
+    ),
 }
 
 # Helper calls of insight/figures.py and which of their positional arguments name a metric.

@@ -6,9 +6,12 @@
 
 Reads the run folder's eval.jsonl (written when the run trained with eval_strategy=steps; see
 workbench/spec/heldout.py): one point per evaluation, the base model's before any update at step 0.
-Without --json it prints a line per point (step, accuracy, pass@k, each reward's mean, n) and the
-answers that changed since step 0; with --json a JSON list of
-`{"step", "accuracy", "pass_at_k", "k", "rewards", "n"}`, and with --per-prompt each point also holds
+Without --json it prints a line per point (step, accuracy, pass@k, each reward's mean, n; with
+eval_pass_k >= 2 mean@k, maj@k and best@k with their bootstrap spreads; per data source with
+eval_group_column) and the answers that changed since step 0; with --json a JSON list of
+`{"step", "accuracy", "pass_at_k", "k", "mean_at_k", "mean_at_k_std", "maj_at_k", "maj_at_k_std", "best_at_k",
+"best_at_k_std", "rewards", "n"}` (the @k figures null without k >= 2 samples; `maj_at_k_note` says why maj@k
+is unavailable when it is; `groups` holds the figures per data source), and with --per-prompt each point also holds
 `prompts`: `[{"prompt", "completion", "rewards"}]`. A run that never evaluated exits 1 saying how to turn
 evaluation on. `--checkpoint` evaluates now, in this process, on the same held-out prompts: the base model
 (`base`), a checkpoint (its step) or the newest adapter (`latest`); it prints that one point (nothing is
@@ -41,7 +44,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help='print a JSON list of {"step", "accuracy", "pass_at_k", "k", "rewards", "n"}',
+        help='print a JSON list of {"step", "accuracy", "pass_at_k", "k", "mean_at_k", "mean_at_k_std", "maj_at_k", '
+        '"maj_at_k_std", "best_at_k", "best_at_k_std", "rewards", "n"}',
     )
     parser.add_argument(
         "--per-prompt",
@@ -65,10 +69,18 @@ def _share(value) -> str:
 
 
 def print_lines(points: list[dict], changed: list[dict]) -> None:
+    from workbench.insight.eval_results import at_k_text, group_texts
+
     for point in points:
         rewards = ", ".join(f"{name} {_share(mean)}" for name, mean in (point["rewards"] or {}).items())
         pass_k = f"  pass@{point['k']} {_share(point['pass_at_k'])}" if point.get("k") else ""
         print(f"step {point['step']:>5}  accuracy {_share(point['accuracy'])}{pass_k}  n {point['n']}  ({rewards})")
+        if at_k_text(point):
+            print(f"             {at_k_text(point)}  (± a bootstrap std over sample subsets)")
+        for line in group_texts(point):
+            print(f"             {line}")
+    if points and points[-1].get("maj_at_k_note"):
+        print(points[-1]["maj_at_k_note"])
     for item in changed:
         print(
             f"\n{item['change']} (step {item['first_step']} -> {item['last_step']}): {item['prompt']}\n"

@@ -94,6 +94,11 @@ MISSING_NOTES = {
     "eval_steps, eval_size) to compare their held-out accuracy.",
     "held_out/pass_at_k": "None of these runs sampled held-out answers: train with eval_strategy=steps and "
     "eval_pass_k (e.g. 4) to compare their pass@k.",
+    **{
+        f"held_out/{name}": f"None of these runs sampled two or more held-out answers per prompt: train with "
+        f"eval_strategy=steps and eval_pass_k (e.g. 4) to compare their {name.replace('_at_', '@')}."
+        for name in ("mean_at_k", "maj_at_k", "best_at_k")
+    },
 }
 
 

@@ -7,7 +7,6 @@ pure functions of the records, like those.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 
 import pandas as pd
@@ -16,6 +15,7 @@ import plotly.graph_objects as go
 from workbench.insight.figure_drawing import (
     PALETTE,
     Drawing,
+    add_band,
     add_fraction_axis,
     add_line,
     check_smoothing,
@@ -28,7 +28,8 @@ from workbench.insight.metric_frames import frame_of, has_metric, metric_steps
 def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: float = 0.0) -> go.Figure:
     """One metric of several runs on one figure, one line per run (name -> records, or their metrics_frame).
 
-    Runs that did not log the metric are named in a note under the title.
+    Runs that did not log the metric are named in a note under the title. A held-out figure with its bootstrap
+    spread (`held_out/<name>_std`, `eval_results.as_metrics`) gets ± one spread as a band.
     """
     weight = check_smoothing(smoothing)
     title = f"{metric}: runs compared"
@@ -44,8 +45,17 @@ def overlay_runs(runs: Mapping[str, Iterable[Mapping]], metric: str, smoothing: 
     drawing = Drawing(title, metric)
     for i, (name, frame) in enumerate(frames.items()):
         if name not in missing:
-            add_line(drawing, *metric_steps(frame, metric), name, PALETTE[i % len(PALETTE)], weight)
+            colour = PALETTE[i % len(PALETTE)]
+            add_line(drawing, *metric_steps(frame, metric), name, colour, weight)
+            if metric.startswith("held_out/") and has_metric(frame, f"{metric}_std"):  # not reward's reward_std
+                _spread_band(drawing, frame[["step", metric, f"{metric}_std"]].dropna(), metric, colour, name)
     return drawing.figure()
+
+
+def _spread_band(drawing: Drawing, rows: pd.DataFrame, metric: str, colour: str, name: str, yaxis: str = "y") -> None:
+    """The band of ± one bootstrap spread around a held-out figure."""
+    centre, spread = rows[metric].to_numpy(dtype=float), rows[f"{metric}_std"].to_numpy(dtype=float)
+    add_band(drawing, rows["step"].to_numpy(), centre - spread, centre + spread, colour, f"{name} ± std", yaxis)
 
 
 HELD_OUT_TITLE = "Held-out accuracy (right) beside the training reward"
@@ -57,7 +67,9 @@ EVAL_WAITING_NOTE = "No evaluation yet: the first, of the base model at step 0, 
 
 
 def held_out_figure(eval_records: list[Mapping], records, smoothing: float = 0.0, evaluates: bool = True) -> go.Figure:
-    """Held-out accuracy and pass@k (eval.jsonl, right-hand 0-100 % axis) on the training reward's step axis.
+    """Held-out accuracy, pass@k and, with k >= 2 samples, mean@k and maj@k with their bootstrap spreads as bands
+    (eval.jsonl, right-hand 0-100 % axis) on the training reward's step axis; best@k, a total reward, on the
+    training reward's own axis, with its band.
 
     `eval_records`: one per evaluation in step order (`insight.eval_results.read_evals`); `records` the run's
     metrics (or their frame); `evaluates`: whether the run's config turns evaluation on (which note to show).
@@ -68,22 +80,40 @@ def held_out_figure(eval_records: list[Mapping], records, smoothing: float = 0.0
     drawing = Drawing(HELD_OUT_TITLE, "training reward")
     if has_metric(frame, "reward"):
         add_line(drawing, *metric_steps(frame, "reward"), "training reward", PALETTE[0], smoothing)
-    steps = [record["step"] for record in eval_records]
-    for key, name, colour, dash in (
-        ("accuracy", "held-out accuracy", PALETTE[2], None),
-        ("pass_at_k", f"pass@{eval_records[-1].get('k')}", PALETTE[3], "dot"),
+    k = eval_records[-1].get("k")
+    held_out = pd.DataFrame([{"step": r["step"], **{key: r.get(key) for key in HELD_OUT_KEYS}} for r in eval_records])
+    for key, name, colour, dash, axis in (
+        ("accuracy", "held-out accuracy", PALETTE[2], None, "y2"),
+        ("pass_at_k", f"pass@{k}", PALETTE[3], "dot", "y2"),
+        ("mean_at_k", f"mean@{k}", PALETTE[4], "dash", "y2"),
+        ("maj_at_k", f"maj@{k}", PALETTE[5], "dashdot", "y2"),
+        ("best_at_k", f"best@{k} (total reward)", PALETTE[1], "longdash", "y"),
     ):
-        values = [record.get(key) for record in eval_records]
-        if any(value is not None for value in values):
+        values = pd.to_numeric(held_out[key], errors="coerce")
+        if values.notna().any():
+            label = f"{name} (right)" if axis == "y2" else name
             add_line(
                 drawing,
-                steps,
-                [math.nan if v is None else v for v in values],
-                f"{name} (right)",
+                held_out["step"].to_numpy(),
+                values.to_numpy(dtype=float),
+                label,
                 colour,
                 0.0,
                 dash=dash,
-                yaxis="y2",
+                yaxis=axis,
             )
+            spread = f"{key}_std"
+            if spread in held_out and pd.to_numeric(held_out[spread], errors="coerce").notna().any():
+                rows = held_out[["step", key, spread]].apply(pd.to_numeric, errors="coerce").dropna()
+                _spread_band(drawing, rows, key, colour, label, axis)
+    if eval_records[-1].get("maj_at_k_note"):
+        drawing.layout["title"]["text"] += f"<br><sup>{eval_records[-1]['maj_at_k_note']}</sup>"
     add_fraction_axis(drawing, "share of held-out prompts")
     return drawing.figure()
+
+
+HELD_OUT_KEYS = (
+    "accuracy",
+    "pass_at_k",
+    *(f"{n}{s}" for n in ("mean_at_k", "maj_at_k", "best_at_k") for s in ("", "_std")),
+)

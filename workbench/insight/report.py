@@ -325,13 +325,24 @@ def _held_out(evals: list[dict], metrics: list[dict], checkpoint_steps: list[int
         )
     else:
         words.append(f"Accuracy {_share(last.get('accuracy'))} at step {last['step']}.")
+    if eval_results.at_k_text(last):
+        words.append(
+            f"From {last.get('k')} samples per prompt at step {last['step']}: {eval_results.at_k_text(last)} "
+            "(± a bootstrap standard deviation over sample subsets)."
+        )
+    if last.get("maj_at_k_note"):
+        words.append(f"{last['maj_at_k_note']}.")
     best = eval_results.best_checkpoint(evals, checkpoint_steps)
     if best is not None:
+        metric = best.get("best_checkpoint_metric") or "accuracy"
+        value = best.get(metric)
+        chosen = _share(value) if metric != "best_at_k" or value is None else f"{value:.3f}"  # a reward, no share
         words.append(
-            f"The best evaluated checkpoint is checkpoint-{best['step']} ({_share(best.get('accuracy'))}), "
+            f"The best evaluated checkpoint by {metric} is checkpoint-{best['step']} ({chosen}), "
             f"kept whatever save_total_limit prunes: export it or compare it."
         )
     return {
+        "groups": eval_results.group_texts(last),
         "words": " ".join(words),
         "div_id": "wb-figure-held-out",
         "json": Markup(overlay_figures.held_out_figure(evals, metrics).to_json()),

@@ -5,6 +5,7 @@
 - `tasks`        the built-in tasks and their presets
 - `rewards`      the reward registry and user reward files
 - `heldout`      held-out evaluation's pure part: the held-out prompts, pass@k, one evaluation's record
+- `eval_at_k`    mean@k, maj@k and best@k over k sampled answers, with their bootstrap spreads
 - `memory`       the memory estimate of a run, from the model's config.json
 
 Checking a config here imports no torch: bad input is refused before any model loads. Reading models, datasets

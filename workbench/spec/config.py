@@ -38,6 +38,7 @@ DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULERS = ("linear", "constant", "cosine", "constant_with_warmup")
 SOLUTION_TRANSFORM_CHOICES = tuple(SOLUTION_TRANSFORMS)
 EVAL_STRATEGIES = ("no", "steps")
+BEST_CHECKPOINT_METRICS = ("accuracy", "pass_at_k", "mean_at_k", "maj_at_k", "best_at_k")  # spec/heldout.py
 MERGED_GENERATION = ("auto", "no", "float32", "bfloat16")
 SHARED_PROMPT_PASS = ("auto", "yes", "no")
 PACKED_DECODE = ("auto", "yes", "no")
@@ -234,6 +235,21 @@ class RunConfig:
         "Train only on the share of tokens with the highest entropy (0.2 in 'Beyond the 80/20 rule'); 1.0 keeps "
         "every token.",
     )
+    entropy_coef: float = setting(
+        0.0,
+        "Weight of an entropy bonus in the loss (minus coef x mean token entropy): > 0 keeps answers varied; "
+        "0 adds none. With use_adaptive_entropy it is the starting weight (TRL's).",
+    )
+    use_adaptive_entropy: bool = setting(
+        False,
+        "Skywork-OR1's adaptive entropy control: the bonus acts only while entropy is at or below "
+        "entropy_target, its weight moving by 0.005 a step within [0, 1] (TRL's).",
+    )
+    entropy_target: float = setting(
+        0.2,
+        "With use_adaptive_entropy: the mean token entropy (nats) at or below which the bonus acts; set it "
+        "near the entropy curve's early value (TRL's default 0.2 acts only near collapse).",
+    )
     loss_type: str = setting(
         "dapo",
         "How per-token losses are averaged: grpo (per sequence, as the paper), bnpo (tokens of the "
@@ -284,7 +300,17 @@ class RunConfig:
     eval_pass_k: int = setting(
         0,
         "k completions sampled per held-out prompt at the run's temperature, for pass@k (the share of prompts "
-        "with at least one right answer among k); 0: greedy answers only (cheaper).",
+        "with at least one right answer among k; k >= 2 adds mean@k, maj@k, best@k with bootstrap spreads); 0: "
+        "greedy answers only (cheaper).",
+    )
+    eval_group_column: str = setting(
+        "", "A test-split column naming each prompt's data source: held-out figures also per value; empty: none."
+    )
+    best_checkpoint_metric: str = setting(
+        "accuracy",
+        "The held-out figure that chooses the best checkpoint (kept whatever save_total_limit "
+        "prunes); all but accuracy need eval_pass_k (maj_at_k, mean_at_k, best_at_k: >= 2).",
+        choices=BEST_CHECKPOINT_METRICS,
     )
     seed: int = setting(42, "Random seed for sampling and initialisation.")
     bf16: bool = setting(
@@ -550,15 +576,11 @@ def _coerce(name: str, value: Any) -> Any:
     try:
         return convert(kind, value)
     except (TypeError, ValueError):
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    name,
-                    f"must be {describe_type(kind)}, got {value!r}",
-                    f"give {describe_type(kind)} (default {_default(name)!r})",
-                )
-            ]
-        ) from None
+        rule, fix = (
+            f"must be {describe_type(kind)}, got {value!r}",
+            f"give {describe_type(kind)} (default {_default(name)!r})",
+        )
+        raise ConfigError([ConfigProblem(name, rule, fix)]) from None
 
 
 def _default(name: str) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.spec.config import (
+    BEST_CHECKPOINT_METRICS,
     CHAT_TEMPLATE_CHOICES,
     DEVICES,
     EVAL_STRATEGIES,
@@ -136,6 +137,18 @@ def _loss_variant_rules(cfg: RunConfig) -> list[NumberRule]:
             "must be in [0, 1]",
             "use 1.0 (every token), or 0.2 as in 'Beyond the 80/20 rule'",
         ),
+        (
+            "entropy_coef",
+            0 <= cfg.entropy_coef <= 1,
+            "must be in [0, 1] (a bonus weight; adaptive control keeps it within [0, 1])",
+            "use 0 (no bonus) or a small weight such as 0.001",
+        ),
+        (
+            "entropy_target",
+            cfg.entropy_target >= 0 and math.isfinite(cfg.entropy_target),
+            "must be a number >= 0 (nats)",
+            "use the entropy curve's early value, or TRL's 0.2",
+        ),
     ]
 
 
@@ -145,7 +158,18 @@ def _evaluation_rules(cfg: RunConfig) -> list[NumberRule]:
         ("eval_steps", cfg.eval_steps >= 1, "must be >= 1", "use e.g. 10 (evaluate every 10 steps)"),
         ("eval_size", cfg.eval_size >= 1, "must be >= 1", "use e.g. 16 held-out prompts"),
         ("eval_pass_k", cfg.eval_pass_k >= 0, "must be >= 0", "use 0 (greedy only) or e.g. 4"),
+        (
+            "best_checkpoint_metric",
+            cfg.eval_strategy != "steps" or cfg.eval_pass_k >= _PASS_K_NEEDED.get(cfg.best_checkpoint_metric, 0),
+            f"{cfg.best_checkpoint_metric} needs eval_pass_k >= {_PASS_K_NEEDED.get(cfg.best_checkpoint_metric, 0)} "
+            f"(it is read from sampled answers)",
+            "set eval_pass_k (e.g. 4), or choose best_checkpoint_metric=accuracy",
+        ),
     ]
+
+
+# The samples each best_checkpoint_metric is read from: pass@k from one, mean@k, maj@k and best@k from two or more.
+_PASS_K_NEEDED = {"pass_at_k": 1, "mean_at_k": 2, "maj_at_k": 2, "best_at_k": 2}
 
 
 def _number_problems(cfg: RunConfig) -> list[ConfigProblem]:
@@ -184,6 +208,7 @@ def _choice_problems(cfg: RunConfig) -> list[ConfigProblem]:
         ("solution_transform", SOLUTION_TRANSFORM_CHOICES),
         ("chat_template", CHAT_TEMPLATE_CHOICES),
         ("eval_strategy", EVAL_STRATEGIES),
+        ("best_checkpoint_metric", BEST_CHECKPOINT_METRICS),
         ("merged_generation", MERGED_GENERATION),
         ("shared_prompt_pass", SHARED_PROMPT_PASS),
         ("packed_decode", PACKED_DECODE),

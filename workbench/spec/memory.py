@@ -21,7 +21,9 @@ What is counted, and when it is alive:
 - training phase: the activations autograd keeps for the backward pass of a
   micro-batch of completions at max length, and TRL's fused LM head, which
   projects onto the vocabulary in tiles of up to 4096 tokens x 32768 words
-  instead of materialising the full logits;
+  instead of materialising the full logits (the entropy settings, entropy_coef and use_adaptive_entropy,
+  add no term: TRL computes each token's entropy in every training forward already, for its `entropy`
+  metric, and the bonus only adds that tensor, already kept for the backward, to the loss);
 - evaluation phase (eval_strategy=steps, between steps): the held-out prompts
   answered EVAL_BATCH completions at a time (their KV cache and logits), and
   every answer kept until scored, eval_size x (1 + eval_pass_k) completions

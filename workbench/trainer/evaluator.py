@@ -4,12 +4,14 @@ With `eval_strategy="steps"` the `EvalCallback` answers the held-out prompts (`l
 policy as it is (the LoRA adapter on; from merged_generation's float32 copy of it, refreshed to the step,
 when the run samples its rounds from one: float32 rounding apart, the same answers, and the same ones in
 tests and benchmarks here, and faster on a CPU for the reasons merged_generation is; benchmarks/bench_eval.py):
-greedily, and with `eval_pass_k` samples each at the run's
-temperature; scores the answers with the run's reward functions; and appends one record to the run
-folder's eval.jsonl (workbench/spec/heldout.py describes it). It runs before the first update (step 0),
+greedily, and with `eval_pass_k` samples each at the run's temperature (with k >= 2 each sample also keeps
+its total reward and the answer the correctness reward's extractor reads, for mean@k, maj@k and best@k:
+workbench/spec/eval_at_k.py); scores the answers with the run's reward functions; and appends one record to
+the run folder's eval.jsonl (workbench/spec/heldout.py describes it). It runs before the first update (step 0),
 after every `eval_steps`-th optimizer step and when training ends, never twice for one step (a resumed run
 continues the curve). TRL's own eval loop never runs: GRPOConfig keeps its eval_strategy "no". The checkpoint
-with the best held-out accuracy is kept whatever save_total_limit prunes: the callback sets transformers'
+with the best held-out figure (`best_checkpoint_metric`, accuracy by default) is kept whatever
+save_total_limit prunes: the callback sets transformers'
 `state.best_global_step`, which the Trainer's checkpoint rotation protects (`keep_best`).
 
 Sampling draws from a random generator of its own (forked and seeded by step), so a run with evaluation on
@@ -30,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from workbench.runstore import checkpoint_integrity, runfolder
-from workbench.spec.chat import prompt_text
-from workbench.spec.config import RunConfig, column_mapping, data_field, reward_names_for
+from workbench.spec.chat import completion_text, prompt_text
+from workbench.spec.config import RunConfig, column_mapping, data_field, reward_names_for, reward_weights_for
+from workbench.spec.eval_at_k import Sample
 from workbench.spec.heldout import best_evaluation, eval_record, held_out_task_rows, is_correct
 from workbench.spec.reward_choice import correctness_reward_for
 from workbench.spec.rewards import call_as_trl
+from workbench.spec.rewards.answer_keys import answer_key_for, majority_note
 from workbench.trainer.answering import Answers, generate
 
 
@@ -112,6 +116,10 @@ class Evaluator:
         self.names = reward_names_for(cfg)
         self.functions = policy.reward_funcs[: len(self.names)]
         self.correctness = correctness_reward_for(cfg)
+        self.weights = dict(zip(self.names, reward_weights_for(cfg)))
+        function = dict(zip(self.names, self.functions)).get(self.correctness)
+        self.answer_key = answer_key_for(self.correctness, function)
+        self.majority_note = majority_note(self.correctness, function)
 
     def evaluate(self, step: int) -> dict:
         import torch
@@ -134,12 +142,14 @@ class Evaluator:
                 answers = self._generate(model, prompts, sample=False)
                 completions, ids = answers.texts, answers.ids
                 rewards = self._score(completions, ids, self.rows)
-                right, k = None, self.cfg.eval_pass_k
+                samples, k = None, self.cfg.eval_pass_k
                 if k:
-                    right = self._samples_right(model, prompts, k)
+                    samples = self._samples(model, prompts, k)
         finally:
             if was_training:
                 model.train()
+        column = self.cfg.eval_group_column.strip()
+        groups = [row.get(column) for row in self.rows] if column else None  # map_row keeps every column
         return eval_record(
             step,
             prompts,
@@ -147,17 +157,28 @@ class Evaluator:
             rewards,
             [len(i) for i in ids],
             self.correctness,
-            right,
-            k,
-            time.perf_counter() - started,
+            k=k,
+            seconds=time.perf_counter() - started,
+            samples=samples,
+            majority_note=self.majority_note,
+            groups=groups,
+            best_metric=self.cfg.best_checkpoint_metric,
         )
 
-    def _samples_right(self, model, prompts: list, k: int) -> list[int]:
-        """Per prompt, how many of its k samples get full marks from the correctness reward."""
+    def _samples(self, model, prompts: list, k: int) -> list[list[Sample]]:
+        """Per prompt, its k samples: right or not, total reward (TRL's weighted sum, a missing score left out
+        as TRL's nansum leaves it) and the answer the correctness reward's extractor reads."""
         answers = self._generate(model, prompts, sample=True, count=k)
         rows = [row for row in self.rows for _ in range(k)]
-        scores = self._score(answers.texts, answers.ids, rows)[self.correctness]
-        return [sum(is_correct(s) for s in scores[i * k : (i + 1) * k]) for i in range(len(prompts))]
+        scores = self._score(answers.texts, answers.ids, rows)
+        samples = []
+        for i, (text, row) in enumerate(zip(answers.texts, rows)):
+            parts = [
+                self.weights.get(name, 1.0) * values[i] for name, values in scores.items() if values[i] is not None
+            ]
+            answer = self.answer_key(completion_text(text), row) if self.answer_key and k >= 2 else None
+            samples.append(Sample(is_correct(scores[self.correctness][i]), sum(parts) if parts else None, answer))
+        return [samples[i * k : (i + 1) * k] for i in range(len(prompts))]
 
     def _generate(self, model, prompts: list, sample: bool, count: int = 1) -> Answers:
         """`count` completions per prompt in order, greedy or sampled as the run samples (trainer/answering.py)."""
@@ -185,16 +206,17 @@ def keep_best(state, saved: list[dict]) -> None:
     checkpoint folder exists), and `rotate_checkpoints` never deletes `best_model_checkpoint`, whatever
     `save_total_limit` says; both are saved in each checkpoint's trainer_state.json, so a resume keeps them.
     """
-    best = best_evaluation(saved)
+    best = best_evaluation(saved)  # by the run's best_checkpoint_metric, which each record names
     if best is not None:
-        state.best_global_step, state.best_metric = best["step"], best.get("accuracy")
+        state.best_global_step = best["step"]
+        state.best_metric = best.get(best.get("best_checkpoint_metric") or "accuracy")
 
 
 def make_eval_callback(evaluator: Evaluator, path: Path, eval_steps: int, is_main: bool = True):
     """The TrainerCallback that evaluates at the start, every `eval_steps` and at the end, once per step.
 
     The evaluation of a step the Trainer saves runs in on_step_end, before that save (the Trainer saves
-    right after the callbacks' on_step_end), so the checkpoint with the best held-out accuracy is marked
+    right after the callbacks' on_step_end), so the checkpoint with the best held-out figure is marked
     best before rotation could delete it (`keep_best`). The last step is evaluated there too, before the
     Trainer's end of training, which with save_total_limit=1 keeps only the best checkpoint. A run stopped
     early is evaluated at on_train_end, after its last save.

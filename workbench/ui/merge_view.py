@@ -36,7 +36,9 @@ def checkpoint_of(choice: str | None) -> int | None:
 def checkpoint_label(step: int, best: dict | None = None) -> str:
     """A checkpoint as the Adapter dropdown names it; the best evaluated one (`best`, its eval.jsonl record) says so."""
     label = f"checkpoint-{step} (step {step})"
-    if best and best.get("step") == step:
+    if best and best.get("step") == step and (best.get("best_checkpoint_metric") or "accuracy") != "accuracy":
+        label += f" · best held-out {best['best_checkpoint_metric']}"  # the figure the run chose its best by
+    elif best and best.get("step") == step:
         accuracy = best.get("accuracy")
         label += " · best held-out accuracy" + ("" if accuracy is None else f" ({accuracy:.0%})")
     return label

@@ -55,8 +55,15 @@ OVERLAY_METRICS = (
     ("step time", "step_time"),
     ("held-out accuracy", eval_results.HELD_OUT_ACCURACY),  # eval.jsonl's curve, not a metrics.jsonl column
     ("held-out pass@k", eval_results.HELD_OUT_PASS_AT_K),
+    ("held-out mean@k", eval_results.HELD_OUT_AT_K["mean_at_k"]),
+    ("held-out maj@k", eval_results.HELD_OUT_AT_K["maj_at_k"]),
+    ("held-out best@k", eval_results.HELD_OUT_AT_K["best_at_k"]),
 )
-HELD_OUT_METRICS = (eval_results.HELD_OUT_ACCURACY, eval_results.HELD_OUT_PASS_AT_K)
+HELD_OUT_METRICS = (
+    eval_results.HELD_OUT_ACCURACY,
+    eval_results.HELD_OUT_PASS_AT_K,
+    *eval_results.HELD_OUT_AT_K.values(),
+)
 
 NOTE_CSS = """
 .wb-runs-note { font-size: 0.9rem; border-radius: 8px; padding: 8px 12px; }

@@ -82,9 +82,20 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
 
 
 def best_text(record: dict) -> str:
-    """The best checkpoint in a few characters: `best 4 (75%)` (its step and held-out accuracy)."""
-    accuracy = record.get("accuracy")
-    return f"best {record['step']}" + ("" if accuracy is None else f" ({accuracy:.0%})")
+    """The best checkpoint in a few characters: `best 4 (75%)` (its step and held-out accuracy), or by the figure
+    the run chose it by (`best_checkpoint_metric`): `best 4 (maj@4 75%)`, `best 4 (best@4 1.20)`."""
+    metric = record.get("best_checkpoint_metric") or "accuracy"
+    value = record.get(metric)
+    if value is None:
+        return f"best {record['step']}"
+    if metric == "accuracy":
+        return f"best {record['step']} ({value:.0%})"
+    label = f"{metric.split('_')[0]}@{record.get('k')}"
+    return (
+        f"best {record['step']} ({label} {value:.2f})"
+        if metric == "best_at_k"
+        else f"best {record['step']} ({label} {value:.0%})"
+    )
 
 
 def queued_text(entry: dict) -> str:

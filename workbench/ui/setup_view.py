@@ -51,6 +51,9 @@ OPTIMISER_FIELDS = (
     "importance_sampling_level",
     "mask_truncated_completions",
     "top_entropy_quantile",
+    "entropy_coef",
+    "use_adaptive_entropy",
+    "entropy_target",
     "temperature",
     "top_p",
     "top_k",
@@ -74,6 +77,8 @@ RUN_FIELDS = (
     "eval_steps",
     "eval_size",
     "eval_pass_k",
+    "eval_group_column",
+    "best_checkpoint_metric",
 )
 # How rewards are scored besides which: TRL rewards' parameters, failures, a reward model.
 REWARD_FIELDS = ("reward_params", "reward_errors", "reward_failure_score", "reward_model", "reward_model_weight")

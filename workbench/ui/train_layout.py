@@ -1,8 +1,8 @@
 """The Train tab's components: `layout` makes them (a `TrainComponents`), top to bottom.
 
 The run picker with Launch / Stop / Resume; a progress bar (step, total, elapsed, remaining); a failed run's
-hint, error and the end of train.log; the main curves (reward, reward std, KL, loss) beside the health alarms and
-the smoothing control; held-out accuracy (eval.jsonl) on the training reward's step axis, with the answers that
+hint, error and the end of train.log; the main curves (reward, reward std, KL beside entropy, loss) beside the
+health alarms and the smoothing control; held-out accuracy (eval.jsonl) on the training reward's step axis, with the answers that
 changed since step 0; the completions of a step, group by group, with a slider over steps; then the other curves,
 in a closed section. ui/train_tab.py wires the components to its handlers.
 
@@ -21,8 +21,8 @@ from workbench.ui.completions_view import render_empty_html
 from workbench.ui.context import UIContext
 
 DEFAULT_SMOOTHING = 0.5
-MAIN_FIGURES = ("reward", "reward_std", "kl", "loss")
-MORE_FIGURES = ("completion_length", "clip_ratio", "entropy", "grad_norm", "learning_rate", "step_time")
+MAIN_FIGURES = ("reward", "reward_std", "kl", "entropy", "loss")
+MORE_FIGURES = ("completion_length", "clip_ratio", "grad_norm", "learning_rate", "step_time")
 
 NOTICE_CSS = """
 .wb-notice { border-radius: 8px; padding: 8px 12px; font-size: 0.9rem; white-space: pre-wrap; }
@@ -160,11 +160,12 @@ def layout(ctx: UIContext) -> TrainComponents:
 
 
 def _curves_and_health() -> tuple[dict, gr.Slider, gr.HTML]:
-    """The main curves, two by two, beside the smoothing control and the health alarms."""
+    """The main curves, two by two (KL beside entropy: the two that say how far and how fast the policy narrows),
+    beside the smoothing control and the health alarms."""
     plots: dict[str, gr.Plot] = {}
     with gr.Row():
         with gr.Column(scale=3):
-            for pair in (MAIN_FIGURES[:2], MAIN_FIGURES[2:]):
+            for pair in (MAIN_FIGURES[:2], MAIN_FIGURES[2:4], MAIN_FIGURES[4:]):
                 with gr.Row():
                     for name in pair:
                         plots[name] = gr.Plot(show_label=False, elem_id=f"wb-plot-{name}")
@@ -230,7 +231,7 @@ def _more_metrics(plots: dict) -> gr.Accordion:
     # Closed at first, and drawn only while open: each figure redrawn costs the browser
     # CPU that, on a small machine, the training process is waiting for.
     with gr.Accordion(
-        "More metrics: completion length, clipping, entropy, grad norm, learning rate, step time",
+        "More metrics: completion length, clipping, grad norm, learning rate, step time",
         open=False,
         elem_id="wb-train-more",
     ) as more_metrics:

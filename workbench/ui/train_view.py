@@ -569,7 +569,8 @@ CHANGED_CSS = """
 
 
 def held_out_summary(evals: list[dict]) -> str:
-    """One line on the latest evaluation against step 0's: accuracy, pass@k, n, and what it cost."""
+    """One line on the latest evaluation against step 0's: accuracy, pass@k, n, what it cost, and with k >= 2
+    samples mean@k, maj@k and best@k with their spreads."""
     if not evals:
         return ""
     first, last = evals[0], evals[-1]
@@ -579,9 +580,13 @@ def held_out_summary(evals: list[dict]) -> str:
 
     moved = f"{share(first.get('accuracy'))} at step {first['step']} → " if len(evals) > 1 else ""
     pass_k = f", pass@{last.get('k')} {share(last.get('pass_at_k'))}" if last.get("k") else ""
+    from workbench.insight.eval_results import at_k_text
+
+    at_k = f"; {at_k_text(last)} (± bootstrap std over sample subsets)" if at_k_text(last) else ""
     return (
         f"Held-out accuracy {moved}{share(last.get('accuracy'))} at step {last['step']}{pass_k} "
-        f"({last.get('n')} prompts; the last evaluation took {last.get('eval_seconds', 0):.1f} s)"
+        f"({last.get('n')} prompts; the last evaluation took {last.get('eval_seconds', 0):.1f} s){at_k}"
+        + (f". {last['maj_at_k_note']}" if last.get("maj_at_k_note") else "")
     )
 
 
@@ -591,6 +596,11 @@ def changed_answers_html(evals: list[dict], changed: list[dict]) -> str:
     if not evals:
         return ""
     summary = f'<p class="wb-changed-note">{html.escape(held_out_summary(evals))}</p>'
+    from workbench.insight.eval_results import group_texts  # per data source, with eval_group_column
+
+    sources = group_texts(evals[-1])
+    if sources:
+        summary += f'<p class="wb-changed-note">Per data source: {html.escape("; ".join(sources))}</p>'
     if not changed:
         note = (
             "Only one evaluation so far."

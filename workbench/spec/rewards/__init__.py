@@ -7,6 +7,7 @@
 - `reward_guard`        a run's reward functions, each guarded so a failure names the function
 - `reward_trial`        trying rewards on completions before training (`score`), as TRL calls them
 - `reward_errors`       the errors, each saying how to fix it
+- `answer_keys`         the answer each correctness reward reads from a completion: what maj@k votes on
 
 The names below are re-exported so `from workbench.spec.rewards import REWARDS` (and the other names
 notebooks, scripts and the workbench use) keep working.
