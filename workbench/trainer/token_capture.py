@@ -10,13 +10,14 @@ The trainer (`grpo_subclass.make_trainer_class`) hands this module two things:
   clipped masks (elementwise, on tensors already there), and matches each row back to its record by its key,
   since TRL shuffled the rows in between.
 
-Ties to TRL 1.16's internals (pinned; tests/test_tokens.py covers them): the two overridden methods above,
-the `inputs` keys `prompt_ids`, `prompt_mask`, `completion_ids`, `completion_mask`, `tool_mask`,
-`advantages`, `old_per_token_logps`, `ref_per_token_logps` (and, when TRL generates with vLLM,
-`sampling_per_token_logps` and `importance_sampling_ratio`: the engine's log-probabilities and the weight the loss
-applies, recorded as workbench/spec/engine_records.py says), and the trainer attributes `beta`, `loss_type`,
-`epsilon_low`, `epsilon_high`, `args.use_bias_correction_kl`, `vllm_importance_sampling_mode`, `eos_token_ids`, and TRL's tokenizer (the
-private ties are in workbench/library_compat.py's registry, reached through it).
+Ties to TRL 1.16's internals (pinned; tests/test_tokens.py covers them, tests/test_vllm_rollout*.py the vLLM ones):
+the two overridden methods above, the `inputs` keys `prompt_ids`, `prompt_mask`, `completion_ids`,
+`completion_mask`, `tool_mask`, `advantages`, `old_per_token_logps`, `ref_per_token_logps` (and, when TRL generates
+with vLLM, `sampling_per_token_logps` and `importance_sampling_ratio`: the engine's log-probabilities and the weight
+the loss applies, recorded as workbench/spec/engine_records.py says), and the trainer attributes `beta`,
+`loss_type`, `epsilon_low`, `epsilon_high`, `args.use_bias_correction_kl`, `vllm_importance_sampling_mode`,
+`eos_token_ids`, and TRL's tokenizer (the private ties are in workbench/library_compat.py's registry, reached
+through it).
 """
 
 from __future__ import annotations
