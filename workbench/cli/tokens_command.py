@@ -29,7 +29,8 @@ def add_parser(subparsers) -> None:
         "tokens",
         help="print a run's recorded completions token by token (logprob, reference, KL, entropy, clipped)",
         description="Print a run's recorded completions token by token, from tokens.jsonl: each token's "
-        "log-probability, the reference's, the KL term, the entropy and whether it was clipped.",
+        "log-probability, the reference's, the KL term, the entropy and whether it was clipped; for a run that "
+        "generates with vLLM also the engine's log-probability, the difference and TRL's importance-sampling weight.",
     )
     add_run_arguments(parser)
     parser.add_argument("--step", type=int, help="only this optimizer step (default: every recorded step)")
