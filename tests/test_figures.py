@@ -145,8 +145,20 @@ def test_smoothing_keeps_raw_points_faint_under_the_line():
 # ---------------------------------------------------------------- figures
 
 
+# what a run that generates with vLLM adds (workbench/spec/engine_records.py's step summary)
+ENGINE_METRICS = {
+    "engine/logprob_mismatch_mean": 0.02,
+    "engine/logprob_mismatch_max": 0.3,
+    "engine/is_weight_min": 0.9,
+    "engine/is_weight_mean": 1.0,
+    "engine/is_weight_max": 1.1,
+    "engine/masked_completions": lambda step: int(step == 3),
+}
+
+
 def test_every_figure_builds_from_realistic_records():
-    figs = figures.build_figures(make_metrics(8, reward_funcs=("brevity", "format")), smoothing=0.6)
+    metrics = make_metrics(8, reward_funcs=("brevity", "format"), **ENGINE_METRICS)
+    figs = figures.build_figures(metrics, smoothing=0.6)
     assert list(figs) == list(figures.FIGURE_BUILDERS)
     for name, fig in figs.items():
         assert fig.data, f"{name} has no traces"

@@ -12,6 +12,7 @@ WORKBENCH_SKIP_VLLM=1 says to skip them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -21,11 +22,14 @@ import pytest
 import requests
 from helpers import in_background
 
+from workbench.cli import main
 from workbench.jobs import launcher, processes, run_state, sandbox
 from workbench.modeltools import sampling
 from workbench.runstore import runfolder
 from workbench.spec import generation
 from workbench.spec.config import RunConfig
+from workbench.spec.engine_records import importance_weight
+from workbench.spec.token_records import token_problem
 
 pytestmark = [pytest.mark.slow, pytest.mark.one_at_a_time("vllm")]  # a CPU vLLM server takes every core
 
@@ -118,6 +122,34 @@ def test_two_steps_through_the_launchers_own_server(finished_run):
     log = (run_dir / runfolder.VLLM_LOG_FILE).read_text()
     assert log.count('POST /v1/load_lora_adapter HTTP/1.1" 200') == STEPS and "vLLM server stopped" in log
     assert not (run_dir / ".vllm_adapters").exists()
+
+
+def test_the_token_records_carry_the_engines_logprobs_and_trls_weight(finished_run, capsys):
+    """The real server's log-probabilities beside the trainer's: close but not equal (other kernels), and the
+    weight each completion got is TRL's formula of their differences, recomputed here from the records."""
+    run_dir, status, _ = finished_run
+    assert status["state"] == "finished", status.get("error")
+    records = runfolder.read_jsonl(run_dir / runfolder.TOKENS_FILE)
+    assert len(records) == STEPS * 4 and all(token_problem(r) is None for r in records)
+    gaps = []
+    for r in records:
+        assert r["is_mode"] == "sequence_mask" and len(r["engine_logprob"]) == len(r["ids"])
+        old = [lp - math.log(ratio) for lp, ratio in zip(r["logprob"], r["ratio"])]  # TRL's old log-probabilities
+        assert r["engine_diff"] == pytest.approx(
+            [o - e for o, e in zip(old, r["engine_logprob"])], abs=2e-3
+        )  # values rounded to 5 digits
+        assert r["is_weight"] == pytest.approx(importance_weight(r["engine_diff"], r["masked"]), rel=2e-3)
+        gaps += [abs(d) for d, m in zip(r["engine_diff"], r["masked"]) if not m]
+    assert 0 < sum(gaps) / len(gaps) < 0.1  # present, and small: the server samples from the trained policy
+    metrics = [m for m in runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE) if "loss" in m]
+    for m in metrics:  # the step's summary agrees with TRL's own over the same completions
+        assert m["engine/logprob_mismatch_mean"] == pytest.approx(m["sampling/sampling_logp_difference/mean"], rel=1e-3)
+        assert m["engine/is_weight_mean"] == pytest.approx(m["sampling/importance_sampling_ratio/mean"], rel=2e-3)
+        assert m["engine/masked_completions"] == sum(
+            1 for r in records if r["step"] == m["step"] and r["is_weight"] == 0
+        )
+    assert main(["tokens", str(run_dir), "--step", "1"]) == 0
+    assert "engine vs trainer: mean |difference|" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(sandbox.bwrap_binary() is None, reason="bubblewrap is not installed (make test installs it)")

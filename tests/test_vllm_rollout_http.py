@@ -10,6 +10,7 @@ each failure path. tests/test_vllm_rollout.py does the same with the real vLLM.
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,8 @@ import pytest
 
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
+from workbench.spec.engine_records import importance_weight
+from workbench.spec.token_records import token_problem
 from workbench.trainer.training import run_training
 
 pytestmark = pytest.mark.slow
@@ -134,6 +137,18 @@ def test_each_step_hot_loads_the_adapter_then_generates_its_groups(stand_in, tmp
         assert "sampling/sampling_logp_difference/mean" in m  # TRL's importance-sampling correction ran
     assert len(runfolder.read_jsonl(tmp_path / runfolder.COMPLETIONS_FILE)) == 8
     assert not (tmp_path / ".vllm_adapters").exists()
+    # the token records carry the server's logprobs (all -1 here), the trainer's minus them, and TRL's weight
+    records = runfolder.read_jsonl(tmp_path / runfolder.TOKENS_FILE)
+    assert len(records) == 8 and all(token_problem(r) is None for r in records)
+    for r in records:
+        assert set(r["engine_logprob"]) == {-1.0} and r["is_mode"] == "sequence_mask"
+        # the trainer's side is TRL's old log-probability: the loss's own over its ratio to it
+        old = [lp - math.log(ratio) for lp, ratio in zip(r["logprob"], r["ratio"])]
+        assert r["engine_diff"] == pytest.approx([o + 1.0 for o in old], abs=2e-3)  # values rounded to 5 digits
+        assert r["is_weight"] == pytest.approx(importance_weight(r["engine_diff"], r["masked"]), rel=2e-3)
+    for m in steps:
+        assert m["engine/logprob_mismatch_mean"] == pytest.approx(m["sampling/sampling_logp_difference/mean"], rel=1e-3)
+        assert m["engine/is_weight_mean"] == pytest.approx(m["sampling/importance_sampling_ratio/mean"], rel=2e-3)
 
 
 def test_an_adapter_the_server_refuses_fails_the_run_with_its_reason(stand_in, tmp_path):

@@ -336,6 +336,43 @@ METRIC_NOTES = {
         "The speed of the run; the progress bar's time left comes from it. The first step is slower (start-up, "
         "caches). [Performance](performance.md) says what makes it faster.",
     ),
+    "engine/logprob_mismatch_mean": (
+        "The workbench, for runs that generate with vLLM and record tokens (`record_tokens`): from the step's "
+        "tokens.jsonl records, the mean over the tokens in the loss of |trainer's − engine's log-probability| of the "
+        "sampled token (the trainer's as TRL scored the round, `old_per_token_logps`; the engine's as vLLM returned "
+        "it). TRL logs the same gap over the whole round as `sampling/sampling_logp_difference/mean`.",
+        "Small (hundredths of a nat) and steady: the engine samples from the policy the trainer trains. Rising: the "
+        "two copies drift apart (an adapter not loaded, other precision or kernels), and TRL's weights below move "
+        "away from 1. The token view's engine channel shows which tokens differ.",
+    ),
+    "engine/logprob_mismatch_max": (
+        "As the mean above: the largest gap of one token in the step's records.",
+        "Single tokens can differ more than the mean says (rare tokens, ties at sampling); a weight moves with the "
+        "sum of its completion's gaps.",
+    ),
+    "engine/is_weight_mean": (
+        "The workbench, from the step's token records: the mean of the importance-sampling weights TRL 1.16 "
+        "multiplied the loss by (`vllm_importance_sampling_mode`; its default `sequence_mask` gives one weight per "
+        "completion, exp of the sum of its tokens' differences, set to 0 outside [clip_min, clip_max]); the band is "
+        "`engine/is_weight_min` to `engine/is_weight_max`. Right-hand axis.",
+        "Near 1: the correction changes little. Far from 1 or a wide band: the engine sampled completions the "
+        "trainer finds much likelier or less likely, and TRL scales their share of the update.",
+    ),
+    "engine/is_weight_min": (
+        "The smallest weight of the step's records (0 when a mask mode dropped a completion).",
+        "0 marks a completion that added nothing to this step's update.",
+    ),
+    "engine/is_weight_max": (
+        "The largest weight of the step's records.",
+        "Above `vllm_importance_sampling_clip_max` (3 by default) never appears: the mask modes zero such a weight, "
+        "the truncate modes cap it.",
+    ),
+    "engine/masked_completions": (
+        "The workbench, under a mask mode: how many of the step's recorded completions had their weight (or, in "
+        "`token_mask`, a token's weight) set to 0 for falling outside [clip_min, clip_max]; crosses at 0.",
+        "None, as a rule. Several at a step: the engine and the trainer disagree enough that TRL drops those "
+        "completions from the update.",
+    ),
 }
 
 # The held-out figure reads eval.jsonl (the Runs tab overlays it under these names), not metrics.jsonl.

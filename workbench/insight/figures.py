@@ -68,6 +68,7 @@ __all__ = [
     "build_figures",
     "clip_ratio_figure",
     "completion_length_figure",
+    "engine_mismatch_figure",
     "entropy_figure",
     "figure_json",
     "grad_norm_figure",
@@ -294,6 +295,51 @@ def step_time_figure(records, smoothing: float = 0.0) -> go.Figure:
     return metric_figure(records, "step_time", "Step time (seconds)", "s", smoothing, PALETTE[7], from_zero=True)
 
 
+ENGINE_NOTE = (
+    "Drawn for runs that generate with vLLM (generation = vllm-server, trl-colocate or trl-server) and record "
+    "tokens: how far the engine's log-probabilities are from the trainer's, and the weights TRL corrects by."
+)
+
+
+def engine_mismatch_figure(records, smoothing: float = 0.0) -> go.Figure:
+    """The generation engine against the trainer, per step (from the token records): the mean and largest
+    |log-probability difference| per token on the left, TRL's importance-sampling weights (mean, min-max band)
+    on the right, and a cross at 0 where a mask mode zeroed completions."""
+    frame = frame_of(records)
+    title = "Generation engine vs trainer (log-probability mismatch)"
+    if not has_metric(frame, "engine/logprob_mismatch_mean"):
+        return note_figure(title, WAITING_NOTE if frame.empty else ENGINE_NOTE)
+    drawing = Drawing(title, "|trainer − engine| (nats)")
+    drawing.layout["yaxis"]["rangemode"] = "tozero"
+    add_line(drawing, *metric_steps(frame, "engine/logprob_mismatch_mean"), "mean mismatch", PALETTE[0], smoothing)
+    if has_metric(frame, "engine/logprob_mismatch_max"):
+        steps, largest = metric_steps(frame, "engine/logprob_mismatch_max")
+        add_line(drawing, steps, largest, "largest mismatch", PALETTE[0], smoothing, dash="dot")
+    if has_metric(frame, "engine/is_weight_mean"):
+        colour = PALETTE[4]
+        add_band(
+            drawing, *_aligned(frame, "engine/is_weight_min", "engine/is_weight_max"), colour, "weight min-max", "y2"
+        )
+        add_line(drawing, *metric_steps(frame, "engine/is_weight_mean"), "mean weight (right)", colour, 0.0, yaxis="y2")
+        drawing.layout["yaxis2"] = dict(
+            overlaying="y", side="right", rangemode="tozero", showgrid=False, title=dict(text="IS weight", standoff=4)
+        )
+        drawing.layout["margin"] = dict(r=60)
+        if has_metric(frame, "engine/masked_completions"):
+            steps, masked = metric_steps(frame, "engine/masked_completions")
+            hit = np.asarray(masked) > 0
+            drawing.add_trace(
+                x=np.asarray(steps)[hit].tolist(),
+                y=[0.0] * int(hit.sum()),
+                text=[f"{int(m)} completion(s) masked" for m in np.asarray(masked)[hit]],
+                mode="markers",
+                marker=dict(symbol="x", size=9, color=PALETTE[3]),
+                name="masked completions",
+                yaxis="y2",
+            )
+    return drawing.figure()
+
+
 # Figure name -> builder, in the order the dashboard shows them.
 FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "reward": reward_figure,
@@ -306,6 +352,7 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "grad_norm": grad_norm_figure,
     "learning_rate": learning_rate_figure,
     "step_time": step_time_figure,
+    "engine_mismatch": engine_mismatch_figure,
 }
 
 

@@ -2,12 +2,13 @@
 
 `token_view_html(record, scale)` renders one tokens.jsonl record (workbench/spec/token_records.py) as a
 block that opens inside its group card: five channels (log-probability, KL, entropy, advantage × ratio,
-clipped) picked with radio buttons that need no script and no server (each token carries one colour class
-per channel; the checked button's CSS shows its channel and its legend), every value on hover, masked
-tokens struck through. On-policy, the clipped channel says why nothing is clipped instead of showing an empty
-channel. `summary_html(summary)` renders `insight.tokens.step_summary`: the step's largest-KL and
-highest-entropy tokens and the share clipped. `Scale.of(records)` fixes the colour ranges for one step, so
-cards of a step compare.
+clipped), and a sixth for a run that generates with vLLM (the engine's log-probability against the trainer's,
+with TRL's importance-sampling weight in the block's title), picked with radio buttons that need no script and no
+server (each token carries one colour class per channel; the checked button's CSS shows its channel and its
+legend), every value on hover, masked tokens struck through. On-policy, the clipped channel says why nothing is
+clipped instead of showing an empty channel. `summary_html(summary)` renders `insight.tokens.step_summary`: the
+step's largest-KL and highest-entropy tokens, the share clipped and, with vLLM, the engine's mismatch and weights.
+`Scale.of(records)` fixes the colour ranges for one step, so cards of a step compare.
 
 All model text is HTML-escaped. Pure: strings in, a string out (the dashboard, the report, the notebooks).
 """
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 
-from workbench.insight.tokens import ON_POLICY_NOTE
+from workbench.insight.tokens import ON_POLICY_NOTE, engine_text
 
 BUCKETS = 6  # colour steps per channel (and per sign for advantage × ratio)
 # channel id -> (label, legend text); the legend's {max} is the step's largest value of the channel
@@ -29,7 +30,11 @@ CHANNELS = {
     "entropy": ("entropy", "how unsure the policy was, 0 (pale) to {max} nats (dark)"),
     "push": ("advantage × ratio", "green: made likelier · red: made less likely; up to ±{max}"),
     "clipped": ("clipped", "blue: ratio clipped low (advantage < 0) · orange: clipped high (advantage > 0)"),
+    "engine": ("engine vs trainer", "|trainer − engine log-probability|, 0 (pale) to {max} nats (dark)"),
 }
+OPTIONAL = {"kl": "kl", "engine": "engine_logprob"}  # channels shown only when the record has this field
+# the first letter of a token's colour class per channel ("e" is entropy's, so the engine's is "g")
+PREFIX = {"logprob": "l", "kl": "k", "entropy": "e", "push": "p", "clipped": "c", "engine": "g"}
 
 STYLE = (
     """
@@ -51,11 +56,11 @@ STYLE = (
         for c in CHANNELS
     )
     + "".join(
-        f".wb-tokview input.wb-ch-{c}:checked ~ .wb-toks .{c[0]}{b} {{ background: {colour}; }}\n"
+        f".wb-tokview input.wb-ch-{c}:checked ~ .wb-toks .{PREFIX[c]}{b} {{ background: {colour}; }}\n"
         for c, b, colour in [
             *[
                 (c, b, f"rgba(220, 38, 38, {b / BUCKETS * 0.75:.2f})")
-                for c in ("logprob", "kl", "entropy")
+                for c in ("logprob", "kl", "entropy", "engine")
                 for b in range(1, BUCKETS + 1)
             ],
             *[("push", b, f"rgba(22, 163, 74, {b / BUCKETS * 0.7:.2f})") for b in range(1, BUCKETS + 1)],
@@ -80,6 +85,7 @@ class Scale:
     kl: float = 0.0
     entropy: float = 0.0
     push: float = 0.0
+    engine: float = 0.0
 
     @classmethod
     def of(cls, records: list[Mapping]) -> Scale:
@@ -90,6 +96,7 @@ class Scale:
             kl=largest(v for r in records for v in (r.get("kl") or [])),
             entropy=largest(v for r in records for v in r["entropy"]),
             push=largest(v for r in records for v in _push(r)),
+            engine=largest(v for r in records for v in (r.get("engine_diff") or [])),
         )
 
 
@@ -110,6 +117,8 @@ def _classes(record: Mapping, position: int, scale: Scale, push: float | None) -
     names = [f"l{_bucket(surprise, 1.0)}", f"e{_bucket(record['entropy'][position], scale.entropy)}"]
     if record.get("kl"):
         names.append(f"k{_bucket(record['kl'][position], scale.kl)}")
+    if record.get("engine_diff"):
+        names.append(f"g{_bucket(record['engine_diff'][position], scale.engine)}")
     size = _bucket(push, scale.push)
     names.append(f"p{'n' if push is not None and push < 0 else ''}{size}")
     names.append({-1: "clo", 1: "chi"}.get(record["clipped"][position], ""))
@@ -136,6 +145,14 @@ def _hover(record: Mapping, position: int, push: float | None, before: tuple | N
         f"advantage × ratio {_number(push)}",
         f"clipped {({-1: 'low', 1: 'high'}).get(record['clipped'][position], 'no')}",
     ]
+    if record.get("engine_logprob"):
+        parts.append(
+            f"engine logprob {_number(record['engine_logprob'][position])} · trainer − engine "
+            f"{_number(record['engine_diff'][position])}"
+        )
+        weight = record.get("is_weight")
+        if isinstance(weight, list):
+            parts.append(f"IS weight {_number(weight[position])}")
     if record["masked"][position]:
         parts.append("masked: outside the loss")
     if before is not None:
@@ -156,23 +173,24 @@ def token_view_html(
     page showing two views). `earlier`: per token, (step, logprob) of the same token after the same tokens
     when the prompt was sampled at an earlier step (`insight.tokens.prefix_matches`), shown on hover."""
     before = earlier or [None] * len(record["tokens"])
-    if channel not in CHANNELS or (channel == "kl" and not record.get("kl")):
+    if channel not in CHANNELS or (channel in OPTIONAL and not record.get(OPTIONAL[channel])):
         channel = "logprob"
     name = f"{page}-tv{record['step']}-{record['round']}-{record['index']}"
     pushes = _push(record)
     buttons = []
     for key, (label, _) in CHANNELS.items():
-        if key == "kl" and not record.get("kl"):
-            continue  # beta = 0: TRL computes no KL term
+        if key in OPTIONAL and not record.get(OPTIONAL[key]):
+            continue  # beta = 0: TRL computes no KL term; no vLLM: no engine log-probabilities
         checked = " checked" if key == channel else ""
         buttons.append(
             f'<input type="radio" name="{name}" id="{name}-{key}" class="wb-ch-{key}"{checked}>'
             f'<label for="{name}-{key}">{escape(label)}</label>'
         )
-    tops = {"kl": scale.kl, "entropy": scale.entropy, "push": scale.push}
+    tops = {"kl": scale.kl, "entropy": scale.entropy, "push": scale.push, "engine": scale.engine}
     legend = "".join(
         f'<span class="wb-leg-{key}">{escape(text.format(max=_number(tops.get(key))))}</span>'
         for key, (_, text) in CHANNELS.items()
+        if key not in OPTIONAL or record.get(OPTIONAL[key])
     )
     note = ""
     if record.get("ratio") is None:
@@ -188,9 +206,22 @@ def token_view_html(
     kind = "reference" if record["ref"] == "reference" else "old policy (beta 0)"
     return (
         f'<details class="wb-tokview"{" open" if opened else ""}><summary>tokens ({len(record["tokens"])}; step {record["step"]}, '
-        f'against the {kind})</summary>{"".join(buttons)}<div class="wb-legend">{legend}</div>{note}'
+        f"against the {kind}{escape(_weight_note(record))})</summary>"
+        f'{"".join(buttons)}<div class="wb-legend">{legend}</div>{note}'
         f'<div class="wb-toks">{spans}</div></details>'
     )
+
+
+def _weight_note(record: Mapping) -> str:
+    """The importance-sampling weight TRL applied to the completion, for the block's title ('' without vLLM)."""
+    if not record.get("engine_logprob"):
+        return ""
+    weight = record.get("is_weight")
+    if weight is None:
+        return "; engine log-probabilities, no IS correction"
+    if isinstance(weight, list):
+        return f"; IS weight per token ({record['is_mode']})"
+    return f"; IS weight {_number(weight)} ({record['is_mode']}{', masked' if weight == 0 else ''})"
 
 
 def _tokens_line(items: list[Mapping]) -> str:
@@ -215,9 +246,11 @@ def summary_html(summary: Mapping, step: int) -> str:
         f"{summary['tokens']} tokens in the loss"
     )
     kl = _tokens_line(summary["top_kl"]) if summary["top_kl"] else "— (beta 0: no KL term)"
+    engine = engine_text(summary.get("engine") or {})
     return (
         f'<div class="wb-tok-summary"><b>Tokens of step {step}</b> (open a card\'s tokens to colour them)<br>'
-        f"largest KL: {kl}<br>highest entropy: {_tokens_line(summary['top_entropy'])}<br>{clipped}</div>"
+        f"largest KL: {kl}<br>highest entropy: {_tokens_line(summary['top_entropy'])}<br>{clipped}"
+        f"{'<br>' + escape(engine) if engine else ''}</div>"
     )
 
 

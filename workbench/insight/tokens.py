@@ -8,7 +8,8 @@
 - `cli_rows(run_dir, step)`: what `python -m workbench tokens RUN --json` prints, each token record joined
   with its completions.jsonl record (prompt and completion text).
 - `step_summary(records)`: the tokens with the largest KL and the highest entropy of a step, the share of
-  clipped tokens and why there are none on-policy. Pure, like `card_position` and `round_passes`.
+  clipped tokens and why there are none on-policy, and with vLLM the engine's mismatch and weights
+  (`spec.engine_records.step_metrics`). Pure, like `card_position` and `round_passes`.
 
 The record is described in workbench/spec/token_records.py.
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from workbench.runstore import jsonl_cache, runfolder
+from workbench.spec import engine_records
 from workbench.spec.chat import transcript_text
 from workbench.spec.run_records import well_formed
 from workbench.spec.token_records import CLIP_HIGH, CLIP_LOW, token_problem
@@ -104,6 +106,8 @@ def cli_row(record: Mapping, round_records: list[dict]) -> dict:
         ratio=record.get("ratio"),
         masked=record["masked"],
     )
+    if engine_records.has_engine(record):  # a run that generates with vLLM; others' rows have no engine keys
+        row.update({name: record.get(name) for name in engine_records.ENGINE_FIELDS})
     return row
 
 
@@ -128,7 +132,8 @@ def _top(records: Iterable[Mapping], channel: str, count: int) -> list[dict]:
 
 def step_summary(records: list[Mapping], count: int = TOP_TOKENS) -> dict:
     """`top_kl`, `top_entropy` (each token with its value, completion index and position), `clipped_low` and
-    `clipped_high` (shares of the tokens in the loss), `tokens`, `on_policy` and `note` (why nothing can clip)."""
+    `clipped_high` (shares of the tokens in the loss), `tokens`, `on_policy`, `note` (why nothing can clip) and `engine` (a vLLM run's
+    mismatch and weights, `spec.engine_records.step_metrics`; empty for other runs)."""
     kept = [flag for r in records for flag, masked in zip(r["clipped"], r["masked"]) if not masked]
     on_policy = bool(records) and all(r.get("ratio") is None for r in records)
     return {
@@ -139,7 +144,24 @@ def step_summary(records: list[Mapping], count: int = TOP_TOKENS) -> dict:
         "clipped_high": sum(flag == CLIP_HIGH for flag in kept) / len(kept) if kept else 0.0,
         "on_policy": on_policy,
         "note": ON_POLICY_NOTE if on_policy else "",
+        "engine": engine_records.step_metrics(records),
     }
+
+
+def engine_text(engine: Mapping) -> str:
+    """A step's engine summary (`step_summary(...)["engine"]`) in one line; '' for a run without vLLM."""
+    if not engine:
+        return ""
+    m = engine_records
+    text = (
+        f"engine vs trainer: mean |difference| {engine[m.MISMATCH_MEAN]:.3g}, largest {engine[m.MISMATCH_MAX]:.3g} nats"
+    )
+    if m.WEIGHT_MEAN not in engine:
+        return text + "; no importance-sampling correction"
+    return (
+        f"{text}; IS weight min {engine[m.WEIGHT_MIN]:.3g} mean {engine[m.WEIGHT_MEAN]:.3g} max "
+        f"{engine[m.WEIGHT_MAX]:.3g}, {engine[m.MASKED_COMPLETIONS]} completion(s) masked"
+    )
 
 
 def last_step_tokens(run_dir: str | Path) -> list[dict]:

@@ -20,6 +20,9 @@ computed for each of its tokens (`trainer/token_capture.py` takes them there, wi
 - `clipped`: 0, or -1 where the ratio fell under 1 - epsilon with a negative advantage (TRL's low side), 1
   where it rose above 1 + epsilon_high with a positive one (the high side): the tokens behind `clip_ratio/*`.
 - `masked`: 1 where the token is outside the loss (a truncated completion with mask_truncated_completions).
+- a run that generates with vLLM adds the engine's log-probabilities, their difference to the trainer's and the
+  importance-sampling weight TRL applied (`engine_logprob`, `engine_diff`, `is_weight`, `is_mode`:
+  workbench/spec/engine_records.py); other runs' records have none of these fields.
 
 Floats are rounded to `DIGITS` significant digits to keep the file small. Pure: no torch, no I/O.
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from workbench.spec.engine_records import engine_problem
 from workbench.spec.run_records import is_number, object_problem, shown
 
 DIGITS = 5
@@ -71,7 +75,7 @@ def completion_length(ids: list[int], eos_ids: set[int], pad_id: int | None) -> 
 
 def token_problem(record: Any) -> str | None:
     """What is wrong with a tokens.jsonl record, or None: numbers where numbers go, a known `ref`, and the
-    per-token lists all as long as `ids` (`kl` and `ratio` may be null)."""
+    per-token lists all as long as `ids` (`kl` and `ratio` may be null), and the engine's fields when present."""
     problem = object_problem(record)
     if problem:
         return problem
@@ -90,4 +94,4 @@ def token_problem(record: Any) -> str | None:
             continue
         if not isinstance(values, list) or len(values) != len(ids):
             return f"{name} is {shown(values)}, not a list of {len(ids)} values (one per token)"
-    return None
+    return engine_problem(record)

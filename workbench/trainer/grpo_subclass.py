@@ -14,6 +14,7 @@ from pathlib import Path
 
 from workbench import library_compat
 from workbench.runstore import runfolder
+from workbench.spec import engine_records
 from workbench.spec.config import RunConfig
 from workbench.trainer import ties_verdict
 from workbench.trainer.generation_copy import GenerationCopy
@@ -149,12 +150,15 @@ class WorkbenchHooks(library_compat.GRPOHooks):
         # A step's completions land with its metrics (written by the run folder callback's on_log, inside
         # this call): the run folder changes once a step, so each page watching it refreshes once a step.
         self.write_completions()
-        self.write_tokens()
+        # a vLLM run's step summary of its engine's log-probabilities and weights (engine/*), from its token records
+        logs = {**logs, **engine_records.step_metrics(self.write_tokens())}
         super().log(logs, *args, **kwargs)
 
-    def write_tokens(self) -> None:
+    def write_tokens(self) -> list[dict]:
+        """Append the records captured since the last log to tokens.jsonl (main process); every process's records,
+        gathered."""
         if self.token_capture is None:
-            return
+            return []
         records = self.token_capture.take()
         if self.accelerator.num_processes > 1:  # every process logs at the same step: a collective call
             from accelerate.utils import gather_object
@@ -162,6 +166,7 @@ class WorkbenchHooks(library_compat.GRPOHooks):
             records = sorted(gather_object(records), key=lambda r: (r["step"], r["round"], r["index"]))
         if self.accelerator.is_main_process and records and self.completions_path is not None:
             runfolder.append_jsonl(self.completions_path.parent / runfolder.TOKENS_FILE, records)
+        return records
 
     def write_completions(self) -> None:
         if self._unwritten_completions:

@@ -22,7 +22,7 @@ from workbench.ui.context import UIContext
 
 DEFAULT_SMOOTHING = 0.5
 MAIN_FIGURES = ("reward", "reward_std", "kl", "entropy", "loss")
-MORE_FIGURES = ("completion_length", "clip_ratio", "grad_norm", "learning_rate", "step_time")
+MORE_FIGURES = ("completion_length", "clip_ratio", "grad_norm", "learning_rate", "step_time", "engine_mismatch")
 
 NOTICE_CSS = """
 .wb-notice { border-radius: 8px; padding: 8px 12px; font-size: 0.9rem; white-space: pre-wrap; }
