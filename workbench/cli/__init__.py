@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "workbench.cli.watch",
     "workbench.cli.eval",
     "workbench.cli.tokens_command",
+    "workbench.cli.completions_command",
     "workbench.cli.export_model_command",
     "workbench.cli.users_command",
 )
