@@ -326,12 +326,14 @@ def test_the_cache_is_reused_when_appended_and_rebuilt_when_cut_back(tmp_path, m
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
 
 
-def test_the_cache_lives_in_the_workbench_cache_by_default(tmp_path, monkeypatch):
+def test_the_cache_lives_beside_the_workbench_cache_by_default(tmp_path, monkeypatch):
+    # beside, not inside: every sandbox is shown the model cache (tests/test_attack_explorer_cache_leak.py)
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "wb-cache"))
     run_dir = tmp_path / "runs" / "r"
     write_run(run_dir, range(1, 3))
     assert search_completions(run_dir, CompletionQuery()).total == 16
-    assert list((tmp_path / "wb-cache" / "completions").iterdir())
+    assert list((tmp_path / "wb-cache-private" / "completions").iterdir())
+    assert not (tmp_path / "wb-cache").exists()
 
 
 # ---------------------------------------------------------------- the command

@@ -12,9 +12,10 @@ over the file's pages (the operating system's page cache, not the process's memo
 rows touches only its rows; Parquet would decode every text column into memory first, which costs more than the
 search itself. The parts take about as much disk as the JSON lines they come from.
 
-Where: `$WORKBENCH_CACHE/completions/<hash of the file's real path>/`, outside every run folder, written by the
-reader (the server or the CLI) only, never by the trainer: a sandboxed run sees the cache folder read-only
-(jobs/sandbox_paths.cache_paths). The folder is made private (0700): it holds what runs wrote.
+Where: `<the private cache>/completions/<hash of the file's path>/` (`model_files.private_cache_dir`, beside the
+model cache, not in it: the model cache is shown to every sandbox and opened to every run's uid), outside every
+run folder, written by the reader (the server or the CLI) only, never by the trainer; a sandbox sees it as an
+empty folder (jobs/sandbox_exposure). The folders are made private (0700): they hold what runs wrote.
 
 Kept honest like `runstore/jsonl_cache.py` keeps its indexes: the manifest holds the file's identity (device,
 inode), the offset read up to and the bytes just before it. A file replaced (a resume's rewrite,
@@ -88,12 +89,13 @@ class Manifest:
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The folder every run's parts lie under: `cache_dir`, else the workbench cache's `completions/`."""
+    """The folder every run's parts lie under: `cache_dir`, else the workbench's private cache's `completions/`
+    (not the model cache: every sandbox sees that one, and every run's uid may read it)."""
     if cache_dir is not None:
         return Path(cache_dir)
-    from workbench.sources.model_files import cache_dir as workbench_cache
+    from workbench.sources.model_files import private_cache_dir
 
-    return workbench_cache() / CACHE_SUBFOLDER
+    return private_cache_dir() / CACHE_SUBFOLDER
 
 
 def folder_for(path: Path, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -204,7 +206,9 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
 def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path, Manifest]:
     """The cache folder and current manifest of the completions file `path`, brought up to date."""
     folder = folder_for(path, cache_dir)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # the root private too, not only each run's folder (mkdir's parents get the umask's mode)
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(exist_ok=True, mode=0o700)
     manifest = _read_manifest(folder)
     try:
         with safe_files.open_file(path) as handle:
