@@ -99,8 +99,11 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def folder_for(path: Path, cache_dir: str | os.PathLike | None = None) -> Path:
-    """The cache folder of one completions file, named by a hash of its real path."""
-    key = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:32]
+    """The cache folder of one completions file, named by a hash of its path: its folder's real path and its own
+    name, never what a link in the file's place points at (a run's code may put a link to another run's file
+    there: named by the target, that run's cache would be cleared as this file's, which reads as missing)."""
+    path = Path(path)
+    key = hashlib.sha256(os.fsencode(os.path.join(os.path.realpath(path.parent), path.name))).hexdigest()[:32]
     return cache_root(cache_dir) / key
 
 
@@ -110,6 +113,8 @@ def _read_manifest(folder: Path) -> Manifest:
         parts = tuple(Part(str(p["file"]), int(p["start"]), int(p["end"]), int(p["rows"])) for p in data["parts"])
         identity = tuple(data["identity"]) if data["identity"] else None
         if data.get("version") != VERSION or any("/" in p.file or p.file.startswith(".") for p in parts):
+            return Manifest()
+        if not all((folder / p.file).is_file() for p in parts):  # a part gone (another reader's update): read again
             return Manifest()
         return Manifest(identity, int(data["offset"]), str(data["tail"]), parts)
     except (OSError, ValueError, KeyError, TypeError):
@@ -249,10 +254,16 @@ def _forget_others(folder: Path, manifest: Manifest) -> Manifest:
 
 def read_columns(folder: Path, manifest: Manifest, wanted) -> pa.Table:
     """The columns (those `wanted` accepts) of every part in file order, with `part` and `row` (its place there)."""
-    tables = []
+    tables, scores = [], {}
     for number, part in enumerate(manifest.parts):
         table = open_part(folder / part.file)
-        table = table.select([name for name in table.column_names if wanted(name)])
+        names = [name for name in table.column_names if wanted(name)]
+        # the run's first MAX_REWARD_COLUMNS reward names only (every score stays in rewards_json): a run naming
+        # new ones in each part would otherwise give every row of the joined table a column per name
+        for name in names:
+            if name.startswith(REWARD_PREFIX) and len(scores) < MAX_REWARD_COLUMNS:
+                scores.setdefault(name)
+        table = table.select([name for name in names if not name.startswith(REWARD_PREFIX) or name in scores])
         table = table.append_column("part", pa.array(np.full(table.num_rows, number, np.int32)))
         tables.append(table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int32))))
     if not tables:
