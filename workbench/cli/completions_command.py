@@ -69,7 +69,8 @@ def parse_steps(text: str | None) -> tuple[int | None, int | None]:
 
 
 def _short(text, width: int = TABLE_TEXT_CHARS) -> str:
-    text = " ".join(str(text or "").split())
+    # a run wrote the text: control characters (terminal escapes) are shown as `?`, never sent to the terminal
+    text = "".join(c if c.isprintable() else "?" for c in " ".join(str(text or "").split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,12 +57,17 @@ INT_FIELDS = ("step", "group", "index", "length")
 MAX_LIMIT = 10_000
 EXPORT_BATCH_ROWS = 8192
 FORMATS = ("csv", "parquet")
-# A spreadsheet reads a cell beginning with one of these as a formula (OWASP's CSV injection guidance).
+# A spreadsheet reads a cell beginning with one of these as a formula (OWASP's CSV injection guidance), also
+# after leading spaces or line breaks, which spreadsheets trim (so the test is on the cell with those stripped).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# The longest search read: a search is typed by a person, and pyarrow's case-insensitive kernel compiles it as a
+# pattern, which fails (ArrowInvalid) past the pattern engine's size.
+MAX_SEARCH_CHARS = 1000
 
 __all__ = ["FIELDS", "CompletionPage", "CompletionQuery", "export_completions", "parse_where", "search_completions"]
 
 _KEPT = completion_cache.Kept()
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,10 @@ def _load(run_dir: Path, cache_dir) -> tuple[Path, completion_cache.Manifest, di
 
 def _check(query: CompletionQuery, names: list[str]) -> Where:
     if query.sort not in SORTS and not (query.sort.startswith(REWARD_PREFIX) and query.sort[len(REWARD_PREFIX) :]):
-        choices = ", ".join([*SORTS, *(REWARD_PREFIX + n for n in names)] or SORTS)
+        # only names a person can type (a run names its reward functions: line breaks and terminal escapes there
+        # would reach the message, and the terminal that prints it)
+        typed = [REWARD_PREFIX + n for n in names if _NAME.fullmatch(n)]
+        choices = ", ".join([*SORTS, *typed])
         raise WorkbenchError(
             field="sort", rule=f"`{query.sort}` is not a field to sort by", fix=f"use one of {choices}"
         )
@@ -177,6 +186,12 @@ def _check(query: CompletionQuery, names: list[str]) -> Where:
         raise WorkbenchError(field="offset", rule="must be a whole number, 0 or more", fix="give 0 for the first page")
     if not (isinstance(query.limit, int) and 0 <= query.limit <= MAX_LIMIT):
         raise WorkbenchError(field="limit", rule=f"must be a whole number from 0 to {MAX_LIMIT}", fix="give 50")
+    if not isinstance(query.search, str) or len(query.search) > MAX_SEARCH_CHARS:
+        raise WorkbenchError(
+            field="search",
+            rule=f"must be text of at most {MAX_SEARCH_CHARS} characters",
+            fix="search for a shorter part",
+        )
     first, last = query.steps
     for value in (first, last):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -295,7 +310,7 @@ def _cell(value):
     """A CSV cell: text a spreadsheet would read as a formula gets a leading `'` (numbers are written as numbers)."""
     if isinstance(value, dict):
         value = json.dumps(value)
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if isinstance(value, str) and (value.startswith(FORMULA_STARTS) or value.lstrip().startswith(FORMULA_STARTS)):
         return "'" + value
     return "" if value is None else value
 
