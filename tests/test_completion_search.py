@@ -326,14 +326,22 @@ def test_the_cache_is_reused_when_appended_and_rebuilt_when_cut_back(tmp_path, m
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
 
 
-def test_the_cache_lives_beside_the_workbench_cache_by_default(tmp_path, monkeypatch):
-    # beside, not inside: every sandbox is shown the model cache (tests/test_attack_explorer_cache_leak.py)
+def test_the_cache_lies_beside_the_workbench_cache_where_no_sandbox_sees_it(tmp_path, monkeypatch):
+    from workbench.jobs import sandbox
+
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "wb-cache"))
-    run_dir = tmp_path / "runs" / "r"
-    write_run(run_dir, range(1, 3))
-    assert search_completions(run_dir, CompletionQuery()).total == 16
-    assert list((tmp_path / "wb-cache-private" / "completions").iterdir())
-    assert not (tmp_path / "wb-cache").exists()
+    (tmp_path / "wb-cache").mkdir()
+    runs = tmp_path / "runs"
+    write_run(runs / "r", range(1, 3))
+    assert search_completions(runs / "r", CompletionQuery()).total == 16
+    root = tmp_path / "wb-cache-completions"
+    assert [p.name for p in root.iterdir()] and oct(root.stat().st_mode & 0o777) == "0o700"
+    env = {**os.environ, "HOME": str(tmp_path)}
+    exposed = sandbox.exposure(runs / "r", runs, {}, None, env)
+    shown = [path for kind, path in exposed.mounts if kind in ("read-only", "read-write")] + list(exposed.shared)
+    assert str(tmp_path / "wb-cache") in exposed.paths("read-only")  # the models' cache is shown ...
+    assert not [path for path in shown if root.is_relative_to(path)]  # ... the completions' is not
+    assert any(root.is_relative_to(path) for path in exposed.paths("empty"))  # under the hidden home
 
 
 # ---------------------------------------------------------------- the command

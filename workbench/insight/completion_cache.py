@@ -12,10 +12,14 @@ over the file's pages (the operating system's page cache, not the process's memo
 rows touches only its rows; Parquet would decode every text column into memory first, which costs more than the
 search itself. The parts take about as much disk as the JSON lines they come from.
 
-Where: `<the private cache>/completions/<hash of the file's path>/` (`model_files.private_cache_dir`, beside the
-model cache, not in it: the model cache is shown to every sandbox and opened to every run's uid), outside every
-run folder, written by the reader (the server or the CLI) only, never by the trainer; a sandbox sees it as an
-empty folder (jobs/sandbox_exposure). The folders are made private (0700): they hold what runs wrote.
+Where: `<workbench cache>-completions/<hash of the file's path>/` (`~/.cache/grpo-workbench-completions` by
+default, beside `$WORKBENCH_CACHE`: `model_files.completions_cache_dir`), outside every run folder, written by
+the reader (the server or the CLI) only, never by the trainer, in folders private to the server's user (0700):
+it holds what runs wrote. Beside the workbench cache, not in it: a sandbox shows the workbench cache (the
+converted models) read-only and makes everything in it readable for the run's uid
+(`jobs/sandbox.share_read_only`), which showed one user's completions to another user's run
+(tests/test_attack_explorer_cache_leak.py); this folder is never shared, and a sandbox sees it empty
+(jobs/sandbox_exposure), wherever it lies.
 
 Kept honest like `runstore/jsonl_cache.py` keeps its indexes: the manifest holds the file's identity (device,
 inode), the offset read up to and the bytes just before it. A file replaced (a resume's rewrite,
@@ -45,7 +49,6 @@ from workbench.runstore import runfolder, safe_files
 from workbench.spec.chat import transcript_text
 from workbench.spec.numbers import finite_number
 
-CACHE_SUBFOLDER = "completions"
 MANIFEST = "manifest.json"
 VERSION = 1
 FINGERPRINT_BYTES = 64
@@ -89,13 +92,13 @@ class Manifest:
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The folder every run's parts lie under: `cache_dir`, else the workbench's private cache's `completions/`
+    """The folder every run's parts lie under: `cache_dir`, else the one beside the workbench cache
     (not the model cache: every sandbox sees that one, and every run's uid may read it)."""
     if cache_dir is not None:
         return Path(cache_dir)
-    from workbench.sources.model_files import private_cache_dir
+    from workbench.sources.model_files import completions_cache_dir
 
-    return private_cache_dir() / CACHE_SUBFOLDER
+    return completions_cache_dir()
 
 
 def folder_for(path: Path, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -208,10 +211,21 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
     return parts, offset, tail
 
 
+_UPDATING: dict[str, threading.Lock] = {}
+_UPDATING_LOCK = threading.Lock()
+
+
 def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path, Manifest]:
-    """The cache folder and current manifest of the completions file `path`, brought up to date."""
+    """The cache folder and current manifest of the completions file `path`, brought up to date (one thread of the
+    process at a time per file: the others then find it done)."""
     folder = folder_for(path, cache_dir)
-    # the root private too, not only each run's folder (mkdir's parents get the umask's mode)
+    with _UPDATING_LOCK:
+        lock = _UPDATING.setdefault(str(folder), threading.Lock())
+    with lock:
+        return _update(path, folder)
+
+
+def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
     folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.mkdir(exist_ok=True, mode=0o700)
     manifest = _read_manifest(folder)

@@ -93,7 +93,7 @@ def exposure(
     readable += [p for p in named_paths(config or {}, runs_root) if not is_under(p, [own_dir])]
     masked = [p for p in (real_path(f) for f in (*policy.hidden_files, *SYSTEM_SECRETS)) if os.path.isfile(p)]
     devices = sorted(p for pattern in GPU_DEVICE_PATTERNS for p in glob.glob(pattern))
-    from workbench.sources.model_files import cache_dir, private_cache_dir
+    from workbench.sources.model_files import cache_dir, completions_cache_dir
 
     mounts = [
         *(("empty", p) for p in hidden),
@@ -102,7 +102,7 @@ def exposure(
         *(("read-only", p) for p in dict.fromkeys(readable)),
         ("read-write", own_dir),
         # what the server derives from every run (other students' completions): never shown, wherever it lies
-        *(("empty", p) for p in [real_path(private_cache_dir())] if os.path.isdir(p)),
+        *(("empty", p) for p in [real_path(completions_cache_dir())] if os.path.isdir(p)),
         *(("masked", p) for p in masked),
         *(("device", p) for p in devices),
     ]
