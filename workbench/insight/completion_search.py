@@ -60,9 +60,12 @@ FORMATS = ("csv", "parquet")
 # A spreadsheet reads a cell beginning with one of these as a formula (OWASP's CSV injection guidance), also
 # after leading spaces or line breaks, which spreadsheets trim (so the test is on the cell with those stripped).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-# The longest search read: a search is typed by a person, and pyarrow's case-insensitive kernel compiles it as a
-# pattern, which fails (ArrowInvalid) past the pattern engine's size.
-MAX_SEARCH_CHARS = 1000
+# pyarrow's case-insensitive substring kernel compiles the text as a pattern (fast, but it fails with ArrowInvalid
+# past the pattern engine's size): a longer search (a prompt's history searches its whole prompt) is matched as
+# plain text in the lower-cased columns instead.
+PATTERN_SEARCH_CHARS = 1000
+# No line is longer than a read chunk (runfolder.whole_lines skips longer ones): a longer search matches nothing.
+MAX_SEARCH_CHARS = runfolder.READ_CHUNK_BYTES
 
 __all__ = ["FIELDS", "CompletionPage", "CompletionQuery", "export_completions", "parse_where", "search_completions"]
 
@@ -189,7 +192,7 @@ def _check(query: CompletionQuery, names: list[str]) -> Where:
     if not isinstance(query.search, str) or len(query.search) > MAX_SEARCH_CHARS:
         raise WorkbenchError(
             field="search",
-            rule=f"must be text of at most {MAX_SEARCH_CHARS} characters",
+            rule=f"must be text of at most {MAX_SEARCH_CHARS:,} characters",
             fix="search for a shorter part",
         )
     first, last = query.steps
@@ -262,14 +265,19 @@ def _text_rows(folder, manifest, table: pa.Table, where: Where, search: str, can
 
 def _search_mask(text: pa.Table, search: str) -> np.ndarray:
     """Rows whose prompt or completion holds `search`, in any case (a literal, never a pattern)."""
+    if len(search) <= PATTERN_SEARCH_CHARS:
+        holds = lambda column: pc.match_substring(column, search, ignore_case=True)  # noqa: E731
+    else:
+        lowered = search.lower()
+        holds = lambda column: pc.match_substring(pc.utf8_lower(column), lowered)  # noqa: E731
     # prompts repeat (G completions share one): each distinct prompt is matched once
     prompts = text["prompt"].combine_chunks()
     if isinstance(prompts, pa.DictionaryArray):
-        in_prompt = pc.match_substring(prompts.dictionary, search, ignore_case=True).fill_null(False)
+        in_prompt = holds(prompts.dictionary).fill_null(False)
         in_prompt = in_prompt.take(prompts.indices).fill_null(False)
     else:
-        in_prompt = pc.match_substring(prompts, search, ignore_case=True).fill_null(False)
-    in_completion = pc.match_substring(text["completion"], search, ignore_case=True).fill_null(False)
+        in_prompt = holds(prompts).fill_null(False)
+    in_completion = holds(text["completion"]).fill_null(False)
     return np.asarray(in_prompt, bool) | np.asarray(in_completion.combine_chunks(), bool)
 
 
