@@ -283,4 +283,5 @@ POINT_CLICK_JS = f"""
 def clicked_step(text: str | None) -> int | None:
     """The step the click bridge sent (a whole number), or None for anything else."""
     value = str(text or "").strip()
-    return int(value) if value.isdigit() else None
+    # ASCII digits, a step's worth: `isdigit` alone says yes to `²` and to 5,000 nines, which `int` refuses
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 12 else None
