@@ -118,6 +118,8 @@ def run(args) -> int:
         raise ArgumentError(f"--{exc.field or 'where'}: {str(exc).removeprefix(exc.field + ': ')}") from None
     except OSError as exc:
         raise ArgumentError(f"--csv/--parquet: cannot write {exc.filename or ''} ({exc.strerror})") from None
+    if page.left_out:
+        print(f"note: the run's oldest {page.left_out:,} completions are not searched (too many rows)", file=sys.stderr)
     if args.json:
         print(json.dumps([{name: row[name] for name in JSON_FIELDS} for row in page.rows]))
     else:

@@ -62,6 +62,9 @@ FLAG_COLUMNS = ("truncated", "reward_error")
 TEXT_COLUMNS = ("prompt", "completion", "rewards_json")
 # Runs whose loaded columns this process keeps.
 TABLES_KEPT = 2
+# The most rows of one run a query loads (the newest parts that hold them): a run's code can write many tiny
+# records within its disk limit, and the server holds each loaded row's number columns in memory.
+MAX_ROWS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -266,10 +269,25 @@ def _forget_others(folder: Path, manifest: Manifest) -> Manifest:
 # ---------------------------------------------------------------- reading the parts
 
 
+def loaded_parts(manifest: Manifest, most: int | None = None) -> int:
+    """How many of the manifest's first parts a query leaves out: the oldest, so the newest hold at most `most`
+    (MAX_ROWS) rows (at least the last part is loaded)."""
+    most = MAX_ROWS if most is None else most
+    rows, first = 0, len(manifest.parts)
+    while first > 0 and (rows + manifest.parts[first - 1].rows <= most or first == len(manifest.parts)):
+        first -= 1
+        rows += manifest.parts[first].rows
+    return first
+
+
 def read_columns(folder: Path, manifest: Manifest, wanted) -> pa.Table:
-    """The columns (those `wanted` accepts) of every part in file order, with `part` and `row` (its place there)."""
+    """The columns (those `wanted` accepts) of the parts in file order (the newest MAX_ROWS rows' parts:
+    `loaded_parts`), with `part` (its number in the manifest) and `row` (its place there)."""
     tables, scores = [], {}
+    skipped = loaded_parts(manifest)
     for number, part in enumerate(manifest.parts):
+        if number < skipped:
+            continue
         table = open_part(folder / part.file)
         names = [name for name in table.column_names if wanted(name)]
         # the run's first MAX_REWARD_COLUMNS reward names only (every score stays in rewards_json): a run naming

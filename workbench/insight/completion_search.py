@@ -90,6 +90,7 @@ class CompletionPage:
     total: int  # rows that match, over every page
     fields: tuple[str, ...] = FIELDS
     reward_names: list[str] = field(default_factory=list)
+    left_out: int = 0  # the run's oldest rows no query reads (past completion_cache.MAX_ROWS)
 
 
 # ---------------------------------------------------------------- the run's rows
@@ -308,7 +309,8 @@ def search_completions(run_dir, query: CompletionQuery, cache_dir=None) -> Compl
     """One page of the run's completions that match `query`, and how many match in all."""
     folder, manifest, table, positions, names = _matching(run_dir, query, cache_dir)
     page = table.take(positions[query.offset : query.offset + query.limit])
-    return CompletionPage(_rows(folder, manifest, page), len(positions), FIELDS, names)
+    left_out = sum(part.rows for part in manifest.parts[: completion_cache.loaded_parts(manifest)])
+    return CompletionPage(_rows(folder, manifest, page), len(positions), FIELDS, names, left_out)
 
 
 # ---------------------------------------------------------------- export

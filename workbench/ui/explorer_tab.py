@@ -208,7 +208,12 @@ class ExplorerTab:
         state = {"rows": found.rows, "offset": offset, "total": found.total, "names": found.reward_names}
         return {
             ui.page_state: state,
-            ui.note: explorer_view.page_note(found.total, offset, len(found.rows)),
+            ui.note: explorer_view.page_note(found.total, offset, len(found.rows))
+            + (
+                f" The run's oldest {found.left_out:,} completions are not searched (too many rows)."
+                if found.left_out
+                else ""
+            ),
             ui.table: explorer_view.table_rows(found.rows),
             ui.sort: gr.Dropdown(choices=explorer_view.sort_choices(found.reward_names)),
             ui.where: gr.Textbox(info=explorer_view.where_help(found.reward_names)),
