@@ -62,6 +62,8 @@ FLAG_COLUMNS = ("truncated", "reward_error")
 TEXT_COLUMNS = ("prompt", "completion", "rewards_json")
 # Runs whose loaded columns this process keeps.
 TABLES_KEPT = 2
+# The most disk every run's parts together may take: past it, the runs read longest ago lose theirs (`prune`).
+MAX_CACHE_BYTES = 100 << 30
 # The most rows of one run a query loads (the newest parts that hold them): a run's code can write many tiny
 # records within its disk limit, and the server holds each loaded row's number columns in memory.
 MAX_ROWS = 4_000_000
@@ -82,10 +84,11 @@ class Manifest:
     tail: str = ""  # hex of the FINGERPRINT_BYTES before offset
     parts: tuple[Part, ...] = ()
 
-    def to_json(self) -> bytes:
+    def to_json(self, source: str = "") -> bytes:
         return json.dumps(
             {
                 "version": VERSION,
+                "source": source,  # the file's path (`keyed_path`): its run deleted, `prune` deletes the folder
                 "identity": list(self.identity) if self.identity else None,
                 "offset": self.offset,
                 "tail": self.tail,
@@ -104,12 +107,17 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     return completions_cache_dir()
 
 
+def keyed_path(path) -> str:
+    """The path a cache folder is named by: the real path of the file's folder, and the file's own name."""
+    path = Path(path)
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
 def folder_for(path: Path, cache_dir: str | os.PathLike | None = None) -> Path:
     """The cache folder of one completions file, named by a hash of its path: its folder's real path and its own
     name, never what a link in the file's place points at (a run's code may put a link to another run's file
     there: named by the target, that run's cache would be cleared as this file's, which reads as missing)."""
-    path = Path(path)
-    key = hashlib.sha256(os.fsencode(os.path.join(os.path.realpath(path.parent), path.name))).hexdigest()[:32]
+    key = hashlib.sha256(os.fsencode(keyed_path(path))).hexdigest()[:32]
     return cache_root(cache_dir) / key
 
 
@@ -230,7 +238,10 @@ def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path
 
 def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
     folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not folder.is_dir():  # a run looked at for the first time: the cache grows, so it is pruned first
+        prune(folder.parent)
     folder.mkdir(exist_ok=True, mode=0o700)
+    os.utime(folder)  # when the run was last read: `prune` deletes the least recently read first
     manifest = _read_manifest(folder)
     try:
         with safe_files.open_file(path) as handle:
@@ -253,8 +264,41 @@ def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
         return folder, _forget_others(folder, Manifest())
     tail = (tail + new_tail)[-FINGERPRINT_BYTES:]
     manifest = Manifest(identity, offset, tail.hex(), tuple(kept + parts))
-    _write_atomic(folder / MANIFEST, lambda target: target.write_bytes(manifest.to_json()))
+    _write_atomic(folder / MANIFEST, lambda target: target.write_bytes(manifest.to_json(keyed_path(path))))
     return folder, _forget_others(folder, manifest)
+
+
+def _source_gone(folder: Path) -> bool:
+    """Whether the run folder of the file this cache folder holds is gone (the run deleted)."""
+    try:
+        source = json.loads((folder / MANIFEST).read_bytes()).get("source")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(source, str) and bool(source) and not os.path.isdir(os.path.dirname(source))
+
+
+def prune(root: Path, most: int | None = None) -> None:
+    """Delete the cache folders of deleted runs (what a student wrote leaves with the run, and a run deleted and
+    made again cannot grow the cache without end), then, while the parts take more than `most` bytes
+    (MAX_CACHE_BYTES), those of the runs read longest ago (read again when next looked at)."""
+    import shutil
+
+    most = MAX_CACHE_BYTES if most is None else most
+    kept = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        if _source_gone(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        size = sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
+        kept.append((folder.stat().st_mtime, size, folder))
+    total = sum(size for _, size, _ in kept)
+    for _, size, folder in sorted(kept, key=lambda entry: entry[0]):
+        if total <= most:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
 
 
 def _forget_others(folder: Path, manifest: Manifest) -> Manifest:
