@@ -7,7 +7,10 @@ that are not the student's, forged export formats, what the click bridge sends, 
 - the click bridge's text: a step in other digits, a number past Python's integer-text limit (broke:
   `clicked_step` took `str.isdigit`, which says yes to `²` and to 5,000 nines, and `int` then raised: a
   traceback in the handler; fixed: ASCII digits, at most 12);
-- a run's prompt and completion holding HTML (held: the group card and the history escape it).
+- a run's prompt and completion holding HTML (held: the group card and the history escape it);
+- exports clicked again and again (broke: each export, as large as the run's matching completions, stayed in
+  the download folder for a day: a student could fill the server's disk; fixed: a user's new export deletes
+  their previous one. Gradio's own copy of each download still stays up to an hour: not bounded here).
 """
 
 from __future__ import annotations
@@ -107,3 +110,12 @@ def test_what_the_click_bridge_sends_is_a_step_or_nothing(tab, text):
     step = explorer_view.clicked_step(text)
     assert step is None or (isinstance(step, int) and 0 <= step < 10**12)
     tab.on_point(Request("alice"), ALICE_RUN, text)  # never raises
+
+
+def test_exports_clicked_again_and_again_keep_one_file_per_user(tab, tmp_path):
+    for where in ("", "reward>0", "reward>=1", "step==1", ""):
+        shown = tab.on_export(Request("alice"), ALICE_RUN, "csv", "", "", where, "any", "any", "any", "step", False)
+        assert "Exported 1 rows" in shown[tab.ui.note]
+    assert len([p for p in (tmp_path / "downloads").rglob("*") if p.is_file()]) == 1
+    tab.on_export(Request("bob"), BOB_RUN, "parquet", *VALUES)  # another user's export is their own
+    assert len([p for p in (tmp_path / "downloads").rglob("*") if p.is_file()]) == 2

@@ -15,6 +15,7 @@ picker holds the runs the user may see, and every event checks the run id again 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +174,9 @@ class ExplorerTab:
         self.ctx = ctx
         self.ui = ui
         self.runs_dir = ctx.runs_dir
+        # each user's latest export folder: a new export deletes the one before (an export is as large as the
+        # run's completions, and the download folder is only emptied a day later)
+        self.exports: dict[str | None, Path] = {}
 
     def run_dir(self, viewer: Viewer, run_id) -> Path | None:
         """The run's folder when the id (from the browser) names one `viewer` may see; else None."""
@@ -296,7 +300,12 @@ class ExplorerTab:
         if folder is None:
             return {ui.export_file: gr.File(value=None, visible=False), ui.note: NO_RUN}
         # a private folder per export, under the one the report downloads use (ui/cleanup.py clears old ones)
-        path = Path(tempfile.mkdtemp(dir=run_reports.reports_root())) / f"{folder.name}-completions.{fmt}"
+        viewer = self.ctx.viewer(request)
+        earlier = self.exports.pop(viewer.name, None)
+        if earlier is not None:
+            shutil.rmtree(earlier, ignore_errors=True)
+        self.exports[viewer.name] = Path(tempfile.mkdtemp(dir=run_reports.reports_root()))
+        path = self.exports[viewer.name] / f"{folder.name}-completions.{fmt}"
         try:
             count = completion_search.export_completions(folder, self.query_of(*values), path, str(fmt))
         except WorkbenchError as exc:
