@@ -170,7 +170,7 @@ def test_module_basenames_are_unique_so_a_traceback_says_which_module():
 def test_every_tab_has_a_pure_view_named_after_it():
     ui = PACKAGE / "ui"
     tabs = sorted(p.name.removesuffix("_tab.py") for p in ui.glob("*_tab.py"))
-    assert tabs == ["calculator", "compare", "runs", "setup", "train"]
+    assert tabs == ["calculator", "compare", "explorer", "runs", "setup", "train"]
     for view in [ui / f"{tab}_view.py" for tab in tabs] + [ui / "completions_view.py"]:
         tree = ast.parse(view.read_text())
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -69,7 +69,8 @@ def parse_steps(text: str | None) -> tuple[int | None, int | None]:
 
 
 def _short(text, width: int = TABLE_TEXT_CHARS) -> str:
-    text = " ".join(str(text or "").split())
+    # a run wrote the text: control characters (terminal escapes) are shown as `?`, never sent to the terminal
+    text = "".join(c if c.isprintable() else "?" for c in " ".join(str(text or "").split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -117,6 +118,8 @@ def run(args) -> int:
         raise ArgumentError(f"--{exc.field or 'where'}: {str(exc).removeprefix(exc.field + ': ')}") from None
     except OSError as exc:
         raise ArgumentError(f"--csv/--parquet: cannot write {exc.filename or ''} ({exc.strerror})") from None
+    if page.left_out:
+        print(f"note: the run's oldest {page.left_out:,} completions are not searched (too many rows)", file=sys.stderr)
     if args.json:
         print(json.dumps([{name: row[name] for name in JSON_FIELDS} for row in page.rows]))
     else:

@@ -12,12 +12,14 @@ over the file's pages (the operating system's page cache, not the process's memo
 rows touches only its rows; Parquet would decode every text column into memory first, which costs more than the
 search itself. The parts take about as much disk as the JSON lines they come from.
 
-Where: `<workbench cache>-completions/<hash of the run folder's real path>/` (`~/.cache/grpo-workbench-completions` by
-default, beside `$WORKBENCH_CACHE`), outside every run folder, written by the reader (the server or the CLI) only,
-never by the trainer, in folders private to the server's user (0700): it holds what runs wrote. Beside the
-workbench cache, not in it: a sandbox shows the workbench cache (the converted models) read-only and makes
-everything in it readable for the run's uid (`jobs/sandbox.share_read_only`), which would show one user's
-completions to another user's run; this folder is neither shown nor shared (tests/test_completion_search.py).
+Where: `<workbench cache>-completions/<hash of the file's path>/` (`~/.cache/grpo-workbench-completions` by
+default, beside `$WORKBENCH_CACHE`: `model_files.completions_cache_dir`), outside every run folder, written by
+the reader (the server or the CLI) only, never by the trainer, in folders private to the server's user (0700):
+it holds what runs wrote. Beside the workbench cache, not in it: a sandbox shows the workbench cache (the
+converted models) read-only and makes everything in it readable for the run's uid
+(`jobs/sandbox.share_read_only`), which showed one user's completions to another user's run
+(tests/test_attack_explorer_cache_leak.py); this folder is never shared, and a sandbox sees it empty
+(jobs/sandbox_exposure), wherever it lies.
 
 Kept honest like `runstore/jsonl_cache.py` keeps its indexes: the manifest holds the file's identity (device,
 inode), the offset read up to and the bytes just before it. A file replaced (a resume's rewrite,
@@ -49,7 +51,6 @@ from workbench.runstore import runfolder, safe_files
 from workbench.spec.chat import transcript_text
 from workbench.spec.numbers import finite_number
 
-CACHE_SUFFIX = "-completions"
 MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
 VERSION = 1
@@ -64,6 +65,11 @@ FLAG_COLUMNS = ("truncated", "reward_error")
 TEXT_COLUMNS = ("prompt", "completion", "rewards_json")
 # Runs whose loaded columns this process keeps.
 TABLES_KEPT = 2
+# The most disk every run's parts together may take: past it, the runs read longest ago lose theirs (`prune`).
+MAX_CACHE_BYTES = 100 << 30
+# The most rows of one run a query loads (the newest parts that hold them): a run's code can write many tiny
+# records within its disk limit, and the server holds each loaded row's number columns in memory.
+MAX_ROWS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,11 @@ class Manifest:
     tail: str = ""  # hex of the FINGERPRINT_BYTES before offset
     parts: tuple[Part, ...] = ()
 
-    def to_json(self) -> bytes:
+    def to_json(self, source: str = "") -> bytes:
         return json.dumps(
             {
                 "version": VERSION,
+                "source": source,  # the file's path (`keyed_path`): its run deleted, `prune` deletes the folder
                 "identity": list(self.identity) if self.identity else None,
                 "offset": self.offset,
                 "tail": self.tail,
@@ -94,19 +101,26 @@ class Manifest:
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The folder every run's parts lie under: `cache_dir`, else the one beside the workbench cache."""
+    """The folder every run's parts lie under: `cache_dir`, else the one beside the workbench cache
+    (not the model cache: every sandbox sees that one, and every run's uid may read it)."""
     if cache_dir is not None:
         return Path(cache_dir)
-    from workbench.sources.model_files import cache_dir as workbench_cache
+    from workbench.sources.model_files import completions_cache_dir
 
-    shared = workbench_cache()
-    return shared.with_name(shared.name + CACHE_SUFFIX)
+    return completions_cache_dir()
+
+
+def keyed_path(path) -> str:
+    """The path a cache folder is named by: the real path of the file's folder, and the file's own name."""
+    path = Path(path)
+    return os.path.join(os.path.realpath(path.parent), path.name)
 
 
 def folder_for(path: Path, cache_dir: str | os.PathLike | None = None) -> Path:
-    """The cache folder of one completions file, named by a hash of its folder's real path and its name: the name
-    itself is never resolved (a run could make it a link to another run's file, to share or spoil that cache)."""
-    key = hashlib.sha256(os.fsencode(os.path.join(os.path.realpath(path.parent), path.name))).hexdigest()[:32]
+    """The cache folder of one completions file, named by a hash of its path: its folder's real path and its own
+    name, never what a link in the file's place points at (a run's code may put a link to another run's file
+    there: named by the target, that run's cache would be cleared as this file's, which reads as missing)."""
+    key = hashlib.sha256(os.fsencode(keyed_path(path))).hexdigest()[:32]
     return cache_root(cache_dir) / key
 
 
@@ -116,6 +130,8 @@ def _read_manifest(folder: Path) -> Manifest:
         parts = tuple(Part(str(p["file"]), int(p["start"]), int(p["end"]), int(p["rows"])) for p in data["parts"])
         identity = tuple(data["identity"]) if data["identity"] else None
         if data.get("version") != VERSION or any("/" in p.file or p.file.startswith(".") for p in parts):
+            return Manifest()
+        if not all((folder / p.file).is_file() for p in parts):  # a part gone (another reader's update): read again
             return Manifest()
         return Manifest(identity, int(data["offset"]), str(data["tail"]), parts)
     except (OSError, ValueError, KeyError, TypeError):
@@ -221,6 +237,11 @@ def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path
 
 
 def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not folder.is_dir():  # a run looked at for the first time: the cache grows, so it is pruned first
+        prune(folder.parent)
+    folder.mkdir(exist_ok=True, mode=0o700)
+    os.utime(folder)  # when the run was last read: `prune` deletes the least recently read first
     manifest = _read_manifest(folder)
     if not all((folder / part.file).is_file() for part in manifest.parts):  # removed by hand: read again
         manifest = Manifest()
@@ -245,8 +266,41 @@ def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
         return folder, Manifest()
     tail = (tail + new_tail)[-FINGERPRINT_BYTES:]
     manifest = Manifest(identity, offset, tail.hex(), tuple(kept + parts))
-    _write_atomic(folder / MANIFEST, lambda target: target.write_bytes(manifest.to_json()))
+    _write_atomic(folder / MANIFEST, lambda target: target.write_bytes(manifest.to_json(keyed_path(path))))
     return folder, _forget_others(folder, manifest)
+
+
+def _source_gone(folder: Path) -> bool:
+    """Whether the run folder of the file this cache folder holds is gone (the run deleted)."""
+    try:
+        source = json.loads((folder / MANIFEST).read_bytes()).get("source")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(source, str) and bool(source) and not os.path.isdir(os.path.dirname(source))
+
+
+def prune(root: Path, most: int | None = None) -> None:
+    """Delete the cache folders of deleted runs (what a student wrote leaves with the run, and a run deleted and
+    made again cannot grow the cache without end), then, while the parts take more than `most` bytes
+    (MAX_CACHE_BYTES), those of the runs read longest ago (read again when next looked at)."""
+    import shutil
+
+    most = MAX_CACHE_BYTES if most is None else most
+    kept = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        if _source_gone(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        size = sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
+        kept.append((folder.stat().st_mtime, size, folder))
+    total = sum(size for _, size, _ in kept)
+    for _, size, folder in sorted(kept, key=lambda entry: entry[0]):
+        if total <= most:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
 
 
 def _forget_others(folder: Path, manifest: Manifest) -> Manifest:
@@ -261,12 +315,33 @@ def _forget_others(folder: Path, manifest: Manifest) -> Manifest:
 # ---------------------------------------------------------------- reading the parts
 
 
+def loaded_parts(manifest: Manifest, most: int | None = None) -> int:
+    """How many of the manifest's first parts a query leaves out: the oldest, so the newest hold at most `most`
+    (MAX_ROWS) rows (at least the last part is loaded)."""
+    most = MAX_ROWS if most is None else most
+    rows, first = 0, len(manifest.parts)
+    while first > 0 and (rows + manifest.parts[first - 1].rows <= most or first == len(manifest.parts)):
+        first -= 1
+        rows += manifest.parts[first].rows
+    return first
+
+
 def read_columns(folder: Path, manifest: Manifest, wanted) -> pa.Table:
-    """The columns (those `wanted` accepts) of every part in file order, with `part` and `row` (its place there)."""
-    tables = []
+    """The columns (those `wanted` accepts) of the parts in file order (the newest MAX_ROWS rows' parts:
+    `loaded_parts`), with `part` (its number in the manifest) and `row` (its place there)."""
+    tables, scores = [], {}
+    skipped = loaded_parts(manifest)
     for number, part in enumerate(manifest.parts):
+        if number < skipped:
+            continue
         table = open_part(folder / part.file)
-        table = table.select([name for name in table.column_names if wanted(name)])
+        names = [name for name in table.column_names if wanted(name)]
+        # the run's first MAX_REWARD_COLUMNS reward names only (every score stays in rewards_json): a run naming
+        # new ones in each part would otherwise give every row of the joined table a column per name
+        for name in names:
+            if name.startswith(REWARD_PREFIX) and len(scores) < MAX_REWARD_COLUMNS:
+                scores.setdefault(name)
+        table = table.select([name for name in names if not name.startswith(REWARD_PREFIX) or name in scores])
         table = table.append_column("part", pa.array(np.full(table.num_rows, number, np.int32)))
         tables.append(table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int32))))
     if not tables:

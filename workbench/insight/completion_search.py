@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,12 +57,20 @@ INT_FIELDS = ("step", "group", "index", "length")
 MAX_LIMIT = 10_000
 EXPORT_BATCH_ROWS = 8192
 FORMATS = ("csv", "parquet")
-# A spreadsheet reads a cell beginning with one of these as a formula (OWASP's CSV injection guidance).
+# A spreadsheet reads a cell beginning with one of these as a formula (OWASP's CSV injection guidance), also
+# after leading spaces or line breaks, which spreadsheets trim (so the test is on the cell with those stripped).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# pyarrow's case-insensitive substring kernel compiles the text as a pattern (fast, but it fails with ArrowInvalid
+# past the pattern engine's size): a longer search (a prompt's history searches its whole prompt) is matched as
+# plain text in the lower-cased columns instead.
+PATTERN_SEARCH_CHARS = 1000
+# No line is longer than a read chunk (runfolder.whole_lines skips longer ones): a longer search matches nothing.
+MAX_SEARCH_CHARS = runfolder.READ_CHUNK_BYTES
 
 __all__ = ["FIELDS", "CompletionPage", "CompletionQuery", "export_completions", "parse_where", "search_completions"]
 
 _KEPT = completion_cache.Kept()
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,7 @@ class CompletionPage:
     total: int  # rows that match, over every page
     fields: tuple[str, ...] = FIELDS
     reward_names: list[str] = field(default_factory=list)
+    left_out: int = 0  # the run's oldest rows no query reads (past completion_cache.MAX_ROWS)
 
 
 # ---------------------------------------------------------------- the run's rows
@@ -169,7 +179,10 @@ def _load(run_dir: Path, cache_dir) -> tuple[Path, completion_cache.Manifest, di
 
 def _check(query: CompletionQuery, names: list[str]) -> Where:
     if query.sort not in SORTS and not (query.sort.startswith(REWARD_PREFIX) and query.sort[len(REWARD_PREFIX) :]):
-        choices = ", ".join([*SORTS, *(REWARD_PREFIX + n for n in names)] or SORTS)
+        # only names a person can type (a run names its reward functions: line breaks and terminal escapes there
+        # would reach the message, and the terminal that prints it)
+        typed = [REWARD_PREFIX + n for n in names if _NAME.fullmatch(n)]
+        choices = ", ".join([*SORTS, *typed])
         raise WorkbenchError(
             field="sort", rule=f"`{query.sort}` is not a field to sort by", fix=f"use one of {choices}"
         )
@@ -177,6 +190,12 @@ def _check(query: CompletionQuery, names: list[str]) -> Where:
         raise WorkbenchError(field="offset", rule="must be a whole number, 0 or more", fix="give 0 for the first page")
     if not (isinstance(query.limit, int) and 0 <= query.limit <= MAX_LIMIT):
         raise WorkbenchError(field="limit", rule=f"must be a whole number from 0 to {MAX_LIMIT}", fix="give 50")
+    if not isinstance(query.search, str) or len(query.search) > MAX_SEARCH_CHARS:
+        raise WorkbenchError(
+            field="search",
+            rule=f"must be text of at most {MAX_SEARCH_CHARS:,} characters",
+            fix="search for a shorter part",
+        )
     first, last = query.steps
     for value in (first, last):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -247,14 +266,19 @@ def _text_rows(folder, manifest, table: pa.Table, where: Where, search: str, can
 
 def _search_mask(text: pa.Table, search: str) -> np.ndarray:
     """Rows whose prompt or completion holds `search`, in any case (a literal, never a pattern)."""
+    if len(search) <= PATTERN_SEARCH_CHARS:
+        holds = lambda column: pc.match_substring(column, search, ignore_case=True)  # noqa: E731
+    else:
+        lowered = search.lower()
+        holds = lambda column: pc.match_substring(pc.utf8_lower(column), lowered)  # noqa: E731
     # prompts repeat (G completions share one): each distinct prompt is matched once
     prompts = text["prompt"].combine_chunks()
     if isinstance(prompts, pa.DictionaryArray):
-        in_prompt = pc.match_substring(prompts.dictionary, search, ignore_case=True).fill_null(False)
+        in_prompt = holds(prompts.dictionary).fill_null(False)
         in_prompt = in_prompt.take(prompts.indices).fill_null(False)
     else:
-        in_prompt = pc.match_substring(prompts, search, ignore_case=True).fill_null(False)
-    in_completion = pc.match_substring(text["completion"], search, ignore_case=True).fill_null(False)
+        in_prompt = holds(prompts).fill_null(False)
+    in_completion = holds(text["completion"]).fill_null(False)
     return np.asarray(in_prompt, bool) | np.asarray(in_completion.combine_chunks(), bool)
 
 
@@ -292,7 +316,8 @@ def search_completions(run_dir, query: CompletionQuery, cache_dir=None) -> Compl
 def _page(run_dir, query: CompletionQuery, cache_dir) -> CompletionPage:
     folder, manifest, table, positions, names = _matching(run_dir, query, cache_dir)
     page = table.take(positions[query.offset : query.offset + query.limit])
-    return CompletionPage(_rows(folder, manifest, page), len(positions), FIELDS, names)
+    left_out = sum(part.rows for part in manifest.parts[: completion_cache.loaded_parts(manifest)])
+    return CompletionPage(_rows(folder, manifest, page), len(positions), FIELDS, names, left_out)
 
 
 # ---------------------------------------------------------------- export
@@ -302,7 +327,7 @@ def _cell(value):
     """A CSV cell: text a spreadsheet would read as a formula gets a leading `'` (numbers are written as numbers)."""
     if isinstance(value, dict):
         value = json.dumps(value)
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if isinstance(value, str) and (value.startswith(FORMULA_STARTS) or value.lstrip().startswith(FORMULA_STARTS)):
         return "'" + value
     return "" if value is None else value
 

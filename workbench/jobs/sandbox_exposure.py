@@ -93,17 +93,19 @@ def exposure(
     readable += [p for p in named_paths(config or {}, runs_root) if not is_under(p, [own_dir])]
     masked = [p for p in (real_path(f) for f in (*policy.hidden_files, *SYSTEM_SECRETS)) if os.path.isfile(p)]
     devices = sorted(p for pattern in GPU_DEVICE_PATTERNS for p in glob.glob(pattern))
+    from workbench.sources.model_files import cache_dir, completions_cache_dir
+
     mounts = [
         *(("empty", p) for p in hidden),
         *(("read-only", p) for p in code),
         ("empty", runs_root),  # after the code: a runs folder inside the project is hidden too
         *(("read-only", p) for p in dict.fromkeys(readable)),
         ("read-write", own_dir),
+        # what the server derives from every run (other students' completions): never shown, wherever it lies
+        *(("empty", p) for p in [real_path(completions_cache_dir())] if os.path.isdir(p)),
         *(("masked", p) for p in masked),
         *(("device", p) for p in devices),
     ]
-    from workbench.sources.model_files import cache_dir
-
     # what the workbench itself wrote (converted models, uploads, the user's other runs) may be private to the
     # server's user (a server with accounts makes its files with umask 077): made readable for the run's uid
     shared = [

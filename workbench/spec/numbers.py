@@ -19,7 +19,7 @@ def finite_number(value: Any) -> float | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer past float's range (10**400)
         return None
     return number if math.isfinite(number) else None
 

@@ -36,6 +36,7 @@ TABS = (
     ("Train", "workbench.ui.train_tab"),
     ("Compare", "workbench.ui.compare_tab"),
     ("Runs", "workbench.ui.runs_tab"),
+    ("Explore", "workbench.ui.explorer_tab"),
 )
 
 NO_SANDBOX_WARNING = (

@@ -56,6 +56,10 @@ class TrainComponents:
     more_metrics: gr.Accordion
     refresh: gr.Button
     refresh_more: gr.Button
+    # The Explore tab's ways in (ui/explorer_tab.py wires them): the link, and the step a curve's click names.
+    explore_button: gr.Button
+    point_box: gr.Textbox
+    point_button: gr.Button
 
     @property
     def plot_list(self) -> list:
@@ -128,6 +132,7 @@ def layout(ctx: UIContext) -> TrainComponents:
     plots, smoothing, alarms = _curves_and_health()
     held_out, changed_answers = _held_out()
     step_slider, completions = _completions()
+    explore_button, point_box, point_button = _explore_links()
     more_metrics = _more_metrics(plots)
     # Clicked by the page's script (train_view.WATCH_JS) when the run folder changed, and once the page shows
     # that change, while More metrics is open, to draw those figures too (a refresh leaves them out: each
@@ -156,6 +161,9 @@ def layout(ctx: UIContext) -> TrainComponents:
         more_metrics,
         refresh,
         refresh_more,
+        explore_button,
+        point_box,
+        point_button,
     )
 
 
@@ -225,6 +233,19 @@ def _completions() -> tuple[gr.Slider, gr.HTML]:
         elem_id="wb-train-completions",
     )
     return step_slider, completions
+
+
+def _explore_links() -> tuple[gr.Button, gr.Textbox, gr.Button]:
+    """The link to the Explore tab for the run shown, and the hidden box and button the page's click bridge
+    (explorer_view.POINT_CLICK_JS) sets to the step of a clicked curve point and clicks."""
+    with gr.Row():
+        explore_button = gr.Button(
+            "Explore every completion of this run", scale=0, min_width=300, elem_id="wb-train-explore"
+        )
+        gr.Markdown("Search, filter and sort them all, or click a point of a curve above to open that step's groups.")
+    point_box = gr.Textbox("", visible="hidden", elem_id="wb-train-point")
+    point_button = gr.Button("open the clicked step", visible="hidden", elem_id="wb-train-point-go")
+    return explore_button, point_box, point_button
 
 
 def _more_metrics(plots: dict) -> gr.Accordion:

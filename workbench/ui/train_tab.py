@@ -544,6 +544,12 @@ def build(ctx: UIContext) -> None:
     plan_valid = ctx.components.get("plan_valid")
     if plan_valid is not None:
         plan_valid.change(tab.on_plan_valid, inputs=[plan_valid], outputs=[ui.launch_button], show_progress="hidden")
-    ctx.register(train_run_picker=ui.run_picker, train_launch=ui.launch_button)
+    ctx.register(
+        train_run_picker=ui.run_picker,
+        train_launch=ui.launch_button,
+        train_explore=ui.explore_button,
+        train_point_box=ui.point_box,
+        train_point_button=ui.point_button,
+    )
     ctx.page_scripts.append(train_view.WATCH_JS)
     ctx.api_routes[f"/{train_view.CHANGES_ROUTE}"] = tab.changes_route
