@@ -230,6 +230,8 @@ def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path
     thread at a time per file, `flock`: the others then find it done)."""
     folder = folder_for(path, cache_dir)
     folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not folder.is_dir():  # a run looked at for the first time: the cache grows, so it is pruned first
+        prune(folder.parent)
     folder.mkdir(exist_ok=True, mode=0o700)
     with open(folder / LOCK_FILE, "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
@@ -237,10 +239,6 @@ def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path
 
 
 def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not folder.is_dir():  # a run looked at for the first time: the cache grows, so it is pruned first
-        prune(folder.parent)
-    folder.mkdir(exist_ok=True, mode=0o700)
     os.utime(folder)  # when the run was last read: `prune` deletes the least recently read first
     manifest = _read_manifest(folder)
     if not all((folder / part.file).is_file() for part in manifest.parts):  # removed by hand: read again
