@@ -48,9 +48,9 @@ class ExplorerComponents:
     search: gr.Textbox
     steps: gr.Textbox
     where: gr.Textbox
-    truncated: gr.Radio
-    correct: gr.Radio
-    reward_error: gr.Radio
+    truncated: gr.Dropdown
+    correct: gr.Dropdown
+    reward_error: gr.Dropdown
     sort: gr.Dropdown
     desc: gr.Checkbox
     go: gr.Button
@@ -58,7 +58,7 @@ class ExplorerComponents:
     table: gr.Dataframe
     back: gr.Button
     forward: gr.Button
-    export_format: gr.Radio
+    export_format: gr.Dropdown
     export_button: gr.Button
     export_file: gr.File
     history_button: gr.Button
@@ -84,8 +84,8 @@ class ExplorerComponents:
         return [self.page_state, self.note, self.table, self.sort, self.where]
 
 
-def _flag(label: str, elem_id: str) -> gr.Radio:
-    return gr.Radio(list(explorer_view.FLAG_CHOICES), value="any", label=label, elem_id=elem_id, min_width=160)
+def _flag(label: str, elem_id: str) -> gr.Dropdown:
+    return gr.Dropdown(list(explorer_view.FLAG_CHOICES), value="any", label=label, elem_id=elem_id, min_width=140)
 
 
 def layout() -> ExplorerComponents:
@@ -94,12 +94,13 @@ def layout() -> ExplorerComponents:
         "row to open its group; follow its prompt across steps to see how training changed the answers.",
         elem_classes=["wb-section"],
     )
-    with gr.Row():
+    with gr.Row(equal_height=True):
         run_picker = gr.Dropdown(label="Run", choices=[], value=None, scale=2, elem_id="wb-explore-run")
         search = gr.Textbox(
             label="Text", placeholder="words in a prompt or completion", scale=3, elem_id="wb-explore-search"
         )
-        steps = gr.Textbox(label="Steps", placeholder="e.g. 10:50", scale=1, elem_id="wb-explore-steps")
+        steps = gr.Textbox(label="Steps", placeholder="e.g. 10:50", scale=1, min_width=120, elem_id="wb-explore-steps")
+        go = gr.Button("Search", variant="primary", scale=0, min_width=120, elem_id="wb-explore-go")
     with gr.Row():
         where = gr.Textbox(
             label="Filter",
@@ -112,27 +113,27 @@ def layout() -> ExplorerComponents:
             label="Sort by", choices=explorer_view.sort_choices([]), value="step", scale=1, elem_id="wb-explore-sort"
         )
         desc = gr.Checkbox(label="Highest first", value=False, scale=0, min_width=140, elem_id="wb-explore-desc")
-    with gr.Row():
+    with gr.Row(equal_height=True):
         truncated = _flag("Truncated", "wb-explore-truncated")
         correct = _flag("Correct", "wb-explore-correct")
         reward_error = _flag("Reward error", "wb-explore-error")
-        go = gr.Button("Search", variant="primary", scale=0, min_width=140, elem_id="wb-explore-go")
-    note = gr.Markdown(NO_RUN, elem_id="wb-explore-note")
+        export_format = gr.Dropdown(["csv", "parquet"], value="csv", label="Export as", min_width=140)
+        export_button = gr.Button("Export the rows", scale=0, min_width=210, elem_id="wb-explore-export")
+    export_file = gr.File(label="Export", visible=False, elem_id="wb-explore-file")
+    with gr.Row(equal_height=True):
+        note = gr.Markdown(NO_RUN, elem_id="wb-explore-note")
+        back = gr.Button("◀ Previous", size="sm", scale=0, min_width=120, elem_id="wb-explore-back")
+        forward = gr.Button("Next ▶", size="sm", scale=0, min_width=100, elem_id="wb-explore-forward")
+        history_button = gr.Button("Prompt history", size="sm", scale=0, min_width=140, elem_id="wb-explore-history-go")
     table = gr.Dataframe(
         headers=list(explorer_view.COLUMNS),
         value=[],
         interactive=False,
         wrap=True,
+        max_height=330,
         elem_id="wb-explore-table",
-        column_widths=["6%", "6%", "5%", "26%", "33%", "7%", "8%", "7%", "10%"],
+        column_widths=["5%", "5%", "4%", "23%", "32%", "6%", "8%", "6%", "11%"],
     )
-    with gr.Row():
-        back = gr.Button("◀ Previous page", scale=0, min_width=160, elem_id="wb-explore-back")
-        forward = gr.Button("Next page ▶", scale=0, min_width=160, elem_id="wb-explore-forward")
-        history_button = gr.Button("Prompt history", scale=0, min_width=160, elem_id="wb-explore-history-go")
-        export_format = gr.Radio(["csv", "parquet"], value="csv", label="Export as", scale=0, min_width=200)
-        export_button = gr.Button("Export the matching rows", scale=0, min_width=220, elem_id="wb-explore-export")
-    export_file = gr.File(label="Export", visible=False, elem_id="wb-explore-file")
     # Without gradio's prose styles, whose table borders would box every score of a card.
     group = gr.HTML(
         explorer_view.group_html(None), apply_default_css=False, js_on_load=None, elem_id="wb-explore-group"
