@@ -36,6 +36,7 @@ from workbench.ui.context import UIContext
 # The newest steps a prompt's history shows: each is a row of G cards.
 HISTORY_STEPS = 12
 NO_RUN = "Pick a run first."
+BADGE_CSS = ".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }"
 
 
 @dataclass
@@ -135,12 +136,10 @@ def layout() -> ExplorerComponents:
         column_widths=["5%", "5%", "4%", "23%", "32%", "6%", "8%", "6%", "11%"],
     )
     # Without gradio's prose styles, whose table borders would box every score of a card.
-    group = gr.HTML(
-        explorer_view.group_html(None), apply_default_css=False, js_on_load=None, elem_id="wb-explore-group"
-    )
-    history = gr.HTML(
-        explorer_view.history_html([], ""), apply_default_css=False, js_on_load=None, elem_id="wb-explore-history"
-    )
+    # The app theme's plan badge shares the class name `wb-badge`; keep the card badges small pills.
+    cards = dict(apply_default_css=False, js_on_load=None, css_template=BADGE_CSS)
+    group = gr.HTML(explorer_view.group_html(None), elem_id="wb-explore-group", **cards)
+    history = gr.HTML(explorer_view.history_html([], ""), elem_id="wb-explore-history", **cards)
     return ExplorerComponents(
         gr.State(None),
         gr.State(None),
