@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.insight import completion_cache
+from workbench.insight import completion_cache, completion_search
 from workbench.insight.completion_search import (
     FIELDS,
     CompletionQuery,
@@ -324,6 +324,21 @@ def test_the_cache_is_reused_when_appended_and_rebuilt_when_cut_back(tmp_path, m
     folder, manifest = completion_cache.update(path, cache)
     assert sorted(p.name for p in folder.glob("part-*")) == sorted(p.file for p in manifest.parts)
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_run_cannot_reach_another_runs_cache_and_a_lost_part_is_read_again(tmp_path):
+    cache = tmp_path / "cache"
+    records = write_run(tmp_path / "a", range(1, 4))
+    assert len(everything(tmp_path / "a", cache)) == len(records)
+    folder, manifest = completion_cache.update(tmp_path / "a" / runfolder.COMPLETIONS_FILE, cache)
+    # run b's file is a link to run a's: read as missing, and run a's cache is left as it was
+    (tmp_path / "b").mkdir()
+    os.symlink(tmp_path / "a" / runfolder.COMPLETIONS_FILE, tmp_path / "b" / runfolder.COMPLETIONS_FILE)
+    assert everything(tmp_path / "b", cache) == []
+    assert completion_cache.update(tmp_path / "a" / runfolder.COMPLETIONS_FILE, cache) == (folder, manifest)
+    (folder / manifest.parts[0].file).unlink()  # a part removed by hand (or by another process)
+    completion_search._KEPT.clear()
+    assert everything(tmp_path / "a", cache) == expected_rows(records)
 
 
 def test_the_cache_lies_beside_the_workbench_cache_where_no_sandbox_sees_it(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ over the file's pages (the operating system's page cache, not the process's memo
 rows touches only its rows; Parquet would decode every text column into memory first, which costs more than the
 search itself. The parts take about as much disk as the JSON lines they come from.
 
-Where: `<workbench cache>-completions/<hash of the file's real path>/` (`~/.cache/grpo-workbench-completions` by
+Where: `<workbench cache>-completions/<hash of the run folder's real path>/` (`~/.cache/grpo-workbench-completions` by
 default, beside `$WORKBENCH_CACHE`), outside every run folder, written by the reader (the server or the CLI) only,
 never by the trainer, in folders private to the server's user (0700): it holds what runs wrote. Beside the
 workbench cache, not in it: a sandbox shows the workbench cache (the converted models) read-only and makes
@@ -25,11 +25,13 @@ inode), the offset read up to and the bytes just before it. A file replaced (a r
 old parts deleted; a file only appended to gets one new part for what was appended (a small last part is read
 again with it, so a watched run does not leave one part per step). The run's file is read only through
 `safe_files` (a link or FIFO in its place reads as missing) and `runfolder.parse_lines` (a line of the wrong
-shape is skipped, as every reader skips it).
+shape is skipped, as every reader skips it). One process or thread brings a file's parts up to date at a time
+(`flock` on the folder's `.lock`); a reader that finds a part gone (replaced meanwhile) asks again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -49,6 +51,7 @@ from workbench.spec.numbers import finite_number
 
 CACHE_SUFFIX = "-completions"
 MANIFEST = "manifest.json"
+LOCK_FILE = ".lock"
 VERSION = 1
 FINGERPRINT_BYTES = 64
 # A last part smaller than this is read again with what is appended after it (fewer, larger parts).
@@ -101,8 +104,9 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def folder_for(path: Path, cache_dir: str | os.PathLike | None = None) -> Path:
-    """The cache folder of one completions file, named by a hash of its real path."""
-    key = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:32]
+    """The cache folder of one completions file, named by a hash of its folder's real path and its name: the name
+    itself is never resolved (a run could make it a link to another run's file, to share or spoil that cache)."""
+    key = hashlib.sha256(os.fsencode(os.path.join(os.path.realpath(path.parent), path.name))).hexdigest()[:32]
     return cache_root(cache_dir) / key
 
 
@@ -205,24 +209,21 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
     return parts, offset, tail
 
 
-_UPDATING: dict[str, threading.Lock] = {}
-_UPDATING_LOCK = threading.Lock()
-
-
 def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path, Manifest]:
-    """The cache folder and current manifest of the completions file `path`, brought up to date (one thread of the
-    process at a time per file: the others then find it done)."""
+    """The cache folder and current manifest of the completions file `path`, brought up to date (one process or
+    thread at a time per file, `flock`: the others then find it done)."""
     folder = folder_for(path, cache_dir)
-    with _UPDATING_LOCK:
-        lock = _UPDATING.setdefault(str(folder), threading.Lock())
-    with lock:
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(exist_ok=True, mode=0o700)
+    with open(folder / LOCK_FILE, "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         return _update(path, folder)
 
 
 def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    folder.mkdir(exist_ok=True, mode=0o700)
     manifest = _read_manifest(folder)
+    if not all((folder / part.file).is_file() for part in manifest.parts):  # removed by hand: read again
+        manifest = Manifest()
     try:
         with safe_files.open_file(path) as handle:
             info = os.fstat(handle.fileno())
@@ -230,7 +231,7 @@ def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
             if not _still_valid(handle, manifest, identity):
                 manifest = Manifest(identity)
             if info.st_size == manifest.offset:
-                return folder, _forget_others(folder, manifest)
+                return folder, manifest
             kept = list(manifest.parts)
             tail = bytes.fromhex(manifest.tail)
             if kept and kept[-1].end - kept[-1].start < SMALL_PART_BYTES:  # read a small last part again
@@ -240,8 +241,8 @@ def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
             else:
                 start = manifest.offset
             parts, offset, new_tail = _parse_from(path, handle, start, folder, identity)
-    except OSError:  # no file (or no regular file): no completions
-        return folder, _forget_others(folder, Manifest())
+    except OSError:  # no file (or no regular file): no completions (the parts stay until the file is read again)
+        return folder, Manifest()
     tail = (tail + new_tail)[-FINGERPRINT_BYTES:]
     manifest = Manifest(identity, offset, tail.hex(), tuple(kept + parts))
     _write_atomic(folder / MANIFEST, lambda target: target.write_bytes(manifest.to_json()))

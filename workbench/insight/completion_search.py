@@ -283,6 +283,13 @@ def _rows(folder, manifest, table: pa.Table) -> list[dict]:
 
 def search_completions(run_dir, query: CompletionQuery, cache_dir=None) -> CompletionPage:
     """One page of the run's completions that match `query`, and how many match in all."""
+    try:
+        return _page(run_dir, query, cache_dir)
+    except FileNotFoundError:  # another process replaced a part since this one read the manifest: read it again
+        return _page(run_dir, query, cache_dir)
+
+
+def _page(run_dir, query: CompletionQuery, cache_dir) -> CompletionPage:
     folder, manifest, table, positions, names = _matching(run_dir, query, cache_dir)
     page = table.take(positions[query.offset : query.offset + query.limit])
     return CompletionPage(_rows(folder, manifest, page), len(positions), FIELDS, names)
@@ -304,9 +311,15 @@ def export_completions(run_dir, query: CompletionQuery, path, fmt: str, cache_di
     """Write every row matching `query` (in its order, every page) to `path` as CSV or Parquet; returns the count."""
     if fmt not in FORMATS:
         raise WorkbenchError(field="format", rule=f"`{fmt}` is not an export format", fix="use csv or parquet")
+    try:
+        return _export(run_dir, query, Path(path), fmt, cache_dir)
+    except FileNotFoundError:  # as in search_completions: a part replaced by another process meanwhile
+        return _export(run_dir, query, Path(path), fmt, cache_dir)
+
+
+def _export(run_dir, query: CompletionQuery, path: Path, fmt: str, cache_dir) -> int:
     folder, manifest, table, positions, _ = _matching(run_dir, query, cache_dir)
     batches = (table.take(positions[i : i + EXPORT_BATCH_ROWS]) for i in range(0, len(positions), EXPORT_BATCH_ROWS))
-    path = Path(path)
     if fmt == "csv":
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
