@@ -214,14 +214,15 @@ class ExplorerTab:
             ui.where: gr.Textbox(info=explorer_view.where_help(found.reward_names)),
         }
 
-    def group_of(self, folder: Path, step: int, group: int) -> tuple:
-        """(the GroupView of `group` at `step` or None, its token views, the step's token summary, the weights)."""
+    def group_of(self, folder: Path, step: int, group: int, with_tokens: bool = True) -> tuple:
+        """(the GroupView of `group` at `step` or None, its token views, the step's token summary, the weights);
+        `with_tokens=False` reads no tokens.jsonl (a prompt's history shows no token views)."""
         config = runfolder.read_config(folder)
         records = follow.completions_of_step(folder, step)
         groups = groups_for_step(records, step, config.get("scale_rewards"), config.get("num_generations"))
         chosen = next((view for view in groups if view.group == group), None)
-        if chosen is None:
-            return None, {}, "", {}
+        if chosen is None or not with_tokens:
+            return chosen, {}, "", {}
         round_tokens = tokens.tokens_of_round(folder, step, tokens.round_passes(config))
         prompts = {index: transcript_text(record.get("prompt")) for index, record in enumerate(records)}
         earlier = tokens.earlier_of_round(folder, round_tokens, prompts) if round_tokens else {}
@@ -245,21 +246,23 @@ class ExplorerTab:
         if folder is None or not row:
             return explorer_view.history_html([], "")
         prompt = row["prompt"]
-        query = CompletionQuery(search=prompt, sort="step", limit=completion_search.MAX_LIMIT)
+        # newest first, so a prompt seen more often than one query's rows keeps its newest steps
+        query = CompletionQuery(search=prompt, sort="step", desc=True, limit=completion_search.MAX_LIMIT)
         places = explorer_view.history_places(completion_search.search_completions(folder, query).rows, prompt)
         config = runfolder.read_config(folder)
         shown = []
         for step, group in places[-HISTORY_STEPS:]:
-            view, *_ = self.group_of(folder, step, group)
+            view, *_ = self.group_of(folder, step, group, with_tokens=False)
             if view is not None:
                 shown.append(view)
         return explorer_view.history_html(shown, prompt, reward_weight_map(config), cut=len(places) > HISTORY_STEPS)
 
     # ------------------------------------------------------------ events
 
-    def on_load(self, request: gr.Request) -> gr.Dropdown:
+    def on_opened(self, request: gr.Request, current: str | None) -> gr.Dropdown:
+        """The run picker when the tab is opened: the runs the user may see, the one picked kept."""
         ids = self.run_ids(self.ctx.viewer(request))
-        return gr.Dropdown(choices=ids, value=ids[0] if ids else None)
+        return gr.Dropdown(choices=ids, value=current if current in ids else (ids[0] if ids else None))
 
     def on_picker_focus(self, request: gr.Request, current: str | None) -> gr.Dropdown:
         return gr.Dropdown(choices=self.run_ids(self.ctx.viewer(request)), value=current)
@@ -278,7 +281,8 @@ class ExplorerTab:
 
     def on_row(self, request: gr.Request, state, run_id, event: gr.SelectData) -> dict:
         rows = (state or {}).get("rows") or []
-        place = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
+        place = getattr(event, "index", None)  # [row, column] of the cell clicked
+        place = place[0] if isinstance(place, (list, tuple)) and place else place
         row = rows[place] if isinstance(place, int) and 0 <= place < len(rows) else None
         return self.open_row(self.ctx.viewer(request), run_id, row)
 
@@ -338,7 +342,8 @@ def build(ctx: UIContext) -> None:
     tab = ExplorerTab(ctx, ui)
     quiet = dict(show_progress="hidden")
     page_io = dict(inputs=ui.query_inputs, outputs=ui.page_outputs)
-    ctx.blocks.load(tab.on_load, outputs=[ui.run_picker], **quiet)
+    # filled when the tab is opened, not when the page loads: a page that never opens it pays nothing
+    ctx.tab_opened["Explore"] = (tab.on_opened, [ui.run_picker], [ui.run_picker])
     ui.run_picker.focus(tab.on_picker_focus, inputs=[ui.run_picker], outputs=[ui.run_picker], **quiet)
     for trigger in (ui.go.click, ui.run_picker.input, ui.search.submit, ui.steps.submit, ui.where.submit):
         trigger(tab.on_search, **page_io, show_progress="minimal")
