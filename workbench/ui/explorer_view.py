@@ -227,7 +227,9 @@ def history_html(groups: list[GroupView], prompt: str, weights: Mapping | None =
             f"best {format_number(best)} · {len(group.completions)} answers</span></div>"
             f'<div class="wb-history-row">{cards}</div></div>'
         )
-    shown = f"{len(groups)} steps" + (" (the newest shown; narrow the steps for earlier ones)" if cut else "")
+    shown = f"{len(groups)} step{'s' if len(groups) != 1 else ''}" + (
+        " (the newest shown; narrow the steps for earlier ones)" if cut else ""
+    )
     return (
         f'{STYLE}<div class="wb-groups"><div class="wb-step-title">Prompt history · {escape(shown)}'
         f"{' · ' + escape(trend) if trend else ''}</div>"
