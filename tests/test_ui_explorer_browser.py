@@ -41,7 +41,11 @@ def test_the_explorer_filters_sorts_searches_and_opens_a_group_and_a_prompts_his
     shutil.copytree(tiny_trained_run, runs / tiny_trained_run.name)
     rows = search_completions(runs / tiny_trained_run.name, CompletionQuery(limit=1000), tmp_path / "cache").rows
     ui = UI(page, app_factory(runs))
-    ui.open("Train")
+    # opened directly: its run picker lists the runs; a pick shows the run's first page
+    ui.open("Explore")
+    ui.choose("Run", tiny_trained_run.name, scope=page.locator("#wb-tab-explore"))
+    ui.expect_text(page.locator("#wb-explore-note"), rf"Rows 1–\d+ of {len(rows)} that match")
+    ui.open_tab("Train")
     # a click on the reward curve's point of step 1 opens step 1's groups
     page.wait_for_function(f"() => ({POINT_JS})(1) !== null", timeout=60_000)
     page.locator("#wb-plot-reward").scroll_into_view_if_needed()

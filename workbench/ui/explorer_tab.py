@@ -35,7 +35,7 @@ from workbench.ui.context import UIContext
 
 # The newest steps a prompt's history shows: each is a row of G cards.
 HISTORY_STEPS = 12
-NO_RUN = "Pick a run first."
+NO_RUN = "Pick a run first (the Train tab's link opens this tab on the run it shows)."
 BADGE_CSS = ".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }"
 
 
@@ -259,10 +259,10 @@ class ExplorerTab:
 
     # ------------------------------------------------------------ events
 
-    def on_opened(self, request: gr.Request, current: str | None) -> gr.Dropdown:
-        """The run picker when the tab is opened: the runs the user may see, the one picked kept."""
-        ids = self.run_ids(self.ctx.viewer(request))
-        return gr.Dropdown(choices=ids, value=current if current in ids else (ids[0] if ids else None))
+    def on_opened(self, request: gr.Request) -> gr.Dropdown:
+        """The run picker's choices when the tab is opened: the runs the user may see. The value is left alone: the
+        Train tab's link may be setting it in the same moment."""
+        return gr.Dropdown(choices=self.run_ids(self.ctx.viewer(request)))
 
     def on_picker_focus(self, request: gr.Request, current: str | None) -> gr.Dropdown:
         return gr.Dropdown(choices=self.run_ids(self.ctx.viewer(request)), value=current)
@@ -343,7 +343,7 @@ def build(ctx: UIContext) -> None:
     quiet = dict(show_progress="hidden")
     page_io = dict(inputs=ui.query_inputs, outputs=ui.page_outputs)
     # filled when the tab is opened, not when the page loads: a page that never opens it pays nothing
-    ctx.tab_opened["Explore"] = (tab.on_opened, [ui.run_picker], [ui.run_picker])
+    ctx.tab_opened["Explore"] = (tab.on_opened, [], [ui.run_picker])
     ui.run_picker.focus(tab.on_picker_focus, inputs=[ui.run_picker], outputs=[ui.run_picker], **quiet)
     for trigger in (ui.go.click, ui.run_picker.input, ui.search.submit, ui.steps.submit, ui.where.submit):
         trigger(tab.on_search, **page_io, show_progress="minimal")
