@@ -36,6 +36,7 @@ from workbench.ui.context import UIContext
 # The newest steps a prompt's history shows: each is a row of G cards.
 HISTORY_STEPS = 12
 NO_RUN = "Pick a run first (the Train tab's link opens this tab on the run it shows)."
+GONE = "That group is no longer in the run's completions (a resume cut them back): search again."
 BADGE_CSS = ".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }"
 
 
@@ -166,6 +167,11 @@ def layout() -> ExplorerComponents:
     )
 
 
+def filtered(query: CompletionQuery) -> bool:
+    """Whether the query narrows the run's rows (else none matching means the run has none)."""
+    return bool(query.where or query.search or query.steps != (None, None))
+
+
 class ExplorerTab:
     """The Explore tab's event handlers, over the context and the components they fill."""
 
@@ -202,13 +208,14 @@ class ExplorerTab:
         if folder is None:
             return {ui.page_state: None, ui.note: NO_RUN, ui.table: []}
         try:
-            found = completion_search.search_completions(folder, self.query_of(*values, offset=offset))
+            query = self.query_of(*values, offset=offset)
+            found = completion_search.search_completions(folder, query)
         except WorkbenchError as exc:  # a filter that does not read: the field, the rule and the fix
             return {ui.page_state: None, ui.note: f"**Not searched.** {exc}", ui.table: []}
         state = {"rows": found.rows, "offset": offset, "total": found.total, "names": found.reward_names}
         return {
             ui.page_state: state,
-            ui.note: explorer_view.page_note(found.total, offset, len(found.rows)),
+            ui.note: explorer_view.page_note(found.total, offset, len(found.rows), filtered(query)),
             ui.table: explorer_view.table_rows(found.rows),
             ui.sort: gr.Dropdown(choices=explorer_view.sort_choices(found.reward_names)),
             ui.where: gr.Textbox(info=explorer_view.where_help(found.reward_names)),
@@ -237,6 +244,8 @@ class ExplorerTab:
         if folder is None or not row:
             return {ui.picked_state: None, ui.group: explorer_view.group_html(None)}
         group, views, header, weights = self.group_of(folder, int(row["step"]), int(row["group"]))
+        if group is None:
+            return {ui.picked_state: None, ui.group: explorer_view.empty_html(GONE)}
         html = explorer_view.group_html(group, row.get("index"), views, header, weights)
         return {ui.picked_state: row, ui.group: html}
 

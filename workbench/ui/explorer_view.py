@@ -143,10 +143,10 @@ def table_rows(rows: Iterable[Mapping]) -> list[list]:
     return cells
 
 
-def page_note(total: int, offset: int, shown: int) -> str:
-    """Which rows the page shows of how many match."""
+def page_note(total: int, offset: int, shown: int, filtered: bool = True) -> str:
+    """Which rows the page shows of how many match (`filtered`: the query narrows the run's rows)."""
     if not total:
-        return "No completion matches."
+        return "No completion matches." if filtered else "This run has no completions yet."
     return f"Rows {offset + 1}–{offset + shown} of {total:,} that match. Click a row to open its group."
 
 
