@@ -132,3 +132,19 @@ def test_export_writes_every_matching_row_for_download(tab, tmp_path, monkeypatc
         rows = list(csv.DictReader(handle))
     assert len(rows) == 6 and {row["truncated"] for row in rows} == {"True"}
     assert "Exported 6 rows" in shown[tab.ui.note]
+
+
+def test_the_tab_runs_only_when_asked_no_timer_and_nothing_at_page_load(tmp_path):
+    """A page watching a live run pays nothing for the Explore tab until a person uses it."""
+    import inspect
+
+    from workbench.ui.app import build_app
+
+    app = build_app(tmp_path / "runs")
+    explorer = [
+        fn for fn in app.fns.values() if fn.fn is not None and "explorer_tab" in inspect.unwrap(fn.fn).__module__
+    ]
+    assert explorer
+    triggers = {event for fn in explorer for _, event in fn.targets}
+    assert not triggers & {"load", "tick", "change"}, triggers
+    assert explorer_view.POINT_CLICK_JS in app.page_scripts

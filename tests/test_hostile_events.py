@@ -211,7 +211,7 @@ def setup_form(app) -> set[int]:
     return {id(component) for component in plans[0].inputs}
 
 
-@pytest.mark.parametrize("tab", ["Calculator", "Setup", "Train", "Compare", "Runs", "page"])
+@pytest.mark.parametrize("tab", ["Calculator", "Setup", "Train", "Compare", "Runs", "Explore", "page"])
 def test_every_event_survives_hostile_values(app, runs_dir, tab):
     form = setup_form(app)
     walked = 0
@@ -244,6 +244,8 @@ def tab_of(fn) -> str:
     for label in ("calculator", "setup", "train", "compare", "runs"):
         if module.endswith(f"ui.{label}_tab"):
             return label.capitalize()
+    if module.endswith("ui.explorer_tab"):
+        return "Explore"
     return "page"
 
 

@@ -37,6 +37,7 @@ PICTURES = {
     "compare.png": "tests/test_ui_train_browser.py::test_compare_on_the_bundled_model_shows_real_answers",
     "held_out.png": "tests/test_ui_eval_browser.py::test_the_train_tab_draws_held_out_accuracy_at_steps_0_1_2_and_what_changed",
     "token_view.png": "tests/test_ui_tokens_browser.py::test_a_card_opens_into_its_tokens_coloured_by_the_chosen_channel",
+    "explorer.png": "tests/test_ui_explorer_browser.py::test_the_explorer_filters_sorts_searches_and_opens_a_group_and_a_prompts_history",
     "report.png": "tests/test_report.py::test_the_report_opens_in_chromium_offline_with_its_figures_drawn",
 }
 # taken from a finished demo run, not by a test

@@ -36,7 +36,9 @@ from workbench.ui.context import UIContext
 
 # The newest steps a prompt's history shows: each is a row of G cards.
 HISTORY_STEPS = 12
-NO_RUN = "Pick a run first."
+NO_RUN = "Pick a run first (the Train tab's link opens this tab on the run it shows)."
+GONE = "That group is no longer in the run's completions (a resume cut them back): search again."
+BADGE_CSS = ".wb-card .wb-badge { border: 0; padding: 0 7px; line-height: 1.6; }"
 
 
 @dataclass
@@ -49,9 +51,9 @@ class ExplorerComponents:
     search: gr.Textbox
     steps: gr.Textbox
     where: gr.Textbox
-    truncated: gr.Radio
-    correct: gr.Radio
-    reward_error: gr.Radio
+    truncated: gr.Dropdown
+    correct: gr.Dropdown
+    reward_error: gr.Dropdown
     sort: gr.Dropdown
     desc: gr.Checkbox
     go: gr.Button
@@ -59,7 +61,7 @@ class ExplorerComponents:
     table: gr.Dataframe
     back: gr.Button
     forward: gr.Button
-    export_format: gr.Radio
+    export_format: gr.Dropdown
     export_button: gr.Button
     export_file: gr.File
     history_button: gr.Button
@@ -85,8 +87,8 @@ class ExplorerComponents:
         return [self.page_state, self.note, self.table, self.sort, self.where]
 
 
-def _flag(label: str, elem_id: str) -> gr.Radio:
-    return gr.Radio(list(explorer_view.FLAG_CHOICES), value="any", label=label, elem_id=elem_id, min_width=160)
+def _flag(label: str, elem_id: str) -> gr.Dropdown:
+    return gr.Dropdown(list(explorer_view.FLAG_CHOICES), value="any", label=label, elem_id=elem_id, min_width=140)
 
 
 def layout() -> ExplorerComponents:
@@ -95,12 +97,13 @@ def layout() -> ExplorerComponents:
         "row to open its group; follow its prompt across steps to see how training changed the answers.",
         elem_classes=["wb-section"],
     )
-    with gr.Row():
+    with gr.Row(equal_height=True):
         run_picker = gr.Dropdown(label="Run", choices=[], value=None, scale=2, elem_id="wb-explore-run")
         search = gr.Textbox(
             label="Text", placeholder="words in a prompt or completion", scale=3, elem_id="wb-explore-search"
         )
-        steps = gr.Textbox(label="Steps", placeholder="e.g. 10:50", scale=1, elem_id="wb-explore-steps")
+        steps = gr.Textbox(label="Steps", placeholder="e.g. 10:50", scale=1, min_width=120, elem_id="wb-explore-steps")
+        go = gr.Button("Search", variant="primary", scale=0, min_width=120, elem_id="wb-explore-go")
     with gr.Row():
         where = gr.Textbox(
             label="Filter",
@@ -113,34 +116,32 @@ def layout() -> ExplorerComponents:
             label="Sort by", choices=explorer_view.sort_choices([]), value="step", scale=1, elem_id="wb-explore-sort"
         )
         desc = gr.Checkbox(label="Highest first", value=False, scale=0, min_width=140, elem_id="wb-explore-desc")
-    with gr.Row():
+    with gr.Row(equal_height=True):
         truncated = _flag("Truncated", "wb-explore-truncated")
         correct = _flag("Correct", "wb-explore-correct")
         reward_error = _flag("Reward error", "wb-explore-error")
-        go = gr.Button("Search", variant="primary", scale=0, min_width=140, elem_id="wb-explore-go")
-    note = gr.Markdown(NO_RUN, elem_id="wb-explore-note")
+        export_format = gr.Dropdown(["csv", "parquet"], value="csv", label="Export as", min_width=140)
+        export_button = gr.Button("Export the rows", scale=0, min_width=210, elem_id="wb-explore-export")
+    export_file = gr.File(label="Export", visible=False, elem_id="wb-explore-file")
+    with gr.Row(equal_height=True):
+        note = gr.Markdown(NO_RUN, elem_id="wb-explore-note")
+        back = gr.Button("◀ Previous", size="sm", scale=0, min_width=120, elem_id="wb-explore-back")
+        forward = gr.Button("Next ▶", size="sm", scale=0, min_width=100, elem_id="wb-explore-forward")
+        history_button = gr.Button("Prompt history", size="sm", scale=0, min_width=140, elem_id="wb-explore-history-go")
     table = gr.Dataframe(
         headers=list(explorer_view.COLUMNS),
         value=[],
         interactive=False,
         wrap=True,
+        max_height=330,
         elem_id="wb-explore-table",
-        column_widths=["6%", "6%", "5%", "26%", "33%", "7%", "8%", "7%", "10%"],
+        column_widths=["5%", "5%", "4%", "23%", "32%", "6%", "8%", "6%", "11%"],
     )
-    with gr.Row():
-        back = gr.Button("◀ Previous page", scale=0, min_width=160, elem_id="wb-explore-back")
-        forward = gr.Button("Next page ▶", scale=0, min_width=160, elem_id="wb-explore-forward")
-        history_button = gr.Button("Prompt history", scale=0, min_width=160, elem_id="wb-explore-history-go")
-        export_format = gr.Radio(["csv", "parquet"], value="csv", label="Export as", scale=0, min_width=200)
-        export_button = gr.Button("Export the matching rows", scale=0, min_width=220, elem_id="wb-explore-export")
-    export_file = gr.File(label="Export", visible=False, elem_id="wb-explore-file")
     # Without gradio's prose styles, whose table borders would box every score of a card.
-    group = gr.HTML(
-        explorer_view.group_html(None), apply_default_css=False, js_on_load=None, elem_id="wb-explore-group"
-    )
-    history = gr.HTML(
-        explorer_view.history_html([], ""), apply_default_css=False, js_on_load=None, elem_id="wb-explore-history"
-    )
+    # The app theme's plan badge shares the class name `wb-badge`; keep the card badges small pills.
+    cards = dict(apply_default_css=False, js_on_load=None, css_template=BADGE_CSS)
+    group = gr.HTML(explorer_view.group_html(None), elem_id="wb-explore-group", **cards)
+    history = gr.HTML(explorer_view.history_html([], ""), elem_id="wb-explore-history", **cards)
     return ExplorerComponents(
         gr.State(None),
         gr.State(None),
@@ -165,6 +166,11 @@ def layout() -> ExplorerComponents:
         group,
         history,
     )
+
+
+def filtered(query: CompletionQuery) -> bool:
+    """Whether the query narrows the run's rows (else none matching means the run has none)."""
+    return bool(query.where or query.search or query.steps != (None, None))
 
 
 class ExplorerTab:
@@ -206,13 +212,14 @@ class ExplorerTab:
         if folder is None:
             return {ui.page_state: None, ui.note: NO_RUN, ui.table: []}
         try:
-            found = completion_search.search_completions(folder, self.query_of(*values, offset=offset))
+            query = self.query_of(*values, offset=offset)
+            found = completion_search.search_completions(folder, query)
         except WorkbenchError as exc:  # a filter that does not read: the field, the rule and the fix
             return {ui.page_state: None, ui.note: f"**Not searched.** {exc}", ui.table: []}
         state = {"rows": found.rows, "offset": offset, "total": found.total, "names": found.reward_names}
         return {
             ui.page_state: state,
-            ui.note: explorer_view.page_note(found.total, offset, len(found.rows))
+            ui.note: explorer_view.page_note(found.total, offset, len(found.rows), filtered(query))
             + (
                 f" The run's oldest {found.left_out:,} completions are not searched (too many rows)."
                 if found.left_out
@@ -223,14 +230,15 @@ class ExplorerTab:
             ui.where: gr.Textbox(info=explorer_view.where_help(found.reward_names)),
         }
 
-    def group_of(self, folder: Path, step: int, group: int) -> tuple:
-        """(the GroupView of `group` at `step` or None, its token views, the step's token summary, the weights)."""
+    def group_of(self, folder: Path, step: int, group: int, with_tokens: bool = True) -> tuple:
+        """(the GroupView of `group` at `step` or None, its token views, the step's token summary, the weights);
+        `with_tokens=False` reads no tokens.jsonl (a prompt's history shows no token views)."""
         config = runfolder.read_config(folder)
         records = follow.completions_of_step(folder, step)
         groups = groups_for_step(records, step, config.get("scale_rewards"), config.get("num_generations"))
         chosen = next((view for view in groups if view.group == group), None)
-        if chosen is None:
-            return None, {}, "", {}
+        if chosen is None or not with_tokens:
+            return chosen, {}, "", {}
         round_tokens = tokens.tokens_of_round(folder, step, tokens.round_passes(config))
         prompts = {index: transcript_text(record.get("prompt")) for index, record in enumerate(records)}
         earlier = tokens.earlier_of_round(folder, round_tokens, prompts) if round_tokens else {}
@@ -245,6 +253,8 @@ class ExplorerTab:
         if folder is None or not row:
             return {ui.picked_state: None, ui.group: explorer_view.group_html(None)}
         group, views, header, weights = self.group_of(folder, int(row["step"]), int(row["group"]))
+        if group is None:
+            return {ui.picked_state: None, ui.group: explorer_view.empty_html(GONE)}
         html = explorer_view.group_html(group, row.get("index"), views, header, weights)
         return {ui.picked_state: row, ui.group: html}
 
@@ -254,21 +264,23 @@ class ExplorerTab:
         if folder is None or not row:
             return explorer_view.history_html([], "")
         prompt = row["prompt"]
-        query = CompletionQuery(search=prompt, sort="step", limit=completion_search.MAX_LIMIT)
+        # newest first, so a prompt seen more often than one query's rows keeps its newest steps
+        query = CompletionQuery(search=prompt, sort="step", desc=True, limit=completion_search.MAX_LIMIT)
         places = explorer_view.history_places(completion_search.search_completions(folder, query).rows, prompt)
         config = runfolder.read_config(folder)
         shown = []
         for step, group in places[-HISTORY_STEPS:]:
-            view, *_ = self.group_of(folder, step, group)
+            view, *_ = self.group_of(folder, step, group, with_tokens=False)
             if view is not None:
                 shown.append(view)
         return explorer_view.history_html(shown, prompt, reward_weight_map(config), cut=len(places) > HISTORY_STEPS)
 
     # ------------------------------------------------------------ events
 
-    def on_load(self, request: gr.Request) -> gr.Dropdown:
-        ids = self.run_ids(self.ctx.viewer(request))
-        return gr.Dropdown(choices=ids, value=ids[0] if ids else None)
+    def on_opened(self, request: gr.Request) -> gr.Dropdown:
+        """The run picker's choices when the tab is opened: the runs the user may see. The value is left alone: the
+        Train tab's link may be setting it in the same moment."""
+        return gr.Dropdown(choices=self.run_ids(self.ctx.viewer(request)))
 
     def on_picker_focus(self, request: gr.Request, current: str | None) -> gr.Dropdown:
         return gr.Dropdown(choices=self.run_ids(self.ctx.viewer(request)), value=current)
@@ -287,7 +299,8 @@ class ExplorerTab:
 
     def on_row(self, request: gr.Request, state, run_id, event: gr.SelectData) -> dict:
         rows = (state or {}).get("rows") or []
-        place = event.index[0] if isinstance(event.index, (list, tuple)) else event.index
+        place = getattr(event, "index", None)  # [row, column] of the cell clicked
+        place = place[0] if isinstance(place, (list, tuple)) and place else place
         row = rows[place] if isinstance(place, int) and 0 <= place < len(rows) else None
         return self.open_row(self.ctx.viewer(request), run_id, row)
 
@@ -352,7 +365,8 @@ def build(ctx: UIContext) -> None:
     tab = ExplorerTab(ctx, ui)
     quiet = dict(show_progress="hidden")
     page_io = dict(inputs=ui.query_inputs, outputs=ui.page_outputs)
-    ctx.blocks.load(tab.on_load, outputs=[ui.run_picker], **quiet)
+    # filled when the tab is opened, not when the page loads: a page that never opens it pays nothing
+    ctx.tab_opened["Explore"] = (tab.on_opened, [], [ui.run_picker])
     ui.run_picker.focus(tab.on_picker_focus, inputs=[ui.run_picker], outputs=[ui.run_picker], **quiet)
     for trigger in (ui.go.click, ui.run_picker.input, ui.search.submit, ui.steps.submit, ui.where.submit):
         trigger(tab.on_search, **page_io, show_progress="minimal")

@@ -143,10 +143,10 @@ def table_rows(rows: Iterable[Mapping]) -> list[list]:
     return cells
 
 
-def page_note(total: int, offset: int, shown: int) -> str:
-    """Which rows the page shows of how many match."""
+def page_note(total: int, offset: int, shown: int, filtered: bool = True) -> str:
+    """Which rows the page shows of how many match (`filtered`: the query narrows the run's rows)."""
     if not total:
-        return "No completion matches."
+        return "No completion matches." if filtered else "This run has no completions yet."
     return f"Rows {offset + 1}–{offset + shown} of {total:,} that match. Click a row to open its group."
 
 
@@ -227,7 +227,9 @@ def history_html(groups: list[GroupView], prompt: str, weights: Mapping | None =
             f"best {format_number(best)} · {len(group.completions)} answers</span></div>"
             f'<div class="wb-history-row">{cards}</div></div>'
         )
-    shown = f"{len(groups)} steps" + (" (the newest shown; narrow the steps for earlier ones)" if cut else "")
+    shown = f"{len(groups)} step{'s' if len(groups) != 1 else ''}" + (
+        " (the newest shown; narrow the steps for earlier ones)" if cut else ""
+    )
     return (
         f'{STYLE}<div class="wb-groups"><div class="wb-step-title">Prompt history · {escape(shown)}'
         f"{' · ' + escape(trend) if trend else ''}</div>"

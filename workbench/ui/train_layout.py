@@ -240,7 +240,7 @@ def _explore_links() -> tuple[gr.Button, gr.Textbox, gr.Button]:
     (explorer_view.POINT_CLICK_JS) sets to the step of a clicked curve point and clicks."""
     with gr.Row():
         explore_button = gr.Button(
-            "Explore every completion of this run", scale=0, min_width=300, elem_id="wb-train-explore"
+            "Explore every completion of this run", size="sm", scale=0, min_width=320, elem_id="wb-train-explore"
         )
         gr.Markdown("Search, filter and sort them all, or click a point of a curve above to open that step's groups.")
     point_box = gr.Textbox("", visible="hidden", elem_id="wb-train-point")
