@@ -18,6 +18,7 @@ import sys
 
 from workbench.cli import ArgumentError
 from workbench.cli.report_command import add_run_arguments, find_run
+from workbench.insight.completion_where import parse_steps
 
 JSON_FIELDS = ("step", "group", "prompt", "completion", "rewards", "reward", "advantage", "length", "truncated")
 # How much of a prompt and a completion a table row shows.
@@ -50,24 +51,6 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_steps(text: str | None) -> tuple[int | None, int | None]:
-    """`A:B`, `A:`, `:B` or `N` as (first, last); ArgumentError naming --steps otherwise."""
-    if not text:
-        return None, None
-    first, colon, last = text.partition(":")
-    try:
-        ends = [int(value) if value.strip() else None for value in (first, last if colon else first)]
-    except ValueError:
-        raise ArgumentError(
-            f"--steps: '{text}' is not a step range; write A:B, A:, :B or one step, e.g. 10:50"
-        ) from None
-    if ends[0] is not None and ends[1] is not None and ends[0] > ends[1]:
-        raise ArgumentError(
-            f"--steps: {ends[0]} is after {ends[1]}; write the first step first, e.g. {ends[1]}:{ends[0]}"
-        )
-    return ends[0], ends[1]
-
-
 def _short(text, width: int = TABLE_TEXT_CHARS) -> str:
     # a run wrote the text: control characters (terminal escapes) are shown as `?`, never sent to the terminal
     text = "".join(c if c.isprintable() else "?" for c in " ".join(str(text or "").split()))
@@ -98,16 +81,16 @@ def run(args) -> int:
     from workbench.insight import completion_search
 
     run_dir = find_run(args.source, args.runs_dir)
-    query = completion_search.CompletionQuery(
-        steps=parse_steps(args.steps),
-        where=args.where,
-        search=args.search,
-        sort=args.sort,
-        desc=args.desc,
-        offset=args.offset,
-        limit=args.limit,
-    )
     try:
+        query = completion_search.CompletionQuery(
+            steps=parse_steps(args.steps),
+            where=args.where,
+            search=args.search,
+            sort=args.sort,
+            desc=args.desc,
+            offset=args.offset,
+            limit=args.limit,
+        )
         if args.csv or args.parquet:
             path, fmt = (args.csv, "csv") if args.csv else (args.parquet, "parquet")
             count = completion_search.export_completions(run_dir, query, path, fmt)

@@ -10,6 +10,9 @@ and the error says which token was not.
 A `Where` answers for a pyarrow table (`mask`) or for one row as a dict (`matches`), with the same logic: a
 comparison with a missing value (None) is unknown, unknown stays unknown through `not`, `and` and `or` (as in
 SQL), and a row matches only when the whole filter is true, so a missing value never matches.
+
+`parse_steps` reads the other typed part of a query, a step range (`10:50`), for the CLI's `--steps` and the Explore
+tab's step box alike.
 """
 
 from __future__ import annotations
@@ -287,3 +290,27 @@ def _table_value(tree, table):
         return pc.invert(_table_value(tree.part, table))
     join = pc.and_kleene if tree.kind == "and" else pc.or_kleene
     return join(_table_value(tree.left, table), _table_value(tree.right, table))
+
+
+_STEPS = re.compile(r"^\s*(\d*)\s*(?::\s*(\d*))?\s*$")
+
+
+def parse_steps(text: str | None) -> tuple[int | None, int | None]:
+    """A step range, `"10:50"`, `"10:"`, `":50"` or `"7"` (one step), as (first, last); empty: every step.
+    WorkbenchError naming `steps` for anything else, and for a range whose first step comes after its last."""
+    match = _STEPS.match(text or "")
+    if not match:
+        raise WorkbenchError(
+            field="steps", rule=f"{str(text)[:40]!r} is not a step range", fix="write e.g. 10:50, 10:, :50 or 7"
+        )
+    first, last = match.group(1), match.group(2)
+    if match.group(0).strip() and ":" not in match.group(0):
+        return (int(first), int(first)) if first else (None, None)
+    ends = (int(first) if first else None, int(last) if last else None)
+    if ends[0] is not None and ends[1] is not None and ends[0] > ends[1]:
+        raise WorkbenchError(
+            field="steps",
+            rule=f"{ends[0]} is after {ends[1]}",
+            fix=f"write the first step first, e.g. {ends[1]}:{ends[0]}",
+        )
+    return ends

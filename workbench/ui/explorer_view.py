@@ -8,11 +8,11 @@ no I/O: strings and lists in, strings and lists out. All model text is HTML-esca
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from html import escape
 
 from workbench.errors import WorkbenchError
+from workbench.insight.completion_where import parse_steps as parse_steps  # the step box reads as the CLI's --steps
 from workbench.insight.group_cards import STYLE as CARD_STYLE
 from workbench.insight.group_cards import render_card
 from workbench.insight.groups import CompletionView, GroupView, format_number, format_signed
@@ -35,7 +35,6 @@ SORT_LABELS = {
     "reward_error": "reward error",
     "correct": "correct",
 }
-_STEPS = re.compile(r"^\s*(\d*)\s*(?::\s*(\d*))?\s*$")
 
 STYLE = (
     CARD_STYLE
@@ -55,19 +54,6 @@ STYLE = (
 
 
 # ---------------------------------------------------------------- the query
-
-
-def parse_steps(text: str | None) -> tuple[int | None, int | None]:
-    """`"10:50"`, `"10:"`, `":50"` or `"7"` (one step) as (first, last); empty: every step."""
-    match = _STEPS.match(text or "")
-    if not match:
-        raise WorkbenchError(
-            field="steps", rule=f"{str(text)[:40]!r} is not a step range", fix="write e.g. 10:50, 10:, :50 or 7"
-        )
-    first, last = match.group(1), match.group(2)
-    if match.group(0).strip() and ":" not in match.group(0):
-        return (int(first), int(first)) if first else (None, None)
-    return (int(first) if first else None, int(last) if last else None)
 
 
 def steps_text(first: int | None, last: int | None) -> str:
