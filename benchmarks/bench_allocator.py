@@ -31,6 +31,7 @@ from bench_training import tree_rss  # noqa: E402  (same folder)
 
 from workbench.jobs import allocator  # noqa: E402  (after the path fix above)
 from workbench.runstore import runfolder  # noqa: E402  (after the path fix above)
+from workbench.spec.lever_decisions import LeverDecision  # noqa: E402  (after the path fix above)
 
 GB = 2**30
 
@@ -65,11 +66,12 @@ def one_run(name: str, model: str, steps: int, runs_dir: Path) -> dict:
     if process.returncode != 0:
         raise SystemExit(f"{name}: the run failed:\n{process.stderr.read().decode()[-2000:]}")
     metrics = runfolder.read_jsonl(run_dir / runfolder.METRICS_FILE)
-    status = runfolder.read_status(run_dir)
+    # status.json records the allocator as a decision (value, why, where measured); older runs as a name
+    known, recorded = LeverDecision.read(runfolder.read_status(run_dir).get("allocator"))
     return {
         "step_times": [m["step_time"] for m in metrics if "step_time" in m][1:],
         "peak": peak,
-        "recorded": status.get("allocator"),
+        "recorded": recorded.value if known else None,
     }
 
 
