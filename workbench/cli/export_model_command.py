@@ -40,6 +40,13 @@ def add_parser(subparsers) -> None:
         metavar="FILE",
         help="append each stage and the outcome to this JSON-lines file (the dashboard reads it)",
     )
+    parser.add_argument(
+        "--within",
+        default=None,
+        metavar="DIR",
+        help="a folder above DIR: no folder below it on the way to DIR is followed if it is a link (the dashboard "
+        "gives the run's folder); default: the nearest folder above DIR that exists",
+    )
     parser.set_defaults(run=run)
 
 
@@ -49,7 +56,7 @@ def run(args) -> int:
 
     try:
         step, why = chosen_checkpoint(args.checkpoint, export_model.run_folder(args.source, args.runs_dir))
-        plan = export_model.plan_export(args.source, step, args.out, args.runs_dir)
+        plan = export_model.plan_export(args.source, step, args.out, args.runs_dir, within=args.within)
     except export_model.ExportError as exc:
         if args.progress:
             runfolder.append_jsonl(args.progress, [{"done": True, "error": str(exc)}])

@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -66,6 +67,14 @@ class ExportPlan:
     step: int | None  # the checkpoint's step; None for the final adapter
     out: Path
     bf16: bool  # the run trained in bfloat16: merge and save in it too
+    # Every folder below this one on the way to `out` is opened without following a link, relative to the one
+    # above it (runstore/safe_files.py `open_folder`): the run folder on a shared dashboard, the runs folder on
+    # an open one, else the nearest folder above `out` that existed when planned.
+    within: Path | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.within if self.within is not None else self.out.parent
 
     @property
     def partial(self) -> Path:
@@ -142,10 +151,10 @@ def adapter_for(run_dir: Path, checkpoint: int | None = None) -> Path:
 
 
 def has_adapter(folder: Path) -> bool:
-    """The folder holds a PEFT adapter: its config and its weights."""
-    return (folder / "adapter_config.json").is_file() and any(
-        (folder / name).is_file() for name in checkpoint_integrity.ADAPTER_WEIGHTS_FILES
-    )
+    """The folder (one of the run folder's own) holds a PEFT adapter: its config and its weights, regular files
+    of a real folder (`folder` a link is no adapter, and nothing is followed to tell)."""
+    names = ("adapter_config.json",), checkpoint_integrity.ADAPTER_WEIGHTS_FILES
+    return all(any(safe_files.is_file(folder / name, root=folder.parent) for name in group) for group in names)
 
 
 def default_out(run_dir: Path, checkpoint: int | None = None) -> Path:
@@ -153,39 +162,80 @@ def default_out(run_dir: Path, checkpoint: int | None = None) -> Path:
     return run_dir / (MERGED_DIR if checkpoint is None else f"{MERGED_DIR}-checkpoint-{checkpoint}")
 
 
-def check_out(out: str | os.PathLike) -> Path:
-    """The output folder, absolute: it may not exist yet, or be empty; anything else is refused."""
+def out_within(out: str | os.PathLike, within: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """(the output folder, absolute and without `..`; the folder it is opened from): `within` when given (`out`
+    must lie below it), else the nearest folder above `out` that exists, its links resolved (once, here: a CLI
+    user's own links above `out`); ExportError otherwise."""
     text = str(out).strip()
     if not text:
         raise ExportError(field="out", rule="no output folder given", fix="name a new folder, e.g. runs/RUN/merged")
-    path = Path(text).expanduser().absolute()
-    if path.is_file():
-        raise ExportError(field="out", rule=f"{path} is a file", fix="name a new folder")
-    if path.is_dir() and any(path.iterdir()):
-        held = ", ".join(sorted(p.name for p in path.iterdir())[:4])
+    path = Path(os.path.normpath(Path(text).expanduser().absolute()))
+    if within is None:
+        base = next((p for p in path.parents if p.is_dir()), Path(path.anchor))
+        within = base.resolve()
+        path = within.joinpath(*path.relative_to(base).parts)
+    within = Path(os.path.normpath(Path(within).absolute()))
+    if within not in path.parents:
+        raise ExportError(field="out", rule=f"{path} is outside {within}", fix=f"name a new folder inside {within}")
+    return path, within
+
+
+def check_out(out: str | os.PathLike, within: str | os.PathLike | None = None) -> Path:
+    """The output folder, absolute: it may not exist yet, or be empty; anything else is refused.
+
+    Each folder on the way below `within` (`out_within`) is looked at through its parent's descriptor, never
+    through a link: a folder a run's code swaps for a link is refused, never listed, never told apart by what
+    lies behind it.
+    """
+    path, within = out_within(out, within)
+    parts = path.relative_to(within).parts
+    try:
+        for depth in range(1, len(parts) + 1):
+            here = within.joinpath(*parts[:depth])
+            info = safe_files.lstat(here, root=within)
+            if info is None:  # made by the export (or a link on the way: the export's own open refuses it)
+                break
+            if stat.S_ISLNK(info.st_mode):
+                raise ExportError(field="out", rule=f"{here} is a link; an export never follows one", fix=_NEW)
+            if not stat.S_ISDIR(info.st_mode):
+                raise ExportError(field="out", rule=f"{here} is a file", fix=_NEW)
+        held = safe_files.listing(path, within) if info is not None else []
+    except OSError as exc:  # NotPlainFile: a folder on the way swapped for a link since it was looked at
+        raise ExportError(field="out", rule=f"cannot look into {path} ({exc.strerror or exc})", fix=_NEW) from None
+    if held:
         raise ExportError(
             field="out",
-            rule=f"{path} already holds files ({held})",
+            rule=f"{path} already holds files ({', '.join(held[:4])})",
             fix="choose a new folder, or delete that one first",
         )
-    parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ExportError(
-            field="out",
-            rule=f"cannot create {path}: {parent} is not a writable folder",
-            fix="choose a folder you can write to",
-        )
+    with safe_files.open_folder(within, within) as fd:
+        writable = os.access(".", os.W_OK | os.X_OK, dir_fd=fd)
+    if not writable:
+        raise ExportError(field="out", rule=f"cannot create {path}: {within} is not writable", fix=_WRITABLE)
     return path
 
 
+_NEW = "name a new folder"
+_WRITABLE = "choose a folder you can write to"
+
+
 def plan_export(
-    run: str | os.PathLike, checkpoint: int | None, out: str | os.PathLike, runs_dir: str | os.PathLike | None = None
+    run: str | os.PathLike,
+    checkpoint: int | None,
+    out: str | os.PathLike,
+    runs_dir: str | os.PathLike | None = None,
+    within: str | os.PathLike | None = None,
+    config: dict | None = None,
 ) -> ExportPlan:
-    """Everything an export needs, checked before any model loads; ExportError (field, rule, fix) otherwise."""
+    """Everything an export needs, checked before any model loads; ExportError (field, rule, fix) otherwise.
+
+    `within`: see ExportPlan. `config`: the run's config as the launcher recorded it (a dashboard's; else the
+    run's config.json, which its code can rewrite).
+    """
     from workbench.sources.model_files import ModelError, check_model
 
     run_dir = run_folder(run, runs_dir)
-    config = runfolder.read_config(run_dir)
+    config = runfolder.read_config(run_dir) if config is None else config
     model = config.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ExportError(
@@ -198,13 +248,15 @@ def plan_export(
     except ModelError as exc:
         raise ExportError(f"RUN: the run's base model cannot be loaded ({exc})", field="RUN") from None
     adapter = adapter_for(run_dir, checkpoint)
+    out, within = out_within(out, within)
     return ExportPlan(
         run_dir=run_dir,
         model=model.strip(),
         adapter=adapter,
         step=checkpoint,
-        out=check_out(out),
+        out=check_out(out, within),
         bf16=bool(config.get("bf16")),
+        within=within,
     )
 
 
@@ -228,16 +280,45 @@ def merge_into(plan: ExportPlan, report=lambda stage: None) -> dict:
     base_path = resolve_model(plan.model)
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.bfloat16 if plan.bf16 else torch.float32)
     # The Trainer saves the tokenizer it trained with beside the adapter; a bare adapter folder has none.
-    has_tokenizer = (plan.adapter / "tokenizer_config.json").is_file()
+    has_tokenizer = safe_files.is_file(plan.adapter / "tokenizer_config.json", root=plan.run_dir)
     tokenizer = AutoTokenizer.from_pretrained(plan.adapter if has_tokenizer else base_path)
     model = PeftModel.from_pretrained(base, str(plan.adapter))
     report("merging")
     merged = model.merge_and_unload()
     report("saving")
-    shutil.rmtree(plan.partial, ignore_errors=True)  # from an export killed earlier
+    # The folder `out` goes into is opened once, each folder on the way without following a link, and every
+    # write, mkdir, removal and the final rename is relative to it: a folder of the run swapped for a link
+    # meanwhile never redirects one.
+    with safe_files.open_folder(plan.out.parent, plan.root, create=True) as parent:
+        partial = plan.partial.name
+        shutil.rmtree(partial, dir_fd=parent, ignore_errors=True)  # from an export killed earlier
+        try:
+            os.mkdir(partial, dir_fd=parent)
+            size = _save_into(parent, partial, merged, tokenizer, plan)
+            try:
+                os.rmdir(plan.out.name, dir_fd=parent)  # empty (check_out), so the rename can take its place
+            except FileNotFoundError:
+                pass
+            os.rename(partial, plan.out.name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            shutil.rmtree(partial, dir_fd=parent, ignore_errors=True)
+            raise
+    return {"done": True, "out": str(plan.out), "bytes": size, "seconds": round(time.monotonic() - started, 1)}
+
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _save_into(parent: int, name: str, merged, tokenizer, plan: ExportPlan) -> int:
+    """The model, tokenizer and EXPORT_INFO_FILE written into folder `name` of `parent`, held open; its bytes.
+
+    The libraries take a path: `/proc/self/fd/N` names the held folder itself, whatever its path holds now.
+    """
+    fd = os.open(name, _FOLDER, dir_fd=parent)
     try:
-        merged.save_pretrained(plan.partial, safe_serialization=True)
-        tokenizer.save_pretrained(plan.partial)
+        held = f"/proc/self/fd/{fd}"
+        merged.save_pretrained(held, safe_serialization=True)
+        tokenizer.save_pretrained(held)
         info = {
             "run": plan.run_dir.name,
             "run_dir": str(plan.run_dir),
@@ -247,23 +328,22 @@ def merge_into(plan: ExportPlan, report=lambda stage: None) -> dict:
             "dtype": "bfloat16" if plan.bf16 else "float32",
             "exported_at": time.time(),
         }
-        (plan.partial / EXPORT_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        if plan.out.is_dir():
-            plan.out.rmdir()  # empty (check_out), so the rename can take its place
-        os.rename(plan.partial, plan.out)
-    except BaseException:
-        shutil.rmtree(plan.partial, ignore_errors=True)
-        raise
-    return {
-        "done": True,
-        "out": str(plan.out),
-        "bytes": folder_bytes(plan.out),
-        "seconds": round(time.monotonic() - started, 1),
-    }
+        made = os.open(EXPORT_INFO_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        with os.fdopen(made, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(info, indent=2) + "\n")
+        return _bytes_at(fd)
+    finally:
+        os.close(fd)
 
 
-def folder_bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in Path(folder).rglob("*") if path.is_file())
+def _bytes_at(fd: int) -> int:
+    """The bytes of the regular files in the open folder `fd` and below (links not followed)."""
+    total = 0
+    for _, _, files, folder_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+        for name in files:
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+            total += info.st_size if stat.S_ISREG(info.st_mode) else 0
+    return total
 
 
 def write_export(plan: ExportPlan, progress_path: str | os.PathLike | None = None) -> dict:
@@ -283,7 +363,8 @@ def write_export(plan: ExportPlan, progress_path: str | os.PathLike | None = Non
     def interrupted(signum, frame):
         raise KeyboardInterrupt
 
-    plan.out.parent.mkdir(parents=True, exist_ok=True)
+    with safe_files.open_folder(plan.out.parent, plan.root, create=True):
+        pass  # made through descriptors (the progress file goes beside `out`)
     previous = signal.signal(signal.SIGTERM, interrupted)
     try:
         summary = merge_into(plan, report)
@@ -311,6 +392,8 @@ def export_command(plan: ExportPlan) -> list[str]:
         str(plan.out),
         "--progress",
         str(plan.progress_path),
+        "--within",
+        str(plan.root),
     ]
     # named either way: without --checkpoint the command would merge the best evaluated checkpoint
     return command + ["--checkpoint", "final" if plan.step is None else str(plan.step)]
@@ -322,23 +405,30 @@ def start_export(plan: ExportPlan, confine=None) -> subprocess.Popen:
     Progress goes to `plan.progress_path` (replaced) and the output to the `.log` beside it.
     `confine`: a sandbox to start it in (`workbench.jobs.sandbox.confinement`; a dashboard with accounts gives one).
     """
-    plan.out.parent.mkdir(parents=True, exist_ok=True)
-    safe_files.unlink(plan.progress_path)  # in the run folder by default: never through a planted link
+    # In the run folder on a dashboard, whose code may swap any folder of it for a link: each folder on the way
+    # is made and opened relative to the one above it, and the files beside `out` through it (safe_files).
+    with safe_files.open_folder(plan.out.parent, plan.root, create=True):
+        pass
+    safe_files.unlink(plan.progress_path, root=plan.root)
     command, env = export_command(plan), processes.job_env()
     if confine is not None:
         command, env = confine(command, env)
-    # reaped on a thread: the dashboard drops the handle once the export reports it is done
-    return processes.spawn(command, plan.progress_path.with_suffix(".log"), env, reap=True)
+    with safe_files.open_for_writing(plan.progress_path.with_suffix(".log"), append=False, root=plan.root) as log:
+        # reaped on a thread: the dashboard drops the handle once the export reports it is done
+        return processes.spawn(command, log, env, reap=True)
 
 
-def read_export(progress_path: str | os.PathLike, process: subprocess.Popen | None = None) -> dict:
+def read_export(
+    progress_path: str | os.PathLike, process: subprocess.Popen | None = None, root: str | os.PathLike | None = None
+) -> dict:
     """Progress of an export: `{"stage", "done", "error", "out", "bytes", "seconds"}`.
 
     With `process`, one that exited without its final line is reported done,
-    with an error carrying the exit code and the end of its log.
+    with an error carrying the exit code and the end of its log. `root`: the plan's, below which nothing on
+    the way to the files is followed (`plan.root`).
     """
     progress_path = Path(progress_path)
-    records = runfolder.read_jsonl(progress_path)
+    records = runfolder.read_jsonl(progress_path, root=root)
     stages = [r["stage"] for r in records if r.get("stage") in STAGES]
     final = next((r for r in records if r.get("done")), None) or {}
     progress = {
@@ -350,8 +440,11 @@ def read_export(progress_path: str | os.PathLike, process: subprocess.Popen | No
         "seconds": final.get("seconds"),
     }
     if not final and process is not None and process.poll() is not None:
-        log = progress_path.with_suffix(".log")
-        tail = runfolder.read_log_tail(log.parent, 1500, name=log.name)
+        try:
+            _, end = safe_files.read_tail(progress_path.with_suffix(".log"), 1500, root=root)
+        except (OSError, ValueError):  # none, or no plain file there (never followed)
+            end = b""
+        tail = end.decode("utf-8", errors="replace")
         progress.update(done=True, error=f"the export stopped with exit code {process.returncode}. {tail}".strip())
     return progress
 
@@ -361,4 +454,8 @@ def cancel_export(process: subprocess.Popen, plan: ExportPlan, timeout: float = 
     if process.poll() is None:
         processes.end_tree(process.pid, grace=timeout)
         process.wait(timeout=timeout)
-    shutil.rmtree(plan.partial, ignore_errors=True)
+    try:
+        with safe_files.open_folder(plan.out.parent, plan.root) as parent:
+            shutil.rmtree(plan.partial.name, dir_fd=parent, ignore_errors=True)
+    except OSError:  # no folder there, or a link in its place: nothing of it is touched
+        pass

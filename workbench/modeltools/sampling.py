@@ -78,8 +78,10 @@ def read_prompts_file(path: str | Path) -> list:
 
 def check_adapter_dir(adapter_dir: str | Path) -> Path:
     """A folder holding a PEFT adapter (adapter_config.json), or SamplingError."""
-    path = Path(adapter_dir).expanduser()
-    if not (path / "adapter_config.json").is_file():
+    path = Path(adapter_dir).expanduser().absolute()
+    # the adapter folder itself is not followed if it is a link (a run's code may swap its checkpoint-N for one:
+    # following it would tell whether any folder holds an adapter_config.json)
+    if not safe_files.is_file(path / "adapter_config.json", root=path.parent):
         raise SamplingError(
             f"adapter: '{path}' holds no adapter_config.json; point to a run's `adapter/` or `checkpoint-N/` folder"
         )

@@ -365,16 +365,19 @@ def whole_lines(handle: IO[bytes], offset: int) -> Iterator[tuple[int, bytes, Sk
             return
 
 
-def read_records_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int, Skipped]:
+def read_records_from(
+    path: str | os.PathLike, offset: int = 0, *, root: str | os.PathLike | None = None
+) -> tuple[list[dict], int, Skipped]:
     """Records from byte `offset` up to the last complete line, the next offset, and the lines skipped.
 
     A half-written last line is left for the next call. A complete line that
     cannot be read (see `parse_lines`), or is too long to hold (`whole_lines`),
     is skipped rather than stopping the reader, and logged once per file.
+    `root`: every folder below it on the way is opened without following a link (safe_files).
     """
     records, skipped = [], Skipped()
     try:
-        with safe_files.open_file(path) as handle:
+        with safe_files.open_file(path, root=root) as handle:
             for base, lines, too_long in whole_lines(handle, offset):
                 found, bad = parse_lines(lines, base, rule_of(path))
                 records += found
@@ -432,9 +435,9 @@ def _step_at_most(line: bytes, step: int) -> bool:
     return not isinstance(value, (int, float)) or value <= step
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """All complete records of a JSON-lines file ([] when it does not exist)."""
-    return read_jsonl_from(path, 0)[0]
+def read_jsonl(path: str | os.PathLike, *, root: str | os.PathLike | None = None) -> list[dict]:
+    """All complete records of a JSON-lines file ([] when it does not exist; `root`: `read_records_from`)."""
+    return read_records_from(path, 0, root=root)[0]
 
 
 def read_jsonl_tail(path: str | os.PathLike, max_bytes: int = 16_384) -> list[dict]:

@@ -84,22 +84,25 @@ class NotPlainFile(FileNotFoundError):
 # ---------------------------------------------------------------- where a file is
 
 
-def _where(path: str | os.PathLike, root: str | os.PathLike | None) -> tuple[str, list[str], str]:
-    """(the folder to open first, the folders below it on the way, the file's name)."""
-    path = PurePath(path)
-    if root is None:
-        root, parts = path.parent, [path.name]
-    else:
-        try:
-            parts = list(path.relative_to(root).parts)
-        except ValueError:
-            raise UnsafeName(f"{path} is not inside {root}") from None
+def _parts(path: PurePath, root: str | os.PathLike) -> list[str]:
+    """The names on the way from `root` to `path` ([] for `root` itself); UnsafeName outside it or for `..`."""
+    try:
+        parts = list(path.relative_to(root).parts)
+    except ValueError:
+        raise UnsafeName(f"{path} is not inside {root}") from None
     for part in parts:
         if part in ("", ".", "..") or "/" in part or "\0" in part:
             raise UnsafeName(f"{path}: {part!r} is not a plain file name")
+    return parts
+
+
+def _where(path: str | os.PathLike, root: str | os.PathLike | None) -> tuple[str, list[str], str]:
+    """(the folder to open first, the folders below it on the way, the file's name)."""
+    path = PurePath(path)
+    parts = _parts(path, path.parent if root is None else root)
     if not parts:
         raise UnsafeName(f"{path} names its folder, not a file in it")
-    return os.fspath(root), parts[:-1], parts[-1]
+    return os.fspath(path.parent if root is None else root), parts[:-1], parts[-1]
 
 
 def _kind(mode: int) -> str:
@@ -166,6 +169,26 @@ def folder(path: str | os.PathLike) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+@contextmanager
+def open_folder(path: str | os.PathLike, root: str | os.PathLike, create: bool = False) -> Iterator[int]:
+    """The folder `path` (`root` itself or a folder below it), open while the block runs: every folder from
+    `root` down opened relative to the one above it, `O_NOFOLLOW`, and made there (`mkdirat`) when missing and
+    `create` (`root` itself is made by path: the caller's own). NotPlainFile for a link or a file on the way, so
+    a folder swapped for a link never redirects a listing, a mkdir or a write below it."""
+    fd = _open_folder(os.fspath(root), _parts(PurePath(path), root), create)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def listing(path: str | os.PathLike, root: str | os.PathLike) -> list[str]:
+    """The names in folder `path` (below `root`, `open_folder`), sorted, listed on its descriptor; OSError
+    (NotPlainFile for a link on the way) when it cannot be opened."""
+    with open_folder(path, root) as fd:
+        return sorted(os.listdir(fd))
 
 
 # ---------------------------------------------------------------- opening a regular file

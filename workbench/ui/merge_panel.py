@@ -18,6 +18,7 @@ the pure parts in ui/merge_view.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -67,15 +68,20 @@ def adapter_choices(run_dir: Path | None) -> list[tuple[str, str]]:
 
 
 def resolve_out(text: str, run_dir: Path, runs_dir: Path) -> Path:
-    """The output folder typed in the tab: relative to the run folder, and inside the runs folder; ExportError otherwise."""
+    """The output folder typed in the tab: relative to the run folder, and inside the runs folder; ExportError otherwise.
+
+    By its words alone (`..` taken away, no link looked up): every folder below the run's or the runs folder on
+    the way is then opened without following a link (export_model.check_out), where a check by its resolved
+    path would hold only until the run's code swaps a folder for a link.
+    """
     text = (text or "").strip()
     if not text:
         raise export_model.ExportError(
             field="out", rule="no output folder given", fix=f"use {export_model.default_out(run_dir)}"
         )
     path = Path(text).expanduser()
-    path = (path if path.is_absolute() else run_dir / path).resolve()
-    root = Path(runs_dir).resolve()
+    path = Path(os.path.normpath(path if path.is_absolute() else Path(run_dir).absolute() / path))
+    root = Path(os.path.abspath(runs_dir))
     if path == root or root not in path.parents:
         raise export_model.ExportError(
             field="out",
@@ -179,14 +185,20 @@ class MergePanel:
             folder = run_access.run_dir_for(self.runs_dir, run_id, ctx.viewer(request), control=True)
             paths_view.check_saved_config(run_access.run_config(folder), ctx.scope_for(request))
             out_folder = resolve_out(out_text, folder, self.runs_dir)
-            if ctx.shared and folder.resolve() not in out_folder.parents:
+            if ctx.shared and Path(os.path.abspath(folder)) not in out_folder.parents:
                 raise export_model.ExportError(
                     field="out",
                     rule=f"{out_folder} is outside the run folder {folder}",
                     fix=f"on a shared dashboard an export goes into the run's own folder, "
                     f"e.g. {export_model.default_out(folder)}",
                 )
-            plan = export_model.plan_export(folder, merge_view.checkpoint_of(choice), out_folder)
+            # the launcher's record names the model; nothing below the run's folder (shared) or the runs
+            # folder is followed through a link, now or when the export writes
+            within = folder if ctx.shared else self.runs_dir
+            config = run_access.run_config(folder)
+            plan = export_model.plan_export(
+                folder, merge_view.checkpoint_of(choice), out_folder, within=within, config=config
+            )
         except WorkbenchError as exc:
             return self.job_outputs(None, merge_view.note(f"Not started: {exc}", "error"))
         try:
@@ -203,7 +215,7 @@ class MergePanel:
     def tick(self, job):
         if job is None:
             return {self.ui.timer: gr.Timer(active=False)}
-        state = export_model.read_export(job.plan.progress_path, job.process)
+        state = export_model.read_export(job.plan.progress_path, job.process, root=job.plan.root)
         shown = merge_view.progress_html(state, time.monotonic() - job.started)
         return self.job_outputs(None if state["done"] else job, shown)
 
