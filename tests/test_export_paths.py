@@ -154,8 +154,8 @@ def test_reading_and_cancelling_an_export_go_nowhere_through_a_swapped_link(plac
     done = subprocess.Popen(["true"])
     done.wait()
     for plan_ in plans:
-        no_bob(race(lambda: export_model.read_export(plan_.progress_path, done, root=plan_.root)))
-        race(lambda: export_model.cancel_export(done, plan_))
+        no_bob(race(lambda p=plan_: export_model.read_export(p.progress_path, done, root=p.root)))
+        race(lambda p=plan_: export_model.cancel_export(done, p))
     assert snapshot(bob) == before, "a cancel removed a folder of another user's uploads"
 
 

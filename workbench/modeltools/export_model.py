@@ -23,6 +23,12 @@ beside DIR, one line per stage, flushed as it goes:
 
 `read_export(path, process)` turns it into progress; `cancel_export` ends the
 process tree and removes the half-written folder.
+
+The output folder lies in a run's folder, which the run's code writes and may
+swap a folder of for a link: below `ExportPlan.within` every check, mkdir,
+listing, write, read and removal goes through descriptors opened without
+following a link (runstore/safe_files.py `open_folder`), never a path checked
+first and used later.
 """
 
 from __future__ import annotations

@@ -259,9 +259,13 @@ def stored_comparisons(run_dir: str | Path) -> list[Comparison]:
     """
     folder = Path(run_dir) / PROBES_DIR
     # Only regular files of the folder itself (a link anywhere on the way is not followed), by their own times.
+    try:  # listed on the folder's descriptor: a `probes` swapped for a link is refused, never listed
+        names = [name for name in safe_files.listing(folder, run_dir) if name.endswith(".jsonl")]
+    except OSError:
+        names = []
     found = [
         (info.st_mtime, path)
-        for path in folder.glob("*.jsonl")
+        for path in (folder / name for name in names)
         if (info := safe_files.lstat(path, root=run_dir)) and stat.S_ISREG(info.st_mode)
     ]
     paths = [path for _, path in sorted(found)]

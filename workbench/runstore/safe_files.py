@@ -31,6 +31,10 @@ same functions (they cost it one more `open` of the folder):
   link never blocks Resume or Stop.
 - `unlink` takes a name away, `lstat` stats the name itself and `folders`
   lists a folder's real folders: none of them follows a link either.
+- `open_folder` holds a folder below `root` open (each folder on the way
+  made with `mkdirat` when asked), and `listing` lists one on its
+  descriptor: for callers that make folders below a run's (the merged-model
+  export) or write through a library that takes a path (`/proc/self/fd/N`).
 
 Every function takes the file's `path`. Its folder is `root` when given
 (`path` must lie under it, and every folder between is opened as above),
