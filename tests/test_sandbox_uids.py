@@ -139,7 +139,8 @@ def start_bare_sandbox(own: Path, runs: Path, code: str, *args: str) -> subproce
     own.mkdir(parents=True, exist_ok=True)
     env = {"PATH": os.environ["PATH"]}
     exposed = sandbox.exposure(own, runs, {}, sandbox.Policy(), env, limits=sandbox.Limits.from_env(os.environ))
-    argv, env = sandbox.wrap([sys.executable, "-c", code, *args], exposed, env)
+    # foreground: bwrap dies with its parent, so killing what the test started ends the whole sandbox
+    argv, env = sandbox.wrap([sys.executable, "-c", code, *args], exposed, env, foreground=True)
     return subprocess.Popen(argv, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
 
 
