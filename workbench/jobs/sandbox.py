@@ -24,9 +24,11 @@ process, and every helper process that loads a user's model or adapter
                                           jobs/sandbox_init.py: when the run's command ends, every
                                           process left in the sandbox ends with it
     capabilities                          none (`--cap-drop ALL`), even when the server runs as root
-    its user                              a server running as root runs each sandbox as a uid of its own
-                                          (`run_uid`), which owns the run's folder: the init keeps only
-                                          the capability to change uid, drops to it and so drops that too
+    its user                              a server running as root runs each sandbox as a uid of its own,
+                                          chosen by the server and kept in the run's launch record
+                                          (`run_uid`, jobs/run_uids.py), which owns the run's folder: the
+                                          init keeps only the capability to change uid, drops to it and
+                                          so drops that too
     the system's password hashes          masked (/etc/shadow, /etc/gshadow and their backups)
     GPUs                                  /dev/nvidia* and /dev/dri bound in
     resources                             `Limits`: memory a process may allocate, the size of a file,

@@ -131,6 +131,6 @@ def exposure(
         },
         placed=vllm_record_placement(config or {}, env),
         limits=limits if limits is not None else Limits.from_env(env),
-        uid=run_uid(own_dir) if all_reachable(mounts, shared) else None,
+        uid=run_uid(own_dir, runs_root) if all_reachable(mounts, shared) else None,
         shared=tuple(shared),
     )

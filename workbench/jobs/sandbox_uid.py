@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import os
 import stat
-import zlib
 from pathlib import Path
 
-from workbench.jobs.sandbox_paths import is_under, real_path
-
-# A server running as root runs each sandbox as a uid of its own, in this range (no account uses it).
-RUN_UIDS = range(2_000_000, 2_100_000)
+from workbench.jobs.run_uids import sandbox_uid
+from workbench.jobs.sandbox_paths import is_under
 
 
-def run_uid(own_dir: str | os.PathLike) -> int | None:
-    """The uid the sandbox writing `own_dir` runs as: one of RUN_UIDS, the same for the same folder, when the
-    server runs as root; None otherwise (an unprivileged bwrap's user namespace already maps it to the
-    server's own uid). Two folders may meet on one uid; each still sees only its own folder."""
+def run_uid(own_dir: str | os.PathLike, runs_root: str | os.PathLike | None = None) -> int | None:
+    """The uid the sandbox writing `own_dir` (in the runs folder `runs_root`, its parent when not given) runs as:
+    one of RUN_UIDS the server chose (jobs/run_uids.py), never one derived from the folder's name, when the
+    server runs as root; None otherwise (an unprivileged bwrap's user namespace already maps it to the server's
+    own uid)."""
     if os.geteuid() != 0:
         return None
-    return RUN_UIDS.start + zlib.crc32(real_path(own_dir).encode()) % len(RUN_UIDS)
+    return sandbox_uid(own_dir, Path(own_dir).parent if runs_root is None else runs_root)
 
 
 def all_reachable(mounts, shared) -> bool:

@@ -20,6 +20,8 @@ A record holds:
 - `processes` the processes the launcher started and may signal: host pid, process group and
               start time (psutil's `create_time`), so a pid the kernel gave to another process
               since is never taken for the run's
+- `uid`       the uid its sandbox runs as on a server running as root, chosen by the server at its first
+              sandboxed start (jobs/run_uids.py) and kept while the record lasts; None: not chosen yet
 
 status.json stays the run's report (its state, steps, errors), read as data:
 `run_state.status_of_dir` lays a record's owner and processes over it.
@@ -32,12 +34,14 @@ never kills a process it did not record.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from workbench.runstore import runfolder
+from workbench.runstore import run_locks, runfolder
 
 RECORDS_DIR = ".launches"
 # A process whose start time differs from the recorded one by more than this is another process on a reused pid.
@@ -88,6 +92,7 @@ class LaunchRecord:
     resume: bool = False
     queued_at: float | None = None
     processes: tuple[ProcessRecord, ...] = field(default_factory=tuple)
+    uid: int | None = None
 
     def to_dict(self) -> dict:
         return {**asdict(self), "processes": [asdict(p) for p in self.processes]}
@@ -130,16 +135,43 @@ def write_record(run_dir: str | os.PathLike, record: LaunchRecord) -> LaunchReco
     return record
 
 
+def _changing(run_dir: str | os.PathLike):
+    """Held while a record is read and written back: the launcher, a sandbox's starter and a helper choosing
+    the run's uid may change one record at once, and none may lose what another wrote."""
+    record_path(run_dir).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return run_locks.held(record_path(run_dir).parent / ".records.lock")
+
+
 def update_record(run_dir: str | os.PathLike, **changes: Any) -> LaunchRecord:
     """The run's record with `changes` (LaunchRecord's fields), written; a run with none gets one."""
-    return write_record(run_dir, replace(read_record(run_dir) or LaunchRecord(), **changes))
+    with _changing(run_dir):
+        return write_record(run_dir, replace(read_record(run_dir) or LaunchRecord(), **changes))
 
 
 def record_started(run_dir: str | os.PathLike, pid: int) -> LaunchRecord:
     """Record the process the launcher just started for the run, first, before any it started already (its vLLM
     server's guard): the only processes a stop may signal."""
-    kept = read_record(run_dir) or LaunchRecord()
-    return write_record(run_dir, replace(kept, processes=(ProcessRecord.of_pid(pid), *kept.processes)))
+    with _changing(run_dir):
+        kept = read_record(run_dir) or LaunchRecord()
+        return write_record(run_dir, replace(kept, processes=(ProcessRecord.of_pid(pid), *kept.processes)))
+
+
+def keep_uid(run_dir: str | os.PathLike, choose: Callable[[], int]) -> int | None:
+    """The uid recorded for the run, or `choose()`'s, recorded now when it has none; None for a run the launcher
+    has no record of (one is not made here: a record's absence means something to its readers)."""
+    with _changing(run_dir):
+        record = read_record(run_dir)
+        if record is None:
+            return None
+        if isinstance(record.uid, int) and not isinstance(record.uid, bool):
+            return record.uid
+        return write_record(run_dir, replace(record, uid=choose())).uid
+
+
+def recorded_uids(runs_root: str | os.PathLike) -> set[int]:
+    """Every uid a run record of the runs folder holds (a run keeps its uid while its record lasts)."""
+    found = (runfolder.read_json(path, {}) for path in (Path(runs_root) / RECORDS_DIR).glob("*.json"))
+    return {data["uid"] for data in found if isinstance(data, dict) and type(data.get("uid")) is int}
 
 
 def remove_record(run_dir: str | os.PathLike) -> None:
@@ -180,3 +212,44 @@ def live_jobs(runs_root: str | os.PathLike, owner: str | None) -> list[str]:
         elif data.get("owner") == owner:
             live.append(path.stem)
     return live
+
+
+# ---------------------------------------------------------------- uids held by folders with no run record
+
+UIDS_DIR = "uids"
+
+
+def _reservation_path(runs_root: str | os.PathLike, folder: str) -> Path:
+    return Path(runs_root) / RECORDS_DIR / UIDS_DIR / f"{hashlib.sha256(folder.encode()).hexdigest()[:24]}.json"
+
+
+def _holders(data: Any) -> list[ProcessRecord]:
+    listed = data.get("holders") if isinstance(data, dict) and isinstance(data.get("holders"), list) else []
+    return [
+        ProcessRecord(p["pid"], p.get("pgid"), p.get("started"))
+        for p in listed
+        if isinstance(p, dict) and type(p.get("pid")) is int
+    ]
+
+
+def reserved_uids(runs_root: str | os.PathLike) -> dict[str, int]:
+    """{folder: uid} for each folder with no run record whose sandbox's starter (a signal check's, a helper's)
+    still runs; the reservations of those that ended are removed."""
+    live = {}
+    for path in sorted((Path(runs_root) / RECORDS_DIR / UIDS_DIR).glob("*.json")):
+        data = runfolder.read_json(path, {})
+        if not any(holder.is_running() for holder in _holders(data)) or type(data.get("uid")) is not int:
+            path.unlink(missing_ok=True)
+        elif isinstance(data.get("folder"), str):
+            live[data["folder"]] = data["uid"]
+    return live
+
+
+def reserve_uid(runs_root: str | os.PathLike, folder: str, uid: int, pid: int) -> None:
+    """Hold `uid` for the sandbox of `folder` (a real path) while process `pid` runs (the one that becomes the
+    sandbox, or starts it); a folder held already gains `pid` as another holder."""
+    path = _reservation_path(runs_root, folder)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    holders = [h for h in _holders(runfolder.read_json(path, {})) if h.is_running() and h.pid != pid]
+    kept = [asdict(h) for h in (*holders, ProcessRecord.of_pid(pid))]
+    runfolder.write_json_atomic(path, {"folder": folder, "uid": uid, "holders": kept})

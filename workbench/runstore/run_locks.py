@@ -1,7 +1,7 @@
 """The runs folder's locks and a run's stop request: who may check and claim the GPU queue, whether its
-dispatcher is alive, and asking a run to stop.
+dispatcher is alive, who chooses a sandbox's uid, and asking a run to stop.
 
-The file names are the run folder's (`runfolder.QUEUE_LOCK_FILE`, `DISPATCHER_LOCK_FILE`, `STOP_FILE`);
+The file names are the run folder's (`runfolder.QUEUE_LOCK_FILE`, `DISPATCHER_LOCK_FILE`, `UID_LOCK_FILE`, `STOP_FILE`);
 what is kept apart here is taking and testing them. The locks are fcntl.flock locks, which the kernel releases
 when their holder dies, so a killed process never leaves the queue locked. `stop.request` is written, looked
 for and removed through `safe_files`, never following a link a run's code planted in its place.
@@ -23,20 +23,40 @@ from workbench.runstore import runfolder, safe_files
 
 
 @contextmanager
+def held(path: str | os.PathLike, mode: int = 0o600) -> Iterator[None]:
+    """Hold the lock file `path` (fcntl.flock, made if missing): the kernel releases it when its holder dies.
+
+    Not reentrant: a second hold of the same file, even from the same process, waits for the first to end."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, mode), "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextmanager
 def queue_lock(root: str | os.PathLike) -> Iterator[None]:
     """Hold the runs folder's queue lock: two launches (or a launch and the dispatcher) check and claim in turn.
 
     fcntl.flock on `.queue.lock`: the kernel releases it when its holder dies,
     so a killed process never leaves the queue locked.
     """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / runfolder.QUEUE_LOCK_FILE, "ab") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with held(Path(root) / runfolder.QUEUE_LOCK_FILE, 0o666):
+        yield
+
+
+@contextmanager
+def uid_lock(root: str | os.PathLike) -> Iterator[None]:
+    """Hold the runs folder's uid lock: two sandboxes starting at once (runs, checks, helpers) choose their uids in
+    turn (jobs/run_uids.py). A lock of its own, apart from the queue lock: a helper chooses its uid while its
+    caller already holds that one (and a hold is not reentrant)."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with held(Path(root) / runfolder.UID_LOCK_FILE):
+        yield
 
 
 def hold_dispatcher_lock(root: str | os.PathLike) -> IO | None:

@@ -102,6 +102,7 @@ REWARD_SOURCE_FILE = "reward_file.py"
 REPORT_FILE = "report.html"
 QUEUE_LOCK_FILE = ".queue.lock"
 DISPATCHER_LOCK_FILE = ".queue-dispatcher.lock"
+UID_LOCK_FILE = ".uids.lock"  # held while a sandbox's uid is chosen (jobs/run_uids.py)
 DISPATCHER_LOG_FILE = ".queue-dispatcher.log"
 
 # A run whose devices a live run holds waits `queued` before it starts.
