@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from workbench.jobs import bundle, processes, queue, sandbox_bwrap, sandbox_policy, vllm_server
+from workbench.jobs import bundle, processes, queue, sandbox_bwrap, sandbox_policy, user_disk, vllm_server
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
 from workbench.jobs.gpu_queue import ensure_dispatcher, machine_gpus, queue_state
 from workbench.jobs.run_state import LauncherError, run_dir_of, runs_elsewhere, status_of_dir
@@ -198,6 +198,7 @@ def start(
     with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
         place = _turn(config, "", owner, holding, queued)
+        user_disk.check_room(root, owner, "this launch")  # DiskTotalError past WORKBENCH_USER_DISK_GB
         run_dir = (
             _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None else _claim_run_dir(into, root)
         )
@@ -239,12 +240,13 @@ def helper_job(runs_dir: str | os.PathLike | None, owner: str | None, kind: str)
     with their runs against the per-user cap: UserLimitError when those fill it. The caller starts the job
     inside the block and records its process with the function given; it counts until that process ends
     (runstore/launch_records.py, outside every run folder). Held under the queue lock: two clicks cannot
-    both take the last place."""
+    both take the last place. DiskTotalError when the owner's disk total is full (jobs/user_disk.py)."""
     root = runfolder.runs_root(runs_dir).resolve()
     with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
         jobs = [queue.Entry(job_id, frozenset(), owner, "running") for job_id in launch_records.live_jobs(root, owner)]
         queue.check_user_limit(owner, [*holding, *queued, *jobs], queue.max_runs_per_user(os.environ))
+        user_disk.check_room(root, owner, f"this {kind} job")  # DiskTotalError past WORKBENCH_USER_DISK_GB
         yield lambda pid: launch_records.record_job(root, f"{kind}-{pid}", owner, pid)
 
 
@@ -451,6 +453,7 @@ def resume(
         if state not in runfolder.FINAL_STATES:
             raise LauncherError(f"run {run_dir.name} was resumed meanwhile and is {state}; stop it before resuming")
         place = _turn(config, run_dir.name, owner, holding, queued)
+        user_disk.check_room(run_dir.parent, owner, "this resume")
         fields = {
             "error": None,
             "finished_at": None,

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes
+from workbench.jobs import job_clock, processes
 from workbench.runstore import checkpoint_integrity, runfolder, safe_files
 
 # What a merge goes through, in order; the UI shows "stage i of n".
@@ -327,7 +327,9 @@ def start_export(plan: ExportPlan, confine=None) -> subprocess.Popen:
     command, env = export_command(plan), processes.job_env()
     if confine is not None:
         command, env = confine(command, env)
-    # reaped on a thread: the dashboard drops the handle once the export reports it is done
+    # reaped on a thread: the dashboard drops the handle once the export reports it is done; under its
+    # wall-time limit (WORKBENCH_EXPORT_TIME_LIMIT_S): the clock ends the whole sandbox past it
+    command = job_clock.clocked(command, "export")
     return processes.spawn(command, plan.progress_path.with_suffix(".log"), env, reap=True)
 
 
@@ -352,7 +354,10 @@ def read_export(progress_path: str | os.PathLike, process: subprocess.Popen | No
     if not final and process is not None and process.poll() is not None:
         log = progress_path.with_suffix(".log")
         tail = runfolder.read_log_tail(log.parent, 1500, name=log.name)
-        progress.update(done=True, error=f"the export stopped with exit code {process.returncode}. {tail}".strip())
+        ended = job_clock.ended_message("export", process.returncode)
+        progress.update(
+            done=True, error=ended or f"the export stopped with exit code {process.returncode}. {tail}".strip()
+        )
     return progress
 
 
