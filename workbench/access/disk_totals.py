@@ -34,12 +34,16 @@ def over_limit(used: int, limit: int, adding: int = 0) -> bool:
     return limit > 0 and used + adding > limit
 
 
+def size_text(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+
+
 def refusal(user: str, used: int, limit: int, what: str) -> DiskTotalError:
     """The one message a refused `what` (a launch, an upload) gets."""
     return DiskTotalError(
         field="disk",
-        rule=f"{user}'s runs, uploads and helper folders hold {used / 2**30:.2f} GiB, and each user may hold "
-        f"{limit / 2**30:.2f} GiB (WORKBENCH_USER_DISK_GB); {what} was refused",
+        rule=f"{user}'s runs, uploads and helper folders hold {size_text(used)}, and each user may hold "
+        f"{size_text(limit)} (WORKBENCH_USER_DISK_GB); {what} was refused",
         fix="delete runs you no longer need (the Runs tab) or uploads (the Setup tab), or ask the admin to raise "
         "WORKBENCH_USER_DISK_GB",
     )

@@ -33,14 +33,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from workbench.jobs import bundle, processes, queue, sandbox_bwrap, sandbox_policy, user_disk, vllm_server
+from workbench.jobs import bundle, processes, queue, sandbox_bwrap, sandbox_policy, user_disk, vllm_server, warden
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
 from workbench.jobs.gpu_queue import ensure_dispatcher, machine_gpus, queue_state
 from workbench.jobs.run_state import LauncherError, run_dir_of, runs_elsewhere, status_of_dir
 from workbench.runstore import checkpoint_integrity, launch_records, run_locks, runfolder
-from workbench.spec import cluster
+from workbench.spec import cluster, config_checks
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import check_config
+from workbench.spec.config_problems import ConfigError
 from workbench.spec.run_status import RunStatus
 
 SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
@@ -133,6 +134,13 @@ def check_launch(config: RunConfig, import_reward_file: bool = True, read_data: 
     vllm_server.preflight(config)
 
 
+def refuse_in_sandbox(config: RunConfig) -> None:
+    """ConfigError for what a sandboxed run (a shared dashboard's) may not ask: a reward call with no time limit."""
+    problems = config_checks.shared_problems(config)
+    if problems:
+        raise ConfigError(problems)
+
+
 def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> None:
     """Write the status `starting` (with `fields`), start the run's processes, record them.
 
@@ -156,6 +164,8 @@ def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> N
     pid = _spawn(config, run_dir, resume=resume, sandboxed=sandboxed)
     launch_records.record_started(run_dir, pid)  # the trainer first: readers take the first as the run's
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
+    if warden.watching():  # the admin's run-time cap or disk totals: the dispatcher keeps them while it runs
+        ensure_dispatcher(run_dir.parent)
 
 
 def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) -> queue.Place:
@@ -193,6 +203,7 @@ def start(
     config = config.with_absolute_paths()
     check_launch(config, import_reward_file)
     if sandboxed is not None:
+        refuse_in_sandbox(config)
         sandbox_bwrap.check_available()
     root = runfolder.runs_root(runs_dir)
     with run_locks.queue_lock(root):
@@ -446,6 +457,7 @@ def resume(
     # a sandboxed run's data may lie in folders its code wrote (its own run folder): read only inside its sandbox
     check_launch(config, import_reward_file, read_data=kept is None)
     if kept is not None:
+        refuse_in_sandbox(config)
         sandbox_bwrap.check_available()
     with run_locks.queue_lock(run_dir.parent):
         holding, queued = queue_state(run_dir.parent)

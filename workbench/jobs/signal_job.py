@@ -87,6 +87,8 @@ def start_signal_check(
     """Start the check of `config` in its own folder under `runs_dir` (in the sandbox `policy` describes,
     when given); returns at once. UserLimitError when `owner` already has as many runs and jobs as allowed."""
     root = runfolder.runs_root(runs_dir).resolve()
+    if policy is not None:
+        launcher.refuse_in_sandbox(config)  # a reward call with no time limit: ConfigError, before anything starts
     with launcher.helper_job(root, owner, CHECKS_DIR) as record:
         folder = new_job_folder(root / CHECKS_DIR, config.run_name or config.task)
         config.with_absolute_paths().save(folder / runfolder.CONFIG_FILE)

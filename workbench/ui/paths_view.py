@@ -22,6 +22,7 @@ from workbench.errors import WorkbenchError
 from workbench.sources import dataset_files, hub_datasets
 from workbench.sources.dataset_reading import DatasetError
 from workbench.sources.model_files import MODEL_CHOICES
+from workbench.spec import config_checks
 from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
 from workbench.ui.run_access import controls_run, live_run_holding
 
@@ -112,22 +113,8 @@ def confine_config(cfg: RunConfig, scope: paths.UserScope) -> tuple[RunConfig, l
         hosts.check_server_url(cfg.vllm_server_base_url, scope.vllm_hosts)
     except WorkbenchError as exc:
         problems.append(ConfigProblem(exc.field, exc.rule, exc.fix))
-    problems += shared_limits(cfg)
+    problems += config_checks.shared_problems(cfg)  # reward_timeout_s 0: no limit, refused here
     return cfg.with_changes(**changes), problems
-
-
-def shared_limits(cfg: RunConfig) -> list[ConfigProblem]:
-    """What a shared dashboard refuses besides paths: a reward call with no time limit (reward_timeout_s 0), which
-    would let one reward hold its run, and the CPU slot it takes, for as long as it likes."""
-    if cfg.reward_timeout_s == 0:
-        return [
-            ConfigProblem(
-                "reward_timeout_s",
-                "0 means no time limit, and on a shared dashboard every reward call has one",
-                f"set it to the seconds one call may take (the default is {RunConfig().reward_timeout_s:g})",
-            )
-        ]
-    return []
 
 
 def check_saved_config(config: dict, scope: paths.UserScope | None) -> None:
