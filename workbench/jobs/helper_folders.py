@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.access.disk_totals import folder_bytes
+from workbench.jobs.sandbox_init import folder_bytes
 from workbench.runstore import launch_records, runfolder
 
 HELPERS_DIR = "helpers"

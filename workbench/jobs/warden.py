@@ -3,7 +3,7 @@
 `WORKBENCH_RUN_TIME_LIMIT_H` (default: none) bounds how long one start of a run trains; past it the run gets the
 existing stop request (stop.request: it ends its step, saves and ends `stopped`), and its status.json then says
 why. A run whose owner's runs, uploads and helper folders hold more than WORKBENCH_USER_DISK_GB
-(access/disk_totals.py) is stopped the same way. A run that does not stop within the stop's wait is ended with its
+(jobs/user_disk.py) is stopped the same way. A run that does not stop within the stop's wait is ended with its
 processes, as Stop does. The dispatcher (jobs/dispatcher.py) calls `look` on every turn and keeps running while a
 capped run is live (`watching`), so one student cannot hold the only CPU slot for good.
 
@@ -17,7 +17,6 @@ import os
 import time
 from pathlib import Path
 
-from workbench.access import disk_totals
 from workbench.jobs import processes, user_disk
 from workbench.runstore import launch_records, run_locks, runfolder
 
@@ -39,7 +38,7 @@ def run_time_limit(environ=None) -> float:
 
 def watching(environ=None) -> bool:
     """Whether any cap is set, so live runs need the dispatcher."""
-    return run_time_limit(environ) > 0 or disk_totals.disk_limit(environ) > 0
+    return run_time_limit(environ) > 0 or user_disk.disk_limit(environ) > 0
 
 
 def time_note(limit: float) -> str:
@@ -108,7 +107,7 @@ def look(root: str | os.PathLike, now: float | None = None, disk: bool = True) -
     """One turn: ask each run past a cap to stop, and finish what earlier turns asked. `disk`: add up the users'
     disk totals this turn too."""
     root, now = Path(root), time.time() if now is None else now
-    limit, disk_limit = run_time_limit(), disk_totals.disk_limit() if disk else 0
+    limit, disk_limit = run_time_limit(), user_disk.disk_limit() if disk else 0
     over: dict[str, int] = {}
     for run_dir, record in live_runs(root):
         if overdue(record, limit, now):
@@ -119,7 +118,7 @@ def look(root: str | os.PathLike, now: float | None = None, disk: bool = True) -
             if over[record.owner] > disk_limit:
                 _ask(
                     run_dir,
-                    "stopped: " + disk_totals.refusal(record.owner, over[record.owner], disk_limit, "training on").rule,
+                    "stopped: " + user_disk.refusal(record.owner, over[record.owner], disk_limit, "training on").rule,
                     now,
                 )
     _follow_up(root, now)
