@@ -119,13 +119,16 @@ def main(argv: list[str] | None = None) -> None:
 
     from workbench import startup
     from workbench.access.uploads import MAX_UPLOAD_BYTES
-    from workbench.jobs import run_list
+    from workbench.jobs import helper_folders, run_list
+    from workbench.runstore import runfolder
     from workbench.ui import cleanup, run_reports
     from workbench.ui.app import build_app, launch_options
     from workbench.ui.server import serve
 
     policy = sandbox_policy(args, known)
     run_list.keep_queue_moving(args.runs_dir)  # runs queued before a reboot start as their devices free up
+    for folder in helper_folders.clean(runfolder.runs_root(args.runs_dir)):  # left by jobs killed mid-way
+        print(f"removed the helper folder {folder}, whose job no longer runs", flush=True)
     app = build_app(args.runs_dir, users=known, sandbox=policy, shared_dirs=shared)
     startup.resume_collection()  # Gradio and the page are built (workbench/startup.py)
     # Gradio's upload cache keeps what a page used within the hour; the reports offered for download, a day

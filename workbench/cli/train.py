@@ -68,6 +68,11 @@ def add_parser(subparsers) -> None:
 
     runs = subparsers.add_parser("runs", help="list training runs")
     runs.add_argument("--runs-dir", dest="runs_dir")
+    runs.add_argument(
+        "--helpers",
+        action="store_true",
+        help="list the helper jobs' folders instead (signal checks): whose, how big, and whether their job runs",
+    )
     runs.set_defaults(run=run_runs)
 
     stop = subparsers.add_parser("stop", help="stop a run (saves its adapter)")
@@ -368,12 +373,29 @@ def format_runs_table(runs: list[dict]) -> str:
 def run_runs(args) -> int:
     from workbench.jobs import run_list
 
+    if args.helpers:
+        return run_helpers(args.runs_dir)
     runs = run_list.list_runs(args.runs_dir)
     if not runs:
         print("No runs yet; start one with `python -m workbench train`.")
         return 0
     print(format_runs_table(runs))
     run_list.keep_queue_moving(args.runs_dir, runs)  # a queue left without its dispatcher (a reboot) moves again
+    return 0
+
+
+def run_helpers(runs_dir) -> int:
+    """The helper folders of the runs folder (jobs/helper_folders.py): what the server's start removes is `left`."""
+    from workbench.jobs import helper_folders
+    from workbench.runstore import runfolder
+
+    entries = helper_folders.listed(runfolder.runs_root(runs_dir))
+    if not entries:
+        print("No helper folders.")
+        return 0
+    for entry in entries:
+        state = "running" if entry.live else "left (removed at the server's next start)"
+        print(f"{entry.folder}  {entry.owner or '(owner unknown)'}  {entry.bytes() / 2**20:.1f} MiB  {state}")
     return 0
 
 

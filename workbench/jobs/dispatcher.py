@@ -7,7 +7,8 @@ a session of its own: it outlives the app that started it, needs no browser,
 and notices a run that ends in any way (finished, stopped, failed, killed with
 SIGKILL, out of memory) because it looks at the run folders and at the
 processes themselves, every POLL_SECONDS. It ends by itself once nothing is
-queued.
+queued (and, when the admin set a run-time cap or a disk total, once no run is live: jobs/warden.py keeps those
+caps on every turn).
 
 One at a time: it holds `.queue-dispatcher.lock` for its whole life
 (fcntl.flock, which the kernel releases however it ends); the launcher takes
@@ -34,7 +35,7 @@ import time
 import traceback
 from pathlib import Path
 
-from workbench.jobs import gpu_queue, launcher, queue
+from workbench.jobs import gpu_queue, launcher, queue, warden
 from workbench.runstore import launch_records, run_locks, runfolder
 
 POLL_SECONDS = 2.0  # how soon a queued run starts after its devices are free
@@ -101,13 +102,18 @@ def run(root: Path, poll: float = POLL_SECONDS, lock_fd: int | None = None) -> i
     if held is None:
         return 0
     _say(f"watching the queue of {root}")
+    disk_due = 0.0
     with held:
         while True:
+            now = time.monotonic()
+            if warden.watching():  # the admin's caps on live runs (a run-time cap, disk totals)
+                warden.look(root, disk=now >= disk_due)
+                disk_due = disk_due if now < disk_due else now + warden.DISK_LOOK_S
             with run_locks.queue_lock(root):
                 waiting, started = dispatch_held(root)
                 for run_id in started:
                     _say(f"started {run_id}")
-                if not waiting:
+                if not waiting and not (warden.watching() and warden.live_runs(root)):
                     held.close()  # before the queue lock: a launch queued after this look starts a new dispatcher
                     _say("nothing queued: done")
                     return 0

@@ -33,14 +33,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from workbench.jobs import bundle, processes, queue, sandbox_bwrap, sandbox_policy, vllm_server
+from workbench.jobs import bundle, processes, queue, sandbox_bwrap, sandbox_policy, user_disk, vllm_server, warden
 from workbench.jobs.commands import build_command, launch_env, sandboxed_command
 from workbench.jobs.gpu_queue import ensure_dispatcher, machine_gpus, queue_state
 from workbench.jobs.run_state import LauncherError, run_dir_of, runs_elsewhere, status_of_dir
 from workbench.runstore import checkpoint_integrity, launch_records, run_locks, runfolder
-from workbench.spec import cluster
+from workbench.spec import cluster, config_checks
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import check_config
+from workbench.spec.config_problems import ConfigError
 from workbench.spec.run_status import RunStatus
 
 SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
@@ -133,6 +134,13 @@ def check_launch(config: RunConfig, import_reward_file: bool = True, read_data: 
     vllm_server.preflight(config)
 
 
+def refuse_in_sandbox(config: RunConfig) -> None:
+    """ConfigError for what a sandboxed run (a shared dashboard's) may not ask: a reward call with no time limit."""
+    problems = config_checks.shared_problems(config)
+    if problems:
+        raise ConfigError(problems)
+
+
 def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> None:
     """Write the status `starting` (with `fields`), start the run's processes, record them.
 
@@ -156,6 +164,8 @@ def start_process(config: RunConfig, run_dir: Path, resume: bool, **fields) -> N
     pid = _spawn(config, run_dir, resume=resume, sandboxed=sandboxed)
     launch_records.record_started(run_dir, pid)  # the trainer first: readers take the first as the run's
     runfolder.update_status(run_dir, pid=pid, pgid=pid)
+    if warden.watching():  # the admin's run-time cap or disk totals: the dispatcher keeps them while it runs
+        ensure_dispatcher(run_dir.parent)
 
 
 def _turn(config: RunConfig, run_id: str, owner: str | None, holding, queued) -> queue.Place:
@@ -193,11 +203,13 @@ def start(
     config = config.with_absolute_paths()
     check_launch(config, import_reward_file)
     if sandboxed is not None:
+        refuse_in_sandbox(config)
         sandbox_bwrap.check_available()
     root = runfolder.runs_root(runs_dir)
     with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
         place = _turn(config, "", owner, holding, queued)
+        user_disk.check_room(root, owner, "this launch")  # DiskTotalError past WORKBENCH_USER_DISK_GB
         run_dir = (
             _new_run_dir(config, root, prefix="smoke-" if smoke else "") if into is None else _claim_run_dir(into, root)
         )
@@ -239,12 +251,13 @@ def helper_job(runs_dir: str | os.PathLike | None, owner: str | None, kind: str)
     with their runs against the per-user cap: UserLimitError when those fill it. The caller starts the job
     inside the block and records its process with the function given; it counts until that process ends
     (runstore/launch_records.py, outside every run folder). Held under the queue lock: two clicks cannot
-    both take the last place."""
+    both take the last place. DiskTotalError when the owner's disk total is full (jobs/user_disk.py)."""
     root = runfolder.runs_root(runs_dir).resolve()
     with run_locks.queue_lock(root):
         holding, queued = queue_state(root)
         jobs = [queue.Entry(job_id, frozenset(), owner, "running") for job_id in launch_records.live_jobs(root, owner)]
         queue.check_user_limit(owner, [*holding, *queued, *jobs], queue.max_runs_per_user(os.environ))
+        user_disk.check_room(root, owner, f"this {kind} job")  # DiskTotalError past WORKBENCH_USER_DISK_GB
         yield lambda pid: launch_records.record_job(root, f"{kind}-{pid}", owner, pid)
 
 
@@ -444,6 +457,7 @@ def resume(
     # a sandboxed run's data may lie in folders its code wrote (its own run folder): read only inside its sandbox
     check_launch(config, import_reward_file, read_data=kept is None)
     if kept is not None:
+        refuse_in_sandbox(config)
         sandbox_bwrap.check_available()
     with run_locks.queue_lock(run_dir.parent):
         holding, queued = queue_state(run_dir.parent)
@@ -451,6 +465,7 @@ def resume(
         if state not in runfolder.FINAL_STATES:
             raise LauncherError(f"run {run_dir.name} was resumed meanwhile and is {state}; stop it before resuming")
         place = _turn(config, run_dir.name, owner, holding, queued)
+        user_disk.check_room(run_dir.parent, owner, "this resume")
         fields = {
             "error": None,
             "finished_at": None,

@@ -26,22 +26,25 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.jobs import launcher, processes, sandbox, sandbox_policy
+from workbench.jobs import helper_folders, job_clock, launcher, processes, sandbox, sandbox_policy
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
 CHECKS_DIR = "signal-checks"
 REPORT_FILE = "report.json"
 LOG_FILE = "check.log"
+KIND = "signal-check"  # its kind for the clock (jobs/job_clock.py: WORKBENCH_SIGNAL_CHECK_TIME_LIMIT_S)
 DEFAULT_GROUPS = 4  # the dashboard's check: enough groups to tell no signal from some, in about a minute on a CPU
 
 
 @dataclass
 class SignalJob:
-    """A started check: its folder and its process."""
+    """A started check: its folder and its process (its clock, jobs/job_clock.py), and once it ended, what the
+    user sees of it (`outcome`), kept here because its folder is removed then."""
 
     folder: Path
     process: subprocess.Popen
+    outcome: dict | None = None
 
 
 def check_command(folder: Path, groups: int) -> list[str]:
@@ -84,6 +87,8 @@ def start_signal_check(
     """Start the check of `config` in its own folder under `runs_dir` (in the sandbox `policy` describes,
     when given); returns at once. UserLimitError when `owner` already has as many runs and jobs as allowed."""
     root = runfolder.runs_root(runs_dir).resolve()
+    if policy is not None:
+        launcher.refuse_in_sandbox(config)  # a reward call with no time limit: ConfigError, before anything starts
     with launcher.helper_job(root, owner, CHECKS_DIR) as record:
         folder = new_job_folder(root / CHECKS_DIR, config.run_name or config.task)
         config.with_absolute_paths().save(folder / runfolder.CONFIG_FILE)
@@ -100,30 +105,54 @@ def start_signal_check(
                 "--policy",
                 json.dumps(policy.to_status()),
             ]
+        # under its wall-time limit: the clock, the server's own process, ends the whole sandbox past it
+        command = job_clock.clocked(command, KIND)
         process = processes.spawn(command, folder / LOG_FILE, processes.job_env(), cwd=folder)
         record(process.pid)
+        helper_folders.register(root, folder, owner, CHECKS_DIR, process.pid)
     return SignalJob(folder, process)
 
 
 def read_signal_check(job: SignalJob) -> dict:
-    """`{"state": "running"}`, `{"state": "done", "report": {...}}` or `{"state": "failed", "error": text}`."""
+    """`{"state": "running"}`, `{"state": "done", "report": {...}}` or `{"state": "failed", "error": text}`.
+
+    Once the check has ended, what it says is taken from its folder into `job.outcome` and the folder is removed
+    (jobs/helper_folders.py): a check leaves nothing on disk."""
+    if job.outcome is not None:
+        return job.outcome
+    if job.process.poll() is None:
+        return {"state": "running"}
+    job.outcome = _outcome(job)
+    helper_folders.remove(job.folder.parent.parent, job.folder)
+    return job.outcome
+
+
+def _outcome(job: SignalJob) -> dict:
+    """What an ended check says: the clock's message when it ran past its limit, else its report or error."""
+    ended = job_clock.ended_message(KIND, job.process.returncode)
+    if ended:
+        return {"state": "failed", "error": ended}
     # the check's folder is written by the check (inside its sandbox): read as data, links never followed
     data = runfolder.read_json(job.folder / REPORT_FILE)  # written whole, then renamed into place
     if isinstance(data, dict) and data:
         return (
-            {"state": "failed", "error": str(data["error"])} if "error" in data else {"state": "done", "report": data}
+            {"state": "failed", "error": str(data["error"])[:2000]}
+            if "error" in data
+            else {"state": "done", "report": data}
         )
-    if job.process.poll() is None:
-        return {"state": "running"}
     tail = runfolder.read_log_tail(job.folder, 1500, name=LOG_FILE)
     return {"state": "failed", "error": f"the check stopped with exit code {job.process.returncode}. {tail}".strip()}
 
 
 def cancel_signal_check(job: SignalJob | None) -> None:
-    """End a check that is still running (its whole process tree)."""
-    if job is not None and job.process.poll() is None:
+    """End a check that is still running (its whole process tree) and remove its folder."""
+    if job is None:
+        return
+    if job.process.poll() is None:
         processes.end_tree(job.process.pid)
         job.process.wait(timeout=5)
+    job.outcome = job.outcome or {"state": "failed", "error": "the check was cancelled"}
+    helper_folders.remove(job.folder.parent.parent, job.folder)
 
 
 def run_sandboxed(folder: Path, groups: int, policy: sandbox_policy.Policy) -> None:

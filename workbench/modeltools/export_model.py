@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes
+from workbench.jobs import job_clock, processes
 from workbench.runstore import checkpoint_integrity, runfolder, safe_files
 
 # What a merge goes through, in order; the UI shows "stage i of n".
@@ -419,6 +419,8 @@ def start_export(plan: ExportPlan, confine=None) -> subprocess.Popen:
     command, env = export_command(plan), processes.job_env()
     if confine is not None:
         command, env = confine(command, env)
+    # under its wall-time limit (WORKBENCH_EXPORT_TIME_LIMIT_S): the clock ends the whole sandbox past it
+    command = job_clock.clocked(command, "export")
     with safe_files.open_for_writing(plan.progress_path.with_suffix(".log"), append=False, root=plan.root) as log:
         # reaped on a thread: the dashboard drops the handle once the export reports it is done
         return processes.spawn(command, log, env, reap=True)
@@ -451,7 +453,10 @@ def read_export(
         except (OSError, ValueError):  # none, or no plain file there (never followed)
             end = b""
         tail = end.decode("utf-8", errors="replace")
-        progress.update(done=True, error=f"the export stopped with exit code {process.returncode}. {tail}".strip())
+        ended = job_clock.ended_message("export", process.returncode)
+        progress.update(
+            done=True, error=ended or f"the export stopped with exit code {process.returncode}. {tail}".strip()
+        )
     return progress
 
 

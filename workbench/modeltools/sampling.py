@@ -28,7 +28,7 @@ from typing import Any
 
 from workbench import startup
 from workbench.errors import WorkbenchError
-from workbench.jobs import processes
+from workbench.jobs import job_clock, processes
 from workbench.runstore import safe_files
 from workbench.runstore.runfolder import append_jsonl, read_jsonl, read_log_tail
 
@@ -246,7 +246,8 @@ def start_sampling(
     env = processes.job_env()
     if confine is not None:
         command, env = confine(command, env)
-    return processes.spawn(command, out_path.with_suffix(".log"), env)
+    # under its wall-time limit (WORKBENCH_SAMPLING_TIME_LIMIT_S): the clock ends the whole sandbox past it
+    return processes.spawn(job_clock.clocked(command, "sampling"), out_path.with_suffix(".log"), env)
 
 
 def read_sampling(out_path: str | Path, process: subprocess.Popen | None = None) -> dict:
@@ -268,7 +269,10 @@ def read_sampling(out_path: str | Path, process: subprocess.Popen | None = None)
     if final is None and process is not None and process.poll() is not None:
         log = out_path.with_suffix(".log")
         tail = read_log_tail(log.parent, 1500, name=log.name)
-        progress.update(done=True, error=f"sampling stopped with exit code {process.returncode}. {tail}".strip())
+        ended = job_clock.ended_message("sampling", process.returncode)
+        progress.update(
+            done=True, error=ended or f"sampling stopped with exit code {process.returncode}. {tail}".strip()
+        )
     return progress
 
 

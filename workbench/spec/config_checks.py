@@ -564,6 +564,20 @@ def validate_config(cfg: RunConfig, import_reward_file: bool = True, read_data: 
     return problems
 
 
+def shared_problems(cfg: RunConfig) -> list[ConfigProblem]:
+    """What a shared dashboard (or any sandboxed launch) refuses besides paths: a reward call with no time limit
+    (reward_timeout_s 0), which would let one reward hold its run, and the CPU slot it takes, as long as it likes."""
+    if cfg.reward_timeout_s == 0:
+        return [
+            ConfigProblem(
+                "reward_timeout_s",
+                "0 means no time limit, and on a shared dashboard every reward call has one",
+                f"set it to the seconds one call may take (the default is {RunConfig().reward_timeout_s:g})",
+            )
+        ]
+    return []
+
+
 def check_config(cfg: RunConfig, import_reward_file: bool = True, read_data: bool = True) -> None:
     """Raise ConfigError (field, rule, fix for each problem) when `cfg` cannot run (see validate_config)."""
     problems = validate_config(cfg, import_reward_file, read_data)

@@ -15,6 +15,7 @@ Layout, events and the reads and copies they make (`store_files`,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gradio as gr
@@ -23,6 +24,7 @@ from workbench.access import uploads
 from workbench.access.paths import UserScope
 from workbench.access.uploads import DATASET_SUFFIXES, MAX_UPLOAD_TEXT, REWARD_SUFFIXES, UPLOAD_SUFFIXES
 from workbench.errors import WorkbenchError
+from workbench.jobs import user_disk
 from workbench.spec.rewards import read_reward_names
 from workbench.ui import browser_files, uploads_view
 from workbench.ui.context import UIContext
@@ -41,6 +43,10 @@ def store_files(paths: list[str], folder: Path, upload_folder: str) -> tuple[lis
         try:
             if not uploads.is_inside(path, [upload_folder]):
                 raise uploads.not_uploaded(path)
+            # the user's runs, uploads and helper folders together (WORKBENCH_USER_DISK_GB): folder is uploads/<user>
+            user_disk.check_room(
+                folder.parent.parent, folder.name, f"the upload of {Path(path).name[:60]!r}", os.path.getsize(path)
+            )
             stored.append(uploads.store_upload(path, Path(path).name, folder))
         except WorkbenchError as exc:
             refused.append(str(exc))

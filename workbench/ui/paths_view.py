@@ -22,6 +22,7 @@ from workbench.errors import WorkbenchError
 from workbench.sources import dataset_files, hub_datasets
 from workbench.sources.dataset_reading import DatasetError
 from workbench.sources.model_files import MODEL_CHOICES
+from workbench.spec import config_checks
 from workbench.spec.config import PATH_FIELDS, ConfigError, ConfigProblem, RunConfig
 from workbench.ui.run_access import controls_run, live_run_holding
 
@@ -112,6 +113,7 @@ def confine_config(cfg: RunConfig, scope: paths.UserScope) -> tuple[RunConfig, l
         hosts.check_server_url(cfg.vllm_server_base_url, scope.vllm_hosts)
     except WorkbenchError as exc:
         problems.append(ConfigProblem(exc.field, exc.rule, exc.fix))
+    problems += config_checks.shared_problems(cfg)  # reward_timeout_s 0: no limit, refused here
     return cfg.with_changes(**changes), problems
 
 

@@ -226,8 +226,8 @@ class SetupTab:
                 import_reward_file=not ctx.shared,
                 sandboxed=ctx.sandbox_for(viewer),
             )
-        except ConfigError as exc:
-            return None, problems_html(exc.problems), gr.Timer(active=False)
+        except WorkbenchError as exc:  # the config, the user's cap or their disk total: the page's message
+            return None, problems_html(refusal_problems(exc)), gr.Timer(active=False)
         return run_id, smoke_result_html({"state": "starting", "run_id": run_id}), gr.Timer(active=True)
 
     def poll_smoke(self, request: gr.Request, run_id):
@@ -252,8 +252,8 @@ class SetupTab:
             started = signal_job.start_signal_check(
                 config, ctx.runs_dir, policy=ctx.sandbox_for(viewer), owner=viewer.name
             )
-        except ConfigError as exc:  # a UserLimitError shows as the page's message, as for a smoke test
-            return None, problems_html(exc.problems), gr.Timer(active=False)
+        except WorkbenchError as exc:  # the config, the user's cap or their disk total: the page's message
+            return None, problems_html(refusal_problems(exc)), gr.Timer(active=False)
         return started, signal_html({"state": "running"}), gr.Timer(active=True)
 
     def poll_signal(self, job):
@@ -290,6 +290,11 @@ class SetupTab:
         path = folder / f"train_{re.sub(r'[^A-Za-z0-9_.-]', '_', label)}.py"
         path.write_text(text, encoding="utf-8")
         return gr.File(value=str(path), visible=True), gr.update()
+
+
+def refusal_problems(exc: WorkbenchError) -> list[ConfigProblem]:
+    """A refusal as the problems the page lists: a ConfigError's own, else its field, rule and fix."""
+    return getattr(exc, "problems", None) or [ConfigProblem(exc.field, exc.rule, exc.fix)]
 
 
 def build(ctx) -> None:
