@@ -22,9 +22,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from workbench.sources.dataset_error import DatasetError
-from workbench.sources.read_budget import Budget, refusal
+from workbench.sources.read_budget import METADATA_SHARE, Budget, check_small_files, refusal
 
-METADATA_SHARE = 16  # a footer, a message header or a small JSON file gets 1/16 of the budget
 VALUE_BYTES = 16  # counted per value: an offset, a dictionary index, levels, validity, a fixed-width value
 SAVED_JSON = ("dataset_info.json", "state.json", "dataset_dict.json")  # what load_from_disk reads whole
 
@@ -129,12 +128,11 @@ def _is(kind, *names: str) -> bool:
 def check_saved_folder(folder: Path, budget: Budget) -> None:
     """Refuse, before `load_from_disk` opens it, a save_to_disk folder whose JSON files are past the budget's
     share or whose Arrow files hold compressed batches (decompressed whole on opening) or huge headers."""
-    bound = budget.limit // METADATA_SHARE
-    for path in sorted(folder.rglob("*")):
-        if path.name in SAVED_JSON and path.is_file() and path.stat().st_size > bound:
-            raise refusal(path, f"{path.name}", path.stat().st_size, bound)
-        if path.suffix == ".arrow" and path.is_file() and not path.is_symlink():
-            _check_arrow_file(path, bound)
+    paths = sorted(folder.rglob("*"))
+    check_small_files([path for path in paths if path.name in SAVED_JSON], budget)
+    for path in paths:
+        if path.suffix == ".arrow" and path.is_file():
+            _check_arrow_file(path, budget.limit // METADATA_SHARE)
 
 
 def _check_arrow_file(path: Path, bound: int) -> None:

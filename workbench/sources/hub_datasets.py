@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from workbench.sources import columnar_bounds, dataset_reading
+from workbench.sources import columnar_bounds, dataset_reading, read_budget
 from workbench.sources.dataset_reading import DatasetError
 from workbench.sources.read_budget import Budget
 
@@ -45,6 +45,7 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 # `train`, `train[:200]`, `train[100:200]`, `train[:10%]`: datasets' split slices, one range.
 SPLIT = re.compile(r"^(?P<name>[\w.-]+)(\[(?P<start>-?\d+%?)?:(?P<stop>-?\d+%?)?\])?$")
 SAVED_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes
+CARD_FILES = ("README.md", ".huggingface.yaml")  # what datasets reads a folder's configs from, whole
 FILE, SAVED, FOLDER, HUB = "file", "save_to_disk folder", "dataset folder", "hub dataset"
 
 
@@ -195,6 +196,7 @@ def _builder(source: Source, config: str, field: str = "dataset_config"):
     """datasets' builder of a folder or cached hub dataset (reads the README; converts nothing)."""
     import datasets
 
+    read_budget.check_small_files([Path(source.path, name) for name in CARD_FILES], Budget.from_env())
     try:
         return datasets.load_dataset_builder(source.path, config or None)
     except ValueError as exc:
@@ -227,6 +229,10 @@ def config_names(source: Source) -> list[str]:
         return []
     import datasets
 
+    try:
+        read_budget.check_small_files([Path(source.path, name) for name in CARD_FILES], Budget.from_env())
+    except DatasetError:  # the readers name it
+        return []
     try:
         return list(datasets.get_dataset_config_names(source.path))
     except (ValueError, FileNotFoundError, yaml.YAMLError):  # the readers name the problem

@@ -26,6 +26,7 @@ from workbench.sources.dataset_error import DatasetError
 MAX_READ_ENV = "WORKBENCH_MAX_DATA_READ_MB"
 DEFAULT_MAX_READ_MB = 256
 ROWS_SHARE = 4  # the rows kept get 1/ROWS_SHARE of the limit: one UTF-8 byte may be four in a Python str
+METADATA_SHARE = 16  # a footer, a message header or a small file read whole (README, state.json) gets 1/16
 
 
 def max_read_bytes(environ: Mapping[str, str] | None = None) -> int:
@@ -87,6 +88,19 @@ class Budget:
             self.stopped = True
             return False
         raise refusal(path, what, size, limit)
+
+
+def check_small_files(paths, budget: Budget) -> None:
+    """Refuse any of `paths` (files a reader reads whole: a README's front matter, save_to_disk's JSON files)
+    that is past the budget's share for them, before it is opened."""
+    bound = budget.limit // METADATA_SHARE
+    for path in paths:
+        try:
+            size = os.stat(path).st_size
+        except OSError:  # not there: the reader says so
+            continue
+        if size > bound:
+            raise refusal(Path(path), Path(path).name, size, bound)
 
 
 def refusal(path: Path, what: str, size: int | None, limit: int) -> DatasetError:
