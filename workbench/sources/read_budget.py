@@ -4,9 +4,9 @@ The Setup tab's preview and the check before a launch read the first rows of a
 dataset in the server's own process (outside any sandbox), so a small file
 that decodes to gigabytes (a Parquet decompression bomb, a JSON line of a
 gigabyte) would take the server's memory. A `Budget` is made per action from
-WORKBENCH_MAX_DATA_READ_MB (default 256): each unit decoded at once (a Parquet
-row group, an Arrow batch) must fit it whole, as its file declares it before a
-byte of data is read, and the rows kept (JSON lines and CSV text as read,
+WORKBENCH_MAX_DATA_READ_MB (default 256): the units decoded (Parquet row
+groups) must fit it together, each as its file declares it before a byte of
+its data is read, and the rows kept (JSON lines and CSV text as read,
 Arrow rows by their values' sizes) share a quarter of it, since a character
 may take four bytes in Python. A unit or row that does not fit ends the read
 with the rows so far, or, before the first row, is refused naming the file,
@@ -49,10 +49,11 @@ def max_read_bytes(environ: Mapping[str, str] | None = None) -> int:
 
 @dataclass
 class Budget:
-    """One action's budget: `limit` bytes per unit decoded, `limit // ROWS_SHARE` for all the rows it keeps."""
+    """One action's budget: `limit` bytes for the units it decodes, `limit // ROWS_SHARE` for the rows it keeps."""
 
     limit: int
     rows_used: int = 0
+    decoded: int = 0  # bytes of the units decoded so far
     rows: int = 0  # rows kept so far
     stopped: bool = False  # a unit or row did not fit after the first row: the read ended there
 
@@ -65,8 +66,11 @@ class Budget:
         return self.limit // ROWS_SHARE - self.rows_used
 
     def unit_fits(self, size: int, path: Path, what: str) -> bool:
-        """Whether a unit of `size` bytes may be decoded; False (stop) after the first row, refused before it."""
-        if size <= self.limit:
+        """Whether a unit of `size` bytes may be decoded (it is counted when it may); the units of one action
+        share the limit, so that many small ones cost no more than one big one. False (stop) after the first
+        row, refused before it."""
+        if self.decoded + size <= self.limit:
+            self.decoded += size
             return True
         return self._stop_or_refuse(path, what, size, self.limit)
 
