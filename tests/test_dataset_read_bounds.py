@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import tiny_config
+from helpers import tiny_config, write_hub_dataset
 
 from workbench.jobs import launcher
 from workbench.spec import columns
@@ -88,6 +88,17 @@ def test_a_parquet_file_is_read_up_to_the_row_group_that_does_not_fit(tmp_path, 
         writer.write_table(pa.table({"prompt": ["y" * (8 * MIB)] * 2}))  # past the bound: never decoded
     shown = columns.preview(columns.DataChoice("demo", str(path)), [], count=20)
     assert shown.error == "" and [row["prompt"] for row in shown.rows] == small
+
+
+def test_a_bomb_in_a_hub_layout_folder_and_a_huge_readme_are_refused(tmp_path, small_bound):
+    folder = write_hub_dataset(tmp_path / "hub", {"default": {"train": [{"prompt": "q"}]}})
+    _parquet_bomb(folder / "default" / "train-00000-of-00001.parquet", rows=12, value_mib=8, dictionary=False)
+    shown = columns.preview(columns.DataChoice("demo", str(folder)), [])
+    assert "row group 1" in shown.error and ENV in shown.error, shown.error
+    with open(folder / "README.md", "ab") as handle:  # its front matter is read whole: past 1/16 of the bound
+        handle.truncate(64 * MIB)
+    shown = columns.preview(columns.DataChoice("demo", str(folder)), [])
+    assert "README.md" in shown.error and ENV in shown.error, shown.error
 
 
 def _long_line(path, size: int) -> None:
