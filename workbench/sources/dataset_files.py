@@ -33,11 +33,11 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from workbench.sources import hub_datasets
+from workbench.sources import hub_datasets, read_budget
 from workbench.sources.dataset_reading import DatasetError
 
 GLOB_CHARS = "*?["  # where a datasets (fsspec) pattern stops being a fixed path
-CARD_FILES = ("README.md", ".huggingface.yaml")  # where datasets reads a folder's `configs:` (datasets.config)
+CARD_FILES = hub_datasets.CARD_FILES  # where datasets reads a folder's `configs:` (datasets.config)
 SPLITS_FILE, STATE_FILE = "dataset_dict.json", "state.json"  # what save_to_disk writes (datasets.config)
 
 Allowed = Callable[[Path], bool]
@@ -151,11 +151,13 @@ def _metadata_configs(root: Path) -> dict:
 
     readme, standalone = (root / name for name in CARD_FILES)
     try:
+        read_budget.check_small_files([readme, standalone], read_budget.Budget.from_env())
         data = DatasetCard.load(readme).data.to_dict() if readme.is_file() else {}
         if standalone.is_file():
             data.update(yaml.safe_load(standalone.read_text(encoding="utf-8")) or {})
         return dict(MetadataConfigs.from_dataset_card_data(DatasetCardData(**data)))
     except (ValueError, TypeError, AttributeError, OSError, yaml.YAMLError):  # datasets cannot read it either
+        # (DatasetError, a file past the read budget, is a ValueError: the reader refuses it in words)
         return {}
 
 
@@ -187,6 +189,7 @@ def _saved_files(root: Path) -> Iterator[tuple[str, str]]:
 def _json(path: Path) -> dict:
     """A small JSON file save_to_disk wrote, once its place is checked ({} when it is not a readable object)."""
     try:
+        read_budget.check_small_files([path], read_budget.Budget.from_env())  # past it: the reader refuses it
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
         return {}

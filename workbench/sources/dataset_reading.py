@@ -14,22 +14,22 @@ rows built in code (a built-in task's) into one.
 from __future__ import annotations
 
 import csv
+import io
+import itertools
 import json
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import WorkbenchError
+from workbench.sources import columnar_bounds
+from workbench.sources.dataset_error import DatasetError
+from workbench.sources.read_budget import Budget
 
 SUPPORTED = (".jsonl", ".json", ".csv", ".parquet")
 ROLES = ("system", "user", "assistant", "tool")
 CHECK_ROWS = 200  # rows the quick check reads: enough to catch a wrong shape, cheap on a big file
 FIX_EXAMPLE = 'a JSONL line looks like {"prompt": "What is 2 + 2?", "answer": "4"}'
-
-
-class DatasetError(WorkbenchError):
-    """A dataset file that cannot be used; the message names the path, the rule and a fix."""
 
 
 def check_dataset_path(path: str | Path) -> list[str]:
@@ -43,13 +43,22 @@ def check_dataset_path(path: str | Path) -> list[str]:
     return list(rows[0])
 
 
-def first_rows(path: str | Path, count: int) -> list[dict]:
-    """The first `count` rows as they are stored (unchecked); DatasetError when the file cannot be read."""
+def first_rows(path: str | Path, count: int, budget: Budget | None = None) -> list[dict]:
+    """The first `count` rows as they are stored (unchecked), decoded within `budget` (one made from the admin's
+    setting when None: see sources/read_budget.py); DatasetError when the file cannot be read or is past it."""
     path = existing(path)
+    budget = budget or Budget.from_env()
     if path.is_file():
-        return list(islice(iter_rows(path), count))
+        return list(islice(iter_rows(path, budget), count))
+    columnar_bounds.check_saved_folder(path, budget)
     dataset = _load_folder(path)  # a datasets folder: opening it memory-maps the arrow files, no copy
-    return dataset.select(range(min(count, len(dataset)))).to_list()
+    return saved_rows(dataset, range(min(count, len(dataset))), path, budget)
+
+
+def saved_rows(dataset, rows: range, path: Path, budget: Budget) -> list[dict]:
+    """Rows `rows` of a memory-mapped `datasets.Dataset`, each measured before it is decoded (columnar_bounds)."""
+    arrow = dataset.with_format("arrow")
+    return list(columnar_bounds.table_rows(lambda row: arrow[row : row + 1], rows, path, budget))
 
 
 def load_user_dataset(path: str | Path, check_prompt: bool = True):
@@ -105,32 +114,36 @@ def existing(path: str | Path, field: str = "dataset_path") -> Path:
     return path
 
 
-def iter_rows(path: Path) -> Iterator[dict]:
-    """The rows of a data file as stored, one at a time (a Parquet file is read in batches)."""
+def iter_rows(path: Path, budget: Budget | None = None) -> Iterator[dict]:
+    """The rows of a data file as stored, one at a time (a Parquet file is read in batches).
+
+    With a `budget` (the server's checks and previews) no more is read or decoded than it allows; without one
+    (the training run, in its sandbox) the whole file is read.
+    """
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        yield from _iter_parquet(path)
+        yield from columnar_bounds.parquet_rows(path, budget) if budget else _iter_parquet(path)
     elif suffix == ".csv":
-        yield from _iter_csv(path)
+        yield from _iter_csv(path, budget)
     elif suffix == ".json" and _starts_with(path, "["):
-        yield from _iter_json_array(path)
+        yield from _iter_json_array(path, budget)
     else:
-        yield from _iter_jsonl(path)
+        yield from _iter_jsonl(path, budget)
 
 
 def _starts_with(path: Path, char: str) -> bool:
-    with open(path, encoding="utf-8") as handle:
-        head = handle.read(4096).lstrip()
+    with open(path, "rb") as handle:
+        head = handle.read(4096).decode("utf-8", "replace").lstrip()
     return head.startswith(char)
 
 
-def _iter_jsonl(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+def _iter_jsonl(path: Path, budget: Budget | None) -> Iterator[dict]:
+    with open(path, "rb") as handle:
+        for number, line in _lines(handle, path, budget):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.decode("utf-8"))
             except json.JSONDecodeError as exc:
                 raise DatasetError(
                     f"dataset_path '{path}': line {number} is not valid JSON ({exc.msg}); "
@@ -140,27 +153,96 @@ def _iter_jsonl(path: Path) -> Iterator[dict]:
                 raise DatasetError(
                     f"dataset_path '{path}': line {number} is a JSON {type(row).__name__}, not an object; {FIX_EXAMPLE}"
                 )
+            if budget and not budget.row_fits(len(line), path, f"line {number}"):
+                return
             yield row
 
 
-def _iter_json_array(path: Path) -> Iterator[dict]:
+def _lines(handle, path: Path, budget: Budget | None) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of each line; with a budget, a line is read only up to what is left of it, never past."""
+    number = 0
+    while True:
+        left = budget.rows_left if budget else -1
+        line = handle.readline(left + 1 if budget else -1)
+        number += 1
+        if not line:
+            return
+        if budget and len(line) > left:  # longer than what is left: not decoded, not read further
+            budget.cut(path, f"line {number}")
+            return
+        if budget and not line.strip():
+            budget.rows_used += len(line)  # blank lines are read too
+        yield number, line
+
+
+def _read_text(path: Path, budget: Budget | None) -> tuple[str, bool]:
+    """(the file's text, or its first part the budget allows; whether it was cut there)."""
+    with open(path, "rb") as handle:
+        data = handle.read(budget.rows_left + 1 if budget else -1)
+    cut = budget is not None and len(data) > budget.rows_left
+    if cut:
+        data = data[: budget.rows_left]
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"dataset_path '{path}': not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"
-        ) from None
-    for number, row in enumerate(data, start=1):
+        return data.decode("utf-8"), cut
+    except UnicodeDecodeError as exc:
+        if cut and exc.start >= len(data) - 3:  # a character split by the cut
+            return data[: exc.start].decode("utf-8"), cut
+        raise
+
+
+def _iter_json_array(path: Path, budget: Budget | None) -> Iterator[dict]:
+    text, cut = _read_text(path, budget)
+    decoder, position = json.JSONDecoder(), text.index("[") + 1
+    for number in itertools.count(1):
+        position = _skip(text, position, ",")
+        if text.startswith("]", position) or (position >= len(text) and not cut):
+            return
+        try:
+            row, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            if cut:  # the item the budget cut: stop before it (refused when it is the first)
+                budget.cut(path, f"item {number} of the array")
+                return
+            raise DatasetError(
+                f"dataset_path '{path}': not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"
+            ) from None
         if not isinstance(row, dict):
             raise DatasetError(f"dataset_path '{path}': item {number} of the array is not an object; {FIX_EXAMPLE}")
+        if budget and not budget.row_fits(end - position, path, f"item {number} of the array"):
+            return
+        position = end
         yield row
 
 
-def _iter_csv(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        for row in csv.DictReader(handle):
-            # a CSV cell cannot hold a list, so chat messages come as JSON text
-            yield {key: _decode_messages(value) if key == "prompt" else value for key, value in row.items()}
+def _skip(text: str, position: int, separator: str) -> int:
+    """The position after whitespace and at most one `separator` (and the whitespace after it)."""
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    if text.startswith(separator, position):
+        position += 1
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+    return position
+
+
+def _iter_csv(path: Path, budget: Budget | None) -> Iterator[dict]:
+    text, cut = _read_text(path, budget)
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a long cell is the budget's to bound
+    try:
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise DatasetError(f"dataset_path '{path}': not a readable CSV file ({exc}); fix the file") from None
+    if cut:  # the last row is the one the budget cut (refused when it is the first)
+        if len(rows) <= 1:
+            budget.cut(path, "row 1")
+        rows = rows[:-1]
+    for number, row in enumerate(rows, start=1):
+        if budget and not budget.row_fits(
+            sum(len(str(k)) + len(str(v)) for k, v in row.items()), path, f"row {number}"
+        ):
+            return
+        # a CSV cell cannot hold a list, so chat messages come as JSON text
+        yield {key: _decode_messages(value) if key == "prompt" else value for key, value in row.items()}
 
 
 def _decode_messages(value: Any) -> Any:

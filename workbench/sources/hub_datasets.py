@@ -27,14 +27,16 @@ import functools
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
 import yaml
 
-from workbench.sources import dataset_reading
+from workbench.sources import columnar_bounds, dataset_reading, read_budget
 from workbench.sources.dataset_reading import DatasetError
+from workbench.sources.read_budget import Budget
 
 HUB_TIMEOUT_S = 4.0  # the longest a check waits for the hub before saying it cannot be reached
 HUB_ANSWER_KEPT_S = 60  # how long the hub's answer about one id is reused
@@ -43,6 +45,7 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/(?!\.{1,2}$)[\w.-]+$")
 # `train`, `train[:200]`, `train[100:200]`, `train[:10%]`: datasets' split slices, one range.
 SPLIT = re.compile(r"^(?P<name>[\w.-]+)(\[(?P<start>-?\d+%?)?:(?P<stop>-?\d+%?)?\])?$")
 SAVED_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")  # what save_to_disk writes
+CARD_FILES = ("README.md", ".huggingface.yaml")  # what datasets reads a folder's configs from, whole
 FILE, SAVED, FOLDER, HUB = "file", "save_to_disk folder", "dataset folder", "hub dataset"
 
 
@@ -193,6 +196,7 @@ def _builder(source: Source, config: str, field: str = "dataset_config"):
     """datasets' builder of a folder or cached hub dataset (reads the README; converts nothing)."""
     import datasets
 
+    read_budget.check_small_files([Path(source.path, name) for name in CARD_FILES], Budget.from_env())
     try:
         return datasets.load_dataset_builder(source.path, config or None)
     except ValueError as exc:
@@ -226,6 +230,10 @@ def config_names(source: Source) -> list[str]:
     import datasets
 
     try:
+        read_budget.check_small_files([Path(source.path, name) for name in CARD_FILES], Budget.from_env())
+    except DatasetError:  # the readers name it
+        return []
+    try:
         return list(datasets.get_dataset_config_names(source.path))
     except (ValueError, FileNotFoundError, yaml.YAMLError):  # the readers name the problem
         return []
@@ -236,7 +244,7 @@ def split_names(source: Source, config: str = "") -> list[str]:
     if source.kind == FILE:
         return ["train"]
     if source.kind == SAVED:
-        loaded = _load_saved(source.path)
+        loaded = _load_saved(source.path, Budget.from_env())
         return list(loaded) if hasattr(loaded, "keys") else ["train"]
     return list(data_files(source, config))
 
@@ -248,21 +256,32 @@ def data_files(source: Source, config: str = "") -> dict[str, list[str]]:
 
 
 def first_rows(source: Source, config: str, split: Split, count: int) -> list[dict]:
-    """The first `count` rows of the split's slice as stored (no mapping); DatasetError naming what is wrong."""
+    """The first `count` rows of the split's slice as stored (no mapping); DatasetError naming what is wrong.
+
+    Read within one `read_budget.Budget` (the admin's WORKBENCH_MAX_DATA_READ_MB) for every file together.
+    """
+    budget = Budget.from_env()
     if source.kind == FILE:
         _file_split(source, split)
-        return list(islice(dataset_reading.iter_rows(Path(source.path)), split.first_row, split.first_row + count))
+        rows = dataset_reading.iter_rows(Path(source.path), budget)
+        return list(islice(rows, split.first_row, split.first_row + count))
     if source.kind == SAVED:
-        dataset = _saved_split(source.path, split)
-        return dataset.select(list(split.rows(len(dataset)))[:count]).to_list()
+        dataset = _saved_split(source.path, split, budget)
+        return dataset_reading.saved_rows(dataset, split.rows(len(dataset))[:count], Path(source.path), budget)
     files = data_files(source, config)
     if split.name not in files:
         raise DatasetError(
             f"dataset_train_split: {split.name!r} is not a split of {source.hub_id or source.path}"
             f"{f' (config {config})' if config else ''}; its splits: {', '.join(files) or 'none'}"
         )
-    rows = (row for path in files[split.name] for row in dataset_reading.iter_rows(Path(path)))
+    rows = (row for path in files[split.name] for row in _unless_stopped(Path(path), budget))
     return list(islice(rows, split.first_row, split.first_row + count))
+
+
+def _unless_stopped(path: Path, budget: Budget) -> Iterator[dict]:
+    """The rows of one data file of a split, none once the budget stopped the read in an earlier one."""
+    if not budget.stopped:
+        yield from dataset_reading.iter_rows(path, budget)
 
 
 def _file_split(source: Source, split: Split) -> None:
@@ -274,9 +293,12 @@ def _file_split(source: Source, split: Split) -> None:
         )
 
 
-def _load_saved(path: str):
+def _load_saved(path: str, budget: Budget | None = None):
+    """The save_to_disk folder `path` as datasets opens it; with a budget, its files are checked first."""
     from datasets import load_from_disk
 
+    if budget:
+        columnar_bounds.check_saved_folder(Path(path), budget)
     try:
         return load_from_disk(path)
     except FileNotFoundError:
@@ -285,8 +307,8 @@ def _load_saved(path: str):
         ) from None
 
 
-def _saved_split(path: str, split: Split):
-    loaded = _load_saved(path)
+def _saved_split(path: str, split: Split, budget: Budget | None = None):
+    loaded = _load_saved(path, budget)
     if not hasattr(loaded, "keys"):  # one Dataset saved alone: it is the split asked for
         return loaded
     if split.name not in loaded:

@@ -13,6 +13,16 @@ from workbench.spec.chat import prompt_text, transcript_text
 from workbench.spec.columns import DataPreview
 
 CELL_CHARS = 90  # a preview cell longer than this is cut, with "…"
+MODEL_TEXT_CHARS = 20_000  # the model's text shown: its start, then how many characters are left out
+SOLUTION_CHARS = 2_000
+NAME_CHARS = 200  # a column or reward name
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` escaped, or its first `limit` characters and "... N more characters" (a 40 MiB prompt stays small)."""
+    if len(text) <= limit:
+        return escape(text)
+    return escape(text[:limit]) + f"<span class='wb-note'> ... {len(text) - limit:,} more characters</span>"
 
 
 def _cell(value) -> str:
@@ -20,7 +30,7 @@ def _cell(value) -> str:
         text = ", ".join(map(str, value))  # e.g. keywords
     else:  # a chat prompt of one message reads as its text; longer ones as `role: content` lines
         text = prompt_text(value) if isinstance(value, list) and len(value) == 1 else transcript_text(value)
-    text = " ".join(text.split())
+    text = " ".join(text[: CELL_CHARS * 4].split())  # cut before splitting: a cell may hold megabytes
     return escape(text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…")
 
 
@@ -58,7 +68,9 @@ def data_preview_html(data: DataPreview) -> str:
     )
     read = {c for need in data.rewards for c in need.needs + need.optional}
     head = "".join(
-        f"<th>{escape(c)}" + (" <span class='wb-ok'>(read by a reward)</span>" if c in read else "") + "</th>"
+        f"<th>{clipped(c, NAME_CHARS)}"
+        + (" <span class='wb-ok'>(read by a reward)</span>" if c in read else "")
+        + "</th>"
         for c in data.columns
     )
     body = "".join(
@@ -81,12 +93,16 @@ def model_text_html(data: DataPreview) -> str:
     if data.mapped is not None and "solution" in data.mapped:
         solution = (
             f"<p class='wb-note'>Its <code>solution</code>, as rewards get it: "
-            f"<code id='wb-first-solution'>{escape(str(data.mapped['solution']))}</code></p>"
+            f"<code id='wb-first-solution'>{clipped(str(data.mapped['solution']), SOLUTION_CHARS)}</code></p>"
         )
-    text = f"<pre class='wb-model-text' id='wb-model-text'>{escape(data.model_text)}</pre>" if data.model_text else ""
+    text = (
+        f"<pre class='wb-model-text' id='wb-model-text'>{clipped(data.model_text, MODEL_TEXT_CHARS)}</pre>"
+        if data.model_text
+        else ""
+    )
     return (
         f"<div class='wb-model-input'><p><b>The exact text the model receives for the first row</b></p>"
-        f"{text}<p class='wb-note'>{escape(data.model_note)}</p>{solution}</div>"
+        f"{text}<p class='wb-note'>{clipped(data.model_note, SOLUTION_CHARS)}</p>{solution}</div>"
     )
 
 
