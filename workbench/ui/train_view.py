@@ -376,10 +376,7 @@ def progress_html(
         if progress.remaining_s is None
         else f' · about <span class="wb-progress-left">{format_duration(progress.remaining_s)}</span> left'
     )
-    nums = (
-        f"step {step} / {total}"
-        f' · elapsed <span class="wb-progress-elapsed">{elapsed}</span>{left}'
-    )
+    nums = f'step {step} / {total} · elapsed <span class="wb-progress-elapsed">{elapsed}</span>{left}'
     if progress.state == QUEUED:  # nothing has run yet: where it stands in the queue instead
         words += f", position {progress.queue_position}" if progress.queue_position else ""
         nums = html.escape(
