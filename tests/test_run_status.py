@@ -116,7 +116,8 @@ def test_the_trainer_drops_an_old_failure_and_the_launcher_reads_an_older_status
     run_dir = written(runs / "20260101-000000-old", {**OLDER, "state": "failed", "error": {"message": "boom"}})
     RunConfig.for_task("demo", model="tiny").save(run_dir / runfolder.CONFIG_FILE)
     seen = run_state.status_of_dir(run_dir)
-    assert seen["state"] == "failed" and seen["error"] == {"message": "boom"} and seen["progress"] == 1.0
+    assert seen["state"] == "failed" and seen["error"] == {"message": "boom"}
+    assert "progress" not in seen, "a key no field names is kept on disk, never shown (RunStatus.shown)"
     assert seen["run_id"] == run_dir.name and "host" not in seen
     assert [entry["run_id"] for entry in run_list.list_runs(runs)] == [run_dir.name]
     StatusWriter(run_dir, state="starting")  # a resume: the old failure is not the new run's
@@ -129,7 +130,8 @@ def test_a_live_status_without_a_process_is_judged_failed_from_its_typed_fields(
         {"state": "training", "pid": 2**22 + 12345, "updated_at": time.time() - 5, "future": [1]},
     )
     seen = run_state.status_of_dir(run_dir)
-    assert seen["state"] == "failed" and seen["error"]["type"] == "ProcessDied" and seen["future"] == [1]
+    assert seen["state"] == "failed" and seen["error"]["type"] == "ProcessDied" and "future" not in seen
+    assert on_disk(run_dir)["future"] == [1]
     assert on_disk(run_dir)["state"] == "training"  # a reader's judgement is never written
 
 
@@ -173,3 +175,15 @@ def test_a_levers_decision_is_written_as_fields_and_an_older_sentence_still_read
     assert older.shared_prompt_pass == LeverDecision("no", "set in the config")
     assert older.merged_generation == LeverDecision("bfloat16") and older.merged_generation.sentence() == "bfloat16"
     assert RunStatus.from_dict({"packed_decode": {"why": "no value"}}).packed_decode is None
+
+
+def test_a_field_of_the_wrong_type_or_too_long_reads_as_none_is_named_unreadable_and_kept_on_disk(tmp_path):
+    from workbench.spec.run_status import MAX_CHARS, UNREADABLE_FIELDS
+
+    long_note = "n" * (MAX_CHARS[str] + 1)
+    run_dir = written(tmp_path / "run", {"state": "training", "total_steps": "9", "note": long_note, "step": 2})
+    status = runfolder.read_run_status(run_dir)
+    assert (status.total_steps, status.note, status.step) == (None, None, 2)
+    assert runfolder.read_shown_status(run_dir)[UNREADABLE_FIELDS] == ["note", "total_steps"]
+    runfolder.update_status(run_dir, step=3)  # a writer loses nothing the file held
+    assert on_disk(run_dir)["note"] == long_note and on_disk(run_dir)["total_steps"] == "9"

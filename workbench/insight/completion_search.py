@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from workbench.errors import WorkbenchError
 from workbench.insight import completion_cache
 from workbench.insight.completion_where import BOOL_FIELDS, NUMBER_FIELDS, REWARD_PREFIX, Where, parse_where
-from workbench.runstore import runfolder
+from workbench.runstore import launch_records, runfolder
 
 FIELDS = (
     "step",
@@ -130,12 +130,16 @@ def _indexes(steps: np.ndarray, groups: np.ndarray, size: int | None) -> tuple[n
 
 
 def _run_facts(run_dir: Path) -> tuple[str, int | None]:
-    """(the run's correctness reward or "", its G), from config.json; ("", None) when it does not read."""
+    """(the run's correctness reward or "", its G), from the launcher's record of its config (config.json for a run
+    with none); ("", None) when it does not read."""
     from workbench.spec.config import RunConfig
     from workbench.spec.reward_choice import correctness_reward_for
+    from workbench.spec.run_status import UNREADABLE_FIELDS
 
     try:
-        cfg = RunConfig.from_dict(runfolder.read_config(run_dir))
+        config = launch_records.recorded_config(run_dir)
+        config.pop(UNREADABLE_FIELDS, None)  # a field config.json held wrongly is its default here
+        cfg = RunConfig.from_dict(config)
         return correctness_reward_for(cfg), int(cfg.num_generations) or None
     except (WorkbenchError, TypeError, ValueError):
         return "", None

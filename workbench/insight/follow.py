@@ -43,7 +43,7 @@ from workbench.insight.eval_results import read_evals
 from workbench.insight.health import Alarm, check_health
 from workbench.insight.metric_frames import metrics_frame
 from workbench.insight.resumed import latest_round, merge_metrics
-from workbench.runstore import jsonl_cache, runfolder, safe_files
+from workbench.runstore import jsonl_cache, launch_records, runfolder, safe_files
 from workbench.spec.run_records import Skipped
 
 StatusReader = Callable[[Path], dict]
@@ -94,10 +94,10 @@ def is_over(status: dict) -> bool:
 
 def start(run_dir: str | Path, seen: S | None = None) -> S:
     """`seen` (a fresh `Seen` by default; a subclass keeps its own fields) with the run's config read."""
-    return replace(seen if seen is not None else Seen(), config=runfolder.read_config(Path(run_dir)))
+    return replace(seen if seen is not None else Seen(), config=launch_records.recorded_config(Path(run_dir)))
 
 
-def look(seen: S, run_dir: str | Path, read_status: StatusReader = runfolder.read_status) -> tuple[S, Changes]:
+def look(seen: S, run_dir: str | Path, read_status: StatusReader = runfolder.read_shown_status) -> tuple[S, Changes]:
     """Read what the run wrote since `seen`; return what is seen now and what changed.
 
     `read_status(run_dir)` is injectable so a reader can use the launcher's
@@ -297,7 +297,7 @@ def completions_of_step(run_dir: str | Path, step: int) -> list[dict]:
     """
     # A resumed run may have logged the step twice: the later round is the one that counts.
     return latest_round(
-        records_of_step(run_dir, step), step, runfolder.read_config(Path(run_dir)).get("num_generations")
+        records_of_step(run_dir, step), step, launch_records.recorded_config(Path(run_dir)).get("num_generations")
     )
 
 
@@ -307,7 +307,7 @@ def completions_of_step(run_dir: str | Path, step: int) -> list[dict]:
 def change_signature(
     runs_dir: str | Path,
     run_id: str | None,
-    read_status: StatusReader = runfolder.read_status,
+    read_status: StatusReader = runfolder.read_shown_status,
     run_dirs: list[Path] | None = None,
 ) -> str:
     """A short hash of what a view of `run_id` depends on; it changes when a redraw is due (`signature_and_status`)."""
@@ -317,7 +317,7 @@ def change_signature(
 def signature_and_status(
     runs_dir: str | Path,
     run_id: str | None,
-    read_status: StatusReader = runfolder.read_status,
+    read_status: StatusReader = runfolder.read_shown_status,
     run_dirs: list[Path] | None = None,
 ) -> tuple[str, dict]:
     """A short hash of what a view of `run_id` depends on, and the status it read ({} for no run).
@@ -414,7 +414,7 @@ class RunFollower:
     when its kind was not raised at the look before.
     """
 
-    def __init__(self, run_dir: str | Path, read_status: StatusReader = runfolder.read_status):
+    def __init__(self, run_dir: str | Path, read_status: StatusReader = runfolder.read_shown_status):
         self.run_dir = Path(run_dir)
         self.read_status = read_status
         self.seen: Seen = start(self.run_dir)
@@ -465,7 +465,7 @@ class RunFollower:
 def follow(
     run_dir: str | Path,
     interval: float = 2.0,
-    read_status: StatusReader = runfolder.read_status,
+    read_status: StatusReader = runfolder.read_shown_status,
     sleep: Callable[[float], Any] = time.sleep,
 ) -> Iterator[News]:
     """Look at the run every `interval` seconds and yield the `News` of each look that found any (the first

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from workbench.jobs import processes, queue
 from workbench.jobs.run_state import launch_record, runs_elsewhere, status_of_dir
-from workbench.runstore import run_locks, runfolder
+from workbench.runstore import launch_records, run_locks, runfolder
 from workbench.sources.gpus import list_gpus, runs_on_cpu
 from workbench.spec.run_status import RunStatus, status_field
 
@@ -46,8 +46,7 @@ def _process_alive(run_dir: Path, status: RunStatus | dict) -> bool:
 def _config_of(run_dir: Path) -> dict:
     """The config whose devices a run holds or waits for: the launcher's record of it (config.json is the
     run's to rewrite), config.json only for a run the launcher has no record of."""
-    record = launch_record(run_dir)
-    return dict(record.config) if record is not None and record.config else runfolder.read_config(run_dir)
+    return launch_records.recorded_config(run_dir)
 
 
 def queue_entries(runs: Iterable[tuple[Path, dict, dict | None]]) -> tuple[list[queue.Entry], list[queue.Entry]]:

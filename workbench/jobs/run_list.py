@@ -1,7 +1,8 @@
 """Every run of a runs folder, newest first, as the Runs tab, `workbench runs` and the notebooks list them.
 
 Each entry is the run's status as readers see it (workbench/jobs/run_state.py),
-the config fields a table shows and, for a queued run, its place in the GPU
+the config fields a table shows (from the launcher's record of the config, config.json only for a run with
+no record: runstore/launch_records.py `recorded_config`) and, for a queued run, its place in the GPU
 queue. A listing of thousands of runs every few seconds stays quick: a
 finished run's entry is built once per version of its status.json
 (workbench/runstore/file_cache.py).
@@ -15,22 +16,24 @@ from pathlib import Path
 from workbench.jobs import queue
 from workbench.jobs.gpu_queue import ensure_dispatcher, place_fields, queue_entries
 from workbench.jobs.run_state import status_of_dir, unreadable_status
-from workbench.runstore import file_cache, runfolder
+from workbench.runstore import file_cache, launch_records, runfolder
+from workbench.spec.run_status import UNREADABLE_FIELDS
+
+# The config fields an entry carries, for a table.
+TABLE_FIELDS = ("model", "task", "run_name", "dataset_name", "dataset_path", "num_processes", "generation")
 
 
 def _listed(run_dir: Path) -> tuple[dict, dict]:
     """One run's `list_runs` entry (its status as readers see it, and the config fields a table shows) and config."""
     entry = status_of_dir(run_dir, read=file_cache.read_json_object)
-    try:
-        config = file_cache.read_json_object(os.path.join(run_dir, runfolder.CONFIG_FILE))
+    try:  # the launcher's record of the config: the run's code can rewrite config.json (issue 52)
+        config = launch_records.recorded_config(run_dir, read=file_cache.read_json_object)
     except (OSError, ValueError) as exc:  # one broken folder must not hide every other run
         entry, config = unreadable_status(run_dir, exc), {}
-    entry.update(
-        {
-            key: config.get(key)
-            for key in ("model", "task", "run_name", "dataset_name", "dataset_path", "num_processes", "generation")
-        }
-    )
+    entry.update({key: config.get(key) for key in TABLE_FIELDS})
+    unreadable = [name for name in config.get(UNREADABLE_FIELDS, ()) if name in TABLE_FIELDS]
+    if unreadable:  # a config.json field of a run with no record, of the wrong type or too long
+        entry[UNREADABLE_FIELDS] = sorted({*entry.get(UNREADABLE_FIELDS, ()), *unreadable})
     return entry, config
 
 

@@ -82,7 +82,8 @@ def unreadable_status(run_dir: Path, exc: BaseException) -> dict:
 def status_of_dir(run_dir: str | os.PathLike, read=runfolder.read_json_object) -> dict:
     """A run's status as readers should see it: a dead process with a non-final state is `failed`.
 
-    It is status.json (`RunStatus.to_dict`, the state judged here) with what the
+    It is status.json as a reader shows it (`RunStatus.shown`: each field typed and bounded, the ones that were not
+    named in `unreadable_fields`; the state judged here) with what the
     launcher adds: `run_id`, `run_dir`, and `stalled_seconds` for a silent heartbeat,
     `last_state` for a run on another machine that is `lost`.
     A folder that cannot be read is reported `unreadable` with the reason; this never raises.
@@ -128,7 +129,7 @@ def _live_status(run_dir: Path, status: RunStatus, record: launch_records.Launch
     if status.state in runfolder.FINAL_STATES and _lingers(status, record):
         status.update(note=f"status.json says {status.state}, but its processes still run", state=LINGERING)
     if status.state in runfolder.FINAL_STATES or status.state == runfolder.QUEUED:
-        return {**status.to_dict(), **seen}  # a queued run has no process yet: the dispatcher starts it
+        return {**status.shown(), **seen}  # a queued run has no process yet: the dispatcher starts it
     updated = status.updated_at or 0.0
     if runs_elsewhere(status):
         seen.update(_remote_judgement(status, updated))
@@ -151,7 +152,7 @@ def _live_status(run_dir: Path, status: RunStatus, record: launch_records.Launch
         )
     elif updated and time.time() - updated > STALE_SECONDS:
         seen["stalled_seconds"] = round(time.time() - updated, 1)
-    return {**status.to_dict(), **seen}
+    return {**status.shown(), **seen}
 
 
 def _queued_by_the_launcher(status: RunStatus, record: launch_records.LaunchRecord) -> None:

@@ -67,9 +67,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from workbench.jobs import run_cgroup, tune_job
+from workbench.jobs import run_cgroup, sandbox_proc, tune_job
 from workbench.jobs.sandbox_bwrap import (
     BWRAP_ENV,  # noqa: F401  (named through this module by the tests)
     SUPERVISOR,
@@ -101,6 +102,7 @@ def wrap(
         # bwrap enters the run's folder before its init drops to the run's uid, as root without the capability
         # to pass permissions: the folder must let others through (not list it: umask 077 leaves it 0700)
         os.chmod(exposed.own_dir, stat.S_IMODE(os.lstat(exposed.own_dir).st_mode) | 0o111)
+    exposed = replace(exposed, proc_files=sandbox_proc.proc_files(max(exposed.limits.memory, 0)))
     argv = bwrap_command(exposed, command, bwrap, foreground)
     joins = run_cgroup.prepare(max(exposed.limits.memory, 0), max(exposed.limits.processes, 0))
     if joins:  # the whole sandbox in the run's control groups: its memory and processes counted together

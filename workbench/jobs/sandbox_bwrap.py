@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.jobs.sandbox_exposure import Exposure
+from workbench.jobs.sandbox_exposure import HIDDEN_CGROUPS, Exposure
 
 BWRAP_ENV = "WORKBENCH_BWRAP"  # the bwrap binary to use (default: `bwrap` on PATH)
 SUPERVISOR = Path(__file__).with_name("sandbox_init.py")  # the sandbox's init, run by path (standard library only)
@@ -43,6 +43,7 @@ def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", f
     # in-memory folders: sized, and writable by every uid (the sandbox's own uid uses /tmp and /dev/shm)
     sized = ["--perms", "1777", *(["--size", str(exposed.limits.tmp)] if exposed.limits.tmp > 0 else [])]
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *sized, "--tmpfs", "/dev/shm"]
+    argv += _only_itself(exposed)
     for kind, path in exposed.mounts:
         if kind == "masked":
             argv += ["--ro-bind", "/dev/null", path]
@@ -79,6 +80,15 @@ def bwrap_command(exposed: Exposure, command: list[str], bwrap: str = "bwrap", f
         "--",
     ]
     return [*argv, "--", *supervisor, *command]
+
+
+def _only_itself(exposed: Exposure) -> list[str]:
+    """What hides the other sandboxes and the host's load: no control groups at all, and the sandbox's own
+    /proc files over the host-wide ones (jobs/sandbox_proc.py)."""
+    argv = ["--tmpfs", HIDDEN_CGROUPS, "--remount-ro", HIDDEN_CGROUPS]
+    for host, inside in exposed.proc_files:
+        argv += ["--ro-bind", host, inside]
+    return argv
 
 
 def _reachable(path: str) -> list[str]:

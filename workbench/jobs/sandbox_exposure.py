@@ -26,6 +26,9 @@ from workbench.runstore import runfolder
 INSIDE_ENV = runfolder.SANDBOX_ENV
 HIDDEN_ROOTS = ("/tmp", "/var/tmp", "/home", "/root", "/run", "/var/run", "/mnt", "/media", "/srv")
 GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri")
+# Every sandbox's control group, its creation time and memory: an empty read-only folder inside (nothing there
+# reads it: the sandbox joins its own groups before bwrap starts, jobs/run_cgroup.py).
+HIDDEN_CGROUPS = "/sys/fs/cgroup"
 # The system's password hashes: a sandbox runs as uid 0 with no capabilities, which may still read them.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
@@ -47,6 +50,8 @@ class Exposure:
     uid: int | None = None  # the uid the sandbox's processes run as on the host (None: the server's own)
     # read-only folders of the workbench's own (its model cache, the owner's uploads) the run's uid must read
     shared: tuple[str, ...] = ()
+    # (host file, /proc path): a file of the sandbox's own over each host-wide /proc file (jobs/sandbox_proc.py)
+    proc_files: tuple[tuple[str, str], ...] = ()
 
     def paths(self, kind: str) -> list[str]:
         return [path for mount, path in self.mounts if mount == kind]
@@ -59,6 +64,8 @@ class Exposure:
         """For status.json and the README: what the sandbox showed the run."""
         placed = [f"{host} (at {inside})" for host, inside in self.placed]
         return {kind: self.paths(kind) + (placed if kind == "read-only" else []) for kind in MOUNT_KINDS} | {
+            "hidden": [HIDDEN_CGROUPS],
+            "own /proc files": [inside for _, inside in self.proc_files],
             "network": "none",
             "limits": self.limits.describe(),
             "uid": self.uid,

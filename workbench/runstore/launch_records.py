@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.runstore import run_locks, runfolder
+from workbench.spec.config_shown import shown_config
 
 RECORDS_DIR = ".launches"
 # A process whose start time differs from the recorded one by more than this is another process on a reused pid.
@@ -125,6 +126,20 @@ def record_path(run_dir: str | os.PathLike) -> Path:
 def read_record(run_dir: str | os.PathLike, read=runfolder.read_json) -> LaunchRecord | None:
     """The run's record, or None when the launcher never wrote one (see the module docstring)."""
     return LaunchRecord.from_dict(read(record_path(run_dir)))
+
+
+def recorded_config(run_dir: str | os.PathLike, read=runfolder.read_json) -> dict:
+    """The config the run was launched with, as the launcher recorded it: what a table or a helper of the run
+    shows and acts on. config.json, which the run's code can rewrite, only for a run the launcher has no record
+    of, and then each field typed and bounded (`spec.config_shown.shown_config`). `read`: how a file is read
+    (`file_cache.read_json_object` for a listing: then a config.json it cannot read raises, as that reader does)."""
+    try:
+        record = read_record(run_dir, read)
+    except (OSError, ValueError, TypeError):
+        record = None
+    if record is not None and isinstance(record.config, dict) and record.config:
+        return dict(record.config)
+    return shown_config(read(os.path.join(run_dir, runfolder.CONFIG_FILE)))
 
 
 def write_record(run_dir: str | os.PathLike, record: LaunchRecord) -> LaunchRecord:

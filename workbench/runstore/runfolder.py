@@ -213,6 +213,12 @@ def read_run_status(run_dir: str | os.PathLike) -> RunStatus:
     return RunStatus.from_dict(read_json(Path(run_dir) / STATUS_FILE, default={}))
 
 
+def read_shown_status(run_dir: str | os.PathLike) -> dict:
+    """The run's status.json as a page or a notebook shows it: each field typed and bounded, and the fields that
+    were not named under `unreadable_fields` (`RunStatus.shown`)."""
+    return read_run_status(run_dir).shown()
+
+
 def write_run_status(run_dir: str | os.PathLike, status: RunStatus) -> None:
     """Replace the run's status.json with `status`, atomically (keys it does not know kept as they were)."""
     write_json_atomic(Path(run_dir) / STATUS_FILE, status.to_dict())

@@ -6,9 +6,11 @@ it means beside it. `RunStatus.from_dict` takes whatever a status.json holds:
 
 - a key it does not know (written by a newer version, or by hand) is kept in
   `extra` and written back as it was;
-- a known key whose value has the wrong type (`"step": "3"`, a `NaN` time)
-  reads as None, and its value too is kept in `extra`, so reading and writing
-  a file never loses what was in it;
+- a known key whose value has the wrong type (`"step": "3"`, a `NaN` time), or
+  more in it than a page may show (MAX_CHARS: a run's own code can write its
+  status.json), reads as None, and its value too is kept in `extra`, so reading
+  and writing a file never loses what was in it; `shown` is what a reader shows:
+  the typed fields, and `unreadable_fields`, the known keys that were not;
 - a lever's decision (`merged_generation`, `shared_prompt_pass`, `packed_decode`) reads as a `LeverDecision`
   (spec/lever_decisions.py), from its object or from the sentence older files hold, and is written as its object;
 - a missing key, or null, reads as None (the default of every field), and
@@ -27,12 +29,21 @@ every layer (`insight` included) can take a `RunStatus`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.spec.lever_decisions import LeverDecision
+
+# The most characters a field of each kind may hold and still be read: a string's, or a dict's or list's as JSON.
+# Far above what a writer of this version puts there (a traceback tail of 25 lines, a sandbox's bwrap command), far
+# below the 4 MiB status.json may hold: a run's code writes the file, and each of its owner's and admins' pages
+# carries what is read from it (issue 52).
+MAX_CHARS: dict[type, int] = {str: 1000, dict: 64 * 1024, list: 256 * 1024}
+# The key of `RunStatus.shown()` naming the fields status.json holds with the wrong type or too much in them.
+UNREADABLE_FIELDS = "unreadable_fields"
 
 
 def _known(kind: type, help: str) -> Any:
@@ -133,6 +144,22 @@ class RunStatus:
                 written[name] = value.to_dict() if isinstance(value, LeverDecision) else value
         return written
 
+    def unreadable(self) -> list[str]:
+        """The known keys status.json holds with the wrong type or too much in them (kept in `extra`)."""
+        return sorted(name for name in self.extra if name in FIELDS)
+
+    def shown(self) -> dict:
+        """What a reader shows: every field written, typed and bounded (a decision as its object), and under
+        UNREADABLE_FIELDS the fields that were not; keys no field names, which nothing shows, are left out."""
+        shown = {
+            name: value.to_dict() if isinstance(value, LeverDecision) else value
+            for name in FIELDS
+            if (value := getattr(self, name)) is not None or name in self._written
+        }
+        if unreadable := self.unreadable():
+            shown[UNREADABLE_FIELDS] = unreadable
+        return shown
+
     def update(self, **fields: Any) -> None:
         """Set fields by name (a writer's `update_status(state=..., ...)`); other names go to `extra`."""
         for name, value in fields.items():
@@ -176,15 +203,32 @@ def status_field(status: RunStatus | Mapping, name: str) -> Any:
 
 
 def _read(kind: type, value: Any) -> tuple[bool, Any]:
-    """(True, `value` as `kind`) when it is one, or null; (False, None) when it has the wrong type for `kind`."""
-    if value is None or (type(value) is kind and kind is not float):  # the common case, at once
+    """(True, `value` as `kind`) when it is one, or null; (False, None) when it has the wrong type for `kind`, or
+    more in it than MAX_CHARS lets a field hold."""
+    if value is None:
         return True, value
+    if type(value) is kind and kind is not float:  # the common case, at once
+        return (True, value) if within_chars(value, MAX_CHARS.get(kind)) else (False, None)
     if kind is LeverDecision:  # a record, or the sentence status files held before it was one
-        return LeverDecision.read(value)
+        return LeverDecision.read(value) if within_chars(value, MAX_CHARS[dict]) else (False, None)
     if isinstance(value, bool):  # a bool is an int to Python, never a number in status.json
         return False, None
     if kind is int and isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return True, int(value)
     if kind is float and isinstance(value, (int, float)) and math.isfinite(value):
         return True, float(value)
-    return (True, value) if isinstance(value, kind) and kind not in (int, float) else (False, None)
+    if isinstance(value, kind) and kind not in (int, float) and within_chars(value, MAX_CHARS.get(kind)):
+        return True, value
+    return False, None
+
+
+def within_chars(value: Any, limit: int | None = MAX_CHARS[dict]) -> bool:
+    """Whether `value` holds at most `limit` characters (a string's own, anything else's as JSON)."""
+    if limit is None:
+        return True
+    if isinstance(value, str):
+        return len(value) <= limit
+    try:
+        return len(json.dumps(value, default=str)) <= limit
+    except (TypeError, ValueError, RecursionError):  # a cycle, or nesting past Python's stack: never shown
+        return False

@@ -26,7 +26,7 @@ from workbench.errors import WorkbenchError
 from workbench.insight import eval_results
 from workbench.jobs import launcher
 from workbench.modeltools import probes, sampling
-from workbench.runstore import launch_records, runfolder
+from workbench.runstore import launch_records
 from workbench.ui import compare_view, paths_view, run_access
 from workbench.ui.context import UIContext
 
@@ -146,7 +146,7 @@ class CompareTab:
 
     def pick_run(self, viewer: Viewer, run_id: str | None) -> dict:
         folder = self.run_dir(viewer, run_id)
-        config = runfolder.read_config(folder) if folder else {}
+        config = launch_records.recorded_config(folder) if folder else {}
         return {
             self.ui.checkpoint: self.checkpoint_choices(viewer, run_id),
             self.ui.prompts_box: "\n".join(probes.default_prompts(config)),

@@ -27,7 +27,7 @@ from workbench.errors import WorkbenchError
 from workbench.insight import completion_search, follow, tokens
 from workbench.insight.completion_search import CompletionQuery
 from workbench.insight.groups import groups_for_step
-from workbench.runstore import runfolder
+from workbench.runstore import launch_records
 from workbench.spec.chat import transcript_text
 from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import explorer_view, run_access, run_reports
@@ -233,7 +233,7 @@ class ExplorerTab:
     def group_of(self, folder: Path, step: int, group: int, with_tokens: bool = True) -> tuple:
         """(the GroupView of `group` at `step` or None, its token views, the step's token summary, the weights);
         `with_tokens=False` reads no tokens.jsonl (a prompt's history shows no token views)."""
-        config = runfolder.read_config(folder)
+        config = launch_records.recorded_config(folder)
         records = follow.completions_of_step(folder, step)
         groups = groups_for_step(records, step, config.get("scale_rewards"), config.get("num_generations"))
         chosen = next((view for view in groups if view.group == group), None)
@@ -267,7 +267,7 @@ class ExplorerTab:
         # newest first, so a prompt seen more often than one query's rows keeps its newest steps
         query = CompletionQuery(search=prompt, sort="step", desc=True, limit=completion_search.MAX_LIMIT)
         places = explorer_view.history_places(completion_search.search_completions(folder, query).rows, prompt)
-        config = runfolder.read_config(folder)
+        config = launch_records.recorded_config(folder)
         shown = []
         for step, group in places[-HISTORY_STEPS:]:
             view, *_ = self.group_of(folder, step, group, with_tokens=False)

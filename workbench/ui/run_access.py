@@ -39,8 +39,7 @@ def run_owner(run_dir: str | Path) -> str | None:
 def run_config(run_dir: str | Path) -> dict:
     """The config a run was launched with as the launcher recorded it; its config.json, which the run's code can
     rewrite, only for a run the launcher has no record of. What a helper of the run (sampling, export) is shown."""
-    record = launch_records.read_record(run_dir)
-    return dict(record.config) if record is not None and record.config else runfolder.read_config(run_dir)
+    return launch_records.recorded_config(run_dir)
 
 
 def live_run_holding(path: str | Path, runs_dir: str | Path) -> str | None:

@@ -33,7 +33,7 @@ from workbench.access.owners import Viewer
 from workbench.insight import eval_results, follow, overlay_figures
 from workbench.insight.groups import groups_for_step
 from workbench.jobs import launcher, run_list
-from workbench.runstore import file_cache, runfolder
+from workbench.runstore import file_cache, launch_records, runfolder
 from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import merge_panel, run_access, run_reports, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
@@ -301,7 +301,7 @@ class RunsTab:
 
     def diff_outputs(self, viewer: Viewer, run_ids: list[str]) -> dict:
         run_ids = self.inside(viewer, run_ids)
-        headers, rows = runs_view.config_diff({r: runfolder.read_config(self.runs_dir / r) for r in run_ids})
+        headers, rows = runs_view.config_diff({r: launch_records.recorded_config(self.runs_dir / r) for r in run_ids})
         if len(run_ids) < 2:
             note = "Tick two or more runs to see the settings that differ."
         elif not rows:
@@ -326,7 +326,7 @@ class RunsTab:
                 ui.completions: render_empty_html("This run has no completions yet."),
             }
         step = min(steps, key=lambda s: (abs(s - wanted), s)) if wanted is not None else steps[-1]
-        config = runfolder.read_config(run_dir)
+        config = launch_records.recorded_config(run_dir)
         records = follow.records_of_step(run_dir, step)
         groups = groups_for_step(records, step, config.get("scale_rewards"), config.get("num_generations"))
         low = steps[0] if len(steps) > 1 else steps[0] - 1

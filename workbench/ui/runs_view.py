@@ -26,6 +26,7 @@ from typing import Any
 
 from workbench.jobs.run_state import LOST_SECONDS, runs_elsewhere
 from workbench.runstore.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
+from workbench.spec.run_status import UNREADABLE_FIELDS
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
@@ -45,40 +46,62 @@ def format_started(timestamp: float | None) -> str:
 def summarise_run(entry: dict, now: float | None = None) -> dict:
     """One table row from a `list_runs()` entry: state, model, task, generation backend, steps, final reward,
     started, duration. The final reward is the entry's `final_reward`, the best checkpoint its `best_checkpoint`
-    (the tab reads both, `with_final_reward`)."""
+    (the tab reads both, `with_final_reward`). A field the run's files held with the wrong type or too long
+    (the entry's `unreadable_fields`) shows as `unreadable`."""
     now = time.time() if now is None else now
-    started = entry.get("started_at")
-    end = now if is_live(entry) else entry.get("updated_at")
+    bad = set(entry.get(UNREADABLE_FIELDS) or ())
+    started, updated = _number(entry.get("started_at")), _number(entry.get("updated_at"))
+    end = now if is_live(entry) else updated
     duration = (end - started) if started and end else None
-    step = entry.get("step")
-    total = entry.get("total_steps")
-    steps = "—" if step is None else (f"{step} / {total}" if total else str(step))
+    step, total = _number(entry.get("step")), _number(entry.get("total_steps"))
+    steps = "—" if step is None else (f"{step:.0f} / {total:.0f}" if total else f"{step:.0f}")
+    if bad & {"step", "total_steps"}:
+        steps = UNREADABLE
     if entry.get("best_checkpoint"):
         steps = f"{steps} · {best_text(entry['best_checkpoint'])}"
     reward = entry.get("final_reward")
-    task = entry.get("task") or ""
+    task = _text(entry.get("task"))
     data = entry.get("dataset_name") or entry.get("dataset_path")
     if data:
         task = f"{Path(str(data)).name} (data)"
+    if bad & {"task", "dataset_name", "dataset_path"}:
+        task = UNREADABLE
     if entry.get("state") in (UNREADABLE, LOST):  # the reason, where the row has room for it
-        task = (entry.get("error") or {}).get("message", "")
-    state = entry.get("state") or "unknown"
+        task = _text((entry.get("error") or {}).get("message", ""))
+    state = _text(entry.get("state")) or "unknown"
     if runs_elsewhere(entry):
-        state = f"{state} on {entry['host']}"
+        state = f"{state} on {_text(entry['host'])}"
     if state == QUEUED:
         state = queued_text(entry)
     return {
         "run": entry.get("run_id") or Path(entry.get("run_dir", "")).name,
-        "owner": entry.get("owner") or "—",
+        "owner": UNREADABLE if "owner" in bad else _text(entry.get("owner")) or "—",
         "state": state,
-        "model": entry.get("model") or "",
+        "model": UNREADABLE if "model" in bad else _text(entry.get("model")),
         "task": task,
-        "generation": entry.get("generation") or "transformers",  # runs from before the field generated so
+        "generation": UNREADABLE if "generation" in bad else _text(entry.get("generation")) or "transformers",
         "steps": steps,
         "final reward": "—" if reward is None else f"{reward:.3f}",
-        "started": format_started(started),
-        "duration": format_duration(duration) if duration is not None else "—",
+        "started": UNREADABLE if "started_at" in bad else format_started(started),
+        "duration": UNREADABLE if bad & {"started_at", "updated_at"} else _duration(duration),
     }
+
+
+# The most of one text field a row shows: the fields are bounded where they are read (RunStatus.MAX_CHARS), the
+# table's cells more tightly still.
+MAX_CELL_CHARS = 200
+
+
+def _text(value: Any) -> str:
+    return value[:MAX_CELL_CHARS] if isinstance(value, str) else ""
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _duration(seconds: float | None) -> str:
+    return format_duration(seconds) if seconds is not None else "—"
 
 
 def best_text(record: dict) -> str:

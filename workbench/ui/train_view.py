@@ -42,6 +42,7 @@ from workbench.insight.health import Alarm
 from workbench.runstore.runfolder import FINAL_STATES, QUEUED, UNREADABLE
 from workbench.sources.gpus import runs_on_cpu
 from workbench.spec.numbers import format_duration
+from workbench.spec.run_status import UNREADABLE_FIELDS
 
 # How many of the latest step_time values the remaining-time estimate averages.
 RECENT_STEPS = 5
@@ -184,6 +185,8 @@ class Progress:
     waits_for: str = ""
     # While the state is tuning: what the speed probe is timing now (status.json's speed_probe).
     speed_probe: str = ""
+    # The fields of status.json that held the wrong type or too much (RunStatus.shown): shown as "unreadable".
+    unreadable: tuple[str, ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -196,15 +199,15 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
     """Step, total, elapsed and an estimate of the time left.
 
     The estimate uses the recent steps' `step_time` as TRL logs it; before any
-    is logged it divides the time since training began by the steps done.
+    is logged it divides the time since training began by the steps done. `status` is as a reader shows it
+    (`RunStatus.shown`); a number of the wrong type counts as unknown, and as `unreadable` when status.json held it.
     """
     now = time.time() if now is None else now
-    state = status.get("state") or "unknown"
-    step = int(status.get("step") or (metrics[-1].get("step", 0) if metrics else 0) or 0)
-    total = status.get("total_steps")
-    total = int(total) if total else None
-    started = status.get("started_at")
-    end = now if is_live(status) else (status.get("updated_at") or now)
+    state = _text(status.get("state")) or "unknown"
+    step = _count(status.get("step")) or (_count(metrics[-1].get("step")) if metrics else 0) or 0
+    total = _count(status.get("total_steps")) or None
+    started, updated = _number(status.get("started_at")), _number(status.get("updated_at"))
+    end = now if is_live(status) else (updated or now)
     elapsed = max(0.0, end - started) if started else None
     remaining = None
     if total and is_live(status) and step < total:  # an ended run has no time left to show
@@ -214,16 +217,31 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
         if per_step is not None:
             remaining = per_step * (total - step)
     probe = status.get("speed_probe") if state == "tuning" else None
+    unreadable = status.get(UNREADABLE_FIELDS)
     return Progress(
         state,
         step,
         total,
         elapsed,
         remaining,
-        status.get("queue_position"),
-        status.get("waits_for") or "",
+        _count(status.get("queue_position")),
+        _text(status.get("waits_for")),
         probe[:MAX_PROBE_CHARS] if isinstance(probe, str) else "",
+        tuple(name for name in unreadable if isinstance(name, str)) if isinstance(unreadable, list) else (),
     )
+
+
+def _count(value: Any) -> int:
+    """A whole number of steps or places, or 0 for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str:
+    return value[:MAX_PROBE_CHARS] if isinstance(value, str) else ""
 
 
 def seconds_per_step(metrics: list[dict]) -> float | None:
@@ -348,16 +366,17 @@ def progress_html(
             clock += f' data-remaining="{progress.remaining_s:.1f}"'
     colour = STATE_COLOURS.get(progress.state, "#4f46e5")
     total = progress.total_steps if progress.total_steps else "?"
+    total = UNREADABLE if "total_steps" in progress.unreadable else total
+    step = UNREADABLE if "step" in progress.unreadable else progress.step
+    elapsed = format_duration(progress.elapsed_s)
+    elapsed = UNREADABLE if {"started_at", "updated_at"} & set(progress.unreadable) else elapsed
     words = STATE_WORDS.get(progress.state, progress.state)
     left = (
         ""
         if progress.remaining_s is None
         else f' · about <span class="wb-progress-left">{format_duration(progress.remaining_s)}</span> left'
     )
-    nums = (
-        f"step {progress.step} / {total}"
-        f' · elapsed <span class="wb-progress-elapsed">{format_duration(progress.elapsed_s)}</span>{left}'
-    )
+    nums = f'step {step} / {total} · elapsed <span class="wb-progress-elapsed">{elapsed}</span>{left}'
     if progress.state == QUEUED:  # nothing has run yet: where it stands in the queue instead
         words += f", position {progress.queue_position}" if progress.queue_position else ""
         nums = html.escape(
