@@ -18,12 +18,7 @@ from helpers import tiny_config
 
 from workbench.runstore import runfolder
 
-pytestmark = [
-    pytest.mark.slow,
-    # a known break, found and not yet fixed (issue 42's closing note): kept so the fix has its test;
-    # not run until then (it holds the server's memory and minutes of CPU)
-    pytest.mark.xfail(run=False, strict=True, reason="known break: every record of a run file is kept"),
-]
+pytestmark = pytest.mark.slow
 LIMIT = 64 * 2**20
 SIZE_MIB = 16
 METRIC = b'{"step": 1, "loss": 0.0, "reward": 0.0, "k0": 0.0, "k1": 0.0, "k2": 0.0, "k3": 0.0}\n'

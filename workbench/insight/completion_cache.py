@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workbench.runstore import runfolder, safe_files
+from workbench.runstore import kept_records, runfolder, safe_files
 from workbench.spec.chat import transcript_text
 from workbench.spec.numbers import finite_number
 
@@ -233,7 +233,7 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
     parts, tail = [], b""
     rule = runfolder.rule_of(path)
     for base, lines, _too_long in runfolder.whole_lines(handle, offset):
-        for start, stop in _pieces(lines):
+        for start, stop in kept_records.pieces(lines, PART_BYTES):
             records, skipped = runfolder.parse_lines(lines[start:stop], base + start, rule)
             runfolder.say_skipped(path, skipped)
             name = f"part-{identity[1]}-{base + start}-{base + stop}.arrow"
@@ -244,18 +244,6 @@ def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tupl
             tail = (tail + lines[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
         offset = base + (len(lines) if lines else runfolder.READ_CHUNK_BYTES)
     return parts, offset, tail
-
-
-def _pieces(lines: bytes) -> list[tuple[int, int]]:
-    """(start, stop) of the parts whole `lines` make: at most PART_BYTES each, cut after a line end."""
-    pieces, start = [], 0
-    while start < len(lines):
-        stop = len(lines)
-        if stop - start > PART_BYTES:
-            stop = lines.rfind(b"\n", start, start + PART_BYTES) + 1 or lines.index(b"\n", start + PART_BYTES) + 1
-        pieces.append((start, stop))
-        start = stop
-    return pieces
 
 
 def update(path: Path, cache_dir: str | os.PathLike | None = None) -> tuple[Path, Manifest]:
