@@ -100,7 +100,8 @@ def left_out_note(name: str, kept: Kept, bounds: Limits, what: str = "steps") ->
     if kept.dropped:
         parts.append(f"{kept.dropped:,} older records")
     return (
-        f"{name}: showing the newest {len(kept.records):,} {what}; {' and '.join(parts)} are left out (a reader "
+        f"{name}: showing the newest {len(kept.records):,} {what if len(kept.records) != 1 else what[:-1]}; "
+        f"{' and '.join(parts)} are left out (a reader "
         f"keeps at most {bounds.most_records:,} records and {bounds.most_bytes / 2**20:g} MiB of a run file; the "
         f"admin raises the limits with {RECORDS_ENV} and {BYTES_ENV})."
     )
