@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
-from helpers import tiny_config
+from helpers import app_handler, tiny_config
 
 from workbench.insight import follow
 from workbench.runstore import jsonl_cache, kept_records, runfolder
@@ -67,3 +69,14 @@ def test_the_limits_are_the_admins(monkeypatch):
     assert kept_records.limits({}) == kept_records.Limits()
     bounds = kept_records.limits({kept_records.RECORDS_ENV: "50", kept_records.BYTES_ENV: "-1"})
     assert bounds.most_records == 50 and bounds.most_bytes == kept_records.DEFAULT_MB << 20
+
+
+@pytest.mark.slow  # builds the whole app
+def test_the_runs_tab_overlay_says_older_steps_were_left_out(run_dir):
+    from workbench.access.owners import Viewer
+    from workbench.ui.app import build_app
+
+    write_steps(run_dir, range(1, 5_001))
+    tab = inspect.unwrap(app_handler(build_app(run_dir.parent), "runs_tab", "on_load")).__self__
+    out = tab.overlay_figure(Viewer(None), [run_dir.name], "reward", 0.0, {})
+    assert kept_records.RECORDS_ENV in str(out[tab.ui.overlay])
