@@ -7,6 +7,9 @@ file into a dict and keep them all. Measured: a 100 MiB metrics.jsonl held 519 M
 Train tab look (2 cores, loaded); a 50 MiB completions.jsonl 275 MiB and 30 s for the report. The disk
 limit's default is 50 GiB: a run that writes 2 GiB of one-number metric lines costs the server about 10 GiB
 each time its page is opened, per server process, and keeps it cached. Here: 16 MiB files, 64 MiB allowed.
+
+Fixed (issue 52): a reader keeps the newest WORKBENCH_MAX_RUN_RECORDS records read from the last
+WORKBENCH_MAX_RUN_RECORDS_MB of the file and says what it left out (runstore/kept_records.py).
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ and a nested `range(100000)` loop 4.4 GB and still ran 30 s later (it would for 
 config.json or template (no disk used) took 3.2 GB; a 200 MiB template
 is compiled into 8 GiB. Both events run on every change of the Setup form,
 so the dashboard is killed for every user. Here: sizes 8x smaller, and a look may hold at most 64 MiB.
+
+Fixed (issue 52): each file is read only when it holds at most WORKBENCH_MAX_MODEL_FILE_MB
+(sources/model_files.read_model_file), and a template the server did not write renders in a child process under a
+time, memory and output limit (sources/chat_templates.render_in_child).
 """
 
 from __future__ import annotations
