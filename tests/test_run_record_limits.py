@@ -80,3 +80,21 @@ def test_the_runs_tab_overlay_says_older_steps_were_left_out(run_dir):
     tab = inspect.unwrap(app_handler(build_app(run_dir.parent), "runs_tab", "on_load")).__self__
     out = tab.overlay_figure(Viewer(None), [run_dir.name], "reward", 0.0, {})
     assert kept_records.RECORDS_ENV in str(out[tab.ui.overlay])
+
+
+def test_a_look_after_many_appended_completions_parses_only_the_newest_step(run_dir, monkeypatch):
+    monkeypatch.setenv(kept_records.BYTES_ENV, "0.01")  # about 10 KB parsed at once
+    line = b'{"step": %d, "group": 0, "prompt": "p", "completion": "c", "reward": 0.0}\n'
+    path = run_dir / runfolder.COMPLETIONS_FILE
+    path.write_bytes(line % 1)
+    seen, _ = follow.look(follow.start(run_dir), run_dir)
+    with open(path, "ab") as handle:  # far more than a reader parses at once, between two looks
+        handle.write(b"".join(line % step for step in range(2, 20_001)))
+    parsed = []
+    real = runfolder.parse_lines
+    monkeypatch.setattr(
+        runfolder, "parse_lines", lambda chunk, *a, **k: parsed.append(len(chunk)) or real(chunk, *a, **k)
+    )
+    seen, changes = follow.look(seen, run_dir)
+    assert changes.completions and seen.completion_steps[-1] == 20_000
+    assert [r["step"] for r in seen.newest_completions] == [20_000] and sum(parsed) < 4096

@@ -191,7 +191,11 @@ def _read_completions(seen: Seen, run_dir: Path) -> dict:
     and whether any were read."""
     path = run_dir / runfolder.COMPLETIONS_FILE
     num_generations = seen.config.get("num_generations")
-    if seen.completions_offset == 0:  # the newest step only, from the process's index of the file
+    info = safe_files.lstat(path) if seen.completions_offset else None
+    # more appended since the last look than a reader parses at once (`kept_records`): as a first look, the newest
+    # step only, from the process's index of the file (which parses no line)
+    far = info is not None and info.st_size - seen.completions_offset > kept_records.limits().most_bytes
+    if seen.completions_offset == 0 or far:
         steps, newest, offset, identity, skipped = read_completions(path, num_generations)
         return {
             "steps": steps,
