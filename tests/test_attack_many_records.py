@@ -7,6 +7,9 @@ file into a dict and keep them all. Measured: a 100 MiB metrics.jsonl held 519 M
 Train tab look (2 cores, loaded); a 50 MiB completions.jsonl 275 MiB and 30 s for the report. The disk
 limit's default is 50 GiB: a run that writes 2 GiB of one-number metric lines costs the server about 10 GiB
 each time its page is opened, per server process, and keeps it cached. Here: 16 MiB files, 64 MiB allowed.
+
+Fixed (issue 52): a reader keeps the newest WORKBENCH_MAX_RUN_RECORDS records read from the last
+WORKBENCH_MAX_RUN_RECORDS_MB of the file and says what it left out (runstore/kept_records.py).
 """
 
 from __future__ import annotations
@@ -18,12 +21,7 @@ from helpers import tiny_config
 
 from workbench.runstore import runfolder
 
-pytestmark = [
-    pytest.mark.slow,
-    # a known break, found and not yet fixed (issue 42's closing note): kept so the fix has its test;
-    # not run until then (it holds the server's memory and minutes of CPU)
-    pytest.mark.xfail(run=False, strict=True, reason="known break: every record of a run file is kept"),
-]
+pytestmark = pytest.mark.slow
 LIMIT = 64 * 2**20
 SIZE_MIB = 16
 METRIC = b'{"step": 1, "loss": 0.0, "reward": 0.0, "k0": 0.0, "k1": 0.0, "k2": 0.0, "k3": 0.0}\n'

@@ -10,6 +10,10 @@ and a nested `range(100000)` loop 4.4 GB and still ran 30 s later (it would for 
 config.json or template (no disk used) took 3.2 GB; a 200 MiB template
 is compiled into 8 GiB. Both events run on every change of the Setup form,
 so the dashboard is killed for every user. Here: sizes 8x smaller, and a look may hold at most 64 MiB.
+
+Fixed (issue 52): each file is read only when it holds at most WORKBENCH_MAX_MODEL_FILE_MB
+(sources/model_files.read_model_file), and a template the server did not write renders in a child process under a
+time, memory and output limit (sources/chat_templates.render_in_child).
 """
 
 from __future__ import annotations
@@ -26,16 +30,7 @@ from workbench.runstore import launch_records, runfolder
 from workbench.spec.config import RunConfig
 from workbench.ui.app import build_app
 
-pytestmark = [
-    pytest.mark.slow,  # builds the whole app
-    # a known break, found and not yet fixed (issue 42's closing note): kept so the fix has its test;
-    # not run until then (it holds gigabytes of the server's memory)
-    pytest.mark.xfail(
-        run=False,
-        strict=True,
-        reason="known break: a model folder's config and chat template read and rendered unbounded",
-    ),
-]
+pytestmark = pytest.mark.slow  # builds the whole app
 LIMIT = 64 * 2**20
 SIZE = 200 * 2**20
 MODEL_CONFIG = {

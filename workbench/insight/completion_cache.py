@@ -1,34 +1,34 @@
 """A run's `completions.jsonl` as columnar parts in the workbench cache, so the explorer never parses it twice.
 
-Why: a 10,000-step run holds 640,000 completions (about 300 MB of JSON lines); parsing them takes many seconds,
-and every query would. Each part holds the rows of one stretch of the file (at most `runfolder.READ_CHUNK_BYTES`
-of it, so building one holds one chunk in memory), in file order, as columns: the numbers and flags the filters
-and sorts read (`step`, `group`, `reward`, `advantage`, `length`, `truncated`, `reward_error`, one `rewards.NAME`
-column per reward function) and the text a page shows (`prompt`, stored once per distinct prompt, `completion`,
-`rewards_json`).
+Why: a 10,000-step run holds 640,000 completions (about 300 MB of JSON lines); parsing them takes many seconds, and
+every query would. Each part holds the rows of one stretch of the file (at most `PART_BYTES` of it, cut from one
+`runfolder.READ_CHUNK_BYTES` chunk read at a time, so building one holds one chunk in memory), in file order, as
+columns: the numbers and flags the filters and sorts read (`step`, `group`, `reward`, `advantage`, `length`,
+`truncated`, `reward_error`, one `rewards.NAME` column per reward function) and the text a page shows (`prompt`,
+stored once per distinct prompt, `completion`, `rewards_json`).
 
-Why Arrow IPC files rather than Parquet: they are read memory-mapped, so a text search runs its kernel straight
-over the file's pages (the operating system's page cache, not the process's memory, holds them) and a page of
-rows touches only its rows; Parquet would decode every text column into memory first, which costs more than the
-search itself. The parts take about as much disk as the JSON lines they come from.
+Why Arrow IPC files rather than Parquet: they are read memory-mapped, so a text search runs its kernel straight over
+the file's pages (the operating system's page cache, not the process's memory, holds them) and a page of rows
+touches only its rows; Parquet would decode every text column into memory first, which costs more than the search
+itself. The parts take about as much disk as the JSON lines they come from.
 
-Where: `<workbench cache>-completions/<hash of the file's path>/` (`~/.cache/grpo-workbench-completions` by
-default, beside `$WORKBENCH_CACHE`: `model_files.completions_cache_dir`), outside every run folder, written by
-the reader (the server or the CLI) only, never by the trainer, in folders private to the server's user (0700):
-it holds what runs wrote. Beside the workbench cache, not in it: a sandbox shows the workbench cache (the
-converted models) read-only and makes everything in it readable for the run's uid
-(`jobs/sandbox.share_read_only`), which showed one user's completions to another user's run
-(tests/test_attack_explorer_cache_leak.py); this folder is never shared, and a sandbox sees it empty
-(jobs/sandbox_exposure), wherever it lies.
+Where: `<workbench cache>-completions/<hash of the file's path>/` (`~/.cache/grpo-workbench-completions` by default,
+beside `$WORKBENCH_CACHE`: `model_files.completions_cache_dir`), outside every run folder, written by the reader
+(the server or the CLI) only, never by the trainer, in folders private to the server's user (0700): it holds what
+runs wrote. Beside the workbench cache, not in it: a sandbox shows the workbench cache (the converted models) read-
+only and makes everything in it readable for the run's uid (`jobs/sandbox.share_read_only`), which showed one user's
+completions to another user's run (tests/test_attack_explorer_cache_leak.py); this folder is never shared, and a
+sandbox sees it empty (jobs/sandbox_exposure), wherever it lies.
 
 Kept honest like `runstore/jsonl_cache.py` keeps its indexes: the manifest holds the file's identity (device,
 inode), the offset read up to and the bytes just before it. A file replaced (a resume's rewrite,
-`runfolder.keep_steps_up_to`), cut shorter, or changed before that offset is read again from the start and its
-old parts deleted; a file only appended to gets one new part for what was appended (a small last part is read
-again with it, so a watched run does not leave one part per step). The run's file is read only through
-`safe_files` (a link or FIFO in its place reads as missing) and `runfolder.parse_lines` (a line of the wrong
-shape is skipped, as every reader skips it). One process or thread brings a file's parts up to date at a time
-(`flock` on the folder's `.lock`); a reader that finds a part gone (replaced meanwhile) asks again.
+`runfolder.keep_steps_up_to`) is read again from the start and its old parts deleted; one cut shorter or changed in
+place before that offset has its newest part read again (`_changed_in_place`: a look costs at most one part); a file
+only appended to gets one new part for what was appended (a small last part is read again with it, so a watched run
+does not leave one part per step). The run's file is read only through `safe_files` (a link or FIFO in its place
+reads as missing) and `runfolder.parse_lines` (a line of the wrong shape is skipped, as every reader skips it). One
+process or thread brings a file's parts up to date at a time (`flock` on the folder's `.lock`); a reader that finds
+a part gone (replaced meanwhile) asks again.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workbench.runstore import runfolder, safe_files
+from workbench.runstore import kept_records, runfolder, safe_files
 from workbench.spec.chat import transcript_text
 from workbench.spec.numbers import finite_number
 
@@ -55,8 +55,12 @@ MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
 VERSION = 1
 FINGERPRINT_BYTES = 64
-# A last part smaller than this is read again with what is appended after it (fewer, larger parts).
-SMALL_PART_BYTES = 2 << 20
+# The most of the file one part holds (a longer line: that line): what a look reads again at most when a run
+# changes its file in place (`_changed_in_place`).
+PART_BYTES = 2 << 20
+# A last part smaller than this is read again with what is appended after it (a watched run does not leave one
+# part per step).
+SMALL_PART_BYTES = PART_BYTES // 2
 # Reward functions given their own column per part; more (a hostile run's thousands) stay in rewards_json only.
 MAX_REWARD_COLUMNS = 32
 REWARD_PREFIX = "rewards."
@@ -176,8 +180,8 @@ def part_table(records: list[dict]) -> pa.Table:
     # prompts repeat (G completions share one): stored once each
     arrays["prompt"] = arrays["prompt"].dictionary_encode()
     scores = [r.get("rewards") or {} for r in records]
-    arrays["rewards_json"] = pa.array(
-        [json.dumps({str(k): finite_number(v) for k, v in s.items()}) for s in scores], pa.string()
+    arrays["rewards_json"] = pa.array(  # most records of a tiny run have no scores: "{}" without the encoder
+        [json.dumps({str(k): finite_number(v) for k, v in s.items()}) if s else "{}" for s in scores], pa.string()
     )
     names = list(dict.fromkeys(name for s in scores for name in s))[:MAX_REWARD_COLUMNS]
     arrays.update({REWARD_PREFIX + str(name): _numbers([s.get(name) for s in scores]) for name in names})
@@ -207,21 +211,38 @@ def _still_valid(handle, manifest: Manifest, identity: tuple[int, int]) -> bool:
     return handle.read(len(tail)) == tail
 
 
+def _changed_in_place(handle, manifest: Manifest, size: int) -> Manifest:
+    """What to keep of a file changed in place (the same file, cut shorter or its last bytes read changed): its
+    parts that end within the file, but the last of them, which is read again with what follows it.
+
+    The trainer only appends, and a resume writes a new file (a new identity, read from the start): a change in
+    place is a run's own code rewriting its records, and reading the whole file again on each look would let it
+    make every look cost its whole file (up to the run's disk limit). This way a look costs at most one part
+    (PART_BYTES, and a small one before it) besides what was appended; the older parts show what they held when read."""
+    kept = [part for part in manifest.parts if part.end <= size]
+    if len(kept) == len(manifest.parts):  # nothing cut off: the last part is the one that changed
+        kept.pop()
+    offset = kept[-1].end if kept else 0
+    handle.seek(max(0, offset - FINGERPRINT_BYTES))
+    tail = handle.read(offset - max(0, offset - FINGERPRINT_BYTES))
+    return Manifest(manifest.identity, offset, tail.hex(), tuple(kept))
+
+
 def _parse_from(path: Path, handle, offset: int, folder: Path, identity) -> tuple[list[Part], int, bytes]:
     """New parts for the whole lines of the open file from `offset`: one part per chunk read."""
     parts, tail = [], b""
     rule = runfolder.rule_of(path)
     for base, lines, _too_long in runfolder.whole_lines(handle, offset):
-        end = base + (len(lines) if lines else runfolder.READ_CHUNK_BYTES)
-        if lines:
-            records, skipped = runfolder.parse_lines(lines, base, rule)
+        for start, stop in kept_records.pieces(lines, PART_BYTES):
+            records, skipped = runfolder.parse_lines(lines[start:stop], base + start, rule)
             runfolder.say_skipped(path, skipped)
-            name = f"part-{identity[1]}-{base}-{end}.arrow"
+            name = f"part-{identity[1]}-{base + start}-{base + stop}.arrow"
             table = part_table(records)
             _write_atomic(folder / name, lambda target, t=table: _write_part(t, target))
-            parts.append(Part(name, base, end, table.num_rows))
+            parts.append(Part(name, base + start, base + stop, table.num_rows))
+        if lines:
             tail = (tail + lines[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
-        offset = end
+        offset = base + (len(lines) if lines else runfolder.READ_CHUNK_BYTES)
     return parts, offset, tail
 
 
@@ -247,8 +268,10 @@ def _update(path: Path, folder: Path) -> tuple[Path, Manifest]:
         with safe_files.open_file(path) as handle:
             info = os.fstat(handle.fileno())
             identity = (info.st_dev, info.st_ino)
-            if not _still_valid(handle, manifest, identity):
+            if manifest.identity != identity:  # a new file (a resume's rewrite): read from the start
                 manifest = Manifest(identity)
+            elif not _still_valid(handle, manifest, identity):
+                manifest = _changed_in_place(handle, manifest, info.st_size)
             if info.st_size == manifest.offset:
                 return folder, manifest
             kept = list(manifest.parts)

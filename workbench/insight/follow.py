@@ -43,7 +43,7 @@ from workbench.insight.eval_results import read_evals
 from workbench.insight.health import Alarm, check_health
 from workbench.insight.metric_frames import metrics_frame
 from workbench.insight.resumed import latest_round, merge_metrics
-from workbench.runstore import jsonl_cache, launch_records, runfolder, safe_files
+from workbench.runstore import jsonl_cache, kept_records, launch_records, runfolder, safe_files
 from workbench.spec.run_records import Skipped
 
 StatusReader = Callable[[Path], dict]
@@ -68,6 +68,11 @@ class Seen:
     config: dict = field(default_factory=dict)
     # Lines of metrics.jsonl and completions.jsonl that could not be taken ({file name: Skipped}).
     skipped: dict = field(default_factory=dict)
+    # Of metrics.jsonl's read through the process's cache (`jsonl_cache.records`): which read of the file and how
+    # many of its records this reader took, and what it leaves out, when the newest only are kept ({name: note}).
+    metrics_generation: int = 0
+    metrics_count: int = 0
+    left_out: dict = field(default_factory=dict)
 
 
 S = TypeVar("S", bound=Seen)
@@ -107,30 +112,38 @@ def look(seen: S, run_dir: str | Path, read_status: StatusReader = runfolder.rea
     run_dir = Path(run_dir)
     original = seen
     seen, metrics_replaced, completions_replaced = _forget_replaced_files(seen, run_dir)
-    new_metrics, metrics_offset, metrics_file, metrics_skipped = _read_metrics(seen, run_dir)
+    read = _metrics_read(seen, run_dir)
+    if seen.metrics_offset and (read.generation != seen.metrics_generation or read.count < seen.metrics_count):
+        seen, metrics_replaced = replace(seen, metrics_offset=0, metrics=[], frame=None, metrics_count=0), True
+    new_metrics = read.since(seen.metrics_count) if seen.metrics_offset else read.records
     completions = _read_completions(seen, run_dir)
     skipped = {**seen.skipped}
-    for name, more in ((runfolder.METRICS_FILE, metrics_skipped), (runfolder.COMPLETIONS_FILE, completions["skipped"])):
-        if more.count:
-            skipped[name] = skipped.get(name, Skipped()) + more
+    if read.skipped.count:  # the cache counts the lines of its read of the file
+        skipped[runfolder.METRICS_FILE] = read.skipped
+    if completions["skipped"].count:
+        skipped[runfolder.COMPLETIONS_FILE] = (
+            skipped.get(runfolder.COMPLETIONS_FILE, Skipped()) + completions["skipped"]
+        )
     status = read_status(run_dir) or {}
+    metrics, frame, left_out = seen.metrics, seen.frame, seen.left_out
+    if new_metrics or frame is None:
+        metrics, frame, left_out = _merged(seen, new_metrics, read)
     changes = Changes(
         metrics=bool(new_metrics) or metrics_replaced,
         completions=completions["any"] or completions_replaced,
-        skipped=skipped != seen.skipped,
+        skipped=skipped != seen.skipped or left_out != seen.left_out,
         status=status_signature(status) != status_signature(seen.status),
     )
     if not changes.anything:
         return original, changes
-    metrics, frame = seen.metrics, seen.frame
-    if new_metrics or frame is None:
-        metrics = merge_metrics(seen.metrics, new_metrics) if new_metrics else seen.metrics
-        frame = metrics_frame(metrics, previous=(seen.metrics, seen.frame))
     return replace(
         seen,
-        metrics_offset=metrics_offset,
+        metrics_offset=read.offset,
+        metrics_generation=read.generation,
+        metrics_count=read.count,
+        left_out=left_out,
         completions_offset=completions["offset"],
-        metrics_file=metrics_file,
+        metrics_file=read.identity or seen.metrics_file,
         completions_file=completions["file"],
         metrics=metrics,
         frame=frame,
@@ -141,14 +154,36 @@ def look(seen: S, run_dir: str | Path, read_status: StatusReader = runfolder.rea
     ), changes
 
 
-def _read_metrics(seen: Seen, run_dir: Path) -> tuple[list[dict], int, tuple | None, Skipped]:
-    """(new metric records, offset read up to, file identity, lines skipped) since `seen`."""
+def _metrics_read(seen: Seen, run_dir: Path) -> jsonl_cache.RecordsRead:
+    """The process's read of metrics.jsonl (`jsonl_cache.records`); when the file is the one `seen` read and no
+    longer, what `seen` took of it, with no byte read (a page's refresh with nothing new reads nothing)."""
     path = run_dir / runfolder.METRICS_FILE
-    if seen.metrics_offset == 0:  # nothing read of this file yet: what this process has read of it
-        read = jsonl_cache.records(path)
-        return read.records, read.offset, read.identity or seen.metrics_file, read.skipped
-    new, offset, skipped = runfolder.read_records_from(path, seen.metrics_offset)
-    return new, offset, seen.metrics_file, skipped
+    info = safe_files.lstat(path) if seen.metrics_offset else None
+    if info is not None and info.st_size == seen.metrics_offset and (info.st_dev, info.st_ino) == seen.metrics_file:
+        kept = kept_records.Kept(dropped=seen.metrics_count)
+        return jsonl_cache.RecordsRead(
+            seen.metrics_file, seen.metrics_offset, kept=kept, generation=seen.metrics_generation
+        )
+    return jsonl_cache.records(path)
+
+
+def _merged(seen: Seen, new: list, read: jsonl_cache.RecordsRead) -> tuple[list, Any, dict]:
+    """The reader's metric records with `new` merged in, their frame, and what it leaves out ({name: note}).
+
+    A reader keeps at most the admin's number of records (`kept_records.limits`) as the cache does: past it by a
+    quarter, the oldest are let go at once (the frame is built anew then, not at every step)."""
+    bounds = kept_records.limits()
+    metrics = merge_metrics(seen.metrics, new) if new else seen.metrics
+    frame = metrics_frame(metrics, previous=(seen.metrics, seen.frame))
+    kept = read.kept
+    if len(metrics) > bounds.most_records + bounds.most_records // 4:
+        kept = replace(kept, dropped=kept.dropped + len(metrics) - bounds.most_records)
+        metrics = metrics[-bounds.most_records :]
+        frame = metrics_frame(metrics)
+    if not kept.left_out:
+        return metrics, frame, {}
+    note = kept_records.left_out_note(runfolder.METRICS_FILE, replace(kept, records=metrics), bounds)
+    return metrics, frame, {runfolder.METRICS_FILE: note}
 
 
 def _read_completions(seen: Seen, run_dir: Path) -> dict:
@@ -156,7 +191,11 @@ def _read_completions(seen: Seen, run_dir: Path) -> dict:
     and whether any were read."""
     path = run_dir / runfolder.COMPLETIONS_FILE
     num_generations = seen.config.get("num_generations")
-    if seen.completions_offset == 0:  # the newest step only, from the process's index of the file
+    info = safe_files.lstat(path) if seen.completions_offset else None
+    # more appended since the last look than a reader parses at once (`kept_records`): as a first look, the newest
+    # step only, from the process's index of the file (which parses no line)
+    far = info is not None and info.st_size - seen.completions_offset > kept_records.limits().most_bytes
+    if seen.completions_offset == 0 or far:
         steps, newest, offset, identity, skipped = read_completions(path, num_generations)
         return {
             "steps": steps,
@@ -195,6 +234,7 @@ def _forget_replaced_files(seen: S, run_dir: Path) -> tuple[S, bool, bool]:
             seen,
             metrics_offset=0,
             metrics=[],
+            metrics_count=0,
             skipped={k: v for k, v in seen.skipped.items() if k != runfolder.METRICS_FILE},
         )
     if completions_replaced:
@@ -353,14 +393,16 @@ def signature_and_status(
 class RunMetrics:
     """What a reader has of one run's metrics: the records as they count and their metric_frames.metrics_frame.
 
-    `read` is how many of the file's records (`jsonl_cache.records`) they hold, and `last_read` the
-    last of those, so the next read folds in only the records after it.
+    `read` is how many of the records of the cache's read of the file (`jsonl_cache.records`, its `generation`)
+    they hold, so the next read folds in only the records after them; `left_out` says what the reader left out
+    (the newest records only are kept: `kept_records`), or "".
     """
 
     records: list = field(default_factory=list)
     frame: Any = None
     read: int = 0
-    last_read: Any = None
+    generation: int = 0
+    left_out: str = ""
 
 
 def read_metrics(run_dir: str | Path, previous: RunMetrics | None = None) -> RunMetrics:
@@ -370,18 +412,14 @@ def read_metrics(run_dir: str | Path, previous: RunMetrics | None = None) -> Run
     goes parses only the lines appended since, and adds only their rows to the frame. A file read anew
     (a resume's rewrite) starts over.
     """
-    everything = jsonl_cache.records(Path(run_dir) / runfolder.METRICS_FILE).records
-    if (
-        previous is None
-        or len(everything) < previous.read
-        or (previous.read and everything[previous.read - 1] is not previous.last_read)
-    ):
-        previous = RunMetrics()
-    if previous.frame is not None and len(everything) == previous.read:
+    read = jsonl_cache.records(Path(run_dir) / runfolder.METRICS_FILE)
+    if previous is None or previous.generation != read.generation or read.count < previous.read:
+        previous = RunMetrics(generation=read.generation)
+    if previous.frame is not None and read.count == previous.read:
         return previous
-    records = merge_metrics(previous.records, everything[previous.read :])
-    frame = metrics_frame(records, previous=(previous.records, previous.frame))
-    return RunMetrics(records, frame, len(everything), everything[-1] if everything else None)
+    seen = Seen(metrics=previous.records, frame=previous.frame)
+    records, frame, left_out = _merged(seen, read.since(previous.read), read)
+    return RunMetrics(records, frame, read.count, read.generation, left_out.get(runfolder.METRICS_FILE, ""))
 
 
 # ------------------------------------------------------------------ a terminal's or a notebook's follower

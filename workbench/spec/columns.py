@@ -15,7 +15,9 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from workbench.errors import WorkbenchError
 from workbench.sources import dataset_reading, hub_datasets
+from workbench.sources.chat_templates import TemplateRefused
 from workbench.spec import data_mapping, rewards, tasks
 
 PREVIEW_ROWS = 5
@@ -193,7 +195,11 @@ def _with_model_text(shown: DataPreview, choice: DataChoice) -> DataPreview:
     if isinstance(prompt, str):
         shown.model_text, shown.model_note = prompt, "chat_template none: the text goes to the model as it is."
         return shown
-    template = data_mapping.read_chat_template(choice.model_folder) if choice.model_folder else None
+    try:
+        template = data_mapping.read_chat_template(choice.model_folder) if choice.model_folder else None
+    except WorkbenchError as exc:  # a file past the size limit: its message names the limit and the setting
+        shown.model_note = f"The model's chat template is not read: {exc}"
+        return shown
     if template is None:
         shown.model_note = (
             "The model's tokenizer is not on disk yet (a hub model before its download, the bundled "
@@ -202,6 +208,9 @@ def _with_model_text(shown: DataPreview, choice: DataChoice) -> DataPreview:
         return shown
     try:
         shown.model_text = data_mapping.model_input_text(prompt, template)
+    except TemplateRefused as exc:  # past a limit, or its own error, as its child said
+        shown.model_note = f"The model's chat template {exc}"
+        return shown
     except Exception as exc:  # a template that raises on these messages (e.g. it refuses a system message)
         shown.model_note = f"The model's chat template refuses this prompt: {type(exc).__name__}: {exc}"
         return shown

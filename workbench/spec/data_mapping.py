@@ -20,13 +20,13 @@ chat template renderer from the tokenizer's files (no model, no torch).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.sources import chat_templates, model_files
 from workbench.sources.dataset_reading import prompt_problem
 
 CHAT_TEMPLATE_CHOICES = ("auto", "apply", "none")
@@ -156,10 +156,12 @@ def _prompt_row_problem(rows: list[dict], column: str) -> str | None:
 
 @dataclass(frozen=True)
 class ChatTemplate:
-    """A tokenizer's chat template and the special tokens it may print, as read from its files."""
+    """A tokenizer's chat template and the special tokens it may print, as read from its files; `trusted` when the
+    server wrote them itself (`model_files.own_model_folder`), so it renders in the server, not in a child."""
 
     template: str
     special_tokens: dict
+    trusted: bool = False
 
 
 def _token_text(value: Any) -> Any:
@@ -167,16 +169,23 @@ def _token_text(value: Any) -> Any:
 
 
 def read_chat_template(folder: str | Path) -> ChatTemplate | None:
-    """The chat template of the tokenizer saved in `folder` (chat_template.jinja or tokenizer_config.json), or None."""
-    folder = Path(folder)
+    """The chat template of the tokenizer saved in `folder` (chat_template.jinja or tokenizer_config.json), or None.
+
+    Each file is read only when it holds at most the admin's limit (`model_files.read_model_file`: ModelError past
+    it, naming WORKBENCH_MAX_MODEL_FILE_MB); a link or FIFO in a file's place reads as missing."""
     try:
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = json.loads(model_files.read_model_file(folder, "tokenizer_config.json") or b"")
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, model_files.ModelError):
+            raise
         config = {}
-    jinja = folder / "chat_template.jinja"
-    template = jinja.read_text(encoding="utf-8") if jinja.is_file() else config.get("chat_template")
+    config = config if isinstance(config, dict) else {}
+    jinja = model_files.read_model_file(folder, "chat_template.jinja")
+    template = jinja.decode("utf-8", errors="replace") if jinja is not None else config.get("chat_template")
     if isinstance(template, list):  # named templates: the default one
-        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+        template = next(
+            (t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None
+        )
     if not isinstance(template, str) or not template.strip():
         return None
     tokens = {
@@ -184,15 +193,19 @@ def read_chat_template(folder: str | Path) -> ChatTemplate | None:
         for key, value in config.items()
         if key.endswith("_token") and isinstance(_token_text(value), str)
     }
-    return ChatTemplate(template, tokens)
+    return ChatTemplate(template, tokens, model_files.own_model_folder(folder))
 
 
 def has_chat_template(folder: str | Path) -> bool | None:
-    """Whether the model in `folder` has a chat template; None when its tokenizer is not on disk yet."""
+    """Whether the model in `folder` has a chat template; None when its tokenizer is not on disk yet (a template
+    past the size limit counts as one: the preview says why it cannot show it)."""
     folder = Path(folder)
     if not (folder / "tokenizer_config.json").is_file():
         return None
-    return read_chat_template(folder) is not None
+    try:
+        return read_chat_template(folder) is not None
+    except model_files.ModelError:
+        return True
 
 
 def resolve_chat_template(choice: str, has_template: bool | None) -> tuple[bool, str | None]:
@@ -215,51 +228,16 @@ def model_input_text(prompt: Any, template: ChatTemplate | None) -> str:
 
     Chat messages go through the model's chat template with the generation prompt added, as TRL does
     (`apply_chat_template(..., add_generation_prompt=True, tokenize=False)`), rendered in the Jinja2
-    environment transformers renders templates in (`_compiled_template`); text goes as it is.
+    environment transformers renders templates in (`chat_templates.compiled_template`): in the server for a
+    template it wrote itself, else in a child process under the admin's time, memory and output limits
+    (`chat_templates.render_in_child`; TemplateRefused says which bit); text goes as it is.
     """
     if isinstance(prompt, str):
         return prompt
     if template is None:
         raise ValueError("the prompt is chat messages and the model's tokenizer has no chat template")
-    return _compiled_template(template.template).render(
-        messages=list(prompt), add_generation_prompt=True, **template.special_tokens
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _compiled_template(source: str):
-    """A chat template compiled as transformers 5 compiles one (chat_template_utils._compile_jinja_template):
-    a sandboxed environment with trim_blocks and lstrip_blocks, loop controls, the `tojson` filter and the
-    `raise_exception` / `strftime_now` globals; its `{% generation %}` tag (which only marks the assistant's
-    tokens for training masks) renders its body. Written here so the dashboard shows the text without
-    importing transformers; tests/test_data_mapping.py checks it against the tokenizer's own rendering."""
-    from datetime import datetime
-
-    import jinja2
-    import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    class GenerationTag(jinja2.ext.Extension):
-        tags = {"generation"}
-
-        def parse(self, parser):
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
-
-        def _body(self, caller):
-            return caller()
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
-    )
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env.from_string(source)
+    if template.trusted:
+        return chat_templates.render(
+            template.template, list(prompt), template.special_tokens, chat_templates.limits().output_chars
+        )
+    return chat_templates.render_in_child(template.template, list(prompt), template.special_tokens)

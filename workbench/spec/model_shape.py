@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.sources import model_files
 
 # The linear layers of one decoder layer (Llama naming), the ones LoRA may wrap.
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -111,9 +112,17 @@ def from_model_dir(path: str | Path) -> ModelShape:
     """The shape of the model in `path`, from its config.json alone (no weights, no torch)."""
     config_path = Path(path) / "config.json"
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MemoryInputError(f"model: no config.json in {path}; point at a transformers model folder") from None
+        content = model_files.read_model_file(path, "config.json")  # at most the admin's limit, or ModelError
+    except model_files.ModelError as exc:
+        raise MemoryInputError(str(exc)) from None
+    if content is None:
+        raise MemoryInputError(f"model: no config.json in {path}; point at a transformers model folder")
+    try:
+        config = json.loads(content)
+    except RecursionError:
+        raise MemoryInputError(f"model: {config_path} is nested deeper than JSON is read") from None
+    except UnicodeDecodeError:
+        raise MemoryInputError(f"model: {config_path} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise MemoryInputError(f"model: {config_path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
     return model_shape(config, source=str(config_path))

@@ -33,7 +33,7 @@ from workbench.access.owners import Viewer
 from workbench.insight import eval_results, follow, overlay_figures
 from workbench.insight.groups import groups_for_step
 from workbench.jobs import launcher, run_list
-from workbench.runstore import file_cache, launch_records, runfolder
+from workbench.runstore import file_cache, kept_records, launch_records, runfolder
 from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import merge_panel, run_access, run_reports, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
@@ -297,6 +297,18 @@ class RunsTab:
         figure = overlay_figures.overlay_runs(
             {run_id: metrics.frame for run_id, metrics in read.items()}, metric_name, smooth
         )
+        cut = [run_id for run_id, metrics in read.items() if metrics.left_out]
+        if cut:  # each reader keeps the newest records only (runstore/kept_records.py): say so, and the settings
+            figure.add_annotation(
+                text=f"Older steps left out of {', '.join(cut)} (limits: {kept_records.RECORDS_ENV}, "
+                f"{kept_records.BYTES_ENV})",
+                xref="paper",
+                yref="paper",
+                x=0,
+                y=1.08,
+                showarrow=False,
+                font={"size": 11},
+            )
         return {self.ui.overlay: figure_payload(figure), self.ui.overlaid_state: read}
 
     def diff_outputs(self, viewer: Viewer, run_ids: list[str]) -> dict:

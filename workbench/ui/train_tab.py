@@ -154,12 +154,14 @@ class TrainTab:
         if full or changes.metrics:
             out.update(self.render_figures(watch, smooth, None if with_more else MAIN_FIGURES))
         if full or changes.metrics or changes.skipped:  # unreadable lines of the run's files show among the alarms
-            skipped = tuple(sorted(watch.skipped.items()))
+            skipped = tuple(sorted(watch.skipped.items())) + tuple(sorted(watch.left_out.items()))
             evals = eval_results.read_evals(self.runs_dir / watch.run_id) if watch.run_id else []
             out[ui.alarms] = self.drawn.get(
                 ("alarms", *train_view.metrics_read(watch), skipped, len(evals)),
                 lambda: train_view.alarms_html(
-                    check_health(metrics_of(watch), watch.config, evals) + train_view.skipped_alarms(watch.skipped),
+                    check_health(metrics_of(watch), watch.config, evals)
+                    + train_view.skipped_alarms(watch.skipped)
+                    + train_view.left_out_alarms(watch.left_out),
                     bool(watch.metrics),
                 ),
             )

@@ -551,6 +551,14 @@ def skipped_alarms(skipped: dict) -> list[Alarm]:
     ]
 
 
+def left_out_alarms(left_out: dict) -> list[Alarm]:
+    """A note for each run file of which the page keeps the newest records only ({file name: note}), with the
+    limit and the admin's settings that raise it (`runstore.kept_records`)."""
+    return [
+        Alarm("info", "Older records left out", note, None, kind="left_out") for _, note in sorted(left_out.items())
+    ]
+
+
 def alarms_html(alarms: list, has_metrics: bool) -> str:
     """Health alarms as coloured notes (title, plain-words message, step); a calm line when all is well.
 
