@@ -256,11 +256,14 @@ MAX_JSON_BYTES = 4 << 20
 
 def load_json(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:
     """The JSON value in the regular file `path` (a link or FIFO there reads as missing; ValueError over
-    MAX_JSON_BYTES)."""
+    MAX_JSON_BYTES, or nested deeper than Python parses)."""
     content = read_bytes(path, size=MAX_JSON_BYTES + 1, root=root)
     if len(content) > MAX_JSON_BYTES:
         raise ValueError(f"{Path(path).name} is larger than {MAX_JSON_BYTES >> 20} MiB")
-    return json.loads(content.decode("utf-8"))
+    try:
+        return json.loads(content.decode("utf-8"))
+    except RecursionError:  # a run's code wrote `[[[[...` in a few KiB: its readers (every listing) say unreadable
+        raise ValueError(f"{Path(path).name} is nested deeper than JSON is read") from None
 
 
 def read_tail(path: str | os.PathLike, max_bytes: int, *, root: str | os.PathLike | None = None) -> tuple[int, bytes]:

@@ -22,7 +22,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from workbench.sources import columnar_bounds
+from workbench.sources import columnar_bounds, read_budget
 from workbench.sources.dataset_error import DatasetError
 from workbench.sources.read_budget import Budget
 
@@ -142,6 +142,8 @@ def _iter_jsonl(path: Path, budget: Budget | None) -> Iterator[dict]:
         for number, line in _lines(handle, path, budget):
             if not line.strip():
                 continue
+            if budget and not budget.objects_fit(line, path, f"line {number}"):  # before a byte is decoded
+                return
             try:
                 row = json.loads(line.decode("utf-8"))
             except json.JSONDecodeError as exc:
@@ -149,6 +151,8 @@ def _iter_jsonl(path: Path, budget: Budget | None) -> Iterator[dict]:
                     f"dataset_path '{path}': line {number} is not valid JSON ({exc.msg}); "
                     f"each line must be one JSON object - {FIX_EXAMPLE}"
                 ) from None
+            except RecursionError:
+                raise _too_deep(path, f"line {number}") from None
             if not isinstance(row, dict):
                 raise DatasetError(
                     f"dataset_path '{path}': line {number} is a JSON {type(row).__name__}, not an object; {FIX_EXAMPLE}"
@@ -171,7 +175,7 @@ def _lines(handle, path: Path, budget: Budget | None) -> Iterator[tuple[int, byt
             budget.cut(path, f"line {number}")
             return
         if budget and not line.strip():
-            budget.rows_used += len(line)  # blank lines are read too
+            budget.rows_used += max(len(line), read_budget.LINE_COST)  # blank lines are read too
         yield number, line
 
 
@@ -190,8 +194,18 @@ def _read_text(path: Path, budget: Budget | None) -> tuple[str, bool]:
         raise
 
 
+def _too_deep(path: Path, what: str) -> DatasetError:
+    return DatasetError(
+        f"dataset_path '{path}': {what} is JSON nested deeper than Python reads; store each row flat - {FIX_EXAMPLE}"
+    )
+
+
 def _iter_json_array(path: Path, budget: Budget | None) -> Iterator[dict]:
     text, cut = _read_text(path, budget)
+    if budget:  # the objects the items decode to are bounded before any is decoded: the text past the bound is cut
+        keep, cost = read_budget.objects_prefix(text, budget.limit - budget.decoded)
+        budget.decoded += cost
+        text, cut = (text[:keep], True) if keep < len(text) else (text, cut)
     decoder, position = json.JSONDecoder(), text.index("[") + 1
     for number in itertools.count(1):
         position = _skip(text, position, ",")
@@ -199,6 +213,8 @@ def _iter_json_array(path: Path, budget: Budget | None) -> Iterator[dict]:
             return
         try:
             row, end = decoder.raw_decode(text, position)
+        except RecursionError:
+            raise _too_deep(path, f"item {number} of the array") from None
         except json.JSONDecodeError as exc:
             if cut:  # the item the budget cut: stop before it (refused when it is the first)
                 budget.cut(path, f"item {number} of the array")
@@ -227,28 +243,50 @@ def _skip(text: str, position: int, separator: str) -> int:
 
 def _iter_csv(path: Path, budget: Budget | None) -> Iterator[dict]:
     text, cut = _read_text(path, budget)
+    if budget:  # each line costs the reader a turn of its loop, a blank one too: millions of them are cut
+        keep = read_budget.lines_prefix(text, budget.rows_left // read_budget.LINE_COST)
+        text, cut = (text[:keep], True) if keep < len(text) else (text, cut)
     csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a long cell is the budget's to bound
-    try:
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise DatasetError(f"dataset_path '{path}': not a readable CSV file ({exc}); fix the file") from None
-    if cut:  # the last row is the one the budget cut (refused when it is the first)
-        if len(rows) <= 1:
-            budget.cut(path, "row 1")
-        rows = rows[:-1]
-    for number, row in enumerate(rows, start=1):
+    # Row by row, never the whole text's rows at once: 64 MiB of one-letter rows are 30 million dicts.
+    rows = _with_last(csv.DictReader(io.StringIO(text, newline="")), path)
+    for number, (row, last) in enumerate(rows, start=1):
+        if cut and last:  # the last row is the one the budget cut
+            break
+        prompt = row.get("prompt")
+        if budget and _messages_text(prompt) and not budget.objects_fit(prompt, path, f"row {number}'s prompt"):
+            return
         if budget and not budget.row_fits(
             sum(len(str(k)) + len(str(v)) for k, v in row.items()), path, f"row {number}"
         ):
             return
         # a CSV cell cannot hold a list, so chat messages come as JSON text
-        yield {key: _decode_messages(value) if key == "prompt" else value for key, value in row.items()}
+        yield {key: _decode_messages(value, path, number) if key == "prompt" else value for key, value in row.items()}
+    if cut and not budget.rows:  # no whole row before the cut: refused
+        budget.cut(path, "row 1")
 
 
-def _decode_messages(value: Any) -> Any:
-    if isinstance(value, str) and value.lstrip().startswith("[{"):
+def _with_last(rows: Iterator[dict], path: Path) -> Iterator[tuple[dict, bool]]:
+    """(row, whether it is the last) for each row of a CSV reader, reading one row ahead."""
+    try:
+        row = next(rows, None)
+        while row is not None:
+            following = next(rows, None)
+            yield row, following is None
+            row = following
+    except csv.Error as exc:
+        raise DatasetError(f"dataset_path '{path}': not a readable CSV file ({exc}); fix the file") from None
+
+
+def _messages_text(value: Any) -> bool:
+    return isinstance(value, str) and value.lstrip().startswith("[{")
+
+
+def _decode_messages(value: Any, path: Path | None = None, number: int = 0) -> Any:
+    if _messages_text(value):
         try:
             decoded = json.loads(value)
+        except RecursionError:
+            raise _too_deep(path, f"row {number}'s prompt") from None
         except json.JSONDecodeError:
             return value
         if isinstance(decoded, list) and all(isinstance(m, dict) for m in decoded):

@@ -27,6 +27,14 @@ MAX_READ_ENV = "WORKBENCH_MAX_DATA_READ_MB"
 DEFAULT_MAX_READ_MB = 256
 ROWS_SHARE = 4  # the rows kept get 1/ROWS_SHARE of the limit: one UTF-8 byte may be four in a Python str
 METADATA_SHARE = 16  # a footer, a message header or a small file read whole (README, state.json) gets 1/16
+# What a line read costs at the least, whatever its bytes: a bytes object and a turn of the reader's loop (a file of
+# blank lines is millions of them).
+LINE_COST = 64
+# The Python objects JSON text decodes to beyond its own bytes, charged to the units' limit before it is decoded:
+# each container is an object (an empty dict `{}`, two bytes of text, is 64 bytes), and each value after a
+# separator takes a slot and, as often as not, an object of its own.
+CONTAINER_COST = 64
+VALUE_COST = 40
 
 
 def max_read_bytes(environ: Mapping[str, str] | None = None) -> int:
@@ -74,6 +82,10 @@ class Budget:
             return True
         return self._stop_or_refuse(path, what, size, self.limit)
 
+    def objects_fit(self, text: str | bytes, path: Path, what: str) -> bool:
+        """Whether the objects JSON `text` decodes to may be made (`json_objects_cost`, counted when they may)."""
+        return self.unit_fits(json_objects_cost(text), path, what)
+
     def row_fits(self, size: int, path: Path, what: str) -> bool:
         """Whether one more row of `size` bytes may be kept (it is counted when it does)."""
         if size <= self.rows_left:
@@ -92,6 +104,44 @@ class Budget:
             self.stopped = True
             return False
         raise refusal(path, what, size, limit)
+
+
+def json_objects_cost(text: str | bytes) -> int:
+    """At least the bytes of Python objects `json.loads(text)` makes beyond the text itself (a bracket or brace
+    inside a string is counted too: the bound errs high)."""
+    brace, bracket, comma, colon = ("{", "[", ",", ":") if isinstance(text, str) else (b"{", b"[", b",", b":")
+    count = text.count
+    return CONTAINER_COST * (count(brace) + count(bracket)) + VALUE_COST * (count(comma) + count(colon))
+
+
+def objects_prefix(text: str, room: int, chunk: int = 1 << 20) -> tuple[int, int]:
+    """(the length of the longest prefix of `text`, in whole chunks, whose JSON objects cost at most `room`;
+    that cost)."""
+    end = spent = 0
+    while end < len(text):
+        cost = json_objects_cost(text[end : end + chunk])
+        if spent + cost > room:
+            break
+        spent += cost
+        end += chunk
+    return min(end, len(text)), spent
+
+
+def lines_prefix(text: str, max_lines: int, chunk: int = 1 << 20) -> int:
+    """The length of the longest prefix of `text` holding at most `max_lines` line ends."""
+    end = 0
+    while end < len(text):
+        piece = text[end : end + chunk]
+        found = piece.count("\n")
+        if found > max_lines:  # the line end that is one too many lies in this piece: bisect for it
+            low, high = 0, len(piece)
+            while low < high:
+                middle = (low + high) // 2
+                low, high = (middle + 1, high) if piece.count("\n", 0, middle + 1) <= max_lines else (low, middle)
+            return end + low
+        max_lines -= found
+        end += chunk
+    return len(text)
 
 
 def check_small_files(paths, budget: Budget) -> None:
