@@ -120,7 +120,7 @@ def mark_failed(folder: str, message: str, hint: str) -> None:
         with open(path, encoding="utf-8") as handle:
             status = json.load(handle)
         status = status if isinstance(status, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: the run's code nested it past Python's stack
         status = {}
     status.update(
         state="failed",
@@ -137,12 +137,18 @@ def mark_failed(folder: str, message: str, hint: str) -> None:
         say(f"could not write status.json ({exc})")
 
 
+def _size(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+
+
 def limit_broken(args) -> tuple[str, str] | None:
     """(message, hint) when the run is past its disk or process limit, else None."""
     if args.disk and folder_bytes(args.watch) > args.disk:
         return (
-            f"the run's folder holds more than its limit of {args.disk / 2**30:.1f} GiB on disk",
-            "Save less often (save_steps, save_total_limit) or ask the admin for more (WORKBENCH_RUN_DISK_GB).",
+            f"the run's folder holds more than its limit of {_size(args.disk)} on disk (WORKBENCH_RUN_DISK_GB, or "
+            "for a helper job, what its owner has left of WORKBENCH_USER_DISK_GB)",
+            "Save less often (save_steps, save_total_limit), delete runs you no longer need, or ask the admin for "
+            "more (WORKBENCH_RUN_DISK_GB, WORKBENCH_USER_DISK_GB).",
         )
     if args.processes and process_count() > args.processes:
         return (

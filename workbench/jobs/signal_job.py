@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.jobs import helper_folders, job_clock, launcher, processes, sandbox, sandbox_policy
+from workbench.jobs import helper_folders, job_clock, launcher, processes, sandbox, sandbox_policy, user_disk
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
 
@@ -107,7 +107,8 @@ def start_signal_check(
             ]
         # under its wall-time limit: the clock, the server's own process, ends the whole sandbox past it
         command = job_clock.clocked(command, KIND)
-        process = processes.spawn(command, folder / LOG_FILE, processes.job_env(), cwd=folder)
+        env = user_disk.job_env(processes.job_env(), root, owner)  # its folder within its owner's disk total
+        process = processes.spawn(command, folder / LOG_FILE, env, cwd=folder)
         record(process.pid)
         helper_folders.register(root, folder, owner, CHECKS_DIR, process.pid)
     return SignalJob(folder, process)

@@ -20,6 +20,7 @@ from workbench.jobs.sandbox_init import folder_bytes
 from workbench.runstore import launch_records
 
 DISK_ENV = "WORKBENCH_USER_DISK_GB"
+FOLDER_DISK_ENV = "WORKBENCH_RUN_DISK_GB"  # what one sandbox's folder may hold (jobs/sandbox_policy.py `Limits`)
 UPLOADS_DIR = "uploads"  # access/uploads.py's folder of each user's uploads (jobs/ does not import access/)
 
 
@@ -80,3 +81,19 @@ def check_room(root: str | os.PathLike, owner: str | None, what: str, adding: in
     used = used_bytes(root, owner)
     if used + adding > limit or used >= limit:
         raise refusal(owner, used, limit, what)
+
+
+def job_env(env: dict, root: str | os.PathLike, owner: str | None) -> dict:
+    """`env` for a helper job of `owner`'s, its sandbox's folder limit lowered to the room they have left under
+    their total: checked only at the start, the total would bound nothing the job writes once running."""
+    limit = disk_limit(env)
+    if owner is None or limit <= 0:
+        return env
+    room = max(limit - used_bytes(root, owner), 1)
+    try:
+        folder_limit = float(env.get(FOLDER_DISK_ENV, "50")) * 2**30
+    except ValueError:
+        folder_limit = 50 * 2**30
+    if folder_limit <= 0 or room < folder_limit:
+        env = {**env, FOLDER_DISK_ENV: f"{room / 2**30:.9f}"}
+    return env

@@ -191,6 +191,6 @@ def _json(path: Path) -> dict:
     try:
         read_budget.check_small_files([path], read_budget.Budget.from_env())  # past it: the reader refuses it
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         return {}
     return data if isinstance(data, dict) else {}
