@@ -21,10 +21,12 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from workbench.sources import parquet_pages
 from workbench.sources.dataset_error import DatasetError
 from workbench.sources.read_budget import METADATA_SHARE, Budget, check_small_files, refusal
 
 VALUE_BYTES = 16  # counted per value: an offset, a dictionary index, levels, validity, a fixed-width value
+MAX_PAGES = 1 << 16  # page headers read per column chunk before its row group is decoded (4 KiB pages of 256 MiB)
 SAVED_JSON = ("dataset_info.json", "state.json", "dataset_dict.json")  # what load_from_disk reads whole
 
 
@@ -46,7 +48,7 @@ def parquet_rows(path: Path, budget: Budget) -> Iterator[dict]:
     except Exception as exc:  # pyarrow's many error types for a broken file
         raise DatasetError(f"dataset_path '{path}': not a readable Parquet file ({exc}); write it again") from None
     for index in range(meta.num_row_groups):
-        declared = row_group_bytes(meta.row_group(index))
+        declared = max(row_group_bytes(meta.row_group(index)), _pages_bytes(path, meta.row_group(index)))
         if not budget.unit_fits(declared, path, f"row group {index + 1} (decoded, as the file declares it)"):
             return
         try:
@@ -67,6 +69,20 @@ def row_group_bytes(group) -> int:
     pages = sum(max(0, chunk.total_uncompressed_size) for chunk in chunks)
     values = sum(max(0, chunk.num_values) for chunk in chunks)
     return max(pages, max(0, group.total_byte_size)) + (values + max(0, group.num_rows)) * VALUE_BYTES
+
+
+def _pages_bytes(path: Path, group) -> int:
+    """A row group's decoded size as its page headers declare it (the footer's sizes may lie: pyarrow decodes by
+    the headers): the pages' uncompressed sizes, and a few bytes per value they hold."""
+    try:
+        with open(path, "rb") as handle:
+            pages = [
+                parquet_pages.chunk_pages(handle, *parquet_pages.chunk_range(group.column(i)), MAX_PAGES)
+                for i in range(group.num_columns)
+            ]
+    except (OSError, parquet_pages.PagesUnreadable) as exc:
+        raise DatasetError(f"dataset_path '{path}': not a readable Parquet file ({exc}); write it again") from None
+    return sum(size + values * VALUE_BYTES for size, values in pages)
 
 
 def _footer_bytes(path: Path) -> int:
@@ -115,7 +131,11 @@ def dense_bytes(array) -> int:
         return count * VALUE_BYTES + dense_bytes(array.flatten())
     if kind.num_fields:  # a union or run-end encoded array: datasets writes neither
         raise DatasetError(f"a column of type {kind} cannot be previewed; store it as plain values")
-    return count * max(VALUE_BYTES, kind.bit_width // 8 if kind.bit_width > 0 else VALUE_BYTES)
+    try:
+        width = kind.bit_width // 8
+    except ValueError:  # no fixed width: a column of nulls only (pyarrow's `null` type)
+        width = 0
+    return count * max(VALUE_BYTES, width)
 
 
 def _is(kind, *names: str) -> bool:
