@@ -6,7 +6,9 @@ share) took the preview to 1.5 GiB, since each two-byte `{}` is a 64-byte dict. 
 all its rows before the budget looked at one: 60 MiB of one-letter rows took 6.3 GiB and 73 s for a preview of
 200. A file of blank lines cost a turn of the reader's loop per byte (39 s for 60 MiB). And a few KiB of `[[[[`
 raised RecursionError, which no reader caught: in a dataset it was a traceback; in any run's status.json (a run's
-code writes it) it broke every user's Runs and Train tabs, and the dashboard could not even be built again.
+code writes it) it broke every user's Runs and Train tabs, and the dashboard could not even be built again. A
+`step` of 4,000 digits or a `started_at` of -1e18 (the right types) broke the owner's and the admin's Runs tab
+(OverflowError, OSError); such numbers now read as unreadable (spec/run_status.py MAX_INT, TIMES).
 Now JSON is charged for its objects before it is decoded (`read_budget.json_objects_cost`), a CSV is read row by
 row, each line read costs at least `LINE_COST`, and too deep a nesting reads as unreadable, one message.
 """
@@ -93,10 +95,19 @@ def test_a_dataset_nested_past_pythons_stack_is_refused_in_one_message(tmp_path,
         dataset_reading.first_rows(path, 200)
 
 
+HOSTILE_STATUS = {
+    "nested": '{"state": "training", "x": ' + DEEP + "}",
+    "huge numbers": '{"state": "training", "step": ' + "9" * 4000 + ', "total_steps": ' + "9" * 4000 + "}",
+    "times no date holds": '{"state": "training", "step": 1, "started_at": -1e18, "updated_at": 1e308}',
+}
+
+
 @pytest.mark.slow  # builds the whole app
-def test_a_runs_status_json_nested_past_pythons_stack_breaks_no_ones_tabs(tmp_path):
-    """alice's sandboxed run rewrites its status.json as 200 KB of nested brackets (under the 4 MiB bound): the
-    dashboard builds, and bob's, alice's and the admin's Runs and Train tabs answer, alice's run unreadable."""
+@pytest.mark.parametrize("case", sorted(HOSTILE_STATUS))
+def test_a_runs_status_json_of_hostile_json_breaks_no_ones_tabs(tmp_path, case):
+    """alice's sandboxed run rewrites its status.json (under the 4 MiB bound) as 200 KB of nested brackets, or
+    with numbers of the right type that no float or date holds: the dashboard builds, and bob's, alice's and the
+    admin's Runs and Train tabs answer, the run or its fields unreadable (the nesting named to its viewers)."""
     from workbench.access import users
     from workbench.runstore import runfolder
     from workbench.ui.app import build_app
@@ -104,15 +115,16 @@ def test_a_runs_status_json_nested_past_pythons_stack_breaks_no_ones_tabs(tmp_pa
     run_dir = tmp_path / "runs" / "20260101-000001-alice"
     process = sandboxed_run_with_a_live_process(run_dir)
     try:
-        (run_dir / runfolder.STATUS_FILE).write_text('{"state": "training", "x": ' + DEEP + "}")  # the run's code
+        (run_dir / runfolder.STATUS_FILE).write_text(HOSTILE_STATUS[case])  # the run's code
         accounts = {name: users.User(name, role, "") for name, role in [("alice", "user"), ("bob", "user")]}
         app = build_app(run_dir.parent, users={**accounts, "root": users.User("root", "admin", "")})
         for viewer in ("bob", "alice", "root"):
             request = gr.Request(username=viewer)
-            app_handler(app, "runs_tab", "on_load")(request, [], [], None, "reward", 0.5, {})
+            rows = str(app_handler(app, "runs_tab", "on_load")(request, [], [], None, "reward", 0.5, {}))
             shown = str(app_handler(app, "train_tab", "on_load")(request, None, 0.5))
             if viewer != "bob":
-                assert "nested deeper" in shown, "the owner and the admin are told why the run cannot be read"
+                assert "unreadable" in rows or "lingering" in rows, "the owner and the admin see the run, unreadable"
+                assert case != "nested" or "nested deeper" in shown, "and are told why it cannot be read"
     finally:
         process.kill()
         process.wait()

@@ -42,6 +42,11 @@ from workbench.spec.lever_decisions import LeverDecision
 # below the 4 MiB status.json may hold: a run's code writes the file, and each of its owner's and admins' pages
 # carries what is read from it (issue 52).
 MAX_CHARS: dict[type, int] = {str: 1000, dict: 64 * 1024, list: 256 * 1024}
+# The numbers a field may hold and still be read: a whole number a float holds exactly (a run's code can write a
+# 4,000-digit step, which no page can turn into a float), and a time (every float field is one, seconds since the
+# epoch) a date can show (datetime refuses -1e18 and 1e308).
+MAX_INT = 2**53
+TIMES = (0.0, 253402214400.0)  # 1970-01-01 to 9999-12-31
 # The key of `RunStatus.shown()` naming the fields status.json holds with the wrong type or too much in them.
 UNREADABLE_FIELDS = "unreadable_fields"
 
@@ -208,15 +213,16 @@ def _read(kind: type, value: Any) -> tuple[bool, Any]:
     if value is None:
         return True, value
     if type(value) is kind and kind is not float:  # the common case, at once
-        return (True, value) if within_chars(value, MAX_CHARS.get(kind)) else (False, None)
+        fits = -MAX_INT <= value <= MAX_INT if kind is int else within_chars(value, MAX_CHARS.get(kind))
+        return (True, value) if fits else (False, None)
     if kind is LeverDecision:  # a record, or the sentence status files held before it was one
         return LeverDecision.read(value) if within_chars(value, MAX_CHARS[dict]) else (False, None)
     if isinstance(value, bool):  # a bool is an int to Python, never a number in status.json
         return False, None
     if kind is int and isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return True, int(value)
+        return (True, int(value)) if -MAX_INT <= value <= MAX_INT else (False, None)
     if kind is float and isinstance(value, (int, float)) and math.isfinite(value):
-        return True, float(value)
+        return (True, float(value)) if TIMES[0] <= value <= TIMES[1] else (False, None)
     if isinstance(value, kind) and kind not in (int, float) and within_chars(value, MAX_CHARS.get(kind)):
         return True, value
     return False, None
