@@ -99,6 +99,7 @@ def start_signal_check(
                 str(groups),
                 "--policy",
                 json.dumps(policy.to_status()),
+                *(["--owner", owner] if owner else []),  # its CPU group: the owner's helpers
             ]
         process = processes.spawn(command, folder / LOG_FILE, processes.job_env(), cwd=folder)
         record(process.pid)
@@ -126,13 +127,13 @@ def cancel_signal_check(job: SignalJob | None) -> None:
         job.process.wait(timeout=5)
 
 
-def run_sandboxed(folder: Path, groups: int, policy: sandbox_policy.Policy) -> None:
+def run_sandboxed(folder: Path, groups: int, policy: sandbox_policy.Policy, owner: str | None = None) -> None:
     """Make the check's model and data ready here, then become its sandbox (exec), writing only `folder`.
 
     Nothing has run in `folder` yet (it is new), so its config.json is still the server's."""
     config = runfolder.read_config(folder)
     sandbox.prepare(config)
-    argv, env = sandbox.confinement(folder, folder.parent.parent, config, policy)(
+    argv, env = sandbox.confinement(folder, folder.parent.parent, config, policy, owner or "")(
         check_command(folder, groups), dict(os.environ)
     )
     sys.stdout.flush()
@@ -144,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", required=True, type=Path)
     parser.add_argument("--groups", type=int, default=DEFAULT_GROUPS)
     parser.add_argument("--policy", required=True, help="the server's sandbox policy, as JSON")
+    parser.add_argument("--owner", default="", help="whose check it is (the server says)")
     args = parser.parse_args(argv)
-    run_sandboxed(args.folder.resolve(), args.groups, sandbox_policy.Policy.from_status(json.loads(args.policy)))
+    policy = sandbox_policy.Policy.from_status(json.loads(args.policy))
+    run_sandboxed(args.folder.resolve(), args.groups, policy, args.owner)
     return 1  # not reached: run_sandboxed execs bwrap or raises
 
 
