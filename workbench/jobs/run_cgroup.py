@@ -187,19 +187,3 @@ def prepare(
             joins.append(str(folder / "cgroup.procs"))
             break
     return joins
-
-
-def limit_of(procs_file: str) -> int | None:
-    """The memory limit that holds for the job whose `cgroup.procs` this is: the least along its groups up to
-    the hierarchy's top (None: none, or not a memory group)."""
-    folder, found = Path(procs_file).parent, []
-    while folder != ROOT and folder != folder.parent:
-        for name in ("memory.limit_in_bytes", "memory.max"):
-            try:
-                text = (folder / name).read_text().strip()
-            except OSError:
-                continue
-            if text.isdigit():
-                found.append(int(text))
-        folder = folder.parent
-    return min(found) if found else None

@@ -218,6 +218,7 @@ def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) 
     record = _sandboxed_record(run_dir)
     policy, config = Policy.from_status(record.policy) or Policy(), dict(record.config or {})
     exposed = exposure(run_dir, run_dir.parent, config, policy, env)
+    exposed = replace(exposed, limits=exposed.limits.for_job(helper=False))  # as status.json's `shows` says
     placement = run_cgroup.Placement(record.owner, helper=False)
     argv, inner_env = wrap(command, exposed, env, foreground, placement)
     # this process becomes bwrap (background) or waits for it (foreground): its pid is the run's, seen from outside;
