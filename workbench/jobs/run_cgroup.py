@@ -8,7 +8,8 @@ one trainer thread gets. So, when this process may make cgroups (a server runnin
 the controllers delegated, or v1 with the memory, pids and cpu hierarchies), each sandbox starts inside
 groups of its own, in one layout under this process's own group in each hierarchy:
 
-    workbench/                     memory: the limit over all sandboxes (WORKBENCH_SANDBOX_MEMORY_GB)
+    workbench/                     memory: the limit over all sandboxes (WORKBENCH_SANDBOX_MEMORY_GB);
+                                   cpu: a thread's weight per core, against the server's and the system's
       runs/      user-<name>/job-  cpu: a training run's weight; users at equal weights inside
       helpers/   user-<name>/job-  cpu: a fraction of it (WORKBENCH_HELPER_CPU_SHARE) for signal checks,
                                    probes, exports, merges, Compare samples and evaluations
@@ -88,9 +89,8 @@ def user_folder(owner: str | None) -> str:
     return f"user-{safe}-{hashlib.sha256(owner.encode()).hexdigest()[:8]}"
 
 
-def cpu_weight(folder: Path, helper: bool, helper_share: float) -> dict[str, str]:
-    """The setting that gives a class folder (runs/, helpers/) its CPU weight (v1 cpu.shares, v2 cpu.weight)."""
-    share = helper_share if helper else 1.0
+def cpu_weight(folder: Path, share: float) -> dict[str, str]:
+    """The setting that gives `folder` `share` times a training run's CPU weight (v1 cpu.shares, v2 cpu.weight)."""
     if (folder / "cpu.weight").exists():
         return {"cpu.weight": str(max(1, min(10_000, round(V2_RUN_WEIGHT * share))))}
     if (folder / "cpu.shares").exists():
@@ -155,11 +155,13 @@ def _job_folder(parent: Path, placement: Placement, helper_share: float, shared_
     """Make (or reuse) workbench/<class>/<user>/ under `parent` with their settings; the job's folder to make."""
     top = parent / TOP
     top.mkdir(exist_ok=True)
-    _write(top, shared_settings(top, shared_memory))
+    # all sandboxes weigh as much against the server's own threads as a trainer with a thread per core would
+    # without groups: the server keeps its share, and a run keeps its speed beside the machine's other work
+    _write(top, {**shared_settings(top, shared_memory), **cpu_weight(top, float(os.cpu_count() or 1))})
     _enable_below(top)
     klass = top / (HELPERS if placement.helper else RUNS)
     klass.mkdir(exist_ok=True)
-    _write(klass, cpu_weight(klass, placement.helper, helper_share))
+    _write(klass, cpu_weight(klass, helper_share if placement.helper else 1.0))
     _enable_below(klass)
     user = klass / user_folder(placement.owner)
     user.mkdir(exist_ok=True)  # users at the default weight: equal to each other
