@@ -9,8 +9,10 @@ policy) twice: once alone, once while Alice's "Check the signal" job (`signal_jo
 owner alice, sandboxed) imports a reward file that starts 32 double-forked spinners and then sleeps, so
 the spinners hold the CPU for all of Bob's run. Rows alternate so a machine that slows down over the
 benchmark slows both. It prints Bob's median step time (TRL's `step_time`, the first step left out) in
-each row, the attacked / alone ratio against the 1.5x target, how many of Alice's processes spun, and
-the load average, and records the result in benchmarks/results/bench_cpu_fairness.jsonl.
+each row, the CPUs (cores' worth) Bob's run, Alice's check and the rest of the machine used during it (on a
+machine shared with other work the rest slows both rows: the CPU Alice's check got says what the weights
+held), the attacked / alone ratio against the 1.5x target, how many of Alice's processes spun, and the load
+average, and records the result in benchmarks/results/bench_cpu_fairness.jsonl.
 """
 
 from __future__ import annotations
@@ -51,15 +53,57 @@ time.sleep(3600)
 """
 
 
-def bob_run(config: RunConfig, runs: Path) -> float:
-    """Launch Bob's sandboxed run, wait for it to finish; its median step time."""
+def tree_cpu_seconds(pid: int, seen: dict) -> float:
+    """User + system CPU seconds of `pid` and its descendants; `seen` keeps each one's last reading, so a process
+    that has ended still counts."""
+    import psutil
+
+    try:
+        for process in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+                seen[process.pid] = times.user + times.system
+            except psutil.Error:
+                pass
+    except psutil.Error:
+        pass
+    return sum(seen.values())
+
+
+def machine_cpu_seconds() -> float:
+    import psutil
+
+    times = psutil.cpu_times()
+    return times.user + times.nice + times.system
+
+
+def bob_run(config: RunConfig, runs: Path, alice_pid: int | None = None) -> dict:
+    """Launch Bob's sandboxed run, wait for it to finish; its median step time and the CPUs (cores' worth) that
+    Bob's run, Alice's check and everything else on the machine used meanwhile."""
     policy = sandbox.Policy(readable=(str(uploads.uploads_dir(runs, "bob")),))
     run_id = launcher.start(config, runs, owner="bob", sandboxed=policy)
-    final = run_state.wait(run_id, runs, timeout=1800)
-    if final["state"] != "finished":
-        raise SystemExit(f"bob's run {run_id} ended {final['state']}: {final.get('error')}")
+    bob_seen, alice_seen = {}, {}
+    alice_start = tree_cpu_seconds(alice_pid, alice_seen) if alice_pid else 0.0
+    started, machine_start = time.monotonic(), machine_cpu_seconds()
+    while True:
+        status = run_state.status(run_id, runs)
+        if status.get("pid"):
+            tree_cpu_seconds(status["pid"], bob_seen)
+        if status["state"] in runfolder.FINAL_STATES:
+            break
+        time.sleep(0.5)
+    wall = time.monotonic() - started
+    if status["state"] != "finished":
+        raise SystemExit(f"bob's run {run_id} ended {status['state']}: {status.get('error')}")
     steps = [m["step_time"] for m in runfolder.read_jsonl(runs / run_id / runfolder.METRICS_FILE) if "step_time" in m]
-    return statistics.median(steps[1:] or steps)
+    bob = sum(bob_seen.values()) / wall
+    alice = (tree_cpu_seconds(alice_pid, alice_seen) - alice_start) / wall if alice_pid else 0.0
+    return {
+        "step": statistics.median(steps[1:] or steps),
+        "bob_cpus": bob,
+        "alice_cpus": alice,
+        "others_cpus": (machine_cpu_seconds() - machine_start) / wall - bob - alice,
+    }
 
 
 def spinning(pid: int) -> int:
@@ -85,7 +129,7 @@ def spinning(pid: int) -> int:
     return busy
 
 
-def attacked_run(config: RunConfig, runs: Path) -> tuple[float, int]:
+def attacked_run(config: RunConfig, runs: Path) -> tuple[dict, int]:
     """Bob's median step while Alice's check spins; and how many of Alice's processes spun when Bob started."""
     alice = uploads.uploads_dir(runs, "alice")
     alice.mkdir(parents=True, exist_ok=True)
@@ -100,7 +144,7 @@ def attacked_run(config: RunConfig, runs: Path) -> tuple[float, int]:
             if job.process.poll() is not None:
                 raise SystemExit(f"alice's check ended early: {signal_job.read_signal_check(job)}")
             busy = spinning(job.process.pid)
-        return bob_run(config, runs), busy
+        return bob_run(config, runs, job.process.pid), busy
     finally:
         signal_job.cancel_signal_check(job)
 
@@ -121,25 +165,26 @@ def main(argv: list[str] | None = None) -> None:
         runs = Path(folder) / "runs"
         for round_ in range(args.rounds):
             for hostile in (False, True) if round_ % 2 == 0 else (True, False):
+                busy = 0
                 if hostile:
-                    step, busy = attacked_run(config, runs)
-                    attacked.append(step)
+                    row, busy = attacked_run(config, runs)
+                    attacked.append(row)
                     spun.append(busy)
                 else:
-                    step = bob_run(config, runs)
-                    alone.append(step)
+                    row = bob_run(config, runs)
+                    alone.append(row)
                 print(
                     f"round {round_ + 1} {'beside the spinners' if hostile else 'alone'}: bob's median step "
-                    f"{step:.2f} s"
-                    + (f" ({busy} of alice's processes spinning)" if hostile else "")
-                    + f", load {os.getloadavg()[0]:.2f}",
+                    f"{row['step']:.2f} s" + (f" ({busy} of alice's processes spinning)" if hostile else "") + "; "
+                    f"CPUs used: bob's run {row['bob_cpus']:.2f}, alice's check {row['alice_cpus']:.2f}, "
+                    f"the rest of the machine {row['others_cpus']:.2f}; load {os.getloadavg()[0]:.2f}",
                     flush=True,
                 )
-    ratio = statistics.median(attacked) / statistics.median(alone)
+    ratio = statistics.median(r["step"] for r in attacked) / statistics.median(r["step"] for r in alone)
     load = os.getloadavg()
     print(
-        f"\nbob's median step: alone {statistics.median(alone):.2f} s, beside alice's {SPINNERS} spinners "
-        f"{statistics.median(attacked):.2f} s: x{ratio:.2f} (target <= x{TARGET}: "
+        f"\nbob's median step: alone {statistics.median(r['step'] for r in alone):.2f} s, beside alice's "
+        f"{SPINNERS} spinners {statistics.median(r['step'] for r in attacked):.2f} s: x{ratio:.2f} (target <= x{TARGET}: "
         f"{'met' if ratio <= TARGET else 'MISSED'}); load average {load_before[0]:.2f} before, "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} after ({args.task}, {args.steps} steps, {args.rounds} rounds)"
     )
@@ -149,8 +194,8 @@ def main(argv: list[str] | None = None) -> None:
             "task": args.task,
             "steps": args.steps,
             "rounds": args.rounds,
-            "alone_step_s": [round(x, 3) for x in alone],
-            "attacked_step_s": [round(x, 3) for x in attacked],
+            "alone": [{key: round(value, 3) for key, value in row.items()} for row in alone],
+            "attacked": [{key: round(value, 3) for key, value in row.items()} for row in attacked],
             "spinning": spun,
             "ratio": round(ratio, 3),
             "target": TARGET,
