@@ -107,7 +107,7 @@ def test_a_record_carries_the_figures_and_per_source_figures_equal_those_of_the_
         brute_figures([KNOWN[0], KNOWN[2]])
     )
     assert [p["group"] for p in record["prompts"]] == ["math", "trivia", "math"]
-    from workbench.ui.train_view import changed_answers_html
+    from workbench.ui.heldout_view import changed_answers_html
 
     assert "Per data source: math: n 2, accuracy 1.000, pass@4 1.000, mean@4 0.500 ±" in changed_answers_html(
         [record], []

@@ -6,7 +6,7 @@ import json
 
 from workbench.insight import eval_results, figures, overlay_figures
 from workbench.spec.heldout import eval_record
-from workbench.ui import train_view
+from workbench.ui import heldout_view
 
 
 def _record(step, correct, completions, k=2, right=None):
@@ -52,7 +52,7 @@ def test_a_run_without_evaluation_says_how_to_turn_it_on_and_one_waiting_says_so
 
 
 def test_changed_answers_show_both_answers_escaped_with_the_summary():
-    page = train_view.changed_answers_html(EVALS, eval_results.changed_answers(EVALS))
+    page = heldout_view.changed_answers_html(EVALS, eval_results.changed_answers(EVALS))
     assert "Held-out accuracy 50% at step 0 → 50% at step 2, pass@2 100% (2 prompts" in page
     assert page.index("wrong → right") < page.index("right → wrong")
     assert "&lt;b&gt;wrong&lt;/b&gt;" in page and "<b>wrong</b>" not in page
@@ -61,7 +61,7 @@ def test_changed_answers_show_both_answers_escaped_with_the_summary():
 
 def test_no_change_and_no_evaluation_read_plainly():
     same = [EVALS[0], {**EVALS[0], "step": 1}]
-    assert "No held-out answer changed verdict between step 0 and step 1" in train_view.changed_answers_html(
+    assert "No held-out answer changed verdict between step 0 and step 1" in heldout_view.changed_answers_html(
         same, eval_results.changed_answers(same)
     )
-    assert train_view.changed_answers_html([], []) == ""
+    assert heldout_view.changed_answers_html([], []) == ""

@@ -89,10 +89,16 @@ from workbench.runstore import launch_records, runfolder
 
 
 def wrap(
-    command: list[str], exposed: Exposure, env: dict | None = None, foreground: bool = False
+    command: list[str],
+    exposed: Exposure,
+    env: dict | None = None,
+    foreground: bool = False,
+    placement: run_cgroup.Placement = run_cgroup.A_RUN,
 ) -> tuple[list[str], dict]:
-    """(argv, env) that run `command` in the sandbox `exposed` describes, with `env` cleaned of credentials."""
+    """(argv, env) that run `command` in the sandbox `exposed` describes, with `env` cleaned of credentials;
+    `placement`: whose job it is and whether a helper's (its CPU weight, its OOM killer priority)."""
     env = dict(os.environ if env is None else env)
+    exposed = replace(exposed, limits=exposed.limits.for_job(placement.helper))
     bwrap = bwrap_binary(env)
     if bwrap is None:
         check_available(env)  # raises with the reason
@@ -104,21 +110,30 @@ def wrap(
         os.chmod(exposed.own_dir, stat.S_IMODE(os.lstat(exposed.own_dir).st_mode) | 0o111)
     exposed = replace(exposed, proc_files=sandbox_proc.proc_files(max(exposed.limits.memory, 0)))
     argv = bwrap_command(exposed, command, bwrap, foreground)
-    joins = run_cgroup.prepare(max(exposed.limits.memory, 0), max(exposed.limits.processes, 0))
-    if joins:  # the whole sandbox in the run's control groups: its memory and processes counted together
-        argv = [sys.executable, "-I", str(SUPERVISOR), "--join", *joins, "--", *argv]
+    limits = exposed.limits
+    joins = run_cgroup.prepare(
+        max(limits.memory, 0), max(limits.processes, 0), placement, limits.helper_cpu_share, limits.shared_memory
+    )
+    if joins:  # the whole sandbox in the job's control groups: its memory, processes and CPU counted together
+        adj = ["--oom-score-adj", str(limits.oom_score_adj)]
+        argv = [sys.executable, "-I", str(SUPERVISOR), *adj, "--join", *joins, "--", *argv]
     return argv, clean_env(env)
 
 
 Confine = Callable[[list, dict], tuple[list, dict]]
 
 
-def confinement(own_dir, runs_root, config: dict | None, policy: Policy) -> Confine:
-    """What a helper process (sampling, merged-model export) of the run in `own_dir` is started through:
-    `confine(command, env) -> (argv, env)`, the same sandbox as the run's (it writes only `own_dir`)."""
+def confinement(own_dir, runs_root, config: dict | None, policy: Policy, owner: str | None = None) -> Confine:
+    """What a helper process (sampling, merged-model export, a signal check) of the run in `own_dir` is started
+    through: `confine(command, env) -> (argv, env)`, the same sandbox as the run's (it writes only `own_dir`),
+    at a helper's CPU weight in the group of `owner` (else the run's owner, as the launcher recorded it)."""
+    if owner is None:
+        record = launch_records.read_record(Path(own_dir))
+        owner = record.owner if record is not None else None
+    placement = run_cgroup.Placement(owner, helper=True)
 
     def confine(command: list, env: dict) -> tuple[list, dict]:
-        return wrap(command, exposure(own_dir, runs_root, config, policy, env), env)
+        return wrap(command, exposure(own_dir, runs_root, config, policy, env), env, placement=placement)
 
     return confine
 
@@ -185,6 +200,12 @@ def prepare_dataset(config: dict) -> None:
 def recorded_policy(run_dir: Path) -> tuple[Policy, dict]:
     """The run's sandbox policy and config as the launcher recorded them (runstore/launch_records.py), never
     as its folder says: the run's code may have rewritten status.json and config.json since."""
+    record = _sandboxed_record(run_dir)
+    return Policy.from_status(record.policy) or Policy(), dict(record.config or {})
+
+
+def _sandboxed_record(run_dir: Path) -> launch_records.LaunchRecord:
+    """The launcher's record of the sandboxed run in `run_dir`; SandboxError when there is none."""
     record = launch_records.read_record(run_dir)
     if record is None or not record.sandboxed:
         raise SandboxError(
@@ -192,14 +213,17 @@ def recorded_policy(run_dir: Path) -> tuple[Policy, dict]:
             rule=f"the launcher has no record of a sandboxed run in {run_dir}",
             fix="start the run again from the dashboard or with `train --sandbox`",
         )
-    return Policy.from_status(record.policy) or Policy(), dict(record.config or {})
+    return record
 
 
 def run_command(run_dir: Path, command: list[str], env: dict, foreground: bool) -> tuple[list[str], dict]:
     """(argv, env) for the run in `run_dir`, from the launcher's record of it (its policy and config)."""
-    policy, config = recorded_policy(run_dir)
+    record = _sandboxed_record(run_dir)
+    policy, config = Policy.from_status(record.policy) or Policy(), dict(record.config or {})
     exposed = exposure(run_dir, run_dir.parent, config, policy, env)
-    argv, inner_env = wrap(command, exposed, env, foreground)
+    exposed = replace(exposed, limits=exposed.limits.for_job(helper=False))  # as status.json's `shows` says
+    placement = run_cgroup.Placement(record.owner, helper=False)
+    argv, inner_env = wrap(command, exposed, env, foreground, placement)
     # this process becomes bwrap (background) or waits for it (foreground): its pid is the run's, seen from outside;
     # status.json's copy of the policy is for the run's readers (its report), never read back to build a sandbox
     runfolder.update_status(

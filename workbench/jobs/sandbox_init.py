@@ -17,17 +17,23 @@ nothing of the run's folder. Its jobs:
   included, are re-parented to it);
 - forward SIGTERM, SIGINT and SIGHUP to the command, which takes them as a
   stop request;
-- watch, every WATCH_SECONDS, what the run's folder holds on disk and how many
-  processes run in the namespace; past a limit it says so in the log and in
-  status.json and ends the run;
+- make the run's processes the kernel's first choice when memory runs out
+  (`--oom-score-adj`, raised before anything of the run starts; without
+  CAP_SYS_RESOURCE no process of the run can lower it again);
+- watch, every WATCH_SECONDS, what the run's folder holds on disk, what its
+  in-memory folders hold together (each has a size, their total is bounded
+  here) and how many processes run in the namespace; past a limit it says so
+  in the log and in status.json and ends the run;
 - exit as soon as the command exits, with its exit code: when a PID
   namespace's init exits, the kernel kills every process left in it, so nothing
   a run started outlives it.
 
 Usage (jobs/sandbox.py builds it): python -I sandbox_init.py --watch DIR
-[--memory BYTES] [--file-size BYTES] [--disk BYTES] [--processes N] -- COMMAND...
+[--memory BYTES] [--file-size BYTES] [--disk BYTES] [--processes N] [--in-memory BYTES]
+[--shared-memory BYTES] [--oom-score-adj N] [--uid UID] -- COMMAND...
 
-Its other use, outside the sandbox, before bwrap: `python -I sandbox_init.py --join PROCS... -- bwrap ...`
+Its other use, outside the sandbox, before bwrap: `python -I sandbox_init.py [--oom-score-adj N] --join
+PROCS... -- bwrap ...`
 puts this process into the run's control groups (jobs/run_cgroup.py) and becomes the command, so the whole
 sandbox and everything in it is counted there.
 """
@@ -108,6 +114,40 @@ def folder_bytes(folder: str) -> int:
     return total
 
 
+def in_memory_bytes() -> int:
+    """What the namespace's in-memory folders (every writable tmpfs mounted in it: /tmp, /dev/shm, the hidden
+    homes; the host's, shown read-only, are not the run's) hold together, each file system counted once."""
+    seen, total = set(), 0
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as handle:
+            fields = [line.split() for line in handle]
+        mounts = [f[1] for f in fields if len(f) > 3 and f[2] == "tmpfs" and "ro" not in f[3].split(",")]
+    except OSError:
+        return 0
+    for point in mounts:
+        point = point.replace("\\040", " ")
+        try:
+            device = os.stat(point).st_dev
+            info = os.statvfs(point)
+        except OSError:
+            continue
+        if device in seen:
+            continue
+        seen.add(device)
+        total += (info.f_blocks - info.f_bfree) * info.f_frsize
+    return total
+
+
+def set_oom_score_adj(value: int) -> None:
+    """This process's (and so everything it starts) OOM killer priority; raising it needs no privilege."""
+    if value:
+        try:
+            with open("/proc/self/oom_score_adj", "w") as handle:
+                handle.write(str(value))
+        except OSError as exc:  # an older kernel: the memory limits still hold
+            say(f"could not raise the OOM killer's priority ({exc})")
+
+
 def process_count() -> int:
     """The processes of this PID namespace (its own /proc lists only them)."""
     return sum(1 for name in os.listdir("/proc") if name.isdigit())
@@ -150,6 +190,12 @@ def limit_broken(args) -> tuple[str, str] | None:
             "Save less often (save_steps, save_total_limit), delete runs you no longer need, or ask the admin for "
             "more (WORKBENCH_RUN_DISK_GB, WORKBENCH_USER_DISK_GB).",
         )
+    if args.in_memory and in_memory_bytes() > args.in_memory:
+        return (
+            f"the run's in-memory folders (/tmp, /dev/shm, /var/tmp, the homes) hold more than their limit of "
+            f"{args.in_memory / 2**30:.1f} GiB together",
+            "Write large files to the run's own folder, or ask the admin for more (WORKBENCH_RUN_TMP_GB).",
+        )
     if args.processes and process_count() > args.processes:
         return (
             f"the run started more than its limit of {args.processes} processes",
@@ -167,16 +213,17 @@ def explain_signal(status: int, args) -> None:
     """Say in the log when the command was ended by its file-size limit (the kernel's SIGXFSZ), or killed, which
     in a sandbox is most often its memory limit's doing (the kernel's OOM killer in the run's control group)."""
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and args.memory:
+        shared = f" or all sandboxes' {args.shared_memory / 2**30:.1f} GiB together" if args.shared_memory else ""
         message = (
             f"the run was killed (SIGKILL), most likely at its memory limit of {args.memory / 2**30:.1f} GiB "
-            f"for all its processes"
+            f"for all its processes{shared}"
         )
         say(message)
         mark_failed(
             args.watch,
             message,
-            "Lower per_device_train_batch_size, num_generations or "
-            "max_completion_length, or ask the admin for more (WORKBENCH_RUN_MEMORY_GB).",
+            "Lower per_device_train_batch_size, num_generations or max_completion_length, or ask the admin "
+            "for more (WORKBENCH_RUN_MEMORY_GB" + (", WORKBENCH_SANDBOX_MEMORY_GB)." if shared else ")."),
         )
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXFSZ:
         message = f"a file of the run reached the limit of {args.file_size / 2**30:.1f} GiB a file"
@@ -185,6 +232,7 @@ def explain_signal(status: int, args) -> None:
 
 
 def supervise(args, command: list[str]) -> int:
+    set_oom_score_adj(args.oom_score_adj)
     if args.uid:
         become(args.uid)
         if args.processes:  # per uid: the run's processes and threads, whatever namespace they are in
@@ -243,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file-size", type=int, default=0, help="bytes a file may reach (RLIMIT_FSIZE)")
     parser.add_argument("--disk", type=int, default=0, help="bytes the run's folder may hold")
     parser.add_argument("--processes", type=int, default=0, help="processes the namespace may hold")
+    parser.add_argument("--in-memory", type=int, default=0, help="bytes the in-memory folders may hold together")
+    parser.add_argument("--shared-memory", type=int, default=0, help="bytes all sandboxes may hold (its message)")
+    parser.add_argument("--oom-score-adj", type=int, default=0, help="the OOM killer's priority for the run")
     parser.add_argument("--uid", type=int, default=0, help="the uid to run as (0: stay as started)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -250,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         parser.error("no command after --")
     if args.join:
+        set_oom_score_adj(args.oom_score_adj)  # bwrap's own processes, outside the sandbox, go first too
         return join(args.join, command)
     if not args.watch:
         parser.error("--watch: the run's own folder is needed")

@@ -104,6 +104,7 @@ def start_signal_check(
                 str(groups),
                 "--policy",
                 json.dumps(policy.to_status()),
+                *(["--owner", owner] if owner else []),  # its CPU group: the owner's helpers
             ]
         # under its wall-time limit: the clock, the server's own process, ends the whole sandbox past it
         command = job_clock.clocked(command, KIND)
@@ -156,13 +157,13 @@ def cancel_signal_check(job: SignalJob | None) -> None:
     helper_folders.remove(job.folder.parent.parent, job.folder)
 
 
-def run_sandboxed(folder: Path, groups: int, policy: sandbox_policy.Policy) -> None:
+def run_sandboxed(folder: Path, groups: int, policy: sandbox_policy.Policy, owner: str | None = None) -> None:
     """Make the check's model and data ready here, then become its sandbox (exec), writing only `folder`.
 
     Nothing has run in `folder` yet (it is new), so its config.json is still the server's."""
     config = runfolder.read_config(folder)
     sandbox.prepare(config)
-    argv, env = sandbox.confinement(folder, folder.parent.parent, config, policy)(
+    argv, env = sandbox.confinement(folder, folder.parent.parent, config, policy, owner or "")(
         check_command(folder, groups), dict(os.environ)
     )
     sys.stdout.flush()
@@ -174,8 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", required=True, type=Path)
     parser.add_argument("--groups", type=int, default=DEFAULT_GROUPS)
     parser.add_argument("--policy", required=True, help="the server's sandbox policy, as JSON")
+    parser.add_argument("--owner", default="", help="whose check it is (the server says)")
     args = parser.parse_args(argv)
-    run_sandboxed(args.folder.resolve(), args.groups, sandbox_policy.Policy.from_status(json.loads(args.policy)))
+    policy = sandbox_policy.Policy.from_status(json.loads(args.policy))
+    run_sandboxed(args.folder.resolve(), args.groups, policy, args.owner)
     return 1  # not reached: run_sandboxed execs bwrap or raises
 
 

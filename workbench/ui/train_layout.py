@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from workbench.ui import server_view, train_view
+from workbench.ui import heldout_view, server_view, train_view
 from workbench.ui.completions_view import render_empty_html
 from workbench.ui.context import UIContext
 
@@ -204,7 +204,7 @@ def _held_out() -> tuple[gr.Plot, gr.HTML]:
         elem_classes=["wb-section"],
     )
     held_out = gr.Plot(show_label=False, elem_id="wb-plot-held-out")
-    changed_answers = gr.HTML("", css_template=train_view.CHANGED_CSS, js_on_load=None, elem_id="wb-train-changed")
+    changed_answers = gr.HTML("", css_template=heldout_view.CHANGED_CSS, js_on_load=None, elem_id="wb-train-changed")
     return held_out, changed_answers
 
 

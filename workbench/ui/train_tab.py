@@ -47,7 +47,7 @@ from workbench.jobs import gpu_queue, launcher, run_list
 from workbench.runstore import checkpoint_integrity, runfolder
 from workbench.spec.chat import transcript_text
 from workbench.spec.reward_choice import reward_weight_map
-from workbench.ui import paths_view, run_access, server_view, train_view
+from workbench.ui import heldout_view, paths_view, run_access, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html, step_token_views
 from workbench.ui.context import UIContext
 from workbench.ui.train_layout import MAIN_FIGURES, MORE_FIGURES, TrainComponents, layout
@@ -214,7 +214,7 @@ class TrainTab:
         def draw() -> tuple:
             evaluates = watch.config.get("eval_strategy") == "steps"
             figure = overlay_figures.held_out_figure(evals, metrics_of(watch), smooth, evaluates)
-            return figure_payload(figure), train_view.changed_answers_html(evals, eval_results.changed_answers(evals))
+            return figure_payload(figure), heldout_view.changed_answers_html(evals, eval_results.changed_answers(evals))
 
         figure, changed = self.drawn.get(("held_out", *train_view.metrics_read(watch), shown, float(smooth)), draw)
         return {self.ui.held_out: figure, self.ui.changed_answers: changed}
