@@ -41,10 +41,13 @@ sandbox and everything in it is counted there.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import platform
 import resource
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -231,8 +234,59 @@ def explain_signal(status: int, args) -> None:
         mark_failed(args.watch, message, "Write smaller files, or ask the admin for more (WORKBENCH_RUN_FILE_GB).")
 
 
+# A sandbox may not make user namespaces of its own: in one, its processes hold every capability over namespaces
+# they make next, so a mount namespace with a tmpfs of their own (which no watch here sees: the in-memory total
+# reads this namespace's mounts) and all of the kernel a user namespace opens. A seccomp filter, inherited by
+# everything the command starts, refuses unshare and clone with CLONE_NEWUSER (EPERM) and clone3 (ENOSYS, whose
+# flags it cannot read: libc then falls back to clone), and the x32 calls of an x86-64 kernel.
+CLONE_NEWUSER = 0x10000000
+SECCOMP_ARCHES = {  # platform.machine(): (AUDIT_ARCH_*, unshare, clone, clone3)
+    "x86_64": (0xC000003E, 272, 56, 435),
+    "aarch64": (0xC00000B7, 97, 220, 435),
+}
+
+
+def _seccomp_program(arch: int, unshare: int, clone: int, clone3: int) -> bytes:
+    """The classic BPF program of the filter (struct sock_filter entries: code, jt, jf, k)."""
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    program = [
+        (load, 0, 0, 4),  # 0: the call's architecture
+        (jeq, 0, 7, arch),  # 1: another one (a 32-bit call on a 64-bit kernel has its own numbers): allowed
+        (load, 0, 0, 0),  # 2: the call's number
+        (jge, 7, 0, 0x40000000),  # 3: an x32 call: refused
+        (jeq, 2, 0, unshare),  # 4
+        (jeq, 1, 0, clone),  # 5
+        (jeq, 3, 2, clone3),  # 6: refused as unknown, else allowed
+        (load, 0, 0, 16),  # 7: the flags (the first argument's low half)
+        (jset, 2, 0, CLONE_NEWUSER),  # 8: a new user namespace: refused, else allowed
+        (ret, 0, 0, allow),  # 9
+        (ret, 0, 0, enosys),  # 10
+        (ret, 0, 0, eperm),  # 11
+    ]
+    return b"".join(struct.pack("HBBI", *entry) for entry in program)
+
+
+def refuse_user_namespaces() -> None:
+    """Install the filter on this process (bwrap set no_new_privs, which a filter needs without privilege)."""
+    numbers = SECCOMP_ARCHES.get(platform.machine())
+    if numbers is None:  # an architecture whose numbers this does not know: the other limits still hold
+        say(f"user namespaces stay open to the run on {platform.machine()}")
+        return
+    code = _seccomp_program(*numbers)
+    buffer = ctypes.create_string_buffer(code, len(code))
+    fprog = struct.pack("HxxxxxxQ", len(code) // 8, ctypes.addressof(buffer))
+    fprog_buffer = ctypes.create_string_buffer(fprog, len(fprog))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, in case bwrap did not
+    if libc.prctl(22, 2, ctypes.addressof(fprog_buffer), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        say(f"could not refuse user namespaces to the run (errno {ctypes.get_errno()})")
+
+
 def supervise(args, command: list[str]) -> int:
     set_oom_score_adj(args.oom_score_adj)
+    refuse_user_namespaces()
     if args.uid:
         become(args.uid)
         if args.processes:  # per uid: the run's processes and threads, whatever namespace they are in
