@@ -38,6 +38,7 @@ from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import merge_panel, run_access, run_reports, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
+from workbench.ui.page_text import markdown_text
 from workbench.ui.widgets import figure_payload
 
 REFRESH_SECONDS = 3.0
@@ -422,7 +423,7 @@ class RunsTab:
         return {
             ui.confirm_row: gr.Row(visible=True),
             ui.runs_note: "",
-            ui.confirm_text: f"Delete **{run_id}** and every file in its folder (checkpoints, adapter, logs)? "
+            ui.confirm_text: f"Delete **{markdown_text(run_id)}** and every file in its folder (checkpoints, adapter, logs)? "
             f"This cannot be undone.",
         }
 

@@ -36,6 +36,7 @@ from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
 from workbench.ui import download_panel, export_view, files_panel
 from workbench.ui.data_preview_view import data_choices, data_preview_html
+from workbench.ui.page_text import markdown_text
 from workbench.ui.setup_form import gpus_of, hardware_state, preview_from_form
 from workbench.ui.setup_form_view import EXAMPLE_COMPLETIONS, FORM_KEYS
 from workbench.ui.setup_view import (
@@ -214,7 +215,7 @@ def _task_and_data(ctx, form: dict, defaults: dict) -> tuple:
         )
     task_text = gr.Markdown(task_description(defaults["task"]), elem_classes=["wb-note"])
     with gr.Accordion(DATA_GROUP, open=False):
-        gr.Markdown(f"`dataset_name`: {FIELD_HELP['dataset_name']}", elem_classes=["wb-note"])
+        gr.Markdown(f"`dataset_name`: {markdown_text(FIELD_HELP['dataset_name'])}", elem_classes=["wb-note"])
         first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
         _data_fields(form, defaults, first)
         data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
