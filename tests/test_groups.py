@@ -83,7 +83,7 @@ def test_arithmetic_line_reads_like_the_formula(two_rounds):
     first = groups.groups_for_step(two_rounds, 1)[0]
     # (0.82 - 0.61) / 0.17 is 1.24, not the +1.22 shown: enough digits that the shown numbers give it
     assert first.completions[0].arithmetic == "(0.8200 - 0.6100) / 0.1715 = +1.22"
-    assert first.completions[2].arithmetic == "(0.40 - 0.61) / 0.17 = -1.22"
+    assert first.completions[2].arithmetic == "(0.4000 - 0.6100) / 0.1715 = -1.22"
     assert first.completions[1].arithmetic.endswith("= +0.00") and first.completions[1].zero_advantage
 
 
