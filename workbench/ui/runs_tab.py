@@ -1,7 +1,7 @@
 """The Runs tab: every run in the runs folder, compared, inspected, deleted.
 
 - A table of all runs (state, model, task, generation backend, steps with the best evaluated
-  checkpoint, final reward, started, duration), re-read from the run folders when the tab is opened and every few
+  checkpoint, reward (final or latest), started, duration), re-read from the run folders when the tab is opened and every few
   seconds while it is open, and redrawn only when a row changed. A queued run
   shows its place in the GPU queue and what it waits for; each refresh also
   makes sure the queue has its dispatcher (`run_list.keep_queue_moving`).

@@ -323,6 +323,8 @@ class TrainTab:
                 out[ui.watch_state] = replace(out[ui.watch_state], picker_shown=shows)
         if changes.metrics and not watch.metrics:  # the "first points appear once..." note has come true
             out[ui.notice] = notice_html("")
+        if changes.status and train_view.notice_outlived(watch.status, new_watch.status):  # "Resuming ..." is over
+            out[ui.notice] = notice_html("")
         return out
 
     def on_pick(self, request: gr.Request, run_id: str | None, watch: train_view.RunWatch, smooth: float):
