@@ -3,7 +3,7 @@ once the run reaches a final state, instead of staying after the run finished.""
 
 from __future__ import annotations
 
-from workbench.ui.train_view import notice_outlived
+from workbench.ui.train_tab import notice_outlived
 
 
 def test_the_resume_note_goes_when_the_run_finishes():

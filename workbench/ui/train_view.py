@@ -111,13 +111,6 @@ def is_live(status: dict) -> bool:
     return bool(status) and status.get("state") not in FINAL_STATES
 
 
-def notice_outlived(before: dict, after: dict) -> bool:
-    """Whether the note above the bar ("Resuming ... from its last checkpoint", "Stopping ...") is stale: it spoke
-    of a run in flight, and the run has since reached a final state (from whatever state the page saw before: a
-    short resume may go from stopped to finished between two looks)."""
-    return bool(after) and before.get("state") != after.get("state") and not is_live(after)
-
-
 def choose_run(runs: list[tuple[str, dict]], remembered: str | None) -> str | None:
     """The run a freshly loaded page shows.
 
