@@ -58,7 +58,7 @@ def test_card_shows_scores_total_advantage_and_arithmetic():
     assert "<td>brevity</td><td>0.90</td>" in first_card and "<td>format</td><td>0.00</td>" in first_card
     assert '<tr class="wb-total"><td>total</td><td>0.90</td></tr>' in first_card
     assert '<span class="wb-advantage wb-positive">+1.22</span>' in first_card
-    assert "(0.90 - 0.50) / 0.33 = +1.22" in first_card
+    assert "(0.900 - 0.500) / 0.327 = +1.22" in first_card  # 0.40 / 0.33 would be 1.21
 
 
 @pytest.mark.parametrize(

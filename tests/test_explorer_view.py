@@ -95,7 +95,7 @@ def test_a_page_filters_sorts_and_pages_and_a_bad_filter_says_why(tab, run_dir):
     rewards = [row["reward"] for row in state["rows"]]
     expected = sorted([r["reward"] for s in (1, 2) for r in records_of(s) if r["reward"] > 0.3], reverse=True)
     assert state["total"] == len(expected) and rewards == expected[:5]
-    assert shown[tab.ui.table][0][:3] == [1, 1, 1]  # step, group, place counted from 1 (ties in file order)
+    assert shown[tab.ui.table][0][:3] == [1, 1, 0]  # step, group, place counted from 0 as the CSV (ties in file order)
     assert "Rows 1–5 of 11" in shown[tab.ui.note]
     moved = tab.on_move(1)(None, state, "run-a", *values)
     assert moved[tab.ui.page_state]["offset"] == 5

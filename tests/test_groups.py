@@ -81,8 +81,9 @@ def test_group_stats_and_advantages_match_trl(two_rounds):
 
 def test_arithmetic_line_reads_like_the_formula(two_rounds):
     first = groups.groups_for_step(two_rounds, 1)[0]
-    assert first.completions[0].arithmetic == "(0.82 - 0.61) / 0.17 = +1.22"
-    assert first.completions[2].arithmetic == "(0.40 - 0.61) / 0.17 = -1.22"
+    # (0.82 - 0.61) / 0.17 is 1.24, not the +1.22 shown: enough digits that the shown numbers give it
+    assert first.completions[0].arithmetic == "(0.8200 - 0.6100) / 0.1715 = +1.22"
+    assert first.completions[2].arithmetic == "(0.4000 - 0.6100) / 0.1715 = -1.22"
     assert first.completions[1].arithmetic.endswith("= +0.00") and first.completions[1].zero_advantage
 
 
@@ -192,7 +193,7 @@ def test_signed_format_never_shows_minus_zero():
 
 def test_to_dict_is_plain_data(two_rounds):
     data = groups.groups_for_step(two_rounds, 2)[0].to_dict()
-    assert data["complete"] is True and data["completions"][0]["arithmetic"].startswith("(1.00 - 0.44)")
+    assert data["complete"] is True and data["completions"][0]["arithmetic"].startswith("(1.000 - 0.438)")
 
 
 # ---------------------------------------------------------------- a step recorded twice (resumed runs)

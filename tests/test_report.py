@@ -277,7 +277,7 @@ def test_first_middle_last_steps_then_the_best_and_worst_groups(default_page):
     # the best group is the second prompt of its step, shown with the dashboard's cards and arithmetic
     best = headings[3]
     assert "Prompt 2 of 2" in best and best.count('class="wb-card ') == G
-    assert "(0.90 - 0.95) / 0.06 = -0.86" in best
+    assert "(0.900 - 0.950) / 0.058 = -0.86" in best  # (0.90 - 0.95) / 0.06 would be -0.83
 
 
 @pytest.mark.parametrize(

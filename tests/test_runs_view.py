@@ -46,14 +46,14 @@ def test_summary_row_of_a_finished_run(make_run):
     row = runs_view.summarise_run(entry(run_dir, FINISHED, model="tiny", task="demo"))
     assert row["run"] == "20261122-010203-demo" and row["state"] == "finished"
     assert (row["model"], row["task"], row["steps"]) == ("tiny", "demo", "10 / 10")
-    assert row["final reward"] == "1.000" and row["duration"] == "2 min 05 s"
+    assert row["reward"] == "1.000 final" and row["duration"] == "2 min 05 s"
     assert runs_view.runs_rows([row])[0] == [row[c] for c in runs_view.COLUMNS]
 
 
 def test_summary_of_a_run_that_has_not_started(make_run):
     run_dir = make_run("r")
     row = runs_view.summarise_run(entry(run_dir, {}, model="tiny", dataset_path="/d/mine.jsonl"))
-    assert (row["state"], row["steps"], row["final reward"], row["started"], row["duration"]) == (
+    assert (row["state"], row["steps"], row["reward"], row["started"], row["duration"]) == (
         "unknown",
         "—",
         "—",
@@ -122,3 +122,12 @@ def test_an_unreadable_run_shows_its_reason_in_the_table(make_run):
 def test_every_column_but_the_last_has_a_width_and_the_last_keeps_room(columns, widths):
     assert len(widths) == len(columns) - 1
     assert 85 <= sum(float(width.rstrip("%")) for width in widths) <= 92
+
+
+@pytest.mark.parametrize("state", ["running", "stopped", "failed"])
+def test_a_run_that_did_not_finish_shows_its_latest_reward_not_a_final_one(make_run, state):
+    metrics = [{"step": s, "reward": s / 10} for s in range(1, 4)]
+    run_dir = make_run("20261122-010203-demo", status={"state": state, "step": 3}, metrics=metrics)
+    row = runs_view.summarise_run(entry(run_dir, {"state": state, "step": 3}, model="tiny", task="demo"))
+    assert row["reward"] == "0.300 latest"
+    assert "final reward" not in runs_view.COLUMNS

@@ -1,4 +1,5 @@
-"""`python -m workbench ...`: the command-line entry point."""
+"""`python -m workbench ...` and the `workbench` command (pyproject.toml's script, which calls `main`): the
+command-line entry point."""
 
 import sys
 

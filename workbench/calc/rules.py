@@ -300,7 +300,7 @@ def collect_warnings(v: dict, gbs: int, spg: int, steps: dict) -> list[str]:
     else:
         tail = "the Trainer stops with: " + NO_LENGTH_ERROR.format(max_steps=v["max_steps"])
     return [
-        f"The dataset has {N} prompts but one generation round needs {P} unique prompts "
+        f"The dataset has {N} prompt{'' if N == 1 else 's'} but one generation round needs {P} unique prompts "
         f"(generation_batch_size {gbs} / num_generations {v['num_generations']}); the sampler drops "
         f"the incomplete chunk, so an epoch has no batches and {tail}. Use more prompts or a smaller "
         f"generation batch."

@@ -15,6 +15,7 @@ import importlib
 import sys
 
 from workbench import startup
+from workbench.cli import outside_venv
 
 # Commands that resume garbage collection themselves once their libraries and model are loaded
 # (workbench/startup.py); every other command has it resumed before it runs.
@@ -68,6 +69,18 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = _Parser) -> argpa
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a Python outside the venv that lacks a dependency gets one line and status 2."""
+    try:
+        return _run_command(argv)
+    except ModuleNotFoundError as exc:
+        line = outside_venv.message(exc, sys.executable, sys.prefix, sys.argv[1:] if argv is None else argv)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 2
+
+
+def _run_command(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # Only a real command line may be re-executed (the foreground train does, to set its allocator).

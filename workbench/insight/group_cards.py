@@ -80,6 +80,12 @@ def _sign_class(value: float, is_zero: bool) -> str:
     return "wb-positive" if value > 0 else "wb-negative"
 
 
+# One numbering of a group's completions everywhere (cards, the token summary, Explore, its CSV, the command
+# line): counted from 0, as the run folder's own `group` and `index` fields are, so a number read on the page is
+# the one a notebook or pandas finds in the files.
+PLACE_TITLE = "place in the group, counted from 0 as the Explore table, its CSV and the command line count"
+
+
 def render_card(item, group_size: int, tokens_html: str = "", weights: Mapping | None = None) -> str:
     """One completion: text, scores (each with its weight in the total, when `weights` has it), total,
     advantage, arithmetic, badges (and its token view, when recorded)."""
@@ -117,7 +123,8 @@ def render_card(item, group_size: int, tokens_html: str = "", weights: Mapping |
     rows += f'<tr class="wb-total"><td>total</td><td>{format_number(item.reward)}</td></tr>'
     return (
         f'<div class="wb-card {sign}">'
-        f'<div class="wb-card-head"><span>#{item.index + 1} of {group_size}{length}</span>{"".join(badges)}</div>'
+        f'<div class="wb-card-head"><span title="{PLACE_TITLE}">#{item.index} of {group_size}{length}</span>'
+        f"{''.join(badges)}</div>"
         f"{text}"
         f'<table class="wb-scores">{rows}</table>'
         f'<div>advantage <span class="wb-advantage {sign}">{format_signed(item.advantage)}</span></div>'

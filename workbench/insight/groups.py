@@ -153,17 +153,36 @@ def _advantage(reward: float, mean: float, std: float | None, scaling: str) -> f
     return (reward - mean) / (std + STD_EPSILON)
 
 
+def _digits_that_add_up(reward: float, mean: float, std: float, shown: float, epsilon: float = 0.0) -> int:
+    """The fewest decimals (2 at least, 4 at most) at which (reward - mean) / (std + epsilon), worked out from the
+    numbers as shown, gives the advantage as shown within its rounding ("(0.10 - 0.08) / 0.05 = +0.50" did not);
+    0 where no such count is found (TRL's epsilon must then be shown too)."""
+    for digits in range(2, 5):
+        r, m, s = (round(value, digits) for value in (reward, mean, std))
+        if s + epsilon and abs((r - m) / (s + epsilon) - round(shown, 2)) <= 0.005 + 1e-9:
+            return digits
+    return 0
+
+
 def _arithmetic(reward: float | None, mean: float | None, std: float | None, scaling: str, shown: float) -> str:
     """The teaching line: how this completion's advantage comes out of its group."""
     if reward is None or mean is None:
         return f"no reward function scored it, so its advantage is {format_signed(shown)}"
-    diff = f"{format_number(reward)} - {format_number(mean)}"
+    if std is None and scaling != "none":
+        return f"{format_number(reward)} - {format_number(mean)}, std unknown: advantage {format_signed(shown)}"
     if scaling == "none":
-        return f"{diff} = {format_signed(shown)}"
-    if std is None:
-        return f"{diff}, std unknown: advantage {format_signed(shown)}"
-    # A std this small shows as 0.00: the epsilon is what keeps the division finite.
-    denominator = format_number(std) if std >= 0.005 else f"({'0' if std == 0 else format_number(std)} + 1e-4)"
+        digits = _digits_that_add_up(reward, mean, 1.0, shown) or 4
+        return f"{reward:.{digits}f} - {mean:.{digits}f} = {format_signed(shown)}"
+    if std < 0.005:
+        # A std this small shows as 0.00: the epsilon is what keeps the division finite.
+        diff = f"{format_number(reward)} - {format_number(mean)}"
+        return f"({diff}) / ({'0' if std == 0 else format_number(std)} + 1e-4) = {format_signed(shown)}"
+    digits = _digits_that_add_up(reward, mean, std, shown)
+    denominator = f"{std:.{digits}f}" if digits else ""
+    if not digits:  # TRL divides by std + 1e-4: with a small std that shows in the second decimal
+        digits = _digits_that_add_up(reward, mean, std, shown, STD_EPSILON) or 4
+        denominator = f"({std:.{digits}f} + 1e-4)"
+    diff = f"{reward:.{digits}f} - {mean:.{digits}f}"
     label = " (step std)" if scaling == "batch" else ""
     return f"({diff}) / {denominator}{label} = {format_signed(shown)}"
 

@@ -228,7 +228,7 @@ def _tokens_line(items: list[Mapping]) -> str:
     return (
         ", ".join(
             f"<code>{escape(repr(item['token']))}</code> {_number(item['value'])} "
-            f"(#{item['index'] + 1}, token {item['position'] + 1})"
+            f"(group {item['group']} #{item.get('place', item['index'])}, token {item['position'] + 1})"
             for item in items
         )
         or "—"

@@ -17,7 +17,7 @@ The record is described in workbench/spec/token_records.py.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from workbench.runstore import jsonl_cache, runfolder
@@ -111,7 +111,21 @@ def cli_row(record: Mapping, round_records: list[dict]) -> dict:
     return row
 
 
-def _top(records: Iterable[Mapping], channel: str, count: int) -> list[dict]:
+def _places(records: list[Mapping]) -> dict[tuple[int, int], int]:
+    """(round, index in the round) -> the completion's place in its group, counted from 0 as its card counts it: a
+    round lays its groups out one after the other, each as large as its largest group's records."""
+    sizes: dict[tuple[int, int], int] = {}
+    for record in records:
+        key = (record["round"], record["group"])
+        sizes[key] = sizes.get(key, 0) + 1
+    size_of_round: dict[int, int] = {}
+    for (round_step, _), size in sizes.items():
+        size_of_round[round_step] = max(size, size_of_round.get(round_step, 0))
+    return {(r["round"], r["index"]): card_position(r, size_of_round[r["round"]])[1] for r in records}
+
+
+def _top(records: list[Mapping], channel: str, count: int) -> list[dict]:
+    places = _places(records)
     found = []
     for record in records:
         values = record.get(channel) or []
@@ -123,6 +137,7 @@ def _top(records: Iterable[Mapping], channel: str, count: int) -> list[dict]:
                         "value": value,
                         "index": record["index"],
                         "group": record["group"],
+                        "place": places.get((record["round"], record["index"])),
                         "position": position,
                         "round": record["round"],
                     }

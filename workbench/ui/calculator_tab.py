@@ -7,7 +7,7 @@ comparison. A pasted error message is explained by workbench.calc.explain and ca
 be loaded into the fields. Labels are TRL's field names, so what a person
 reads here is what they type into GRPOConfig.
 
-The number fields take whole numbers (precision=0) but set no `minimum`:
+The number fields take whole numbers (a fraction is refused by name, never rounded) but set no `minimum`:
 gradio would refuse an out-of-range value with a toast that does not say
 which field; the calculator's own message names the field, the rule and a fix.
 """

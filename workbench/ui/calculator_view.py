@@ -292,14 +292,15 @@ def explain_html(text: str) -> tuple[str, dict | None]:
         return f'<div class="wb-explain"><p>{escape(result.why)}</p></div>', None
     values = ", ".join(f"<code>{escape(k)} = {escape(str(v))}</code>" for k, v in result.values.items())
     parts = [
-        f"<p><b>Recognised</b>: a {escape(result.source)} error ({escape(result.kind.replace('_', ' '))}).</p>",
+        f"<p><b>Recognised</b>: the {escape(result.source)} error ({escape(result.kind.replace('_', ' '))}).</p>",
         f"<p><b>Numbers in it</b>: {values or 'none'}</p>" if values or result.values == {} else "",
         f"<p><b>Why</b>: {escape(result.why)}</p>",
         f'<p class="wb-note">{escape(result.note)}</p>' if result.note else "",
     ]
     if result.fixes:
         fixes = "".join(
-            f"<li>{escape(fix.description)}: {fix.plan.prompts_per_generation} prompts x "
+            f"<li>{escape(fix.description)}: {fix.plan.prompts_per_generation} "
+            f"prompt{'' if fix.plan.prompts_per_generation == 1 else 's'} x "
             f"G={fix.plan.inputs['num_generations']} per round</li>"
             for fix in result.fixes[:6]
         )

@@ -33,6 +33,7 @@ from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import explorer_view, run_access, run_reports
 from workbench.ui.completions_view import step_token_views
 from workbench.ui.context import UIContext
+from workbench.ui.page_text import markdown_text
 
 # The newest steps a prompt's history shows: each is a row of G cards.
 HISTORY_STEPS = 12
@@ -215,7 +216,7 @@ class ExplorerTab:
             query = self.query_of(*values, offset=offset)
             found = completion_search.search_completions(folder, query)
         except WorkbenchError as exc:  # a filter that does not read: the field, the rule and the fix
-            return {ui.page_state: None, ui.note: f"**Not searched.** {exc}", ui.table: []}
+            return {ui.page_state: None, ui.note: f"**Not searched.** {markdown_text(str(exc))}", ui.table: []}
         state = {"rows": found.rows, "offset": offset, "total": found.total, "names": found.reward_names}
         return {
             ui.page_state: state,
@@ -322,10 +323,13 @@ class ExplorerTab:
         try:
             count = completion_search.export_completions(folder, self.query_of(*values), path, str(fmt))
         except WorkbenchError as exc:
-            return {ui.export_file: gr.File(value=None, visible=False), ui.note: f"**Not exported.** {exc}"}
+            return {
+                ui.export_file: gr.File(value=None, visible=False),
+                ui.note: f"**Not exported.** {markdown_text(str(exc))}",
+            }
         return {
             ui.export_file: gr.File(value=str(path), visible=True),
-            ui.note: f"Exported {count:,} rows to {path.name}.",
+            ui.note: f"Exported {count:,} rows to {markdown_text(path.name)}.",
         }
 
     def on_train_link(self, request: gr.Request, run_id, step: int | None = None) -> dict:

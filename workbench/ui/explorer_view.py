@@ -109,7 +109,8 @@ def _flags(row: Mapping) -> str:
 
 
 def table_rows(rows: Iterable[Mapping]) -> list[list]:
-    """One page of the engine's rows as the table's cells, in COLUMNS (the place in the group counted from 1)."""
+    """One page of the engine's rows as the table's cells, in COLUMNS (the place in the group counted from 0, as the
+    cards, the CSV and the command line count it: insight/group_cards.PLACE_TITLE)."""
     cells = []
     for row in rows:
         index = row.get("index")
@@ -117,7 +118,7 @@ def table_rows(rows: Iterable[Mapping]) -> list[list]:
             [
                 row.get("step"),
                 row.get("group"),
-                None if index is None else index + 1,
+                index,
                 _cut(row.get("prompt", "")),
                 _cut(row.get("completion", "")),
                 format_number(row.get("reward")),

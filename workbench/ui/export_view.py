@@ -28,7 +28,8 @@ def cluster_config(
     vllm_node: bool,
 ) -> RunConfig:
     """`cfg` (one machine's processes) run on `num_machines` such machines."""
-    machines = max(1, int(num_machines or 1))
+    # read as the field's type first: 2.5 machines is refused by name (ConfigError), never cut to 2
+    machines = max(1, cfg.with_changes(num_machines=num_machines or 1).num_machines)
     return cfg.with_changes(
         num_machines=machines,
         num_processes=cfg.num_processes * machines,

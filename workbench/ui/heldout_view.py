@@ -33,7 +33,7 @@ def held_out_summary(evals: list[dict]) -> str:
     at_k = f"; {at_k_text(last)} (± bootstrap std over sample subsets)" if at_k_text(last) else ""
     return (
         f"Held-out accuracy {moved}{share(last.get('accuracy'))} at step {last['step']}{pass_k} "
-        f"({last.get('n')} prompts; the last evaluation took {last.get('eval_seconds', 0):.1f} s){at_k}"
+        f"({last.get('n')} prompt{'' if last.get('n') == 1 else 's'}; the last evaluation took {last.get('eval_seconds', 0):.1f} s){at_k}"
         + (f". {last['maj_at_k_note']}" if last.get("maj_at_k_note") else "")
     )
 

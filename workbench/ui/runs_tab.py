@@ -1,7 +1,7 @@
 """The Runs tab: every run in the runs folder, compared, inspected, deleted.
 
 - A table of all runs (state, model, task, generation backend, steps with the best evaluated
-  checkpoint, final reward, started, duration), re-read from the run folders when the tab is opened and every few
+  checkpoint, reward (final or latest), started, duration), re-read from the run folders when the tab is opened and every few
   seconds while it is open, and redrawn only when a row changed. A queued run
   shows its place in the GPU queue and what it waits for; each refresh also
   makes sure the queue has its dispatcher (`run_list.keep_queue_moving`).
@@ -38,6 +38,7 @@ from workbench.spec.reward_choice import reward_weight_map
 from workbench.ui import merge_panel, run_access, run_reports, runs_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html
 from workbench.ui.context import UIContext
+from workbench.ui.page_text import markdown_text
 from workbench.ui.widgets import figure_payload
 
 REFRESH_SECONDS = 3.0
@@ -422,7 +423,7 @@ class RunsTab:
         return {
             ui.confirm_row: gr.Row(visible=True),
             ui.runs_note: "",
-            ui.confirm_text: f"Delete **{run_id}** and every file in its folder (checkpoints, adapter, logs)? "
+            ui.confirm_text: f"Delete **{markdown_text(run_id)}** and every file in its folder (checkpoints, adapter, logs)? "
             f"This cannot be undone.",
         }
 

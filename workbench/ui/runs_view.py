@@ -27,9 +27,10 @@ from typing import Any
 from workbench.jobs.run_state import LOST_SECONDS, runs_elsewhere
 from workbench.runstore.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
 from workbench.spec.run_status import UNREADABLE_FIELDS
+from workbench.ui.page_text import markdown_text
 from workbench.ui.train_view import format_duration, is_live
 
-COLUMNS = ("run", "state", "model", "task", "generation", "steps", "final reward", "started", "duration")
+COLUMNS = ("run", "state", "model", "task", "generation", "steps", "reward", "started", "duration")
 # On a dashboard with accounts: who launched each run (an admin's table holds everyone's).
 SHARED_COLUMNS = ("run", "owner", *COLUMNS[1:])
 # The widths of all columns but the last, which takes what is left (about a tenth, for the duration).
@@ -44,8 +45,8 @@ def format_started(timestamp: float | None) -> str:
 
 
 def summarise_run(entry: dict, now: float | None = None) -> dict:
-    """One table row from a `list_runs()` entry: state, model, task, generation backend, steps, final reward,
-    started, duration. The final reward is the entry's `final_reward`, the best checkpoint its `best_checkpoint`
+    """One table row from a `list_runs()` entry: state, model, task, generation backend, steps, reward (final
+    once it finished, else latest), started, duration. The reward is the entry's `final_reward`, the best checkpoint its `best_checkpoint`
     (the tab reads both, `with_final_reward`). A field the run's files held with the wrong type or too long
     (the entry's `unreadable_fields`) shows as `unreadable`."""
     now = time.time() if now is None else now
@@ -81,10 +82,18 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
         "task": task,
         "generation": UNREADABLE if "generation" in bad else _text(entry.get("generation")) or "transformers",
         "steps": steps,
-        "final reward": "—" if reward is None else f"{reward:.3f}",
+        "reward": _reward_text(reward, entry.get("state")),
         "started": UNREADABLE if "started_at" in bad else format_started(started),
         "duration": UNREADABLE if bad & {"started_at", "updated_at"} else _duration(duration),
     }
+
+
+def _reward_text(reward, state) -> str:
+    """The run's last logged reward, called final only when the run finished: a training, stopped or failed run's
+    is its latest so far."""
+    if reward is None:
+        return "—"
+    return f"{reward:.3f} {'final' if state == 'finished' else 'latest'}"
 
 
 # The most of one text field a row shows: the fields are bounded where they are read (RunStatus.MAX_CHARS), the
@@ -131,7 +140,7 @@ def queued_text(entry: dict) -> str:
 def runs_folder_note(runs_dir: str | Path) -> str:
     """Where the table reads runs from, and how runs of other machines get there."""
     return (
-        f"Runs folder: {runs_dir}. Runs on other machines (a cluster bundle's) show here when their run "
+        f"Runs folder: {markdown_text(str(runs_dir))}. Runs on other machines (a cluster bundle's) show here when their run "
         f"folder is on a filesystem this machine shares: start the app with {RUNS_DIR_ENV} set to "
         "that folder. They are followed by their heartbeat, shown as lost when it has been "
         f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request)."

@@ -36,6 +36,7 @@ from workbench.spec.tasks import TASKS
 from workbench.spec.trackers import REPORT_TO
 from workbench.ui import download_panel, export_view, files_panel
 from workbench.ui.data_preview_view import data_choices, data_preview_html
+from workbench.ui.page_text import markdown_text
 from workbench.ui.setup_form import gpus_of, hardware_state, preview_from_form
 from workbench.ui.setup_form_view import EXAMPLE_COMPLETIONS, FORM_KEYS
 from workbench.ui.setup_view import (
@@ -52,7 +53,7 @@ from workbench.ui.setup_view import (
     task_description,
 )
 from workbench.ui.signal_view import correctness_choices
-from workbench.ui.widgets import build_verdict
+from workbench.ui.widgets import build_verdict, whole_number
 
 CHOICES = {
     "reward_errors": REWARD_ERROR_MODES,
@@ -214,7 +215,7 @@ def _task_and_data(ctx, form: dict, defaults: dict) -> tuple:
         )
     task_text = gr.Markdown(task_description(defaults["task"]), elem_classes=["wb-note"])
     with gr.Accordion(DATA_GROUP, open=False):
-        gr.Markdown(f"`dataset_name`: {FIELD_HELP['dataset_name']}", elem_classes=["wb-note"])
+        gr.Markdown(f"`dataset_name`: {markdown_text(FIELD_HELP['dataset_name'])}", elem_classes=["wb-note"])
         first = preview_from_form({"task": defaults["task"], "seed": defaults["seed"]})
         _data_fields(form, defaults, first)
         data_preview = gr.HTML(data_preview_html(first), elem_id="wb-data-preview")
@@ -476,7 +477,7 @@ def _setting(name: str, value):
         )
     if kind is int or kind == (int | None):
         # Whole numbers; no gradio minimum, so validate_config names the field and the rule instead.
-        return gr.Number(value=value, label=name, info=info, precision=0)
+        return whole_number(name, value, minimum=None, info=info)
     if kind is float or kind == (float | None):  # empty stands for None (epsilon_high: same as epsilon)
         return gr.Number(value=value, label=name, info=info)
     return gr.Textbox(value=value, label=name, info=info)
@@ -493,13 +494,10 @@ def _cluster_inputs() -> list:
     """The export's own settings, each with its RunConfig help, in export_view.EXPORT_FIELDS order."""
     defaults = RunConfig()
     return [
-        gr.Number(value=1, precision=0, minimum=1, label="num_machines", info=FIELD_HELP["num_machines"]),
+        whole_number("num_machines", 1, minimum=1, info=FIELD_HELP["num_machines"]),
         gr.Textbox(value="", label="main_process_ip", info=FIELD_HELP["main_process_ip"]),
-        gr.Number(
-            value=defaults.main_process_port,
-            precision=0,
-            label="main_process_port",
-            info=FIELD_HELP["main_process_port"],
+        whole_number(
+            "main_process_port", defaults.main_process_port, minimum=None, info=FIELD_HELP["main_process_port"]
         ),
         gr.Dropdown(
             choices=list(export_view.BACKEND_CHOICES),

@@ -27,6 +27,7 @@ from workbench.spec.rewards.trl_reward_library import TRL_REWARDS
 from workbench.spec.speed import speed_notes
 from workbench.spec.tasks import TASKS
 from workbench.ui.calculator_view import PlanView
+from workbench.ui.page_text import markdown_text
 
 # RunConfig fields the Setup tab shows as settings, grouped as on the page.
 BATCH_FIELDS = (
@@ -174,7 +175,7 @@ def task_presets(task_name) -> dict | None:
 def task_description(task_name) -> str:
     """The chosen task's title and description (Markdown)."""
     task = TASKS.get(task_name) if isinstance(task_name, str) else None
-    return f"**{task.title}.** {task.description}" if task else ""
+    return f"**{markdown_text(task.title)}.** {markdown_text(task.description)}" if task else ""
 
 
 # ---------------------------------------------------------------- hardware
@@ -233,20 +234,10 @@ def reward_choice(form: dict) -> tuple[list[str], list[float]]:
     return names, weights
 
 
-def _markdown_text(text: str) -> str:
-    """Text shown as Markdown as it is written: a tag it names outside `code` (<answer>) stays text, never markup
-    the page drops (inside backticks Markdown shows it as it is)."""
-    parts = text.split("`")
-    return "`".join(
-        part if index % 2 else part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        for index, part in enumerate(parts)
-    )
-
-
 def rewards_help_markdown() -> str:
     """What each reward of the picker computes; TRL's with their parameters, set in reward_params."""
-    own = "\n".join(f"- `{name}`: {_markdown_text(text)}" for name, text in describe_rewards().items())
-    trl = "\n".join(f"- `{name}`: {_markdown_text(text)}" for name, text in describe_trl_rewards().items())
+    own = "\n".join(f"- `{name}`: {markdown_text(text)}" for name, text in describe_rewards().items())
+    trl = "\n".join(f"- `{name}`: {markdown_text(text)}" for name, text in describe_trl_rewards().items())
     return (
         f"{own}\n\n**TRL's own rewards** (`trl.rewards`; they run in the training process, so *Try the "
         f"rewards* leaves them out: the Smoke test tries them). Set a parameter in `reward_params`, e.g. "

@@ -63,6 +63,13 @@ def notice_html(message: str, kind: str = "error") -> gr.HTML:
     return gr.HTML(text, visible=bool(message))
 
 
+def notice_outlived(before: dict, after: dict) -> bool:
+    """Whether the note above the bar ("Resuming ... from its last checkpoint", "Stopping ...") is stale: it spoke
+    of a run in flight, and the run has since reached a final state (from whatever state the page saw before: a
+    short resume may go from stopped to finished between two looks)."""
+    return bool(after) and before.get("state") != after.get("state") and not train_view.is_live(after)
+
+
 def start_watching(runs_dir, run_id: str | None, newest_known: str | None = None) -> train_view.RunWatch:
     """A fresh watch of `run_id` (nothing read yet but its config)."""
     watch = train_view.new_watch(run_id, newest_known)
@@ -322,6 +329,8 @@ class TrainTab:
                 out[ui.run_picker] = self.picker_update(shows)
                 out[ui.watch_state] = replace(out[ui.watch_state], picker_shown=shows)
         if changes.metrics and not watch.metrics:  # the "first points appear once..." note has come true
+            out[ui.notice] = notice_html("")
+        if changes.status and notice_outlived(watch.status, new_watch.status):  # "Resuming ..." is over
             out[ui.notice] = notice_html("")
         return out
 

@@ -29,8 +29,10 @@ from workbench.ui.calculator_view import (
 
 
 def whole_number(label: str, value, minimum: int | None = 1, info: str | None = None, **kwargs) -> gr.Number:
-    """A number field that only takes whole numbers (gradio rounds and checks the minimum)."""
-    return gr.Number(value=value, label=label, precision=0, minimum=minimum, step=1, info=info, **kwargs)
+    """A number field for a whole number: gradio checks the minimum, and hands a fraction on as it is typed
+    (precision=0 would round 2.5 to 2 while the field still shows 2.5), so the handler refuses it by the field's
+    name (RunConfig and the calculator's checks: "must be a whole number, got 2.5")."""
+    return gr.Number(value=value, label=label, precision=None, minimum=minimum, step=1, info=info, **kwargs)
 
 
 @dataclass
