@@ -27,7 +27,6 @@ from typing import Any
 from workbench.jobs.run_state import LOST_SECONDS, runs_elsewhere
 from workbench.runstore.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
 from workbench.spec.run_status import UNREADABLE_FIELDS
-from workbench.ui.page_text import markdown_text
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "reward", "started", "duration")
@@ -140,7 +139,7 @@ def queued_text(entry: dict) -> str:
 def runs_folder_note(runs_dir: str | Path) -> str:
     """Where the table reads runs from, and how runs of other machines get there."""
     return (
-        f"Runs folder: {markdown_text(str(runs_dir))}. Runs on other machines (a cluster bundle's) show here when their run "
+        f"Runs folder: `{str(runs_dir).replace('`', '')}`. Runs on other machines (a cluster bundle's) show here when their run "
         f"folder is on a filesystem this machine shares: start the app with {RUNS_DIR_ENV} set to "
         "that folder. They are followed by their heartbeat, shown as lost when it has been "
         f"silent for {LOST_SECONDS:.0f} s, and Stop reaches them through the folder (stop.request)."
