@@ -122,6 +122,43 @@ def test_one_high_kl_step_is_an_estimate_s_outlier_not_a_spike():
     assert "kl_spike" not in kinds(health.check_health(make_metrics(15, kl=lambda s: 13.3 if s == 15 else 0.2)))
 
 
+def long_run(**series):
+    """40 healthy steps (the answers' length steady) with `series` replaced, as make_metrics."""
+    return make_metrics(40, **{"completions/mean_length": 20.0, **series})
+
+
+def test_a_skipped_one_step_kl_outlier_is_named_with_the_rule_that_skipped_it():
+    """The demo's step 35: KL 13.3, then back to 0.2; the page must not say "nothing unusual in KL"."""
+    from workbench.ui.train_view import alarms_html
+
+    alarms = health.check_health(long_run(kl=lambda s: 13.3 if s == 35 else 0.2))
+    assert kinds(alarms) == ["kl_outlier"]
+    note = alarms[0]
+    assert (note.level, note.step, note.title) == ("info", 35, "KL outlier skipped")
+    assert "KL: one-step spike to 13.3 at step 35, skipped as an outlier (it fell back to 0.2 the next step" in (
+        note.message
+    )
+    assert "a KL alarm needs 2 steps in a row above 5x the median of the steps before" in note.message
+    page = alarms_html(alarms, has_metrics=True)
+    assert "nothing unusual in KL" not in page and "13.3 at step 35" in page
+
+
+def test_the_newest_high_kl_step_is_named_until_the_next_step_decides():
+    note = health.check_health(make_metrics(15, kl=lambda s: 13.3 if s == 15 else 0.2))[0]
+    assert (note.kind, note.step, note.title) == ("kl_outlier", 15, "KL: one high step, not an alarm yet")
+    assert "the next step says whether it stays" in note.message
+
+
+def test_earlier_outliers_are_listed_and_a_spike_that_stays_is_none():
+    spiky = long_run(kl=lambda s: 9.0 if s in (12, 20, 35) else 0.2)
+    assert "Also skipped: steps 12, 20." in health.check_health(spiky)[0].message
+    stayed = health.check_health(make_metrics(12, kl=lambda s: 6.0 if s >= 10 else 0.2))
+    assert "kl_spike" in kinds(stayed) and "kl_outlier" not in kinds(stayed)
+    # an outlier after a spike is still named, beside the spike's alarm
+    both = health.check_health(long_run(kl=lambda s: 6.0 if s in (10, 11) else 9.0 if s == 35 else 0.2))
+    assert kinds(both) == ["kl_spike", "kl_outlier"] and both[1].step == 35
+
+
 @pytest.mark.parametrize(
     "kl",
     [lambda s: 1e-4 if s < 5 else 1e-3, lambda s: 0.01 * s, lambda s: float("nan") if s == 4 else 0.02],

@@ -11,7 +11,8 @@ apply now, most serious first:
 - loss near zero, explained: with beta = 0 and num_iterations = 1 the `grpo`
   loss is -mean(advantage), ~0 by construction (advantages sum to zero per group), not a sign that
   training stopped;
-- a KL spike: the policy jumped away from the base model in one step;
+- a KL spike: the policy jumped away from the base model in one step (a note names each step it skipped
+  as a one-step outlier of the estimate, and why);
 - completions all hitting max_completion_length;
 - completion length collapsing to almost nothing;
 - a shaping reward (format, length) saturating while the correctness reward stays flat: the model learned
@@ -253,6 +254,20 @@ def check_loss_near_zero(metrics, config=None) -> list[Alarm]:
     ]
 
 
+def _kl_thresholds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(baseline, threshold) of points 1 .. count - 1: the median of the (up to) KL_BASELINE_WINDOW points before
+    each, and the value above which it counts as high (KL_SPIKE_FACTOR times that, and KL_SPIKE_FLOOR at least)."""
+    count = len(values)
+    early = [statistics.median(values[:i].tolist()) for i in range(1, min(count, KL_BASELINE_WINDOW))]
+    later = (
+        np.median(np.lib.stride_tricks.sliding_window_view(values[:-1], KL_BASELINE_WINDOW), axis=1)
+        if count > KL_BASELINE_WINDOW
+        else np.empty(0)
+    )
+    baselines = np.concatenate([np.array(early, dtype="float64"), later])  # baselines[i - 1] is point i's
+    return baselines, np.maximum(KL_SPIKE_FLOOR, KL_SPIKE_FACTOR * np.maximum(baselines, 1e-12))
+
+
 def _latest_kl_spike(series: list[tuple[int, float]]) -> tuple[int, float, float, float] | None:
     """The last (step, value, baseline, next value) where KL rose KL_SPIKE_FACTOR times over the median of the
     steps before and was still that high at the next logged step.
@@ -263,31 +278,41 @@ def _latest_kl_spike(series: list[tuple[int, float]]) -> tuple[int, float, float
     far at the next step, since one optimizer step later it is still close to where it jumped.
     """
     values = _values(series)
-    count = len(values)
-    if count < 3:
+    if len(values) < 3:
         return None
-    # the baseline of point i: the median of the (up to) KL_BASELINE_WINDOW points before it
-    early = [statistics.median(values[:i].tolist()) for i in range(1, min(count, KL_BASELINE_WINDOW))]
-    later = (
-        np.median(np.lib.stride_tricks.sliding_window_view(values[:-1], KL_BASELINE_WINDOW), axis=1)
-        if count > KL_BASELINE_WINDOW
-        else np.empty(0)
-    )
-    baselines = np.concatenate([np.array(early, dtype="float64"), later])  # baselines[i - 1] is point i's
-    threshold = np.maximum(KL_SPIKE_FLOOR, KL_SPIKE_FACTOR * np.maximum(baselines[:-1], 1e-12))
+    baselines, thresholds = _kl_thresholds(values)
     # point i (1 .. count - 2) and point i + 1 both above point i's threshold
-    spikes = np.flatnonzero((values[1:-1] > threshold) & (values[2:] > threshold))
+    spikes = np.flatnonzero((values[1:-1] > thresholds[:-1]) & (values[2:] > thresholds[:-1]))
     if not len(spikes):
         return None
     i = int(spikes[-1]) + 1
     return series[i][0], series[i][1], float(baselines[i - 1]), series[i + 1][1]
 
 
-def check_kl_spike(metrics, config=None) -> list[Alarm]:
-    latest = _latest_kl_spike(metric_series(metrics, "kl"))
-    if latest is None:
+def _kl_outliers(series: list[tuple[int, float]]) -> list[tuple[int, float, float, float | None]]:
+    """Every (step, value, baseline, next value or None) where KL was high for that one step alone: above its
+    threshold while the step before was not, and the next logged step fell back below it (None: the newest step,
+    whose next is not logged yet). The steps the spike check skips on purpose (`_latest_kl_spike`)."""
+    values = _values(series)
+    if len(values) < 2:
         return []
+    baselines, thresholds = _kl_thresholds(values)
+    points = np.arange(1, len(values))
+    alone = (values[1:] > thresholds) & (values[:-1] <= thresholds)
+    fell = np.append(values[2:] <= thresholds[:-1], True)  # the newest point: nothing after it yet
+    return [
+        (series[i][0], series[i][1], float(baselines[i - 1]), series[i + 1][1] if i + 1 < len(series) else None)
+        for i in points[alone & fell].tolist()
+    ]
+
+
+def check_kl_spike(metrics, config=None) -> list[Alarm]:
+    series = metric_series(metrics, "kl")
+    latest = _latest_kl_spike(series)
+    if latest is None:
+        return check_kl_outliers(series)
     step, value, baseline, after = latest
+    later = check_kl_outliers(series, since=after_step(series, step))  # the outliers after the spike
     ratio = value / baseline if baseline > 0 else math.inf
     times = f"{ratio:.0f}x" if math.isfinite(ratio) else "up from zero"
     return [
@@ -301,8 +326,50 @@ def check_kl_spike(metrics, config=None) -> list[Alarm]:
             f"closer.",
             step,
             "kl_spike",
-        )
+        ),
+        *later,
     ]
+
+
+# The most skipped outlier steps a note lists by number.
+OUTLIERS_LISTED = 5
+
+
+def after_step(series: list[tuple[int, float]], step: int) -> int:
+    """The step logged after `step` (`step` itself when none is)."""
+    return next((s for s, _ in series if s > step), step)
+
+
+def check_kl_outliers(series: list[tuple[int, float]], since: int | None = None) -> list[Alarm]:
+    """A note naming the KL steps the spike check skipped as one-step outliers (those after step `since`), and
+    why: so a page that shows 13.3 on its KL curve never says "nothing unusual in KL" without a word about it."""
+    outliers = [point for point in _kl_outliers(series) if since is None or point[0] > since]
+    if not outliers:
+        return []
+    step, value, baseline, after = outliers[-1]
+    rule = (
+        f"a KL alarm needs 2 steps in a row above {KL_SPIKE_FACTOR:g}x the median of the steps before "
+        f"(and above {KL_SPIKE_FLOOR:g})"
+    )
+    if after is None:
+        what = f"KL: step {step} jumped to {value:.3g} (the median before it: {baseline:.3g}); one step alone is "
+        what += f"not an alarm yet: the next step says whether it stays. {rule[0].upper()}{rule[1:]}."
+    else:
+        what = (
+            f"KL: one-step spike to {value:.3g} at step {step}, skipped as an outlier (it fell back to {after:.3g} "
+            f"the next step; the median before it: {baseline:.3g}); {rule}."
+        )
+    earlier = [s for s, _, _, later in outliers[:-1] if later is not None]
+    if earlier:
+        listed = ", ".join(map(str, earlier[-OUTLIERS_LISTED:]))
+        what += f" Also skipped: step{'s' if len(earlier) > 1 else ''} {listed}"
+        what += f" (of {len(earlier)})." if len(earlier) > OUTLIERS_LISTED else "."
+    what += (
+        " TRL's KL is an estimate from the sampled tokens: one token the base model finds far likelier lifts one "
+        "step alone. Read that step's completions if in doubt."
+    )
+    title = "KL: one high step, not an alarm yet" if after is None else "KL outlier skipped"
+    return [Alarm("info", title, what, step, "kl_outlier")]
 
 
 def check_clipped(metrics, config=None) -> list[Alarm]:
