@@ -22,6 +22,7 @@ def run_dir(tmp_path):
 
 
 def test_checkpoints_are_listed_by_step_then_the_final_adapter(run_dir, make_checkpoint):
+    runfolder.update_status(run_dir, state="finished", step=10, adapter_step=10)
     for step in (10, 2):
         make_checkpoint(run_dir, step)
     (run_dir / runfolder.ADAPTER_DIR).mkdir()
@@ -31,6 +32,22 @@ def test_checkpoints_are_listed_by_step_then_the_final_adapter(run_dir, make_che
     labels = [label for label, _ in probes.list_checkpoints(run_dir)]
     assert labels == ["step 2 (checkpoint-2)", "step 10 (checkpoint-10)", probes.FINAL_LABEL]
     assert probes.list_checkpoints(run_dir / "missing") == []
+
+
+@pytest.mark.parametrize(
+    "status, label",
+    [
+        ({"state": "finished", "step": 10, "adapter_step": 10}, "final adapter"),
+        ({"state": "finished", "step": 10}, "final adapter"),  # a run from before adapter_step was written
+        ({"state": "stopped", "step": 7, "adapter_step": 7}, "adapter at stop, step 7"),
+        ({"state": "stopped", "step": 7}, "adapter at stop, step 7"),
+        ({"state": "training", "step": 9, "adapter_step": 7}, "adapter saved at step 7, at an earlier end of the run"),
+        ({"state": "failed", "step": 9, "adapter_step": 7}, "adapter saved at step 7, at an earlier end of the run"),
+    ],
+    ids=["finished", "finished-unrecorded", "stopped", "stopped-unrecorded", "resumed-training", "resumed-failed"],
+)
+def test_the_adapter_is_called_final_only_when_the_run_finished_with_it(status, label):
+    assert probes.adapter_label(probes.RunStatus.from_dict(status)) == label
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,12 @@ import math
 import time
 from pathlib import Path
 
+import pytest
+
 from workbench.jobs import launcher, run_list, run_state
 from workbench.runstore import runfolder
 from workbench.spec.config import RunConfig
-from workbench.spec.run_status import FIELDS, RunStatus, status_field
+from workbench.spec.run_status import FIELDS, RunStatus, running_seconds, status_field
 from workbench.trainer.recorder import StatusWriter
 
 # A real status.json of a finished run, as the trainer and the launcher of an earlier version wrote it
@@ -187,3 +189,34 @@ def test_a_field_of_the_wrong_type_or_too_long_reads_as_none_is_named_unreadable
     assert runfolder.read_shown_status(run_dir)[UNREADABLE_FIELDS] == ["note", "total_steps"]
     runfolder.update_status(run_dir, step=3)  # a writer loses nothing the file held
     assert on_disk(run_dir)["note"] == long_note and on_disk(run_dir)["total_steps"] == "9"
+
+
+@pytest.mark.parametrize(
+    "status, live, seconds",
+    [
+        ({"started_at": 100.0, "updated_at": 400.0}, False, 300.0),
+        ({"started_at": 100.0}, True, 900.0),
+        # ran 50 s, stood stopped, resumed at 900: 50 + 100 s at now = 1000
+        ({"state": "training", "started_at": 100.0, "resumed_at": 900.0, "ran_before_resume": 50.0}, True, 150.0),
+        (
+            {
+                "state": "finished",
+                "started_at": 100.0,
+                "resumed_at": 900.0,
+                "ran_before_resume": 50.0,
+                "updated_at": 960.0,
+            },
+            False,
+            110.0,
+        ),
+        # a resume waiting in the queue: its clock stands at what it ran before
+        ({"state": "queued", "started_at": 100.0, "resumed_at": 300.0, "ran_before_resume": 50.0}, True, 50.0),
+        # resumed before ran_before_resume was recorded: from the first start, as before
+        ({"started_at": 100.0, "resumed_at": 900.0, "updated_at": 960.0}, False, 860.0),
+        ({"state": "queued"}, True, None),
+    ],
+    ids=["ended", "live", "resumed-live", "resumed-ended", "queued-resume", "resumed-unrecorded", "never-started"],
+)
+def test_running_seconds_leave_out_the_time_a_run_stood_stopped(status, live, seconds):
+
+    assert running_seconds(status, now=1000.0, live=live) == seconds

@@ -98,15 +98,12 @@ def state_line(status: dict) -> str:
 def final_line(run_id: str, status: dict) -> str:
     """How the run ended: its state, the step it reached, and for a failure the error and what to do."""
     from workbench.spec.numbers import format_duration
+    from workbench.spec.run_status import running_seconds
 
     state = status.get("state") or "unknown"
     total = f"/{status['total_steps']}" if status.get("total_steps") else ""
-    started, ended = status.get("started_at"), status.get("updated_at")
-    took = (
-        f" after {format_duration(ended - started)}"
-        if isinstance(started, (int, float)) and isinstance(ended, (int, float))
-        else ""
-    )
+    ran = running_seconds(status, 0.0, live=False) if status.get("updated_at") else None
+    took = f" after {format_duration(ran)}" if ran is not None else ""  # the time it was stopped left out
     line = f"Run {run_id} {state} at step {status.get('step') or 0}{total}{took}."
     error = status.get("error")
     if state not in GOOD_ENDINGS and error:

@@ -64,7 +64,7 @@ from workbench.spec.config_checks import plan_for
 from workbench.spec.heldout import eval_problem
 from workbench.spec.numbers import finite_number, format_duration
 from workbench.spec.run_records import Skipped, completion_problem, metric_problem, well_formed
-from workbench.spec.run_status import RunStatus
+from workbench.spec.run_status import RunStatus, running_seconds
 from workbench.spec.tasks import TASKS
 from workbench.spec.token_records import token_problem
 
@@ -177,7 +177,7 @@ def _facts(run: RunContents, metrics: list[dict]) -> list[tuple[str, str]]:
         ("task", str(task or "unknown")),
         ("steps", _steps_text(status, metrics)),
         ("started", _when(started)),
-        ("duration", format_duration(ended - started) if started and ended else "—"),
+        ("duration", format_duration(running_seconds(status, ended, live=False)) if started and ended else "—"),
     ]
 
 

@@ -42,7 +42,7 @@ from workbench.spec import cluster, config_checks
 from workbench.spec.config import RunConfig
 from workbench.spec.config_checks import check_config
 from workbench.spec.config_problems import ConfigError
-from workbench.spec.run_status import RunStatus
+from workbench.spec.run_status import RunStatus, running_seconds
 
 SAVE_WAIT_SECONDS = 900.0  # how long a stop waits for a save under way before it gives up on it
 # A sandboxed run's step time and `saving` state are its own to write: a stop waits for them at most this long
@@ -461,7 +461,8 @@ def resume(
         sandbox_bwrap.check_available()
     with run_locks.queue_lock(run_dir.parent):
         holding, queued = queue_state(run_dir.parent)
-        state = status_of_dir(run_dir)["state"]
+        ended = status_of_dir(run_dir)
+        state = ended["state"]
         if state not in runfolder.FINAL_STATES:
             raise LauncherError(f"run {run_dir.name} was resumed meanwhile and is {state}; stop it before resuming")
         place = _turn(config, run_dir.name, owner, holding, queued)
@@ -473,6 +474,8 @@ def resume(
             "note": None,
             "owner": owner,
             "sandbox": None if kept is None else kept.to_status(),
+            # the time it ran so far: its elapsed goes on from there, the time it was stopped left out
+            "ran_before_resume": running_seconds(ended, time.time(), live=False),
         }
         launch_records.update_record(
             run_dir,

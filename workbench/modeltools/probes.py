@@ -30,6 +30,7 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 from workbench.modeltools import sampling
 from workbench.runstore import checkpoint_integrity, runfolder, safe_files
+from workbench.spec.run_status import RunStatus
 
 PROBES_DIR = "probes"
 BASE_LABEL = "base model"
@@ -99,18 +100,39 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[str, str]]:
     ]
     final = run_dir / runfolder.ADAPTER_DIR
     if safe_files.is_file(final / "adapter_config.json", root=run_dir):  # adapter/ a link (anywhere) is not the run's
-        choices.append((FINAL_LABEL, str(final)))
+        choices.append((adapter_label(runfolder.read_run_status(run_dir)), str(final)))
     return choices
 
 
+def adapter_label(status: RunStatus) -> str:
+    """How the run's adapter/ folder is named, true of what it holds: the final adapter only when the run finished
+    with it; the adapter at a stop, with its step; or one saved at an earlier end, before a resume.
+
+    status.json's `adapter_step` is the step adapter/ was saved at; a run from before it was recorded saved its
+    adapter at the step it ended at, when it ended finished or stopped.
+    """
+    state, step = status.state, status.step
+    saved = status.adapter_step
+    if state is None:  # no status.json: nothing says when it was saved
+        return "adapter"
+    this_end = state in ("finished", "stopped") and (saved is None or saved == step)
+    if this_end and state == "finished":
+        return FINAL_LABEL
+    if this_end:
+        return f"adapter at stop, step {step or 0}"
+    if saved is not None:
+        return f"adapter saved at step {saved}, at an earlier end of the run"
+    return "adapter saved at an earlier end of the run"
+
+
 def side_label(adapter: str | Path | None) -> str:
-    """How a side is named: the base model, `step N (checkpoint-N)`, or the final adapter."""
+    """How a side is named: the base model, `step N (checkpoint-N)`, or the run's adapter (`adapter_label`)."""
     if not adapter:
         return BASE_LABEL
     name = Path(adapter).name
     if name.startswith("checkpoint-"):
         return f"step {name.removeprefix('checkpoint-')} ({name})"
-    return FINAL_LABEL if name == runfolder.ADAPTER_DIR else name
+    return adapter_label(runfolder.read_run_status(Path(adapter).parent)) if name == runfolder.ADAPTER_DIR else name
 
 
 def default_prompts(config: dict) -> list[str]:
@@ -222,7 +244,7 @@ def cancel_job(job: ProbeJob) -> ProbeJob:
 class Comparison:
     """The base model and one checkpoint on the same prompts, read back from the probes folder."""
 
-    label: str  # the trained side: "final adapter" or "step 20 (checkpoint-20)"
+    label: str  # the trained side: "final adapter", "adapter at stop, step 7" or "step 20 (checkpoint-20)"
     max_new_tokens: int
     prompts: list  # text, or chat messages when the `sample` command was given them
     base: list[str]  # the base model's answers, in prompt order

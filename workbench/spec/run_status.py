@@ -71,9 +71,13 @@ class RunStatus:
     note: str | None = _known(str, "why a run stopped the way it did, when it was not by itself")
     error: dict | None = _known(dict, "a failed run's type, message, hint and traceback_tail")
     summary: dict | None = _known(dict, "TRL's final train metrics")
+    adapter_step: int | None = _known(int, "the step the adapter/ folder was saved at (as the run stopped or finished)")
     # when (seconds since the epoch)
     started_at: float | None = _known(float, "the run's first start")
     resumed_at: float | None = _known(float, "the last resume")
+    ran_before_resume: float | None = _known(
+        float, "seconds the run ran before its last resume, the time it was stopped left out (elapsed adds it)"
+    )
     updated_at: float | None = _known(float, "the last write: the writing process's heartbeat")
     finished_at: float | None = _known(float, "when it reached a final state")
     queued_at: float | None = _known(float, "when it joined the GPU queue (its place follows from it)")
@@ -195,6 +199,25 @@ class RunStatus:
 FIELDS: dict[str, type] = {f.name: f.metadata["kind"] for f in dataclasses.fields(RunStatus) if "kind" in f.metadata}
 # What each field means, for the docs and the notebooks.
 FIELD_HELP: dict[str, str] = {f.name: f.metadata["help"] for f in dataclasses.fields(RunStatus) if "kind" in f.metadata}
+
+
+def running_seconds(status: RunStatus | Mapping, now: float, live: bool) -> float | None:
+    """The seconds a run has spent running (its "elapsed"): from its first start, leaving out the time it was
+    stopped before a resume and the time that resume waited in the queue; None before it ever started.
+
+    `live`: whether it has not ended, so its clock goes on to `now`; an ended run's stops at its last write
+    (`updated_at`). A run resumed before `ran_before_resume` was recorded counts from its first start, as before.
+    """
+    started, updated = status_field(status, "started_at"), status_field(status, "updated_at")
+    if not started:
+        return None
+    end = now if live else (updated or now)
+    before, resumed = status_field(status, "ran_before_resume"), status_field(status, "resumed_at")
+    if before is None or not resumed:
+        return max(0.0, end - started)
+    if status_field(status, "state") == "queued":  # a resume waiting for its turn: its clock stands still
+        return before
+    return before + max(0.0, end - resumed)
 
 
 def status_field(status: RunStatus | Mapping, name: str) -> Any:

@@ -133,9 +133,11 @@ def run_training(cfg: RunConfig, run_dir: str | os.PathLike, resume: bool = Fals
     try:
         return _train(cfg, run_dir, resume, show_progress, is_main, status, objects)
     except KeyboardInterrupt:
+        saved = {}
         if objects.trainer is not None:
             save_final_adapter(objects.trainer.save_model, run_dir, is_main)
-        status.set(state="stopped", finished_at=time.time())
+            saved = {"adapter_step": objects.trainer.state.global_step}  # what adapter/ holds now
+        status.set(state="stopped", finished_at=time.time(), **saved)
         return 130
     except BaseException as exc:  # every failure is recorded in status.json before the process ends
         record_failure(exc, status, run_dir)
@@ -201,7 +203,13 @@ def _train(
     final = "stopped" if callback.stopped else "finished"
     if is_main:  # before the final state: whoever waits for that state finds the request gone too
         run_locks.clear_stop_request(run_dir)
-    status.set(state=final, step=trainer.state.global_step, finished_at=time.time(), summary=callback.summary)
+    status.set(
+        state=final,
+        step=trainer.state.global_step,
+        finished_at=time.time(),
+        summary=callback.summary,
+        adapter_step=trainer.state.global_step,  # what adapter/ holds: the Compare tab names it by this end
+    )
     return 0
 
 

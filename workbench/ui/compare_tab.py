@@ -81,8 +81,8 @@ def layout() -> CompareComponents:
             value=None,
             scale=2,
             elem_id="wb-compare-checkpoint",
-            info="Saved every save_steps steps; the final adapter when the run ended. Picked "
-            "first: the checkpoint with the best held-out accuracy, when the run evaluates.",
+            info="Saved every save_steps steps (save_total_limit keeps the newest); the adapter when the run stopped "
+            "or finished. Picked first: the checkpoint with the best held-out accuracy, when the run evaluates.",
         )
         max_new_tokens = gr.Slider(
             8, 256, value=DEFAULT_MAX_NEW_TOKENS, step=8, label="Longest answer (tokens)", scale=2
@@ -177,8 +177,8 @@ class CompareTab:
         if checkpoint_label and (not isinstance(checkpoint_label, str) or checkpoint_label not in chosen):
             raise probes.ProbeError(
                 field="checkpoint",
-                rule=f"{repr(checkpoint_label)[:80]} is not a checkpoint of run {folder.name}",
-                fix="pick one from the list",
+                rule=compare_view.gone_rule(checkpoint_label, folder.name, config.get("save_total_limit")),
+                fix="pick one from the list, which now holds what the run folder has",
             )
         side = (checkpoint_label, chosen[checkpoint_label]) if checkpoint_label else None
         return probes.plan_job(
@@ -209,8 +209,10 @@ class CompareTab:
                 self.ui.progress: compare_view.progress_html(
                     text if text.startswith(("Run:", "Probe")) else f"Not started: {text}"
                 ),
+                # what the run folder holds now: a checkpoint save_total_limit removed is no longer offered
+                self.ui.checkpoint: self.checkpoint_choices(self.ctx.viewer(request), run_id, checkpoint_label),
             }
-        return self.job_outputs(new_job)
+        return {**self.job_outputs(new_job), self.ui.checkpoint: gr.skip()}
 
     def on_tick(self, request: gr.Request, job):
         if job is None:
@@ -248,14 +250,16 @@ def build(ctx: UIContext) -> None:
         tab.on_pick, inputs=[ui.run_picker], outputs=[ui.checkpoint, ui.prompts_box], show_progress="hidden"
     )
     ui.run_picker.focus(tab.on_picker_focus, inputs=[ui.run_picker], outputs=[ui.run_picker], show_progress="hidden")
-    # Checkpoints appear while a run trains: list them again whenever the list is opened.
+    # Checkpoints appear (and save_total_limit removes old ones) while a run trains: list them again whenever the
+    # tab or the list is opened.
+    ctx.tab_opened["Compare"] = (tab.on_checkpoint_focus, [ui.run_picker, ui.checkpoint], [ui.checkpoint])
     ui.checkpoint.focus(
         tab.on_checkpoint_focus, inputs=[ui.run_picker, ui.checkpoint], outputs=[ui.checkpoint], show_progress="hidden"
     )
     ui.answer_button.click(
         tab.on_answer,
         inputs=[ui.run_picker, ui.checkpoint, ui.prompts_box, ui.max_new_tokens, ui.job_state],
-        outputs=outputs,
+        outputs=[*outputs, ui.checkpoint],
         show_progress="hidden",
         **job_queue,
     )

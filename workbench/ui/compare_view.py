@@ -7,8 +7,23 @@ answers file, lays the tab out and wires its events.
 from __future__ import annotations
 
 import html
+import re
 
 from workbench.modeltools.probes import ProbeJob
+
+CHECKPOINT_LABEL = re.compile(r"step (\d+) \(checkpoint-\1\)")
+
+
+def gone_rule(label, run_id: str, save_total_limit) -> str:
+    """Why a checkpoint picked is not one of the run's: save_total_limit removed it (a label the list offered
+    once), or it never was one."""
+    if isinstance(label, str) and CHECKPOINT_LABEL.fullmatch(label):
+        n = save_total_limit
+        keeps = f"save_total_limit={n} keeps the newest {n} and removed it" if n else "it was removed"
+        return f"{label.split(' (')[1][:-1]} is no longer in run {run_id}'s folder ({keeps})"
+    if isinstance(label, str) and label.startswith(("adapter", "final adapter")):
+        return f"run {run_id}'s adapter is no longer {label[:80]!r}: the run went on and saved it again"
+    return f"{repr(label)[:80]} is not a checkpoint of run {run_id}"
 
 
 def progress_text(job: ProbeJob | None, read: list[dict]) -> str:

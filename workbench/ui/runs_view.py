@@ -26,7 +26,7 @@ from typing import Any
 
 from workbench.jobs.run_state import LOST_SECONDS, runs_elsewhere
 from workbench.runstore.runfolder import LOST, QUEUED, RUNS_DIR_ENV, UNREADABLE
-from workbench.spec.run_status import UNREADABLE_FIELDS
+from workbench.spec.run_status import UNREADABLE_FIELDS, running_seconds
 from workbench.ui.train_view import format_duration, is_live
 
 COLUMNS = ("run", "state", "model", "task", "generation", "steps", "reward", "started", "duration")
@@ -51,8 +51,7 @@ def summarise_run(entry: dict, now: float | None = None) -> dict:
     now = time.time() if now is None else now
     bad = set(entry.get(UNREADABLE_FIELDS) or ())
     started, updated = _number(entry.get("started_at")), _number(entry.get("updated_at"))
-    end = now if is_live(entry) else updated
-    duration = (end - started) if started and end else None
+    duration = running_seconds(entry, now, is_live(entry)) if updated or is_live(entry) else None
     step, total = _number(entry.get("step")), _number(entry.get("total_steps"))
     steps = "—" if step is None else (f"{step:.0f} / {total:.0f}" if total else f"{step:.0f}")
     if bad & {"step", "total_steps"}:
