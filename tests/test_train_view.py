@@ -37,6 +37,32 @@ def test_choose_run(runs, remembered, expected):
 
 
 @pytest.mark.parametrize(
+    "runs, remembered, with_data, expected",
+    [
+        # the demo's reload: the run shown last was cancelled in the queue, empty; the finished one has data
+        ([("c", {"state": "stopped"}), ("a", {"state": "finished"})], "c", {"a"}, "a"),
+        ([("c", {"state": "queued"}), ("b", {"state": "training"}), ("a", {"state": "finished"})], "c", {"a"}, "b"),
+        ([("c", {"state": "queued"}), ("a", {"state": "finished"})], "c", {"a"}, "a"),
+        ([("c", {"state": "queued"}), ("a", {"state": "finished"})], None, {"a"}, "a"),
+        ([("b", {"state": "finished"}), ("a", {"state": "training"})], "b", {"b"}, "b"),
+        ([("c", {"state": "stopped"}), ("b", {"state": "queued"})], "c", set(), "b"),
+        ([("c", {"state": "stopped"}), ("b", {"state": "stopped"})], None, set(), "c"),
+    ],
+    ids=[
+        "cancelled-remembered-gives-way-to-data",
+        "running-beats-a-queued-remembered",
+        "data-beats-a-queued-remembered",
+        "data-beats-a-newer-queued",
+        "remembered-with-data-beats-an-older-running",
+        "nothing-has-data-the-queued",
+        "nothing-at-all-the-newest",
+    ],
+)
+def test_a_reload_opens_a_running_run_or_one_with_data_never_an_empty_one(runs, remembered, with_data, expected):
+    assert train_view.choose_run(runs, remembered, with_data.__contains__) == expected
+
+
+@pytest.mark.parametrize(
     "old, new, expected_steps",
     [
         ([], [{"step": 1}, {"step": 2}], [1, 2]),
@@ -137,8 +163,8 @@ def test_a_queued_run_shows_its_position_and_what_it_waits_for():
     progress = train_view.measure_progress(status, [], now=160.0)
     assert (progress.queue_position, progress.waits_for, progress.elapsed_s) == (2, "the CPU (run <a>)", None)
     text = train_view.progress_html("r2", progress)
-    assert ">queued, position 2<" in text
-    assert "waits for the CPU (run &lt;a&gt;); starts by itself when that is free" in text
+    assert ">Queued: #2 in the queue<" in text
+    assert "waits for the CPU (run &lt;a&gt;); starts by itself when that is free (Cancel takes it out" in text
     assert "data-elapsed" not in text and "step 0" not in text
     moved = follow.status_signature({**status, "queue_position": 1})
     assert moved != follow.status_signature(status)  # the bar is redrawn when the queue moves

@@ -23,7 +23,7 @@ from workbench.access import hosts, paths
 from workbench.errors import WorkbenchError
 from workbench.jobs.sandbox_policy import Policy
 from workbench.runstore.runfolder import runs_root
-from workbench.ui import browser_files, first_run, gradio_compat, sign_in
+from workbench.ui import browser_files, first_run, gradio_compat, launching, sign_in
 from workbench.ui.context import UIContext
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -166,6 +166,7 @@ def build_app(
                     module.build(ctx)
                 tabs[label] = tab
         first_run.wire(ctx, strip)
+        launching.follow_launches(ctx)  # every launch outside the Train tab shows its run there
         _poll_only_where_seen(ctx, tabs)
     gradio_compat.wrap_handlers(app, refusals_as_messages)
     gradio_compat.cheap_skips(app)

@@ -40,6 +40,9 @@ class UIContext:
     # The Setup tab's inputs, in order, and how to turn their values into a RunConfig.
     config_inputs: list[Any] = field(default_factory=list)
     config_from_values: Callable[..., Any] | None = None
+    # The launches of pages outside the Train tab (the first-run strip, the Setup tab): events whose answer names
+    # a run in components["launched_run"] for the Train tab to show (ui/launching.py `follow_launches`).
+    launch_events: list[Any] = field(default_factory=list)
     # A tab's polling timer by tab label: it runs only while that tab is open and the page is visible.
     tab_timers: dict[str, Any] = field(default_factory=dict)
     # What to refresh when a tab is opened (fn, inputs, outputs), since its timer was paused meanwhile.

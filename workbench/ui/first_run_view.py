@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 from workbench.calc import Plan
+from workbench.runstore.runfolder import FINAL_STATES, QUEUED
 from workbench.spec.config import RunConfig
 from workbench.spec.numbers import format_duration
 
@@ -88,11 +89,46 @@ def demo_html(cfg: RunConfig, plan: Plan | None, choice) -> str:
     )
 
 
-def launched_html(run_id: str) -> str:
-    """After a launch: where to watch it."""
+def queued_sentence(launched) -> str:
+    """A launch that waits in the GPU queue (a `launching.Launched`): its place, what it waits for, and the way out."""
     return (
-        f'<p class="wb-first-run-line wb-ok-line">Launched {escape(run_id)}: the Train tab shows it (its first '
-        f"points appear once the model has loaded and the first step is done).</p>"
+        f"Queued {launched.run_id}: #{launched.queue_position} in the queue, waits for {launched.waits_for}. It "
+        "starts by itself when that is free, with or without this page open; Cancel on the Train tab takes it out "
+        "of the queue."
+    )
+
+
+def launched_html(launched) -> str:
+    """After a launch (a `launching.Launched`): where to watch it, or its place in the queue when it waits there."""
+    if launched.queued:
+        return f'<p class="wb-first-run-line wb-warn-line wb-queued-line">{escape(queued_sentence(launched))}</p>'
+    return (
+        f'<p class="wb-first-run-line wb-ok-line">Launched {escape(launched.run_id)}: the Train tab shows it (its '
+        f"first points appear once the model has loaded and the first step is done).</p>"
+    )
+
+
+def live_demo_runs(entries: list[dict], demo: RunConfig) -> list[dict]:
+    """The runs among `entries` (`run_list.list_runs()`'s, newest first) that are the demo, started or waiting: its
+    task on its model and no data of their own, neither ended nor a smoke test."""
+    return [
+        entry
+        for entry in entries
+        if entry.get("state") not in FINAL_STATES
+        and not entry.get("smoke_test")
+        and entry.get("task") == demo.task
+        and entry.get("model") == demo.model
+        and not (entry.get("dataset_name") or entry.get("dataset_path"))
+    ]
+
+
+def confirm_html(entry: dict, devices: str) -> str:
+    """The question before a second demo launch: which demo run is there already, and what another would wait for."""
+    state = "queued" if entry.get("state") == QUEUED else "running"
+    return (
+        f'<p class="wb-first-run-line wb-warn-line"><b>A demo run is already {state}</b> '
+        f"({escape(str(entry.get('run_id')))}); launch another? It will wait for {escape(devices)} until the runs "
+        f"ahead of it end.</p>"
     )
 
 

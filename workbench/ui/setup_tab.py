@@ -199,12 +199,13 @@ class SetupTab:
         return example_from_task(task_name)
 
     def launch(self, request: gr.Request, *values):
-        """Launch the form's config (ui/launching.py) and show the Train tab, which follows the new run."""
+        """Launch the form's config (ui/launching.py) and show the Train tab, which follows the new run (its place in
+        the GPU queue, when it waits there, in the line under the button)."""
         try:
-            run_id = launching.start_run(self.ctx, request, values)
+            launched = launching.start_run(self.ctx, request, values)
         except WorkbenchError as exc:  # the config's field, rule and fix, or too many launches this minute
-            return refused_html(str(exc)), gr.skip()
-        return launched_html(run_id), gr.Tabs(selected="train")
+            return refused_html(str(exc)), gr.skip(), None
+        return launched_html(launched), gr.Tabs(selected="train"), launched
 
     def preview(self, request: gr.Request, *values):
         try:
@@ -306,9 +307,13 @@ def build(ctx) -> None:
         tab.on_score, inputs=[ui.try_prompt, ui.try_completions, ui.try_columns, *ui.inputs], outputs=ui.scores_box
     )
     ui.example_button.click(tab.example, inputs=ui.form["task"], outputs=[ui.try_prompt, ui.try_columns])
-    ui.launch_button.click(
-        tab.launch, inputs=ui.inputs, outputs=[ui.launch_result, ctx.components["tabs"]], show_progress="minimal"
+    launched = ui.launch_button.click(  # the Train tab then shows the run (ui/launching.py `follow_launches`)
+        tab.launch,
+        inputs=ui.inputs,
+        outputs=[ui.launch_result, ctx.components["tabs"], ctx.components["launched_run"]],
+        show_progress="minimal",
     )
+    ctx.launch_events.append(launched)
     ui.preview_button.click(tab.preview, inputs=ui.inputs, outputs=ui.command, show_progress="hidden")
     ui.export_button.click(tab.export, inputs=[*ui.cluster, *ui.inputs], outputs=ui.exported, show_progress="hidden")
     ui.script_button.click(tab.export_script, inputs=ui.inputs, outputs=[ui.script_file, ui.problems])

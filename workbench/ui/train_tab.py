@@ -34,6 +34,7 @@ its inputs as parameters and returns the outputs it changes.
 from __future__ import annotations
 
 import html
+import stat
 from dataclasses import replace
 
 import gradio as gr
@@ -44,10 +45,10 @@ from workbench.insight import eval_results, figures, follow, overlay_figures, to
 from workbench.insight.groups import groups_for_step
 from workbench.insight.health import check_health
 from workbench.jobs import gpu_queue, launcher, run_list
-from workbench.runstore import checkpoint_integrity, runfolder
+from workbench.runstore import checkpoint_integrity, runfolder, safe_files
 from workbench.spec.chat import transcript_text
 from workbench.spec.reward_choice import reward_weight_map
-from workbench.ui import heldout_view, paths_view, run_access, server_view, train_view
+from workbench.ui import heldout_view, launching, paths_view, run_access, server_view, train_view
 from workbench.ui.completions_view import render_empty_html, render_groups_html, step_token_views
 from workbench.ui.context import UIContext
 from workbench.ui.train_layout import MAIN_FIGURES, MORE_FIGURES, TrainComponents, layout
@@ -119,6 +120,11 @@ class TrainTab:
         return follow.change_signature(
             self.runs_dir, run_id, self.status_for(viewer), run_access.visible_run_dirs(self.runs_dir, viewer)
         )
+
+    def has_metrics(self, run_id: str) -> bool:
+        """Whether the run logged a step: its metrics file is a file of its own, not empty (a link is no one's)."""
+        info = safe_files.lstat(self.runs_dir / run_id / runfolder.METRICS_FILE, root=self.runs_dir / run_id)
+        return bool(info) and stat.S_ISREG(info.st_mode) and info.st_size > 0
 
     def visible_entries(self, viewer: Viewer) -> list[dict]:
         return run_access.visible_entries(run_list.list_runs(self.runs_dir), viewer)
@@ -192,11 +198,12 @@ class TrainTab:
             and watch.status.get("state") != "finished"
             and checkpoint_integrity.last_checkpoint(run_dir) is not None
         )
-        controls = (failure_panel, server_panel, live_run, resumable)
+        queued = watch.status.get("state") == runfolder.QUEUED  # Stop reads Cancel: it takes the run out of the queue
+        controls = (failure_panel, server_panel, live_run, resumable, queued)
         if full or controls != watch.controls_shown:  # a live run's status moves every step, these rarely
             out[ui.failure] = gr.HTML(failure_panel, visible=bool(failure_panel))
             out[ui.server] = gr.HTML(server_panel, visible=bool(server_panel))
-            out[ui.stop_button] = gr.Button(interactive=live_run)
+            out[ui.stop_button] = gr.Button("Cancel" if queued else "Stop", interactive=live_run)
             out[ui.resume_button] = gr.Button(interactive=resumable)
             watch = replace(watch, controls_shown=controls)
         return watch
@@ -288,7 +295,7 @@ class TrainTab:
     def on_load(self, request: gr.Request, remembered_run: str | None, smooth: float):
         viewer = self.ctx.viewer(request)
         entries = self.visible_entries(viewer)
-        run_id = train_view.choose_run([(e["run_id"], e) for e in entries], remembered_run)
+        run_id = train_view.choose_run([(e["run_id"], e) for e in entries], remembered_run, self.has_metrics)
         out = self.attach(viewer, run_id, entries[0]["run_id"] if entries else None, smooth)
         out[self.ui.remembered] = run_id
         return out
@@ -300,7 +307,7 @@ class TrainTab:
             entries = self.visible_entries(viewer)
             out = self.attach(
                 viewer,
-                train_view.choose_run([(e["run_id"], e) for e in entries], None),
+                train_view.choose_run([(e["run_id"], e) for e in entries], None, self.has_metrics),
                 watch.newest_known,
                 smooth,
                 watch.more_metrics_open,
@@ -382,35 +389,40 @@ class TrainTab:
         ctx, notice = self.ctx, self.ui.notice
         if ctx.config_from_values is None:
             return {notice: notice_html("Set up the run in the Setup tab first.")}
-        viewer = ctx.viewer(request)
-        try:
-            # on a shared dashboard: every path only where access/paths.py allows this user, and a memory estimate
-            # within the device's memory and the admin's share (access/run_memory.py)
-            config = ctx.config_from_values(*setup_values, scope=ctx.scope_of(viewer), launching=True)
-            ctx.actions.take(viewer.name, "launch")
-            run_id = launcher.start(
-                config,
-                self.runs_dir,
-                owner=viewer.name,
-                import_reward_file=not ctx.shared,
-                sandboxed=ctx.sandbox_for(viewer),
-            )
+        try:  # the same path as every Launch (ui/launching.py): the user's paths, memory share and launch limit
+            launched = launching.start_run(ctx, request, setup_values)
         except WorkbenchError as exc:  # ConfigError and the Setup tab's input errors name field, rule and fix
             return {notice: notice_html(f"Not launched:\n{exc}")}
-        out = self.attach(viewer, run_id, run_id, smooth, watch.more_metrics_open)
-        out[self.ui.remembered] = run_id
-        place = gpu_queue.queue_place(run_id, self.runs_dir)
-        if place:
-            waits_for = run_access.waits_for_seen_by(viewer, self.runs_dir, place["waits_for"])
-            out[notice] = notice_html(
-                f"Queued {run_id} at position {place['queue_position']}: it waits for "
-                f"{waits_for}. It starts by itself when that is free, with or "
-                "without this page open; Stop takes it out of the queue.",
+        return self.show_launched(ctx.viewer(request), launched, watch, smooth)
+
+    def on_follow(self, request: gr.Request, shown: launching.Launched | None, watch: train_view.RunWatch, smooth):
+        """A launch elsewhere on the page (the first-run strip, the Setup tab) or "Open the running one": show
+        that run (`shown`, a launching.Launched), as the Train tab's own Launch does."""
+        if not isinstance(shown, launching.Launched):
+            return gr.skip()
+        viewer = self.ctx.viewer(request)
+        try:
+            run_access.run_dir_for(self.runs_dir, shown.run_id, viewer)  # the state is the server's, checked anyway
+        except runfolder.RunIdError as exc:
+            return {self.ui.notice: notice_html(str(exc))}
+        return self.show_launched(viewer, shown, watch, smooth)
+
+    def show_launched(self, viewer: Viewer, launched: launching.Launched, watch: train_view.RunWatch, smooth) -> dict:
+        """Attach to a run just launched (or opened) and say where it stands: its place in the queue, when queued."""
+        out = self.attach(viewer, launched.run_id, launched.run_id, smooth, watch.more_metrics_open)
+        out[self.ui.remembered] = launched.run_id
+        if not launched.new:
+            out[self.ui.notice] = notice_html("")
+        elif launched.queued:  # the bar below says what it waits for, and Cancel sits beside the picker
+            out[self.ui.notice] = notice_html(
+                f"Queued {launched.run_id} at #{launched.queue_position}: it starts by itself when what it waits "
+                "for is free, with or without this page open.",
                 "info",
             )
         else:
-            out[notice] = notice_html(
-                f"Launched {run_id}. The first points appear once the model has loaded and the first step is done.",
+            out[self.ui.notice] = notice_html(
+                f"Launched {launched.run_id}. The first points appear once the model has loaded and the first step "
+                "is done.",
                 "info",
             )
         return out
@@ -441,11 +453,10 @@ class TrainTab:
             yield {notice: notice_html(str(exc))}
             return
         note = f" ({final['note']})" if final.get("note") else ""
-        yield {
-            notice: notice_html(
-                f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}{note}.", "info"
-            )
-        }
+        said = f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}{note}."
+        if queued and final.get("state") == "stopped" and not final.get("started_at"):
+            said = f"Cancelled {watch.run_id}: it left the queue before it started, so it has nothing to show."
+        yield {notice: notice_html(said, "info")}
 
     def on_resume(self, request: gr.Request, watch: train_view.RunWatch):
         if not watch.run_id:
@@ -556,6 +567,7 @@ def build(ctx: UIContext) -> None:
     if plan_valid is not None:
         plan_valid.change(tab.on_plan_valid, inputs=[plan_valid], outputs=[ui.launch_button], show_progress="hidden")
     ctx.register(
+        train_follow=(tab.on_follow, [ctx.components["launched_run"], watch, smoothing], [*load_outputs, notice]),
         train_run_picker=ui.run_picker,
         train_launch=ui.launch_button,
         train_explore=ui.explore_button,

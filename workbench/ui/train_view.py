@@ -10,8 +10,10 @@ refresh, which reads only the bytes written since the last one and says what
 changed, so the tab can skip redrawing what did not.
 
 Which run a freshly loaded page shows is `choose_run`: the one this browser
-watched before (kept in `gr.BrowserState`) unless a newer run is live, else
-the newest live run, else the newest run.
+watched before (kept in `gr.BrowserState`) while it runs, or has data and no
+newer run is running; else the newest running run, else the newest run with
+data: never an empty run that waits in the queue or was cancelled there while
+another has something to show.
 
 The page does not ask the server to poll: its script (`WATCH_JS`) fetches
 `follow.change_signature` of the run it shows, a short hash of what a redraw
@@ -42,7 +44,7 @@ from workbench.insight.health import Alarm
 from workbench.runstore.runfolder import FINAL_STATES, QUEUED, UNREADABLE
 from workbench.sources.gpus import runs_on_cpu
 from workbench.spec.numbers import format_duration
-from workbench.spec.run_status import UNREADABLE_FIELDS
+from workbench.spec.run_status import UNREADABLE_FIELDS, running_seconds
 
 # How many of the latest step_time values the remaining-time estimate averages.
 RECENT_STEPS = 5
@@ -111,24 +113,31 @@ def is_live(status: dict) -> bool:
     return bool(status) and status.get("state") not in FINAL_STATES
 
 
-def choose_run(runs: list[tuple[str, dict]], remembered: str | None) -> str | None:
-    """The run a freshly loaded page shows.
+def choose_run(
+    runs: list[tuple[str, dict]], remembered: str | None, has_data: Callable[[str], bool] = lambda run_id: True
+) -> str | None:
+    """The run a freshly loaded page shows: a running run, else the newest run with data, never an empty one.
 
-    `runs` are (run_id, status) pairs, newest first (run ids sort by start
-    time). The remembered run wins unless it has ended and a newer run is live
-    (a run started meanwhile, from another tab or the CLI).
+    `runs` are (run_id, status) pairs, newest first (run ids sort by start time); `has_data(run_id)`: whether the
+    run logged a step. The remembered run wins while it runs, or while it has data and no newer run is running (a
+    run started meanwhile, from another tab or the CLI); then the newest running run; then the newest run with
+    data; a run that waits in the queue or was cancelled there shows only when no run has any.
     """
     ids = [run_id for run_id, _ in runs]
-    live = [run_id for run_id, status in runs if is_live(status)]
+    running = [run_id for run_id, status in runs if is_live(status) and status.get("state") != QUEUED]
     if remembered in ids:
-        remembered_status = dict(runs)[remembered]
-        newer_live = [run_id for run_id in live if run_id > remembered]
-        if is_live(remembered_status) or not newer_live:
+        if remembered in running:
             return remembered
-        return newer_live[0]
-    if live:
-        return live[0]
-    return ids[0] if ids else None
+        if has_data(remembered):
+            newer_running = [run_id for run_id in running if run_id > remembered]
+            return newer_running[0] if newer_running else remembered
+    if running:
+        return running[0]
+    with_data = next((run_id for run_id in ids if has_data(run_id)), None)
+    if with_data is not None:
+        return with_data
+    live = [run_id for run_id, status in runs if is_live(status)]
+    return live[0] if live else ids[0] if ids else None
 
 
 def new_watch(run_id: str | None, newest_known: str | None = None) -> RunWatch:
@@ -206,9 +215,7 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
     state = _text(status.get("state")) or "unknown"
     step = _count(status.get("step")) or (_count(metrics[-1].get("step")) if metrics else 0) or 0
     total = _count(status.get("total_steps")) or None
-    started, updated = _number(status.get("started_at")), _number(status.get("updated_at"))
-    end = now if is_live(status) else (updated or now)
-    elapsed = max(0.0, end - started) if started else None
+    elapsed = running_seconds(status, now, is_live(status))  # the time it was stopped before a resume left out
     remaining = None
     if total and is_live(status) and step < total:  # an ended run has no time left to show
         per_step = seconds_per_step(metrics)
@@ -234,10 +241,6 @@ def measure_progress(status: dict, metrics: list[dict], now: float | None = None
 def _count(value: Any) -> int:
     """A whole number of steps or places, or 0 for anything else."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _text(value: Any) -> str:
@@ -378,11 +381,14 @@ def progress_html(
     )
     nums = f'step {step} / {total} · elapsed <span class="wb-progress-elapsed">{elapsed}</span>{left}'
     if progress.state == QUEUED:  # nothing has run yet: where it stands in the queue instead
-        words += f", position {progress.queue_position}" if progress.queue_position else ""
+        words = f"Queued: #{progress.queue_position} in the queue" if progress.queue_position else "Queued"
         nums = html.escape(
-            f"waits for {progress.waits_for}; starts by itself when that is free"
-            if progress.waits_for
-            else "starts by itself when its devices are free"
+            (
+                f"waits for {progress.waits_for}; starts by itself when that is free"
+                if progress.waits_for
+                else "starts by itself when its devices are free"
+            )
+            + " (Cancel takes it out of the queue)"
         )
     elif progress.speed_probe:
         words += f": {progress.speed_probe}"
