@@ -455,7 +455,9 @@ class TrainTab:
         note = f" ({final['note']})" if final.get("note") else ""
         said = f"Run {watch.run_id} is {final.get('state')} at step {final.get('step', 0)}{note}."
         if queued and final.get("state") == "stopped" and not final.get("started_at"):
-            said = f"Cancelled {watch.run_id}: it left the queue before it started, so it has nothing to show."
+            said = (
+                f"Cancelled {watch.run_id}: it left the queue before it started (stopped at step 0, nothing to show)."
+            )
         yield {notice: notice_html(said, "info")}
 
     def on_resume(self, request: gr.Request, watch: train_view.RunWatch):
