@@ -5,6 +5,10 @@ How long comes only from what this machine measured: the speed probe's round for
 in the server's cache (workbench/tuning/), times the rounds the run makes. Where the probe has not measured it
 here, the line says so: a figure from another machine would be a promise this one may not keep. No gradio, no
 I/O: the tabs look the choice up and hand it over.
+
+After a launch the same line says where to watch it, or, when it waits in the GPU queue, its place and what it
+waits for (`launched_html`); before a second demo, which demo run is there already (`live_demo_runs`,
+`confirm_html`).
 """
 
 from __future__ import annotations
