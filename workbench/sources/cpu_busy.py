@@ -18,9 +18,10 @@ load) without sleeping each time, from the sample it kept the last time.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -62,11 +63,16 @@ class CpuBusy:
     def is_busy(self, threshold: float = BUSY_SHARE) -> bool:
         return self.others_share >= threshold
 
+    def to_dict(self) -> dict:
+        """Plain data (a page's gr.State); `CpuBusy(**data)` makes it again."""
+        return asdict(self)
+
     def note(self) -> str:
         """A sentence for the page: how much others took, and what that does to the times shown."""
+        seconds = f"{self.seconds:.1f}" if self.seconds < 10 else f"{self.seconds:.0f}"
         return (
-            f"this machine is busy: other processes used {self.others_share:.0%} of its {self.cores} cores "
-            f"({self.others_cores:.1f} cores' worth) over the last {self.seconds:.0f} s; times here grow with it"
+            f"this machine is busy: other processes took {self.others_share:.0%} of its {self.cores} cores "
+            f"over the last {seconds} s, and times here grow with it"
         )
 
 
@@ -174,14 +180,16 @@ class BusyWatch:
         self.shortest, self.longest, self.proc = shortest, longest, proc
         self.kept: CpuSample | None = None
         self.last: CpuBusy | None = None
+        self.lock = threading.Lock()  # one page load asks from several handlers at once
 
     def now(self) -> CpuBusy:
-        kept, age = self.kept, time.monotonic() - (self.kept.at if self.kept else 0.0)
-        if self.last is not None and age < self.shortest:
-            return self.last  # asked again at once (several parts of one page): the answer just given
-        if kept is None or age > self.longest:
-            kept = read_sample(self.roots(), self.proc)
-            time.sleep(self.shortest)
-        self.kept = read_sample(self.roots(), self.proc)
-        self.last = busy_between(kept, self.kept)
-        return self.last
+        with self.lock:
+            kept, age = self.kept, time.monotonic() - (self.kept.at if self.kept else 0.0)
+            if self.last is not None and age < self.shortest:
+                return self.last  # asked again at once (several parts of one page): the answer just given
+            if kept is None or age > self.longest:
+                kept = read_sample(self.roots(), self.proc)
+                time.sleep(self.shortest)
+            self.kept = read_sample(self.roots(), self.proc)
+            self.last = busy_between(kept, self.kept)
+            return self.last

@@ -1,10 +1,11 @@
 """The first-run strip above the tabs: whatever tab a newcomer lands on, one button launches the default demo.
 
 One line beside the button says what the demo does and how long it takes on this machine (ui/first_run_view.py:
-the speed probe's round measured here, or that it is not measured yet); it is worked out on each page load, since
-a probe may have measured since the server started. "Launch the demo" starts the Setup tab's defaults on the
-hardware as it is now, through the same path as every Launch (ui/launching.py: the owner, the sandbox and the
-limits of a dashboard with accounts), then shows the Train tab, which follows the new run.
+the speed probe's round measured here, or that it is not measured yet), and whether other processes keep the CPU
+busy now; it is worked out on each page load, since a probe may have measured since the server started.
+"Launch the demo" starts the Setup tab's defaults on the hardware as it is now, through the same path as every
+Launch (ui/launching.py: the owner, the sandbox and the limits of a dashboard with accounts), then shows the Train
+tab, which follows the new run.
 
 `build(ctx)` lays the strip out where it is called (app.py: above the tabs); `wire(ctx, strip)` connects its
 button once the tabs exist (`ctx.components["tabs"]`).
@@ -28,9 +29,10 @@ class FirstRunStrip:
     button: gr.Button
 
 
-def demo_values(runs_dir) -> list:
-    """The Setup tab's values on first open (ctx.config_inputs order), on the hardware as NVML sees it now."""
-    return setup_form_view.default_values(setup_form.hardware_state(runs_dir))
+def demo_values(runs_dir, cpu=None) -> list:
+    """The Setup tab's values on first open (ctx.config_inputs order), on the hardware as NVML sees it now (and
+    with `cpu`, a BusyWatch, how busy the CPU is: the last value, the hardware state, holds it)."""
+    return setup_form_view.default_values(setup_form.hardware_state(runs_dir, cpu))
 
 
 class FirstRun:
@@ -41,8 +43,10 @@ class FirstRun:
 
     def line(self) -> str:
         """The strip's sentence now: the demo as this machine would run it."""
-        cfg = setup_form.config_from_values(*demo_values(self.ctx.runs_dir))
-        return demo_html(cfg, setup_plan_view(cfg, task_dataset_size(cfg.task)).plan, speed_choice(cfg))
+        values = demo_values(self.ctx.runs_dir, self.ctx.cpu)
+        cfg = setup_form.config_from_values(*values)
+        plan = setup_plan_view(cfg, task_dataset_size(cfg.task)).plan
+        return demo_html(cfg, plan, speed_choice(cfg), values[-1].get("cpu_busy"))
 
     def launch(self, request: gr.Request):
         try:
