@@ -2,6 +2,7 @@
 
     python benchmarks/bench_launch_path.py                 # the five rows, demo task, bundled model, 8 steps
     python benchmarks/bench_launch_path.py --steps 12 --rows unwatched watched unwatched watched
+    python benchmarks/bench_launch_path.py --steps 10 --rows foreground launcher foreground launcher
 
 One command, the same seed and settings (`RunConfig.for_task("demo")` with
 `--steps`) started five ways, one after the other (a row named twice runs twice,
@@ -28,10 +29,19 @@ watched / unwatched: the median of the watched runs' step times (each run's
 first step left out) over the unwatched runs'. The figures are appended to
 benchmarks/results/bench_launch_path.jsonl with the machine and the load average.
 
-Targets: launcher / bare <= 1.05, watched / bare <= 1.15, watched / unwatched
+With foreground and launcher rows it prints launcher / foreground: the pooled medians, and each pair's (the
+n-th launcher run over the n-th foreground run), which is what a launched run adds to `workbench train` in a
+terminal (the same environment, threads and allocator: benchmarks/process_setting.py prints both). Each run
+prints the levers `auto` took and where from (measured at its start, or kept on this machine and handed over):
+rows compare only when those agree, so measure the choice once first (`python -m workbench tune`), or set
+WORKBENCH_SPEED_PROBE=off for every row to take TRL's path.
+
+Targets: launcher / bare <= 1.05, launcher / foreground <= 1.05, watched / bare <= 1.15, watched / unwatched
 <= 1.10 (explored / unwatched too), peak RSS <= 3 GB, +0.3 reward within 60 s of the click. Timings depend
-on what else the machine does: run it on a quiet machine, compare rows of one
-command only, and read the CPU seconds per step beside the ratio (they change
+on what else the machine does: it names the CPU, the load average and other processes' share of the CPU at
+the start and the end (benchmarks/quiet_machine.py), and each run's share of others while it trained; it refuses
+to start on a machine that is not quiet unless `--busy-ok` is given, and then marks the figures noisy. Compare
+rows of one command only, alternate them, and read the CPU seconds per step beside the ratio (they change
 little with the load).
 """
 
@@ -54,10 +64,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' app server and Chr
 
 from bare_trl import SETTINGS as BARE_SETTINGS  # noqa: E402  (same folder)
 from bench_training import tree_rss  # noqa: E402
+from quiet_machine import describe, look, require_quiet, warning  # noqa: E402
 from results_file import record  # noqa: E402
 
 from workbench.jobs import allocator, launcher, run_state  # noqa: E402
 from workbench.runstore import runfolder  # noqa: E402
+from workbench.sources import cpu_busy  # noqa: E402
 from workbench.spec.config import RunConfig  # noqa: E402
 
 GB = 2**30
@@ -83,6 +95,8 @@ class Timeline:
     rewards: dict[int, float] = field(default_factory=dict)
     step_times: dict[int, float] = field(default_factory=dict)
     peak_rss: int = 0
+    others_share: float | None = None  # other processes' share of the CPU while it ran (this process's tree: ours)
+    speed_choice: str = ""  # the levers `auto` took, and whether the run measured them or was handed them
 
     def read(self, path: Path, offset: int) -> int:
         """Take in the lines `path` gained since `offset`; returns the new offset."""
@@ -148,7 +162,7 @@ def run_bare(config: RunConfig, work: Path) -> Timeline:
     settings = {name: getattr(config, name) for name in BARE_SETTINGS}
     env = {k: v for k, v in os.environ.items() if k not in WORKBENCH_VARIABLES}
     env["PYTHONPATH"] = str(ROOT)
-    out = work / "bare"
+    out = work / f"bare-{time.time_ns()}"  # a row named twice: a folder each, never the last run's log
     timeline = Timeline(time.time())
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "benchmarks" / "bare_trl.py"), json.dumps(settings), str(out)],
@@ -164,9 +178,9 @@ def run_bare(config: RunConfig, work: Path) -> Timeline:
 
 
 def run_foreground(config: RunConfig, work: Path) -> Timeline:
-    run_dir = work / "foreground"
+    run_dir = work / f"foreground-{time.time_ns()}"  # a row named twice: a run folder each
     work.mkdir(parents=True, exist_ok=True)
-    config_path = work / "foreground-config.json"
+    config_path = work / f"{run_dir.name}-config.json"
     config.save(config_path)
     env = {k: v for k, v in os.environ.items() if k != allocator.APPLIED_ENV_VAR}
     env["PYTHONPATH"] = str(ROOT)
@@ -181,7 +195,14 @@ def run_foreground(config: RunConfig, work: Path) -> Timeline:
     follow(timeline, run_dir / runfolder.METRICS_FILE, lambda: process.poll() is None, lambda: process.pid)
     if process.returncode != 0:
         raise SystemExit(f"foreground run failed:\n{process.stderr.read().decode()[-2000:]}")
+    timeline.speed_choice = speed_choice_of(run_dir)
     return timeline
+
+
+def speed_choice_of(run_dir: Path) -> str:
+    """What the run's `auto` levers became and where that came from (status.json's speed_choice record)."""
+    record = runfolder.read_status(run_dir).get("speed_choice") or {}
+    return f"{record.get('chosen') or 'TRL path'} ({record.get('source') or 'no record'})"
 
 
 def follow_background_run(run_dir: Path, launched: float, sample=None) -> Timeline:
@@ -201,6 +222,7 @@ def follow_background_run(run_dir: Path, launched: float, sample=None) -> Timeli
     final = run_state.status_of_dir(run_dir)
     if final["state"] != "finished":
         raise SystemExit(f"{run_dir.name} ended {final['state']}: {final.get('error')}")
+    timeline.speed_choice = speed_choice_of(run_dir)
     return timeline
 
 
@@ -327,6 +349,29 @@ def chromium_available() -> bool:
 # ---------------------------------------------------------------- report
 
 
+def share_text(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
+
+
+def launched_over_foreground(by_row: dict[str, list[Timeline]], medians: dict, summary: dict) -> list[str]:
+    """Print launcher / foreground, pooled and pair by pair (the n-th of each row); its target, when both ran."""
+    if not ("launcher" in medians and "foreground" in medians):
+        return []
+    pairs = [
+        round(launched.median_step() / foreground.median_step(), 3)
+        for foreground, launched in zip(by_row["foreground"], by_row["launcher"])
+    ]
+    ratio = medians["launcher"] / medians["foreground"]
+    summary["launcher_over_foreground"] = round(ratio, 3)
+    summary["launcher_over_foreground_by_pair"] = pairs
+    print(
+        f"launcher / foreground: {medians['launcher']:.2f} s / {medians['foreground']:.2f} s = {ratio:.3f} "
+        f"(median step over {len(by_row['launcher'])} and {len(by_row['foreground'])} run(s)); pair by pair: "
+        + ", ".join(f"{pair:.3f}" for pair in pairs)
+    )
+    return [f"launcher/foreground {ratio:.3f} {'meets' if ratio <= 1.05 else 'misses'} <= 1.05"]
+
+
 def pooled_median(timelines: list[Timeline]) -> float:
     """The median step time over several runs of one row, each run's first step left out."""
     times = [timeline.step_times[s] for timeline in timelines for s in sorted(timeline.step_times)[1:]]
@@ -342,7 +387,8 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
     bare_step = medians.get("bare")
     print(
         f"\n{'row':<11} {'median step':>11} {'vs bare':>8} {'peak RSS':>9} {'+0.3 reward':>12}"
-        f"   {'app, browser CPU s/step':>24}   (demo task, {steps} steps; first step left out of the median)"
+        f"   {'app, browser CPU s/step':>24} {'others':>7}   (demo task, {steps} steps; first step left out of "
+        f"the median; others: other processes' share of the CPU during the run)"
     )
     runs = []
     for name, timeline, cpu in results:
@@ -353,7 +399,7 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
         print(
             f"{name:<11} {median:>9.2f} s {(f'{ratio:.3f}' if ratio else '-'):>8} "
             f"{timeline.peak_rss / GB:>6.2f} GB {(f'{rise:.0f} s' if rise is not None else 'not reached'):>12}"
-            f"   {cpu_text:>24}"
+            f"   {cpu_text:>24} {share_text(timeline.others_share):>7}"
         )
         runs.append(
             {
@@ -364,6 +410,8 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
                 "seconds_to_reward_rise": None if rise is None else round(rise, 1),
                 "step_times_s": [round(timeline.step_times[s], 3) for s in sorted(timeline.step_times)],
                 "rewards": [round(timeline.rewards[s], 3) for s in sorted(timeline.rewards)],
+                "others_share": None if timeline.others_share is None else round(timeline.others_share, 3),
+                "speed_choice": timeline.speed_choice,
                 **({"cpu_s_per_step": {k: round(v, 3) for k, v in cpu.items()}} if cpu else {}),
             }
         )
@@ -379,7 +427,7 @@ def report(results: list[tuple[str, Timeline, dict | None]], steps: int) -> dict
             f"{mean['app'] + mean['browser']:.3f} CPU s per step (mean of {len(rows)} run(s), after the first step)"
         )
         summary.setdefault("cpu_s_per_step", {})[name] = {k: round(v, 3) for k, v in mean.items()}
-    targets = []
+    targets = launched_over_foreground(by_row, medians, summary)
     if "watched" in medians and "unwatched" in medians:
         ratio = medians["watched"] / medians["unwatched"]
         summary["watched_over_unwatched"] = round(ratio, 3)
@@ -427,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument(
+        "--busy-ok",
+        action="store_true",
+        help="measure even when the machine is not quiet (the figures are marked noisy)",
+    )
+    parser.add_argument(
         "--no-record",
         action="store_true",
         help="do not append the figures to benchmarks/results/bench_launch_path.jsonl",
@@ -440,17 +493,24 @@ def main(argv: list[str] | None = None) -> int:
     runners = {"bare": run_bare, "foreground": run_foreground, "launcher": run_launcher}
     results: list[tuple[str, Timeline, dict | None]] = []
     loads = []
+    start = require_quiet(args.busy_ok)
     with tempfile.TemporaryDirectory(prefix="bench-launch-path-") as tmp:
         for row in args.rows:
             print(f"{row}: running {args.steps} steps...", flush=True)
             cpu = None
+            before = cpu_busy.read_sample()  # the runs, the app and the browser are this process's tree
             if row in DASHBOARD_ROWS:
                 timeline, cpu = run_dashboard(config, Path(tmp), row)
             else:
                 timeline = runners[row](config, Path(tmp))
+            timeline.others_share = cpu_busy.busy_between(before, cpu_busy.read_sample()).others_share
             results.append((row, timeline, cpu))
             loads.append(round(os.getloadavg()[0], 2))
-            print(f"  load average over the last minute: {loads[-1]:.2f}", flush=True)
+            print(
+                f"  load average over the last minute: {loads[-1]:.2f}; other processes took "
+                f"{timeline.others_share:.0%} of the CPU during the run; speed levers: {timeline.speed_choice or '-'}",
+                flush=True,
+            )
             watching = (
                 f"; CPU s per step: app {cpu['app']:.3f}, browser {cpu['browser']:.3f}" if cpu and "app" in cpu else ""
             )
@@ -461,9 +521,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     summary = report(results, args.steps)
     summary["load_average_after_each_row"] = loads
+    end = look()
+    print(describe(start, "at the start") + "\n" + describe(end, "at the end"))
+    summary["machine"] = {"start": start, "end": end}
+    noisy = start["not_quiet"] or end["not_quiet"] or any(t.others_share > 0.10 for _, t, _ in results)
+    if noisy:
+        print(warning(start["not_quiet"] or end["not_quiet"] or "other processes took the CPU during a run"))
     print(json.dumps(summary))
     if not args.no_record:
-        print(f"recorded in {record('bench_launch_path', summary).relative_to(ROOT)}")
+        note = "NOT QUIET: noisy figures, not to quote as the figure" if noisy else ""
+        print(f"recorded in {record('bench_launch_path', summary, note=note).relative_to(ROOT)}")
     return 0
 
 

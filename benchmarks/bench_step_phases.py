@@ -5,6 +5,7 @@
     python benchmarks/bench_step_phases.py --compile-only  # torch.compile of a decode step, three ways
     python benchmarks/bench_step_phases.py --matmul-only   # the decode step's matmuls and draws, other ways
     python benchmarks/bench_step_phases.py --head-only     # the scoring passes' LM head: TRL's against cpu_head
+    python benchmarks/bench_step_phases.py --autocast      # the demo's levers here, with and without bf16 autocast
 
 It builds the workbench's trainer for the demo task (bundled model, held-out evaluation off) as
 `python -m workbench train` does, wraps its phases with timers and trains `--steps` steps, once with the
@@ -35,6 +36,11 @@ matmuls in bfloat16; the LM head plain and packed) against the bandwidth a plain
 sum reaches, and `torch.multinomial`'s exponential draws (one and two threads; drawn inline against drawn
 ahead on a thread of their own while 32 decode steps run, in the same generator order, so the same tokens).
 
+`--autocast` times two columns only: the levers `auto` takes for the demo on a CPU that multiplies bfloat16 natively
+(a merged bfloat16 copy samples, the shared prompt pass scores), and the same with the scoring passes (the reference
+pass, the policy's forward and so its backward) under bfloat16 autocast over the float32 weights, which is what
+TRL's own `bf16=True` does to every pass. It times the step, not what the rounding does to the learning.
+
 `--head-only` times the LM head of the scoring passes at the demo's size (264 positions: 8 rows of the last
 prompt token and 32 completion tokens, the bundled model's 49,152 x 576 head, temperature 0.7): TRL's
 `ChunkedLogProbFunction` against `cpu_head`'s, forward without gradients (the reference pass), and forward
@@ -61,8 +67,10 @@ from workbench.trainer import levers, training  # noqa: E402
 PHASES = ("sampling", "reference pass", "policy forward", "backward + optimizer", "whole step")
 
 
-def timed_trainer_class(times: dict):
-    """The workbench's trainer class with each phase's wall time appended to `times[phase]`."""
+def timed_trainer_class(times: dict, autocast: bool = False):
+    """The workbench's trainer class with each phase's wall time appended to `times[phase]`; `autocast`: its scoring
+    passes (the reference pass, the policy's forward, whose backward follows the casts it recorded) run under
+    bfloat16 autocast over the float32 weights."""
     import torch
 
     base = training.make_trainer_class()
@@ -70,8 +78,10 @@ def timed_trainer_class(times: dict):
     def timer(name, method):
         def run(self, *args, **kwargs):
             started = time.perf_counter()
+            cast = torch.autocast("cpu", dtype=torch.bfloat16) if autocast and name == "logps" else None
             try:
-                return method(self, *args, **kwargs)
+                with cast or contextlib.nullcontext():
+                    return method(self, *args, **kwargs)
             finally:
                 grad = torch.is_grad_enabled() if name == "logps" else None
                 key = {True: "policy forward", False: "reference pass"}.get(grad, name)
@@ -112,11 +122,11 @@ LEVERS_OFF = {
 }
 
 
-def phase_medians(cfg: RunConfig, steps: int) -> dict[str, float]:
+def phase_medians(cfg: RunConfig, steps: int, autocast: bool = False) -> dict[str, float]:
     cfg = cfg.with_absolute_paths()
     model, tokenizer = training.load_model_and_tokenizer(cfg)
     times: dict[str, list[float]] = defaultdict(list)
-    trainer = timed_trainer_class(times)(
+    trainer = timed_trainer_class(times, autocast)(
         model=model,
         reward_funcs=training.build_reward_funcs(cfg),
         args=training.build_grpo_config(cfg, Path(tempfile.mkdtemp(prefix="bench-phases-"))),
@@ -436,6 +446,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--head-only", action="store_true", help="only time the scoring passes' LM head, TRL's against cpu_head's"
     )
+    parser.add_argument(
+        "--autocast",
+        action="store_true",
+        help="only the demo's levers on a bfloat16 CPU, with and without bf16 autocast of the scoring passes",
+    )
     args = parser.parse_args(argv)
     if args.head_only:
         head_probe()
@@ -458,10 +473,15 @@ def main(argv: list[str] | None = None) -> int:
         "shared_prompt_pass=no": (base.with_changes(shared_prompt_pass="no"), None),
     }
     columns.update({name: (base, lever) for name, lever in LEVERS_OFF.items()})
+    casts = dict.fromkeys(columns, False)
+    if args.autocast:
+        levers_here = base.with_changes(merged_generation="bfloat16", shared_prompt_pass="yes", packed_decode="no")
+        columns = {"bf16 copy + shared": (levers_here, None), "the same + autocast": (levers_here, None)}
+        casts = {"bf16 copy + shared": False, "the same + autocast": True}
     results = {}
     for name, (cfg, lever_off) in columns.items():
         with lever_off() if lever_off else contextlib.nullcontext():
-            results[name] = phase_medians(cfg, args.steps)
+            results[name] = phase_medians(cfg, args.steps, casts[name])
     print(f"\n{'phase':<24}" + "".join(f"{name:>24}" for name in results))
     for phase in PHASES:
         print(f"{phase:<24}" + "".join(f"{results[name][phase]:>22.2f} s" for name in results))

@@ -1,5 +1,6 @@
 """The speed benchmark's recorded table (benchmarks/bench_speed.py, benchmarks/results/bench_speed.jsonl): each row's
-fields, and every record kept says which CPU (or GPU) and command it came from. No training here."""
+fields, and every record kept says which CPU (or GPU) and command it came from; the launch path's benchmark refuses
+a busy machine. No training here."""
 
 import importlib
 import json
@@ -74,3 +75,29 @@ def test_every_recorded_speed_table_names_its_machine_and_command():
         rows = record["figures"]["rows"]
         assert record["figures"]["baseline"] in {line["row"] for line in rows}
         assert all(ROW_FIELDS <= set(line) and line["median_step_s"] > 0 for line in rows)
+
+
+@pytest.mark.slow  # the benchmark's own start: it imports the training stack's launcher before it looks
+def test_the_launch_path_benchmark_refuses_a_busy_machine_before_it_trains(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    spin = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count())]
+    try:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "bench_launch_path.py"), "--rows", "bare", "--steps", "1"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        for process in spinners:
+            process.kill()
+            process.wait()
+    assert done.returncode != 0
+    assert "not a quiet machine: other processes took" in done.stderr and "--busy-ok" in done.stderr
+    assert "at the start:" in done.stdout and "cores; load average" in done.stdout  # the CPU and the load, first
+    assert "running 1 steps" not in done.stdout  # nothing trained

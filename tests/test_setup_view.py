@@ -134,3 +134,34 @@ def test_the_reward_picker_offers_trls_rewards_with_their_parameters_and_failure
     assert any(p.field == "reward_params" and "has no parameter 'n'" in p.rule for p in validate_config(bad))
     help_text = setup_view.rewards_help_markdown()
     assert "`ngram_size` (default 3)" in help_text and "`accuracy_reward`" in help_text and "`brevity`" in help_text
+
+
+def test_the_launch_line_says_when_the_machine_is_busy_and_counts_what_no_round_does():
+    from workbench.calc import plan
+    from workbench.sources.cpu_busy import CpuBusy
+    from workbench.spec.config import RunConfig
+    from workbench.ui.first_run_view import launch_line
+
+    cfg = RunConfig.for_task("demo")
+    shape = plan(
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        num_generations=cfg.num_generations,
+        max_steps=cfg.max_steps,
+    )
+    busy = CpuBusy(others_share=0.6, tree_share=0.1, idle_share=0.3, cores=2, seconds=0.5).to_dict()
+    quiet = {**busy, "others_share": 0.05, "idle_share": 0.85}
+    line = launch_line(cfg, shape, None, busy)
+    assert "This machine is busy: other processes took 60% of its 2 cores over the last 0.5 s" in line
+    assert "times here grow with it" in line
+    assert "busy" not in launch_line(cfg, shape, None, quiet) and "busy" not in launch_line(cfg, shape, None)
+    assert "minute" not in launch_line(cfg, shape, None)  # not measured here: no figure from elsewhere
+    from workbench.tuning.choice import Candidate, SpeedChoice
+
+    chosen = Candidate(shared_prompt_pass=True)
+    measured = SpeedChoice("k", chosen, "this CPU", 1.0, {chosen.label(): 3.0})
+    timed = launch_line(cfg, shape, measured, busy)
+    assert (
+        f"about {cfg.max_steps * 3 // 60} min" in timed
+        and "plus loading the model and the held-out evaluations" in timed
+    )
+    assert "the held-out" not in launch_line(cfg.with_changes(eval_strategy="no"), shape, measured)

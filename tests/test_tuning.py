@@ -68,6 +68,17 @@ def test_the_key_changes_with_the_machine_the_model_and_the_shape_but_not_with_t
     assert choice.key_of(here, "/models/a", {**config, "max_completion_length": 64}) != key
 
 
+def test_the_dashboards_demo_and_the_command_lines_share_one_choice_on_a_cpu_machine(monkeypatch):
+    from workbench.ui import setup_form, setup_form_view
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a CPU machine, whatever this one has
+    dashboard = setup_form.config_from_values(*setup_form_view.default_values({"gpus": [], "busy": []}))
+    command_line = RunConfig.for_task("demo")
+    assert (dashboard.device, command_line.device) == ("cpu", "auto")  # what each writes
+    assert for_config.key_for(dashboard) == for_config.key_for(command_line)
+    assert for_config.key_for(command_line.with_changes(device="cuda")) != for_config.key_for(command_line)
+
+
 def test_a_choice_kept_under_other_rules_is_measured_again(monkeypatch):
     here, config = {"cpu": "AMD EPYC"}, RunConfig.for_task("demo").to_dict()
     key = choice.key_of(here, "/models/a", config)

@@ -8,11 +8,15 @@
   values and the verdict land in one answer), after a typed field once the answer is in.
 - The first-run strip above the tabs says what the demo does and how long it takes on this machine, and its
   button launches the demo and shows the Train tab following it.
+- While other processes keep the cores busy, the strip and the Setup tab's launch line say so, with their share.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from browser_fixtures import UI, UI_TIMEOUT_MS, EventCounter
@@ -173,3 +177,22 @@ def test_the_first_run_strip_launches_the_demo_from_any_tab(page, app_factory, t
     finally:
         for run_dir in runfolder.list_run_dirs(server.runs_dir):
             launcher.stop(run_dir.name, server.runs_dir, timeout=20)
+
+
+def test_the_strip_and_the_launch_line_say_when_other_processes_keep_the_cpu_busy(page, app_factory, tmp_path):
+    server = app_factory(tmp_path / "runs")
+    # one spinner a core, started by this test: outside the app server's process tree, so others' work to it
+    spin = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end: pass\n"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count())]
+    try:
+        ui = UI(page, server, tmp_path)
+        ui.open("Setup")
+        busy = r"This machine is busy: other processes took \d+% of its \d+ cores over the last [\d.]+ s, and times here grow"
+        ui.expect_text(page.locator("#wb-first-run"), busy)
+        ui.expect_text(ui.panel("Setup").locator(".wb-launch-line"), busy, timeout=90_000)
+        ui.settle()
+        ui.screenshot("first_run_busy.png")
+    finally:
+        for process in spinners:
+            process.kill()
+            process.wait()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 # auto takes a merged copy on a GPU only when it needs at most this share of the GPU's free memory: a second set of
 # weights must leave a round's activations their room
 GPU_COPY_SHARE = 0.25
-NOT_MEASURED = "not measured on this machine yet: the run measures it when it starts (about a minute)"
+NOT_MEASURED = "not measured on this machine yet: the run measures it when it starts"
 
 
 def copy_fits_gpu(copy_bytes: int, free_bytes: int) -> str | None:

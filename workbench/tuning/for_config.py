@@ -25,8 +25,17 @@ def model_identity(cfg: RunConfig) -> str:
         return cfg.model
 
 
+def device_of(cfg: RunConfig) -> str:
+    """The device the run trains on, "cpu" or "cuda": "auto" is the one it resolves to here."""
+    from workbench.sources.gpus import runs_on_cpu
+
+    return "cpu" if runs_on_cpu(cfg.device) else "cuda"
+
+
 def key_for(cfg: RunConfig) -> str:
-    return key_of(machine.fingerprint(), model_identity(cfg), cfg.to_dict())
+    # the device as it resolves: the dashboard writes "cpu" where the command line leaves "auto" on a CPU machine,
+    # and the two are the same run, which one measurement serves
+    return key_of(machine.fingerprint(), model_identity(cfg), {**cfg.to_dict(), "device": device_of(cfg)})
 
 
 def needs_no_choice(cfg: RunConfig) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 from workbench.access import limits, owners, uploads
 from workbench.access.paths import UserScope
 from workbench.jobs import sandbox, sandbox_policy
+from workbench.sources import cpu_busy
 from workbench.ui import paths_view
 
 
@@ -52,6 +53,8 @@ class UIContext:
     api_routes: dict[str, Callable[..., Any]] = field(default_factory=dict)
     # The sandbox every run and helper process starts in (a dashboard with accounts); None: no sandbox.
     sandbox: sandbox_policy.Policy | None = None
+    # Other processes' share of the CPU, for the times the page shows: this server and the runs it started are ours.
+    cpu: cpu_busy.BusyWatch = field(default_factory=cpu_busy.BusyWatch)
 
     def register(self, **components: Any) -> None:
         self.components.update(components)

@@ -1,8 +1,8 @@
 """The first-run strip above the tabs: whatever tab a newcomer lands on, one button launches the default demo.
 
 One line beside the button says what the demo does and how long it takes on this machine (ui/first_run_view.py:
-the speed probe's round measured here, or that it is not measured yet); it is worked out on each page load, since
-a probe may have measured since the server started. "Launch the demo" starts the Setup tab's defaults on the
+the speed probe's round measured here, or that it is not measured yet), and whether other processes keep the
+CPU busy now; it is worked out on each page load, since a probe may have measured since the server started. "Launch the demo" starts the Setup tab's defaults on the
 hardware as it is now, through the same path as every Launch (ui/launching.py: the owner, the sandbox and the
 limits of a dashboard with accounts), then shows the Train tab, which follows the new run; when the run waits in
 the GPU queue, the line says so: its place and what it waits for.
@@ -42,9 +42,10 @@ class FirstRunStrip:
     launched_run: gr.State  # a launching.Launched for the Train tab to show
 
 
-def demo_values(runs_dir) -> list:
-    """The Setup tab's values on first open (ctx.config_inputs order), on the hardware as NVML sees it now."""
-    return setup_form_view.default_values(setup_form.hardware_state(runs_dir))
+def demo_values(runs_dir, cpu=None) -> list:
+    """The Setup tab's values on first open (ctx.config_inputs order), on the hardware as NVML sees it now (and
+    with `cpu`, a BusyWatch, how busy the CPU is: the last value, the hardware state, holds it)."""
+    return setup_form_view.default_values(setup_form.hardware_state(runs_dir, cpu))
 
 
 class FirstRun:
@@ -60,8 +61,10 @@ class FirstRun:
 
     def line(self) -> str:
         """The strip's sentence now: the demo as this machine would run it."""
-        cfg = self.demo_config()
-        return demo_html(cfg, setup_plan_view(cfg, task_dataset_size(cfg.task)).plan, speed_choice(cfg))
+        values = demo_values(self.ctx.runs_dir, self.ctx.cpu)
+        cfg = setup_form.config_from_values(*values)
+        plan = setup_plan_view(cfg, task_dataset_size(cfg.task)).plan
+        return demo_html(cfg, plan, speed_choice(cfg), values[-1].get("cpu_busy"))
 
     def press(self, request: gr.Request):
         """The button: ask first while a demo run of this user is running or queued, else launch."""

@@ -3,8 +3,10 @@
 
 How long comes only from what this machine measured: the speed probe's round for the run's model and shape, kept
 in the server's cache (workbench/tuning/), times the rounds the run makes. Where the probe has not measured it
-here, the line says so: a figure from another machine would be a promise this one may not keep. No gradio, no
-I/O: the tabs look the choice up and hand it over.
+here, the line says so: a figure from another machine would be a promise this one may not keep. When other
+processes take a share of the CPU now (sources/cpu_busy.py, measured by the server at the page's load), the line
+says so too: every time here grows with it. No gradio, no I/O: the tabs look the choice and the share up and
+hand them over.
 
 After a launch the same line says where to watch it, or, when it waits in the GPU queue, its place and what it
 waits for (`launched_html`); before a second demo, which demo run is there already (`live_demo_runs`,
@@ -19,12 +21,13 @@ from pathlib import Path
 
 from workbench.calc import Plan
 from workbench.runstore.runfolder import FINAL_STATES, QUEUED
+from workbench.sources.cpu_busy import CpuBusy
 from workbench.spec.config import RunConfig
 from workbench.spec.numbers import format_duration
 
 NOT_MEASURED = (
-    "how long is not measured on this machine yet: the run times its rounds in its first minute, "
-    "then the Train tab shows the time left"
+    "how long is not measured on this machine yet: the run times its first rounds, then the Train tab shows the "
+    "time left"
 )
 
 
@@ -52,8 +55,9 @@ def what_it_runs(cfg: RunConfig, plan: Plan | None) -> str:
     return f"trains {Path(cfg.model).name or cfg.model} with LoRA on {data} for {length}{evaluation}"
 
 
-def how_long(rounds: int | None, round_seconds: float | None) -> str:
-    """How long the training takes on this machine, from the probe's round here, or that it is not measured yet."""
+def how_long(rounds: int | None, round_seconds: float | None, evaluates: bool = False) -> str:
+    """How long the training takes on this machine, from the probe's round here, or that it is not measured yet;
+    `evaluates`: the run also answers its held-out prompts, which no round counts."""
     if not round_seconds:
         return NOT_MEASURED
     if rounds is None:
@@ -64,7 +68,19 @@ def how_long(rounds: int | None, round_seconds: float | None) -> str:
     return (
         f"about {format_duration(rounds * round_seconds)} of training on this machine ({rounds} rounds x "
         f"{round_seconds:.1f} s, as its speed probe measured), plus loading the model"
+        + (" and the held-out evaluations" if evaluates else "")
     )
+
+
+def busy_note(busy: dict | None) -> str:
+    """The sentence on a busy machine (`busy`: CpuBusy.to_dict() of the server's look at the CPU), or ""."""
+    if not busy:
+        return ""
+    measured = CpuBusy(**busy)
+    if not measured.is_busy():
+        return ""
+    note = measured.note()
+    return f" {note[0].upper()}{note[1:]}."
 
 
 def round_seconds(choice) -> float | None:
@@ -74,21 +90,26 @@ def round_seconds(choice) -> float | None:
     return choice.seconds.get(choice.chosen.label())
 
 
-def launch_line(cfg: RunConfig, plan: Plan | None, choice) -> str:
-    """The sentence beside a Launch button: what the launch runs, and how long it takes here."""
+def evaluates(cfg: RunConfig) -> bool:
+    return cfg.eval_strategy == "steps" and bool(cfg.eval_size)
+
+
+def launch_line(cfg: RunConfig, plan: Plan | None, choice, busy: dict | None = None) -> str:
+    """The sentence beside a Launch button: what the launch runs, how long it takes here, and whether the machine
+    is busy now (`busy`: see busy_note)."""
     rounds = rounds_of(plan) if plan is not None else None
-    return f"{what_it_runs(cfg, plan)}; {how_long(rounds, round_seconds(choice))}."
+    return f"{what_it_runs(cfg, plan)}; {how_long(rounds, round_seconds(choice), evaluates(cfg))}.{busy_note(busy)}"
 
 
-def launch_html(cfg: RunConfig, plan: Plan | None, choice) -> str:
+def launch_html(cfg: RunConfig, plan: Plan | None, choice, busy: dict | None = None) -> str:
     """The Setup tab's line above its Launch button."""
-    return f'<p class="wb-note wb-launch-line">Launch {escape(launch_line(cfg, plan, choice))}</p>'
+    return f'<p class="wb-note wb-launch-line">Launch {escape(launch_line(cfg, plan, choice, busy))}</p>'
 
 
-def demo_html(cfg: RunConfig, plan: Plan | None, choice) -> str:
+def demo_html(cfg: RunConfig, plan: Plan | None, choice, busy: dict | None = None) -> str:
     """The first-run strip's line: the demo's Launch, what it does and how long it takes on this machine."""
     return (
-        f'<p class="wb-first-run-line"><b>New here?</b> The demo {escape(launch_line(cfg, plan, choice))} '
+        f'<p class="wb-first-run-line"><b>New here?</b> The demo {escape(launch_line(cfg, plan, choice, busy))} '
         f"Your own run: the Setup tab.</p>"
     )
 

@@ -62,9 +62,13 @@ from workbench.ui.signal_view import correctness_choices, kept_correctness
 from workbench.ui.widgets import render_plan_panel
 
 
-def hardware_state(runs_dir) -> dict:
-    """GPUs as NVML sees them now and those held by running runs (plain data for a gr.State)."""
-    return {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(gpu_queue.busy_gpu_ids(runs_dir))}
+def hardware_state(runs_dir, cpu=None) -> dict:
+    """GPUs as NVML sees them now and those held by running runs, and with `cpu` (a sources.cpu_busy.BusyWatch)
+    other processes' share of the CPU now (plain data for a gr.State)."""
+    state = {"gpus": [g.to_dict() for g in list_gpus()], "busy": sorted(gpu_queue.busy_gpu_ids(runs_dir))}
+    if cpu is not None:
+        state["cpu_busy"] = cpu.now().to_dict()
+    return state
 
 
 def gpus_of(hardware: dict):
@@ -255,7 +259,7 @@ def update_plan(*values, scope: UserScope | None = None) -> list:
     memory = MODEL_REFUSED_NOTE if model_refused else memory_panel(cfg, free, device)
     return [
         *panel,
-        launch_html(cfg, view.plan, choice),
+        launch_html(cfg, view.plan, choice, (values[-1] or {}).get("cpu_busy")),
         gr.update(interactive=ready),
         problems_html(problems),
         memory,

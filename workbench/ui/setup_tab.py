@@ -183,7 +183,7 @@ class SetupTab:
 
     def refresh_hardware(self, request: gr.Request, *values):
         """On page load: the GPUs as they are now, and the verdict of the form on them."""
-        state = hardware_state(self.ctx.runs_dir)
+        state = hardware_state(self.ctx.runs_dir, self.ctx.cpu)
         gpus, busy = gpus_of(state), set(state["busy"])
         choices = gpu_choices(gpus, busy)
         return [
