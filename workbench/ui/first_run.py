@@ -2,7 +2,8 @@
 
 One line beside the button says what the demo does and how long it takes on this machine (ui/first_run_view.py:
 the speed probe's round measured here, or that it is not measured yet), and whether other processes keep the
-CPU busy now; it is worked out on each page load, since a probe may have measured since the server started. "Launch the demo" starts the Setup tab's defaults on the
+CPU busy now; it is worked out on each page load, since a probe may have measured since the server started.
+"Launch the demo" starts the Setup tab's defaults on the
 hardware as it is now, through the same path as every Launch (ui/launching.py: the owner, the sandbox and the
 limits of a dashboard with accounts), then shows the Train tab, which follows the new run; when the run waits in
 the GPU queue, the line says so: its place and what it waits for.
