@@ -138,7 +138,8 @@ def test_a_choice_starts_no_other_event_but_the_train_tab_s_launch_button(app):
 
 def test_launch_refuses_a_form_that_stops_a_launch_and_starts_nothing(app, runs_dir):
     event = find_event(app, "workbench.ui.setup_tab", "launch")
-    note, tabs = Page(app).run(event, setup_form_values(per_device_train_batch_size=None))["data"]
+    note, tabs, launched = Page(app).run(event, setup_form_values(per_device_train_batch_size=None))["data"]
     assert "Not launched" in note and "per_device_train_batch_size" in note
+    assert launched is None  # the Train tab is handed no run to follow
     assert "selected" not in str(tabs)  # the page stays on the Setup tab, where the refusal shows
     assert not any(runs_dir.glob("2*"))  # no run folder was made
