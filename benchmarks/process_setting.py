@@ -65,7 +65,8 @@ def setting_of(pid: int) -> dict:
         "environment": {k: v for k, v in environ.items() if k not in INCIDENTAL},
         "nice": int(fields[16]),  # field 19 of proc(5)
         "policy": int(fields[38]),  # field 41: SCHED_OTHER 0, SCHED_BATCH 3, SCHED_IDLE 5
-        "autogroup_nice": _read(proc / "autogroup").split(" nice ")[-1].strip(),
+        # empty for a process in the default group (no session since boot made one), which weighs as nice 0
+        "autogroup_nice": _read(proc / "autogroup").split(" nice ")[-1].strip() or "0",
         "own_session": int(fields[3]) == pid,  # field 6, the session id: a leader starts an autogroup of its own
         "affinity": sorted(os.sched_getaffinity(pid)),
         "cgroup": _read(proc / "cgroup").strip(),
